@@ -1,0 +1,224 @@
+"""Rendering: plans and topologies -> rich tables or JSON documents (SPEC §6).
+
+User data (queue names, argument values) is wrapped in :class:`rich.text.Text` with its
+control characters escaped, so nothing a broker or a file holds can style or move the
+terminal.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.topology.expand import Desired
+from rabbitctl_retry.topology.inequivalence import display_value
+from rabbitctl_retry.topology.model import QueueType, Topology
+from rabbitctl_retry.topology.naming import format_duration_ms
+from rabbitctl_retry.topology.plan import Plan, Status
+
+_STATUS_STYLE = {
+    Status.CREATED: "green",
+    Status.UNCHANGED: "dim",
+    Status.PLANNED: "cyan",
+    Status.CONFLICT: "bold red",
+}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\x1b`` stays four visible characters)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() or char == " " else char.encode("unicode_escape").decode()
+        for char in text
+    )
+
+
+def cell(text: str, style: str = "") -> Text:
+    """A table cell of user data; line breaks are kept, other control characters escaped."""
+    return Text("\n".join(printable(line) for line in text.split("\n")), style=style)
+
+
+def format_arguments(arguments: Mapping[str, ArgumentValue], separator: str = "\n") -> str:
+    """One ``key=value`` per line (tables), sorted by key."""
+    return separator.join(
+        f"{key}={display_value(value)}" for key, value in sorted(arguments.items())
+    )
+
+
+def json_value(value: ArgumentValue) -> Any:
+    """A table value as JSON: bytes as base64 strings, times as ISO 8601."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: json_value(item) for key, item in value.items()}
+    return value
+
+
+def json_arguments(arguments: Mapping[str, ArgumentValue]) -> dict[str, Any]:
+    return {key: json_value(value) for key, value in arguments.items()}
+
+
+def plan_document(result: Plan, *, dry_run: bool) -> dict[str, Any]:
+    """SPEC §6 ``rr declare --output json``."""
+    return {
+        "dry_run": dry_run,
+        "operations": [
+            {
+                "op": operation.op.value,
+                "name": operation.name,
+                "arguments": json_arguments(operation.arguments),
+                "status": operation.status.value,
+                "detail": operation.detail,
+            }
+            for operation in result.operations
+        ],
+    }
+
+
+def plan_table(result: Plan) -> Table:
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for column in ("op", "name", "status", "arguments", "detail"):
+        table.add_column(column, overflow="fold")
+    for operation in result.operations:
+        table.add_row(
+            cell(operation.op.value),
+            cell(operation.name),
+            cell(operation.status.value, _STATUS_STYLE[operation.status]),
+            cell(format_arguments(operation.arguments)),
+            cell(operation.detail or ""),
+        )
+    return table
+
+
+def plan_summary(result: Plan, *, dry_run: bool) -> str:
+    counts: dict[Status, int] = {}
+    for operation in result.operations:
+        counts[operation.status] = counts.get(operation.status, 0) + 1
+    parts = [f"{counts[status]} {status.value}" for status in Status if status in counts]
+    if result.conflicts:
+        tail = "nothing was changed on the broker"
+    elif dry_run:
+        tail = "dry run: nothing was changed"
+    elif Status.CREATED not in counts:
+        tail = "the broker already matches the file"
+    else:
+        tail = "applied"
+    return f"{', '.join(parts) or 'nothing to do'}; {tail}"
+
+
+def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
+    """``rr topology show --output json``: policies per queue, then every entity."""
+    return {
+        "retry_header": topology.broker.retry_header,
+        "policies": [
+            {
+                "queue": queue.name,
+                "type": queue.type.value,
+                "max_attempts": queue.max_attempts,
+                "dead_letter": queue.dead_letter,
+                "attempts_counted_by": _counted_by(queue.type, queue.max_attempts),
+                "delay": queue.delay.value,
+                "wait_queues": list(queue.wait_queue_names),
+                "delay_tiers": [format_duration_ms(ms) for ms in queue.delay_tiers_ms],
+                "delay_exchange": queue.delay_exchange,
+                "publish": queue.publish.value,
+            }
+            for queue in topology.queues
+        ],
+        "exchanges": [
+            {
+                "name": exchange.name,
+                "type": exchange.type,
+                "durable": exchange.durable,
+                "arguments": json_arguments(exchange.arguments),
+                "role": exchange.role,
+            }
+            for exchange in desired.exchanges
+        ],
+        "queues": [
+            {
+                "name": queue.name,
+                "durable": queue.durable,
+                "arguments": json_arguments(queue.arguments),
+                "role": queue.role,
+            }
+            for queue in desired.queues
+        ],
+        "bindings": [
+            {
+                "exchange": binding.exchange,
+                "queue": binding.queue,
+                "routing_key": binding.routing_key,
+                "arguments": json_arguments(binding.arguments),
+                "role": binding.role,
+            }
+            for binding in desired.bindings
+        ],
+        "required_exchanges": list(desired.referenced_exchanges),
+    }
+
+
+def _counted_by(queue_type: QueueType, max_attempts: int | None) -> str | None:
+    if max_attempts is None:
+        return None
+    return "server" if queue_type is QueueType.QUORUM else "rr"
+
+
+def topology_tables(topology: Topology, desired: Desired) -> list[Table]:
+    """``rr topology show``: one table of retry policies, one of entities."""
+    policies = Table(title="retry policies", show_edge=False, header_style="bold")
+    for column in ("queue", "type", "attempts", "counted by", "dead letter", "delay"):
+        policies.add_column(column, overflow="fold")
+    for queue in topology.queues:
+        delay = queue.delay.value
+        if queue.wait_queue_names:
+            delay += " via " + ", ".join(queue.wait_queue_names)
+        elif queue.delay_exchange:
+            delay += " via " + queue.delay_exchange
+        policies.add_row(
+            cell(queue.name),
+            cell(queue.type.value),
+            cell("unlimited" if queue.max_attempts is None else str(queue.max_attempts)),
+            cell(_counted_by(queue.type, queue.max_attempts) or "-"),
+            cell(queue.dead_letter or "-"),
+            cell(delay),
+        )
+    entities = Table(title="entities", show_edge=False, header_style="bold")
+    for column in ("kind", "name", "durable", "arguments", "role"):
+        entities.add_column(column, overflow="fold")
+    for exchange in desired.exchanges:
+        entities.add_row(
+            cell(f"exchange ({exchange.type})"),
+            cell(exchange.name),
+            cell(display_value(exchange.durable)),
+            cell(format_arguments(exchange.arguments)),
+            cell(exchange.role),
+        )
+    for entity in desired.queues:
+        entities.add_row(
+            cell("queue"),
+            cell(entity.name),
+            cell(display_value(entity.durable)),
+            cell(format_arguments(entity.arguments)),
+            cell(entity.role),
+        )
+    for binding in desired.bindings:
+        entities.add_row(
+            cell("binding"),
+            cell(binding.name),
+            cell(""),
+            cell(format_arguments(binding.arguments)),
+            cell(binding.role),
+        )
+    return [policies, entities]

@@ -1,0 +1,123 @@
+"""Pure. The queue arguments RabbitMQ knows, which queue types take them, and their values.
+
+RabbitMQ refuses a declare whose known argument has the wrong type or range
+(``PRECONDITION_FAILED - invalid arg 'x-message-ttl' ... expected integer, got longstr``), and
+a quorum queue refuses classic-only arguments (``invalid arg 'x-max-priority' ... of queue
+type rabbit_quorum_queue``). rr refuses the same inputs while loading the file, so a declare
+never fails half way. Unknown ``x-`` arguments are refused too: the server would accept and
+silently ignore a misspelt ``x-message-tll``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeAlias
+
+ArgumentValue: TypeAlias = (
+    "str | int | float | bool | bytes | datetime | list[ArgumentValue] "
+    "| dict[str, ArgumentValue] | None"
+)
+"""A value of a queue argument, binding argument or header, as plain Python."""
+
+CLASSIC = "classic"
+QUORUM = "quorum"
+
+
+def _non_negative_int(value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer, not {_type_name(value)}"
+    if value < 0:
+        return "must not be negative"
+    return None
+
+
+def _positive_int(value: object) -> str | None:
+    problem = _non_negative_int(value)
+    if problem is None and isinstance(value, int) and value == 0:
+        return "must be greater than 0"
+    return problem
+
+
+def _string(value: object) -> str | None:
+    return None if isinstance(value, str) else f"must be a string, not {_type_name(value)}"
+
+
+def _boolean(value: object) -> str | None:
+    return None if isinstance(value, bool) else f"must be true or false, not {_type_name(value)}"
+
+
+def _one_of(*choices: object) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        if value in choices and type(value) in {type(choice) for choice in choices}:
+            return None
+        allowed = ", ".join(repr(choice) for choice in choices)
+        return f"must be one of {allowed}, not {value!r}"
+
+    return check
+
+
+def _priority(value: object) -> str | None:
+    problem = _non_negative_int(value)
+    if problem is None and isinstance(value, int) and value > 255:
+        return "must be at most 255"
+    return problem
+
+
+def _type_name(value: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentRule:
+    """What one known argument accepts."""
+
+    check: Callable[[object], str | None]
+    queue_types: frozenset[str]
+    managed_by: str | None = None
+    """The topology key that sets this argument; giving it raw as well is refused."""
+
+
+_BOTH = frozenset({CLASSIC, QUORUM})
+_CLASSIC_ONLY = frozenset({CLASSIC})
+_QUORUM_ONLY = frozenset({QUORUM})
+
+QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
+    "x-message-ttl": ArgumentRule(_non_negative_int, _BOTH),
+    "x-expires": ArgumentRule(_positive_int, _BOTH),
+    "x-max-length": ArgumentRule(_non_negative_int, _BOTH),
+    "x-max-length-bytes": ArgumentRule(_non_negative_int, _BOTH),
+    "x-overflow": ArgumentRule(_one_of("drop-head", "reject-publish", "reject-publish-dlx"), _BOTH),
+    "x-dead-letter-exchange": ArgumentRule(_string, _BOTH, managed_by="dead_letter_exchange"),
+    "x-dead-letter-routing-key": ArgumentRule(_string, _BOTH),
+    "x-single-active-consumer": ArgumentRule(_boolean, _BOTH),
+    "x-queue-leader-locator": ArgumentRule(_one_of("client-local", "balanced"), _BOTH),
+    "x-queue-master-locator": ArgumentRule(
+        _one_of("client-local", "min-masters", "random"), _CLASSIC_ONLY
+    ),
+    "x-max-priority": ArgumentRule(_priority, _CLASSIC_ONLY),
+    "x-queue-mode": ArgumentRule(_one_of("default", "lazy"), _CLASSIC_ONLY),
+    "x-queue-version": ArgumentRule(_one_of(1, 2), _CLASSIC_ONLY),
+    "x-delivery-limit": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delivery_limit"),
+    "x-dead-letter-strategy": ArgumentRule(_one_of("at-most-once", "at-least-once"), _QUORUM_ONLY),
+    "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY),
+    "x-queue-type": ArgumentRule(_string, _BOTH, managed_by="type"),
+}
+
+
+def check_queue_argument(name: str, value: object, queue_type: str) -> str | None:
+    """Why RabbitMQ (or rr) would refuse argument ``name = value`` on a queue of this type.
+
+    Returns ``None`` when the argument is acceptable.
+    """
+    rule = QUEUE_ARGUMENTS.get(name)
+    if rule is None:
+        return "is not an argument RabbitMQ knows"
+    if rule.managed_by is not None:
+        return f"is set by the key `{rule.managed_by}`, not in `arguments`"
+    if queue_type not in rule.queue_types:
+        other = next(iter(rule.queue_types))
+        return f"only applies to {other} queues, and this queue is {queue_type}"
+    return rule.check(value)

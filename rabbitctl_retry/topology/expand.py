@@ -1,0 +1,266 @@
+"""Pure. A :class:`Topology` -> the concrete exchanges, queues and bindings it means (SPEC §2).
+
+The decision table, per listed queue:
+
+==============================  ==========================================================
+file                            on the broker
+==============================  ==========================================================
+classic, any max_attempts       the queue, no retry argument (the runtime counts)
+classic + dead_letter_exchange  ``x-dead-letter-exchange = <it>`` (where drops go)
+quorum                          ``x-queue-type = "quorum"``
+quorum + max_attempts N + D     ``x-delivery-limit = N - 1`` (the server counts returns, not
+                                deliveries), ``x-dead-letter-exchange = ""`` (or the queue's
+                                own), ``x-dead-letter-routing-key = D``
+quorum + delivery_limit L       ``x-delivery-limit = L`` (with D or dead_letter_exchange)
+dead_letter D not listed        D as a durable classic queue, no arguments
+delay = "dlx-ttl"               wait queue ``<q>.retry`` (or ``wait_queue``): durable,
+                                ``x-dead-letter-exchange = ""``,
+                                ``x-dead-letter-routing-key = <q>``; per-message expiration
+delay_tiers                     one such wait queue per tier, ``<q>.retry.<tier>``, each
+                                with ``x-message-ttl = <tier ms>``
+delay = "plugin-dme"            exchange ``<q>.delay``, type ``x-delayed-message``,
+                                ``x-delayed-type = "direct"``, and ``<q>`` bound to it with
+                                routing key ``<q>``
+bindings                        one binding each
+==============================  ==========================================================
+
+Order: exchanges, then queues (each listed queue followed by its wait queues and its
+unlisted dead-letter queue), then bindings — the order they can be declared in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.topology.keypath import key_path
+from rabbitctl_retry.topology.model import (
+    DELAYED_EXCHANGE_TYPE,
+    DelayMode,
+    Queue,
+    QueueType,
+    Topology,
+    frozen_mapping,
+)
+from rabbitctl_retry.topology.naming import format_duration_ms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueEntity:
+    """A queue to declare, with its exact arguments."""
+
+    name: str
+    durable: bool = True
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    role: str = "queue"
+    """What the queue is for, in words: ``queue``, ``wait queue of refunds``, ..."""
+    source: str = ""
+    """The key path in the file that makes rr declare it."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("queue", self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExchangeEntity:
+    """An exchange to declare."""
+
+    name: str
+    type: str = "direct"
+    durable: bool = True
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    role: str = "exchange"
+    source: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return ("exchange", self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BindingEntity:
+    """``queue`` bound to ``exchange`` with ``routing_key``."""
+
+    queue: str
+    exchange: str
+    routing_key: str = ""
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    role: str = "binding"
+    source: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.exchange} -> {self.queue} ({self.routing_key})"
+
+
+Entity = QueueEntity | ExchangeEntity | BindingEntity
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Desired:
+    """Everything a topology puts on the broker."""
+
+    exchanges: tuple[ExchangeEntity, ...] = ()
+    queues: tuple[QueueEntity, ...] = ()
+    bindings: tuple[BindingEntity, ...] = ()
+    referenced_exchanges: tuple[str, ...] = ()
+    """Exchanges the file uses (bindings, dead-letter exchanges) but does not declare: they
+    must already exist."""
+
+    @property
+    def entities(self) -> tuple[Entity, ...]:
+        return (*self.exchanges, *self.queues, *self.bindings)
+
+
+def queue_arguments(queue: Queue) -> dict[str, ArgumentValue]:
+    """The exact ``x-`` arguments of a listed queue (table in the module docstring)."""
+    arguments: dict[str, ArgumentValue] = dict(queue.arguments)
+    if queue.type is QueueType.QUORUM:
+        arguments["x-queue-type"] = "quorum"
+        limit = queue.server_delivery_limit
+        if limit is not None:
+            arguments["x-delivery-limit"] = limit
+        if queue.dead_letter is not None:
+            arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange or ""
+            arguments["x-dead-letter-routing-key"] = queue.dead_letter
+        elif queue.dead_letter_exchange:
+            arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
+    elif queue.dead_letter_exchange:
+        arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
+    return arguments
+
+
+def wait_queue_arguments(queue: str, ttl_ms: int | None = None) -> dict[str, ArgumentValue]:
+    """A wait queue dead-letters expired messages back to ``queue`` on the default exchange."""
+    arguments: dict[str, ArgumentValue] = {
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": queue,
+    }
+    if ttl_ms is not None:
+        arguments["x-message-ttl"] = ttl_ms
+    return arguments
+
+
+def expand(topology: Topology) -> Desired:
+    """The concrete entities of ``topology`` (see the module docstring)."""
+    listed = {queue.name for queue in topology.queues}
+    declared_exchanges = {exchange.name for exchange in topology.exchanges}
+    exchanges = [
+        ExchangeEntity(
+            name=exchange.name,
+            type=exchange.type,
+            durable=exchange.durable,
+            arguments=frozen_mapping(exchange.arguments),
+            source=key_path("exchanges", exchange.name),
+        )
+        for exchange in topology.exchanges
+    ]
+    queues: list[QueueEntity] = []
+    bindings: list[BindingEntity] = []
+    referenced: list[str] = []
+    seen_dead_letters: set[str] = set()
+
+    def reference(exchange: str) -> None:
+        if exchange and exchange not in declared_exchanges and exchange not in referenced:
+            referenced.append(exchange)
+
+    dead_letter_of: dict[str, list[str]] = {}
+    for queue in topology.queues:
+        if queue.dead_letter is not None:
+            dead_letter_of.setdefault(queue.dead_letter, []).append(queue.name)
+
+    for queue in topology.queues:
+        at = key_path("queues", queue.name)
+        role = f"{queue.type.value} queue"
+        if queue.name in dead_letter_of:
+            role += ", dead letters of " + ", ".join(dead_letter_of[queue.name])
+        queues.append(
+            QueueEntity(
+                name=queue.name,
+                durable=queue.durable,
+                arguments=frozen_mapping(queue_arguments(queue)),
+                role=role,
+                source=at,
+            )
+        )
+        queues.extend(_wait_queues(queue))
+        if queue.dead_letter_exchange:
+            reference(queue.dead_letter_exchange)
+        if queue.delay is DelayMode.PLUGIN_DME:
+            exchange_name = queue.delay_exchange or ""
+            exchanges.append(
+                ExchangeEntity(
+                    name=exchange_name,
+                    type=DELAYED_EXCHANGE_TYPE,
+                    arguments=frozen_mapping({"x-delayed-type": "direct"}),
+                    role=f"delay exchange of {queue.name}",
+                    source=key_path("queues", queue.name, "delay"),
+                )
+            )
+            bindings.append(
+                BindingEntity(
+                    queue=queue.name,
+                    exchange=exchange_name,
+                    routing_key=queue.name,
+                    role=f"delay route of {queue.name}",
+                    source=key_path("queues", queue.name, "delay"),
+                )
+            )
+        dead_letter = queue.dead_letter
+        if (
+            dead_letter is not None
+            and dead_letter not in listed
+            and dead_letter not in seen_dead_letters
+        ):
+            seen_dead_letters.add(dead_letter)
+            queues.append(
+                QueueEntity(
+                    name=dead_letter,
+                    role="classic queue, dead letters of " + ", ".join(dead_letter_of[dead_letter]),
+                    source=key_path("queues", queue.name, "dead_letter"),
+                )
+            )
+        for index, binding in enumerate(queue.bindings):
+            reference(binding.exchange)
+            bindings.append(
+                BindingEntity(
+                    queue=queue.name,
+                    exchange=binding.exchange,
+                    routing_key=binding.routing_key,
+                    arguments=frozen_mapping(binding.arguments),
+                    source=key_path("queues", queue.name, "bindings", index),
+                )
+            )
+    return Desired(
+        exchanges=tuple(exchanges),
+        queues=tuple(queues),
+        bindings=tuple(bindings),
+        referenced_exchanges=tuple(referenced),
+    )
+
+
+def _wait_queues(queue: Queue) -> list[QueueEntity]:
+    source = key_path("queues", queue.name, "delay")
+    if queue.delay_tiers_ms:
+        return [
+            QueueEntity(
+                name=name,
+                arguments=frozen_mapping(wait_queue_arguments(queue.name, tier_ms)),
+                role=f"{format_duration_ms(tier_ms)} wait queue of {queue.name}",
+                source=key_path("queues", queue.name, "delay_tiers"),
+            )
+            for name, tier_ms in zip(queue.wait_queue_names, queue.delay_tiers_ms, strict=True)
+        ]
+    wait_queue = queue.effective_wait_queue
+    if wait_queue is None:
+        return []
+    return [
+        QueueEntity(
+            name=wait_queue,
+            arguments=frozen_mapping(wait_queue_arguments(queue.name)),
+            role=f"wait queue of {queue.name}",
+            source=source,
+        )
+    ]

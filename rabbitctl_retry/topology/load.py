@@ -1,0 +1,301 @@
+"""TOML -> :class:`Topology`, with errors that name the key path and the line.
+
+Pure but for :func:`load_file`, the one function that reads a file. Every key of SPEC §2 is
+known here; an unknown key is refused with a "did you mean" suggestion, a wrong type names
+what was expected, and every error carries the file and line where the key was written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.topology.keypath import key_path
+from rabbitctl_retry.topology.locate import line_of
+from rabbitctl_retry.topology.model import (
+    Binding,
+    Broker,
+    DelayMode,
+    Exchange,
+    PublishMode,
+    Queue,
+    QueueType,
+    Topology,
+    frozen_mapping,
+)
+from rabbitctl_retry.topology.naming import parse_duration_ms
+
+TOP_KEYS = ("broker", "queues", "exchanges")
+BROKER_KEYS = ("url", "retry_header")
+QUEUE_KEYS = (
+    "type",
+    "durable",
+    "max_attempts",
+    "dead_letter",
+    "dead_letter_exchange",
+    "delivery_limit",
+    "delay",
+    "wait_queue",
+    "delay_tiers",
+    "publish",
+    "arguments",
+    "bindings",
+)
+BINDING_KEYS = ("exchange", "routing_key", "arguments")
+EXCHANGE_KEYS = ("type", "durable", "arguments")
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+_E = TypeVar("_E", QueueType, DelayMode, PublishMode)
+
+
+def load_file(path: str | Path) -> Topology:
+    """Read and check a topology file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, or describes an invalid topology;
+            the error names the file, the line and the key path.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("no such file", source=source) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read the file: {error}", source=source) from None
+    return load_text(text, source=source)
+
+
+def load_text(text: str, *, source: str = "<topology>") -> Topology:
+    """Parse and check TOML text; see :func:`load_file`."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        message = str(error)
+        position = _TOML_POSITION.search(message)
+        line = int(position.group(1)) if position else None
+        if line is None and "end of document" in message:
+            line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+        detail = _TOML_POSITION.sub("", message).strip()
+        if position:
+            detail += f" (column {position.group(2)})"
+        raise ConfigError(f"not valid TOML: {detail}", source=source, line=line) from None
+    try:
+        return parse_document(document)
+    except ConfigError as error:
+        line = line_of(text, error.path) if error.path else None
+        raise error.located(source=source, line=line) from None
+
+
+def parse_document(document: Mapping[str, Any]) -> Topology:
+    """A parsed TOML document -> :class:`Topology` (no file, no line numbers)."""
+    _refuse_unknown(document, TOP_KEYS, ())
+    broker = _parse_broker(_table(document, "broker", ("broker",)))
+    queues_table = _table(document, "queues", ("queues",))
+    exchanges_table = _table(document, "exchanges", ("exchanges",))
+    queues = tuple(
+        _parse_queue(name, _as_table(value, ("queues", name)))
+        for name, value in queues_table.items()
+    )
+    exchanges = tuple(
+        _parse_exchange(name, _as_table(value, ("exchanges", name)))
+        for name, value in exchanges_table.items()
+    )
+    return Topology(broker=broker, queues=queues, exchanges=exchanges)
+
+
+def _parse_broker(table: Mapping[str, Any]) -> Broker:
+    _refuse_unknown(table, BROKER_KEYS, ("broker",))
+    url = _optional(table, "url", str, ("broker",))
+    header = _optional(table, "retry_header", str, ("broker",))
+    return Broker(url=url) if header is None else Broker(url=url, retry_header=header)
+
+
+def _parse_queue(name: str, table: Mapping[str, Any]) -> Queue:
+    at = ("queues", name)
+    _refuse_unknown(table, QUEUE_KEYS, at)
+    queue_type = _enum(table, "type", QueueType, QueueType.CLASSIC, at)
+    tiers = _delay_tiers(table, at)
+    default_delay = DelayMode.DLX_TTL if tiers else DelayMode.MEMORY
+    return Queue(
+        name=name,
+        type=queue_type,
+        durable=_default(_optional(table, "durable", bool, at), True),
+        max_attempts=_optional(table, "max_attempts", int, at),
+        dead_letter=_optional(table, "dead_letter", str, at),
+        dead_letter_exchange=_optional(table, "dead_letter_exchange", str, at),
+        delivery_limit=_optional(table, "delivery_limit", int, at),
+        delay=_enum(table, "delay", DelayMode, default_delay, at),
+        wait_queue=_optional(table, "wait_queue", str, at),
+        delay_tiers_ms=tiers,
+        publish=_enum(table, "publish", PublishMode, PublishMode.CONFIRM, at),
+        arguments=frozen_mapping(_arguments(table, at)),
+        bindings=_bindings(name, table, at),
+    )
+
+
+def _parse_exchange(name: str, table: Mapping[str, Any]) -> Exchange:
+    at = ("exchanges", name)
+    _refuse_unknown(table, EXCHANGE_KEYS, at)
+    return Exchange(
+        name=name,
+        type=_default(_optional(table, "type", str, at), "direct"),
+        durable=_default(_optional(table, "durable", bool, at), True),
+        arguments=frozen_mapping(_arguments(table, at)),
+    )
+
+
+def _bindings(queue: str, table: Mapping[str, Any], at: tuple[str, ...]) -> tuple[Binding, ...]:
+    raw = table.get("bindings")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError(
+            'must be a list of tables like [{ exchange = "...", routing_key = "..." }]',
+            path=key_path(*at, "bindings"),
+        )
+    bindings = []
+    for index, item in enumerate(raw):
+        path = key_path(*at, "bindings", index)
+        if not isinstance(item, dict):
+            raise ConfigError("must be a table with exchange and routing_key", path=path)
+        unknown = [key for key in item if key not in BINDING_KEYS]
+        if unknown:
+            raise ConfigError(
+                _unknown_message(unknown[0], BINDING_KEYS), path=f"{path}.{unknown[0]}"
+            )
+        exchange = item.get("exchange")
+        if not isinstance(exchange, str):
+            raise ConfigError("exchange is required and must be a string", path=f"{path}.exchange")
+        routing_key = item.get("routing_key", "")
+        if not isinstance(routing_key, str):
+            raise ConfigError("must be a string", path=f"{path}.routing_key")
+        arguments = item.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise ConfigError("must be a table", path=f"{path}.arguments")
+        bindings.append(
+            Binding(
+                queue=queue,
+                exchange=exchange,
+                routing_key=routing_key,
+                arguments=frozen_mapping(arguments),
+                path=path,
+            )
+        )
+    return tuple(bindings)
+
+
+def _delay_tiers(table: Mapping[str, Any], at: tuple[str, ...]) -> tuple[int, ...]:
+    raw = table.get("delay_tiers")
+    if raw is None:
+        return ()
+    path = key_path(*at, "delay_tiers")
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(
+            'must be a non-empty list of durations like ["1s", "30s", "5m"]', path=path
+        )
+    tiers = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, str):
+            raise ConfigError(
+                f'must be a duration string like "30s", not {item!r}',
+                path=key_path(*at, "delay_tiers", index),
+            )
+        try:
+            tiers.append(parse_duration_ms(item))
+        except ValueError as error:
+            raise ConfigError(str(error), path=key_path(*at, "delay_tiers", index)) from None
+    return tuple(tiers)
+
+
+def _arguments(table: Mapping[str, Any], at: tuple[str, ...]) -> dict[str, ArgumentValue]:
+    raw = table.get("arguments")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError("must be a table of x- arguments", path=key_path(*at, "arguments"))
+    return dict(raw)
+
+
+def _table(document: Mapping[str, Any], key: str, at: tuple[str, ...]) -> Mapping[str, Any]:
+    value = document.get(key)
+    if value is None:
+        return {}
+    return _as_table(value, at)
+
+
+def _as_table(value: object, at: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"must be a table, not {_describe(value)}", path=key_path(*at))
+    return value
+
+
+_T = TypeVar("_T")
+
+
+def _optional(table: Mapping[str, Any], key: str, kind: type[_T], at: tuple[str, ...]) -> _T | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    wrong_bool = kind is int and isinstance(value, bool)
+    if not isinstance(value, kind) or wrong_bool:
+        expected = {str: "a string", int: "an integer", bool: "true or false"}[kind]
+        raise ConfigError(f"must be {expected}, not {_describe(value)}", path=key_path(*at, key))
+    return value
+
+
+def _default(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+def _enum(
+    table: Mapping[str, Any], key: str, kind: type[_E], default: _E, at: tuple[str, ...]
+) -> _E:
+    raw = _optional(table, key, str, at)
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        choices = [member.value for member in kind]
+        hint = _suggest(raw, choices)
+        raise ConfigError(
+            f"must be one of {', '.join(repr(c) for c in choices)}, not {raw!r}{hint}",
+            path=key_path(*at, key),
+        ) from None
+
+
+def _refuse_unknown(table: Mapping[str, Any], known: tuple[str, ...], at: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in known:
+            raise ConfigError(_unknown_message(key, known), path=key_path(*at, key))
+
+
+def _unknown_message(key: str, known: tuple[str, ...]) -> str:
+    return f"unknown key {key!r}{_suggest(key, known)}; known keys: {', '.join(known)}"
+
+
+def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    matches = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the float {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__

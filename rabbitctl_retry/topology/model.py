@@ -1,0 +1,393 @@
+"""Pure. The topology a file describes, as frozen values that are valid once constructed.
+
+Each value checks itself in ``__post_init__`` and raises :class:`ConfigError` naming the key
+path of the offending key (``queues.payouts.max_attempts``); :class:`Topology` checks what
+involves several queues (names that collide, a dead-letter queue that is someone's wait
+queue). The loader adds the file name and line. What is checked is what RabbitMQ would
+refuse, plus what would silently lose messages (a quorum delivery limit without a route).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.topology import naming
+from rabbitctl_retry.topology.arguments import ArgumentValue, check_queue_argument
+from rabbitctl_retry.topology.keypath import key_path
+
+MAX_NAME_BYTES = 255
+"""AMQP short strings: queue and exchange names are at most 255 bytes of UTF-8."""
+
+BUILTIN_EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
+DELAYED_EXCHANGE_TYPE = "x-delayed-message"
+
+_EMPTY: Mapping[str, ArgumentValue] = MappingProxyType({})
+
+
+class QueueType(StrEnum):
+    CLASSIC = "classic"
+    QUORUM = "quorum"
+
+
+class DelayMode(StrEnum):
+    """How ``retry_after`` waits (SPEC §2)."""
+
+    MEMORY = "memory"
+    DLX_TTL = "dlx-ttl"
+    PLUGIN_DME = "plugin-dme"
+
+
+class PublishMode(StrEnum):
+    """How the runtime publishes its copies: with publisher confirms, or without."""
+
+    CONFIRM = "confirm"
+    FAST = "fast"
+
+
+def check_entity_name(name: str, path: str, what: str) -> None:
+    """Refuse a name RabbitMQ refuses: empty, over 255 bytes, or in the reserved ``amq.``."""
+    if not name:
+        raise ConfigError(f"a {what} name must not be empty", path=path)
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"{what} name {name[:40]!r}... is {size} bytes; RabbitMQ allows at most "
+            f"{MAX_NAME_BYTES}",
+            path=path,
+        )
+    if name.startswith("amq."):
+        raise ConfigError(
+            f"{what} name {name!r} starts with the reserved prefix 'amq.'; RabbitMQ refuses it",
+            path=path,
+        )
+
+
+def frozen_mapping(values: Mapping[str, ArgumentValue] | None) -> Mapping[str, ArgumentValue]:
+    """A read-only copy, or the shared empty mapping."""
+    if not values:
+        return _EMPTY
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """``queue`` receives what ``exchange`` routes with ``routing_key`` (and ``arguments``)."""
+
+    queue: str
+    exchange: str
+    routing_key: str = ""
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        if self.exchange == "":
+            raise ConfigError(
+                'cannot bind to the default exchange "": RabbitMQ refuses it (every queue '
+                "already receives messages whose routing key is its name)",
+                path=f"{self.path}.exchange" if self.path else None,
+            )
+        if len(self.exchange.encode("utf-8")) > MAX_NAME_BYTES:
+            raise ConfigError(
+                f"exchange name is over {MAX_NAME_BYTES} bytes", path=self.path or None
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchange:
+    """An exchange the file declares (``[exchanges.NAME]``)."""
+
+    name: str
+    type: str = "direct"
+    durable: bool = True
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        path = key_path("exchanges", self.name)
+        check_entity_name(self.name, path, "exchange")
+        if self.type not in BUILTIN_EXCHANGE_TYPES and not self.type.startswith("x-"):
+            allowed = ", ".join(sorted(BUILTIN_EXCHANGE_TYPES))
+            raise ConfigError(
+                f"unknown exchange type {self.type!r}: use one of {allowed}, or a plugin's x- type",
+                path=key_path("exchanges", self.name, "type"),
+            )
+        if self.type == DELAYED_EXCHANGE_TYPE:
+            delayed = self.arguments.get("x-delayed-type")
+            if delayed not in BUILTIN_EXCHANGE_TYPES:
+                raise ConfigError(
+                    "an x-delayed-message exchange needs arguments.x-delayed-type set to "
+                    "direct, fanout, topic or headers",
+                    path=key_path("exchanges", self.name, "arguments", "x-delayed-type"),
+                )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Queue:
+    """A queue the file declares, with its retry policy (SPEC §2).
+
+    ``max_attempts`` counts every delivery, the first included. On a quorum queue it becomes
+    the server's ``x-delivery-limit = max_attempts - 1``; on a classic queue the runtime
+    counts. ``dead_letter`` is a queue on the default exchange where spent messages go.
+    """
+
+    name: str
+    type: QueueType = QueueType.CLASSIC
+    durable: bool = True
+    max_attempts: int | None = None
+    dead_letter: str | None = None
+    dead_letter_exchange: str | None = None
+    delivery_limit: int | None = None
+    delay: DelayMode = DelayMode.MEMORY
+    wait_queue: str | None = None
+    delay_tiers_ms: tuple[int, ...] = ()
+    publish: PublishMode = PublishMode.CONFIRM
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
+    bindings: tuple[Binding, ...] = ()
+
+    def _path(self, *keys: str) -> str:
+        return key_path("queues", self.name, *keys)
+
+    def __post_init__(self) -> None:
+        check_entity_name(self.name, self._path(), "queue")
+        self._check_attempts()
+        self._check_dead_letter()
+        self._check_quorum()
+        self._check_delay()
+        self._check_arguments()
+
+    def _check_attempts(self) -> None:
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ConfigError(
+                f"must be at least 1 (every delivery counts, the first included), "
+                f"not {self.max_attempts}",
+                path=self._path("max_attempts"),
+            )
+        if self.delivery_limit is not None and self.delivery_limit < 0:
+            raise ConfigError(
+                f"must not be negative, not {self.delivery_limit}",
+                path=self._path("delivery_limit"),
+            )
+
+    def _check_dead_letter(self) -> None:
+        if self.dead_letter is not None:
+            path = self._path("dead_letter")
+            check_entity_name(self.dead_letter, path, "queue")
+            if self.dead_letter == self.name:
+                raise ConfigError(
+                    f"names the queue itself: spent messages of {self.name!r} would come "
+                    "straight back to it",
+                    path=path,
+                )
+            if self.dead_letter in self.wait_queue_names:
+                raise ConfigError(f"{self.dead_letter!r} is this queue's own wait queue", path=path)
+        if self.dead_letter_exchange:
+            check_entity_name(
+                self.dead_letter_exchange, self._path("dead_letter_exchange"), "exchange"
+            )
+
+    def _check_quorum(self) -> None:
+        if self.type is QueueType.CLASSIC:
+            if self.delivery_limit is not None:
+                raise ConfigError(
+                    "only quorum queues have a server delivery limit; a classic queue counts "
+                    "attempts with max_attempts",
+                    path=self._path("delivery_limit"),
+                )
+            return
+        if not self.durable:
+            raise ConfigError(
+                "a quorum queue is always durable; RabbitMQ refuses a non-durable one",
+                path=self._path("durable"),
+            )
+        if (self.max_attempts is None) != (self.dead_letter is None):
+            given, missing = (
+                ("max_attempts", "dead_letter")
+                if self.dead_letter is None
+                else ("dead_letter", "max_attempts")
+            )
+            why = (
+                "a delivery limit without a route throws the spent message away"
+                if missing == "dead_letter"
+                else "nothing tells the queue when a delivery is spent"
+            )
+            raise ConfigError(
+                f"a quorum queue with {given} also needs {missing}: {why}",
+                path=self._path(given),
+            )
+        if (
+            self.max_attempts is not None
+            and self.delivery_limit is not None
+            and self.delivery_limit != self.max_attempts - 1
+        ):
+            raise ConfigError(
+                f"max_attempts = {self.max_attempts} already sets the server limit to "
+                f"{self.max_attempts - 1}; drop delivery_limit or make them agree",
+                path=self._path("delivery_limit"),
+            )
+        if (
+            self.delivery_limit is not None
+            and self.dead_letter is None
+            and not self.dead_letter_exchange
+        ):
+            raise ConfigError(
+                "a delivery limit without dead_letter or dead_letter_exchange throws the "
+                "spent message away",
+                path=self._path("delivery_limit"),
+            )
+
+    def _check_delay(self) -> None:
+        if self.wait_queue is not None:
+            if self.delay is not DelayMode.DLX_TTL or self.delay_tiers_ms:
+                raise ConfigError(
+                    'wait_queue only applies to delay = "dlx-ttl" without delay_tiers',
+                    path=self._path("wait_queue"),
+                )
+            check_entity_name(self.wait_queue, self._path("wait_queue"), "queue")
+            if self.wait_queue == self.name:
+                raise ConfigError(
+                    "the wait queue must not be the queue itself", path=self._path("wait_queue")
+                )
+        if self.delay_tiers_ms:
+            if self.delay is not DelayMode.DLX_TTL:
+                raise ConfigError(
+                    'delay_tiers wait in TTL queues: they need delay = "dlx-ttl"',
+                    path=self._path("delay_tiers"),
+                )
+            if any(tier_ms <= 0 for tier_ms in self.delay_tiers_ms):
+                raise ConfigError(
+                    "every tier must be longer than 0", path=self._path("delay_tiers")
+                )
+            if len(set(self.delay_tiers_ms)) != len(self.delay_tiers_ms):
+                raise ConfigError("tiers must differ", path=self._path("delay_tiers"))
+            if list(self.delay_tiers_ms) != sorted(self.delay_tiers_ms):
+                raise ConfigError(
+                    "list tiers from shortest to longest", path=self._path("delay_tiers")
+                )
+        for derived in self.wait_queue_names:
+            check_entity_name(derived, self._path(), "derived wait queue")
+        if self.delay is DelayMode.PLUGIN_DME:
+            check_entity_name(
+                naming.delay_exchange_name(self.name), self._path(), "derived delay exchange"
+            )
+
+    def _check_arguments(self) -> None:
+        for name, value in self.arguments.items():
+            problem = check_queue_argument(name, value, self.type.value)
+            if problem is not None:
+                raise ConfigError(f"{name} {problem}", path=self._path("arguments", name))
+        if (
+            self.type is QueueType.QUORUM
+            and self.dead_letter is not None
+            and "x-dead-letter-routing-key" in self.arguments
+        ):
+            raise ConfigError(
+                "dead_letter already sets x-dead-letter-routing-key",
+                path=self._path("arguments", "x-dead-letter-routing-key"),
+            )
+
+    @property
+    def effective_wait_queue(self) -> str | None:
+        """The single wait queue of ``delay = "dlx-ttl"`` without tiers, else ``None``."""
+        if self.delay is not DelayMode.DLX_TTL or self.delay_tiers_ms:
+            return None
+        return self.wait_queue or naming.wait_queue_name(self.name)
+
+    @property
+    def wait_queue_names(self) -> tuple[str, ...]:
+        """Every wait queue this queue's delayed retries use (one, one per tier, or none)."""
+        if self.delay is not DelayMode.DLX_TTL:
+            return ()
+        if self.delay_tiers_ms:
+            return tuple(naming.tier_queue_name(self.name, ms) for ms in self.delay_tiers_ms)
+        return (self.wait_queue or naming.wait_queue_name(self.name),)
+
+    @property
+    def delay_exchange(self) -> str | None:
+        """The delayed-message exchange of ``delay = "plugin-dme"``, else ``None``."""
+        if self.delay is DelayMode.PLUGIN_DME:
+            return naming.delay_exchange_name(self.name)
+        return None
+
+    @property
+    def server_delivery_limit(self) -> int | None:
+        """The ``x-delivery-limit`` rr sets: ``max_attempts - 1``, or the raw limit."""
+        if self.type is not QueueType.QUORUM:
+            return None
+        if self.max_attempts is not None:
+            return self.max_attempts - 1
+        return self.delivery_limit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Broker:
+    """``[broker]``: where to connect and which header counts retries."""
+
+    url: str | None = None
+    retry_header: str = naming.DEFAULT_RETRY_HEADER
+
+    def __post_init__(self) -> None:
+        if not self.retry_header:
+            raise ConfigError("must not be empty", path="broker.retry_header")
+        if self.url is not None and not self.url.startswith(("amqp://", "amqps://")):
+            raise ConfigError("must start with amqp:// or amqps://", path="broker.url")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Topology:
+    """A whole topology file: broker settings, queues and exchanges, mutually consistent."""
+
+    broker: Broker = field(default_factory=Broker)
+    queues: tuple[Queue, ...] = ()
+    exchanges: tuple[Exchange, ...] = ()
+
+    def __post_init__(self) -> None:
+        listed = {queue.name for queue in self.queues}
+        exchanges = {exchange.name for exchange in self.exchanges}
+        owner_of_wait_queue: dict[str, str] = {}
+        for queue in self.queues:
+            for wait_queue in queue.wait_queue_names:
+                path = key_path("queues", queue.name, "wait_queue")
+                if wait_queue in listed:
+                    raise ConfigError(
+                        f"{wait_queue!r} is the wait queue of {queue.name!r}; rr declares it, "
+                        "so do not list it under [queues]",
+                        path=key_path("queues", wait_queue),
+                    )
+                other = owner_of_wait_queue.setdefault(wait_queue, queue.name)
+                if other != queue.name:
+                    raise ConfigError(
+                        f"{wait_queue!r} is already the wait queue of {other!r}; a wait "
+                        "queue sends its messages back to one queue only",
+                        path=path,
+                    )
+            delay_exchange = queue.delay_exchange
+            if delay_exchange is not None and delay_exchange in exchanges:
+                raise ConfigError(
+                    f"{delay_exchange!r} is the delay exchange rr declares for {queue.name!r}; "
+                    "do not list it under [exchanges]",
+                    path=key_path("exchanges", delay_exchange),
+                )
+        for queue in self.queues:
+            if queue.dead_letter is not None and queue.dead_letter in owner_of_wait_queue:
+                raise ConfigError(
+                    f"{queue.dead_letter!r} is the wait queue of "
+                    f"{owner_of_wait_queue[queue.dead_letter]!r}, not a dead-letter queue",
+                    path=key_path("queues", queue.name, "dead_letter"),
+                )
+
+    def queue(self, name: str) -> Queue | None:
+        """The queue listed under ``name``, if any."""
+        for queue in self.queues:
+            if queue.name == name:
+                return queue
+        return None
+
+    @property
+    def wait_queue_owners(self) -> Mapping[str, str]:
+        """Every wait queue of the topology -> the queue its messages go back to."""
+        return {
+            wait_queue: queue.name for queue in self.queues for wait_queue in queue.wait_queue_names
+        }

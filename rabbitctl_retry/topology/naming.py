@@ -1,0 +1,51 @@
+"""Pure. Names rr derives from a queue's name, and the duration format of delay tiers.
+
+Every derived name comes from one function here, so the loader, the expansion, the runtime
+and ``rr dlq`` agree on them.
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_RETRY_HEADER = "x-ruststream-retry-count"
+"""The retry header RustStream writes; rr's default, so both can share queues."""
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def wait_queue_name(queue: str) -> str:
+    """The default wait queue of ``delay = "dlx-ttl"``: ``refunds`` -> ``refunds.retry``."""
+    return f"{queue}.retry"
+
+
+def tier_queue_name(queue: str, tier_ms: int) -> str:
+    """The wait queue of one delay tier: ``("refunds", 30_000)`` -> ``refunds.retry.30s``."""
+    return f"{queue}.retry.{format_duration_ms(tier_ms)}"
+
+
+def delay_exchange_name(queue: str) -> str:
+    """The delayed-message exchange of ``delay = "plugin-dme"``: ``refunds.delay``."""
+    return f"{queue}.delay"
+
+
+def parse_duration_ms(text: str) -> int:
+    """``"1500ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1d"`` -> milliseconds.
+
+    Raises:
+        ValueError: the text is not a whole number followed by one of ms, s, m, h, d.
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration like '500ms', '30s', '5m', '1h'")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def format_duration_ms(duration_ms: int) -> str:
+    """The shortest exact spelling: 30_000 -> ``30s``, 300_000 -> ``5m``, 1_500 -> ``1500ms``."""
+    for unit in ("d", "h", "m", "s"):
+        size = _UNIT_MS[unit]
+        if duration_ms >= size and duration_ms % size == 0:
+            return f"{duration_ms // size}{unit}"
+    return f"{duration_ms}ms"

@@ -1,0 +1,254 @@
+"""Pure. Desired entities + what the broker holds -> a plan: one operation per entity.
+
+What AMQP can observe is limited: a passive declare says whether a queue or exchange exists,
+and re-declaring an existing one with the desired arguments (on a throwaway channel) either
+passes (equivalent) or fails with PRECONDITION_FAILED naming one argument that differs. The
+shell gathers those answers into :data:`Observation` values; this module only decides.
+
+===============================  ===============  =======================================
+entity / observation             status           applied?
+===============================  ===============  =======================================
+queue or exchange ``Absent``     ``planned``      declared (status becomes ``created``)
+``Matches``                      ``unchanged``    re-declared (a no-op on the server)
+``Differs``                      ``conflict``     nothing is applied at all
+``Refused``                      ``conflict``     nothing is applied at all
+uses a missing exchange          ``conflict``     (a binding or dead-letter exchange the
+                                                  file names but does not declare)
+binding, both ends ``Matches``   ``unchanged``    re-bound (queue.bind is idempotent)
+binding, an end is new           ``planned``      bound
+version refuses the entity       ``conflict``     (e.g. non-durable queues on RabbitMQ 4)
+===============================  ===============  =======================================
+
+AMQP cannot list bindings, so a binding between two entities that already existed is
+reported ``unchanged`` and re-asserted; if it was missing, applying creates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import assert_never
+
+from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.topology.expand import (
+    BindingEntity,
+    Desired,
+    Entity,
+    ExchangeEntity,
+    QueueEntity,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """The broker has no entity of that name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Matches:
+    """It exists, and an equivalent re-declare was accepted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One argument (or property such as ``durable``) that differs on the broker."""
+
+    key: str
+    desired: str
+    current: str
+
+
+@dataclass(frozen=True, slots=True)
+class Differs:
+    """It exists with other arguments: a re-declare would fail with PRECONDITION_FAILED."""
+
+    differences: tuple[Difference, ...]
+    detail: str = ""
+    """The broker's own words, when the differences could not all be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The broker cannot take it at all (an unknown exchange type, a locked queue)."""
+
+    reason: str
+
+
+Observation = Absent | Matches | Differs | Refused
+
+
+class Status(StrEnum):
+    CREATED = "created"
+    UNCHANGED = "unchanged"
+    PLANNED = "planned"
+    CONFLICT = "conflict"
+
+
+class OpKind(StrEnum):
+    DECLARE_QUEUE = "declare_queue"
+    DECLARE_EXCHANGE = "declare_exchange"
+    BIND = "bind"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Operation:
+    """One line of the plan."""
+
+    op: OpKind
+    name: str
+    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    status: Status
+    detail: str | None = None
+    entity: Entity
+    """What to declare when the plan is applied."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    operations: tuple[Operation, ...]
+
+    @property
+    def conflicts(self) -> tuple[Operation, ...]:
+        return tuple(op for op in self.operations if op.status is Status.CONFLICT)
+
+    @property
+    def can_apply(self) -> bool:
+        return not self.conflicts
+
+    def applied(self) -> Plan:
+        """The plan after a successful apply: ``planned`` became ``created``."""
+        return Plan(
+            operations=tuple(
+                _with_status(op, Status.CREATED) if op.status is Status.PLANNED else op
+                for op in self.operations
+            )
+        )
+
+
+def _with_status(op: Operation, status: Status, detail: str | None = None) -> Operation:
+    return Operation(
+        op=op.op,
+        name=op.name,
+        arguments=op.arguments,
+        status=status,
+        detail=detail if detail is not None else op.detail,
+        entity=op.entity,
+    )
+
+
+def _conflict(op: Operation, detail: str) -> Operation:
+    return _with_status(op, Status.CONFLICT, detail)
+
+
+def _missing_detail(exchange: str, observation: Observation) -> str:
+    if isinstance(observation, Refused):
+        return f"exchange {exchange!r}: {observation.reason}"
+    return (
+        f"exchange {exchange!r} is used by the file but neither declared in it nor present "
+        "on the broker"
+    )
+
+
+ObservationKey = tuple[str, str]
+"""``("queue", name)`` or ``("exchange", name)``."""
+
+
+def describe_differences(differs: Differs) -> str:
+    """``x-delivery-limit: file 4, broker 5; durable: file true, broker false``."""
+    if not differs.differences:
+        return differs.detail
+    return "; ".join(f"{d.key}: file {d.desired}, broker {d.current}" for d in differs.differences)
+
+
+def plan(
+    desired: Desired,
+    observed: Mapping[ObservationKey, Observation],
+    *,
+    server_major: int,
+) -> Plan:
+    """Decide one operation per entity (table in the module docstring).
+
+    Args:
+        desired: the expansion of the topology.
+        observed: what the broker said about each queue and exchange; a missing key counts
+            as :class:`Absent`.
+        server_major: the broker's major version (RabbitMQ 4 refuses transient non-exclusive
+            queues).
+    """
+    operations: list[Operation] = []
+    missing = {
+        name: _missing_detail(name, observed.get(("exchange", name), Absent()))
+        for name in desired.referenced_exchanges
+        if not isinstance(observed.get(("exchange", name), Absent()), Matches)
+    }
+    for exchange in desired.exchanges:
+        operations.append(
+            _declare_op(OpKind.DECLARE_EXCHANGE, exchange, observed.get(exchange.key, Absent()))
+        )
+    for queue in desired.queues:
+        operation = _declare_op(OpKind.DECLARE_QUEUE, queue, observed.get(queue.key, Absent()))
+        if not queue.durable and server_major >= 4 and operation.status is Status.PLANNED:
+            operation = _conflict(
+                operation, "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
+            )
+        dead_letter_exchange = queue.arguments.get("x-dead-letter-exchange")
+        if isinstance(dead_letter_exchange, str) and dead_letter_exchange in missing:
+            operation = _conflict(operation, missing[dead_letter_exchange])
+        operations.append(operation)
+    for binding in desired.bindings:
+        operation = _bind_op(binding, observed)
+        if binding.exchange in missing:
+            operation = _conflict(operation, missing[binding.exchange])
+        operations.append(operation)
+    return Plan(operations=tuple(operations))
+
+
+def _declare_op(
+    kind: OpKind, entity: QueueEntity | ExchangeEntity, observation: Observation
+) -> Operation:
+    match observation:
+        case Absent():
+            status, detail = Status.PLANNED, None
+        case Matches():
+            status, detail = Status.UNCHANGED, None
+        case Differs() | Refused():
+            status, detail = Status.CONFLICT, _conflict_detail(observation)
+        case _:
+            assert_never(observation)
+    return Operation(
+        op=kind,
+        name=entity.name,
+        arguments=entity.arguments,
+        status=status,
+        detail=detail,
+        entity=entity,
+    )
+
+
+def _conflict_detail(observation: Differs | Refused | Absent) -> str:
+    match observation:
+        case Differs():
+            return "exists with other arguments: " + describe_differences(observation)
+        case Refused():
+            return observation.reason
+        case Absent():
+            return "does not exist"
+        case _:
+            assert_never(observation)
+
+
+def _bind_op(binding: BindingEntity, observed: Mapping[ObservationKey, Observation]) -> Operation:
+    ends = (
+        observed.get(("queue", binding.queue), Absent()),
+        observed.get(("exchange", binding.exchange), Absent()),
+    )
+    both_existed = all(isinstance(end, Matches) for end in ends)
+    return Operation(
+        op=OpKind.BIND,
+        name=binding.name,
+        arguments=binding.arguments,
+        status=Status.UNCHANGED if both_existed else Status.PLANNED,
+        detail=None,
+        entity=binding,
+    )

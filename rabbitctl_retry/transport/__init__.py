@@ -1,0 +1,1 @@
+"""The transport port and its adapters."""

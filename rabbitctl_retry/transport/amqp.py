@@ -1,0 +1,580 @@
+"""The aiormq adapter of the transport port: the real RabbitMQ behind Connection and Channel.
+
+Rule: a thin shell that decides nothing. Each method is one aiormq call; values are converted
+to pamqp's and back, and driver errors become rr errors in ``transport/errors.py``. The hot
+paths (``publish``, ``ack``, ``reject``, ``nack``, the consume callback) add one ``try`` and
+one conversion over raw aiormq; ``ack``/``reject``/``nack`` do not wait for the socket to
+drain, since AMQP never answers them.
+
+URLs::
+
+    amqp://USER:PASSWORD@HOST:PORT/VHOST?QUERY      plain TCP, port 5672 by default
+    amqps://USER:PASSWORD@HOST:PORT/VHOST?QUERY     TLS, port 5671 by default
+
+The vhost is the percent-encoded path: ``/%2F`` is ``/``, ``/orders`` is ``orders``, an empty
+path or ``/`` is ``/``. A vhost that is missing, or that the user may not use, is refused by
+RabbitMQ (530 NOT_ALLOWED) and raises :class:`~rabbitctl_retry.errors.AccessRefused`.
+
+Query parameters (aiormq's; percent-encode paths that hold ``&``, ``=``, ``%``, ``#``, spaces):
+
+``cafile=PATH``
+    PEM bundle of the CA(s) that signed the broker's certificate (else the system store).
+``capath=DIR`` / ``cadata=BASE64``
+    CA certificates from a hashed directory, or inline (base64 of PEM or DER).
+``certfile=PATH`` and ``keyfile=PATH``
+    the client certificate and its private key (PEM), for brokers with
+    ``ssl_options.fail_if_no_peer_cert = true``.
+``no_verify_ssl=1``
+    accept any broker certificate and host name. For tests only.
+``auth=external``
+    log in with the client certificate (``rabbitmq_auth_mechanism_ssl``) instead of PLAIN.
+``heartbeat=SECONDS``
+    heartbeat interval (default 60, 0 turns heartbeats off).
+``name=TEXT``
+    the connection name the management UI shows (default: ``connect(client_name=...)``).
+
+The broker's certificate is checked against the URL's host: use the name the certificate
+carries (``localhost`` or the IP in its subjectAltName).
+
+Wire notes, all aiormq's or pamqp's behaviour:
+
+* Every message published without a ``message_id`` gets a random one (aiormq matches a
+  ``basic.return`` to its publish by it).
+* A returned ``mandatory`` message is reported (:class:`~rabbitctl_retry.errors.PublishFailed`)
+  only on a confirm channel; without confirms aiormq logs the return and drops it.
+* Field tables (arguments, headers): ``int`` goes as the smallest signed AMQP integer that
+  holds it, ``bool`` as boolean, ``str`` as long string, ``bytes`` as byte array, ``datetime``
+  as timestamp (whole seconds; naive means UTC), ``None`` as void, lists as arrays, dicts as
+  tables, and ``float`` as a 32-bit float (pamqp's choice: about 7 significant digits).
+  Read back, byte arrays (and long strings that are not UTF-8) are ``bytes``, decimals are
+  ``float`` and timestamps are aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from contextlib import suppress
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import aiormq
+import pamqp.frame
+from aiormq import exceptions as amqp_exc
+from aiormq.abc import DeliveredMessage
+from aiormq.connection import FrameReceiver
+from pamqp import commands as spec
+from pamqp import common as wire
+from pamqp.base import Frame
+
+from rabbitctl_retry.errors import BrokerUnreachable, DataError, RrError, UsageError, censor_url
+from rabbitctl_retry.transport.base import (
+    Delivery,
+    DeliveryCallback,
+    FieldTable,
+    FieldValue,
+    Properties,
+    QueueInfo,
+    ServerVersion,
+)
+from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.transport.base import Channel, Connection
+
+__all__ = ["AmqpChannel", "AmqpConnection", "connect"]
+
+
+async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") -> AmqpConnection:
+    """Open a connection to the broker at ``url``, handshake included, within ``timeout_s``.
+
+    Raises :class:`BrokerUnreachable` (no TCP/TLS connection, no AMQP answer in time),
+    :class:`~rabbitctl_retry.errors.AccessRefused` (login or vhost refused) or
+    :class:`UsageError` (not an AMQP URL). No message contains the password.
+    """
+    shown = censor_url(url)
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname or port == -1:
+        raise UsageError(f"not an AMQP URL (amqp://HOST[:PORT]/VHOST or amqps://...): {shown}")
+    if timeout_s <= 0:
+        raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
+    named = "name" in parse_qs(parts.query)
+    client_properties: wire.FieldTable = {} if named else {"connection_name": client_name}
+    connection = _Connection(url, client_properties=client_properties)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await connection.connect()
+    except asyncio.CancelledError:
+        await _abandon(connection)
+        raise
+    except TimeoutError as exc:
+        await _abandon(connection)
+        raise BrokerUnreachable(
+            f"no answer from {shown} within {timeout_s:g} s "
+            "(wrong host or port, a firewall, or amqp:// to a TLS port?)"
+        ) from exc
+    except Exception as exc:
+        await _abandon(connection)
+        error = to_rr_error(exc, url=url) or BrokerUnreachable(f"cannot connect to {shown}: {exc}")
+        raise _without_password(error, parts.password, shown) from exc
+    return AmqpConnection(connection, shown)
+
+
+class AmqpConnection:
+    """One AMQP connection (implements the port's ``Connection``)."""
+
+    __slots__ = ("_connection", "_server_version", "_url")
+
+    def __init__(self, connection: aiormq.Connection, url: str) -> None:
+        self._connection = connection
+        self._url = censor_url(url)
+        version = connection.server_properties.get("version")
+        if isinstance(version, bytes | bytearray):
+            version = version.decode("utf-8", "replace")
+        self._server_version = ServerVersion.parse(str(version or ""))
+
+    @property
+    def url(self) -> str:
+        """The broker URL, password censored."""
+        return self._url
+
+    @property
+    def server_version(self) -> ServerVersion:
+        return self._server_version
+
+    @property
+    def is_closed(self) -> bool:
+        return self._connection.is_closed
+
+    async def channel(self, *, confirms: bool = False) -> AmqpChannel:
+        """A new channel; with ``confirms`` every publish waits for the broker's confirm."""
+        what = "open a channel"
+        if self._connection.is_closed:
+            raise closed_error(what, _close_cause(self._connection), resource="connection")
+        with map_amqp_errors(what=what):
+            channel = await self._connection.channel(publisher_confirms=confirms)
+        # aiormq.Connection.channel() builds an aiormq.Channel; its wait= knobs are not in
+        # AbstractChannel.
+        return AmqpChannel(cast(aiormq.Channel, channel), confirms=confirms)
+
+    async def close(self) -> None:
+        """Close the connection and its channels; idempotent, never raises."""
+        if self._connection.is_closed:
+            return
+        with suppress(Exception):
+            await self._connection.close(amqp_exc.ConnectionClosed(200, "closed by the client"))
+
+    def __repr__(self) -> str:
+        state = "closed" if self.is_closed else "open"
+        return f"<AmqpConnection {self._url} {state}>"
+
+
+class AmqpChannel:
+    """One AMQP channel (implements the port's ``Channel``)."""
+
+    __slots__ = ("_channel", "_confirms")
+
+    def __init__(self, channel: aiormq.Channel, *, confirms: bool) -> None:
+        self._channel = channel
+        self._confirms = confirms
+
+    @property
+    def is_closed(self) -> bool:
+        return self._channel.is_closed
+
+    @property
+    def confirms(self) -> bool:
+        """Whether publishes on this channel wait for the broker's confirm."""
+        return self._confirms
+
+    async def queue_declare(
+        self,
+        name: str,
+        *,
+        passive: bool = False,
+        durable: bool = True,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> QueueInfo:
+        try:
+            ok = await self._channel.queue_declare(
+                name,
+                passive=passive,
+                durable=durable,
+                exclusive=exclusive,
+                auto_delete=auto_delete,
+                arguments=_wire_arguments(arguments),
+            )
+        except Exception as exc:
+            self._fail(exc, f"declare queue {name!r}")
+        return QueueInfo(
+            name=ok.queue or name,
+            message_count=ok.message_count or 0,
+            consumer_count=ok.consumer_count or 0,
+        )
+
+    async def exchange_declare(
+        self,
+        name: str,
+        *,
+        type: str = "direct",
+        passive: bool = False,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        try:
+            await self._channel.exchange_declare(
+                name,
+                exchange_type=type,
+                passive=passive,
+                durable=durable,
+                auto_delete=auto_delete,
+                internal=internal,
+                arguments=_wire_arguments(arguments),
+            )
+        except Exception as exc:
+            self._fail(exc, f"declare exchange {name!r}")
+
+    async def queue_bind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        try:
+            await self._channel.queue_bind(
+                queue, exchange, routing_key, arguments=_wire_arguments(arguments)
+            )
+        except Exception as exc:
+            self._fail(exc, f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})")
+
+    async def queue_purge(self, name: str) -> int:
+        try:
+            ok = await self._channel.queue_purge(name)
+        except Exception as exc:
+            self._fail(exc, f"purge queue {name!r}")
+        return ok.message_count or 0
+
+    async def queue_delete(
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        try:
+            ok = await self._channel.queue_delete(name, if_unused=if_unused, if_empty=if_empty)
+        except Exception as exc:
+            self._fail(exc, f"delete queue {name!r}")
+        return ok.message_count or 0
+
+    async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None:
+        try:
+            await self._channel.exchange_delete(name, if_unused=if_unused)
+        except Exception as exc:
+            self._fail(exc, f"delete exchange {name!r}")
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str = "",
+        routing_key: str = "",
+        properties: Properties | None = None,
+        mandatory: bool = False,
+    ) -> None:
+        """Publish; on a confirm channel return once the broker confirmed (or raise).
+
+        Without confirms it returns once the frames are written to the socket. A confirm
+        makes the socket drain redundant, so a confirm channel does not wait for it.
+        """
+        try:
+            await self._channel.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=None if properties is None else _basic_properties(properties),
+                mandatory=mandatory,
+                wait=not self._confirms,
+            )
+        except Exception as exc:
+            where = f"exchange {exchange!r}" if exchange else "the default exchange"
+            self._fail(exc, f"publish to {where} with routing key {routing_key!r}")
+
+    async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
+        try:
+            message = await self._channel.basic_get(queue, no_ack=no_ack)
+        except Exception as exc:
+            self._fail(exc, f"get from queue {queue!r}")
+        frame = message.delivery
+        if not isinstance(frame, spec.Basic.GetOk):
+            return None
+        return Delivery(
+            body=message.body,
+            properties=_properties(message.header.properties),
+            exchange=frame.exchange,
+            routing_key=frame.routing_key or "",
+            redelivered=frame.redelivered,
+            delivery_tag=frame.delivery_tag or 0,
+            message_count=frame.message_count,
+        )
+
+    async def qos(self, prefetch_count: int) -> None:
+        try:
+            await self._channel.basic_qos(prefetch_count=prefetch_count)
+        except Exception as exc:
+            self._fail(exc, f"set prefetch to {prefetch_count}")
+
+    async def consume(
+        self,
+        queue: str,
+        callback: DeliveryCallback,
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        consumer_tag: str | None = None,
+    ) -> str:
+        """Start a consumer; aiormq runs ``callback`` in a task per delivery.
+
+        An exception in ``callback`` is logged by aiormq (``aiormq.channel``) and otherwise
+        ignored: the delivery stays unacknowledged.
+        """
+
+        async def on_message(message: DeliveredMessage) -> None:
+            await callback(_delivery(message))
+
+        try:
+            ok = await self._channel.basic_consume(
+                queue, on_message, no_ack=no_ack, exclusive=exclusive, consumer_tag=consumer_tag
+            )
+        except Exception as exc:
+            self._fail(exc, f"consume from queue {queue!r}")
+        return ok.consumer_tag or ""
+
+    async def cancel(self, consumer_tag: str) -> None:
+        try:
+            await self._channel.basic_cancel(consumer_tag)
+        except Exception as exc:
+            self._fail(exc, f"cancel consumer {consumer_tag!r}")
+
+    async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
+        try:
+            await self._channel.basic_ack(delivery_tag, multiple, False)
+        except Exception as exc:
+            self._fail(exc, f"ack delivery {delivery_tag}")
+
+    async def reject(self, delivery_tag: int, *, requeue: bool) -> None:
+        try:
+            await self._channel.basic_reject(delivery_tag, requeue=requeue, wait=False)
+        except Exception as exc:
+            self._fail(exc, f"reject delivery {delivery_tag}")
+
+    async def nack(
+        self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True
+    ) -> None:
+        try:
+            await self._channel.basic_nack(delivery_tag, multiple, requeue, False)
+        except Exception as exc:
+            self._fail(exc, f"nack delivery {delivery_tag}")
+
+    async def close(self) -> None:
+        """Close the channel; idempotent, never raises. Unacked deliveries go back."""
+        if self._channel.is_closed:
+            return
+        with suppress(Exception):
+            await self._channel.close(amqp_exc.ChannelClosed(200, "closed by the client"))
+
+    def _fail(self, exc: Exception, what: str) -> NoReturn:
+        """Raise the rr error for ``exc``, which ``what`` (an operation) ran into."""
+        error: Exception | None
+        if isinstance(exc, amqp_exc.ChannelInvalidStateError):
+            error = closed_error(what, _close_cause(self._channel))
+        elif isinstance(exc, TypeError | ValueError):
+            error = DataError(f"{what}: cannot encode: {exc}")
+        else:
+            error = to_rr_error(exc, what=what)
+        if error is None or error is exc:
+            raise exc
+        raise error from exc
+
+    def __repr__(self) -> str:
+        state = "closed" if self.is_closed else "open"
+        kind = "confirm " if self._confirms else ""
+        return f"<AmqpChannel {kind}{self._channel.number} {state}>"
+
+
+class _Connection(aiormq.Connection):
+    """aiormq's connection, reporting a Connection.Close during the handshake by its code.
+
+    aiormq 7.2.4 checks a handshake reply against the expected frames before it looks for
+    Connection.Close, so RabbitMQ's 530 NOT_ALLOWED for a missing vhost surfaces as an
+    InvalidFrameError without code or text. This override looks first.
+    """
+
+    @staticmethod
+    async def _rpc(
+        request: Frame,
+        writer: asyncio.StreamWriter,
+        frame_receiver: FrameReceiver,
+        wait_response: bool = True,
+    ) -> pamqp.frame.FrameTypes | None:
+        writer.write(pamqp.frame.marshal(request, 0))
+        await writer.drain()
+        if not wait_response:
+            return None
+        _, _, frame = await frame_receiver.get_frame()
+        if isinstance(frame, spec.Connection.Close):
+            if frame.reply_code == 403:
+                raise amqp_exc.ProbableAuthenticationError(frame.reply_text)
+            raise amqp_exc.ConnectionClosed(frame.reply_code, frame.reply_text)
+        if request.synchronous and frame.name not in request.valid_responses:
+            raise amqp_exc.InvalidFrameError(
+                f"Expected one of {request.valid_responses!r}, got {frame!r}"
+            )
+        return frame
+
+
+async def _abandon(connection: aiormq.Connection) -> None:
+    """Release what a failed or cancelled connect left behind."""
+    if connection.is_closed:
+        return
+    with suppress(Exception):
+        await connection.close(amqp_exc.AMQPConnectionError("connect abandoned"))
+
+
+def _close_cause(resource: aiormq.Connection | aiormq.Channel) -> BaseException | None:
+    """The exception a closed connection or channel was closed with, if any."""
+    if not resource.is_closed:
+        return None
+    closing = resource.closing  # the closing future itself once it is done
+    if closing.cancelled():
+        return None
+    return closing.exception()
+
+
+def _without_password(error: RrError, password: str | None, shown: str) -> RrError:
+    """``error``, or a copy whose message has the password censored (a last safety net)."""
+    if not password:
+        return error
+    pieces = error.message.split(shown)  # the censored URL may hold the user name: keep it
+    for secret in {password, unquote(password)}:
+        pieces = [piece.replace(secret, "******") for piece in pieces]
+    message = shown.join(pieces)
+    return error if message == error.message else type(error)(message)
+
+
+# --- values: base.Properties / tables <-> pamqp ------------------------------------------
+
+_WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
+_PLAIN_READY = frozenset({str, int, bool, float, bytes, type(None), datetime})
+
+
+def _wire_arguments(arguments: Mapping[str, FieldValue] | None) -> wire.FieldTable | None:
+    return None if arguments is None else _wire_table(arguments)
+
+
+def _wire_table(table: Mapping[str, FieldValue]) -> wire.FieldTable:
+    """A plain table as pamqp encodes it: bytes as bytearray (byte array), tuples as lists."""
+    if type(table) is dict:
+        for value in table.values():
+            if type(value) not in _WIRE_READY:
+                break
+        else:
+            return cast(wire.FieldTable, table)
+    return {key: _wire_value(key, value) for key, value in table.items()}
+
+
+def _wire_value(key: str, value: object) -> wire.FieldValue:
+    if value is None or isinstance(value, bool | int | float | str | datetime | Decimal):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytearray(value)
+    if isinstance(value, Mapping):
+        return _wire_table(value)
+    if isinstance(value, list | tuple):
+        return [_wire_value(key, item) for item in value]
+    raise DataError(f"field {key!r}: {type(value).__name__} values cannot go in an AMQP table")
+
+
+def _plain_table(table: wire.FieldTable) -> FieldTable:
+    """A decoded pamqp table as plain values: bytearray -> bytes, Decimal -> float."""
+    for value in table.values():
+        if type(value) not in _PLAIN_READY:
+            return {key: _plain_value(value) for key, value in table.items()}
+    return cast(FieldTable, table)
+
+
+def _plain_value(value: wire.FieldValue) -> FieldValue:
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, dict):
+        return _plain_table(value)
+    if isinstance(value, list):
+        return [_plain_value(item) for item in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def _basic_properties(properties: Properties) -> spec.Basic.Properties:
+    headers = properties.headers
+    return spec.Basic.Properties(
+        content_type=properties.content_type,
+        content_encoding=properties.content_encoding,
+        headers=None if headers is None else _wire_table(headers),
+        delivery_mode=properties.delivery_mode,
+        priority=properties.priority,
+        correlation_id=properties.correlation_id,
+        reply_to=properties.reply_to,
+        expiration=properties.expiration,
+        message_id=properties.message_id,
+        timestamp=properties.timestamp,
+        message_type=properties.type,
+        user_id=properties.user_id,
+        app_id=properties.app_id,
+    )
+
+
+def _properties(properties: spec.Basic.Properties) -> Properties:
+    headers = properties.headers
+    return Properties(
+        content_type=properties.content_type,
+        content_encoding=properties.content_encoding,
+        headers=None if headers is None else _plain_table(headers),
+        delivery_mode=properties.delivery_mode,
+        priority=properties.priority,
+        correlation_id=properties.correlation_id,
+        reply_to=properties.reply_to,
+        expiration=properties.expiration,
+        message_id=properties.message_id,
+        timestamp=properties.timestamp,
+        type=properties.message_type,
+        user_id=properties.user_id,
+        app_id=properties.app_id,
+    )
+
+
+def _delivery(message: DeliveredMessage) -> Delivery:
+    frame = cast(spec.Basic.Deliver, message.delivery)
+    return Delivery(
+        body=message.body,
+        properties=_properties(message.header.properties),
+        exchange=frame.exchange,
+        routing_key=cast(str, frame.routing_key),
+        redelivered=frame.redelivered,
+        delivery_tag=cast(int, frame.delivery_tag),
+        consumer_tag=frame.consumer_tag,
+    )
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_port(connection: AmqpConnection, channel: AmqpChannel) -> Any:
+        port: tuple[Connection, Channel] = (connection, channel)
+        return port

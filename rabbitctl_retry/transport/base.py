@@ -1,0 +1,208 @@
+"""The transport port: the small set of AMQP 0-9-1 operations rr needs.
+
+Pure types and Protocols; no I/O here. Two adapters implement the port: ``transport/amqp.py``
+(aiormq, the real broker) and ``emulator/`` (the in-memory broker on a virtual clock). Code
+written against :class:`Connection` and :class:`Channel` runs unchanged on both.
+
+Rules every adapter keeps (they are what RabbitMQ does):
+
+* A channel-level error (404, 405, 406, 403 on a resource) closes the channel it happened
+  on; the adapter raises the mapped :mod:`rabbitctl_retry.errors` class and the channel is
+  unusable afterwards (``is_closed`` is true). Open a new channel to go on.
+* Unacknowledged deliveries go back to their queue when their channel or connection closes.
+* ``publish`` on a confirm channel returns only once the broker confirmed the message; a
+  ``mandatory`` message that could not be routed raises
+  :class:`~rabbitctl_retry.errors.PublishFailed` (returned), as does a negative confirm.
+  Returns are reported on confirm channels only.
+* Values in argument and header tables are plain Python: ``str``, ``int``, ``bool``,
+  ``float``, ``bytes``, ``datetime``, ``None``, lists and dicts of those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, TypeAlias
+
+FieldValue: TypeAlias = (
+    "str | int | float | bool | bytes | datetime | list[FieldValue] | dict[str, FieldValue] | None"
+)
+"""A value in an AMQP field table (queue arguments, message headers)."""
+
+FieldTable: TypeAlias = "dict[str, FieldValue]"
+"""An AMQP field table as plain Python."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Properties:
+    """The basic.properties of a message (content header), all optional."""
+
+    content_type: str | None = None
+    content_encoding: str | None = None
+    headers: FieldTable | None = None
+    delivery_mode: int | None = None
+    priority: int | None = None
+    correlation_id: str | None = None
+    reply_to: str | None = None
+    expiration: str | None = None
+    message_id: str | None = None
+    timestamp: datetime | None = None
+    type: str | None = None
+    user_id: str | None = None
+    app_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """One message handed out by basic.deliver or basic.get."""
+
+    body: bytes
+    properties: Properties = field(default_factory=Properties)
+    exchange: str = ""
+    routing_key: str = ""
+    redelivered: bool = False
+    delivery_tag: int = 0
+    consumer_tag: str | None = None
+    message_count: int | None = None
+    """Messages left in the queue (basic.get-ok only)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueInfo:
+    """What queue.declare-ok says about a queue."""
+
+    name: str
+    message_count: int
+    consumer_count: int
+
+
+DeliveryCallback: TypeAlias = Callable[[Delivery], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerVersion:
+    """The broker's version, read from the connection's server properties."""
+
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> ServerVersion:
+        """``"3.10.8"`` -> ``ServerVersion(3, 10, 8)``; unknown parts are 0."""
+        numbers: list[int] = []
+        for part in text.split(".")[:3]:
+            digits = ""
+            for char in part:
+                if not char.isdigit():
+                    break
+                digits += char
+            numbers.append(int(digits) if digits else 0)
+        while len(numbers) < 3:
+            numbers.append(0)
+        return cls(numbers[0], numbers[1], numbers[2])
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    @property
+    def quorum_default_delivery_limit(self) -> int | None:
+        """RabbitMQ 4.0+ gives quorum queues declared without a limit ``x-delivery-limit = 20``."""
+        return 20 if self.major >= 4 else None
+
+
+class Channel(Protocol):
+    """One AMQP channel. Methods raise :mod:`rabbitctl_retry.errors` classes only."""
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    async def queue_declare(
+        self,
+        name: str,
+        *,
+        passive: bool = False,
+        durable: bool = True,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> QueueInfo: ...
+
+    async def exchange_declare(
+        self,
+        name: str,
+        *,
+        type: str = "direct",
+        passive: bool = False,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None: ...
+
+    async def queue_bind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None: ...
+
+    async def queue_purge(self, name: str) -> int: ...
+
+    async def queue_delete(
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int: ...
+
+    async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None: ...
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str = "",
+        routing_key: str = "",
+        properties: Properties | None = None,
+        mandatory: bool = False,
+    ) -> None: ...
+
+    async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None: ...
+
+    async def qos(self, prefetch_count: int) -> None: ...
+
+    async def consume(
+        self,
+        queue: str,
+        callback: DeliveryCallback,
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        consumer_tag: str | None = None,
+    ) -> str: ...
+
+    async def cancel(self, consumer_tag: str) -> None: ...
+
+    async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None: ...
+
+    async def reject(self, delivery_tag: int, *, requeue: bool) -> None: ...
+
+    async def nack(
+        self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True
+    ) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Connection(Protocol):
+    """One AMQP connection to a vhost."""
+
+    @property
+    def server_version(self) -> ServerVersion: ...
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    async def channel(self, *, confirms: bool = False) -> Channel: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,77 @@
+"""The shipped completion scripts match the CLI, parse in their shells, and complete."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rabbitctl_retry.cli import app
+from rabbitctl_retry.cli.completions import Shell, command_specs, render
+
+COMPLETIONS = Path(__file__).parents[2] / "completions"
+
+
+@pytest.mark.parametrize("shell", list(Shell))
+def test_shipped_script_matches_the_current_cli(shell: Shell) -> None:
+    shipped = (COMPLETIONS / f"rr.{shell.value}").read_text(encoding="utf-8")
+    assert shipped == render(app, shell), (
+        f"completions/rr.{shell.value} is stale: run `rr completion {shell.value} > "
+        f"completions/rr.{shell.value}`"
+    )
+
+
+def test_every_command_is_in_the_tree() -> None:
+    paths = {spec.path for spec in command_specs(app)}
+    assert {("declare",), ("topology", "validate"), ("topology", "show")} <= paths
+    assert ("topology", "export") in paths
+
+
+def _need(shell: str) -> str:
+    found = shutil.which(shell)
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{shell} is not installed (.ci/run installs it)")
+        pytest.skip(f"{shell} is not installed")
+    return found
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_script_parses(shell: str) -> None:
+    binary = _need(shell)
+    result = subprocess.run(
+        [binary, "-n", str(COMPLETIONS / f"rr.{shell}")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def _bash_complete(words: list[str]) -> list[str]:
+    binary = _need("bash")
+    line = " ".join(words)
+    script = (
+        f"source {COMPLETIONS / 'rr.bash'}\n"
+        f"COMP_WORDS=({line})\n"
+        f"COMP_CWORD={len(words) - 1}\n"
+        "_rr\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    result = subprocess.run([binary, "-c", script], capture_output=True, text=True, check=True)
+    return [word for word in result.stdout.splitlines() if word]
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["rr", "top"], ["topology"]),
+        (["rr", "topology", "s"], ["show"]),
+        (["rr", "topology", "show", "--output", ""], ["table", "json"]),
+        (["rr", "declare", "--d"], ["--dry-run"]),
+        (["rr", "completion", "z"], ["zsh"]),
+    ],
+)
+def test_bash_completes(words: list[str], expected: list[str]) -> None:
+    words = [word if word else "''" for word in words]
+    assert _bash_complete(words) == expected

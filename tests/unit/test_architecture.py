@@ -1,0 +1,73 @@
+"""The dependency direction of ARCHITECTURE.md, checked on the source: a wrong arrow fails."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[2] / "rabbitctl_retry"
+CORE = ("topology", "retry", "dlq")
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def modules(subpackage: str) -> list[Path]:
+    return sorted((PACKAGE / subpackage).rglob("*.py"))
+
+
+def allowed_for_core(name: str) -> bool:
+    top = name.split(".")[0]
+    if top in sys.stdlib_module_names and top != "asyncio":
+        return True
+    if name == "rabbitctl_retry.errors":
+        return True
+    return any(name.startswith(f"rabbitctl_retry.{core}") for core in CORE)
+
+
+@pytest.mark.parametrize("path", [p for core in CORE for p in modules(core)], ids=str)
+def test_core_imports_only_the_standard_library_and_itself(path: Path) -> None:
+    bad = sorted(name for name in imports_of(path) if not allowed_for_core(name))
+    assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+FORBIDDEN = {
+    "transport": ("rabbitctl_retry.runtime", "rabbitctl_retry.cli", "rabbitctl_retry.emulator"),
+    "emulator": ("rabbitctl_retry.runtime", "rabbitctl_retry.cli", "rabbitctl_retry.transport.amqp"),
+    "runtime": ("rabbitctl_retry.cli",),
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "forbidden"),
+    [(p, forbidden) for package, forbidden in FORBIDDEN.items() for p in modules(package)],
+    ids=str,
+)
+def test_no_arrow_points_upwards(path: Path, forbidden: tuple[str, ...]) -> None:
+    bad = sorted(n for n in imports_of(path) if n.startswith(forbidden))
+    assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=str)
+def test_nobody_imports_click(path: Path) -> None:
+    assert not any(n == "click" or n.startswith("click.") for n in imports_of(path))
+
+
+def test_the_checker_catches_a_wrong_arrow(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text("import aiormq\nfrom rabbitctl_retry.cli import app\n", encoding="utf-8")
+    assert {"aiormq", "rabbitctl_retry.cli"} <= imports_of(module)
+    assert not allowed_for_core("aiormq")
+    assert not allowed_for_core("asyncio")
+    assert allowed_for_core("rabbitctl_retry.topology.model")
