@@ -44,7 +44,11 @@ def test_core_imports_only_the_standard_library_and_itself(path: Path) -> None:
 
 FORBIDDEN = {
     "transport": ("rabbitctl_retry.runtime", "rabbitctl_retry.cli", "rabbitctl_retry.emulator"),
-    "emulator": ("rabbitctl_retry.runtime", "rabbitctl_retry.cli", "rabbitctl_retry.transport.amqp"),
+    "emulator": (
+        "rabbitctl_retry.runtime",
+        "rabbitctl_retry.cli",
+        "rabbitctl_retry.transport.amqp",
+    ),
     "runtime": ("rabbitctl_retry.cli",),
 }
 
