@@ -190,6 +190,13 @@ class Queue:
 
     def _check_quorum(self) -> None:
         if self.type is QueueType.CLASSIC:
+            if self.dead_letter is not None and self.max_attempts is None:
+                raise ConfigError(
+                    "dead_letter also needs max_attempts: say how many deliveries a message "
+                    "gets (max_attempts = 1 sends the first failure straight to "
+                    f"{self.dead_letter!r})",
+                    path=self._path("dead_letter"),
+                )
             if self.delivery_limit is not None:
                 raise ConfigError(
                     "only quorum queues have a server delivery limit; a classic queue counts "

@@ -1,0 +1,136 @@
+"""Pure. The headers rr reads and writes: the retry count, x-death, and copy hygiene.
+
+* The retry header (``x-ruststream-retry-count`` by default) holds how many copies came
+  before this one, as a decimal string (RustStream writes a long string; rr reads integers
+  too). Absent or malformed counts as 0.
+* ``x-delivery-count`` is the quorum queue's count of returns (absent on a first delivery).
+* ``x-death`` is RabbitMQ's dead-letter history, newest first, one entry per (queue, reason).
+* A copy keeps the application headers and drops the broker's own: ``x-death``,
+  ``x-first-death-*``, ``x-last-death-*``, ``x-delivery-count``, ``x-acquired-count`` and
+  ``x-delay``. Since RabbitMQ 3.13 ``x-`` headers belong to the broker; a copy that kept
+  ``x-death`` would be misread as history it never had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeAlias
+
+from rabbitctl_retry.topology.arguments import ArgumentValue
+
+HeaderValue: TypeAlias = ArgumentValue
+"""A header value as plain Python (the same values as queue arguments)."""
+
+DELIVERY_COUNT_HEADER = "x-delivery-count"
+DELAY_HEADER = "x-delay"
+ORIGIN_QUEUE_HEADER = "rr-origin-queue"
+FAILED_AT_HEADER = "rr-failed-at"
+ERROR_TYPE_HEADER = "rr-error-type"
+ERROR_MESSAGE_HEADER = "rr-error-message"
+REPLAYED_COUNT_HEADER = "rr-replayed-count"
+REPLAYED_AT_HEADER = "rr-replayed-at"
+
+BROKER_HEADERS = frozenset({"x-death", DELIVERY_COUNT_HEADER, "x-acquired-count", DELAY_HEADER})
+BROKER_HEADER_PREFIXES = ("x-first-death-", "x-last-death-")
+
+
+def count_value(value: object) -> int | None:
+    """A non-negative count from a header value: ``"3"``, ``b"3"`` or ``3``; else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def retry_count(headers: Mapping[str, HeaderValue] | None, header: str) -> int:
+    """The retry header's count; 0 when absent or malformed."""
+    if not headers:
+        return 0
+    return count_value(headers.get(header)) or 0
+
+
+def delivery_count(headers: Mapping[str, HeaderValue] | None) -> int | None:
+    """The quorum ``x-delivery-count``, or ``None`` (classic queues, first deliveries)."""
+    if not headers:
+        return None
+    return count_value(headers.get(DELIVERY_COUNT_HEADER))
+
+
+def attempt_of(headers: Mapping[str, HeaderValue] | None, header: str) -> int:
+    """``1 + retry header + x-delivery-count``: every delivery counts, the first is 1."""
+    return 1 + retry_count(headers, header) + (delivery_count(headers) or 0)
+
+
+def is_broker_header(name: str) -> bool:
+    return name in BROKER_HEADERS or name.startswith(BROKER_HEADER_PREFIXES)
+
+
+def copy_headers(
+    headers: Mapping[str, HeaderValue] | None,
+    updates: Mapping[str, HeaderValue],
+    *,
+    remove: frozenset[str] = frozenset(),
+) -> dict[str, HeaderValue]:
+    """The headers of a copy: the application headers, minus ``remove``, plus ``updates``."""
+    result: dict[str, HeaderValue] = {
+        name: value
+        for name, value in (headers or {}).items()
+        if not is_broker_header(name) and name not in remove
+    }
+    result.update(updates)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Death:
+    """One ``x-death`` entry: ``count`` times dead-lettered from ``queue`` for ``reason``."""
+
+    queue: str
+    reason: str
+    count: int
+    exchange: str
+    routing_keys: tuple[str, ...]
+    time: datetime | None = None
+    original_expiration: str | None = None
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""
+
+
+def deaths(headers: Mapping[str, HeaderValue] | None) -> tuple[Death, ...]:
+    """The parsed ``x-death`` history, newest first; malformed entries are skipped."""
+    raw = (headers or {}).get("x-death")
+    if not isinstance(raw, list):
+        return ()
+    parsed = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        keys = entry.get("routing-keys")
+        expiration = entry.get("original-expiration")
+        time = entry.get("time")
+        parsed.append(
+            Death(
+                queue=_text(entry.get("queue")),
+                reason=_text(entry.get("reason")),
+                count=count_value(entry.get("count")) or 0,
+                exchange=_text(entry.get("exchange")),
+                routing_keys=tuple(_text(key) for key in keys) if isinstance(keys, list) else (),
+                time=time if isinstance(time, datetime) else None,
+                original_expiration=_text(expiration) if expiration is not None else None,
+            )
+        )
+    return tuple(parsed)

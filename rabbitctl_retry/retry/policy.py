@@ -1,0 +1,421 @@
+"""Pure. A delivery, its handler's outcome and its queue's policy -> one action (SPEC §3).
+
+``decide()`` owns the whole table. ``N`` is ``max_attempts``, ``D`` is ``dead_letter``,
+``attempt = 1 + retry header + x-delivery-count`` and ``copies`` is the retry header (how
+many copies came before this delivery).
+
+=================  =========================  ==============================================
+outcome            queue / state              action
+=================  =========================  ==============================================
+ack                any                        ``basic.ack``
+drop               any                        ``basic.reject(requeue=false)`` (classic: gone,
+                                              unless the queue has its own DLX; quorum with
+                                              D: the server moves it to D, reason rejected)
+retry              no N                       ``basic.reject(requeue=true)``: RabbitMQ's own
+                                              requeue, counted only by a quorum queue
+retry              classic, attempt < N       copy to the queue (default exchange), header =
+                                              attempt; ack after the confirm
+retry              classic, attempt >= N, D   copy to D, header = N, ``rr-origin-queue``,
+                                              ``rr-failed-at`` (+ ``rr-error-*``); ack
+retry              classic, attempt >= N, -   ``basic.reject(requeue=false)`` (spent)
+retry              quorum, copies = 0         ``basic.reject(requeue=true)``: the server
+                                              counts, and past its limit (N - 1) moves the
+                                              message to D itself (reason delivery_limit)
+retry              quorum, copies > 0,        ``basic.reject(requeue=false)``: the server's
+                   attempt >= N               count restarted with the copy, so rr ends the
+                                              loop; the queue's DLX moves it to D (rejected)
+retry              quorum, otherwise          ``basic.reject(requeue=true)``
+retry_after(d)     at the cap (as retry)      exactly what retry does at the cap
+retry_after(d)     d = 0                      copy to the queue now, header = attempt; ack
+retry_after(d)     delay = memory             ack now; the service publishes the copy to the
+                                              queue after d (at most once)
+retry_after(d)     delay = dlx-ttl            copy to the wait queue with ``expiration = d``,
+                                              header = attempt; ack after the confirm
+retry_after(d)     delay_tiers                copy to the smallest tier >= d (the longest
+                                              tier when d is longer), ``expiration = d``
+retry_after(d)     delay = plugin-dme         copy to ``<queue>.delay`` with ``x-delay = d``;
+                                              ack after the confirm
+=================  =========================  ==============================================
+
+Every copy keeps the body, the application headers and the kept properties
+(:data:`KEPT_PROPERTIES`), drops the broker's headers, and is persistent; the retry header
+grows by one on every copy, so the cap ends delayed loops as it ends immediate ones. A retry
+is never ``basic.nack``: RabbitMQ 4.3 counts only ``basic.reject`` against a quorum limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import assert_never
+
+from rabbitctl_retry.retry.headers import (
+    DELAY_HEADER,
+    ERROR_MESSAGE_HEADER,
+    ERROR_TYPE_HEADER,
+    FAILED_AT_HEADER,
+    ORIGIN_QUEUE_HEADER,
+    HeaderValue,
+    attempt_of,
+    copy_headers,
+    retry_count,
+)
+from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
+from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
+from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+
+KEPT_PROPERTIES = (
+    "content_type",
+    "content_encoding",
+    "message_id",
+    "correlation_id",
+    "reply_to",
+    "timestamp",
+    "priority",
+    "type",
+    "app_id",
+)
+"""Message properties a copy keeps. Not ``expiration`` (a copy sets its own, if any), and not
+``user_id``: RabbitMQ refuses a publish whose user_id is not the connection's user."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """What ``decide()`` needs to know about one queue."""
+
+    queue: str
+    quorum: bool = False
+    max_attempts: int | None = None
+    dead_letter: str | None = None
+    delay: DelayMode = DelayMode.MEMORY
+    wait_queue: str | None = None
+    tiers: tuple[tuple[int, str], ...] = ()
+    """``(tier_ms, wait queue)``, shortest first."""
+    delay_exchange: str | None = None
+    retry_header: str = DEFAULT_RETRY_HEADER
+
+    @classmethod
+    def of(cls, queue: Queue, *, retry_header: str = DEFAULT_RETRY_HEADER) -> RetryPolicy:
+        """The policy a topology queue declares."""
+        return cls(
+            queue=queue.name,
+            quorum=queue.type is QueueType.QUORUM,
+            max_attempts=queue.max_attempts,
+            dead_letter=queue.dead_letter,
+            delay=queue.delay,
+            wait_queue=queue.effective_wait_queue,
+            tiers=tuple(zip(queue.delay_tiers_ms, queue.wait_queue_names, strict=True))
+            if queue.delay_tiers_ms
+            else (),
+            delay_exchange=queue.delay_exchange,
+            retry_header=retry_header,
+        )
+
+
+class CopyPurpose(StrEnum):
+    RETRY = "retry"
+    DELAY = "delay"
+    DEAD_LETTER = "dead-letter"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Copy:
+    """A new message built from the delivery: same body and kept properties, these headers."""
+
+    exchange: str
+    routing_key: str
+    headers: Mapping[str, HeaderValue]
+    purpose: CopyPurpose
+    expiration_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AckAction:
+    """``basic.ack`` the delivery."""
+
+
+@dataclass(frozen=True, slots=True)
+class RejectAction:
+    """``basic.reject`` the delivery."""
+
+    requeue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RepublishAction:
+    """Publish ``copy`` (mandatory, confirmed unless the queue publishes "fast"), then ack the
+    delivery; if the copy is returned or refused, ``basic.reject(requeue=true)`` instead."""
+
+    copy: Copy
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleAction:
+    """Ack the delivery now and publish ``copy`` after ``delay_ms`` (in-memory delay)."""
+
+    copy: Copy
+    delay_ms: int
+
+
+Action = AckAction | RejectAction | RepublishAction | ScheduleAction
+
+
+class Event(StrEnum):
+    """What happened to the message, for logs and timelines."""
+
+    ACKED = "acked"
+    REQUEUED = "requeued"
+    RETRIED = "retried"
+    DELAYED = "delayed"
+    DEAD_LETTERED = "dead-lettered"
+    DROPPED = "dropped"
+    SPENT = "spent"
+    """The last attempt failed and there is no dead-letter queue: the message is rejected."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    action: Action
+    event: Event
+    attempt: int
+    destination: str | None = None
+    """The queue or exchange the message goes to next, when rr or the server moves it."""
+    delay_ms: int | None = None
+    failure: Failure | None = field(default=None)
+
+
+def decide(
+    policy: RetryPolicy,
+    headers: Mapping[str, HeaderValue] | None,
+    outcome: AnyOutcome,
+    *,
+    now: datetime,
+) -> Decision:
+    """The action for one delivery (the table in the module docstring).
+
+    Args:
+        policy: the delivery's queue policy.
+        headers: the delivery's headers (``None`` for none).
+        outcome: what the handler returned.
+        now: the current time, written into ``rr-failed-at`` of dead-letter copies.
+    """
+    attempt = attempt_of(headers, policy.retry_header)
+    match outcome:
+        case Ack():
+            return Decision(action=AckAction(), event=Event.ACKED, attempt=attempt)
+        case Drop():
+            return Decision(
+                action=RejectAction(requeue=False),
+                event=Event.DROPPED,
+                attempt=attempt,
+                destination=policy.dead_letter if policy.quorum else None,
+            )
+        case Retry():
+            return _retry(policy, headers, attempt, outcome.failure, now)
+        case RetryAfter():
+            return _retry_after(policy, headers, attempt, outcome.delay_ms, now)
+        case _:
+            assert_never(outcome)
+
+
+def _at_cap(policy: RetryPolicy, attempt: int) -> bool:
+    return policy.max_attempts is not None and attempt >= policy.max_attempts
+
+
+def _retry(
+    policy: RetryPolicy,
+    headers: Mapping[str, HeaderValue] | None,
+    attempt: int,
+    failure: Failure | None,
+    now: datetime,
+) -> Decision:
+    if policy.max_attempts is None:
+        return Decision(
+            action=RejectAction(requeue=True),
+            event=Event.REQUEUED,
+            attempt=attempt,
+            failure=failure,
+        )
+    if policy.quorum:
+        return _quorum_retry(policy, headers, attempt, failure)
+    if _at_cap(policy, attempt):
+        return _spend(policy, headers, attempt, failure, now)
+    return Decision(
+        action=RepublishAction(
+            _copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
+        ),
+        event=Event.RETRIED,
+        attempt=attempt,
+        destination=policy.queue,
+        failure=failure,
+    )
+
+
+def _quorum_retry(
+    policy: RetryPolicy,
+    headers: Mapping[str, HeaderValue] | None,
+    attempt: int,
+    failure: Failure | None,
+) -> Decision:
+    if not _at_cap(policy, attempt):
+        return Decision(
+            action=RejectAction(requeue=True),
+            event=Event.RETRIED,
+            attempt=attempt,
+            destination=policy.queue,
+            failure=failure,
+        )
+    # At the cap. Without copies the server's own count reached its limit (N - 1 returns),
+    # so this requeue is the one it dead-letters (reason delivery_limit). With copies, the
+    # count restarted at each copy: rr rejects without requeue and the queue's dead-letter
+    # route moves the message (reason rejected).
+    copies = retry_count(headers, policy.retry_header)
+    return Decision(
+        action=RejectAction(requeue=copies == 0),
+        event=Event.DEAD_LETTERED if policy.dead_letter else Event.SPENT,
+        attempt=attempt,
+        destination=policy.dead_letter,
+        failure=failure,
+    )
+
+
+def _spend(
+    policy: RetryPolicy,
+    headers: Mapping[str, HeaderValue] | None,
+    attempt: int,
+    failure: Failure | None,
+    now: datetime,
+) -> Decision:
+    """A classic queue's last attempt failed: dead-letter copy, or reject if there is no D."""
+    if policy.dead_letter is None:
+        return Decision(
+            action=RejectAction(requeue=False), event=Event.SPENT, attempt=attempt, failure=failure
+        )
+    updates: dict[str, HeaderValue] = {
+        ORIGIN_QUEUE_HEADER: policy.queue,
+        FAILED_AT_HEADER: now.astimezone(UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+    }
+    if failure is not None:
+        updates[ERROR_TYPE_HEADER] = failure.type
+        updates[ERROR_MESSAGE_HEADER] = failure.message
+    copy = _copy(
+        policy,
+        headers,
+        policy.max_attempts or attempt,
+        CopyPurpose.DEAD_LETTER,
+        policy.dead_letter,
+        exchange="",
+        extra=updates,
+        remove=frozenset({ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}),
+    )
+    return Decision(
+        action=RepublishAction(copy),
+        event=Event.DEAD_LETTERED,
+        attempt=attempt,
+        destination=policy.dead_letter,
+        failure=failure,
+    )
+
+
+def _retry_after(
+    policy: RetryPolicy,
+    headers: Mapping[str, HeaderValue] | None,
+    attempt: int,
+    delay_ms: int,
+    now: datetime,
+) -> Decision:
+    if _at_cap(policy, attempt):
+        if policy.quorum:
+            return _quorum_retry(policy, headers, attempt, None)
+        return _spend(policy, headers, attempt, None, now)
+    if delay_ms == 0:
+        copy = _copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
+        return Decision(
+            action=RepublishAction(copy),
+            event=Event.RETRIED,
+            attempt=attempt,
+            destination=policy.queue,
+            delay_ms=0,
+        )
+    match policy.delay:
+        case DelayMode.MEMORY:
+            copy = _copy(policy, headers, attempt, CopyPurpose.DELAY, policy.queue, exchange="")
+            return Decision(
+                action=ScheduleAction(copy, delay_ms),
+                event=Event.DELAYED,
+                attempt=attempt,
+                destination=policy.queue,
+                delay_ms=delay_ms,
+            )
+        case DelayMode.DLX_TTL:
+            wait_queue = _wait_queue_for(policy, delay_ms)
+            copy = _copy(
+                policy,
+                headers,
+                attempt,
+                CopyPurpose.DELAY,
+                wait_queue,
+                exchange="",
+                expiration_ms=delay_ms,
+            )
+            destination = wait_queue
+        case DelayMode.PLUGIN_DME:
+            exchange = policy.delay_exchange or ""
+            copy = _copy(
+                policy,
+                headers,
+                attempt,
+                CopyPurpose.DELAY,
+                policy.queue,
+                exchange=exchange,
+                extra={DELAY_HEADER: delay_ms},
+            )
+            destination = exchange
+        case _:
+            assert_never(policy.delay)
+    return Decision(
+        action=RepublishAction(copy),
+        event=Event.DELAYED,
+        attempt=attempt,
+        destination=destination,
+        delay_ms=delay_ms,
+    )
+
+
+def _wait_queue_for(policy: RetryPolicy, delay_ms: int) -> str:
+    """The single wait queue, or the smallest tier at least ``delay_ms`` long (else the
+    longest: a delay longer than every tier waits for the longest tier)."""
+    if not policy.tiers:
+        return policy.wait_queue or f"{policy.queue}.retry"
+    for tier_ms, wait_queue in policy.tiers:
+        if tier_ms >= delay_ms:
+            return wait_queue
+    return policy.tiers[-1][1]
+
+
+def _copy(
+    policy: RetryPolicy,
+    headers: Mapping[str, HeaderValue] | None,
+    count: int,
+    purpose: CopyPurpose,
+    routing_key: str,
+    *,
+    exchange: str,
+    expiration_ms: int | None = None,
+    extra: Mapping[str, HeaderValue] | None = None,
+    remove: frozenset[str] = frozenset(),
+) -> Copy:
+    updates: dict[str, HeaderValue] = {policy.retry_header: str(count)}
+    if extra:
+        updates.update(extra)
+    return Copy(
+        exchange=exchange,
+        routing_key=routing_key,
+        headers=copy_headers(headers, updates, remove=remove),
+        purpose=purpose,
+        expiration_ms=expiration_ms,
+    )
