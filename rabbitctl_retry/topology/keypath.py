@@ -7,12 +7,39 @@ import re
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
+_ESCAPE_OF = {value: f"\\{key}" for key, value in _ESCAPES.items()}
+
+
 def quote_key(part: str) -> str:
-    """A key as TOML spells it: bare when it can be, double-quoted otherwise."""
-    if _BARE_KEY.match(part):
+    """A key as TOML spells it: bare when it can be, a basic string otherwise."""
+    if _BARE_KEY.fullmatch(part):
         return part
-    escaped = part.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = "".join(_ESCAPE_OF.get(char) or _escape_unprintable(char) for char in part)
     return f'"{escaped}"'
+
+
+def _escape_unprintable(char: str) -> str:
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+def _unescape(text: str, index: int) -> tuple[str, int]:
+    """The character of the escape at ``text[index]`` (just after the backslash), and the
+    index after it."""
+    char = text[index]
+    if char in _ESCAPES:
+        return _ESCAPES[char], index + 1
+    width = {"u": 4, "U": 8}.get(char)
+    if width is not None:
+        digits = text[index + 1 : index + 1 + width]
+        try:
+            return chr(int(digits, 16)), index + 1 + width
+        except ValueError:
+            pass
+    return char, index + 1
 
 
 def key_path(*parts: str | int) -> str:
@@ -46,7 +73,9 @@ def split_keys(text: str) -> list[str]:
             key = ""
             while index < length and text[index] != quote:
                 if quote == '"' and text[index] == "\\" and index + 1 < length:
-                    index += 1
+                    char, index = _unescape(text, index + 1)
+                    key += char
+                    continue
                 key += text[index]
                 index += 1
             index += 1
@@ -80,7 +109,9 @@ def parse_key_path(path: str) -> list[str | int]:
             key = ""
             while index < length and path[index] != '"':
                 if path[index] == "\\" and index + 1 < length:
-                    index += 1
+                    char, index = _unescape(path, index + 1)
+                    key += char
+                    continue
                 key += path[index]
                 index += 1
             index += 1

@@ -26,7 +26,16 @@ def index_lines(text: str) -> dict[Path, int]:
     lines: dict[Path, int] = {}
     table: Path = ()
     array_counts: dict[Path, int] = {}
+    open_quote: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
+        if open_quote is not None:
+            # Inside a multi-line string: nothing here is a key.
+            if line.count(open_quote) % 2 == 1:
+                open_quote = None
+            continue
+        for quote in ('"""', "'''"):
+            if line.count(quote) % 2 == 1:
+                open_quote = quote
         header = _HEADER.match(line)
         if header is not None and not line.lstrip().startswith("#"):
             keys: Path = tuple(split_keys(header.group(2)))

@@ -48,10 +48,11 @@ class PublishMode(StrEnum):
     FAST = "fast"
 
 
-def check_entity_name(name: str, path: str, what: str) -> None:
-    """Refuse a name RabbitMQ refuses: empty, over 255 bytes, or in the reserved ``amq.``."""
+def check_entity_name(name: str, path: str, what: str, *, reserved_ok: bool = False) -> None:
+    """Refuse a name RabbitMQ refuses: empty, over 255 bytes, or (to declare) in ``amq.``."""
     if not name:
-        raise ConfigError(f"a {what} name must not be empty", path=path)
+        article = "an" if what[0] in "aeiou" else "a"
+        raise ConfigError(f"{article} {what} name must not be empty", path=path)
     size = len(name.encode("utf-8"))
     if size > MAX_NAME_BYTES:
         raise ConfigError(
@@ -59,7 +60,7 @@ def check_entity_name(name: str, path: str, what: str) -> None:
             f"{MAX_NAME_BYTES}",
             path=path,
         )
-    if name.startswith("amq."):
+    if name.startswith("amq.") and not reserved_ok:
         raise ConfigError(
             f"{what} name {name!r} starts with the reserved prefix 'amq.'; RabbitMQ refuses it",
             path=path,
@@ -184,8 +185,13 @@ class Queue:
             if self.dead_letter in self.wait_queue_names:
                 raise ConfigError(f"{self.dead_letter!r} is this queue's own wait queue", path=path)
         if self.dead_letter_exchange:
+            # "" is the default exchange, a valid dead-letter exchange. Only declaring an
+            # amq.* exchange is refused; pointing at one is fine.
             check_entity_name(
-                self.dead_letter_exchange, self._path("dead_letter_exchange"), "exchange"
+                self.dead_letter_exchange,
+                self._path("dead_letter_exchange"),
+                "exchange",
+                reserved_ok=True,
             )
 
     def _check_quorum(self) -> None:
@@ -209,20 +215,17 @@ class Queue:
                 "a quorum queue is always durable; RabbitMQ refuses a non-durable one",
                 path=self._path("durable"),
             )
-        if (self.max_attempts is None) != (self.dead_letter is None):
-            given, missing = (
-                ("max_attempts", "dead_letter")
-                if self.dead_letter is None
-                else ("dead_letter", "max_attempts")
-            )
-            why = (
-                "a delivery limit without a route throws the spent message away"
-                if missing == "dead_letter"
-                else "nothing tells the queue when a delivery is spent"
-            )
+        if self.max_attempts is not None and self.dead_letter is None:
             raise ConfigError(
-                f"a quorum queue with {given} also needs {missing}: {why}",
-                path=self._path(given),
+                "a quorum queue with max_attempts also needs dead_letter: a delivery limit "
+                "without a route throws the spent message away",
+                path=self._path("max_attempts"),
+            )
+        if self.dead_letter is not None and self.server_delivery_limit is None:
+            raise ConfigError(
+                "a quorum queue with dead_letter also needs max_attempts (or delivery_limit): "
+                "nothing tells the queue when a delivery is spent",
+                path=self._path("dead_letter"),
             )
         if (
             self.max_attempts is not None

@@ -11,7 +11,7 @@ import re
 DEFAULT_RETRY_HEADER = "x-ruststream-retry-count"
 """The retry header RustStream writes; rr's default, so both can share queues."""
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|h|d)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 

@@ -138,6 +138,9 @@ def _with_status(op: Operation, status: Status, detail: str | None = None) -> Op
 
 
 def _conflict(op: Operation, detail: str) -> Operation:
+    """``op`` as a conflict; every reason it already had is kept."""
+    if op.status is Status.CONFLICT and op.detail:
+        detail = f"{op.detail}; {detail}"
     return _with_status(op, Status.CONFLICT, detail)
 
 

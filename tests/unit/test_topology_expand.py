@@ -1,0 +1,673 @@
+"""Pure tables for expand.py: a Topology -> the exact queues, exchanges, bindings it means."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rabbitctl_retry.topology.expand import (
+    BindingEntity,
+    Desired,
+    ExchangeEntity,
+    QueueEntity,
+    expand,
+    queue_arguments,
+    wait_queue_arguments,
+)
+from rabbitctl_retry.topology.load import load_file, load_text
+from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType, Topology
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topology.toml"
+
+QueueRow = tuple[str, bool, dict[str, Any]]
+
+
+def queues_of(desired: Desired) -> list[QueueRow]:
+    return [(queue.name, queue.durable, dict(queue.arguments)) for queue in desired.queues]
+
+
+def assert_same_types(actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    """``==`` says 4 == 4.0 and True == 1; the broker does not."""
+    assert actual == expected
+    for key, value in expected.items():
+        assert type(actual[key]) is type(value), (key, actual[key], value)
+
+
+def test_the_guides_file_expands_exactly() -> None:
+    desired = expand(load_file(EXAMPLE))
+    expected: list[QueueRow] = [
+        ("refunds", True, {}),
+        (
+            "refunds.retry",
+            True,
+            {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"},
+        ),
+        ("refunds.dead", True, {}),
+        (
+            "payouts",
+            True,
+            {
+                "x-queue-type": "quorum",
+                "x-delivery-limit": 4,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "payouts.dead",
+            },
+        ),
+        ("payouts.dead", True, {}),
+    ]
+    assert queues_of(desired) == expected
+    for (_, _, actual), (_, _, wanted) in zip(queues_of(desired), expected, strict=True):
+        assert_same_types(actual, wanted)
+    assert type(desired.queues[3].arguments["x-delivery-limit"]) is int
+    assert desired.exchanges == ()
+    assert desired.bindings == ()
+    assert desired.referenced_exchanges == ()
+    assert [entity.name for entity in desired.entities] == [
+        "refunds",
+        "refunds.retry",
+        "refunds.dead",
+        "payouts",
+        "payouts.dead",
+    ]
+
+
+def test_the_guides_file_roles_and_sources() -> None:
+    desired = expand(load_file(EXAMPLE))
+    assert [(queue.role, queue.source) for queue in desired.queues] == [
+        ("classic queue", "queues.refunds"),
+        ("wait queue of refunds", "queues.refunds.delay"),
+        ("classic queue, dead letters of refunds", 'queues."refunds.dead"'),
+        ("quorum queue", "queues.payouts"),
+        ("classic queue, dead letters of payouts", 'queues."payouts.dead"'),
+    ]
+
+
+# (id, toml, queues, exchanges as (name, type, durable, args), bindings as (ex, q, key, args),
+#  referenced exchanges)
+EXPANSIONS = [
+    (
+        "classic-plain",
+        "[queues.q]\n",
+        [("q", True, {})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-non-durable",
+        "[queues.q]\ndurable = false\n",
+        [("q", False, {})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-max-attempts-has-no-server-argument",
+        "[queues.q]\nmax_attempts = 5\n",
+        [("q", True, {})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-unlisted-dead-letter",
+        '[queues.q]\nmax_attempts = 5\ndead_letter = "q.dead"\n',
+        [("q", True, {}), ("q.dead", True, {})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-own-dlx",
+        '[queues.q]\ndead_letter_exchange = "dlx"\n',
+        [("q", True, {"x-dead-letter-exchange": "dlx"})],
+        [],
+        [],
+        ["dlx"],
+    ),
+    (
+        "classic-raw-arguments",
+        "[queues.q]\n"
+        'arguments = { x-message-ttl = 60000, x-max-length = 10, x-overflow = "drop-head" }\n',
+        [("q", True, {"x-message-ttl": 60000, "x-max-length": 10, "x-overflow": "drop-head"})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-plain",
+        '[queues.q]\ntype = "quorum"\n',
+        [("q", True, {"x-queue-type": "quorum"})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-max-attempts-1",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 1\ndead_letter = "d"\n',
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 0,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "d",
+                },
+            ),
+            ("d", True, {}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-own-dlx-with-the-pair",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "d"\n'
+        'dead_letter_exchange = "dlx"\n',
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 2,
+                    "x-dead-letter-exchange": "dlx",
+                    "x-dead-letter-routing-key": "d",
+                },
+            ),
+            ("d", True, {}),
+        ],
+        [],
+        [],
+        ["dlx"],
+    ),
+    (
+        "quorum-raw-delivery-limit-with-dlx",
+        '[queues.q]\ntype = "quorum"\ndelivery_limit = 7\ndead_letter_exchange = "dlx"\n',
+        [
+            (
+                "q",
+                True,
+                {"x-queue-type": "quorum", "x-delivery-limit": 7, "x-dead-letter-exchange": "dlx"},
+            )
+        ],
+        [],
+        [],
+        ["dlx"],
+    ),
+    (
+        "quorum-agreeing-delivery-limit",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 5\ndelivery_limit = 4\ndead_letter = "d"\n',
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 4,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "d",
+                },
+            ),
+            ("d", True, {}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-raw-arguments-kept",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "d"\n'
+        'arguments = { x-dead-letter-strategy = "at-least-once", x-overflow = "reject-publish" }\n',
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 1,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "d",
+                },
+            ),
+            ("d", True, {}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "dlx-ttl-default-wait-queue",
+        '[queues.q]\ndelay = "dlx-ttl"\n',
+        [
+            ("q", True, {}),
+            ("q.retry", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "dlx-ttl-named-wait-queue",
+        '[queues.q]\ndelay = "dlx-ttl"\nwait_queue = "q.wait"\n',
+        [
+            ("q", True, {}),
+            ("q.wait", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "dlx-ttl-on-a-non-durable-queue-still-durable-wait-queue",
+        '[queues.q]\ndurable = false\ndelay = "dlx-ttl"\n',
+        [
+            ("q", False, {}),
+            ("q.retry", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "delay-tiers-inferred-dlx-ttl",
+        '[queues.q]\ndelay_tiers = ["1s", "30s", "5m"]\n',
+        [
+            ("q", True, {}),
+            (
+                "q.retry.1s",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-message-ttl": 1000,
+                },
+            ),
+            (
+                "q.retry.30s",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-message-ttl": 30000,
+                },
+            ),
+            (
+                "q.retry.5m",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-message-ttl": 300000,
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "delay-tiers-odd-spellings",
+        '[queues."a.b"]\ndelay = "dlx-ttl"\ndelay_tiers = ["1500ms", "90s", "120m"]\n',
+        [
+            ("a.b", True, {}),
+            (
+                "a.b.retry.1500ms",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "a.b",
+                    "x-message-ttl": 1500,
+                },
+            ),
+            (
+                "a.b.retry.90s",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "a.b",
+                    "x-message-ttl": 90000,
+                },
+            ),
+            (
+                "a.b.retry.2h",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "a.b",
+                    "x-message-ttl": 7200000,
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "plugin-dme",
+        '[queues.q]\ndelay = "plugin-dme"\n',
+        [("q", True, {})],
+        [("q.delay", "x-delayed-message", True, {"x-delayed-type": "direct"})],
+        [("q.delay", "q", "q", {})],
+        [],
+    ),
+    (
+        "shared-unlisted-dead-letter-declared-once",
+        '[queues.a]\nmax_attempts = 3\ndead_letter = "shared"\n\n'
+        '[queues.b]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "shared"\n',
+        [
+            ("a", True, {}),
+            ("shared", True, {}),
+            (
+                "b",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 1,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "shared",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "listed-dead-letter-not-declared-twice",
+        '[queues.a]\nmax_attempts = 3\ndead_letter = "d"\n'
+        '[queues.b]\nmax_attempts = 1\ndead_letter = "d"\n'
+        "[queues.d]\ndurable = false\n",
+        [("a", True, {}), ("b", True, {}), ("d", False, {})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "bindings-declared-and-referenced",
+        '[exchanges.events]\ntype = "topic"\ndurable = false\n\n'
+        '[queues.a]\nbindings = [\n  { exchange = "events", routing_key = "a.#" },\n'
+        '  { exchange = "amq.topic", routing_key = "k" },\n'
+        '  { exchange = "legacy", arguments = { x-match = "all" } },\n'
+        '  { exchange = "amq.topic", routing_key = "k2" },\n]\n',
+        [("a", True, {})],
+        [("events", "topic", False, {})],
+        [
+            ("events", "a", "a.#", {}),
+            ("amq.topic", "a", "k", {}),
+            ("legacy", "a", "", {"x-match": "all"}),
+            ("amq.topic", "a", "k2", {}),
+        ],
+        ["amq.topic", "legacy"],
+    ),
+    (
+        "declared-dlx-is-not-referenced",
+        '[exchanges.dlx]\ntype = "fanout"\n[queues.q]\ndead_letter_exchange = "dlx"\n',
+        [("q", True, {"x-dead-letter-exchange": "dlx"})],
+        [("dlx", "fanout", True, {})],
+        [],
+        [],
+    ),
+    (
+        "file-exchange-arguments",
+        '[exchanges.later]\ntype = "x-delayed-message"\narguments = { x-delayed-type = "topic" }\n',
+        [],
+        [("later", "x-delayed-message", True, {"x-delayed-type": "topic"})],
+        [],
+        [],
+    ),
+    (
+        "order-exchanges-then-queues-then-bindings",
+        '[queues.first]\ndelay = "plugin-dme"\n'
+        'bindings = [{ exchange = "events", routing_key = "first" }]\n'
+        '[queues.second]\ndelay = "dlx-ttl"\nmax_attempts = 9\ndead_letter = "second.dead"\n'
+        'dead_letter_exchange = "other.dlx"\n'
+        '[queues.third]\ndelay = "plugin-dme"\n'
+        '[exchanges.events]\ntype = "topic"\n',
+        [
+            ("first", True, {}),
+            ("second", True, {"x-dead-letter-exchange": "other.dlx"}),
+            (
+                "second.retry",
+                True,
+                {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "second"},
+            ),
+            ("second.dead", True, {}),
+            ("third", True, {}),
+        ],
+        [
+            ("events", "topic", True, {}),
+            ("first.delay", "x-delayed-message", True, {"x-delayed-type": "direct"}),
+            ("third.delay", "x-delayed-message", True, {"x-delayed-type": "direct"}),
+        ],
+        [
+            ("first.delay", "first", "first", {}),
+            ("events", "first", "first", {}),
+            ("third.delay", "third", "third", {}),
+        ],
+        ["other.dlx"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "queues", "exchanges", "bindings", "referenced"),
+    [pytest.param(*case[1:], id=case[0]) for case in EXPANSIONS],
+)
+def test_expansion(
+    text: str,
+    queues: list[QueueRow],
+    exchanges: list[tuple[str, str, bool, dict[str, Any]]],
+    bindings: list[tuple[str, str, str, dict[str, Any]]],
+    referenced: list[str],
+) -> None:
+    desired = expand(load_text(text))
+    assert queues_of(desired) == queues
+    for (_, _, actual), (_, _, expected) in zip(queues_of(desired), queues, strict=True):
+        assert_same_types(actual, expected)
+    assert [
+        (exchange.name, exchange.type, exchange.durable, dict(exchange.arguments))
+        for exchange in desired.exchanges
+    ] == exchanges
+    assert [
+        (binding.exchange, binding.queue, binding.routing_key, dict(binding.arguments))
+        for binding in desired.bindings
+    ] == bindings
+    assert list(desired.referenced_exchanges) == referenced
+    assert desired.entities == (*desired.exchanges, *desired.queues, *desired.bindings)
+
+
+def test_tier_ttls_are_ints() -> None:
+    desired = expand(load_text('[queues.q]\ndelay_tiers = ["1s", "30s", "5m"]\n'))
+    ttls = [queue.arguments["x-message-ttl"] for queue in desired.queues[1:]]
+    assert ttls == [1000, 30000, 300000]
+    assert all(type(ttl) is int for ttl in ttls)
+
+
+def test_plugin_dme_entities_in_full() -> None:
+    desired = expand(load_text('[queues.q]\ndelay = "plugin-dme"\n'))
+    assert desired.exchanges == (
+        ExchangeEntity(
+            name="q.delay",
+            type="x-delayed-message",
+            durable=True,
+            arguments={"x-delayed-type": "direct"},
+            role="delay exchange of q",
+            source="queues.q.delay",
+        ),
+    )
+    assert desired.bindings == (
+        BindingEntity(
+            queue="q",
+            exchange="q.delay",
+            routing_key="q",
+            arguments={},
+            role="delay route of q",
+            source="queues.q.delay",
+        ),
+    )
+    assert desired.bindings[0].name == "q.delay -> q (q)"
+    assert desired.exchanges[0].key == ("exchange", "q.delay")
+    assert desired.queues[0].key == ("queue", "q")
+
+
+def test_delay_tier_roles_and_sources() -> None:
+    desired = expand(load_text('[queues.q]\ndelay_tiers = ["1s", "5m"]\n'))
+    assert [(queue.name, queue.role, queue.source) for queue in desired.queues] == [
+        ("q", "classic queue", "queues.q"),
+        ("q.retry.1s", "1s wait queue of q", "queues.q.delay_tiers"),
+        ("q.retry.5m", "5m wait queue of q", "queues.q.delay_tiers"),
+    ]
+
+
+def test_shared_dead_letter_role_names_both_queues() -> None:
+    desired = expand(
+        load_text(
+            '[queues.a]\nmax_attempts = 2\ndead_letter = "shared"\n'
+            '[queues.b]\nmax_attempts = 3\ndead_letter = "shared"\n'
+            '[queues.c]\nmax_attempts = 4\ndead_letter = "listed"\n[queues.listed]\n'
+        )
+    )
+    roles = {queue.name: (queue.role, queue.source) for queue in desired.queues}
+    assert roles == {
+        "a": ("classic queue", "queues.a"),
+        "shared": ("classic queue, dead letters of a, b", "queues.a.dead_letter"),
+        "b": ("classic queue", "queues.b"),
+        "c": ("classic queue", "queues.c"),
+        "listed": ("classic queue, dead letters of c", "queues.listed"),
+    }
+
+
+def test_binding_sources_name_the_item() -> None:
+    desired = expand(
+        load_text(
+            '[queues."a.b"]\n[[queues."a.b".bindings]]\nexchange = "x"\n'
+            '[[queues."a.b".bindings]]\nexchange = "y"\nrouting_key = "r"\n'
+        )
+    )
+    assert [(binding.name, binding.source, binding.role) for binding in desired.bindings] == [
+        ("x -> a.b ()", 'queues."a.b".bindings[0]', "binding"),
+        ("y -> a.b (r)", 'queues."a.b".bindings[1]', "binding"),
+    ]
+
+
+def test_expanded_arguments_are_read_only() -> None:
+    desired = expand(load_file(EXAMPLE))
+    with pytest.raises(TypeError):
+        desired.queues[3].arguments["x-delivery-limit"] = 9  # type: ignore[index]
+
+
+def test_expansion_is_deterministic() -> None:
+    topology = load_file(EXAMPLE)
+    assert expand(topology) == expand(topology)
+
+
+def test_expand_of_an_empty_topology() -> None:
+    assert expand(Topology()) == Desired()
+    assert Desired().entities == ()
+
+
+@pytest.mark.parametrize(
+    ("fields", "arguments"),
+    [
+        ({}, {}),
+        ({"max_attempts": 3, "dead_letter": "d"}, {}),
+        ({"dead_letter_exchange": "dlx"}, {"x-dead-letter-exchange": "dlx"}),
+        (
+            {"max_attempts": 4, "dead_letter": "d", "dead_letter_exchange": "dlx"},
+            {"x-dead-letter-exchange": "dlx"},
+        ),
+        ({"type": QueueType.QUORUM}, {"x-queue-type": "quorum"}),
+        (
+            {"type": QueueType.QUORUM, "max_attempts": 10, "dead_letter": "d"},
+            {
+                "x-queue-type": "quorum",
+                "x-delivery-limit": 9,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "d",
+            },
+        ),
+        (
+            {"type": QueueType.QUORUM, "dead_letter_exchange": "dlx", "delivery_limit": 0},
+            {"x-queue-type": "quorum", "x-delivery-limit": 0, "x-dead-letter-exchange": "dlx"},
+        ),
+        (
+            {"delay": DelayMode.DLX_TTL, "arguments": {"x-max-length": 5}},
+            {"x-max-length": 5},
+        ),
+    ],
+)
+def test_queue_arguments(fields: dict[str, Any], arguments: dict[str, Any]) -> None:
+    result = queue_arguments(Queue(name="q", **fields))
+    assert_same_types(result, arguments)
+
+
+def test_quorum_dead_letter_with_a_raw_delivery_limit_expands() -> None:
+    # SPEC §2 / expand.py's table: "quorum + delivery_limit L -> x-delivery-limit = L (with D
+    # or dead_letter_exchange)".
+    desired = expand(
+        load_text('[queues.q]\ntype = "quorum"\ndead_letter = "q.dead"\ndelivery_limit = 3\n')
+    )
+    assert queues_of(desired) == [
+        (
+            "q",
+            True,
+            {
+                "x-queue-type": "quorum",
+                "x-delivery-limit": 3,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "q.dead",
+            },
+        ),
+        ("q.dead", True, {}),
+    ]
+
+
+def test_builtin_dead_letter_exchange_is_referenced() -> None:
+    desired = expand(load_text('[queues.q]\ndead_letter_exchange = "amq.direct"\n'))
+    assert queues_of(desired) == [("q", True, {"x-dead-letter-exchange": "amq.direct"})]
+    assert desired.referenced_exchanges == ("amq.direct",)
+
+
+@pytest.mark.parametrize(
+    ("queue", "ttl_ms", "arguments"),
+    [
+        ("refunds", None, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"}),
+        (
+            "refunds",
+            30_000,
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "refunds",
+                "x-message-ttl": 30_000,
+            },
+        ),
+        (
+            "q",
+            0,
+            {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q", "x-message-ttl": 0},
+        ),
+    ],
+)
+def test_wait_queue_arguments(queue: str, ttl_ms: int | None, arguments: dict[str, Any]) -> None:
+    assert_same_types(wait_queue_arguments(queue, ttl_ms), arguments)
+
+
+def test_entity_defaults() -> None:
+    queue = QueueEntity(name="q")
+    assert (queue.durable, dict(queue.arguments), queue.role, queue.source) == (
+        True,
+        {},
+        "queue",
+        "",
+    )
+    exchange = ExchangeEntity(name="e")
+    assert (exchange.type, exchange.durable, exchange.role) == ("direct", True, "exchange")
+    binding = BindingEntity(queue="q", exchange="e")
+    assert binding.name == "e -> q ()"

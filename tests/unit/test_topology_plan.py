@@ -1,0 +1,460 @@
+"""Pure tables for plan.py: desired entities + what the broker holds -> one operation each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rabbitctl_retry.cli.render import plan_document
+from rabbitctl_retry.topology.expand import Desired, expand
+from rabbitctl_retry.topology.load import load_file, load_text
+from rabbitctl_retry.topology.plan import (
+    Absent,
+    Difference,
+    Differs,
+    Matches,
+    Observation,
+    ObservationKey,
+    OpKind,
+    Plan,
+    Refused,
+    Status,
+    describe_differences,
+    plan,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topology.toml"
+
+
+def desired_of(text: str) -> Desired:
+    return expand(load_text(text))
+
+
+def rows(result: Plan) -> list[tuple[str, str, str, str | None]]:
+    return [(op.op.value, op.name, op.status.value, op.detail) for op in result.operations]
+
+
+def test_json_spellings_of_ops_and_statuses() -> None:
+    assert [kind.value for kind in OpKind] == ["declare_queue", "declare_exchange", "bind"]
+    assert [status.value for status in Status] == ["created", "unchanged", "planned", "conflict"]
+
+
+# --------------------------------------------------------------------------- one queue
+
+_DIFFERS = Differs(
+    (
+        Difference("x-delivery-limit", "4", "5"),
+        Difference("durable", "true", "false"),
+        Difference("x-dead-letter-routing-key", "'q.dead'", "(none)"),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("observation", "status", "detail"),
+    [
+        (None, "planned", None),
+        (Absent(), "planned", None),
+        (Matches(), "unchanged", None),
+        (
+            _DIFFERS,
+            "conflict",
+            "exists with other arguments: x-delivery-limit: file 4, broker 5; durable: file "
+            "true, broker false; x-dead-letter-routing-key: file 'q.dead', broker (none)",
+        ),
+        (
+            Differs((), detail="inequivalent arg 'x-weird' for queue 'q'"),
+            "conflict",
+            "exists with other arguments: inequivalent arg 'x-weird' for queue 'q'",
+        ),
+        (
+            Refused("locked: in use by another connection"),
+            "conflict",
+            "locked: in use by another connection",
+        ),
+    ],
+)
+def test_queue_observation(
+    observation: Observation | None, status: str, detail: str | None
+) -> None:
+    desired = desired_of('[queues.q]\ntype = "quorum"\nmax_attempts = 5\ndead_letter = "q.dead"\n')
+    observed: dict[ObservationKey, Observation] = {("queue", "q.dead"): Matches()}
+    if observation is not None:
+        observed[("queue", "q")] = observation
+    result = plan(desired, observed, server_major=3)
+    first = result.operations[0]
+    assert (first.op, first.name, first.status.value, first.detail) == (
+        OpKind.DECLARE_QUEUE,
+        "q",
+        status,
+        detail,
+    )
+    assert first.arguments == {
+        "x-queue-type": "quorum",
+        "x-delivery-limit": 4,
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "q.dead",
+    }
+    assert type(first.arguments["x-delivery-limit"]) is int
+    assert first.entity is desired.queues[0]
+    assert result.can_apply is (status != "conflict")
+    assert result.conflicts == ((first,) if status == "conflict" else ())
+
+
+def test_differs_detail_names_every_key_and_both_values() -> None:
+    detail = describe_differences(_DIFFERS)
+    for difference in _DIFFERS.differences:
+        assert f"{difference.key}: file {difference.desired}, broker {difference.current}" in detail
+    assert detail.count(";") == 2
+
+
+@pytest.mark.parametrize(
+    ("observation", "status", "detail"),
+    [
+        (Absent(), "planned", None),
+        (Matches(), "unchanged", None),
+        (
+            Differs((Difference("type", "'topic'", "'direct'"),)),
+            "conflict",
+            "exists with other arguments: type: file 'topic', broker 'direct'",
+        ),
+        (
+            Refused("unknown exchange type 'x-delayed-message'"),
+            "conflict",
+            "unknown exchange type 'x-delayed-message'",
+        ),
+    ],
+)
+def test_exchange_observation(observation: Observation, status: str, detail: str | None) -> None:
+    desired = desired_of('[exchanges.events]\ntype = "topic"\n')
+    result = plan(desired, {("exchange", "events"): observation}, server_major=3)
+    assert rows(result) == [("declare_exchange", "events", status, detail)]
+
+
+# --------------------------------------------------------------------------- the guide's file
+
+
+def test_the_guides_file_on_an_empty_broker_is_all_planned() -> None:
+    result = plan(expand(load_file(EXAMPLE)), {}, server_major=3)
+    assert rows(result) == [
+        ("declare_queue", "refunds", "planned", None),
+        ("declare_queue", "refunds.retry", "planned", None),
+        ("declare_queue", "refunds.dead", "planned", None),
+        ("declare_queue", "payouts", "planned", None),
+        ("declare_queue", "payouts.dead", "planned", None),
+    ]
+    assert result.can_apply is True
+    assert result.conflicts == ()
+    applied = result.applied()
+    assert [op.status for op in applied.operations] == [Status.CREATED] * 5
+    # the plan itself is a value: applying makes a new one
+    assert [op.status for op in result.operations] == [Status.PLANNED] * 5
+
+
+def test_the_guides_file_on_a_drifted_broker() -> None:
+    observed: dict[ObservationKey, Observation] = {
+        ("queue", "refunds"): Matches(),
+        ("queue", "refunds.retry"): Matches(),
+        ("queue", "refunds.dead"): Matches(),
+        ("queue", "payouts"): Differs((Difference("x-delivery-limit", "4", "5"),)),
+    }
+    result = plan(expand(load_file(EXAMPLE)), observed, server_major=4)
+    assert rows(result) == [
+        ("declare_queue", "refunds", "unchanged", None),
+        ("declare_queue", "refunds.retry", "unchanged", None),
+        ("declare_queue", "refunds.dead", "unchanged", None),
+        (
+            "declare_queue",
+            "payouts",
+            "conflict",
+            "exists with other arguments: x-delivery-limit: file 4, broker 5",
+        ),
+        ("declare_queue", "payouts.dead", "planned", None),
+    ]
+    assert result.can_apply is False
+    assert [op.name for op in result.conflicts] == ["payouts"]
+
+
+def test_plan_document_is_the_declare_json_of_spec_6() -> None:
+    result = plan(expand(load_file(EXAMPLE)), {("queue", "refunds"): Matches()}, server_major=3)
+    document = json.loads(json.dumps(plan_document(result, dry_run=True)))
+    assert document["dry_run"] is True
+    assert document["operations"][0] == {
+        "op": "declare_queue",
+        "name": "refunds",
+        "arguments": {},
+        "status": "unchanged",
+        "detail": None,
+    }
+    assert document["operations"][3] == {
+        "op": "declare_queue",
+        "name": "payouts",
+        "arguments": {
+            "x-queue-type": "quorum",
+            "x-delivery-limit": 4,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "payouts.dead",
+        },
+        "status": "planned",
+        "detail": None,
+    }
+    assert type(document["operations"][3]["arguments"]["x-delivery-limit"]) is int
+    assert [op["status"] for op in document["operations"]] == [
+        "unchanged",
+        "planned",
+        "planned",
+        "planned",
+        "planned",
+    ]
+
+
+# --------------------------------------------------------------------------- referenced exchanges
+
+_USES_EXTERNAL = (
+    '[queues.a]\nbindings = [{ exchange = "events", routing_key = "a.#" }]\n'
+    '[queues.b]\ndead_letter_exchange = "dlx"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("events", "dlx", "expected"),
+    [
+        (
+            Matches(),
+            Matches(),
+            [
+                ("declare_queue", "a", "planned", None),
+                ("declare_queue", "b", "planned", None),
+                ("bind", "events -> a (a.#)", "planned", None),
+            ],
+        ),
+        (
+            None,
+            None,
+            [
+                ("declare_queue", "a", "planned", None),
+                (
+                    "declare_queue",
+                    "b",
+                    "conflict",
+                    "exchange 'dlx' is used by the file but neither declared in it nor present "
+                    "on the broker",
+                ),
+                (
+                    "bind",
+                    "events -> a (a.#)",
+                    "conflict",
+                    "exchange 'events' is used by the file but neither declared in it nor "
+                    "present on the broker",
+                ),
+            ],
+        ),
+        (
+            Absent(),
+            Refused("access refused"),
+            [
+                ("declare_queue", "a", "planned", None),
+                ("declare_queue", "b", "conflict", "exchange 'dlx': access refused"),
+                (
+                    "bind",
+                    "events -> a (a.#)",
+                    "conflict",
+                    "exchange 'events' is used by the file but neither declared in it nor "
+                    "present on the broker",
+                ),
+            ],
+        ),
+    ],
+)
+def test_referenced_exchanges(
+    events: Observation | None,
+    dlx: Observation | None,
+    expected: list[tuple[str, str, str, str | None]],
+) -> None:
+    desired = desired_of(_USES_EXTERNAL)
+    assert desired.referenced_exchanges == ("events", "dlx")
+    observed: dict[ObservationKey, Observation] = {}
+    if events is not None:
+        observed[("exchange", "events")] = events
+    if dlx is not None:
+        observed[("exchange", "dlx")] = dlx
+    result = plan(desired, observed, server_major=3)
+    assert rows(result) == expected
+    assert result.can_apply is all(row[2] != "conflict" for row in expected)
+
+
+def test_missing_dead_letter_exchange_makes_even_an_existing_queue_a_conflict() -> None:
+    desired = desired_of('[queues.b]\ndead_letter_exchange = "dlx"\n')
+    result = plan(desired, {("queue", "b"): Matches()}, server_major=3)
+    assert rows(result) == [
+        (
+            "declare_queue",
+            "b",
+            "conflict",
+            "exchange 'dlx' is used by the file but neither declared in it nor present on the "
+            "broker",
+        )
+    ]
+
+
+def test_dead_letter_exchange_declared_in_the_file_is_not_missing() -> None:
+    desired = desired_of(
+        '[exchanges.dlx]\ntype = "fanout"\n[queues.b]\ndead_letter_exchange = "dlx"\n'
+    )
+    result = plan(desired, {}, server_major=3)
+    assert rows(result) == [
+        ("declare_exchange", "dlx", "planned", None),
+        ("declare_queue", "b", "planned", None),
+    ]
+
+
+# --------------------------------------------------------------------------- bindings
+
+
+@pytest.mark.parametrize(
+    ("queue", "exchange", "status"),
+    [
+        (Matches(), Matches(), "unchanged"),
+        (Absent(), Matches(), "planned"),
+        (Matches(), Absent(), "planned"),
+        (Absent(), Absent(), "planned"),
+    ],
+)
+def test_binding_between_declared_entities(
+    queue: Observation, exchange: Observation, status: str
+) -> None:
+    desired = desired_of(
+        '[exchanges.events]\ntype = "topic"\n'
+        '[queues.a]\nbindings = [{ exchange = "events", routing_key = "k", '
+        'arguments = { x-note = "n" } }]\n'
+    )
+    result = plan(
+        desired, {("queue", "a"): queue, ("exchange", "events"): exchange}, server_major=3
+    )
+    bind = result.operations[2]
+    assert (bind.op, bind.name, bind.status.value, bind.detail) == (
+        OpKind.BIND,
+        "events -> a (k)",
+        status,
+        None,
+    )
+    assert bind.arguments == {"x-note": "n"}
+    assert bind.entity is desired.bindings[0]
+
+
+def test_plugin_dme_plan() -> None:
+    desired = desired_of('[queues.q]\ndelay = "plugin-dme"\n')
+    fresh = plan(desired, {}, server_major=3)
+    assert rows(fresh) == [
+        ("declare_exchange", "q.delay", "planned", None),
+        ("declare_queue", "q", "planned", None),
+        ("bind", "q.delay -> q (q)", "planned", None),
+    ]
+    assert fresh.operations[0].arguments == {"x-delayed-type": "direct"}
+    existing = plan(
+        desired, {("exchange", "q.delay"): Matches(), ("queue", "q"): Matches()}, server_major=3
+    )
+    assert [op.status for op in existing.operations] == [Status.UNCHANGED] * 3
+    refused = plan(
+        desired,
+        {("exchange", "q.delay"): Refused("the delayed-message plugin is not enabled")},
+        server_major=3,
+    )
+    assert rows(refused)[0] == (
+        "declare_exchange",
+        "q.delay",
+        "conflict",
+        "the delayed-message plugin is not enabled",
+    )
+    assert refused.can_apply is False
+
+
+# --------------------------------------------------------------------------- server versions
+
+_NON_DURABLE = "[queues.t]\ndurable = false\n"
+_RABBITMQ_4 = "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
+
+
+@pytest.mark.parametrize(
+    ("text", "server_major", "observation", "status", "detail"),
+    [
+        (_NON_DURABLE, 3, Absent(), "planned", None),
+        (_NON_DURABLE, 4, Absent(), "conflict", _RABBITMQ_4),
+        (_NON_DURABLE, 5, Absent(), "conflict", _RABBITMQ_4),
+        (_NON_DURABLE, 4, Matches(), "unchanged", None),
+        ("[queues.t]\n", 4, Absent(), "planned", None),
+    ],
+)
+def test_non_durable_queues_by_server_version(
+    text: str, server_major: int, observation: Observation, status: str, detail: str | None
+) -> None:
+    result = plan(desired_of(text), {("queue", "t"): observation}, server_major=server_major)
+    assert rows(result) == [("declare_queue", "t", status, detail)]
+
+
+def test_non_durable_exchange_is_fine_on_rabbitmq_4() -> None:
+    result = plan(desired_of("[exchanges.e]\ndurable = false\n"), {}, server_major=4)
+    assert rows(result) == [("declare_exchange", "e", "planned", None)]
+
+
+# --------------------------------------------------------------------------- applied
+
+
+def test_applied_turns_only_planned_into_created() -> None:
+    desired = desired_of(
+        '[exchanges.events]\ntype = "topic"\n'
+        '[queues.a]\nbindings = [{ exchange = "events", routing_key = "k" }]\n'
+        "[queues.b]\n"
+        '[queues.c]\ndead_letter_exchange = "gone"\n'
+    )
+    observed: dict[ObservationKey, Observation] = {
+        ("exchange", "events"): Matches(),
+        ("queue", "b"): Matches(),
+    }
+    result = plan(desired, observed, server_major=3)
+    assert [op.status.value for op in result.operations] == [
+        "unchanged",
+        "planned",
+        "unchanged",
+        "conflict",
+        "planned",
+    ]
+    applied = result.applied()
+    assert [op.status.value for op in applied.operations] == [
+        "unchanged",
+        "created",
+        "unchanged",
+        "conflict",
+        "created",
+    ]
+    for before, after in zip(result.operations, applied.operations, strict=True):
+        assert (before.op, before.name, before.arguments, before.detail, before.entity) == (
+            after.op,
+            after.name,
+            after.arguments,
+            after.detail,
+            after.entity,
+        )
+
+
+def test_empty_plan() -> None:
+    result = plan(Desired(), {}, server_major=3)
+    assert result == Plan(operations=())
+    assert result.can_apply is True
+    assert result.applied() == result
+
+
+def test_a_conflict_keeps_every_reason() -> None:
+    # The queue differs AND its dead-letter exchange is missing: the detail must still name
+    # the differing argument with both values, not only the missing exchange.
+    desired = desired_of('[queues.b]\ndead_letter_exchange = "dlx"\n')
+    observed: dict[ObservationKey, Observation] = {
+        ("queue", "b"): Differs((Difference("x-dead-letter-exchange", "'dlx'", "'old'"),)),
+    }
+    (operation,) = plan(desired, observed, server_major=3).operations
+    assert operation.status is Status.CONFLICT
+    assert operation.detail is not None
+    assert "x-dead-letter-exchange: file 'dlx', broker 'old'" in operation.detail
+    assert "exchange 'dlx' is used by the file" in operation.detail
