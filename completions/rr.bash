@@ -8,6 +8,7 @@ _rr() {
         word="${COMP_WORDS[i]}"
         case "$path|$word" in
             "|declare") path="declare" ;;
+            "|run") path="run" ;;
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
             "topology|validate") path="topology validate" ;;
@@ -18,13 +19,21 @@ _rr() {
     case "$path|$prev" in
         "declare|--url") return 0 ;;
         "declare|--output"|"declare|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "run|--topology"|"run|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "run|--prefetch") return 0 ;;
+        "run|--concurrency") return 0 ;;
+        "run|--shutdown-timeout") return 0 ;;
+        "run|--url") return 0 ;;
+        "run|--log-format") COMPREPLY=($(compgen -W "text json" -- "$cur")); return 0 ;;
+        "run|--log-level") return 0 ;;
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
         "topology export|--vhost") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare completion topology --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run completion topology --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;

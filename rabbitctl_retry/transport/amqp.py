@@ -163,6 +163,12 @@ class AmqpConnection:
         # AbstractChannel.
         return AmqpChannel(cast(aiormq.Channel, channel), confirms=confirms)
 
+    async def wait_closed(self) -> None:
+        """Return once the connection is closed: by :meth:`close`, the broker, or the network."""
+        closing = self._connection.closing
+        if not closing.done():
+            await asyncio.wait([closing])
+
     async def close(self) -> None:
         """Close the connection and its channels; idempotent, never raises."""
         if self._connection.is_closed:

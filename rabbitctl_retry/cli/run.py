@@ -1,0 +1,85 @@
+"""``rr run MODULE[:ATTR]``: run handler functions as consumers."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rabbitctl_retry.cli._common import UrlOption, guard, resolve_url, run
+from rabbitctl_retry.runtime.loader import load_target
+from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
+from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.topology.load import load_file
+from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport.base import Connection
+
+
+def run_command(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="module, module:handler, or path/to/file.py[:handler] with @subscriber handlers."
+        ),
+    ],
+    topology_file: Annotated[
+        Path | None,
+        typer.Option("--topology", "-t", help="The topology file with the queues' retry policies."),
+    ] = None,
+    prefetch: Annotated[int, typer.Option("--prefetch", min=1, help="basic.qos per queue.")] = 100,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, help="Handlers running at once per queue [default: prefetch]."
+        ),
+    ] = None,
+    declare: Annotated[
+        bool,
+        typer.Option(
+            "--declare/--no-declare",
+            help="Declare the topology at start, or only check that it is there.",
+        ),
+    ] = True,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
+    ] = 30.0,
+    url: UrlOption = None,
+    log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning, error.")
+    ] = "info",
+) -> None:
+    """Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their
+    messages as the topology says. SIGINT/SIGTERM stop gracefully."""
+    configure_logging(log_level, log_format)
+    with guard():
+        handlers = load_target(target)
+        topology: Topology | None = load_file(topology_file) if topology_file else None
+    broker_url = resolve_url(url, topology.broker.url if topology else None)
+
+    async def connect() -> Connection:
+        return await amqp.connect(broker_url)
+
+    options = RunOptions(
+        prefetch=prefetch,
+        concurrency=concurrency,
+        declare=declare,
+        shutdown_timeout_s=shutdown_timeout,
+    )
+    run(_serve(Service(handlers, topology=topology, connect=connect, options=options)))
+
+
+async def _serve(service: Service) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, service.stop)
+    try:
+        await service.run()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)

@@ -1,0 +1,37 @@
+"""Time for the runtime: the wall clock, or the emulator's virtual clock in tests.
+
+The runtime reads time in two places only: ``rr-failed-at`` on dead-letter copies, and the
+timers of in-memory delays (``delay = "memory"``). Both go through a :class:`Clock`, so on
+the emulator a 30 s in-memory delay fires when the test advances the virtual clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Protocol
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware."""
+        ...
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        """Run ``callback`` once, ``delay_s`` seconds from now."""
+        ...
+
+
+class WallClock:
+    """The real clock and the running event loop's timers."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_later(delay_s, callback)

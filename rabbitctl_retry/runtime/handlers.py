@@ -1,0 +1,83 @@
+"""The handler API: ``@subscriber(queue)``, ``@on_startup``, ``@on_shutdown``.
+
+The decorators only mark the function (an attribute on it); nothing is registered globally,
+so importing a module twice, or two test modules with the same queue, never leak into each
+other. The loader finds the marked functions of a module.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rabbitctl_retry.retry.outcome import AnyOutcome
+from rabbitctl_retry.runtime.message import Message
+
+HandlerResult = AnyOutcome | None
+Handler = Callable[[Message], HandlerResult | Awaitable[HandlerResult]]
+Hook = Callable[[], Any]
+
+_SUBSCRIBER = "__rr_subscriber__"
+_HOOK = "__rr_hook__"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    """A handler bound to a queue."""
+
+    queue: str
+    handler: Handler
+    name: str
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
+
+
+def subscriber(queue: str) -> Callable[[_F], _F]:
+    """Mark ``handler`` as the consumer of ``queue``.
+
+    The handler takes a :class:`Message` and returns an ``Outcome`` (or ``None``, which acks);
+    it may be ``async`` or a plain function (run in a worker thread). An exception retries.
+    """
+    if not isinstance(queue, str) or not queue:
+        raise TypeError("@subscriber needs a queue name, e.g. @subscriber('refunds')")
+
+    def mark(handler: _F) -> _F:
+        setattr(handler, _SUBSCRIBER, queue)
+        return handler
+
+    return mark
+
+
+def on_startup(hook: _F) -> _F:
+    """Run ``hook()`` (sync or async) once before consuming starts."""
+    setattr(hook, _HOOK, "startup")
+    return hook
+
+
+def on_shutdown(hook: _F) -> _F:
+    """Run ``hook()`` (sync or async) once after consuming stopped."""
+    setattr(hook, _HOOK, "shutdown")
+    return hook
+
+
+def subscriber_queue(obj: object) -> str | None:
+    """The queue ``obj`` was marked for, if any."""
+    queue = getattr(obj, _SUBSCRIBER, None)
+    return queue if isinstance(queue, str) else None
+
+
+def hook_kind(obj: object) -> str | None:
+    kind = getattr(obj, _HOOK, None)
+    return kind if kind in {"startup", "shutdown"} else None
+
+
+async def call_hook(hook: Hook) -> None:
+    result = hook()
+    if inspect.isawaitable(result):
+        await result

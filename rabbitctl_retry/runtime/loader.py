@@ -1,0 +1,137 @@
+"""Find the handlers of ``rr run TARGET``: ``module``, ``module:attr`` or a file path.
+
+``refunds`` imports module ``refunds`` (from the current directory first, as ``python -m``
+would) and takes every ``@subscriber`` in it; ``refunds:process_refund`` takes one;
+``examples/refunds/service.py`` (optionally ``:attr``) imports that file, with its directory
+on ``sys.path`` so its own imports work. Startup and shutdown hooks of the module always come
+along. Every failure is a :class:`~rabbitctl_retry.errors.HandlerLoadError` that says what
+was looked for, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from rabbitctl_retry.errors import HandlerLoadError
+from rabbitctl_retry.runtime.handlers import Hook, Subscriber, hook_kind, subscriber_queue
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSet:
+    """What ``rr run`` runs: subscribers and the module's hooks."""
+
+    module: str
+    subscribers: tuple[Subscriber, ...]
+    startup: tuple[Hook, ...] = ()
+    shutdown: tuple[Hook, ...] = ()
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for item in self.subscribers:
+            seen.setdefault(item.queue, None)
+        return tuple(seen)
+
+
+def split_target(target: str) -> tuple[str, str | None]:
+    """``"pkg.mod:attr"`` -> ``("pkg.mod", "attr")``; a Windows drive letter is not an attr."""
+    module, sep, attr = target.rpartition(":")
+    if not sep or not module or len(module) == 1 or "/" in attr or "\\" in attr:
+        return target, None
+    return module, attr or None
+
+
+def load_target(target: str) -> HandlerSet:
+    """Import ``target`` and collect its subscribers and hooks."""
+    location, attr = split_target(target)
+    module = _import(location)
+    hooks = _hooks(module)
+    if attr is not None:
+        if not hasattr(module, attr):
+            raise HandlerLoadError(f"module {module.__name__!r} has no attribute {attr!r}")
+        obj = getattr(module, attr)
+        queue = subscriber_queue(obj)
+        if queue is None:
+            raise HandlerLoadError(
+                f"{module.__name__}:{attr} is not a handler: decorate it with @subscriber('QUEUE')"
+            )
+        found: tuple[Subscriber, ...] = (
+            Subscriber(queue=queue, handler=obj, name=f"{module.__name__}:{attr}"),
+        )
+    else:
+        found = tuple(
+            Subscriber(queue=queue, handler=value, name=f"{module.__name__}:{name}")
+            for name, value in vars(module).items()
+            if (queue := subscriber_queue(value)) is not None
+        )
+        if not found:
+            raise HandlerLoadError(
+                f"module {module.__name__!r} has no @subscriber handlers "
+                f"(looked in {getattr(module, '__file__', None) or module.__name__})"
+            )
+    return HandlerSet(
+        module=module.__name__,
+        subscribers=found,
+        startup=tuple(h for h in hooks if hook_kind(h) == "startup"),
+        shutdown=tuple(h for h in hooks if hook_kind(h) == "shutdown"),
+    )
+
+
+def _hooks(module: ModuleType) -> list[Hook]:
+    return [value for value in vars(module).values() if hook_kind(value) is not None]
+
+
+def _import(location: str) -> ModuleType:
+    if location.endswith(".py") or "/" in location or "\\" in location:
+        return _import_file(Path(location))
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (
+            location == error.name or location.startswith(error.name + ".")
+        ):
+            raise HandlerLoadError(
+                f"no module named {location!r} (looked in the current directory and on "
+                "sys.path; a file path like path/to/service.py works too)"
+            ) from None
+        raise HandlerLoadError(f"importing {location!r} failed: {error}") from None
+    except HandlerLoadError:
+        raise
+    except Exception as error:
+        raise HandlerLoadError(
+            f"importing {location!r} failed: {type(error).__name__}: {error}"
+        ) from None
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise HandlerLoadError(f"no such file: {path}")
+    resolved = path.resolve()
+    directory = str(resolved.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    name = resolved.stem
+    existing = sys.modules.get(name)
+    if existing is not None and getattr(existing, "__file__", None) == str(resolved):
+        return existing
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise HandlerLoadError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(name, None)
+        raise HandlerLoadError(
+            f"importing {path} failed: {type(error).__name__}: {error}"
+        ) from None
+    return module

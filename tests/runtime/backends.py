@@ -1,0 +1,118 @@
+"""The two brokers the runtime tests run on: the real RabbitMQ (a fresh vhost per test) and
+the emulator (virtual clock). Both are driven through the transport port only, so a test
+reads the same on both; only waiting differs (real seconds, or advancing the clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Callable
+from typing import Protocol
+from urllib.parse import quote, urlsplit, urlunsplit
+from uuid import uuid4
+
+from rabbitctl_retry.runtime.clock import Clock, WallClock
+from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport.base import Connection, Delivery, Properties
+
+DEADLINE_S = 60.0
+
+
+class Backend(Protocol):
+    name: str
+    clock: Clock
+
+    async def connect(self) -> Connection: ...
+
+    async def wait(self, seconds: float) -> None:
+        """Let ``seconds`` of (real or virtual) time pass."""
+        ...
+
+    async def until(self, predicate: Callable[[], bool], what: str) -> None:
+        """Return once ``predicate()`` holds; fail after a generous deadline."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+async def publish(
+    backend: Backend, queue: str, body: bytes, properties: Properties | None = None
+) -> None:
+    connection = await backend.connect()
+    try:
+        channel = await connection.channel(confirms=True)
+        await channel.publish(body, routing_key=queue, properties=properties, mandatory=True)
+    finally:
+        await connection.close()
+
+
+async def peek(backend: Backend, queue: str) -> list[Delivery]:
+    """Every message in ``queue``, in order, without removing any (get, then close)."""
+    connection = await backend.connect()
+    try:
+        channel = await connection.channel()
+        found = []
+        while (delivery := await channel.get(queue)) is not None:
+            found.append(delivery)
+        await channel.close()
+        return found
+    finally:
+        await connection.close()
+
+
+async def depth(backend: Backend, queue: str) -> int:
+    connection = await backend.connect()
+    try:
+        channel = await connection.channel()
+        return (await channel.queue_declare(queue, passive=True)).message_count
+    finally:
+        await connection.close()
+
+
+class RabbitBackend:
+    """The real broker, in a vhost of its own."""
+
+    name = "rabbitmq"
+
+    def __init__(self, base_url: str) -> None:
+        self.vhost = f"rr-test-{uuid4().hex[:12]}"
+        parts = urlsplit(base_url)
+        self.url = urlunsplit(
+            (parts.scheme, parts.netloc, "/" + quote(self.vhost, safe=""), "", "")
+        )
+        self.user = parts.username or "guest"
+        self.clock: Clock = WallClock()
+
+    def setup(self) -> None:
+        _ctl("add_vhost", self.vhost)
+        _ctl("set_permissions", "-p", self.vhost, self.user, ".*", ".*", ".*")
+
+    async def connect(self) -> Connection:
+        return await amqp.connect(self.url)
+
+    async def wait(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def until(self, predicate: Callable[[], bool], what: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE_S
+        while not predicate():
+            if loop.time() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        _ctl("delete_vhost", self.vhost)
+
+    def close_all_connections(self) -> None:
+        """Force-close every client connection of this vhost (as an operator would)."""
+        _ctl("close_all_connections", "-p", self.vhost, "rr test: forced close")
+
+
+def _ctl(*args: str) -> str:
+    result = subprocess.run(
+        ["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}")
+    return result.stdout
