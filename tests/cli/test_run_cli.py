@@ -12,6 +12,7 @@ from rabbitctl_retry.runtime.loader import load_target, split_target
 
 runner = CliRunner(env={"COLUMNS": "200"})
 URL = "amqp://guest:guest@127.0.0.1:1/"
+ONE_HANDLER = "from rabbitctl_retry import subscriber\n@subscriber('q')\ndef h(m): pass\n"
 
 
 @pytest.mark.parametrize(
@@ -20,9 +21,7 @@ URL = "amqp://guest:guest@127.0.0.1:1/"
         ({}, "no_such_module_rr", "no module named 'no_such_module_rr'"),
         ({"empty_mod.py": "X = 1\n"}, "{dir}/empty_mod.py", "has no @subscriber handlers"),
         (
-            {
-                "one.py": "from rabbitctl_retry import subscriber\n@subscriber('q')\ndef h(m): pass\n"
-            },
+            {"one.py": ONE_HANDLER},
             "{dir}/one.py:missing",
             "has no attribute 'missing'",
         ),
