@@ -129,6 +129,10 @@ class Copy:
     headers: Mapping[str, HeaderValue]
     purpose: CopyPurpose
     expiration_ms: int | None = None
+    mandatory: bool = True
+    """Published ``mandatory`` (an unroutable copy comes back and the original stays). Not
+    for the delayed-message exchange: the plugin returns every mandatory message it delays
+    at once, though it still delivers it later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +377,7 @@ def _retry_after(
                 policy.queue,
                 exchange=exchange,
                 extra={DELAY_HEADER: delay_ms},
+                mandatory=False,
             )
             destination = exchange
         case _:
@@ -408,6 +413,7 @@ def _copy(
     expiration_ms: int | None = None,
     extra: Mapping[str, HeaderValue] | None = None,
     remove: frozenset[str] = frozenset(),
+    mandatory: bool = True,
 ) -> Copy:
     updates: dict[str, HeaderValue] = {policy.retry_header: str(count)}
     if extra:
@@ -418,4 +424,5 @@ def _copy(
         headers=copy_headers(headers, updates, remove=remove),
         purpose=purpose,
         expiration_ms=expiration_ms,
+        mandatory=mandatory,
     )

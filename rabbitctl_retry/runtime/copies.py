@@ -61,7 +61,7 @@ class CopyPublisher:
             exchange=copy.exchange,
             routing_key=copy.routing_key,
             properties=copy_properties(original.properties, copy),
-            mandatory=True,
+            mandatory=copy.mandatory,
         )
 
     async def close(self) -> None:

@@ -271,6 +271,7 @@ def test_plugin_dme_copy_carries_x_delay() -> None:
     copy = copy_of(decide(policy, {"x-delay": 1}, Outcome.retry_after(5), now=NOW)).copy
     assert (copy.exchange, copy.routing_key) == ("q.delay", "q")
     assert dict(copy.headers) == {H: "1", "x-delay": 5000}
+    assert copy.mandatory is False  # the plugin returns mandatory messages it delays
 
 
 @pytest.mark.parametrize(

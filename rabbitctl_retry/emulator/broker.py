@@ -1,0 +1,430 @@
+"""What exists in the emulated broker: connections, channels, exchanges, queues, bindings,
+consumers; declared, checked and removed with the server's rules and error texts.
+
+Message movement is inherited from :class:`~rabbitctl_retry.emulator.flow.Flow`. Channel
+errors are the :mod:`rabbitctl_retry.errors` classes with the server's reply text; a
+*connection* error (503 COMMAND_INVALID, 530 NOT_ALLOWED) is a :class:`ConnectionFault` with
+its reply code, so the transport closes the whole connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+
+from rabbitctl_retry.emulator.args import (
+    QueueSettings,
+    exchange_inequivalence,
+    frozen_arguments,
+    queue_inequivalence,
+    validate_queue,
+)
+from rabbitctl_retry.emulator.clock import VirtualClock
+from rabbitctl_retry.emulator.flow import VHOST, reindex_bindings
+from rabbitctl_retry.emulator.model import (
+    Binding,
+    ChannelState,
+    ConnectionState,
+    Consumer,
+    Exchange,
+    Queue,
+)
+from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
+from rabbitctl_retry.emulator.settle import Settlement
+from rabbitctl_retry.errors import (
+    AccessRefused,
+    NotFound,
+    PreconditionFailed,
+    ResourceLocked,
+)
+from rabbitctl_retry.transport.base import Delivery, FieldValue, QueueInfo, ServerVersion
+
+DELAYED_TYPE = "x-delayed-message"
+
+_SYSTEM_EXCHANGES = (
+    ("", "direct"),
+    ("amq.direct", "direct"),
+    ("amq.fanout", "fanout"),
+    ("amq.topic", "topic"),
+    ("amq.headers", "headers"),
+    ("amq.match", "headers"),
+    ("amq.rabbitmq.trace", "topic"),  # internal: the firehose
+)
+
+
+class ConnectionFault(Exception):
+    """A connection-level error (the server closes the whole connection with this reply)."""
+
+    def __init__(self, reply_code: int, reply_text: str) -> None:
+        super().__init__(reply_text)
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+
+class Broker(Settlement):
+    """One vhost (``/``) of an emulated RabbitMQ."""
+
+    def __init__(
+        self,
+        clock: VirtualClock,
+        server_version: ServerVersion,
+        *,
+        delayed_message_exchange: bool = True,
+        record_events: bool = True,
+    ) -> None:
+        super().__init__(clock, server_version, record_events=record_events)
+        self.delayed_message_exchange = delayed_message_exchange
+        self._connection_numbers = itertools.count(1)
+        self._consumer_numbers = itertools.count(1)
+        self._generated_names = itertools.count(1)
+        self.connections: list[ConnectionState] = []
+        for name, kind in _SYSTEM_EXCHANGES:
+            self.exchanges[name] = Exchange(
+                name=name,
+                type=kind,
+                durable=True,
+                auto_delete=False,
+                internal=name == "amq.rabbitmq.trace",
+                arguments={},
+                routing_type=kind,
+            )
+
+    # -- connections and channels ------------------------------------------------------------
+
+    def open_connection(self) -> ConnectionState:
+        connection = ConnectionState(number=next(self._connection_numbers))
+        self.connections.append(connection)
+        return connection
+
+    def open_channel(self, connection: ConnectionState, *, confirms: bool) -> ChannelState:
+        number = connection.next_channel
+        connection.next_channel += 1
+        channel = ChannelState(number=number, connection=connection, confirms=confirms)
+        connection.channels[number] = channel
+        return channel
+
+    def close_channel(self, channel: ChannelState) -> None:
+        if channel.closed:
+            return
+        self.release_channel(channel)
+        channel.connection.channels.pop(channel.number, None)
+
+    def close_connection(self, connection: ConnectionState) -> None:
+        if connection.closed:
+            return
+        connection.closed = True
+        for channel in list(connection.channels.values()):
+            self.close_channel(channel)
+        for q in list(self.queues.values()):
+            if q.exclusive_owner is connection:
+                self.delete_queue(q)
+        if connection in self.connections:
+            self.connections.remove(connection)
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def _queue(self, channel: ChannelState, name: str) -> Queue:
+        q = self.queues.get(name)
+        if q is None:
+            raise NotFound(f"NOT_FOUND - no queue '{name}' in vhost '{VHOST}'")
+        self._check_access(channel, q)
+        return q
+
+    @staticmethod
+    def _check_access(channel: ChannelState, q: Queue) -> None:
+        if q.exclusive_owner is not None and q.exclusive_owner is not channel.connection:
+            raise _locked(q.name)
+
+    def queue_declare(
+        self,
+        channel: ChannelState,
+        name: str,
+        *,
+        passive: bool,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: Mapping[str, FieldValue] | None,
+    ) -> QueueInfo:
+        self.activity += 1
+        if passive:
+            return _info(self._queue(channel, name))
+        if name == "":
+            name = self._generated_name()
+        elif name.startswith("amq."):
+            raise AccessRefused(
+                f"ACCESS_REFUSED - queue name '{name}' contains reserved prefix 'amq.*'"
+            )
+        args = frozen_arguments(arguments)
+        existing = self.queues.get(name)
+        if existing is not None:
+            # an existing queue is compared, not validated: measured on 3.10.8, a string TTL
+            # against an integer one is "inequivalent", not "invalid"
+            self._check_access(channel, existing)
+            if exclusive != (existing.exclusive_owner is not None):
+                raise _locked(name)
+            problem = queue_inequivalence(
+                name,
+                kind=existing.settings.kind,
+                current_durable=existing.durable,
+                current_auto_delete=existing.auto_delete,
+                current_arguments=existing.arguments,
+                durable=durable,
+                auto_delete=auto_delete,
+                arguments=args,
+            )
+            if problem is not None:
+                raise PreconditionFailed(problem)
+            return _info(existing)
+        settings = validate_queue(
+            name,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            arguments=args,
+            server_version=self.server_version,
+        )
+        q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
+        return _info(q)
+
+    def _create_queue(
+        self,
+        channel: ChannelState,
+        name: str,
+        settings: QueueSettings,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: dict[str, FieldValue],
+    ) -> Queue:
+        q = Queue(
+            name=name,
+            settings=settings,
+            durable=durable,
+            exclusive_owner=channel.connection if exclusive else None,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        self.queues[name] = q
+        return q
+
+    def _generated_name(self) -> str:
+        while True:
+            name = f"amq.gen-{next(self._generated_names):022d}"
+            if name not in self.queues:
+                return name
+
+    def queue_purge(self, channel: ChannelState, name: str) -> int:
+        return self.purge(self._queue(channel, name))
+
+    def queue_delete(
+        self, channel: ChannelState, name: str, *, if_unused: bool, if_empty: bool
+    ) -> int:
+        q = self.queues.get(name)
+        if q is None:
+            return 0  # deleting a missing queue is not an error (3.10)
+        self._check_access(channel, q)
+        if if_unused and q.consumers:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - queue '{name}' in vhost '{VHOST}' in use"
+            )
+        if if_empty and q.ready:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - queue '{name}' in vhost '{VHOST}' not empty"
+            )
+        return self.delete_queue(q)
+
+    # -- exchanges and bindings --------------------------------------------------------------
+
+    def exchange_declare(
+        self,
+        name: str,
+        *,
+        type: str,
+        passive: bool,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: Mapping[str, FieldValue] | None,
+    ) -> None:
+        self.activity += 1
+        if name == "":
+            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+        existing = self.exchanges.get(name)
+        if passive:
+            if existing is None:
+                raise NotFound(f"NOT_FOUND - no exchange '{name}' in vhost '{VHOST}'")
+            return
+        self._check_type(type)
+        args = frozen_arguments(arguments)
+        if existing is not None:
+            problem = exchange_inequivalence(
+                name,
+                current_type=existing.type,
+                current_durable=existing.durable,
+                current_auto_delete=existing.auto_delete,
+                current_internal=existing.internal,
+                current_arguments=existing.arguments,
+                type=type,
+                durable=durable,
+                auto_delete=auto_delete,
+                internal=internal,
+                arguments=args,
+            )
+            if problem is not None:
+                raise PreconditionFailed(problem)
+            return
+        if name.startswith("amq."):
+            raise AccessRefused(
+                f"ACCESS_REFUSED - exchange name '{name}' contains reserved prefix 'amq.*'"
+            )
+        routing_type = type
+        if type == DELAYED_TYPE:
+            delayed_type = args.get("x-delayed-type")
+            if not isinstance(delayed_type, str):
+                # the plugin's own text, typos included
+                raise PreconditionFailed(
+                    "PRECONDITION_FAILED - Invalid argument, 'x-delayed-type' must bean existing "
+                    "exchnage type"
+                )
+            self._check_type(delayed_type)
+            if delayed_type == DELAYED_TYPE:
+                raise PreconditionFailed(
+                    "PRECONDITION_FAILED - Invalid argument, 'x-delayed-type' must bean existing "
+                    "exchnage type"
+                )
+            routing_type = delayed_type
+        self.exchanges[name] = Exchange(
+            name=name,
+            type=type,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=args,
+            routing_type=routing_type,
+        )
+
+    def _check_type(self, type: str) -> None:
+        if type in ROUTING_TYPES or (type == DELAYED_TYPE and self.delayed_message_exchange):
+            return
+        word = "unknown" if type.startswith("x-") else "invalid"
+        raise ConnectionFault(503, f"COMMAND_INVALID - {word} exchange type '{type}'")
+
+    def exchange_delete(self, name: str, *, if_unused: bool) -> None:
+        self.activity += 1
+        if name == "":
+            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+        if name.startswith("amq.") and any(name == n for n, _ in _SYSTEM_EXCHANGES):
+            raise AccessRefused(
+                f"ACCESS_REFUSED - deletion of system exchange '{name}' in vhost '{VHOST}' "
+                "not allowed"
+            )
+        x = self.exchanges.get(name)
+        if x is None:
+            return  # deleting a missing exchange is not an error (3.10)
+        if if_unused and x.bindings:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - exchange '{name}' in vhost '{VHOST}' in use"
+            )
+        del self.exchanges[name]
+
+    def queue_bind(
+        self,
+        channel: ChannelState,
+        queue: str,
+        exchange: str,
+        routing_key: str,
+        arguments: Mapping[str, FieldValue] | None,
+    ) -> None:
+        self.activity += 1
+        if exchange == "":
+            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+        x = self.exchanges.get(exchange)
+        if x is None:
+            raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
+        q = self._queue(channel, queue)
+        args = frozen_arguments(arguments)
+        if x.routing_type == "headers" and not valid_match_kind(args):
+            value = _erlang(args.get("x-match"))
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - Invalid x-match field value {value}; "
+                "expected all, any, all-with-x, or any-with-x"
+            )
+        for binding in x.bindings:
+            if (
+                binding.queue == q.name
+                and binding.routing_key == routing_key
+                and binding.arguments == args
+            ):
+                return
+        x.bindings.append(Binding(queue=q.name, routing_key=routing_key, arguments=args))
+        reindex_bindings(x)
+
+    # -- consumers ---------------------------------------------------------------------------
+
+    def qos(self, channel: ChannelState, prefetch_count: int) -> None:
+        channel.prefetch_count = prefetch_count
+
+    def consume(
+        self,
+        channel: ChannelState,
+        queue: str,
+        sink: Callable[[Delivery], None],
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        consumer_tag: str | None,
+    ) -> str:
+        self.activity += 1
+        q = self._queue(channel, queue)
+        if q.consumers and (exclusive or any(c.exclusive for c in q.consumers)):
+            raise AccessRefused(
+                f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
+            )
+        tag = consumer_tag or f"amq.ctag-{next(self._consumer_numbers):022d}"
+        if tag in channel.consumers:
+            raise ConnectionFault(530, f"NOT_ALLOWED - attempt to reuse consumer tag '{tag}'")
+        consumer = Consumer(
+            tag=tag,
+            queue=q,
+            channel=channel,
+            sink=sink,
+            no_ack=no_ack,
+            exclusive=exclusive,
+            prefetch_count=channel.prefetch_count,
+        )
+        channel.consumers[tag] = consumer
+        q.consumers.append(consumer)
+        q.had_consumer = True
+        self._dispatch(q)
+        return tag
+
+    def cancel(self, channel: ChannelState, consumer_tag: str) -> None:
+        self.activity += 1
+        consumer = channel.consumers.get(consumer_tag)
+        if consumer is not None:
+            self._remove_consumer(consumer)
+
+    def get_from(self, channel: ChannelState, queue: str, *, no_ack: bool) -> Delivery | None:
+        return self.get(channel, self._queue(channel, queue), no_ack)
+
+
+def _erlang(value: FieldValue) -> str:
+    """A value as the server prints an Erlang term (``~p``): strings are binaries."""
+    if isinstance(value, str):
+        return f'<<"{value}">>'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _info(q: Queue) -> QueueInfo:
+    return QueueInfo(name=q.name, message_count=len(q.ready), consumer_count=len(q.consumers))
+
+
+def _locked(name: str) -> ResourceLocked:
+    return ResourceLocked(
+        f"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '{name}' in vhost "
+        f"'{VHOST}'. It could be originally declared on another connection or the exclusive "
+        "property value does not match that of the original declaration."
+    )

@@ -1,0 +1,178 @@
+"""Dead-letter headers and cycle detection, pure, as RabbitMQ writes them.
+
+Measured on RabbitMQ 3.10.8 (``rabbit_dead_letter``):
+
+* ``x-death`` is a list of tables, newest first. A new entry is
+  ``{count: 1, reason, queue, time, exchange, routing-keys}`` plus ``original-expiration`` when
+  the message carried an ``expiration`` property, whatever the reason (the dead-lettered copy
+  loses the property).
+* The headers table comes back with its keys sorted, as do entries the server rebuilt (all but
+  the very first entry, which keeps the order above); dict equality does not care, output
+  that lists headers does.
+* An existing entry with the same ``(queue, reason)`` is not rewritten: its ``count`` goes up by
+  one and it moves to the front; its ``time``, ``exchange`` and ``routing-keys`` stay those of
+  the first such death.
+* Before adding to a list of two or more entries the server regroups it, which reverses the
+  older entries: ``[B, A]`` + ``C`` -> ``[C, A, B]``; ``[C, A, B]`` + ``B`` again ->
+  ``[B(2), A, C]``. Newest first holds for the front entry only.
+* ``x-first-death-reason``, ``-queue`` and ``-exchange`` are written when the message has no
+  ``x-death`` yet (replacing any the client put there), and never touched afterwards.
+* An ``x-death`` that is not a list is replaced by a fresh one-entry list.
+* RabbitMQ 3.13+ also writes ``x-last-death-reason``, ``-queue``, ``-exchange`` on every death.
+* A dead-lettered message is not delivered to a queue it already died in when every death
+  from the newest back to that queue's was automatic (not ``rejected``): the cycle is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+from rabbitctl_retry.transport.base import FieldTable, FieldValue
+
+DeathReason = Literal["rejected", "expired", "maxlen", "delivery_limit"]
+
+X_DEATH = "x-death"
+
+
+def death_time(now_s: float) -> datetime:
+    """The ``time`` of an ``x-death`` entry: whole seconds, UTC (an AMQP timestamp)."""
+    return datetime.fromtimestamp(int(now_s), tz=UTC)
+
+
+def dead_letter_headers(
+    headers: FieldTable | None,
+    *,
+    reason: DeathReason,
+    queue: str,
+    exchange: str,
+    routing_keys: Sequence[str],
+    time: datetime,
+    original_expiration: str | None,
+    write_last_death: bool = False,
+) -> FieldTable:
+    """The headers a message carries after dying in ``queue`` for ``reason``.
+
+    ``exchange`` and ``routing_keys`` are those the message was last published (or
+    dead-lettered) with. ``headers`` is not modified.
+    """
+    result: FieldTable = dict(headers) if headers else {}
+    info: FieldTable = {
+        "reason": reason,
+        "queue": queue,
+        "time": time,
+        "exchange": exchange,
+        "routing-keys": list(routing_keys),
+    }
+    if original_expiration is not None:
+        info["original-expiration"] = original_expiration
+    existing = result.get(X_DEATH)
+    if existing is None:
+        result["x-first-death-reason"] = reason
+        result["x-first-death-queue"] = queue
+        result["x-first-death-exchange"] = exchange
+        deaths: list[FieldValue] = [{"count": 1, **info}]
+    elif not isinstance(existing, list):
+        deaths = [{"count": 1, **info}]
+    else:
+        grouped = _group_by_queue_and_reason(existing)
+        match_index = next(
+            (
+                i
+                for i, entry in enumerate(grouped)
+                if isinstance(entry, dict)
+                and entry.get("queue") == queue
+                and entry.get("reason") == reason
+            ),
+            None,
+        )
+        if match_index is None:
+            deaths = [_sorted({"count": 1, **info}), *grouped]
+        else:
+            matched = grouped[match_index]
+            assert isinstance(matched, dict)
+            bumped = dict(matched)
+            count = bumped.get("count")
+            bumped["count"] = (
+                count + 1 if isinstance(count, int) and not isinstance(count, bool) else 1
+            )
+            deaths = [_sorted(bumped), *grouped[:match_index], *grouped[match_index + 1 :]]
+    result[X_DEATH] = deaths
+    if write_last_death:
+        newest = deaths[0]
+        assert isinstance(newest, dict)
+        result["x-last-death-reason"] = newest.get("reason")
+        result["x-last-death-queue"] = newest.get("queue")
+        result["x-last-death-exchange"] = newest.get("exchange")
+    return _sorted(result)
+
+
+def _sorted(table: FieldTable) -> FieldTable:
+    """The server rewrites a table it changed with its keys sorted (``set_table_value``)."""
+    return dict(sorted(table.items()))
+
+
+def _group_by_queue_and_reason(entries: list[FieldValue]) -> list[FieldValue]:
+    """Collapse repeated ``(queue, reason)`` entries (pre-3.5 style), keeping the first.
+
+    Like the server's fold, this *reverses* a list of two or more entries (a single entry is
+    left alone): measured on 3.10.8, ``[B, A]`` plus a new death ``C`` becomes ``[C, A, B]``.
+    """
+    if len(entries) <= 1:
+        return [_copy_entry(e) for e in entries]
+    seen: set[tuple[object, object]] = set()
+    grouped: list[FieldValue] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            grouped.append(entry)
+            continue
+        key = (_hashable(entry.get("queue")), _hashable(entry.get("reason")))
+        if key in seen:
+            continue
+        seen.add(key)
+        copy = dict(entry)
+        if "count" not in copy:
+            copy["count"] = sum(
+                1
+                for other in entries
+                if isinstance(other, dict)
+                and (_hashable(other.get("queue")), _hashable(other.get("reason"))) == key
+            )
+        grouped.append(copy)
+    grouped.reverse()
+    return grouped
+
+
+def _copy_entry(entry: FieldValue) -> FieldValue:
+    return dict(entry) if isinstance(entry, dict) else entry
+
+
+def _hashable(value: FieldValue) -> object:
+    return value if isinstance(value, str | int | float | bool | bytes | None) else repr(value)
+
+
+def is_cycle(queue: str, deaths: Iterable[FieldValue]) -> bool:
+    """True when dead-lettering into ``queue`` closes a fully automatic cycle."""
+    passed: list[FieldValue] = []
+    for entry in deaths:
+        passed.append(entry)
+        if isinstance(entry, dict) and entry.get("queue") == queue:
+            return all(isinstance(e, dict) and e.get("reason") != "rejected" for e in passed)
+    return False
+
+
+def without_cycles(
+    reason: DeathReason, headers: FieldTable | None, queues: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """Split target ``queues`` into (deliver to, dropped as a cycle) for a dead-lettered message."""
+    if reason == "rejected" or not headers:
+        return list(queues), []
+    deaths = headers.get(X_DEATH)
+    if not isinstance(deaths, list):
+        return list(queues), []
+    keep: list[str] = []
+    cycling: list[str] = []
+    for name in queues:
+        (cycling if is_cycle(name, deaths) else keep).append(name)
+    return keep, cycling

@@ -1,0 +1,165 @@
+"""What happened inside the emulated broker, in order, each with its virtual time.
+
+Every message the broker accepts gets a ``message`` number when it is published; the number
+stays with it through requeues and dead-lettering (a fanout copy in each queue shares it), so
+a test can follow one message through a topology.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rabbitctl_retry.emulator.deadletter import DeathReason
+
+RequeueCause = Literal["reject", "nack", "channel_closed"]
+DropCause = Literal[
+    "rejected",
+    "expired",
+    "maxlen",
+    "delivery_limit",
+    "reject_publish",
+    "queue_deleted",
+    "purged",
+    "cycle",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    at_s: float
+    message: int
+    exchange: str
+    routing_key: str
+    queues: tuple[str, ...]
+    """The queues it was enqueued in (empty when unroutable or delayed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """A mandatory message no queue took (basic.return 312 NO_ROUTE)."""
+
+    at_s: float
+    message: int
+    exchange: str
+    routing_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unroutable:
+    """A non-mandatory message no queue took: silently dropped."""
+
+    at_s: float
+    message: int
+    exchange: str
+    routing_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delayed:
+    """A message held by an ``x-delayed-message`` exchange for ``delay_ms``."""
+
+    at_s: float
+    message: int
+    exchange: str
+    delay_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A delayed message whose delay ran out, routed by its exchange (``x-delay`` negated)."""
+
+    at_s: float
+    message: int
+    exchange: str
+    queues: tuple[str, ...]
+    """Empty when nothing was bound for it any more: then it is dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    at_s: float
+    message: int
+    queue: str
+    delivery_tag: int
+    consumer_tag: str | None
+    """None for basic.get."""
+    redelivered: bool
+    delivery_count: int
+    """Counted returns so far (quorum queues; always 0 on classic queues)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    at_s: float
+    message: int
+    queue: str
+    delivery_tag: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """basic.reject or basic.nack of one delivery."""
+
+    at_s: float
+    message: int
+    queue: str
+    delivery_tag: int
+    requeue: bool
+    method: Literal["reject", "nack"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued:
+    at_s: float
+    message: int
+    queue: str
+    cause: RequeueCause
+    delivery_count: int
+    """The message's count after this return (quorum; 0 on classic queues)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    at_s: float
+    message: int
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    at_s: float
+    message: int
+    reason: DeathReason
+    from_queue: str
+    exchange: str
+    """The dead-letter exchange."""
+    routing_keys: tuple[str, ...]
+    to_queues: tuple[str, ...]
+    """Where it went; empty when the dead-letter exchange is missing or routes nowhere."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A message removed without going anywhere (no dead-letter exchange, purge, delete...)."""
+
+    at_s: float
+    message: int
+    queue: str
+    cause: DropCause
+
+
+Event = (
+    Published
+    | Returned
+    | Unroutable
+    | Delayed
+    | Released
+    | Delivered
+    | Acked
+    | Rejected
+    | Requeued
+    | Expired
+    | DeadLettered
+    | Dropped
+)

@@ -1,0 +1,516 @@
+"""How messages move: publish, route, enqueue, deliver, settle, requeue, expire, dead-letter.
+
+Synchronous and single-threaded; the asyncio glue (consumer callbacks as tasks) is in
+``transport.py``. Every rule here is the server's, measured on RabbitMQ 3.10.8:
+
+* A message published to a queue with a consumer that can take it goes straight to it;
+  otherwise it waits at the back of the queue. Consumers take turns (round robin), each
+  limited by the prefetch it was created under (basic.qos, per consumer).
+* A classic queue puts a requeued message back in its original place (by enqueue order); a
+  quorum queue puts it at the back, and counts the return (reject, nack, or the channel
+  closing with it unacked): ``x-delivery-count`` on later deliveries, and past
+  ``x-delivery-limit`` returns the message is dead-lettered (``delivery_limit``) instead.
+  On 3.x a basic.get shows ``x-delivery-count = 0`` on the first delivery; basic.deliver does
+  not. From 4.3 a basic.nack no longer counts.
+* Messages expire from the head only, on both queue types: a short TTL behind a long one
+  waits for it, then both go in order. The TTL is the smaller of the message's ``expiration``
+  and the queue's ``x-message-ttl``; an expiration of ``0`` expires at once unless a consumer
+  takes the message immediately.
+* ``x-max-length`` / ``x-max-length-bytes`` count ready messages only; ``drop-head`` removes
+  (dead-letters, ``maxlen``) from the head, also after a requeue; ``reject-publish`` refuses the
+  new message (a negative confirm), ``reject-publish-dlx`` dead-letters it too. A quorum queue
+  overshoots by one before it refuses, and treats ``reject-publish-dlx`` as ``drop-head``.
+* Dead-lettering writes ``x-death`` (see ``deadletter.py``), drops ``expiration``, publishes to
+  the queue's ``x-dead-letter-exchange`` with its ``x-dead-letter-routing-key`` or the original
+  keys; if that routes nowhere the message is gone (no return).
+* An ``x-delayed-message`` exchange holds a message with ``0 < x-delay <= 2**32-1`` ms and
+  routes it later with ``x-delay`` negated; at publish time it counts as unroutable, so a
+  mandatory publish is returned at once (the plugin's documented limitation) and an
+  alternate exchange gets a copy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Literal
+
+from rabbitctl_retry.emulator.clock import VirtualClock
+from rabbitctl_retry.emulator.deadletter import (
+    DeathReason,
+    dead_letter_headers,
+    death_time,
+    without_cycles,
+)
+from rabbitctl_retry.emulator.events import (
+    DeadLettered,
+    Delayed,
+    Delivered,
+    Dropped,
+    Event,
+    Expired,
+    Published,
+    Released,
+    Returned,
+    Unroutable,
+)
+from rabbitctl_retry.emulator.model import (
+    ChannelState,
+    Consumer,
+    Entry,
+    Exchange,
+    Queue,
+    StoredMessage,
+    Unacked,
+)
+from rabbitctl_retry.emulator.routing import headers_match, topic_matches
+from rabbitctl_retry.emulator.values import (
+    copy_table,
+    parse_delay_ms,
+    parse_expiration,
+    timestamp,
+    wire_table,
+    with_headers,
+)
+from rabbitctl_retry.errors import AccessRefused, NotFound, PreconditionFailed
+from rabbitctl_retry.transport.base import Delivery, Properties, ServerVersion
+
+PublishOutcome = Literal["ack", "returned", "nack"]
+"""What a confirm channel hears: basic.ack, basic.return (+ ack), or basic.nack."""
+
+VHOST = "/"
+
+
+class Flow:
+    """The broker's state and the message rules over it."""
+
+    def __init__(
+        self, clock: VirtualClock, server_version: ServerVersion, *, record_events: bool = True
+    ) -> None:
+        self.clock = clock
+        self.server_version = server_version
+        self.queues: dict[str, Queue] = {}
+        self.exchanges: dict[str, Exchange] = {}
+        self.events: list[Event] = []
+        self.activity = 0
+        """Bumped by every operation and timer: lets the glue tell when things stopped moving."""
+        self._record = record_events
+        self._numbers = itertools.count(1)
+        self._seq = itertools.count(1)
+        version = (server_version.major, server_version.minor)
+        self._write_last_death = version >= (3, 13)
+        self._nack_counts = version < (4, 3)
+        self._get_shows_zero_count = server_version.major < 4
+
+    def _emit(self, event: Event) -> None:
+        if self._record:
+            self.events.append(event)
+
+    # -- publish and route -------------------------------------------------------------------
+
+    def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        properties: Properties,
+        mandatory: bool,
+    ) -> PublishOutcome:
+        self.activity += 1
+        x = self.exchanges.get(exchange)
+        if x is None:
+            raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
+        if x.internal:
+            raise AccessRefused(
+                f"ACCESS_REFUSED - cannot publish to internal exchange '{exchange}' in vhost "
+                f"'{VHOST}'"
+            )
+        try:
+            ttl_ms = parse_expiration(properties.expiration)
+        except ValueError as error:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - invalid expiration '{properties.expiration}': {error}"
+            ) from None
+        if properties.headers is not None:
+            properties = with_headers(properties, wire_table(properties.headers))
+        if properties.timestamp is not None:
+            properties = replace(properties, timestamp=timestamp(properties.timestamp))
+        message = StoredMessage(
+            number=next(self._numbers),
+            body=bytes(body),
+            properties=properties,
+            exchange=exchange,
+            routing_keys=(routing_key,),
+            ttl_ms=ttl_ms,
+        )
+        queues, delayed = self._route(x, message)
+        now_s = self.clock.now_s
+        if not queues:
+            if mandatory:
+                self._emit(Returned(now_s, message.number, exchange, routing_key))
+                return "returned"
+            if not delayed:
+                self._emit(Unroutable(now_s, message.number, exchange, routing_key))
+            return "ack"
+        self._emit(Published(now_s, message.number, exchange, routing_key, _names(queues)))
+        accepted = True
+        for queue in queues:
+            accepted = self._enqueue(queue, message) and accepted
+        return "ack" if accepted else "nack"
+
+    def _route(self, x: Exchange, message: StoredMessage) -> tuple[list[Queue], bool]:
+        """The queues ``message`` goes to through ``x`` (and its alternate exchanges)."""
+        delayed = False
+        seen: set[str] = set()
+        current: Exchange | None = x
+        while current is not None and current.name not in seen:
+            seen.add(current.name)
+            if current.delayed:
+                delay_ms = parse_delay_ms(message.properties.headers)
+                if delay_ms is not None:
+                    self._delay(current, message, delay_ms)
+                    delayed = True
+                    names: list[str] = []
+                else:
+                    names = self._match(current, message)
+            else:
+                names = self._match(current, message)
+            if names:
+                queues = self.queues
+                return [queues[n] for n in names if n in queues], delayed
+            alternate = current.arguments.get("alternate-exchange")
+            current = self.exchanges.get(alternate) if isinstance(alternate, str) else None
+        return [], delayed
+
+    def _match(self, x: Exchange, message: StoredMessage) -> list[str]:
+        keys = message.routing_keys
+        if x.name == "":
+            return [k for k in keys if k in self.queues]
+        kind = x.routing_type
+        if kind == "direct":
+            if len(keys) == 1:
+                return x.by_key.get(keys[0], [])
+            found = [n for k in keys for n in x.by_key.get(k, [])]
+        elif kind == "fanout":
+            found = [b.queue for b in x.bindings]
+        elif kind == "topic":
+            found = [
+                b.queue for b in x.bindings if any(topic_matches(b.routing_key, k) for k in keys)
+            ]
+        else:
+            headers = message.properties.headers
+            found = [b.queue for b in x.bindings if headers_match(b.arguments, headers)]
+        return list(dict.fromkeys(found))
+
+    def _delay(self, x: Exchange, message: StoredMessage, delay_ms: int) -> None:
+        self._emit(Delayed(self.clock.now_s, message.number, x.name, delay_ms))
+        self.clock.call_later(delay_ms / 1000, lambda: self._release(x, message, delay_ms))
+
+    def _release(self, x: Exchange, message: StoredMessage, delay_ms: int) -> None:
+        self.activity += 1
+        if self.exchanges.get(x.name) is not x:
+            self._emit(Released(self.clock.now_s, message.number, x.name, ()))
+            return
+        headers = dict(message.properties.headers or {})
+        headers["x-delay"] = -delay_ms
+        released = replace(message, properties=replace(message.properties, headers=headers))
+        queues, _ = self._route(x, released)
+        self._emit(Released(self.clock.now_s, message.number, x.name, _names(queues)))
+        for queue in queues:
+            self._enqueue(queue, released)
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def _enqueue(self, q: Queue, message: StoredMessage) -> bool:
+        """Put ``message`` in ``q`` (or straight to a consumer); False if the queue refused it."""
+        settings = q.settings
+        if settings.overflow != "drop-head" and self._refuses(q, message):
+            if settings.overflow == "reject-publish-dlx":
+                self._dead_letter(q, message, "maxlen")
+            else:
+                self._emit(Dropped(self.clock.now_s, message.number, q.name, "reject_publish"))
+            return False
+        now_s = self.clock.now_s
+        ttl_ms = message.ttl_ms
+        queue_ttl_ms = settings.message_ttl_ms
+        if queue_ttl_ms is not None and (ttl_ms is None or queue_ttl_ms < ttl_ms):
+            ttl_ms = queue_ttl_ms
+        entry = Entry(
+            message=message,
+            seq=next(self._seq),
+            expires_at_s=None if ttl_ms is None else now_s + ttl_ms / 1000,
+            enqueued_at_s=now_s,
+        )
+        if q.consumers and not q.ready:
+            consumer = q.next_consumer()
+            if consumer is not None:
+                self._deliver(q, entry, consumer)
+                return True
+        q.push(entry)
+        if q.over_limit():
+            if settings.overflow == "drop-head":
+                self._trim(q)
+            else:
+                q.rejecting = True  # quorum: refuse publishes from now on
+        ready = q.ready
+        if ready and ready[0].expires_at_s is not None:
+            self._expire_head(q)
+        if q.consumers:
+            self._dispatch(q)
+        return True
+
+    def _trim(self, q: Queue) -> None:
+        while q.ready and q.over_limit():
+            self._dead_letter_entry(q, q.pop(), "maxlen")
+        self._expire_head(q)
+
+    def _refuses(self, q: Queue, message: StoredMessage) -> bool:
+        """reject-publish: does ``q`` refuse ``message``?
+
+        A classic queue refuses a message that would take it over its limit. A quorum queue
+        (3.10) takes it, goes over by one, and then refuses everything until its ready
+        messages fall to 80 % of the limit (``rabbit_fifo``'s soft limit).
+        """
+        if not q.is_quorum:
+            return _would_overflow(q, message)
+        if q.rejecting and _below_soft_limit(q):
+            q.rejecting = False
+        return q.rejecting
+
+    def _expire_head(self, q: Queue) -> None:
+        """Expire from the head while due; arm the timer for the head's expiry."""
+        ready = q.ready
+        while ready:
+            head = ready[0]
+            expires_at_s = head.expires_at_s
+            if expires_at_s is None:
+                break
+            if expires_at_s > self.clock.now_s:
+                timer = q.ttl_timer
+                if timer is None or timer.cancelled or timer.when_s != expires_at_s:
+                    if timer is not None:
+                        timer.cancel()
+                    q.ttl_timer = self.clock.call_at(expires_at_s, lambda: self._on_ttl(q))
+                return
+            q.pop()
+            self._emit(Expired(self.clock.now_s, head.message.number, q.name))
+            self._dead_letter_entry(q, head, "expired")
+        if q.ttl_timer is not None:
+            q.ttl_timer.cancel()
+            q.ttl_timer = None
+
+    def _on_ttl(self, q: Queue) -> None:
+        q.ttl_timer = None
+        if q.deleted:
+            return
+        self.activity += 1
+        self._expire_head(q)
+
+    def _take(self, q: Queue) -> Entry | None:
+        ready = q.ready
+        if ready and ready[0].expires_at_s is not None:
+            self._expire_head(q)
+        if not ready:
+            return None
+        entry = q.pop()
+        if ready and ready[0].expires_at_s is not None:
+            self._expire_head(q)
+        return entry
+
+    def _dispatch(self, q: Queue) -> None:
+        while q.ready and q.consumers:
+            consumer = q.next_consumer()
+            if consumer is None:
+                return
+            entry = self._take(q)
+            if entry is None:
+                return
+            self._deliver(q, entry, consumer)
+
+    def _deliver(self, q: Queue, entry: Entry, consumer: Consumer) -> None:
+        channel = consumer.channel
+        tag = channel.next_tag
+        channel.next_tag = tag + 1
+        if not consumer.no_ack:
+            channel.unacked[tag] = Unacked(q, entry, consumer)
+            consumer.unacked += 1
+            q.unacked += 1
+        delivery = self._delivery(q, entry, tag, consumer.tag, None, via_get=False)
+        if self._record:
+            self.events.append(
+                Delivered(
+                    self.clock.now_s,
+                    entry.message.number,
+                    q.name,
+                    tag,
+                    consumer.tag,
+                    entry.redelivered,
+                    entry.delivery_count,
+                )
+            )
+        consumer.sink(delivery)
+
+    def _delivery(
+        self,
+        q: Queue,
+        entry: Entry,
+        tag: int,
+        consumer_tag: str | None,
+        message_count: int | None,
+        *,
+        via_get: bool,
+    ) -> Delivery:
+        message = entry.message
+        properties = message.properties
+        if q.is_quorum and (entry.delivery_count > 0 or (via_get and self._get_shows_zero_count)):
+            headers = copy_table(properties.headers) if properties.headers else {}
+            headers["x-delivery-count"] = entry.delivery_count
+            # the server adds the header with set_table_value, which sorts the table
+            properties = with_headers(properties, dict(sorted(headers.items())))
+        elif properties.headers is not None:
+            properties = with_headers(properties, copy_table(properties.headers))
+        return Delivery(
+            body=message.body,
+            properties=properties,
+            exchange=message.exchange,
+            routing_key=message.routing_keys[0],
+            redelivered=entry.redelivered,
+            delivery_tag=tag,
+            consumer_tag=consumer_tag,
+            message_count=message_count,
+        )
+
+    def get(self, channel: ChannelState, q: Queue, no_ack: bool) -> Delivery | None:
+        self.activity += 1
+        entry = self._take(q)
+        if entry is None:
+            return None
+        tag = channel.next_tag
+        channel.next_tag = tag + 1
+        if not no_ack:
+            channel.unacked[tag] = Unacked(q, entry, None)
+            q.unacked += 1
+        self._emit(
+            Delivered(
+                self.clock.now_s,
+                entry.message.number,
+                q.name,
+                tag,
+                None,
+                entry.redelivered,
+                entry.delivery_count,
+            )
+        )
+        return self._delivery(q, entry, tag, None, len(q.ready), via_get=True)
+
+    # -- dead letters, purge, delete ---------------------------------------------------------
+
+    def _dead_letter_entry(self, q: Queue, entry: Entry, reason: DeathReason) -> None:
+        self._dead_letter(q, entry.message, reason)
+
+    def _dead_letter(self, q: Queue, message: StoredMessage, reason: DeathReason) -> None:
+        now_s = self.clock.now_s
+        dlx_name = q.settings.dead_letter_exchange
+        if dlx_name is None:
+            self._emit(Dropped(now_s, message.number, q.name, reason))
+            return
+        properties = message.properties
+        headers = dead_letter_headers(
+            properties.headers,
+            reason=reason,
+            queue=q.name,
+            exchange=message.exchange,
+            routing_keys=message.routing_keys,
+            time=death_time(now_s),
+            original_expiration=properties.expiration,
+            write_last_death=self._write_last_death,
+        )
+        dlrk = q.settings.dead_letter_routing_key
+        dead = StoredMessage(
+            number=message.number,
+            body=message.body,
+            properties=replace(properties, headers=headers, expiration=None),
+            exchange=dlx_name,
+            routing_keys=(dlrk,) if dlrk is not None else message.routing_keys,
+            ttl_ms=None,
+        )
+        dlx = self.exchanges.get(dlx_name)
+        targets = self._route(dlx, dead)[0] if dlx is not None else []
+        keep, cycling = without_cycles(reason, headers, _names(targets))
+        self._emit(
+            DeadLettered(
+                now_s, message.number, reason, q.name, dlx_name, dead.routing_keys, tuple(keep)
+            )
+        )
+        for name in cycling:
+            self._emit(Dropped(now_s, message.number, name, "cycle"))
+        for target in targets:
+            if target.name in keep:
+                self._enqueue(target, dead)
+
+    def purge(self, q: Queue) -> int:
+        self.activity += 1
+        count = len(q.ready)
+        now_s = self.clock.now_s
+        for entry in q.ready:
+            self._emit(Dropped(now_s, entry.message.number, q.name, "purged"))
+        q.ready.clear()
+        q.ready_bytes = 0
+        if q.ttl_timer is not None:
+            q.ttl_timer.cancel()
+            q.ttl_timer = None
+        return count
+
+    def delete_queue(self, q: Queue) -> int:
+        """Remove ``q`` with its ready messages, bindings and consumers."""
+        self.activity += 1
+        count = len(q.ready)
+        now_s = self.clock.now_s
+        for entry in q.ready:
+            self._emit(Dropped(now_s, entry.message.number, q.name, "queue_deleted"))
+        q.ready.clear()
+        q.ready_bytes = 0
+        q.deleted = True
+        if q.ttl_timer is not None:
+            q.ttl_timer.cancel()
+            q.ttl_timer = None
+        if self.queues.get(q.name) is q:
+            del self.queues[q.name]
+        for consumer in list(q.consumers):
+            consumer.channel.consumers.pop(consumer.tag, None)
+        q.consumers.clear()
+        for x in list(self.exchanges.values()):
+            if any(b.queue == q.name for b in x.bindings):
+                x.bindings = [b for b in x.bindings if b.queue != q.name]
+                reindex_bindings(x)
+                if x.auto_delete and not x.bindings:
+                    del self.exchanges[x.name]
+        return count
+
+
+def _names(queues: list[Queue]) -> tuple[str, ...]:
+    return tuple(q.name for q in queues)
+
+
+def _would_overflow(q: Queue, message: StoredMessage) -> bool:
+    settings = q.settings
+    return (settings.max_length is not None and len(q.ready) + 1 > settings.max_length) or (
+        settings.max_length_bytes is not None
+        and q.ready_bytes + len(message.body) > settings.max_length_bytes
+    )
+
+
+def _below_soft_limit(q: Queue) -> bool:
+    settings = q.settings
+    return (settings.max_length is None or len(q.ready) <= int(settings.max_length * 0.8)) and (
+        settings.max_length_bytes is None or q.ready_bytes <= int(settings.max_length_bytes * 0.8)
+    )
+
+
+def reindex_bindings(x: Exchange) -> None:
+    by_key: dict[str, list[str]] = {}
+    for binding in x.bindings:
+        names = by_key.setdefault(binding.routing_key, [])
+        if binding.queue not in names:
+            names.append(binding.queue)
+    x.by_key = by_key

@@ -1,0 +1,171 @@
+"""The broker's mutable state: messages, queues, exchanges, connections, channels, consumers.
+
+Plain slotted classes, no behaviour beyond bookkeeping; the rules live in ``flow.py``
+(messages) and ``broker.py`` (entities).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rabbitctl_retry.emulator.args import QueueSettings
+from rabbitctl_retry.emulator.clock import TimerHandle
+from rabbitctl_retry.transport.base import Delivery, FieldTable, Properties
+
+
+@dataclass(slots=True, eq=False)
+class StoredMessage:
+    """A message's content, shared by every queue it was routed to. Never mutated."""
+
+    number: int
+    body: bytes
+    properties: Properties
+    exchange: str
+    routing_keys: tuple[str, ...]
+    """The first is the publish routing key (``x-death`` ``routing-keys``)."""
+    ttl_ms: int | None
+    """From the ``expiration`` property."""
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    """One message in one queue."""
+
+    message: StoredMessage
+    seq: int
+    """Enqueue order; a classic queue puts a requeued message back by it."""
+    expires_at_s: float | None
+    delivery_count: int = 0
+    """Counted returns (quorum queues)."""
+    redelivered: bool = False
+    enqueued_at_s: float = 0.0
+
+
+@dataclass(slots=True, eq=False)
+class Binding:
+    queue: str
+    routing_key: str
+    arguments: FieldTable
+
+
+@dataclass(slots=True, eq=False)
+class Exchange:
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: FieldTable
+    routing_type: str
+    """``type``, or the ``x-delayed-type`` of an ``x-delayed-message`` exchange."""
+    bindings: list[Binding] = field(default_factory=list)
+    by_key: dict[str, list[str]] = field(default_factory=dict)
+    """direct routing: routing key -> queue names, in binding order."""
+
+    @property
+    def delayed(self) -> bool:
+        return self.type == "x-delayed-message"
+
+
+@dataclass(slots=True, eq=False)
+class Consumer:
+    tag: str
+    queue: Queue
+    channel: ChannelState
+    sink: Callable[[Delivery], None]
+    no_ack: bool
+    exclusive: bool
+    prefetch_count: int
+    """Captured at basic.consume (basic.qos global=false: a per-consumer limit)."""
+    unacked: int = 0
+
+    def has_capacity(self) -> bool:
+        return self.no_ack or self.prefetch_count == 0 or self.unacked < self.prefetch_count
+
+
+@dataclass(slots=True, eq=False)
+class Queue:
+    name: str
+    settings: QueueSettings
+    durable: bool
+    exclusive_owner: ConnectionState | None
+    auto_delete: bool
+    arguments: FieldTable
+    ready: deque[Entry] = field(default_factory=deque)
+    ready_bytes: int = 0
+    consumers: deque[Consumer] = field(default_factory=deque)
+    had_consumer: bool = False
+    unacked: int = 0
+    ttl_timer: TimerHandle | None = None
+    deleted: bool = False
+    rejecting: bool = False
+    """Quorum reject-publish: over the limit, refusing publishes until below 80 % of it."""
+
+    @property
+    def is_quorum(self) -> bool:
+        return self.settings.kind == "quorum"
+
+    def next_consumer(self) -> Consumer | None:
+        """Round robin over consumers that can take one more delivery."""
+        consumers = self.consumers
+        for _ in range(len(consumers)):
+            consumer = consumers[0]
+            consumers.rotate(-1)
+            if consumer.has_capacity():
+                return consumer
+        return None
+
+    def push(self, entry: Entry) -> None:
+        self.ready.append(entry)
+        self.ready_bytes += len(entry.message.body)
+
+    def pop(self) -> Entry:
+        entry = self.ready.popleft()
+        self.ready_bytes -= len(entry.message.body)
+        return entry
+
+    def insert_by_seq(self, entry: Entry) -> None:
+        """Put a requeued message back in its original place (classic queues)."""
+        index = 0
+        for other in self.ready:
+            if other.seq > entry.seq:
+                break
+            index += 1
+        self.ready.insert(index, entry)
+        self.ready_bytes += len(entry.message.body)
+
+    def over_limit(self) -> bool:
+        settings = self.settings
+        return (settings.max_length is not None and len(self.ready) > settings.max_length) or (
+            settings.max_length_bytes is not None and self.ready_bytes > settings.max_length_bytes
+        )
+
+
+@dataclass(slots=True, eq=False)
+class Unacked:
+    queue: Queue
+    entry: Entry
+    consumer: Consumer | None
+
+
+@dataclass(slots=True, eq=False)
+class ConnectionState:
+    number: int
+    channels: dict[int, ChannelState] = field(default_factory=dict)
+    closed: bool = False
+    next_channel: int = 1
+
+
+@dataclass(slots=True, eq=False)
+class ChannelState:
+    number: int
+    connection: ConnectionState
+    confirms: bool
+    next_tag: int = 1
+    unacked: dict[int, Unacked] = field(default_factory=dict)
+    """By delivery tag, in tag order."""
+    prefetch_count: int = 0
+    consumers: dict[str, Consumer] = field(default_factory=dict)
+    closed: bool = False

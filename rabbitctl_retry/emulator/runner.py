@@ -1,0 +1,250 @@
+"""The emulator: one broker, its virtual clock, and the asyncio glue around them.
+
+:class:`Emulator` owns the broker. ``connect()`` gives an
+:class:`~rabbitctl_retry.emulator.transport.EmulatedConnection` (the transport port). Consumer
+callbacks run as asyncio tasks (as aiormq runs them), so a callback can ack from inside;
+:meth:`Emulator.settle` waits until no callback is pending and nothing moves,
+:meth:`Emulator.advance` moves the clock and settles after every timer that fires (TTL expiry,
+the delayed-message exchange, and whatever else was put on the clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from rabbitctl_retry.emulator.broker import Broker
+from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock
+from rabbitctl_retry.emulator.events import Event
+from rabbitctl_retry.emulator.model import Entry, Queue
+from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
+from rabbitctl_retry.emulator.transport import EmulatedConnection
+from rabbitctl_retry.emulator.values import copy_table, with_headers
+from rabbitctl_retry.errors import NotFound
+from rabbitctl_retry.transport.base import Delivery, DeliveryCallback, FieldValue, ServerVersion
+
+log = logging.getLogger("rabbitctl_retry.emulator")
+
+E = TypeVar("E", bound=Event)
+
+DEFAULT_SERVER_VERSION = ServerVersion(3, 10, 8)
+"""The server the emulator's behaviour was measured on."""
+
+_FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown' (320)"
+
+
+class Emulator:
+    """An in-memory RabbitMQ on a virtual clock.
+
+    ``server_version`` selects version-dependent behaviour: the quorum default delivery limit
+    (4.0+), ``x-last-death-*`` headers (3.13+), ``x-delivery-count = 0`` on a first basic.get
+    (3.x only), basic.nack not counting toward the quorum limit (4.3+).
+    ``delayed_message_exchange`` enables the ``x-delayed-message`` exchange type (the plugin).
+    ``record_events`` keeps the event history (:attr:`events`).
+
+    The port's channels also do what the aiormq adapter's client library does on the wire: a
+    publish without properties goes with ``delivery_mode = 1``, and one without a
+    ``message_id`` gets one (aiormq uses random UUIDs; here they count up, as UUID-shaped hex,
+    unless ``client_message_ids`` is false).
+
+    ``idle_rounds``: how many event-loop turns without any broker activity :meth:`settle`
+    waits, after the last consumer callback finished, before it calls things quiet.
+    """
+
+    def __init__(
+        self,
+        *,
+        server_version: ServerVersion | str = DEFAULT_SERVER_VERSION,
+        start_s: float = DEFAULT_START_S,
+        delayed_message_exchange: bool = True,
+        record_events: bool = True,
+        client_message_ids: bool = True,
+        idle_rounds: int = 3,
+    ) -> None:
+        version = (
+            ServerVersion.parse(server_version)
+            if isinstance(server_version, str)
+            else server_version
+        )
+        self.clock = VirtualClock(start_s)
+        self.server_version = version
+        self.broker = Broker(
+            self.clock,
+            version,
+            delayed_message_exchange=delayed_message_exchange,
+            record_events=record_events,
+        )
+        self.client_message_ids = client_message_ids
+        self.callback_errors: list[BaseException] = []
+        """Exceptions raised by consumer callbacks (logged, as aiormq does, and kept here)."""
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._idle_rounds = idle_rounds
+        self._connections: list[EmulatedConnection] = []
+        self._message_ids = itertools.count(1)
+        self._finished = 0
+
+    # -- the port ----------------------------------------------------------------------------
+
+    def connect(self) -> EmulatedConnection:
+        """A new connection (the port's ``Connection``)."""
+        connection = EmulatedConnection(self)
+        self._connections.append(connection)
+        return connection
+
+    def drop_connections(self) -> None:
+        """Close every open connection as a broker shutdown does (unacked messages return)."""
+        for connection in list(self._connections):
+            connection._shut(_FORCED_CLOSE)
+
+    def _forget(self, connection: EmulatedConnection) -> None:
+        if connection in self._connections:
+            self._connections.remove(connection)
+
+    def _next_message_id(self) -> str:
+        return uuid.UUID(int=next(self._message_ids), version=4).hex
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "the emulator delivers to consumers on a running event loop: move time with "
+                "`await emulator.advance(...)`, not clock.advance()"
+            ) from None
+        task: asyncio.Future[Any] = asyncio.ensure_future(callback(delivery))
+        self._tasks.add(task)
+        task.add_done_callback(self._on_task_done)
+
+    def _on_task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        self._finished += 1
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("Consumer callback failed", exc_info=error)
+            self.callback_errors.append(error)
+
+    def track(self, awaitable: Awaitable[object]) -> None:
+        """Make :meth:`settle` also wait for ``awaitable`` (work a consumer handed off)."""
+        future: asyncio.Future[Any] = asyncio.ensure_future(awaitable)
+        self._tasks.add(future)
+        future.add_done_callback(self._on_task_done)
+
+    @property
+    def pending_callbacks(self) -> int:
+        return len(self._tasks)
+
+    async def settle(self) -> None:
+        """Run until nothing moves: no broker activity and no callback finishing for a few
+        event-loop turns, and every pending callback (or tracked task) either done or asleep
+        on the virtual clock (:meth:`VirtualClock.sleep`).
+
+        A callback still busy otherwise (a handler in a worker thread, say) is waited for, in
+        real time. One that waits for something only a clock timer will cause, other than
+        ``clock.sleep``, keeps this waiting: move time with :meth:`advance` from outside.
+        """
+        quiet = 0
+        while quiet < self._idle_rounds:
+            before = (self.broker.activity, self._finished, len(self._tasks))
+            await asyncio.sleep(0)
+            if (self.broker.activity, self._finished, len(self._tasks)) != before:
+                quiet = 0
+            elif len(self._tasks) > self.clock.sleepers:
+                await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+                quiet = 0
+            else:
+                quiet += 1
+
+    async def advance(self, seconds: float) -> None:
+        """Move the clock by ``seconds``: fire due timers in time order, settling after each."""
+        if seconds < 0:
+            raise ValueError(f"cannot advance by a negative amount ({seconds} s)")
+        target_s = self.clock.now_s + seconds
+        await self.settle()
+        while self.clock.fire_next(target_s):
+            await self.settle()
+        self.clock.set(max(self.clock.now_s, target_s))
+        await self.settle()
+
+    # -- inspection --------------------------------------------------------------------------
+
+    @property
+    def events(self) -> list[Event]:
+        """Everything that happened, in order (the live list: copy it to keep a view)."""
+        return self.broker.events
+
+    def events_of(self, kind: type[E]) -> list[E]:
+        return [event for event in self.broker.events if isinstance(event, kind)]
+
+    def queue_names(self) -> list[str]:
+        return sorted(self.broker.queues)
+
+    def exchange_names(self) -> list[str]:
+        return sorted(self.broker.exchanges)
+
+    def _queue(self, name: str) -> Queue:
+        q = self.broker.queues.get(name)
+        if q is None:
+            raise NotFound(f"NOT_FOUND - no queue '{name}' in vhost '/'")
+        return q
+
+    def queue(self, name: str) -> QueueSnapshot:
+        q = self._queue(name)
+        return QueueSnapshot(
+            name=q.name,
+            kind=q.settings.kind,
+            durable=q.durable,
+            exclusive=q.exclusive_owner is not None,
+            auto_delete=q.auto_delete,
+            arguments=copy_table(q.arguments),
+            ready=len(q.ready),
+            unacked=q.unacked,
+            consumers=len(q.consumers),
+        )
+
+    def messages(self, queue: str) -> list[QueuedMessage]:
+        """The ready messages of ``queue``, head first; looking changes nothing."""
+        return [_snapshot(entry) for entry in self._queue(queue).ready]
+
+    def unacked_messages(self, queue: str) -> list[QueuedMessage]:
+        """Messages of ``queue`` delivered and not yet settled, by connection and tag."""
+        q = self._queue(queue)
+        return [
+            _snapshot(item.entry)
+            for connection in self.broker.connections
+            for channel in connection.channels.values()
+            for item in channel.unacked.values()
+            if item.queue is q
+        ]
+
+    def bindings(self, exchange: str) -> list[tuple[str, str, dict[str, FieldValue]]]:
+        """``(queue, routing_key, arguments)`` of every binding of ``exchange``."""
+        x = self.broker.exchanges.get(exchange)
+        if x is None:
+            raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '/'")
+        return [(b.queue, b.routing_key, copy_table(b.arguments)) for b in x.bindings]
+
+
+def _snapshot(entry: Entry) -> QueuedMessage:
+    message = entry.message
+    properties = message.properties
+    if properties.headers is not None:
+        properties = with_headers(properties, copy_table(properties.headers))
+    return QueuedMessage(
+        message=message.number,
+        body=message.body,
+        properties=properties,
+        exchange=message.exchange,
+        routing_key=message.routing_keys[0],
+        redelivered=entry.redelivered,
+        delivery_count=entry.delivery_count,
+        enqueued_at_s=entry.enqueued_at_s,
+        expires_at_s=entry.expires_at_s,
+    )

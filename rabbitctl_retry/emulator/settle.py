@@ -1,0 +1,144 @@
+"""Settling deliveries: ack, reject, nack, and what a closing channel gives back.
+
+Measured on RabbitMQ 3.10.8:
+
+* basic.ack / reject / nack name a delivery tag of the channel; ``multiple`` covers every tag
+  up to it, and tag 0 with ``multiple`` covers them all. An unknown tag is PRECONDITION_FAILED
+  (``unknown delivery tag N``), which closes the channel.
+* A requeued message is marked redelivered. A classic queue puts it back where it was (by
+  enqueue order); a quorum queue appends it and counts the return (reject, nack, or the
+  channel closing with it unacked): past ``x-delivery-limit`` returns it is dead-lettered
+  (``delivery_limit``) instead. From 4.3 a basic.nack no longer counts.
+* A closing channel cancels its consumers first, then returns its unacked deliveries in
+  delivery-tag order (so a quorum queue gets them back in that order, at its tail).
+* Cancelling the last consumer of an auto-delete queue deletes the queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Literal
+
+from rabbitctl_retry.emulator.events import Acked, Dropped, Rejected, RequeueCause, Requeued
+from rabbitctl_retry.emulator.flow import Flow
+from rabbitctl_retry.emulator.model import ChannelState, Consumer, Entry, Queue, Unacked
+from rabbitctl_retry.errors import PreconditionFailed
+
+
+class Settlement(Flow):
+    """The broker's state and message rules, plus settling deliveries."""
+
+    def _settled(
+        self, channel: ChannelState, tag: int, multiple: bool
+    ) -> list[tuple[int, Unacked]]:
+        unacked = channel.unacked
+        if multiple and tag == 0:
+            taken = list(unacked.items())
+            unacked.clear()
+        elif multiple:
+            if tag not in unacked:
+                raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
+            tags = list(itertools.takewhile(lambda t: t <= tag, unacked))
+            taken = [(t, unacked.pop(t)) for t in tags]
+        else:
+            one = unacked.pop(tag, None)
+            if one is None:
+                raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
+            taken = [(tag, one)]
+        for _, item in taken:
+            item.queue.unacked -= 1
+            if item.consumer is not None:
+                item.consumer.unacked -= 1
+        return taken
+
+    def ack(self, channel: ChannelState, tag: int, multiple: bool) -> None:
+        self.activity += 1
+        taken = self._settled(channel, tag, multiple)
+        touched: dict[int, Queue] = {}
+        now_s = self.clock.now_s
+        for settled_tag, item in taken:
+            if self._record:
+                self.events.append(
+                    Acked(now_s, item.entry.message.number, item.queue.name, settled_tag)
+                )
+            touched[id(item.queue)] = item.queue
+        for q in touched.values():
+            if q.ready and q.consumers:
+                self._dispatch(q)
+
+    def reject(
+        self,
+        channel: ChannelState,
+        tag: int,
+        multiple: bool,
+        requeue: bool,
+        method: Literal["reject", "nack"],
+    ) -> None:
+        self.activity += 1
+        taken = self._settled(channel, tag, multiple)
+        touched: dict[int, Queue] = {}
+        for settled_tag, item in taken:
+            q, entry = item.queue, item.entry
+            self._emit(
+                Rejected(
+                    self.clock.now_s, entry.message.number, q.name, settled_tag, requeue, method
+                )
+            )
+            if requeue:
+                self._return(q, entry, method)
+            else:
+                self._dead_letter_entry(q, entry, "rejected")
+            touched[id(q)] = q
+        for q in touched.values():
+            self._dispatch(q)
+
+    def _return(self, q: Queue, entry: Entry, cause: RequeueCause) -> None:
+        if q.deleted:
+            self._emit(Dropped(self.clock.now_s, entry.message.number, q.name, "queue_deleted"))
+            return
+        entry.redelivered = True
+        if q.is_quorum:
+            if cause != "nack" or self._nack_counts:
+                entry.delivery_count += 1
+                limit = q.settings.delivery_limit
+                if limit is not None and entry.delivery_count > limit:
+                    self._dead_letter_entry(q, entry, "delivery_limit")
+                    return
+            q.push(entry)
+        else:
+            q.insert_by_seq(entry)
+        self._emit(
+            Requeued(self.clock.now_s, entry.message.number, q.name, cause, entry.delivery_count)
+        )
+        if q.settings.overflow == "drop-head" and q.over_limit():
+            self._trim(q)
+        self._expire_head(q)
+
+    def release_channel(self, channel: ChannelState) -> None:
+        """A closing channel: cancel its consumers, return its unacked deliveries in order."""
+        self.activity += 1
+        channel.closed = True
+        for consumer in list(channel.consumers.values()):
+            self._remove_consumer(consumer)
+        channel.consumers.clear()
+        taken = list(channel.unacked.items())
+        channel.unacked.clear()
+        touched: dict[int, Queue] = {}
+        for _, item in taken:
+            item.queue.unacked -= 1
+            if item.consumer is not None:
+                item.consumer.unacked -= 1
+            self._return(item.queue, item.entry, "channel_closed")
+            touched[id(item.queue)] = item.queue
+        for q in touched.values():
+            self._dispatch(q)
+
+    def _remove_consumer(self, consumer: Consumer) -> None:
+        q = consumer.queue
+        consumer.channel.consumers.pop(consumer.tag, None)
+        try:
+            q.consumers.remove(consumer)
+        except ValueError:
+            return
+        if q.auto_delete and not q.consumers and q.had_consumer and not q.deleted:
+            self.delete_queue(q)

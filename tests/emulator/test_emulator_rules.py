@@ -1,0 +1,193 @@
+"""The emulator's pure rules: x-death bookkeeping, cycles, expiration and delay parsing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from rabbitctl_retry.emulator.args import amqp_type_name
+from rabbitctl_retry.emulator.deadletter import dead_letter_headers, death_time, is_cycle
+from rabbitctl_retry.emulator.values import (
+    copy_table,
+    parse_delay_ms,
+    parse_expiration,
+    timestamp,
+    wire_table,
+)
+from rabbitctl_retry.transport.base import FieldTable, FieldValue
+
+T = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def death(queue: str, reason: str, count: int = 1) -> dict[str, FieldValue]:
+    return {
+        "count": count,
+        "reason": reason,
+        "queue": queue,
+        "time": T,
+        "exchange": "",
+        "routing-keys": [queue],
+    }
+
+
+def die(headers: FieldTable | None, queue: str, reason: str = "rejected") -> FieldTable:
+    return dead_letter_headers(
+        headers,
+        reason=reason,  # type: ignore[arg-type]
+        queue=queue,
+        exchange="",
+        routing_keys=[queue],
+        time=T,
+        original_expiration=None,
+    )
+
+
+def test_first_death() -> None:
+    headers = die({"app": "x"}, "q")
+    assert headers == {
+        "app": "x",
+        "x-death": [death("q", "rejected")],
+        "x-first-death-exchange": "",
+        "x-first-death-queue": "q",
+        "x-first-death-reason": "rejected",
+    }
+
+
+def test_a_second_death_elsewhere_goes_in_front() -> None:
+    headers = die(die(None, "a"), "b")
+    deaths = headers["x-death"]
+    assert isinstance(deaths, list)
+    assert [(d["queue"], d["count"]) for d in deaths if isinstance(d, dict)] == [("b", 1), ("a", 1)]
+    assert headers["x-first-death-queue"] == "a"
+
+
+def test_the_same_queue_and_reason_counts_up() -> None:
+    headers = die(die(die(None, "a"), "b"), "a")
+    deaths = headers["x-death"]
+    assert isinstance(deaths, list)
+    assert [(d["queue"], d["count"]) for d in deaths if isinstance(d, dict)] == [("a", 2), ("b", 1)]
+
+
+def test_the_same_queue_with_another_reason_is_another_entry() -> None:
+    headers = die(die(None, "a", "expired"), "a", "rejected")
+    deaths = headers["x-death"]
+    assert isinstance(deaths, list)
+    assert [(d["reason"], d["count"]) for d in deaths if isinstance(d, dict)] == [
+        ("rejected", 1),
+        ("expired", 1),
+    ]
+
+
+def test_an_x_death_that_is_not_a_list_is_replaced() -> None:
+    headers = die({"x-death": "garbage"}, "q")
+    assert headers == {"x-death": [death("q", "rejected")]}  # no first-death headers
+
+
+def test_3_13_writes_the_last_death() -> None:
+    headers = dead_letter_headers(
+        die(None, "a"),
+        reason="expired",
+        queue="b",
+        exchange="x",
+        routing_keys=["k"],
+        time=T,
+        original_expiration="5",
+        write_last_death=True,
+    )
+    assert (
+        headers["x-last-death-queue"],
+        headers["x-last-death-reason"],
+        headers["x-last-death-exchange"],
+    ) == ("b", "expired", "x")
+    assert headers["x-first-death-queue"] == "a"
+
+
+def test_death_time_is_whole_seconds_utc() -> None:
+    assert death_time(1_700_000_000.987) == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("queue", "deaths", "cycle"),
+    [
+        ("a", [death("b", "expired"), death("a", "expired")], True),
+        ("a", [death("b", "rejected"), death("a", "expired")], False),
+        ("a", [death("b", "expired"), death("a", "rejected")], False),
+        ("c", [death("b", "expired"), death("a", "expired")], False),
+        ("b", [death("b", "maxlen"), death("a", "rejected")], True),
+    ],
+)
+def test_cycles(queue: str, deaths: list[FieldValue], cycle: bool) -> None:
+    assert is_cycle(queue, deaths) is cycle
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(None, None), ("0", 0), ("30000", 30000), ("+5", 5)],
+)
+def test_expiration(text: str | None, expected: int | None) -> None:
+    assert parse_expiration(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"), [("abc", "no_integer"), ("", "no_integer"), ("-5", "{value_negative,-5}")]
+)
+def test_bad_expiration(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        parse_expiration(text)
+
+
+@pytest.mark.parametrize(
+    ("headers", "delay_ms"),
+    [
+        (None, None),
+        ({}, None),
+        ({"x-delay": 5000}, 5000),
+        ({"x-delay": "250"}, 250),
+        ({"x-delay": 1.9}, 1),
+        ({"x-delay": 0}, None),
+        ({"x-delay": -5000}, None),  # what the plugin writes on the way out
+        ({"x-delay": 2**32}, None),
+        ({"x-delay": True}, None),
+        ({"x-delay": "soon"}, None),
+    ],
+)
+def test_delay(headers: FieldTable | None, delay_ms: int | None) -> None:
+    assert parse_delay_ms(headers) == delay_ms
+
+
+def test_tables_reach_the_server_sorted_and_copied() -> None:
+    original: FieldTable = {"b": {"z": 1, "a": [{"y": 1, "x": 2}]}, "a": bytearray(b"\x00")}  # type: ignore[dict-item]
+    copied = wire_table(original)
+    assert list(copied) == ["a", "b"]
+    inner = copied["b"]
+    assert isinstance(inner, dict)
+    assert list(inner) == ["a", "z"]
+    assert copied["a"] == b"\x00"
+    assert copy_table(copied) == copied
+    assert copy_table(copied) is not copied
+
+
+def test_timestamps_are_whole_utc_seconds() -> None:
+    paris = timezone(timedelta(hours=1))
+    assert timestamp(datetime(2024, 1, 1, 13, 0, 0, 999_999, tzinfo=paris)) == datetime(
+        2024, 1, 1, 12, 0, 0, tzinfo=UTC
+    )
+    assert timestamp(datetime(2024, 1, 1, 12, 0, 0, 5)) == datetime(2024, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "name"),
+    [
+        (4, "byte"),
+        (1000, "short"),
+        (100_000, "signedint"),
+        (2**40, "long"),
+        (True, "bool"),
+        ("x", "longstr"),
+        (1.5, "float"),
+        (None, "void"),
+    ],
+)
+def test_type_names_follow_the_client_encoding(value: FieldValue, name: str) -> None:
+    assert amqp_type_name(value) == name
