@@ -50,40 +50,44 @@ def load_target(target: str) -> HandlerSet:
     """Import ``target`` and collect its subscribers and hooks."""
     location, attr = split_target(target)
     module = _import(location)
-    hooks = _hooks(module)
-    if attr is not None:
-        if not hasattr(module, attr):
-            raise HandlerLoadError(f"module {module.__name__!r} has no attribute {attr!r}")
-        obj = getattr(module, attr)
-        queue = subscriber_queue(obj)
-        if queue is None:
-            raise HandlerLoadError(
-                f"{module.__name__}:{attr} is not a handler: decorate it with @subscriber('QUEUE')"
-            )
-        found: tuple[Subscriber, ...] = (
-            Subscriber(queue=queue, handler=obj, name=f"{module.__name__}:{attr}"),
+    if attr is None:
+        return handlers_of_module(module)
+    if not hasattr(module, attr):
+        raise HandlerLoadError(f"module {module.__name__!r} has no attribute {attr!r}")
+    obj = getattr(module, attr)
+    queue = subscriber_queue(obj)
+    if queue is None:
+        raise HandlerLoadError(
+            f"{module.__name__}:{attr} is not a handler: decorate it with @subscriber('QUEUE')"
         )
-    else:
-        found = tuple(
-            Subscriber(queue=queue, handler=value, name=f"{module.__name__}:{name}")
-            for name, value in vars(module).items()
-            if (queue := subscriber_queue(value)) is not None
+    return _with_hooks(
+        module, (Subscriber(queue=queue, handler=obj, name=f"{module.__name__}:{attr}"),)
+    )
+
+
+def handlers_of_module(module: ModuleType) -> HandlerSet:
+    """Every ``@subscriber`` of an imported module, in definition order, and its hooks."""
+    found = tuple(
+        Subscriber(queue=queue, handler=value, name=f"{module.__name__}:{name}")
+        for name, value in vars(module).items()
+        if (queue := subscriber_queue(value)) is not None
+    )
+    if not found:
+        raise HandlerLoadError(
+            f"module {module.__name__!r} has no @subscriber handlers "
+            f"(looked in {getattr(module, '__file__', None) or module.__name__})"
         )
-        if not found:
-            raise HandlerLoadError(
-                f"module {module.__name__!r} has no @subscriber handlers "
-                f"(looked in {getattr(module, '__file__', None) or module.__name__})"
-            )
+    return _with_hooks(module, found)
+
+
+def _with_hooks(module: ModuleType, found: tuple[Subscriber, ...]) -> HandlerSet:
+    hooks: list[Hook] = [value for value in vars(module).values() if hook_kind(value) is not None]
     return HandlerSet(
         module=module.__name__,
         subscribers=found,
         startup=tuple(h for h in hooks if hook_kind(h) == "startup"),
         shutdown=tuple(h for h in hooks if hook_kind(h) == "shutdown"),
     )
-
-
-def _hooks(module: ModuleType) -> list[Hook]:
-    return [value for value in vars(module).values() if hook_kind(value) is not None]
 
 
 def _import(location: str) -> ModuleType:

@@ -116,3 +116,32 @@ def _ctl(*args: str) -> str:
     if result.returncode != 0:
         raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}")
     return result.stdout
+
+
+class EmulatorBackend:
+    """The emulator: waiting advances the virtual clock, so no test sleeps for real."""
+
+    name = "emulator"
+
+    def __init__(self) -> None:
+        from rabbitctl_retry.emulator import Emulator
+
+        self.emulator = Emulator()
+        self.clock: Clock = self.emulator.clock
+
+    async def connect(self) -> Connection:
+        return self.emulator.connect()
+
+    async def wait(self, seconds: float) -> None:
+        await self.emulator.advance(seconds)
+
+    async def until(self, predicate: Callable[[], bool], what: str) -> None:
+        for _ in range(100):
+            await self.emulator.settle()
+            if predicate():
+                return
+            await asyncio.sleep(0)
+        raise AssertionError(f"the emulator went quiet before {what}")
+
+    async def close(self) -> None:
+        self.emulator.drop_connections()

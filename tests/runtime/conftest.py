@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.runtime.backends import Backend, RabbitBackend
+from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend
 
 
-@pytest.fixture(params=["rabbitmq"])
+@pytest.fixture(params=["rabbitmq", "emulator"])
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     if request.param == "rabbitmq":
         url = request.getfixturevalue("amqp_url")
@@ -19,3 +19,9 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
             yield rabbit
         finally:
             await rabbit.close()
+    else:
+        emulated = EmulatorBackend()
+        try:
+            yield emulated
+        finally:
+            await emulated.close()

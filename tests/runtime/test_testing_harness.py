@@ -1,0 +1,90 @@
+"""The public harness: TestBroker and the rr_broker fixture of the pytest plugin."""
+
+from __future__ import annotations
+
+import pytest
+
+from rabbitctl_retry import Message, Outcome, subscriber
+from rabbitctl_retry.emulator.events import DeadLettered, Delivered, Expired
+from rabbitctl_retry.errors import ConflictError
+from rabbitctl_retry.testing import TestBroker
+
+TOPOLOGY = """
+[queues.orders]
+max_attempts = 3
+dead_letter = "orders.dead"
+delay = "dlx-ttl"
+"""
+
+seen: list[int] = []
+
+
+@subscriber("orders")
+async def always_later(msg: Message) -> Outcome:
+    seen.append(msg.attempt)
+    return Outcome.retry_after(60)
+
+
+@pytest.mark.rr_topology(TOPOLOGY)
+async def test_the_fixture_declares_the_marked_topology_and_runs_handlers(
+    rr_broker: TestBroker,
+) -> None:
+    seen.clear()
+    await rr_broker.run(always_later)
+    await rr_broker.publish("orders", {"id": 1})
+    assert seen == [1]
+    await rr_broker.advance(59.999)
+    assert seen == [1]
+    await rr_broker.advance(0.001)
+    assert seen == [1, 2]
+    await rr_broker.advance(60)
+    assert seen == [1, 2, 3]
+    assert len(rr_broker.messages("orders.dead")) == 1
+    assert rr_broker.messages("orders.dead")[0].headers["x-ruststream-retry-count"] == "3"
+    expired = rr_broker.events_of(Expired)
+    assert [(e.queue, e.at_s - expired[0].at_s) for e in expired] == [
+        ("orders.retry", 0.0),
+        ("orders.retry", 60.0),
+    ]
+    assert [d.queue for d in rr_broker.events_of(Delivered)] == ["orders"] * 3
+    assert [d.from_queue for d in rr_broker.events_of(DeadLettered)] == ["orders.retry"] * 2
+
+
+async def test_a_conflicting_declare_raises() -> None:
+    async with TestBroker(TOPOLOGY) as broker:
+        with pytest.raises(ConflictError, match="orders"):
+            await broker.declare(
+                TOPOLOGY.replace("max_attempts = 3", 'max_attempts = 3\ntype = "quorum"')
+            )
+
+
+async def test_publish_takes_json_text_and_bytes() -> None:
+    async with TestBroker("[queues.q]\n") as broker:
+        await broker.publish("q", {"a": 1})
+        await broker.publish("q", "text")
+        await broker.publish("q", b"\x00\x01")
+        assert broker.bodies("q") == [{"a": 1}, "text", b"\x00\x01"]
+        assert [m.properties.content_type for m in broker.messages("q")] == [
+            "application/json",
+            "text/plain",
+            None,
+        ]
+
+
+async def test_memory_delays_run_on_the_virtual_clock() -> None:
+    calls: list[float] = []
+
+    @subscriber("jobs")
+    async def later(msg: Message) -> Outcome | None:
+        calls.append(broker.clock.now_s)
+        return Outcome.retry_after(30) if len(calls) == 1 else None
+
+    async with TestBroker('[queues.jobs]\nmax_attempts = 2\ndead_letter = "jobs.dead"\n') as broker:
+        await broker.run(later)
+        await broker.publish("jobs", {"id": 1})
+        await broker.advance(29)
+        assert len(calls) == 1
+        await broker.advance(1)
+        assert len(calls) == 2
+        assert calls[1] - calls[0] == 30
+        assert broker.messages("jobs.dead") == []
