@@ -9,6 +9,7 @@ _rr() {
         case "$path|$word" in
             "|declare") path="declare" ;;
             "|run") path="run" ;;
+            "|simulate") path="simulate" ;;
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
             "topology|validate") path="topology validate" ;;
@@ -26,14 +27,18 @@ _rr() {
         "run|--url") return 0 ;;
         "run|--log-format") COMPREPLY=($(compgen -W "text json" -- "$cur")); return 0 ;;
         "run|--log-level") return 0 ;;
+        "simulate|--publish"|"simulate|-p") return 0 ;;
+        "simulate|--for") return 0 ;;
+        "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
         "topology export|--vhost") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare run completion topology --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run simulate completion topology --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
+        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;

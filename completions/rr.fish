@@ -2,6 +2,7 @@
 complete -c rr -f
 complete -c rr -n '__fish_use_subcommand' -a declare -d 'Declare the queues, exchanges and bindings of a topology file.'
 complete -c rr -n '__fish_use_subcommand' -a run -d 'Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their'
+complete -c rr -n '__fish_use_subcommand' -a simulate -d 'Run handlers on the built-in emulator with a virtual clock and print the timeline:'
 complete -c rr -n '__fish_use_subcommand' -a completion -d 'Print the completion script for SHELL.'
 complete -c rr -n '__fish_use_subcommand' -a topology -d 'Check, show and export a topology file without touching a broker.'
 complete -c rr -n '__fish_use_subcommand' -l help -d 'Show help and exit.'
@@ -19,6 +20,11 @@ complete -c rr -n '__fish_seen_subcommand_from run' -l url -r -d 'Broker URL (am
 complete -c rr -n '__fish_seen_subcommand_from run' -l log-format -r -a 'text json' -d ''
 complete -c rr -n '__fish_seen_subcommand_from run' -l log-level -r -d 'debug, info, warning, error.'
 complete -c rr -n '__fish_seen_subcommand_from run' -l help -d 'Show help and exit.'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish -s p -r -d 'QUEUE=BODY to publish (JSON bodies stay JSON).'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l for -r -d 'How much virtual time to simulate, e.g. 30s, 5m, 1h.'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (SPEC §6).'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l help -d 'Show help and exit.'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -F
 complete -c rr -n '__fish_seen_subcommand_from completion' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'
 complete -c rr -n '__fish_seen_subcommand_from topology; and not __fish_seen_subcommand_from validate show export' -a validate -d 'Parse and check a topology file; exit 78 with the key and line of the first problem.'

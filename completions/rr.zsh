@@ -8,6 +8,7 @@ _rr() {
         case "${(j: :)path_words}|$word" in
             "|declare") path_words+=(declare) ;;
             "|run") path_words+=(run) ;;
+            "|simulate") path_words+=(simulate) ;;
             "|completion") path_words+=(completion) ;;
             "|topology") path_words+=(topology) ;;
             "topology|validate") path_words+=(validate) ;;
@@ -16,9 +17,10 @@ _rr() {
         esac
     done
     case "${(j: :)path_words}" in
-        "") _arguments -s '--help[Show help and exit.]' '1:command:(declare run completion topology)' ;;
+        "") _arguments -s '--help[Show help and exit.]' '1:command:(declare run simulate completion topology)' ;;
         "declare") _arguments -s '--dry-run[Show the plan; change nothing.]' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--help[Show help and exit.]' '*:file:_files' ;;
         "run") _arguments -s '--topology[The topology file with the queues retry policies.]:file:_files' '-t[The topology file with the queues retry policies.]:file:_files' '--prefetch[basic.qos per queue.]:value: ' '--concurrency[Handlers running at once per queue [default: prefetch].]:value: ' '--declare[Declare the topology at start, or only check that it is there.]' '--no-declare[Declare the topology at start, or only check that it is there.]' '--shutdown-timeout[Seconds in-flight handlers get on stop.]:value: ' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--log-format[]:value:(text json)' '--log-level[debug, info, warning, error.]:value: ' '--help[Show help and exit.]' ;;
+        "simulate") _arguments -s '--publish[QUEUE=BODY to publish (JSON bodies stay JSON).]:value: ' '-p[QUEUE=BODY to publish (JSON bodies stay JSON).]:value: ' '--for[How much virtual time to simulate, e.g. 30s, 5m, 1h.]:value: ' '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--help[Show help and exit.]' '*:file:_files' ;;
         "completion") _arguments -s '--help[Show help and exit.]' '1:value:(bash zsh fish)' ;;
         "topology") _arguments -s '--help[Show help and exit.]' '1:command:(validate show export)' ;;
         "topology validate") _arguments -s '--help[Show help and exit.]' '*:file:_files' ;;

@@ -36,8 +36,9 @@ class Refusal(enum.Enum):
 
 @dataclass
 class Processor:
-    """A stand-in payment processor: a card's answers are scripted in ``script``, one per
-    call (the last one repeats); unknown cards are accepted."""
+    """A stand-in payment processor. A card's answers can be scripted in ``script``, one per
+    call (the last one repeats); the cards named "busy", "unavailable" and "declined" always
+    get that refusal; every other card is accepted."""
 
     script: dict[str, list[Refusal | None]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
@@ -45,9 +46,12 @@ class Processor:
     def refund(self, card: str) -> Refusal | None:
         self.calls.append(card)
         answers = self.script.get(card)
-        if not answers:
+        if answers:
+            return answers.pop(0) if len(answers) > 1 else answers[0]
+        try:
+            return Refusal(card)
+        except ValueError:
             return None
-        return answers.pop(0) if len(answers) > 1 else answers[0]
 
 
 processor = Processor()

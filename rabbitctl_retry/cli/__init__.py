@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from rabbitctl_retry.cli import completion, declare, run, topology
+from rabbitctl_retry.cli import completion, declare, run, simulate, topology
 
 app = typer.Typer(
     name="rr",
@@ -27,6 +27,7 @@ def _quiet_drivers() -> None:
 
 app.command(name="declare")(declare.declare)
 app.command(name="run")(run.run_command)
+app.command(name="simulate")(simulate.simulate_command)
 app.add_typer(topology.app, name="topology")
 app.command(name="completion")(completion.completion)
 

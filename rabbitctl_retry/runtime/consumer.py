@@ -57,7 +57,8 @@ _LOGGED = {
     Event.SPENT: logging.WARNING,
 }
 
-EventListener = Callable[[Delivery, Decision], None]
+EventListener = Callable[[str, Delivery, Decision], None]
+"""Told each decision just before it is carried out: (queue, delivery, decision)."""
 
 
 class QueueConsumer:
@@ -146,11 +147,11 @@ class QueueConsumer:
     async def _handle(self, delivery: Delivery) -> None:
         outcome = await self._run_handler(delivery)
         decision = decide(self.policy, delivery.properties.headers, outcome, now=self._clock.now())
+        if self._listener is not None:
+            self._listener(self.policy.queue, delivery, decision)
         await self._execute(delivery, decision)
         if decision.event is not Event.ACKED:
             self._log(delivery, decision)
-        if self._listener is not None:
-            self._listener(delivery, decision)
 
     async def _run_handler(self, delivery: Delivery) -> AnyOutcome:
         message = Message(delivery, self.policy.queue, self.policy.retry_header)

@@ -1,0 +1,73 @@
+"""rr simulate: the refunds example on the emulator, as a timeline with exact numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rabbitctl_retry.cli import app
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "refunds"
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def simulate(*publishes: str, horizon: str = "1h") -> dict[str, object]:
+    args = ["simulate", str(EXAMPLE / "topology.toml"), str(EXAMPLE / "service.py")]
+    for publish in publishes:
+        args += ["--publish", publish]
+    result = runner.invoke(app, [*args, "--for", horizon, "--output", "json"])
+    assert result.exit_code == 0, result.output
+    document: dict[str, object] = json.loads(result.stdout)
+    return document
+
+
+def rows(document: dict[str, object], queue: str) -> list[tuple[float, str, int | None]]:
+    events = document["events"]
+    assert isinstance(events, list)
+    return [(e["time_s"], e["event"], e["retry_count"]) for e in events if e["queue"] == queue]
+
+
+def test_a_busy_refund_waits_30s_four_times_then_is_dead_lettered() -> None:
+    document = simulate('refunds={"id": 1, "card": "busy"}')
+    assert rows(document, "refunds") == [
+        (0.0, "published", None),
+        (0.0, "delayed", None),
+        (30.0, "delayed", 1),
+        (60.0, "delayed", 2),
+        (90.0, "delayed", 3),
+        (120.0, "dead-lettered", 4),
+    ]
+    assert rows(document, "refunds.dead") == [(120.0, "acked", 5)]
+    assert document["elapsed_s"] == 120.0
+    assert all(count == 0 for count in document["queues"].values())  # type: ignore[union-attr]
+
+
+def test_an_unavailable_payout_is_moved_by_the_server_after_five_deliveries() -> None:
+    document = simulate('payouts={"id": 2, "card": "unavailable"}')
+    events = [e for e in document["events"] if e["queue"] == "payouts"]  # type: ignore[union-attr]
+    assert [(e["event"], e["attempt"], e["delivery_count"]) for e in events] == [
+        ("published", None, None),
+        ("retried", 1, None),
+        ("retried", 2, 1),
+        ("retried", 3, 2),
+        ("retried", 4, 3),
+        ("dead-lettered", 5, 4),
+        ("server dead-lettered (delivery_limit)", None, None),
+    ]
+
+
+def test_the_horizon_stops_the_clock() -> None:
+    document = simulate('refunds={"id": 1, "card": "busy"}', horizon="45s")
+    assert document["elapsed_s"] == 30.0
+    assert document["queues"]["refunds.retry"] == 1  # type: ignore[index]
+
+
+def test_bad_publish_spec_is_a_usage_error() -> None:
+    result = runner.invoke(
+        app,
+        ["simulate", str(EXAMPLE / "topology.toml"), str(EXAMPLE / "service.py"), "-p", "nobody"],
+    )
+    assert result.exit_code == 2
+    assert "QUEUE=BODY" in result.stderr
