@@ -5,6 +5,11 @@
 :meth:`VirtualClock.advance`, :meth:`VirtualClock.fire_next` and :meth:`VirtualClock.set`.
 Timers registered with :meth:`VirtualClock.call_at` fire in time order (ties in the order
 they were registered), each one with ``now_s`` set to its own due time.
+
+Every instant is snapped to whole microseconds (:func:`on_grid`). Near the start instant a
+float second has a resolution of about 0.2 µs, so ``advance(0.1)`` twice would otherwise
+stop short of a 200 ms TTL that the server, living in real time, has long expired. The
+server's own times are whole milliseconds (TTLs, ``x-delay``): the grid loses nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,15 @@ from datetime import UTC, datetime
 
 DEFAULT_START_S = 1_700_000_000.0
 """2023-11-14T22:13:20Z: where every emulator's clock starts unless told otherwise."""
+
+GRID_DECIMALS = 6
+"""Instants are whole microseconds."""
+
+
+def on_grid(when_s: float) -> float:
+    """``when_s`` on the clock's microsecond grid: sums that should meet, do
+    (``on_grid(t + 0.1 + 0.1) == on_grid(t + 0.2)``)."""
+    return round(when_s, GRID_DECIMALS)
 
 
 class TimerHandle:
@@ -44,7 +58,7 @@ class VirtualClock:
     """Paused time with timers. Never goes backwards."""
 
     def __init__(self, start_s: float = DEFAULT_START_S) -> None:
-        self._now_s = float(start_s)
+        self._now_s = on_grid(float(start_s))
         self._heap: list[tuple[float, int, TimerHandle]] = []
         self._order = itertools.count()
         self.sleepers = 0
@@ -60,6 +74,7 @@ class VirtualClock:
 
     def call_at(self, when_s: float, callback: Callable[[], object]) -> TimerHandle:
         """Run ``callback`` once the clock reaches ``when_s`` (at once on the next fire if due)."""
+        when_s = on_grid(when_s)
         handle = TimerHandle(when_s, callback)
         heapq.heappush(self._heap, (when_s, next(self._order), handle))
         return handle
@@ -81,7 +96,7 @@ class VirtualClock:
         the past fires at the current time).
         """
         due_s = self.next_due_s()
-        if due_s is None or due_s > until_s:
+        if due_s is None or due_s > on_grid(until_s):
             return False
         _, _, handle = heapq.heappop(self._heap)
         self._now_s = max(self._now_s, due_s)
@@ -90,6 +105,7 @@ class VirtualClock:
 
     def set(self, when_s: float) -> None:
         """Move the clock to ``when_s`` without firing anything."""
+        when_s = on_grid(when_s)
         if when_s < self._now_s:
             raise ValueError(f"the clock never goes backwards ({when_s} < {self._now_s})")
         self._now_s = when_s
@@ -98,7 +114,7 @@ class VirtualClock:
         """Move forward by ``seconds``, firing every timer that falls due, in time order."""
         if seconds < 0:
             raise ValueError(f"cannot advance by a negative amount ({seconds} s)")
-        target_s = self._now_s + seconds
+        target_s = on_grid(self._now_s + seconds)
         while self.fire_next(target_s):
             pass
         self._now_s = max(self._now_s, target_s)

@@ -6,10 +6,12 @@ Synchronous and single-threaded; the asyncio glue (consumer callbacks as tasks) 
 * A message published to a queue with a consumer that can take it goes straight to it;
   otherwise it waits at the back of the queue. Consumers take turns (round robin), each
   limited by the prefetch it was created under (basic.qos, per consumer).
-* A classic queue puts a requeued message back in its original place (by enqueue order); a
-  quorum queue puts it at the back, and counts the return (reject, nack, or the channel
-  closing with it unacked): ``x-delivery-count`` on later deliveries, and past
-  ``x-delivery-limit`` returns the message is dead-lettered (``delivery_limit``) instead.
+* A classic queue puts a requeued message back in its original place (by enqueue order). A
+  quorum queue puts a message rejected or nacked with requeue at the back, but one its
+  channel held when it closed at the front, behind others given back that way (3.10's
+  ``rabbit_fifo`` re-enqueues a requeue, and serves its ``returns`` first). It counts every
+  return: ``x-delivery-count`` on later deliveries, and past ``x-delivery-limit`` returns the
+  message is dead-lettered (``delivery_limit``) instead.
   On 3.x a basic.get shows ``x-delivery-count = 0`` on the first delivery; basic.deliver does
   not. From 4.3 a basic.nack no longer counts.
 * Messages expire from the head only, on both queue types: a short TTL behind a long one
@@ -35,7 +37,7 @@ import itertools
 from dataclasses import replace
 from typing import Literal
 
-from rabbitctl_retry.emulator.clock import VirtualClock
+from rabbitctl_retry.emulator.clock import VirtualClock, on_grid
 from rabbitctl_retry.emulator.deadletter import (
     DeathReason,
     dead_letter_headers,
@@ -238,7 +240,7 @@ class Flow:
         entry = Entry(
             message=message,
             seq=next(self._seq),
-            expires_at_s=None if ttl_ms is None else now_s + ttl_ms / 1000,
+            expires_at_s=None if ttl_ms is None else on_grid(now_s + ttl_ms / 1000),
             enqueued_at_s=now_s,
         )
         if q.consumers and not q.ready:
@@ -454,8 +456,7 @@ class Flow:
         now_s = self.clock.now_s
         for entry in q.ready:
             self._emit(Dropped(now_s, entry.message.number, q.name, "purged"))
-        q.ready.clear()
-        q.ready_bytes = 0
+        q.clear()
         if q.ttl_timer is not None:
             q.ttl_timer.cancel()
             q.ttl_timer = None
@@ -468,8 +469,7 @@ class Flow:
         now_s = self.clock.now_s
         for entry in q.ready:
             self._emit(Dropped(now_s, entry.message.number, q.name, "queue_deleted"))
-        q.ready.clear()
-        q.ready_bytes = 0
+        q.clear()
         q.deleted = True
         if q.ttl_timer is not None:
             q.ttl_timer.cancel()

@@ -95,6 +95,9 @@ class Queue:
     arguments: FieldTable
     ready: deque[Entry] = field(default_factory=deque)
     ready_bytes: int = 0
+    returned: int = 0
+    """Quorum: how many entries at the head of ``ready`` a closing channel gave back; they
+    are served before everything else, in the order they came back (:meth:`push_returned`)."""
     consumers: deque[Consumer] = field(default_factory=deque)
     had_consumer: bool = False
     unacked: int = 0
@@ -124,7 +127,21 @@ class Queue:
     def pop(self) -> Entry:
         entry = self.ready.popleft()
         self.ready_bytes -= len(entry.message.body)
+        if self.returned:
+            self.returned -= 1
         return entry
+
+    def push_returned(self, entry: Entry) -> None:
+        """Put back a message a closing channel held (quorum): behind the others returned
+        that way, ahead of every message never delivered."""
+        self.ready.insert(self.returned, entry)
+        self.returned += 1
+        self.ready_bytes += len(entry.message.body)
+
+    def clear(self) -> None:
+        self.ready.clear()
+        self.ready_bytes = 0
+        self.returned = 0
 
     def insert_by_seq(self, entry: Entry) -> None:
         """Put a requeued message back in its original place (classic queues)."""

@@ -18,7 +18,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from rabbitctl_retry.emulator.broker import Broker
-from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock
+from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock, on_grid
 from rabbitctl_retry.emulator.events import Event
 from rabbitctl_retry.emulator.model import Entry, Queue
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
@@ -166,7 +166,7 @@ class Emulator:
         """Move the clock by ``seconds``: fire due timers in time order, settling after each."""
         if seconds < 0:
             raise ValueError(f"cannot advance by a negative amount ({seconds} s)")
-        target_s = self.clock.now_s + seconds
+        target_s = on_grid(self.clock.now_s + seconds)
         await self.settle()
         while self.clock.fire_next(target_s):
             await self.settle()

@@ -6,11 +6,12 @@ Measured on RabbitMQ 3.10.8:
   up to it, and tag 0 with ``multiple`` covers them all. An unknown tag is PRECONDITION_FAILED
   (``unknown delivery tag N``), which closes the channel.
 * A requeued message is marked redelivered. A classic queue puts it back where it was (by
-  enqueue order); a quorum queue appends it and counts the return (reject, nack, or the
-  channel closing with it unacked): past ``x-delivery-limit`` returns it is dead-lettered
-  (``delivery_limit``) instead. From 4.3 a basic.nack no longer counts.
+  enqueue order). A quorum queue appends a message rejected or nacked with requeue, but puts
+  those a closing channel held at the front (behind others returned that way, ahead of all
+  never delivered), and counts the return either way: past ``x-delivery-limit`` returns it is
+  dead-lettered (``delivery_limit``) instead. From 4.3 a basic.nack no longer counts.
 * A closing channel cancels its consumers first, then returns its unacked deliveries in
-  delivery-tag order (so a quorum queue gets them back in that order, at its tail).
+  delivery-tag order (a quorum queue serves them in that order, before anything else).
 * Cancelling the last consumer of an auto-delete queue deletes the queue.
 """
 
@@ -104,7 +105,10 @@ class Settlement(Flow):
                 if limit is not None and entry.delivery_count > limit:
                     self._dead_letter_entry(q, entry, "delivery_limit")
                     return
-            q.push(entry)
+            if cause == "channel_closed":
+                q.push_returned(entry)
+            else:
+                q.push(entry)
         else:
             q.insert_by_seq(entry)
         self._emit(

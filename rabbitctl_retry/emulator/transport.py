@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, TypeVar, assert_never
 from rabbitctl_retry.emulator.broker import ConnectionFault
 from rabbitctl_retry.emulator.flow import PublishOutcome
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState
-from rabbitctl_retry.emulator.values import with_message_id
+from rabbitctl_retry.emulator.values import name_problem, routing_key_problem, with_message_id
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
     ChannelClosed,
+    DataError,
     NotFound,
     PreconditionFailed,
     PublishFailed,
@@ -99,7 +100,9 @@ class EmulatedChannel:
     vhost '/' (404)``). A channel error closes the channel (its unacked deliveries go back); a
     connection error closes the connection. basic.ack, basic.reject and basic.nack get no
     answer in AMQP, and neither does a publish without confirms: their errors close the
-    channel and surface on the channel's next operation, as they do over the wire.
+    channel and surface on the channel's next operation, as they do over the wire. A name the
+    client library would refuse to encode is a :class:`DataError` before anything else, and
+    leaves the channel open.
     """
 
     def __init__(
@@ -167,8 +170,10 @@ class EmulatedChannel:
         auto_delete: bool = False,
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> QueueInfo:
+        what = f"declare queue {name!r}"
+        _encodable(what, queue=name)
         return self._run(
-            f"declare queue {name!r}",
+            what,
             lambda: self._broker.queue_declare(
                 self._state,
                 name,
@@ -191,8 +196,10 @@ class EmulatedChannel:
         internal: bool = False,
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None:
+        what = f"declare exchange {name!r}"
+        _encodable(what, exchange=name)
         self._run(
-            f"declare exchange {name!r}",
+            what,
             lambda: self._broker.exchange_declare(
                 name,
                 type=type,
@@ -211,31 +218,34 @@ class EmulatedChannel:
         routing_key: str = "",
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None:
+        what = f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})"
+        _encodable(what, queue=queue, exchange=exchange)
         self._run(
-            f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})",
+            what,
             lambda: self._broker.queue_bind(self._state, queue, exchange, routing_key, arguments),
         )
 
     async def queue_purge(self, name: str) -> int:
-        return self._run(
-            f"purge queue {name!r}", lambda: self._broker.queue_purge(self._state, name)
-        )
+        what = f"purge queue {name!r}"
+        _encodable(what, queue=name)
+        return self._run(what, lambda: self._broker.queue_purge(self._state, name))
 
     async def queue_delete(
         self, name: str, *, if_unused: bool = False, if_empty: bool = False
     ) -> int:
+        what = f"delete queue {name!r}"
+        _encodable(what, queue=name)
         return self._run(
-            f"delete queue {name!r}",
+            what,
             lambda: self._broker.queue_delete(
                 self._state, name, if_unused=if_unused, if_empty=if_empty
             ),
         )
 
     async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None:
-        self._run(
-            f"delete exchange {name!r}",
-            lambda: self._broker.exchange_delete(name, if_unused=if_unused),
-        )
+        what = f"delete exchange {name!r}"
+        _encodable(what, exchange=name)
+        self._run(what, lambda: self._broker.exchange_delete(name, if_unused=if_unused))
 
     async def publish(
         self,
@@ -246,6 +256,8 @@ class EmulatedChannel:
         properties: Properties | None = None,
         mandatory: bool = False,
     ) -> None:
+        what = _publish_what(exchange, routing_key)
+        _encodable(what, routing_key=routing_key, exchange=exchange)
         # what aiormq sends for us: default properties, and a message id when there is none
         sent = properties or _CLIENT_DEFAULT_PROPERTIES
         if not sent.message_id and self._emulator.client_message_ids:
@@ -255,28 +267,27 @@ class EmulatedChannel:
             return self._broker.publish(exchange, routing_key, body, sent, mandatory)
 
         if not self._state.confirms:
-            self._send(_publish_what(exchange, routing_key), publish)
+            self._send(what, publish)
             return
-        outcome = self._run(_publish_what(exchange, routing_key), publish)
+        outcome = self._run(what, publish)
         match outcome:
             case "ack":
                 return
             case "returned":
                 raise PublishFailed(
-                    f"{_publish_what(exchange, routing_key)}: the broker returned the message "
+                    f"{what}: the broker returned the message "
                     "(312 NO_ROUTE: no queue is bound for it)"
                 )
             case "nack":
-                raise PublishFailed(
-                    f"{_publish_what(exchange, routing_key)}: the broker refused the message "
-                    "(basic.nack)"
-                )
+                raise PublishFailed(f"{what}: the broker refused the message (basic.nack)")
             case _:
                 assert_never(outcome)
 
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
+        what = f"get from queue {queue!r}"
+        _encodable(what, queue=queue)
         return self._run(
-            f"get from queue {queue!r}",
+            what,
             lambda: self._broker.get_from(self._state, queue, no_ack=no_ack),
         )
 
@@ -299,6 +310,7 @@ class EmulatedChannel:
         if consumer_tag is not None and consumer_tag in self._state.consumers:
             # aiormq refuses this itself, before anything is sent
             raise TransportError(f"{what}: that consumer tag is already in use")
+        _encodable(what, queue=queue)
         emulator = self._emulator
 
         def sink(delivery: Delivery) -> None:
@@ -352,6 +364,25 @@ _REPLY_CODES: dict[type[TransportError], int] = {
     ResourceLocked: 405,
     PreconditionFailed: 406,
 }
+
+
+def _encodable(
+    what: str,
+    *,
+    queue: str | None = None,
+    exchange: str | None = None,
+    routing_key: str | None = None,
+) -> None:
+    """Refuse what the client library refuses to put in a frame, in its order and words."""
+    problem = None
+    if routing_key is not None:
+        problem = routing_key_problem(routing_key)
+    if problem is None and queue is not None:
+        problem = name_problem("queue", queue)
+    if problem is None and exchange is not None:
+        problem = name_problem("exchange", exchange)
+    if problem is not None:
+        raise DataError(f"{what}: cannot encode: {problem}")
 
 
 def _describe(code: int | None, text: str) -> str:

@@ -5,12 +5,17 @@ the way out (a consumer may mutate what it got). On the way in its keys are sort
 level, because that is what reaches the server: the client (pamqp) encodes tables sorted.
 Values are normalised to what a client decodes from the wire: a ``datetime`` becomes whole
 seconds in UTC (an AMQP timestamp), ``bytearray`` becomes ``bytes``, tuples become lists.
+
+Names are checked as the client library checks them before it sends a frame
+(:func:`name_problem`, :func:`routing_key_problem`): what it refuses never reaches a server.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
 
@@ -131,3 +136,31 @@ def with_message_id(p: Properties, message_id: str) -> Properties:
         user_id=p.user_id,
         app_id=p.app_id,
     )
+
+
+_NAME = re.compile(r"^[a-zA-Z0-9-_.:@#,/+ ]*$")
+"""pamqp's ``DOMAIN_REGEX`` for exchange and queue names (stricter than the server)."""
+
+MAX_NAME_LENGTH = 256
+"""pamqp refuses a longer exchange or queue name."""
+
+MAX_ROUTING_KEY_LENGTH = 255
+"""aiormq refuses to publish with a longer routing key."""
+
+
+@lru_cache(maxsize=4096)  # publish checks its exchange every time: names repeat
+def name_problem(field: str, name: str) -> str | None:
+    """Why the client refuses ``name`` as the ``field`` (``"queue"``, ``"exchange"``) of a
+    frame, in its words, or None: at most 256 characters from ``[a-zA-Z0-9-_.:@#,/+ ]``."""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Max length exceeded for {field}"
+    if not _NAME.fullmatch(name):
+        return f"Invalid value for {field}"
+    return None
+
+
+def routing_key_problem(routing_key: str) -> str | None:
+    """Why aiormq refuses to publish with ``routing_key``, or None."""
+    if len(routing_key) > MAX_ROUTING_KEY_LENGTH:
+        return "Routing key too long (max 255 bytes)"
+    return None

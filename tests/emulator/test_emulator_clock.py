@@ -125,3 +125,26 @@ async def test_settle_waits_for_a_callback_working_in_a_thread() -> None:
         await channel.publish(b"m", routing_key="q")
     await emulator.settle()
     assert emulator.queue("q").unacked == 0
+
+
+def test_small_steps_add_up_to_a_due_time() -> None:
+    # 0.1 + 0.1 falls short of 0.2 in floats this far from zero; the clock's grid does not
+    clock = VirtualClock()
+    fired: list[float] = []
+    clock.call_later(0.2, lambda: fired.append(clock.now_s))
+    clock.advance(0.1)
+    clock.advance(0.1)
+    assert fired == [DEFAULT_START_S + 0.2]
+
+
+async def test_a_ttl_expires_after_steps_that_add_up_to_it() -> None:
+    emulator = Emulator()
+    channel = await emulator.connect().channel()
+    await channel.queue_declare("work")
+    await channel.queue_declare(
+        "wait", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"}
+    )
+    await channel.publish(b"m", routing_key="wait", properties=Properties(expiration="300"))
+    await emulator.advance(0.1)
+    await emulator.advance(0.2)
+    assert [m.body for m in emulator.messages("work")] == [b"m"]

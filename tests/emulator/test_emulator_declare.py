@@ -14,6 +14,7 @@ from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
     ChannelClosed,
+    DataError,
     NotFound,
     PreconditionFailed,
     ResourceLocked,
@@ -506,3 +507,16 @@ async def test_unknown_exchange_type_closes_the_connection(
 async def test_delayed_exchange_needs_its_type(channel: EmulatedChannel) -> None:
     with pytest.raises(PreconditionFailed, match="x-delayed-type"):
         await channel.exchange_declare("d", type="x-delayed-message")
+
+
+async def test_names_the_client_library_would_not_encode(channel: EmulatedChannel) -> None:
+    # aiormq/pamqp refuse these before sending: a DataError, and the channel stays open
+    with pytest.raises(DataError) as caught:
+        await channel.queue_declare("a*b")
+    assert str(caught.value) == "declare queue 'a*b': cannot encode: Invalid value for queue"
+    with pytest.raises(DataError, match="Max length exceeded for exchange"):
+        await channel.exchange_declare("x" * 257)
+    with pytest.raises(DataError, match=r"Routing key too long \(max 255 bytes\)"):
+        await channel.publish(b"m", routing_key="k" * 256)
+    assert not channel.is_closed
+    await channel.queue_declare("aZ09-_.:@#,/+ ")

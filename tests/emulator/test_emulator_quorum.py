@@ -241,3 +241,32 @@ async def test_quorum_queues_must_be_durable_shared_and_kept(
     )
     assert channel.is_closed
     assert "qq" not in emulator.queue_names()
+
+
+async def test_a_closing_channel_returns_to_the_front_a_reject_to_the_back(
+    emulator: Emulator, connection: EmulatedConnection
+) -> None:
+    # measured on 3.10.8: get 1,2,3; reject 2 (requeue); get 4; close -> 1,3,4,5,2
+    channel = await connection.channel()
+    await channel.queue_declare("q", arguments=quorum())
+    for i in range(1, 6):
+        await channel.publish(str(i).encode(), routing_key="q")
+    got = [await channel.get("q") for _ in range(3)]
+    assert got[1] is not None
+    await channel.reject(got[1].delivery_tag, requeue=True)
+    fourth = await channel.get("q")
+    assert fourth is not None
+    assert fourth.body == b"4"
+    await channel.close()
+    assert [(m.body, m.delivery_count) for m in emulator.messages("q")] == [
+        (b"1", 1),
+        (b"3", 1),
+        (b"4", 1),
+        (b"5", 0),
+        (b"2", 1),
+    ]
+    # the returned ones are the head: served first
+    taker = await connection.channel()
+    first = await taker.get("q")
+    assert first is not None
+    assert first.body == b"1"

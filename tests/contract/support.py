@@ -1,0 +1,132 @@
+"""What the contract scenarios observe, in plain values both backends can be compared on.
+
+Only things a client sees through the port: bodies, routing, flags, headers. Two values differ
+by nature between the backends and are checked, then set aside: the ``time`` of an ``x-death``
+entry (a real or a virtual instant: it must be an aware ``datetime``) and the ``message_id``
+the client library invents for a message published without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from rabbitctl_retry.transport.base import Channel, Delivery, FieldTable, FieldValue
+
+TIME = "<datetime>"
+"""Stands for the ``time`` of an ``x-death`` entry once it was checked to be a datetime."""
+
+
+def plain_headers(headers: FieldTable | None) -> FieldTable | None:
+    """``headers`` with each ``x-death`` ``time`` checked and replaced by :data:`TIME`."""
+    if headers is None:
+        return None
+    result = dict(headers)
+    deaths = result.get("x-death")
+    if isinstance(deaths, list):
+        entries: list[FieldValue] = []
+        for entry in deaths:
+            assert isinstance(entry, dict), f"an x-death entry is not a table: {entry!r}"
+            entry = dict(entry)
+            when = entry.get("time")
+            assert isinstance(when, datetime), f"x-death time is not a datetime: {when!r}"
+            assert when.tzinfo is not None, f"x-death time is naive: {when!r}"
+            entry["time"] = TIME
+            entries.append(entry)
+        result["x-death"] = entries
+    return result
+
+
+def view(delivery: Delivery) -> dict[str, Any]:
+    """A delivery as the scenarios compare it."""
+    return {
+        "body": delivery.body.decode(),
+        "exchange": delivery.exchange,
+        "routing_key": delivery.routing_key,
+        "redelivered": delivery.redelivered,
+        "headers": plain_headers(delivery.properties.headers),
+        "expiration": delivery.properties.expiration,
+    }
+
+
+def death(
+    reason: str,
+    queue: str,
+    *,
+    exchange: str,
+    routing_keys: list[str],
+    count: int = 1,
+    original_expiration: str | None = None,
+) -> dict[str, FieldValue]:
+    """One expected ``x-death`` entry (``time`` checked by :func:`plain_headers`)."""
+    entry: dict[str, FieldValue] = {
+        "count": count,
+        "reason": reason,
+        "queue": queue,
+        "time": TIME,
+        "exchange": exchange,
+        "routing-keys": list(routing_keys),
+    }
+    if original_expiration is not None:
+        entry["original-expiration"] = original_expiration
+    return entry
+
+
+def first_death(reason: str, queue: str, exchange: str) -> dict[str, FieldValue]:
+    return {
+        "x-first-death-exchange": exchange,
+        "x-first-death-queue": queue,
+        "x-first-death-reason": reason,
+    }
+
+
+def delivery_count(delivery: Delivery) -> FieldValue:
+    """The ``x-delivery-count`` header, or ``"absent"``."""
+    return (delivery.properties.headers or {}).get("x-delivery-count", "absent")
+
+
+async def drain(channel: Channel, queue: str) -> list[Delivery]:
+    """Take every message of ``queue``, head first (basic.get, no ack)."""
+    taken = []
+    while (delivery := await channel.get(queue, no_ack=True)) is not None:
+        taken.append(delivery)
+    return taken
+
+
+async def bodies(channel: Channel, queue: str) -> list[str]:
+    return [delivery.body.decode() for delivery in await drain(channel, queue)]
+
+
+async def depth(channel: Channel, queue: str) -> int:
+    """Ready messages in ``queue`` (passive declare)."""
+    return (await channel.queue_declare(queue, passive=True)).message_count
+
+
+Settle = Literal["ack", "requeue", "drop", "hold"]
+
+
+@dataclass
+class Recorder:
+    """A consumer callback: records each delivery, then settles it as ``action`` says."""
+
+    channel: Channel
+    action: Settle
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    async def __call__(self, delivery: Delivery) -> None:
+        self.deliveries.append(delivery)
+        tag = delivery.delivery_tag
+        match self.action:
+            case "ack":
+                await self.channel.ack(tag)
+            case "requeue":
+                await self.channel.reject(tag, requeue=True)
+            case "drop":
+                await self.channel.reject(tag, requeue=False)
+            case "hold":
+                pass
+
+    @property
+    def bodies(self) -> list[str]:
+        return [delivery.body.decode() for delivery in self.deliveries]

@@ -1,0 +1,333 @@
+"""Dead-lettering for each reason, with the exact ``x-death`` and ``x-first-death-*`` headers."""
+
+from __future__ import annotations
+
+import pytest
+
+from rabbitctl_retry.transport.base import FieldValue, Properties
+from tests.contract.backends import Backend
+from tests.contract.support import bodies, death, depth, drain, first_death, view
+
+DLX_TO_WORK: dict[str, FieldValue] = {
+    "x-dead-letter-exchange": "",
+    "x-dead-letter-routing-key": "work",
+}
+
+
+async def test_rejected_and_nacked_without_requeue(backend: Backend) -> None:
+    channel = await backend.channel()
+    await channel.exchange_declare("orders", type="direct")
+    await channel.exchange_declare("graveyard", type="fanout")
+    await channel.queue_declare("work", arguments={"x-dead-letter-exchange": "graveyard"})
+    await channel.queue_bind("work", "orders", "new")
+    await channel.queue_declare("dead")
+    await channel.queue_bind("dead", "graveyard", "")
+    sent = {
+        "r1": Properties(
+            headers={"h": "v"}, message_id="r1", content_type="text/plain", correlation_id="c1"
+        ),
+        # an expiration far away: the death is 'rejected', and still says original-expiration
+        "r2": Properties(message_id="r2", expiration="60000"),
+        "r3": Properties(message_id="r3"),
+    }
+    for body, properties in sent.items():
+        await channel.publish(
+            body.encode(), exchange="orders", routing_key="new", properties=properties
+        )
+    first = await channel.get("work")
+    second = await channel.get("work")
+    third = await channel.get("work")
+    assert first is not None
+    assert second is not None
+    assert third is not None
+    await channel.reject(first.delivery_tag, requeue=False)
+    await channel.reject(second.delivery_tag, requeue=False)
+    await channel.nack(third.delivery_tag, requeue=False)
+
+    async def all_dead() -> bool:
+        return await depth(channel, "dead") == 3
+
+    await backend.until(all_dead, "three messages in 'dead'")
+    dead = await drain(channel, "dead")
+    rejected = first_death("rejected", "work", "orders")
+    assert [view(d) for d in dead] == [
+        {
+            "body": "r1",
+            "exchange": "graveyard",
+            "routing_key": "new",
+            "redelivered": False,
+            "headers": {
+                "h": "v",
+                "x-death": [death("rejected", "work", exchange="orders", routing_keys=["new"])],
+                **rejected,
+            },
+            "expiration": None,
+        },
+        {
+            "body": "r2",
+            "exchange": "graveyard",
+            "routing_key": "new",
+            "redelivered": False,
+            "headers": {
+                "x-death": [
+                    death(
+                        "rejected",
+                        "work",
+                        exchange="orders",
+                        routing_keys=["new"],
+                        original_expiration="60000",
+                    )
+                ],
+                **rejected,
+            },
+            "expiration": None,
+        },
+        {
+            "body": "r3",
+            "exchange": "graveyard",
+            "routing_key": "new",
+            "redelivered": False,
+            "headers": {
+                "x-death": [death("rejected", "work", exchange="orders", routing_keys=["new"])],
+                **rejected,
+            },
+            "expiration": None,
+        },
+    ]
+    # the other properties travel unchanged
+    kept = dead[0].properties
+    assert (kept.message_id, kept.content_type, kept.correlation_id, kept.delivery_mode) == (
+        "r1",
+        "text/plain",
+        "c1",
+        None,
+    )
+    assert await depth(channel, "work") == 0
+
+
+async def test_expired_per_message(backend: Backend) -> None:
+    channel = await backend.channel()
+    await channel.queue_declare("work")
+    await channel.queue_declare("wait", arguments=DLX_TO_WORK)
+    await channel.publish(
+        b"e1", routing_key="wait", properties=Properties(expiration="300", headers={"h": 1})
+    )
+    await backend.elapse(0.1)
+    assert (await depth(channel, "work"), await depth(channel, "wait")) == (0, 1)
+    await backend.elapse(0.2)
+
+    async def arrived() -> bool:
+        return await depth(channel, "work") == 1
+
+    await backend.until(arrived, "the expired message in 'work'")
+    assert [view(d) for d in await drain(channel, "work")] == [
+        {
+            "body": "e1",
+            "exchange": "",
+            "routing_key": "work",
+            "redelivered": False,
+            "headers": {
+                "h": 1,
+                "x-death": [
+                    death(
+                        "expired",
+                        "wait",
+                        exchange="",
+                        routing_keys=["wait"],
+                        original_expiration="300",
+                    )
+                ],
+                **first_death("expired", "wait", ""),
+            },
+            "expiration": None,
+        }
+    ]
+
+
+async def test_expired_by_queue_ttl(backend: Backend) -> None:
+    channel = await backend.channel()
+    await channel.queue_declare("work")
+    await channel.queue_declare("wait", arguments={"x-message-ttl": 300, **DLX_TO_WORK})
+    await channel.publish(b"e2", routing_key="wait")
+    # the queue's TTL is the shorter one; the message's own still shows as original-expiration
+    await channel.publish(b"e3", routing_key="wait", properties=Properties(expiration="100000"))
+    await backend.elapse(0.1)
+    assert (await depth(channel, "work"), await depth(channel, "wait")) == (0, 2)
+    await backend.elapse(0.2)
+
+    async def arrived() -> bool:
+        return await depth(channel, "work") == 2
+
+    await backend.until(arrived, "both expired messages in 'work'")
+    expired = first_death("expired", "wait", "")
+    assert [view(d) for d in await drain(channel, "work")] == [
+        {
+            "body": "e2",
+            "exchange": "",
+            "routing_key": "work",
+            "redelivered": False,
+            "headers": {
+                "x-death": [death("expired", "wait", exchange="", routing_keys=["wait"])],
+                **expired,
+            },
+            "expiration": None,
+        },
+        {
+            "body": "e3",
+            "exchange": "",
+            "routing_key": "work",
+            "redelivered": False,
+            "headers": {
+                "x-death": [
+                    death(
+                        "expired",
+                        "wait",
+                        exchange="",
+                        routing_keys=["wait"],
+                        original_expiration="100000",
+                    )
+                ],
+                **expired,
+            },
+            "expiration": None,
+        },
+    ]
+
+
+async def test_an_automatic_dead_letter_cycle_drops_the_message(backend: Backend) -> None:
+    channel = await backend.channel()
+    # no dead-letter routing key: the expired message goes back to 'loop' itself, a cycle
+    await channel.queue_declare(
+        "loop", arguments={"x-message-ttl": 100, "x-dead-letter-exchange": ""}
+    )
+    await channel.publish(b"c", routing_key="loop")
+    await backend.elapse(0.5)
+
+    async def gone() -> bool:
+        return await depth(channel, "loop") == 0
+
+    await backend.until(gone, "the cycling message dropped")
+    await backend.elapse(0.3)
+    assert await depth(channel, "loop") == 0
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_maxlen_drops_the_head(backend: Backend, kind: str) -> None:
+    channel = await backend.channel()
+    await channel.queue_declare("dead")
+    await channel.queue_declare(
+        "capped",
+        arguments={
+            "x-queue-type": kind,
+            "x-max-length": 2,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    for body in ("m1", "m2", "m3", "m4"):
+        await channel.publish(body.encode(), routing_key="capped")
+
+    async def two_dead() -> bool:
+        return await depth(channel, "dead") == 2
+
+    await backend.until(two_dead, "two messages in 'dead'")
+    maxlen = first_death("maxlen", "capped", "")
+    assert [view(d) for d in await drain(channel, "dead")] == [
+        {
+            "body": body,
+            "exchange": "",
+            "routing_key": "dead",
+            "redelivered": False,
+            "headers": {
+                "x-death": [death("maxlen", "capped", exchange="", routing_keys=["capped"])],
+                **maxlen,
+            },
+            "expiration": None,
+        }
+        for body in ("m1", "m2")
+    ]
+    assert await bodies(channel, "capped") == ["m3", "m4"]
+
+
+async def test_the_same_queue_and_reason_merge_into_one_entry(backend: Backend) -> None:
+    """q rejects -> dlq (TTL) -> back to q -> q rejects again -> ... ; a fanout DLX also
+    copies every death in q to 'tap', where the headers of each round can be read."""
+    channel = await backend.channel()
+    await channel.exchange_declare("in", type="direct")
+    await channel.exchange_declare("q-dead", type="fanout")
+    await channel.queue_declare("q", arguments={"x-dead-letter-exchange": "q-dead"})
+    await channel.queue_bind("q", "in", "new")
+    await channel.queue_declare(
+        "dlq",
+        arguments={
+            "x-message-ttl": 200,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "q",
+        },
+    )
+    await channel.queue_declare("tap")
+    await channel.queue_bind("dlq", "q-dead", "")
+    await channel.queue_bind("tap", "q-dead", "")
+    await channel.publish(b"m", exchange="in", routing_key="new")
+
+    async def reject_from_q() -> dict[str, object]:
+        async def back() -> bool:
+            return await depth(channel, "q") == 1
+
+        await backend.until(back, "the message in 'q'")
+        delivery = await channel.get("q")
+        assert delivery is not None
+        await channel.reject(delivery.delivery_tag, requeue=False)
+        return view(delivery)
+
+    first_rejection = first_death("rejected", "q", "in")
+    rejected_once = death("rejected", "q", exchange="in", routing_keys=["new"])
+    expired_once = death("expired", "dlq", exchange="q-dead", routing_keys=["new"])
+    # round 1: from the publisher
+    seen_1 = await reject_from_q()
+    assert seen_1["headers"] is None
+    await backend.elapse(0.25)
+    # round 2: back from dlq, once dead in each queue
+    seen_2 = await reject_from_q()
+    assert seen_2 == {
+        "body": "m",
+        "exchange": "",
+        "routing_key": "q",
+        "redelivered": False,
+        "headers": {"x-death": [expired_once, rejected_once], **first_rejection},
+        "expiration": None,
+    }
+    await backend.elapse(0.25)
+    # round 3: (q, rejected) is one entry with count 2, moved to the front; its exchange and
+    # routing keys are still those of the first rejection
+    seen_3 = await reject_from_q()
+    assert seen_3["headers"] == {
+        "x-death": [
+            death("expired", "dlq", exchange="q-dead", routing_keys=["new"], count=2),
+            death("rejected", "q", exchange="in", routing_keys=["new"], count=2),
+        ],
+        **first_rejection,
+    }
+
+    async def three_copies() -> bool:
+        return await depth(channel, "tap") == 3
+
+    await backend.until(three_copies, "three copies in 'tap'")
+    tapped = [view(d)["headers"] for d in await drain(channel, "tap")]
+    assert tapped == [
+        {"x-death": [rejected_once], **first_rejection},
+        {
+            "x-death": [
+                death("rejected", "q", exchange="in", routing_keys=["new"], count=2),
+                expired_once,
+            ],
+            **first_rejection,
+        },
+        {
+            "x-death": [
+                death("rejected", "q", exchange="in", routing_keys=["new"], count=3),
+                death("expired", "dlq", exchange="q-dead", routing_keys=["new"], count=2),
+            ],
+            **first_rejection,
+        },
+    ]
