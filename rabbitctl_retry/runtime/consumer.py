@@ -98,6 +98,7 @@ class QueueConsumer:
         self._idle.set()
         self._consumer_tag: str | None = None
         self._single_ack_threshold = max(1, prefetch // 2)
+        self._handler_is_async = subscriber.is_async
 
     @property
     def in_flight(self) -> int:
@@ -157,7 +158,7 @@ class QueueConsumer:
         message = Message(delivery, self.policy.queue, self.policy.retry_header)
         handler = self.subscriber.handler
         try:
-            if self.subscriber.is_async:
+            if self._handler_is_async:
                 result: Any = await handler(message)  # type: ignore[misc]
             else:
                 loop = asyncio.get_running_loop()
