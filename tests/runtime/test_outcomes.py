@@ -257,3 +257,170 @@ async def _wait_for_messages(backend: Backend, queue: str, count: int) -> list[A
     if len(found) < count:
         pytest.fail(f"{queue} holds {len(found)} messages, expected {count}")
     return found
+
+
+async def test_retry_without_max_attempts_is_rabbitmqs_own_requeue(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text("[queues.plain]\n")
+
+    def twice_then_ack(msg: Message) -> AnyOutcome | None:
+        return Outcome.retry() if len(seen) < 3 else None
+
+    async with running(backend, topology, "plain", recording(seen, twice_then_ack, backend)):
+        await publish(backend, "plain", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 3, "three deliveries")
+    assert seen.retry_headers == [None, None, None]
+    assert seen.redelivered == [False, True, True]
+    assert await depth(backend, "plain") == 0
+
+
+async def test_classic_cap_without_dead_letter_rejects_the_last_attempt(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text("[queues.capped]\nmax_attempts = 3\n")
+    async with running(
+        backend, topology, "capped", recording(seen, lambda m: Outcome.retry(), backend)
+    ):
+        await publish(backend, "capped", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 3, "three deliveries")
+        await backend.wait(0.3)
+    assert seen.retry_headers == [None, "1", "2"]
+    assert await depth(backend, "capped") == 0
+
+
+async def test_retry_after_in_memory_waits_in_the_service(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text('[queues.mem]\nmax_attempts = 3\ndead_letter = "mem.dead"\n')
+    async with running(
+        backend, topology, "mem", recording(seen, lambda m: Outcome.retry_after(0.5), backend)
+    ):
+        await publish(backend, "mem", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 1, "the first delivery")
+        assert await depth(backend, "mem") == 0  # the copy is held by the service
+        for deliveries in (2, 3):
+            await backend.wait(0.5)
+            await backend.until(lambda n=deliveries: len(seen) >= n, f"delivery {deliveries}")
+        dead = await _wait_for_messages(backend, "mem.dead", 1)
+    assert seen.retry_headers == [None, "1", "2"]
+    gaps = [later - earlier for earlier, later in zip(seen.times, seen.times[1:], strict=False)]
+    assert all(gap >= 0.499 for gap in gaps), gaps
+    assert (dead[0].properties.headers or {})[H] == "3"
+
+
+async def test_a_graceful_stop_publishes_pending_in_memory_copies(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text('[queues.mem]\nmax_attempts = 3\ndead_letter = "mem.dead"\n')
+    async with running(
+        backend, topology, "mem", recording(seen, lambda m: Outcome.retry_after(3600), backend)
+    ):
+        await publish(backend, "mem", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 1, "the first delivery")
+    waiting = await peek(backend, "mem")
+    assert len(waiting) == 1
+    assert (waiting[0].properties.headers or {})[H] == "1"
+    assert waiting[0].properties.message_id == "m-1"
+
+
+async def test_delay_tiers_pick_the_wait_queue(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text(
+        '[queues.tiered]\nmax_attempts = 5\ndead_letter = "tiered.dead"\n'
+        'delay_tiers = ["1s", "1m"]\n'
+    )
+    async with running(
+        backend, topology, "tiered", recording(seen, lambda m: Outcome.retry_after(0.3), backend)
+    ):
+        await publish(backend, "tiered", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 1, "the first delivery")
+        waiting = await _wait_for_messages(backend, "tiered.retry.1s", 1)
+        assert waiting[0].properties.expiration == "300"
+        assert await depth(backend, "tiered.retry.1m") == 0
+        await backend.wait(0.3)
+        await backend.until(lambda: len(seen) >= 2, "the second delivery")
+    assert seen.retry_headers[:2] == [None, "1"]
+
+
+async def test_quorum_with_delayed_copies_still_ends_after_n_deliveries(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text(
+        '[queues.pq]\ntype = "quorum"\nmax_attempts = 4\ndead_letter = "pq.dead"\n'
+        'delay = "dlx-ttl"\n'
+    )
+
+    def delay_first_then_retry(msg: Message) -> AnyOutcome:
+        return Outcome.retry_after(0.2) if msg.attempt == 1 else Outcome.retry()
+
+    async with running(backend, topology, "pq", recording(seen, delay_first_then_retry, backend)):
+        await publish(backend, "pq", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 1, "the first delivery")
+        await backend.wait(0.2)
+        await backend.until(lambda: len(seen) >= 4, "four deliveries")
+        dead = await _wait_for_messages(backend, "pq.dead", 1)
+    assert seen.attempts == [1, 2, 3, 4]
+    assert seen.retry_headers == [None, "1", "1", "1"]
+    assert seen.delivery_counts == [None, None, 1, 2]
+    death = (dead[0].properties.headers or {})["x-death"][0]  # type: ignore[index]
+    assert (death["reason"], death["queue"]) == ("rejected", "pq")
+    assert await depth(backend, "pq") == 0
+    assert len(seen) == 4
+
+
+async def test_a_returned_copy_leaves_the_original_in_its_queue(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen = Seen()
+    topology = load_text('[queues.src]\nmax_attempts = 1\ndead_letter = "src.dead"\n')
+
+    def once(msg: Message) -> AnyOutcome | None:
+        return Outcome.retry() if len(seen) == 1 else None
+
+    async with running(backend, topology, "src", recording(seen, once, backend)):
+        connection = await backend.connect()
+        channel = await connection.channel()
+        await channel.queue_delete("src.dead")  # the dead-letter copy now has no route
+        await connection.close()
+        await publish(backend, "src", BODY, ORIGINAL)
+        await backend.until(lambda: len(seen) >= 2, "the original, delivered again")
+    assert seen.retry_headers == [None, None]
+    assert seen.redelivered == [False, True]
+    assert await depth(backend, "src") == 0
+    errors = [r for r in caplog.records if r.levelname == "ERROR" and r.name == "rr.runtime"]
+    assert [r.getMessage() for r in errors] == [
+        "copy not accepted; the original stays in its queue"
+    ]
+
+
+async def test_fast_publish_mode_still_moves_the_copy(backend: Backend) -> None:
+    seen = Seen()
+    topology = load_text(
+        '[queues.quick]\nmax_attempts = 2\ndead_letter = "quick.dead"\npublish = "fast"\n'
+    )
+    async with running(
+        backend, topology, "quick", recording(seen, lambda m: Outcome.retry(), backend)
+    ):
+        await publish(backend, "quick", BODY, ORIGINAL)
+        dead = await _wait_for_messages(backend, "quick.dead", 1)
+    assert seen.retry_headers == [None, "1"]
+    assert (dead[0].properties.headers or {})[H] == "2"
+
+
+async def test_two_workers_share_a_queue_with_exact_attempt_counts(backend: Backend) -> None:
+    topology = load_text('[queues.shared]\nmax_attempts = 5\ndead_letter = "shared.dead"\n')
+    calls: list[tuple[int, object]] = []
+
+    async def always_retry(msg: Message) -> AnyOutcome:
+        calls.append((json.loads(msg.body)["n"], msg.headers.get(H)))
+        return Outcome.retry()
+
+    async with (
+        running(backend, topology, "shared", always_retry),
+        running(backend, topology, "shared", always_retry),
+    ):
+        for n in range(20):
+            await publish(backend, "shared", json.dumps({"n": n}).encode(), ORIGINAL)
+        await backend.until(lambda: len(calls) >= 100, "100 deliveries")
+        dead = await _wait_for_messages(backend, "shared.dead", 20)
+    assert len(calls) == 100
+    for n in range(20):
+        assert sorted(str(h) for m, h in calls if m == n) == ["1", "2", "3", "4", "None"]
+    assert sorted(json.loads(d.body)["n"] for d in dead) == list(range(20))
+    assert {(d.properties.headers or {})[H] for d in dead} == {"5"}

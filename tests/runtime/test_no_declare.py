@@ -1,0 +1,83 @@
+"""--no-declare: start only when what the handlers need is on the broker, as the file says."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rabbitctl_retry import Message
+from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.provision import provision
+from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.topology.expand import expand
+from rabbitctl_retry.topology.load import load_text
+from tests.runtime.backends import Backend
+
+TOPOLOGY = load_text(
+    """
+[queues.refunds]
+max_attempts = 5
+dead_letter = "refunds.dead"
+delay = "dlx-ttl"
+
+[queues.payouts]
+type = "quorum"
+max_attempts = 5
+dead_letter = "payouts.dead"
+"""
+)
+
+
+async def noop(msg: Message) -> None:
+    return None
+
+
+def service(backend: Backend, queue: str) -> Service:
+    return Service(
+        HandlerSet(module="t", subscribers=(Subscriber(queue, noop, "t"),)),
+        topology=TOPOLOGY,
+        connect=backend.connect,
+        options=RunOptions(declare=False, shutdown_timeout_s=1),
+        clock=backend.clock,
+    )
+
+
+async def declare(backend: Backend, text: str) -> None:
+    connection = await backend.connect()
+    try:
+        await provision(connection, expand(load_text(text)), dry_run=False, connect=backend.connect)
+    finally:
+        await connection.close()
+
+
+async def test_a_missing_wait_queue_refuses_to_start(backend: Backend) -> None:
+    await declare(backend, '[queues.refunds]\n[queues."refunds.dead"]\n')
+    with pytest.raises(ConfigError, match=r"queue 'refunds\.retry'"):
+        await service(backend, "refunds").run()
+
+
+async def test_a_quorum_queue_without_its_limit_refuses_to_start(backend: Backend) -> None:
+    await declare(backend, '[queues.payouts]\ntype = "quorum"\n[queues."payouts.dead"]\n')
+    with pytest.raises(ConfigError) as refused:
+        await service(backend, "payouts").run()
+    assert "quorum queue 'payouts' does not carry the topology's delivery limit" in str(
+        refused.value
+    )
+    assert "x-delivery-limit: file 4, broker (none)" in str(refused.value)
+
+
+async def test_starts_when_everything_is_there(backend: Backend) -> None:
+    await declare(
+        backend,
+        '[queues.refunds]\nmax_attempts = 5\ndead_letter = "refunds.dead"\ndelay = "dlx-ttl"\n'
+        '[queues.payouts]\ntype = "quorum"\nmax_attempts = 5\ndead_letter = "payouts.dead"\n',
+    )
+    running = service(backend, "payouts")
+    task = asyncio.ensure_future(running.run())
+    await running.wait_ready()
+    running.stop()
+    await task
+    assert running.connections == 1
