@@ -210,7 +210,7 @@ async def test_vhost_comes_from_the_url_path(amqp_url: str, uid: str) -> None:
         connection = await connect(_with_vhost(amqp_url, uid))
         try:
             channel = await connection.channel()
-            info = await channel.queue_declare("in-the-vhost", durable=False)
+            info = await channel.queue_declare("in-the-vhost", durable=True)
             assert info == QueueInfo(name="in-the-vhost", message_count=0, consumer_count=0)
             assert "in-the-vhost" in _queue_arguments_names(uid)
             assert "in-the-vhost" not in _queue_arguments_names("/")
@@ -229,7 +229,7 @@ async def test_percent_encoded_slash_is_the_default_vhost(
     amqp_url: str, conn: AmqpConnection, scratch: Scratch
 ) -> None:
     name = scratch.queue("default-vhost")
-    await (await conn.channel()).queue_declare(name, durable=False)
+    await (await conn.channel()).queue_declare(name, durable=True)
     explicit = await connect(_with_vhost(amqp_url, "/"))  # .../%2F
     try:
         assert explicit.url.endswith("/%2F")
@@ -276,7 +276,7 @@ async def test_passive_declare_of_missing_queue_closes_only_the_channel(
         await channel.queue_declare(missing, passive=True)
 
     fresh = await conn.channel()
-    info = await fresh.queue_declare(missing, durable=False)
+    info = await fresh.queue_declare(missing, durable=True)
     assert info == QueueInfo(name=missing, message_count=0, consumer_count=0)
     assert not fresh.is_closed
 
@@ -424,7 +424,7 @@ async def test_properties_and_headers_round_trip_exactly(
 ) -> None:
     name = scratch.queue("props")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await channel.publish(b'{"a": 1}', routing_key=name, properties=FULL_PROPERTIES, mandatory=True)
 
     got = await channel.get(name)
@@ -453,7 +453,7 @@ async def test_naive_and_offset_timestamps_are_read_back_in_utc(
 ) -> None:
     name = scratch.queue("times")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     plus_two = timezone(timedelta(hours=2))
     sent = Properties(
         timestamp=datetime(2024, 1, 1, 12, 0, 0),  # naive: taken as UTC
@@ -472,7 +472,7 @@ async def test_publish_without_properties_is_transient_with_a_message_id(
 ) -> None:
     name = scratch.queue("bare")
     channel = await conn.channel()
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await channel.publish(b"plain", routing_key=name)  # no confirms: returns once written
     got = await channel.get(name, no_ack=True)
     assert got is not None
@@ -487,7 +487,7 @@ async def test_large_body_is_split_into_frames_and_joined(
 ) -> None:
     name = scratch.queue("large")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     body = bytes(range(256)) * 4096  # 1 MiB, well above frame_max
     await channel.publish(body, routing_key=name)
     got = await channel.get(name, no_ack=True)
@@ -514,7 +514,7 @@ async def test_unroutable_mandatory_publish_raises_publish_failed(
     await channel.publish(b"dropped", exchange=exchange, routing_key="k")  # not mandatory: ok
 
     name = scratch.queue("bound")
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await channel.queue_bind(name, exchange)
     await channel.publish(b"kept", exchange=exchange, routing_key="k", mandatory=True)
     got = await channel.get(name, no_ack=True)
@@ -526,7 +526,7 @@ async def test_nacked_publish_raises_publish_failed(conn: AmqpConnection, scratc
     name = scratch.queue("full")
     channel = await conn.channel(confirms=True)
     await channel.queue_declare(
-        name, durable=False, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
+        name, durable=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
     )
     await channel.publish(b"first", routing_key=name, mandatory=True)
     with pytest.raises(PublishFailed, match=r"basic\.nack") as caught:
@@ -541,7 +541,7 @@ async def test_concurrent_confirmed_publishes_all_land(
 ) -> None:
     name = scratch.queue("many")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await asyncio.gather(
         *(channel.publish(str(i).encode(), routing_key=name, mandatory=True) for i in range(200))
     )
@@ -557,7 +557,7 @@ async def test_consume_delivers_to_the_callback_and_ack_removes(
 ) -> None:
     name = scratch.queue("consume")
     publisher = await conn.channel(confirms=True)
-    await publisher.queue_declare(name, durable=False)
+    await publisher.queue_declare(name, durable=True)
     for i in range(3):
         await publisher.publish(f"m{i}".encode(), routing_key=name, properties=FULL_PROPERTIES)
 
@@ -591,7 +591,7 @@ async def test_consume_delivers_to_the_callback_and_ack_removes(
 async def test_server_generated_consumer_tag(conn: AmqpConnection, scratch: Scratch) -> None:
     name = scratch.queue("gen-tag")
     channel = await conn.channel()
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
 
     async def ignore(_: Delivery) -> None:
         return None
@@ -619,7 +619,7 @@ async def test_reject_requeue_redelivers_and_reject_drop_removes(
 ) -> None:
     name = scratch.queue("reject")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await channel.publish(b"again", routing_key=name)
 
     first = await channel.get(name)
@@ -636,7 +636,7 @@ async def test_reject_requeue_redelivers_and_reject_drop_removes(
 async def test_nack_requeue_and_drop(conn: AmqpConnection, scratch: Scratch) -> None:
     name = scratch.queue("nack")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await channel.publish(b"a", routing_key=name)
     await channel.publish(b"b", routing_key=name)
     one = await channel.get(name)
@@ -660,7 +660,7 @@ async def test_unacked_delivery_returns_when_its_channel_closes(
 ) -> None:
     name = scratch.queue("unacked")
     channel = await conn.channel(confirms=True)
-    await channel.queue_declare(name, durable=False)
+    await channel.queue_declare(name, durable=True)
     await channel.publish(b"keep me", routing_key=name)
     taken = await channel.get(name)
     assert taken is not None
@@ -684,7 +684,7 @@ async def test_purge_delete_bind_and_exchange_lifecycle(
     await channel.exchange_declare(exchange, type="topic", durable=False, passive=True)
     generated = await channel.queue_declare("", exclusive=True, durable=False)
     assert generated.name.startswith("amq.gen-")
-    await channel.queue_declare(queue, durable=False)
+    await channel.queue_declare(queue, durable=True)
     await channel.queue_bind(queue, exchange, "orders.#")
     for key in ("orders", "orders.eu.created", "payments.created"):
         with suppress(PublishFailed):
@@ -853,7 +853,7 @@ async def test_amqps_with_ca_and_client_certificate(
         connection = await connect(url, timeout_s=5)
         try:
             channel = await connection.channel(confirms=True)
-            queue = await channel.queue_declare(f"{uid}-tls", durable=False, auto_delete=False)
+            queue = await channel.queue_declare(f"{uid}-tls", durable=True, auto_delete=False)
             await channel.publish(
                 b"over tls", routing_key=queue.name, properties=Properties(message_id="tls-1")
             )
