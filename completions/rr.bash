@@ -12,9 +12,15 @@ _rr() {
             "|simulate") path="simulate" ;;
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
+            "|dlq") path="dlq" ;;
             "topology|validate") path="topology validate" ;;
             "topology|show") path="topology show" ;;
             "topology|export") path="topology export" ;;
+            "dlq|inspect") path="dlq inspect" ;;
+            "dlq|replay") path="dlq replay" ;;
+            "dlq|export") path="dlq export" ;;
+            "dlq|import") path="dlq import" ;;
+            "dlq|purge") path="dlq purge" ;;
         esac
     done
     case "$path|$prev" in
@@ -33,9 +39,26 @@ _rr() {
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
         "topology export|--vhost") return 0 ;;
+        "dlq inspect|--limit"|"dlq inspect|-n") return 0 ;;
+        "dlq inspect|--topology"|"dlq inspect|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "dlq inspect|--output"|"dlq inspect|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "dlq inspect|--url") return 0 ;;
+        "dlq replay|--to") return 0 ;;
+        "dlq replay|--limit"|"dlq replay|-n") return 0 ;;
+        "dlq replay|--where"|"dlq replay|-w") return 0 ;;
+        "dlq replay|--rate") return 0 ;;
+        "dlq replay|--topology"|"dlq replay|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "dlq replay|--output"|"dlq replay|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "dlq replay|--url") return 0 ;;
+        "dlq export|--limit"|"dlq export|-n") return 0 ;;
+        "dlq export|--topology"|"dlq export|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "dlq export|--url") return 0 ;;
+        "dlq import|--to") return 0 ;;
+        "dlq import|--url") return 0 ;;
+        "dlq purge|--url") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare run simulate completion topology --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run simulate completion topology dlq --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
@@ -44,6 +67,12 @@ _rr() {
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq") COMPREPLY=($(compgen -W "inspect replay export import purge --help" -- "$cur")) ;;
+        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
+        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --help" -- "$cur")) ;;
     esac
 }
 complete -o filenames -F _rr rr

@@ -11,13 +11,19 @@ _rr() {
             "|simulate") path_words+=(simulate) ;;
             "|completion") path_words+=(completion) ;;
             "|topology") path_words+=(topology) ;;
+            "|dlq") path_words+=(dlq) ;;
             "topology|validate") path_words+=(validate) ;;
             "topology|show") path_words+=(show) ;;
             "topology|export") path_words+=(export) ;;
+            "dlq|inspect") path_words+=(inspect) ;;
+            "dlq|replay") path_words+=(replay) ;;
+            "dlq|export") path_words+=(export) ;;
+            "dlq|import") path_words+=(import) ;;
+            "dlq|purge") path_words+=(purge) ;;
         esac
     done
     case "${(j: :)path_words}" in
-        "") _arguments -s '--help[Show help and exit.]' '1:command:(declare run simulate completion topology)' ;;
+        "") _arguments -s '--help[Show help and exit.]' '1:command:(declare run simulate completion topology dlq)' ;;
         "declare") _arguments -s '--dry-run[Show the plan; change nothing.]' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--help[Show help and exit.]' '*:file:_files' ;;
         "run") _arguments -s '--topology[The topology file with the queues retry policies.]:file:_files' '-t[The topology file with the queues retry policies.]:file:_files' '--prefetch[basic.qos per queue.]:value: ' '--concurrency[Handlers running at once per queue [default: prefetch].]:value: ' '--declare[Declare the topology at start, or only check that it is there.]' '--no-declare[Declare the topology at start, or only check that it is there.]' '--shutdown-timeout[Seconds in-flight handlers get on stop.]:value: ' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--log-format[]:value:(text json)' '--log-level[debug, info, warning, error.]:value: ' '--help[Show help and exit.]' ;;
         "simulate") _arguments -s '--publish[QUEUE=BODY to publish (JSON bodies stay JSON).]:value: ' '-p[QUEUE=BODY to publish (JSON bodies stay JSON).]:value: ' '--for[How much virtual time to simulate, e.g. 30s, 5m, 1h.]:value: ' '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--help[Show help and exit.]' '*:file:_files' ;;
@@ -26,6 +32,12 @@ _rr() {
         "topology validate") _arguments -s '--help[Show help and exit.]' '*:file:_files' ;;
         "topology show") _arguments -s '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--help[Show help and exit.]' '*:file:_files' ;;
         "topology export") _arguments -s '--format[definitions: a RabbitMQ definitions.json document.]:value:(definitions)' '--vhost[The vhost the entities go in.]:value: ' '--help[Show help and exit.]' '*:file:_files' ;;
+        "dlq") _arguments -s '--help[Show help and exit.]' '1:command:(inspect replay export import purge)' ;;
+        "dlq inspect") _arguments -s '--limit[Read at most this many messages.]:value: ' '-n[Read at most this many messages.]:value: ' '--topology[The topology file: its retry header, wait queues, dead-letter queues and URL.]:file:_files' '-t[The topology file: its retry header, wait queues, dead-letter queues and URL.]:file:_files' '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--body[Show message bodies.]' '--no-body[Show message bodies.]' '--yes[Do not ask; go ahead (needed without a terminal).]' '-y[Do not ask; go ahead (needed without a terminal).]' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--help[Show help and exit.]' ;;
+        "dlq replay") _arguments -s '--to[Send every copy to this queue, not to its origin queue.]:value: ' '--limit[Replay at most this many.]:value: ' '-n[Replay at most this many.]:value: ' '--where[Only dead letters for which this holds: origin=Q, reason=R, queue=Q, header.NAME=VALUE (or !=), age>1h, age<10m. Repeat to require several.]:value: ' '-w[Only dead letters for which this holds: origin=Q, reason=R, queue=Q, header.NAME=VALUE (or !=), age>1h, age<10m. Repeat to require several.]:value: ' '--rate[At most this many messages per second.]:value: ' '--dry-run[Show where each would go; move nothing.]' '--yes[Do not ask; go ahead (needed without a terminal).]' '-y[Do not ask; go ahead (needed without a terminal).]' '--topology[The topology file: its retry header, wait queues, dead-letter queues and URL.]:file:_files' '-t[The topology file: its retry header, wait queues, dead-letter queues and URL.]:file:_files' '--output[table for people, json for scripts (SPEC §6).]:value:(table json)' '-o[table for people, json for scripts (SPEC §6).]:value:(table json)' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--help[Show help and exit.]' ;;
+        "dlq export") _arguments -s '--limit[Copy at most this many.]:value: ' '-n[Copy at most this many.]:value: ' '--yes[Do not ask; go ahead (needed without a terminal).]' '-y[Do not ask; go ahead (needed without a terminal).]' '--topology[The topology file: its retry header, wait queues, dead-letter queues and URL.]:file:_files' '-t[The topology file: its retry header, wait queues, dead-letter queues and URL.]:file:_files' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--help[Show help and exit.]' '*:file:_files' ;;
+        "dlq import") _arguments -s '--to[The queue to publish into.]:value: ' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--help[Show help and exit.]' '*:file:_files' ;;
+        "dlq purge") _arguments -s '--yes[Do not ask; go ahead (needed without a terminal).]' '-y[Do not ask; go ahead (needed without a terminal).]' '--url[Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.]:value: ' '--help[Show help and exit.]' ;;
     esac
 }
 compdef _rr rr

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from rabbitctl_retry.cli import completion, declare, run, simulate, topology
+from rabbitctl_retry.cli import completion, declare, dlq, run, simulate, topology
 
 app = typer.Typer(
     name="rr",
@@ -29,6 +29,7 @@ app.command(name="declare")(declare.declare)
 app.command(name="run")(run.run_command)
 app.command(name="simulate")(simulate.simulate_command)
 app.add_typer(topology.app, name="topology")
+app.add_typer(dlq.app, name="dlq")
 app.command(name="completion")(completion.completion)
 
 

@@ -48,6 +48,7 @@ from rabbitctl_retry.transport.base import Channel, Delivery
 log = logging.getLogger("rr.runtime")
 
 _OUTCOMES = (Ack, Retry, Drop, RetryAfter)
+_ACK = Ack()
 _LOGGED = {
     Event.RETRIED: logging.INFO,
     Event.REQUEUED: logging.INFO,
@@ -147,6 +148,10 @@ class QueueConsumer:
 
     async def _handle(self, delivery: Delivery) -> None:
         outcome = await self._run_handler(delivery)
+        if type(outcome) is Ack and self._listener is None:
+            # The hot path: decide() would answer AckAction whatever the policy says.
+            self._ack(delivery.delivery_tag)
+            return
         decision = decide(self.policy, delivery.properties.headers, outcome, now=self._clock.now())
         if self._listener is not None:
             self._listener(self.policy.queue, delivery, decision)
@@ -166,7 +171,7 @@ class QueueConsumer:
         except Exception as error:
             return Retry(failure=Failure.from_exception(error))
         if result is None:
-            return Ack()
+            return _ACK
         if isinstance(result, _OUTCOMES):
             return result
         return Retry(

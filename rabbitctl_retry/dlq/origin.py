@@ -1,0 +1,157 @@
+"""Pure. The queue a dead letter failed in, why it was dead-lettered, and when.
+
+The origin of a dead letter, in this order:
+
+1. ``rr-origin-queue``: rr's own dead-letter copies (a classic queue's last attempt) carry it.
+2. Otherwise the first ``x-death`` entry, in list order, whose queue is not a wait queue.
+   RabbitMQ keeps ``x-death`` newest first (index 0 is the latest dead-lettering), one entry
+   per (queue, reason).
+
+Never ``x-first-death-queue``: a message that once waited in a wait queue (``delay =
+"dlx-ttl"``) was first dead-lettered *by the wait queue* (reason ``expired``), so its first
+death names the wait queue, and a replay there would only bounce it back after the TTL.
+Likewise a wait queue's name is never an origin, even when it is the newest entry.
+
+Wait queues are the topology's when ``--topology`` is given, else every name rr derives for
+one (``<queue>.retry`` and ``<queue>.retry.<duration>``, see ``topology/naming.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from rabbitctl_retry.retry.headers import (
+    FAILED_AT_HEADER,
+    ORIGIN_QUEUE_HEADER,
+    HeaderValue,
+    deaths,
+)
+from rabbitctl_retry.topology.model import Topology
+
+REASON_MAX_ATTEMPTS = "max_attempts"
+"""The reason rr gives its own dead-letter copies (the classic queue's last attempt failed)."""
+
+_DERIVED_WAIT_QUEUE = re.compile(r".\.retry(\.[0-9]+(ms|s|m|h|d))?\Z", re.DOTALL)
+
+
+def is_derived_wait_queue(name: str) -> bool:
+    """Whether ``name`` has the shape of a wait queue rr derives: ``<q>.retry[.<duration>]``."""
+    return _DERIVED_WAIT_QUEUE.search(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitQueues:
+    """The queues that are never an origin: a topology's wait queues, or rr's derived names."""
+
+    names: frozenset[str] = frozenset()
+    derived: bool = True
+    """Also count every name of the shape rr derives (used when no topology is given)."""
+
+    @classmethod
+    def of(cls, topology: Topology | None) -> WaitQueues:
+        if topology is None:
+            return cls()
+        return cls(names=frozenset(topology.wait_queue_owners), derived=False)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        return name in self.names or (self.derived and is_derived_wait_queue(name))
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def origin_queue(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQueues) -> str | None:
+    """The queue the dead letter failed in (see the module doc), or ``None`` if unknown."""
+    if not headers:
+        return None
+    named = _text(headers.get(ORIGIN_QUEUE_HEADER))
+    if named:
+        return named
+    history = headers.get("x-death")
+    if not isinstance(history, list):
+        return None
+    for entry in history:  # the hot path of a replay: no Death objects
+        if isinstance(entry, dict):
+            queue = _text(entry.get("queue"))
+            if queue and queue not in wait_queues:
+                return queue
+    return None
+
+
+def death_reason(headers: Mapping[str, HeaderValue] | None, origin: str | None) -> str | None:
+    """Why the dead letter left ``origin``.
+
+    The reason of the ``x-death`` entry for ``origin`` (``delivery_limit``, ``rejected``,
+    ``expired``, ``maxlen``); for rr's own copies :data:`REASON_MAX_ATTEMPTS`; else the
+    newest entry's reason; ``None`` when nothing says.
+    """
+    history = deaths(headers)
+    if origin is not None:
+        for death in history:
+            if death.queue == origin and death.reason:
+                return death.reason
+    if headers and _text(headers.get(ORIGIN_QUEUE_HEADER)):
+        return REASON_MAX_ATTEMPTS
+    for death in history:
+        if death.reason:
+            return death.reason
+    return None
+
+
+def parse_time(text: str) -> datetime | None:
+    """An ISO 8601 time (``2024-05-01T10:00:00.123Z``) as an aware datetime, or ``None``."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def failed_at(headers: Mapping[str, HeaderValue] | None) -> datetime | None:
+    """When the message was last dead-lettered: the newest ``x-death`` time or
+    ``rr-failed-at``, whichever is later; ``None`` when neither is there."""
+    times = [death.time for death in deaths(headers) if death.time is not None]
+    stamp = _text((headers or {}).get(FAILED_AT_HEADER))
+    if stamp:
+        parsed = parse_time(stamp)
+        if parsed is not None:
+            times.append(parsed)
+    aware = [time if time.tzinfo is not None else time.replace(tzinfo=UTC) for time in times]
+    return max(aware, default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What ``--where`` and the summaries read from one dead letter, computed once."""
+
+    origin: str | None
+    reason: str | None
+    queues: frozenset[str]
+    """Every queue its history names: ``rr-origin-queue`` and each ``x-death`` queue."""
+    failed_at: datetime | None
+    headers: Mapping[str, HeaderValue]
+
+
+def facts(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQueues) -> Facts:
+    """The :class:`Facts` of a dead letter with ``headers``."""
+    table: Mapping[str, HeaderValue] = headers or {}
+    origin = origin_queue(table, wait_queues)
+    queues = {death.queue for death in deaths(table) if death.queue}
+    named = _text(table.get(ORIGIN_QUEUE_HEADER))
+    if named:
+        queues.add(named)
+    return Facts(
+        origin=origin,
+        reason=death_reason(table, origin),
+        queues=frozenset(queues),
+        failed_at=failed_at(table),
+        headers=table,
+    )

@@ -1,0 +1,178 @@
+"""Pure. What a replay does with one dead letter, and the headers of its copy.
+
+For each dead letter, in this order (:func:`choose`):
+
+1. It carries this run's id in ``rr-replay-run``: a copy this run made has come round again
+   (its target dead-lettered it back, or ``--to`` points at the source). **Stop** the run
+   rather than loop; the dead letter stays.
+2. It does not match every ``--where``: **skip** it; it stays.
+3. Its target is ``--to`` or its origin queue (``origin.py``). No target, or a target that is
+   the dead-letter queue itself: **fail** (it stays; the operator can pass ``--to``).
+4. Otherwise **replay** it to the target.
+
+The copy (:func:`replay_headers`) keeps the body, the application headers and the kept
+properties (:data:`KEPT_ON_REPLAY`), and:
+
+* removes the retry header: the message starts its attempts afresh;
+* strips the broker's headers (``x-death``, ``x-first-death-*``, ``x-last-death-*``,
+  ``x-delivery-count``, ``x-acquired-count``, ``x-delay``) and rr's death headers
+  (``rr-origin-queue``, ``rr-failed-at``, ``rr-error-type``, ``rr-error-message``);
+* adds ``rr-replayed-count`` (the previous value + 1), ``rr-replayed-at`` (ISO 8601 UTC) and
+  ``rr-replay-run`` (the run id, the loop guard of step 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TypeAlias
+
+from rabbitctl_retry.dlq.filters import Condition, matches
+from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue
+from rabbitctl_retry.retry.headers import (
+    ERROR_MESSAGE_HEADER,
+    ERROR_TYPE_HEADER,
+    FAILED_AT_HEADER,
+    ORIGIN_QUEUE_HEADER,
+    REPLAYED_AT_HEADER,
+    REPLAYED_COUNT_HEADER,
+    HeaderValue,
+    copy_headers,
+    count_value,
+)
+from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+
+RUN_HEADER = "rr-replay-run"
+"""The id of the replay run that made a copy: a delivery carrying the current run's id came
+round again."""
+
+RR_DEATH_HEADERS = frozenset(
+    {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}
+)
+
+KEPT_ON_REPLAY = (
+    "content_type",
+    "content_encoding",
+    "delivery_mode",
+    "priority",
+    "correlation_id",
+    "reply_to",
+    "message_id",
+    "timestamp",
+    "type",
+    "app_id",
+)
+"""Properties a replayed copy keeps: every one but ``expiration`` (RabbitMQ removes it when it
+dead-letters a message; one still set would make the copy expire again) and ``user_id``
+(RabbitMQ refuses a publish whose user_id is not the connection's user, and closes the
+channel)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayPlan:
+    """What one replay run was asked to do, for one source queue."""
+
+    source: str
+    run_id: str
+    retry_header: str = DEFAULT_RETRY_HEADER
+    to: str | None = None
+    wait_queues: WaitQueues = field(default_factory=WaitQueues)
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    to: str
+    headers: dict[str, HeaderValue]
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    reason: str
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: str
+
+
+Choice: TypeAlias = Replay | Skip | Fail | Stop
+
+
+def utc_stamp(now: datetime) -> str:
+    """``now`` as ISO 8601 UTC with milliseconds: ``2024-05-01T10:00:00.123Z``."""
+    return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def came_round(headers: Mapping[str, HeaderValue] | None, run_id: str) -> bool:
+    """Whether a delivery is a copy made by run ``run_id``."""
+    if not headers:
+        return False
+    return _text(headers.get(RUN_HEADER)) == run_id
+
+
+def replay_headers(
+    headers: Mapping[str, HeaderValue] | None,
+    *,
+    retry_header: str,
+    run_id: str,
+    now: datetime,
+) -> dict[str, HeaderValue]:
+    """The headers of a replayed copy (see the module doc)."""
+    previous = count_value((headers or {}).get(REPLAYED_COUNT_HEADER)) or 0
+    return copy_headers(
+        headers,
+        {
+            REPLAYED_COUNT_HEADER: previous + 1,
+            REPLAYED_AT_HEADER: utc_stamp(now),
+            RUN_HEADER: run_id,
+        },
+        remove=RR_DEATH_HEADERS | {retry_header},
+    )
+
+
+def choose(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None, now: datetime) -> Choice:
+    """What the replay does with one dead letter (see the module doc)."""
+    if came_round(headers, plan.run_id):
+        return Stop(
+            "a copy this run replayed came back to the dead-letter queue; stopping rather "
+            "than replaying it again"
+        )
+    origin: str | None
+    if plan.conditions:
+        found = facts(headers, plan.wait_queues)
+        if not matches(plan.conditions, found, now):
+            return Skip("does not match --where")
+        origin = found.origin
+    else:
+        origin = None if plan.to is not None else origin_queue(headers, plan.wait_queues)
+    target = plan.to or origin
+    if target is None:
+        return Fail(
+            "no origin queue (no rr-origin-queue header, no x-death entry outside wait "
+            "queues); pass --to QUEUE"
+        )
+    if target == plan.source:
+        return Fail(
+            f"its origin is the dead-letter queue {plan.source!r} itself; pass --to QUEUE",
+            to=target,
+        )
+    return Replay(
+        to=target,
+        headers=replay_headers(
+            headers, retry_header=plan.retry_header, run_id=plan.run_id, now=now
+        ),
+    )
