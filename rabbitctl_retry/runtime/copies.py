@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.retry.policy import KEPT_PROPERTIES, Copy
 from rabbitctl_retry.runtime.clock import Clock, Timer
+from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
 
 log = logging.getLogger("rr.runtime")
@@ -42,6 +43,7 @@ class CopyPublisher:
         self._connection = connection
         self._confirm: Channel | None = None
         self._fast: Channel | None = None
+        self._ids = MessageIdGuard()
 
     async def _channel(self, confirm: bool) -> Channel:
         current = self._confirm if confirm else self._fast
@@ -56,13 +58,20 @@ class CopyPublisher:
     async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> None:
         """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it."""
         channel = await self._channel(confirm)
-        await channel.publish(
-            original.body,
-            exchange=copy.exchange,
-            routing_key=copy.routing_key,
-            properties=copy_properties(original.properties, copy),
-            mandatory=copy.mandatory,
-        )
+        message_id = original.properties.message_id if confirm else None
+        if message_id is not None and not self._ids.try_acquire(message_id):
+            await self._ids.acquire(message_id)
+        try:
+            await channel.publish(
+                original.body,
+                exchange=copy.exchange,
+                routing_key=copy.routing_key,
+                properties=copy_properties(original.properties, copy),
+                mandatory=copy.mandatory,
+            )
+        finally:
+            if message_id is not None:
+                self._ids.release(message_id)
 
     async def close(self) -> None:
         for channel in (self._confirm, self._fast):

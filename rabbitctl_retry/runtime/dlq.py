@@ -38,6 +38,7 @@ from rabbitctl_retry.errors import (
     PublishFailed,
     TransportError,
 )
+from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.topology.inequivalence import Declaration, adopt_current, parse_inequivalence
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 
@@ -237,37 +238,6 @@ async def _wait_for(
 # --------------------------------------------------------------------------- publishing
 
 
-class MessageIdGuard:
-    """Keeps two publishes with the same message_id from being in flight at once."""
-
-    __slots__ = ("_busy",)
-
-    def __init__(self) -> None:
-        self._busy: dict[str, asyncio.Future[None] | None] = {}
-        """message_id -> None while one publish holds it (a future once others wait)."""
-
-    def try_acquire(self, message_id: str) -> bool:
-        """Take ``message_id`` if nobody holds it (the common case: no await)."""
-        if message_id in self._busy:
-            return False
-        self._busy[message_id] = None
-        return True
-
-    async def acquire(self, message_id: str) -> None:
-        busy = self._busy
-        while message_id in busy:
-            waiter = busy[message_id]
-            if waiter is None:
-                waiter = busy[message_id] = asyncio.get_running_loop().create_future()
-            await asyncio.shield(waiter)
-        busy[message_id] = None
-
-    def release(self, message_id: str) -> None:
-        waiter = self._busy.pop(message_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
 async def queue_missing(connection: Connection, queue: str) -> str | None:
     """None when ``queue`` exists, else why it cannot take a copy."""
     channel = await connection.channel()
@@ -423,7 +393,6 @@ __all__ = [
     "NO_PROGRESS",
     "REPLAY_WINDOW",
     "ImportReport",
-    "MessageIdGuard",
     "ProgressSink",
     "QueueState",
     "ReadResult",

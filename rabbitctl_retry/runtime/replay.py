@@ -45,12 +45,12 @@ from rabbitctl_retry.runtime.dlq import (
     IDLE_S,
     NO_PROGRESS,
     REPLAY_WINDOW,
-    MessageIdGuard,
     ProgressSink,
     missing_queue_error,
     queue_missing,
     read_messages,
 )
+from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, FieldTable, Properties
 
 

@@ -424,3 +424,34 @@ async def test_two_workers_share_a_queue_with_exact_attempt_counts(backend: Back
         assert sorted(str(h) for m, h in calls if m == n) == ["1", "2", "3", "4", "None"]
     assert sorted(json.loads(d.body)["n"] for d in dead) == list(range(20))
     assert {(d.properties.headers or {})[H] for d in dead} == {"5"}
+
+
+async def test_copies_sharing_a_message_id_keep_their_own_returns(backend: Backend) -> None:
+    """Two messages with one message_id, handled at once: one copy is routable, the other
+    is returned. Each outcome must reach its own original (aiormq matches returns to
+    publishes by message_id; rr keeps one copy per id in flight)."""
+    bodies: list[bytes] = []
+    topology = load_text('[queues.dup]\nmax_attempts = 2\ndead_letter = "dup.dead"\n')
+    both_in_flight = asyncio.Event()
+
+    async def fail_first_two(msg: Message) -> AnyOutcome | None:
+        bodies.append(msg.body)
+        if len(bodies) == 2:
+            both_in_flight.set()
+        if len(bodies) <= 2:
+            await both_in_flight.wait()  # so both copies are published at once
+            return Outcome.retry()
+        return None
+
+    async with running(backend, topology, "dup", fail_first_two):
+        connection = await backend.connect()
+        channel = await connection.channel()
+        await channel.queue_delete("dup.dead")  # the dead-letter copy will come back
+        await connection.close()
+        # "one" is retried (a routable copy); "two" is at its last attempt, and its
+        # dead-letter copy is returned.
+        await publish(backend, "dup", b"one", Properties(message_id="same-id"))
+        await publish(backend, "dup", b"two", Properties(message_id="same-id", headers={H: "1"}))
+        await backend.until(lambda: len(bodies) >= 4, "both messages delivered twice")
+    assert sorted(bodies) == [b"one", b"one", b"two", b"two"]
+    assert await depth(backend, "dup") == 0
