@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import json
 import statistics
 import time
@@ -40,8 +41,9 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
 
+# Each message gets its own message_id, as from a real producer (rr publishes the copies of
+# messages that share one id one at a time: see runtime/message_ids.py).
 BODY = json.dumps({"id": 1, "card": "4111111111111111", "note": "x" * 150}).encode()[:200]
-PROPERTIES = spec.Basic.Properties(delivery_mode=2, content_type="application/json")
 
 
 async def preload(url: str, queue: str, count: int) -> None:
@@ -51,8 +53,14 @@ async def preload(url: str, queue: str, count: int) -> None:
     for start in range(0, count, 1000):
         await asyncio.gather(
             *(
-                channel.basic_publish(BODY, routing_key=queue, properties=PROPERTIES)
-                for _ in range(min(1000, count - start))
+                channel.basic_publish(
+                    BODY,
+                    routing_key=queue,
+                    properties=spec.Basic.Properties(
+                        delivery_mode=2, content_type="application/json", message_id=f"m-{n}"
+                    ),
+                )
+                for n in range(start, min(start + 1000, count))
             )
         )
     while (await channel.queue_declare(queue, passive=True)).message_count < count:
@@ -250,6 +258,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
     args = parser.parse_args()
+    logging.getLogger("rr").setLevel(logging.ERROR)  # no line per dead-lettered message
     rounds = [await one_round(args.url, args.messages, args.prefetch) for _ in range(args.rounds)]
     references = {"noop": "no-op aiormq (1 ack/msg)", "retry": "retry aiormq (confirm+ack)"}
     print(
