@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import json
+import logging
 import statistics
 import time
 import uuid
