@@ -22,8 +22,8 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.base import Connection, Delivery, FieldValue, Properties
-from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend
+from rabbitctl_retry.transport.base import Connection, FieldValue, Properties
+from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend, depth
 
 H = "x-ruststream-retry-count"
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -89,29 +89,6 @@ async def publish_all(
                     for body, properties in messages[start : start + window]
                 )
             )
-    finally:
-        await connection.close()
-
-
-async def read_all(backend: Backend, queue: str) -> list[Delivery]:
-    """Every message of ``queue``, in order, taking none (basic.get each, then close)."""
-    connection = await backend.connect()
-    try:
-        channel = await connection.channel()
-        found = []
-        while (delivery := await channel.get(queue)) is not None:
-            found.append(delivery)
-        await channel.close()
-        return found
-    finally:
-        await connection.close()
-
-
-async def depth(backend: Backend, queue: str) -> int:
-    connection = await backend.connect()
-    try:
-        channel = await connection.channel()
-        return (await channel.queue_declare(queue, passive=True)).message_count
     finally:
         await connection.close()
 

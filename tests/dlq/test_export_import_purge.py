@@ -14,11 +14,11 @@ from tests.dlq.support import (
     interactive,
     no_client_message_ids,
     publish_all,
-    read_all,
     rr,
     run_to_dead,
 )
 from tests.runtime.backends import Backend
+from tests.runtime.backends import peek as read_all
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

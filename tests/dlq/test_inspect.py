@@ -18,11 +18,11 @@ from tests.dlq.support import (
     json_of,
     no_client_message_ids,
     publish_all,
-    read_all,
     rr,
     run_to_dead,
 )
 from tests.runtime.backends import Backend
+from tests.runtime.backends import peek as read_all
 
 
 async def test_300_dead_letters_from_rr_and_the_server_in_order(

@@ -19,8 +19,9 @@ from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.errors import BrokerUnreachable
 from rabbitctl_retry.runtime import replay as shell
 from rabbitctl_retry.transport.base import Channel, Connection, Properties
-from tests.dlq.support import declare, depth, publish_all, read_all
+from tests.dlq.support import declare, depth, publish_all
 from tests.runtime.backends import EmulatorBackend, RabbitBackend
+from tests.runtime.backends import peek as read_all
 
 COUNT = 3000
 

@@ -25,12 +25,12 @@ from tests.dlq.support import (
     no_client_message_ids,
     origin_of,
     publish_all,
-    read_all,
     rr,
     run_to_dead,
     synthesized,
 )
 from tests.runtime.backends import Backend
+from tests.runtime.backends import peek as read_all
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
