@@ -374,6 +374,7 @@ class Broker(Settlement):
         no_ack: bool,
         exclusive: bool,
         consumer_tag: str | None,
+        on_cancel: Callable[[str], None] | None = None,
     ) -> str:
         self.activity += 1
         q = self._queue(channel, queue)
@@ -392,6 +393,7 @@ class Broker(Settlement):
             no_ack=no_ack,
             exclusive=exclusive,
             prefetch_count=channel.prefetch_count,
+            on_cancel=on_cancel,
         )
         channel.consumers[tag] = consumer
         q.consumers.append(consumer)

@@ -476,9 +476,14 @@ class Flow:
             q.ttl_timer = None
         if self.queues.get(q.name) is q:
             del self.queues[q.name]
-        for consumer in list(q.consumers):
+        cancelled = list(q.consumers)
+        for consumer in cancelled:
             consumer.channel.consumers.pop(consumer.tag, None)
         q.consumers.clear()
+        for consumer in cancelled:
+            # basic.cancel from the server (consumer_cancel_notify)
+            if consumer.on_cancel is not None and not consumer.channel.closed:
+                consumer.on_cancel(consumer.tag)
         for x in list(self.exchanges.values()):
             if any(b.queue == q.name for b in x.bindings):
                 x.bindings = [b for b in x.bindings if b.queue != q.name]

@@ -80,6 +80,8 @@ class Consumer:
     prefetch_count: int
     """Captured at basic.consume (basic.qos global=false: a per-consumer limit)."""
     unacked: int = 0
+    on_cancel: Callable[[str], None] | None = None
+    """Told the tag when the broker cancels the consumer (its queue was deleted)."""
 
     def has_capacity(self) -> bool:
         return self.no_ack or self.prefetch_count == 0 or self.unacked < self.prefetch_count
@@ -186,3 +188,5 @@ class ChannelState:
     prefetch_count: int = 0
     consumers: dict[str, Consumer] = field(default_factory=dict)
     closed: bool = False
+    close_listeners: list[Callable[[], None]] = field(default_factory=list)
+    """Told once when the channel closes."""

@@ -157,7 +157,12 @@ class Emulator:
             if (self.broker.activity, self._finished, len(self._tasks)) != before:
                 quiet = 0
             elif len(self._tasks) > self.clock.sleepers:
-                await asyncio.wait(list(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+                # Busy for real (a worker thread), or between two sleeps on the clock (a
+                # callback whose timer task just ended and whose next one has not started):
+                # look again soon rather than wait for a task to end.
+                await asyncio.wait(
+                    list(self._tasks), return_when=asyncio.FIRST_COMPLETED, timeout=0.01
+                )
                 quiet = 0
             else:
                 quiet += 1

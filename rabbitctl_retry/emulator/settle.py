@@ -136,6 +136,9 @@ class Settlement(Flow):
             touched[id(item.queue)] = item.queue
         for q in touched.values():
             self._dispatch(q)
+        listeners, channel.close_listeners = channel.close_listeners, []
+        for listener in listeners:
+            listener()
 
     def _remove_consumer(self, consumer: Consumer) -> None:
         q = consumer.queue

@@ -28,6 +28,8 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.transport.base import (
+    BlockedListener,
+    CancelCallback,
     Channel,
     Connection,
     Delivery,
@@ -66,6 +68,9 @@ class EmulatedConnection:
     @property
     def is_closed(self) -> bool:
         return self._state.closed
+
+    def on_blocked(self, listener: BlockedListener) -> None:
+        """The emulator has no resource alarms: it never blocks a connection."""
 
     async def channel(self, *, confirms: bool = False) -> EmulatedChannel:
         if self._state.closed:
@@ -113,10 +118,24 @@ class EmulatedChannel:
         self._connection = connection
         self._state = state
         self._close_reason: str | None = None
+        self._closed = asyncio.Event()
+        state.close_listeners.append(self._closed.set)
 
     @property
     def is_closed(self) -> bool:
         return self._state.closed
+
+    @property
+    def close_reason(self) -> str | None:
+        if not self._state.closed:
+            return None
+        if self._state.connection.closed and self._connection.close_reason is not None:
+            return f"connection closed by the broker: {self._connection.close_reason}"
+        return self._close_reason or "closed"
+
+    async def wait_closed(self) -> None:
+        if not self._state.closed:
+            await self._closed.wait()
 
     @property
     def confirms(self) -> bool:
@@ -305,6 +324,7 @@ class EmulatedChannel:
         no_ack: bool = False,
         exclusive: bool = False,
         consumer_tag: str | None = None,
+        on_cancel: CancelCallback | None = None,
     ) -> str:
         what = f"consume from queue {queue!r}"
         if consumer_tag is not None and consumer_tag in self._state.consumers:
@@ -325,6 +345,7 @@ class EmulatedChannel:
                 no_ack=no_ack,
                 exclusive=exclusive,
                 consumer_tag=consumer_tag,
+                on_cancel=on_cancel,
             ),
         )
 

@@ -29,7 +29,9 @@ Query parameters (aiormq's; percent-encode paths that hold ``&``, ``=``, ``%``, 
 ``auth=external``
     log in with the client certificate (``rabbitmq_auth_mechanism_ssl``) instead of PLAIN.
 ``heartbeat=SECONDS``
-    heartbeat interval (default 60, 0 turns heartbeats off).
+    heartbeat timeout (rr's default: 10; 0 turns heartbeats off). A peer that sends nothing
+    for about three timeouts is taken for dead and the connection is closed, so a half-open
+    connection (a peer gone without a word) is noticed within ~33 s by default.
 ``name=TEXT``
     the connection name the management UI shows (default: ``connect(client_name=...)``).
 
@@ -64,13 +66,16 @@ import aiormq
 import pamqp.frame
 from aiormq import exceptions as amqp_exc
 from aiormq.abc import DeliveredMessage
-from aiormq.connection import FrameReceiver
+from aiormq.connection import FrameReceiver, TransportFactory
 from pamqp import commands as spec
 from pamqp import common as wire
 from pamqp.base import Frame
+from yarl import URL
 
 from rabbitctl_retry.errors import BrokerUnreachable, DataError, RrError, UsageError, censor_url
 from rabbitctl_retry.transport.base import (
+    BlockedListener,
+    CancelCallback,
     Delivery,
     DeliveryCallback,
     FieldTable,
@@ -85,6 +90,19 @@ if TYPE_CHECKING:
     from rabbitctl_retry.transport.base import Channel, Connection
 
 __all__ = ["AmqpChannel", "AmqpConnection", "connect"]
+
+
+DEFAULT_HEARTBEAT_S = 10
+"""The heartbeat timeout rr asks for when the URL names none (aiormq's own default is 60 s,
+which leaves a half-open connection unnoticed for about three minutes)."""
+
+
+def _with_query(url: str, parameter: str) -> str:
+    """``url`` with ``parameter`` (``key=value``) added to its query."""
+    base, _, fragment = url.partition("#")
+    separator = "&" if "?" in base else "?"
+    joined = f"{base}{separator}{parameter}"
+    return f"{joined}#{fragment}" if fragment else joined
 
 
 async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") -> AmqpConnection:
@@ -104,8 +122,10 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
         raise UsageError(f"not an AMQP URL (amqp://HOST[:PORT]/VHOST or amqps://...): {shown}")
     if timeout_s <= 0:
         raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
-    named = "name" in parse_qs(parts.query)
-    client_properties: wire.FieldTable = {} if named else {"connection_name": client_name}
+    query = parse_qs(parts.query)
+    client_properties: wire.FieldTable = {} if "name" in query else {"connection_name": client_name}
+    if "heartbeat" not in query:
+        url = _with_query(url, f"heartbeat={DEFAULT_HEARTBEAT_S}")
     connection = _Connection(url, client_properties=client_properties)
     try:
         async with asyncio.timeout(timeout_s):
@@ -131,7 +151,7 @@ class AmqpConnection:
 
     __slots__ = ("_connection", "_server_version", "_url")
 
-    def __init__(self, connection: aiormq.Connection, url: str) -> None:
+    def __init__(self, connection: _Connection, url: str) -> None:
         self._connection = connection
         self._url = censor_url(url)
         version = connection.server_properties.get("version")
@@ -163,18 +183,31 @@ class AmqpConnection:
         # AbstractChannel.
         return AmqpChannel(cast(aiormq.Channel, channel), confirms=confirms)
 
+    def on_blocked(self, listener: BlockedListener) -> None:
+        """Call ``listener`` on connection.blocked (the reason) and connection.unblocked
+        (``None``)."""
+        self._connection.blocked_listeners.append(listener)
+
     async def wait_closed(self) -> None:
         """Return once the connection is closed: by :meth:`close`, the broker, or the network."""
         closing = self._connection.closing
         if not closing.done():
             await asyncio.wait([closing])
 
-    async def close(self) -> None:
-        """Close the connection and its channels; idempotent, never raises."""
+    async def close(self, *, timeout_s: float = 5.0) -> None:
+        """Close the connection and its channels; idempotent, never raises.
+
+        Bounded: a broker that does not answer within ``timeout_s`` (a frozen network, or a
+        connection blocked by a resource alarm) gets its socket closed without the handshake.
+        """
         if self._connection.is_closed:
             return
         with suppress(Exception):
-            await self._connection.close(amqp_exc.ConnectionClosed(200, "closed by the client"))
+            await self._connection.close(
+                amqp_exc.ConnectionClosed(200, "closed by the client"), timeout=timeout_s
+            )
+        if not self._connection.is_closed:
+            self._connection.abort()
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"
@@ -184,15 +217,28 @@ class AmqpConnection:
 class AmqpChannel:
     """One AMQP channel (implements the port's ``Channel``)."""
 
-    __slots__ = ("_channel", "_confirms")
+    __slots__ = ("_cancel_callbacks", "_channel", "_confirms")
 
     def __init__(self, channel: aiormq.Channel, *, confirms: bool) -> None:
         self._channel = channel
         self._confirms = confirms
+        self._cancel_callbacks: dict[str, CancelCallback] = {}
 
     @property
     def is_closed(self) -> bool:
         return self._channel.is_closed
+
+    @property
+    def close_reason(self) -> str | None:
+        cause = _close_cause(self._channel)
+        if cause is None:
+            return "closed" if self._channel.is_closed else None
+        return str(cause) or type(cause).__name__
+
+    async def wait_closed(self) -> None:
+        closing = self._channel.closing
+        if not closing.done():
+            await asyncio.wait([closing])
 
     @property
     def confirms(self) -> bool:
@@ -218,7 +264,7 @@ class AmqpChannel:
                 auto_delete=auto_delete,
                 arguments=_wire_arguments(arguments),
             )
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"declare queue {name!r}")
         return QueueInfo(
             name=ok.queue or name,
@@ -247,7 +293,7 @@ class AmqpChannel:
                 internal=internal,
                 arguments=_wire_arguments(arguments),
             )
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"declare exchange {name!r}")
 
     async def queue_bind(
@@ -261,13 +307,13 @@ class AmqpChannel:
             await self._channel.queue_bind(
                 queue, exchange, routing_key, arguments=_wire_arguments(arguments)
             )
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})")
 
     async def queue_purge(self, name: str) -> int:
         try:
             ok = await self._channel.queue_purge(name)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"purge queue {name!r}")
         return ok.message_count or 0
 
@@ -276,14 +322,14 @@ class AmqpChannel:
     ) -> int:
         try:
             ok = await self._channel.queue_delete(name, if_unused=if_unused, if_empty=if_empty)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"delete queue {name!r}")
         return ok.message_count or 0
 
     async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None:
         try:
             await self._channel.exchange_delete(name, if_unused=if_unused)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"delete exchange {name!r}")
 
     async def publish(
@@ -316,7 +362,7 @@ class AmqpChannel:
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
         try:
             message = await self._channel.basic_get(queue, no_ack=no_ack)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"get from queue {queue!r}")
         frame = message.delivery
         if not isinstance(frame, spec.Basic.GetOk):
@@ -334,7 +380,7 @@ class AmqpChannel:
     async def qos(self, prefetch_count: int) -> None:
         try:
             await self._channel.basic_qos(prefetch_count=prefetch_count)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"set prefetch to {prefetch_count}")
 
     async def consume(
@@ -345,11 +391,13 @@ class AmqpChannel:
         no_ack: bool = False,
         exclusive: bool = False,
         consumer_tag: str | None = None,
+        on_cancel: CancelCallback | None = None,
     ) -> str:
         """Start a consumer; aiormq runs ``callback`` in a task per delivery.
 
         An exception in ``callback`` is logged by aiormq (``aiormq.channel``) and otherwise
-        ignored: the delivery stays unacknowledged.
+        ignored: the delivery stays unacknowledged. ``on_cancel`` is told when the broker
+        cancels the consumer (basic.cancel from the server: its queue was deleted, ...).
         """
 
         async def on_message(message: DeliveredMessage) -> None:
@@ -359,26 +407,37 @@ class AmqpChannel:
             ok = await self._channel.basic_consume(
                 queue, on_message, no_ack=no_ack, exclusive=exclusive, consumer_tag=consumer_tag
             )
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"consume from queue {queue!r}")
-        return ok.consumer_tag or ""
+        tag = ok.consumer_tag or ""
+        if on_cancel is not None:
+            if not self._cancel_callbacks:
+                self._channel.on_consumer_cancel_callbacks.add(self._on_server_cancel)
+            self._cancel_callbacks[tag] = on_cancel
+        return tag
+
+    def _on_server_cancel(self, frame: spec.Basic.Cancel) -> None:
+        callback = self._cancel_callbacks.pop(frame.consumer_tag or "", None)
+        if callback is not None:
+            callback(frame.consumer_tag or "")
 
     async def cancel(self, consumer_tag: str) -> None:
+        self._cancel_callbacks.pop(consumer_tag, None)
         try:
             await self._channel.basic_cancel(consumer_tag)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"cancel consumer {consumer_tag!r}")
 
     async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
         try:
             await self._channel.basic_ack(delivery_tag, multiple, False)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"ack delivery {delivery_tag}")
 
     async def reject(self, delivery_tag: int, *, requeue: bool) -> None:
         try:
             await self._channel.basic_reject(delivery_tag, requeue=requeue, wait=False)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"reject delivery {delivery_tag}")
 
     async def nack(
@@ -386,7 +445,7 @@ class AmqpChannel:
     ) -> None:
         try:
             await self._channel.basic_nack(delivery_tag, multiple, requeue, False)
-        except Exception as exc:
+        except BaseException as exc:
             self._fail(exc, f"nack delivery {delivery_tag}")
 
     async def close(self) -> None:
@@ -396,10 +455,22 @@ class AmqpChannel:
         with suppress(Exception):
             await self._channel.close(amqp_exc.ChannelClosed(200, "closed by the client"))
 
-    def _fail(self, exc: Exception, what: str) -> NoReturn:
-        """Raise the rr error for ``exc``, which ``what`` (an operation) ran into."""
+    def _fail(self, exc: BaseException, what: str) -> NoReturn:
+        """Raise the rr error for ``exc``, which ``what`` (an operation) ran into.
+
+        A ``CancelledError`` that is not a cancellation of the calling task (aiormq cancels
+        the futures of a channel that closes: a confirm, an RPC) means the channel closed
+        under the operation, and becomes the port's closed-channel error; the caller's own
+        cancellation goes on as a cancellation.
+        """
         error: Exception | None
-        if isinstance(exc, amqp_exc.ChannelInvalidStateError):
+        if isinstance(exc, asyncio.CancelledError):
+            if _cancelling():
+                raise exc
+            error = closed_error(what, _close_cause(self._channel))
+        elif not isinstance(exc, Exception):
+            raise exc
+        elif isinstance(exc, amqp_exc.ChannelInvalidStateError):
             error = closed_error(what, _close_cause(self._channel))
         elif isinstance(exc, TypeError | ValueError):
             error = DataError(f"{what}: cannot encode: {exc}")
@@ -416,12 +487,46 @@ class AmqpChannel:
 
 
 class _Connection(aiormq.Connection):
-    """aiormq's connection, reporting a Connection.Close during the handshake by its code.
+    """aiormq's connection, with what rr needs beyond it.
 
-    aiormq 7.2.4 checks a handshake reply against the expected frames before it looks for
-    Connection.Close, so RabbitMQ's 530 NOT_ALLOWED for a missing vhost surfaces as an
-    InvalidFrameError without code or text. This override looks first.
+    * A Connection.Close during the handshake is reported by its code: aiormq 7.2.4 checks a
+      handshake reply against the expected frames before it looks for Connection.Close, so
+      RabbitMQ's 530 NOT_ALLOWED for a missing vhost would surface as an InvalidFrameError
+      without code or text. ``_rpc`` looks first.
+    * connection.blocked / connection.unblocked are passed on to ``blocked_listeners``
+      (aiormq only logs them).
+    * :meth:`abort` closes the socket without the closing handshake, for a broker that no
+      longer answers.
     """
+
+    def __init__(self, url: str, *, client_properties: wire.FieldTable) -> None:
+        super().__init__(url, client_properties=client_properties)
+        self._recorder = _RecordingTransport(self._transport_factory)
+        self._transport_factory = self._recorder
+        self.blocked_listeners: list[BlockedListener] = []
+
+    def abort(self) -> None:
+        """Drop the TCP connection at once; aiormq then closes as on a lost connection."""
+        writer = self._recorder.writer
+        if writer is not None:
+            writer.transport.abort()
+
+    def _tell_blocked(self, reason: str | None) -> None:
+        for listener in list(self.blocked_listeners):
+            with suppress(Exception):
+                listener(reason)
+
+    # aiormq dispatches these two frames to name-mangled private methods of its Connection;
+    # these names override them.
+    async def _Connection__handle_connection_blocked(self, frame: spec.Connection.Blocked) -> None:
+        await getattr(super(), "_Connection__handle_connection_blocked")(frame)  # noqa: B009
+        self._tell_blocked(frame.reason or "blocked")
+
+    async def _Connection__handle_connection_unblocked(
+        self, frame: spec.Connection.Unblocked
+    ) -> None:
+        await getattr(super(), "_Connection__handle_connection_unblocked")(frame)  # noqa: B009
+        self._tell_blocked(None)
 
     @staticmethod
     async def _rpc(
@@ -446,12 +551,33 @@ class _Connection(aiormq.Connection):
         return frame
 
 
+class _RecordingTransport(TransportFactory):
+    """Opens the socket as aiormq would, and keeps its writer (for :meth:`_Connection.abort`)."""
+
+    def __init__(self, inner: TransportFactory) -> None:
+        self._inner = inner
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def create(
+        self, url: URL, **kwargs: Any
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await self._inner.create(url, **kwargs)
+        self.writer = writer
+        return reader, writer
+
+
 async def _abandon(connection: aiormq.Connection) -> None:
     """Release what a failed or cancelled connect left behind."""
     if connection.is_closed:
         return
     with suppress(Exception):
         await connection.close(amqp_exc.AMQPConnectionError("connect abandoned"))
+
+
+def _cancelling() -> bool:
+    """The running task is being cancelled (``task.cancel()`` was called on it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _close_cause(resource: aiormq.Connection | aiormq.Channel) -> BaseException | None:

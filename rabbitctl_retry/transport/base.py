@@ -79,6 +79,13 @@ class QueueInfo:
 
 DeliveryCallback: TypeAlias = Callable[[Delivery], Awaitable[None]]
 
+CancelCallback: TypeAlias = Callable[[str], None]
+"""Told the consumer tag when the broker cancels a consumer (its queue was deleted, ...)."""
+
+BlockedListener: TypeAlias = Callable[["str | None"], None]
+"""Told the reason when the broker blocks the connection (a resource alarm: it stops reading
+what the client publishes), and ``None`` when it unblocks it."""
+
 
 @dataclass(frozen=True, slots=True)
 class ServerVersion:
@@ -117,6 +124,15 @@ class Channel(Protocol):
 
     @property
     def is_closed(self) -> bool: ...
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the channel closed (the broker's reply text and code), once it is closed."""
+        ...
+
+    async def wait_closed(self) -> None:
+        """Return once the channel is closed: by ``close()``, the broker, or its connection."""
+        ...
 
     async def queue_declare(
         self,
@@ -179,7 +195,10 @@ class Channel(Protocol):
         no_ack: bool = False,
         exclusive: bool = False,
         consumer_tag: str | None = None,
-    ) -> str: ...
+        on_cancel: CancelCallback | None = None,
+    ) -> str:
+        """Start a consumer; ``on_cancel`` is told when the broker cancels it."""
+        ...
 
     async def cancel(self, consumer_tag: str) -> None: ...
 
@@ -204,6 +223,11 @@ class Connection(Protocol):
     def is_closed(self) -> bool: ...
 
     async def channel(self, *, confirms: bool = False) -> Channel: ...
+
+    def on_blocked(self, listener: BlockedListener) -> None:
+        """Call ``listener`` when the broker blocks (reason) or unblocks (``None``) this
+        connection."""
+        ...
 
     async def wait_closed(self) -> None:
         """Return once the connection is closed: by ``close()``, the broker or the network."""
