@@ -212,12 +212,7 @@ class TestBroker:
             clock=self.clock,
             listener=listener,
         )
-        task = asyncio.ensure_future(service.run())
-        ready = asyncio.ensure_future(service.wait_ready())
-        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            ready.cancel()
-            task.result()
+        task = await service.start()
         self._services.append((service, task))
         await self.settle()
         return service

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Timer(Protocol):
@@ -26,6 +26,10 @@ class Clock(Protocol):
         """Run ``callback`` once, ``delay_s`` seconds from now."""
         ...
 
+    async def sleep(self, seconds: float) -> None:
+        """Return ``seconds`` from now (the emulator knows such a coroutine waits for time)."""
+        ...
+
 
 class WallClock:
     """The real clock and the running event loop's timers."""
@@ -35,3 +39,21 @@ class WallClock:
 
     def call_later(self, delay_s: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(delay_s, callback)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def sleep_unless(clock: Clock, delay_s: float, stop: asyncio.Event) -> None:
+    """Wait ``delay_s`` seconds of ``clock``'s time, or until ``stop`` is set."""
+    if stop.is_set():
+        return
+    waits: list[asyncio.Future[Any]] = [
+        asyncio.ensure_future(clock.sleep(delay_s)),
+        asyncio.ensure_future(stop.wait()),
+    ]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

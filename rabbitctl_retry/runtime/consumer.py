@@ -2,26 +2,36 @@
 
 The shell around the pure decision core. Per delivery it runs the handler (async handlers on
 the loop, sync ones in worker threads), asks ``decide()`` what the outcome means for this
-queue, and carries that out:
+queue, and carries that out. Every ack and reject of the consumer's channel goes through one
+:class:`~rabbitctl_retry.runtime.settler.ChannelSettler`, which writes them in an order the
+broker accepts (acks coalesced into ``basic.ack(multiple=true)`` over the settled prefix).
 
-* ack — coalesced: acks are collected and sent as one ``basic.ack(multiple=true)`` for the
-  settled prefix of the channel (see ``ackwindow.py``), once per turn of the event loop;
-* reject — sent at once, on its own;
+* ack, reject — recorded at once, written by the settler in the same turn of the loop;
 * a copy — published (mandatory, confirmed unless the queue is ``publish = "fast"``); the
-  original is acked only after the broker confirmed the copy; a returned or refused copy
-  leaves the original in its queue (``basic.reject(requeue=true)``) and logs an error;
+  original is acked only after the broker confirmed the copy. A copy the broker returns or
+  refuses (a full or missing queue) is tried again with backoff while the original is held
+  (the handler does not run again); if it is still refused after ``hold_max_s``, or the
+  service stops, the original goes back to its queue (``basic.reject(requeue=true)``).
+  Refusals are logged as one error per destination per minute, and the recovery once;
 * an in-memory delay — acked now, the copy published later by ``InMemoryDelays``.
 
-If the channel or connection closes meanwhile, settling fails quietly: RabbitMQ has already
-returned every unsettled delivery to its queue.
+Anything else that fails in rr's own code for one delivery (an unexpected exception, a
+cancellation that is not the task's own) is caught, logged with the message id, and the
+delivery goes back to its queue: it never holds back the settlement of the others.
+
+The consumer watches its channel and its consumer: if the broker closes the channel (a
+channel error) or cancels the consumer (its queue was deleted), it logs why, re-declares
+what it needs (``recover``), opens a new channel and consumes again, with backoff. If the
+connection closes, the service reconnects; deliveries in flight went back to their queues.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, assert_never
 
@@ -29,6 +39,7 @@ from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.retry.policy import (
     AckAction,
+    Copy,
     Decision,
     Event,
     RejectAction,
@@ -37,13 +48,15 @@ from rabbitctl_retry.retry.policy import (
     ScheduleAction,
     decide,
 )
-from rabbitctl_retry.runtime.ackwindow import AckWindow
-from rabbitctl_retry.runtime.clock import Clock
+from rabbitctl_retry.runtime.backoff import Backoff
+from rabbitctl_retry.runtime.clock import Clock, sleep_unless
 from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.message import Message
+from rabbitctl_retry.runtime.settler import ChannelSettler
+from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode
-from rabbitctl_retry.transport.base import Channel, Delivery
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery
 
 log = logging.getLogger("rr.runtime")
 
@@ -61,6 +74,25 @@ _LOGGED = {
 EventListener = Callable[[str, Delivery, Decision], None]
 """Told each decision just before it is carried out: (queue, delivery, decision)."""
 
+Recover = Callable[[], Awaitable[None]]
+"""Re-declares (or checks) what a consumer needs before it consumes again."""
+
+REFUSAL_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
+RESTART_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
+REFUSAL_LOG_INTERVAL_S = 60.0
+"""At most one error line per refusing destination in this interval."""
+HOLD_MAX_S = 60.0
+"""How long a delivery whose copy the broker keeps refusing is held before it goes back."""
+
+
+async def _nothing_to_recover() -> None:
+    return None
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
 
 class QueueConsumer:
     """Consumes one queue on its own channel with one subscriber."""
@@ -70,7 +102,7 @@ class QueueConsumer:
         *,
         subscriber: Subscriber,
         policy: RetryPolicy,
-        channel: Channel,
+        connection: Connection,
         publisher: CopyPublisher,
         delays: InMemoryDelays,
         clock: Clock,
@@ -79,10 +111,13 @@ class QueueConsumer:
         executor: Executor | None,
         publish_mode: PublishMode = PublishMode.CONFIRM,
         listener: EventListener | None = None,
+        recover: Recover = _nothing_to_recover,
+        stats: RuntimeStats | None = None,
+        hold_max_s: float = HOLD_MAX_S,
     ) -> None:
         self.subscriber = subscriber
         self.policy = policy
-        self._channel = channel
+        self._connection = connection
         self._publisher = publisher
         self._delays = delays
         self._clock = clock
@@ -91,30 +126,121 @@ class QueueConsumer:
         self._executor = executor
         self._confirm = publish_mode is PublishMode.CONFIRM
         self._listener = listener
-        self._window = AckWindow()
-        self._flush_scheduled = False
-        self._flush_task: asyncio.Future[None] | None = None
+        self._recover = recover
+        self.stats = stats if stats is not None else RuntimeStats()
+        self._hold_max_s = hold_max_s
+        self._channel: Channel | None = None
+        self._settler: ChannelSettler | None = None
+        self._consumer_tag: str | None = None
+        self._cancelled = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._watcher: asyncio.Future[None] | None = None
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._consumer_tag: str | None = None
-        self._single_ack_threshold = max(1, prefetch // 2)
+        self._refusing: dict[str, int] = {}
+        """Destinations whose copies are being refused -> refusals so far."""
+        self._refusal_logged: dict[str, float] = {}
+        """Destination -> when (loop time) a refusal was last logged as an error."""
         self._handler_is_async = subscriber.is_async
 
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def channel(self) -> Channel | None:
+        """The channel the consumer consumes on now."""
+        return self._channel
+
     async def start(self) -> None:
-        await self._channel.qos(self._prefetch)
-        self._consumer_tag = await self._channel.consume(self.policy.queue, self._on_delivery)
+        """Open a channel and consume; then watch the channel and the consumer."""
+        await self._open()
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _open(self) -> None:
+        channel = await self._connection.channel()
+        settler = ChannelSettler(channel, singles_threshold=self._prefetch // 2)
+        self._channel, self._settler = channel, settler
+        await channel.qos(self._prefetch)
+        await self._consume(channel, settler)
+
+    async def _consume(self, channel: Channel, settler: ChannelSettler) -> None:
+        self._cancelled.clear()
+        self._consumer_tag = await channel.consume(
+            self.policy.queue,
+            functools.partial(self._on_delivery, settler),
+            on_cancel=self._on_server_cancel,
+        )
+
+    def _on_server_cancel(self, consumer_tag: str) -> None:
+        if consumer_tag == self._consumer_tag:
+            self._consumer_tag = None
+            self._cancelled.set()
+
+    async def _watch(self) -> None:
+        """Start the consumer again whenever the broker closes its channel or cancels it."""
+        while not self._stopping.is_set():
+            channel = self._channel
+            assert channel is not None
+            await _first_of(channel.wait_closed(), self._cancelled.wait(), self._stopping.wait())
+            if self._stopping.is_set() or self._connection.is_closed:
+                return
+            if channel.is_closed:
+                reason = f"the channel closed: {channel.close_reason}"
+                if self._settler is not None:
+                    self._settler.forget()
+            else:
+                reason = "the broker cancelled the consumer (was the queue deleted?)"
+            self.stats.consumer_restarts += 1
+            log.warning(
+                "consumer stopped; starting it again",
+                extra={"rr": {"queue": self.policy.queue, "reason": reason}},
+            )
+            await self._restart()
+
+    async def _restart(self) -> None:
+        failures = 0
+        while not self._stopping.is_set() and not self._connection.is_closed:
+            try:
+                await self._recover()
+                channel, settler = self._channel, self._settler
+                if channel is None or settler is None or channel.is_closed:
+                    await self._open()
+                else:
+                    await self._consume(channel, settler)
+            except RrError as error:
+                failures += 1
+                delay_s = RESTART_BACKOFF.delay_s(failures)
+                log.warning(
+                    "could not consume again; trying again",
+                    extra={
+                        "rr": {
+                            "queue": self.policy.queue,
+                            "error": str(error),
+                            "retry_in_s": delay_s,
+                        }
+                    },
+                )
+                await sleep_unless(self._clock, delay_s, self._stopping)
+                continue
+            log.info("consuming again", extra={"rr": {"queue": self.policy.queue}})
+            return
 
     async def stop_consuming(self) -> None:
         """basic.cancel: no new deliveries; in-flight ones go on."""
-        if self._consumer_tag is not None and not self._channel.is_closed:
-            with contextlib.suppress(TransportError):
-                await self._channel.cancel(self._consumer_tag)
+        self._stopping.set()
+        channel, tag = self._channel, self._consumer_tag
         self._consumer_tag = None
+        if tag is not None and channel is not None and not channel.is_closed:
+            with contextlib.suppress(TransportError):
+                await channel.cancel(tag)
+
+    def abandon(self) -> None:
+        """The connection is gone: stop watching (deliveries in flight went back)."""
+        self._stopping.set()
+        if self._settler is not None:
+            self._settler.forget()
 
     async def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no handler runs; ``False`` if ``timeout_s`` passed first."""
@@ -122,40 +248,75 @@ class QueueConsumer:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         except TimeoutError:
             return False
-        await self._flush()
+        if self._settler is not None:
+            await self._settler.flush()
         return True
 
     async def close(self) -> None:
-        await self._flush()
-        await self._channel.close()
-        self._window.forget()
+        self._stopping.set()
+        if self._settler is not None:
+            await self._settler.drain()
+            self._settler.forget()
+        if self._channel is not None:
+            await self._channel.close()
+        if self._watcher is not None:
+            await asyncio.gather(self._watcher, return_exceptions=True)
 
-    async def _on_delivery(self, delivery: Delivery) -> None:
+    # -- deliveries --------------------------------------------------------------------------
+
+    async def _on_delivery(self, settler: ChannelSettler, delivery: Delivery) -> None:
         # First statement, before any await: tags enter the window in delivery order.
-        self._window.delivered(delivery.delivery_tag)
+        settler.delivered(delivery.delivery_tag)
         self._in_flight += 1
         self._idle.clear()
         try:
             if self._semaphore is None:
-                await self._handle(delivery)
+                await self._handle(settler, delivery)
             else:
                 async with self._semaphore:
-                    await self._handle(delivery)
+                    await self._handle(settler, delivery)
+        except asyncio.CancelledError:
+            own = _cancelling()
+            self._interrupted(settler, delivery, "cancelled", expected=own)
+            if own:
+                raise
+        except Exception as error:
+            self._interrupted(settler, delivery, f"{type(error).__name__}: {error}")
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _handle(self, delivery: Delivery) -> None:
+    def _interrupted(
+        self, settler: ChannelSettler, delivery: Delivery, error: str, *, expected: bool = False
+    ) -> None:
+        """rr's own code failed for this delivery: it goes back to its queue (documented rule),
+        unless it was already settled or its channel is gone (then it is back already)."""
+        if not settler.reject(delivery.delivery_tag, requeue=True):
+            return
+        self.stats.interrupted_deliveries += 1
+        log.log(
+            logging.WARNING if expected else logging.ERROR,
+            "delivery interrupted; it goes back to its queue",
+            extra={
+                "rr": {
+                    "queue": self.policy.queue,
+                    "message_id": delivery.properties.message_id,
+                    "error": error,
+                }
+            },
+        )
+
+    async def _handle(self, settler: ChannelSettler, delivery: Delivery) -> None:
         outcome = await self._run_handler(delivery)
         if type(outcome) is Ack and self._listener is None:
             # The hot path: decide() would answer AckAction whatever the policy says.
-            self._ack(delivery.delivery_tag)
+            settler.ack(delivery.delivery_tag)
             return
         decision = decide(self.policy, delivery.properties.headers, outcome, now=self._clock.now())
         if self._listener is not None:
             self._listener(self.policy.queue, delivery, decision)
-        await self._execute(delivery, decision)
+        await self._execute(settler, delivery, decision)
         if decision.event is not Event.ACKED:
             self._log(delivery, decision)
 
@@ -181,61 +342,86 @@ class QueueConsumer:
             )
         )
 
-    async def _execute(self, delivery: Delivery, decision: Decision) -> None:
+    async def _execute(
+        self, settler: ChannelSettler, delivery: Delivery, decision: Decision
+    ) -> None:
         tag = delivery.delivery_tag
         action = decision.action
         match action:
             case AckAction():
-                self._ack(tag)
+                settler.ack(tag)
             case RejectAction():
-                await self._reject(tag, requeue=action.requeue)
+                settler.reject(tag, requeue=action.requeue)
             case RepublishAction():
-                try:
-                    await self._publisher.publish(action.copy, delivery, confirm=self._confirm)
-                except PublishFailed as error:
-                    log.error(
-                        "copy not accepted; the original stays in its queue",
-                        extra={"rr": self._fields(delivery, decision) | {"error": str(error)}},
-                    )
-                    await self._reject(tag, requeue=True)
-                    return
-                except TransportError:
-                    return  # the connection is gone; the broker requeued the original
-                self._ack(tag)
+                if await self._publish_copy(settler, delivery, decision, action.copy):
+                    settler.ack(tag)
             case ScheduleAction():
-                self._ack(tag)
-                self._delays.schedule(action.copy, delivery, self.policy.queue, action.delay_ms)
+                if settler.ack(tag):
+                    self._delays.schedule(action.copy, delivery, self.policy.queue, action.delay_ms)
             case _:
                 assert_never(action)
 
-    def _ack(self, tag: int) -> None:
-        self._window.acked(tag)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._schedule_flush)
+    async def _publish_copy(
+        self, settler: ChannelSettler, delivery: Delivery, decision: Decision, copy: Copy
+    ) -> bool:
+        """Publish ``copy``; ``True`` once confirmed (ack the original), else ``False`` with
+        the original already sent back to its queue (or gone back with its channel)."""
+        tag = delivery.delivery_tag
+        destination = copy.exchange or copy.routing_key
+        refusals = 0
+        held_s = 0.0
+        while True:
+            try:
+                await self._publisher.publish(copy, delivery, confirm=self._confirm)
+            except PublishFailed as error:
+                refusals += 1
+                self.stats.copies_refused += 1
+                self._refused(destination, delivery, decision, error)
+                delay_s = REFUSAL_BACKOFF.delay_s(refusals)
+                if held_s + delay_s > self._hold_max_s or self._stopping.is_set():
+                    if settler.reject(tag, requeue=True):
+                        log.warning(
+                            "copy still refused; the original goes back to its queue",
+                            extra={"rr": self._fields(delivery, decision) | {"to": destination}},
+                        )
+                    return False
+                held_s += delay_s
+                await sleep_unless(self._clock, delay_s, self._stopping)
+                if settler.closed:
+                    return False
+                continue
+            except TransportError as error:
+                if settler.reject(tag, requeue=True):
+                    log.warning(
+                        "copy not confirmed (its channel failed); the original goes back to its "
+                        "queue and may be handled twice",
+                        extra={"rr": self._fields(delivery, decision) | {"error": str(error)}},
+                    )
+                return False
+            if destination in self._refusing:
+                refused = self._refusing.pop(destination)
+                log.info(
+                    "copies accepted again",
+                    extra={
+                        "rr": {"queue": self.policy.queue, "to": destination, "refused": refused}
+                    },
+                )
+            return True
 
-    def _schedule_flush(self) -> None:
-        self._flush_task = asyncio.ensure_future(self._flush())
-
-    async def _flush(self) -> None:
-        self._flush_scheduled = False
-        channel = self._channel
-        try:
-            upto = self._window.take()
-            if upto is not None:
-                await channel.ack(upto, multiple=True)
-            if self._window.pending_acks >= self._single_ack_threshold:
-                for tag in self._window.take_singles():
-                    await channel.ack(tag)
-        except (TransportError, RrError):
-            self._window.forget()
-
-    async def _reject(self, tag: int, *, requeue: bool) -> None:
-        self._window.rejected(tag)
-        try:
-            await self._channel.reject(tag, requeue=requeue)
-        except TransportError:
-            self._window.forget()
+    def _refused(
+        self, destination: str, delivery: Delivery, decision: Decision, error: PublishFailed
+    ) -> None:
+        """Count a refusal; log one error per destination per minute at most (however many
+        originals are held, the log must not loop hot)."""
+        self._refusing[destination] = self._refusing.get(destination, 0) + 1
+        now_s = asyncio.get_running_loop().time()
+        last_s = self._refusal_logged.get(destination)
+        if last_s is None or now_s - last_s >= REFUSAL_LOG_INTERVAL_S:
+            self._refusal_logged[destination] = now_s
+            log.error(
+                "copy refused; the original is held and the copy tried again with backoff",
+                extra={"rr": self._fields(delivery, decision) | {"error": str(error)}},
+            )
 
     def _fields(self, delivery: Delivery, decision: Decision) -> dict[str, object]:
         fields: dict[str, object] = {
@@ -257,5 +443,22 @@ class QueueConsumer:
         level = _LOGGED.get(decision.event, logging.INFO)
         if decision.failure is not None and level < logging.WARNING:
             level = logging.WARNING
-        if log.isEnabledFor(level):
-            log.log(level, decision.event.value, extra={"rr": self._fields(delivery, decision)})
+        if not log.isEnabledFor(level):
+            return
+        message = decision.event.value
+        fields = self._fields(delivery, decision)
+        if decision.event is Event.DEAD_LETTERED and isinstance(decision.action, RejectAction):
+            # The server moves it, not rr: rr cannot know that it arrived.
+            message = "rejected to the queue's dead-letter route"
+            fields["outcome"] = "rejected-to-dead-letter-route"
+        log.log(level, message, extra={"rr": fields})
+
+
+async def _first_of(*waits: Awaitable[object]) -> None:
+    """Wait until one of ``waits`` is done; cancel the others."""
+    futures = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in futures:
+            future.cancel()

@@ -6,6 +6,9 @@ Copies go out ``mandatory`` on a confirm channel (``publish = "confirm"``, the d
 the caller acks the original only after that. ``publish = "fast"`` uses a channel without
 confirms: faster, but a lost or unroutable copy goes unnoticed. Concurrent publishes on the
 confirm channel are pipelined: each waits for its own confirm, not for the others'.
+
+In-memory delayed copies (``delay = "memory"``) are kept until the broker confirmed them,
+across reconnects; see :class:`InMemoryDelays` and docs/runtime.md.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.retry.policy import KEPT_PROPERTIES, Copy
+from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.clock import Clock, Timer
 from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
@@ -37,26 +41,41 @@ def copy_properties(original: Properties, copy: Copy) -> Properties:
 
 
 class CopyPublisher:
-    """Publishes copies on one connection, on a confirm channel and a fast one, opened lazily."""
+    """Publishes copies on one connection: one confirm channel and one fast channel at most.
+
+    Each channel is opened on first use, under a lock, so a burst of concurrent publishes
+    opens one channel, not one each (RabbitMQ closes a connection that opens more channels
+    than its ``channel_max``); a channel that closed is re-opened once, by the first publish
+    that finds it closed.
+    """
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
-        self._confirm: Channel | None = None
-        self._fast: Channel | None = None
+        self._channels: dict[bool, Channel] = {}
+        self._opening = asyncio.Lock()
         self._ids = MessageIdGuard()
+        self.channels_opened = 0
+        """How many channels this publisher opened (1 per kind, plus re-opens)."""
 
     async def _channel(self, confirm: bool) -> Channel:
-        current = self._confirm if confirm else self._fast
-        if current is None or current.is_closed:
-            current = await self._connection.channel(confirms=confirm)
-            if confirm:
-                self._confirm = current
-            else:
-                self._fast = current
+        current = self._channels.get(confirm)
+        if current is not None and not current.is_closed:
+            return current
+        async with self._opening:
+            current = self._channels.get(confirm)
+            if current is None or current.is_closed:
+                current = await self._connection.channel(confirms=confirm)
+                self._channels[confirm] = current
+                self.channels_opened += 1
         return current
 
     async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> None:
-        """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it."""
+        """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it.
+
+        Raises :class:`~rabbitctl_retry.errors.PublishFailed` (returned or refused) or another
+        :class:`~rabbitctl_retry.errors.TransportError` (the channel or connection failed: the
+        copy may or may not have arrived).
+        """
         channel = await self._channel(confirm)
         message_id = original.properties.message_id if confirm else None
         if message_id is not None and not self._ids.try_acquire(message_id):
@@ -74,9 +93,15 @@ class CopyPublisher:
                 self._ids.release(message_id)
 
     async def close(self) -> None:
-        for channel in (self._confirm, self._fast):
-            if channel is not None:
-                await channel.close()
+        for channel in self._channels.values():
+            await channel.close()
+
+
+_RETRY = Backoff(initial_s=1.0, max_s=30.0)
+"""How a due in-memory copy that could not be published is tried again."""
+PUBLISH_TIMEOUT_S = 30.0
+"""A due copy's publish that has no answer by then (a connection that died without a word)
+counts as failed, and the copy is tried again."""
 
 
 @dataclass(slots=True)
@@ -85,13 +110,17 @@ class _Pending:
     original: Delivery
     queue: str
     timer: Timer | None = None
+    failures: int = 0
+    publishing: bool = False
 
 
 class InMemoryDelays:
     """Copies of ``delay = "memory"``, published when their delay is over.
 
-    At most once by design: they live in this process. A graceful stop publishes every
-    pending copy at once (:meth:`flush`); a crash loses them.
+    A due copy stays here until the broker confirmed it: a publish that fails (the
+    connection dropped, or the copy was refused) is tried again with backoff, on the next
+    connection if need be. A graceful stop publishes every pending copy at once
+    (:meth:`flush`). Only a crash of the process loses them (they live in its memory).
     """
 
     def __init__(self, clock: Clock) -> None:
@@ -100,10 +129,18 @@ class InMemoryDelays:
         self._next_id = 0
         self._publisher: CopyPublisher | None = None
         self._tasks: set[asyncio.Future[None]] = set()
+        self.retried = 0
+        """Publishes of due copies that failed and were scheduled again."""
 
     def attach(self, publisher: CopyPublisher | None) -> None:
-        """Where due copies go (``None`` while reconnecting: they wait until attached)."""
+        """Where due copies go (``None`` while reconnecting: they wait until attached).
+
+        Detaching cancels the publishes under way: on a connection that is gone they could
+        wait for ever (for room in its write queue); their copies are tried again."""
         self._publisher = publisher
+        if publisher is None:
+            for task in list(self._tasks):
+                task.cancel()
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -117,39 +154,79 @@ class InMemoryDelays:
 
     def _due(self, key: int) -> None:
         pending = self._pending.get(key)
-        if pending is None:
+        if pending is None or pending.publishing:
             return
+        pending.timer = None
+        pending.publishing = True
         task = asyncio.ensure_future(self._publish(key, pending))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _publish(self, key: int, pending: _Pending) -> None:
-        publisher = self._publisher
-        if publisher is None:
-            # Reconnecting: keep it; flush() or the next due check publishes it.
-            pending.timer = self._clock.call_later(1.0, lambda: self._due(key))
-            return
         try:
-            await publisher.publish(pending.copy, pending.original)
-        except TransportError as error:
-            log.error(
-                "delayed copy lost",
-                extra={
-                    "rr": {
-                        "queue": pending.queue,
-                        "message_id": pending.original.properties.message_id,
-                        "error": str(error),
-                    }
-                },
+            publisher = self._publisher
+            if publisher is None:
+                # Reconnecting: keep it, and look again in a moment.
+                pending.timer = self._clock.call_later(1.0, lambda: self._due(key))
+                return
+            try:
+                async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+                    await publisher.publish(pending.copy, pending.original)
+            except asyncio.CancelledError:
+                self._again(key, pending, "the connection closed")
+                raise
+            except (TransportError, TimeoutError) as error:
+                self._again(key, pending, str(error) or "no answer")
+                return
+            self._pending.pop(key, None)
+            if pending.failures:
+                log.info("delayed copy published after all", extra={"rr": self._fields(pending)})
+        finally:
+            pending.publishing = False
+
+    def _again(self, key: int, pending: _Pending, error: str) -> None:
+        """The publish failed: keep the copy and try again later (backoff)."""
+        pending.failures += 1
+        self.retried += 1
+        if pending.failures == 1:
+            log.warning(
+                "delayed copy not published; it is kept and tried again",
+                extra={"rr": self._fields(pending) | {"error": error}},
             )
-        self._pending.pop(key, None)
+        delay_s = _RETRY.delay_s(pending.failures)
+        pending.timer = self._clock.call_later(delay_s, lambda: self._due(key))
+
+    @staticmethod
+    def _fields(pending: _Pending) -> dict[str, object]:
+        return {
+            "queue": pending.queue,
+            "message_id": pending.original.properties.message_id,
+            "attempts": pending.failures + 1,
+        }
 
     async def flush(self) -> int:
-        """Publish every pending copy now (graceful stop); return how many went."""
+        """Publish every pending copy now (graceful stop); return how many went.
+
+        A copy that cannot be published now is logged as lost: the process is about to end.
+        """
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         published = 0
         for key, pending in list(self._pending.items()):
             if pending.timer is not None:
                 pending.timer.cancel()
-            await self._publish(key, pending)
-            published += 1
+                pending.timer = None
+            publisher = self._publisher
+            try:
+                if publisher is None:
+                    raise TransportError("not connected")
+                await publisher.publish(pending.copy, pending.original)
+            except TransportError as error:
+                log.error(
+                    "delayed copy lost: it could not be published before the process ends",
+                    extra={"rr": self._fields(pending) | {"error": str(error)}},
+                )
+            else:
+                published += 1
+            self._pending.pop(key, None)
         return published

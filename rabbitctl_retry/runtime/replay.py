@@ -7,11 +7,11 @@ headers); this module carries them out on the transport port.
 published ``mandatory`` on a confirm channel of the same connection, many in flight at
 once (each delivery's callback awaits its own confirm), and the dead letter is acked only
 after its copy was confirmed. Acks are coalesced into ``basic.ack(multiple=true)`` over the
-settled prefix of the channel (``runtime/ackwindow.py``). A copy the broker returned
-(no such queue) or refused leaves its dead letter unacked: it goes back to the queue, in
-its place, when the channel closes, as do skipped dead letters. A run reads at most the
-messages the queue held when it started, so copies that come back are never read again;
-one carrying this run's id stops the run (the loop guard).
+settled prefix of the channel and written in order by one settler (``runtime/settler.py``).
+A copy the broker returned (no such queue) or refused leaves its dead letter unacked: it
+goes back to the queue, in its place, when the channel closes, as do skipped dead letters.
+A run reads at most the messages the queue held when it started, so copies that come back
+are never read again; one carrying this run's id stops the run (the loop guard).
 
 After each batch of acks one ``basic.qos`` round trip tells which acks the broker has
 processed (a channel handles its frames in order). If the connection drops, the report
@@ -39,7 +39,6 @@ from rabbitctl_retry.dlq.rate import Pacer
 from rabbitctl_retry.dlq.replay import KEPT_ON_REPLAY, Fail, Replay, ReplayPlan, Skip, Stop, choose
 from rabbitctl_retry.dlq.report import ReplayOutcome, ReplayReport, ReplayResult
 from rabbitctl_retry.errors import BrokerUnreachable, NotFound, PublishFailed, TransportError
-from rabbitctl_retry.runtime.ackwindow import AckWindow
 from rabbitctl_retry.runtime.clock import Clock, WallClock
 from rabbitctl_retry.runtime.dlq import (
     IDLE_S,
@@ -51,6 +50,8 @@ from rabbitctl_retry.runtime.dlq import (
     read_messages,
 )
 from rabbitctl_retry.runtime.message_ids import MessageIdGuard
+from rabbitctl_retry.runtime.settlement import AckFrame, SettleFrame
+from rabbitctl_retry.runtime.settler import ChannelSettler
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, FieldTable, Properties
 
 
@@ -131,7 +132,7 @@ class _Replayer:
         self._clock = options.clock
         self._pacer = Pacer(options.rate_per_s) if options.rate_per_s else None
         self._ids = MessageIdGuard()
-        self._window = AckWindow()
+        self._settler: ChannelSettler | None = None
         self._slots: list[_Slot] = []
         self._consume: Channel | None = None
         self._confirm: Channel | None = None
@@ -151,11 +152,9 @@ class _Replayer:
         self._stopped: str | None = None
         self._interrupted: TransportError | None = None
         self._interrupted_text = ""
-        self._holding = False
         self._held_here = 0
         """Dead letters held (unacked, not to be acked) by the current consumer."""
         self._regenerating = False
-        self._flush_scheduled = False
         self._tasks: set[asyncio.Future[None]] = set()
         self._acked_unsent: dict[int, _Slot] = {}
         """Dead letters whose copy was confirmed and whose ack is not sent yet."""
@@ -172,6 +171,9 @@ class _Replayer:
         connection = self._connection
         source = self._plan.source
         self._consume = consume = await connection.channel()
+        self._settler = ChannelSettler(
+            consume, singles_threshold=self._window_size // 2, on_sent=self._mark_sent
+        )
         try:
             try:
                 info = await consume.queue_declare(source, passive=True)
@@ -265,7 +267,8 @@ class _Replayer:
     async def _on_delivery(self, delivery: Delivery) -> None:
         tag = delivery.delivery_tag
         # First statement, before any await: tags enter the window in delivery order.
-        self._window.delivered(tag)
+        assert self._settler is not None
+        self._settler.delivered(tag)
         if self._closing:
             self._hold()
             return
@@ -319,7 +322,8 @@ class _Replayer:
         consumer whose window fills with held deliveries would get no more, so past half the
         window a fresh consumer (with a fresh window) takes over.
         """
-        self._holding = True
+        if self._settler is not None:
+            self._settler.force_singles = True
         self._held_here += 1
         if (
             not self._closing
@@ -393,11 +397,9 @@ class _Replayer:
                 slot.reason = _UNCONFIRMED_ACK
                 self._hold()
                 return
-            self._window.acked(tag)
+            assert self._settler is not None
             self._acked_unsent[tag] = slot
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._schedule_flush)
+            self._settler.ack(tag)
         except asyncio.CancelledError:
             # the channel closed under us (the client library cancels its consumers' tasks)
             if self._publishing.pop(tag, None) is not None:
@@ -424,37 +426,30 @@ class _Replayer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _schedule_flush(self) -> None:
-        self._spawn(self._flush())
-
     async def _flush(self) -> None:
-        self._flush_scheduled = False
-        consume = self._consume
-        if consume is None or self._interrupted is not None:
+        settler = self._settler
+        if settler is None or self._interrupted is not None:
             return
-        # A tag counts as sent once its ack is in the connection's write queue (FIFO), so a
-        # later basic.qos round trip (``_sync``) proves the broker processed it.
-        try:
-            upto = self._window.take()
-            if upto is not None:
-                covered = [tag for tag in self._acked_unsent if tag <= upto]
-                await consume.ack(upto, multiple=True)
-                self._mark_sent(covered)
-            if self._holding and self._window.pending_acks:
-                for tag in self._window.take_singles():
-                    await consume.ack(tag)
-                    self._mark_sent((tag,))
-        except TransportError as error:
-            self._interrupt(error)
-            return
+        await settler.flush()
+        if settler.closed:
+            self._interrupt(BrokerUnreachable("the channel closed while acking dead letters"))
+
+    def _mark_sent(self, frames: Sequence[SettleFrame]) -> None:
+        """The settler put these frames in the connection's write queue (FIFO), so a later
+        ``basic.qos`` round trip (``_sync``) proves the broker processed them."""
+        for frame in frames:
+            if not isinstance(frame, AckFrame):
+                continue
+            if frame.multiple:
+                covered = [tag for tag in self._acked_unsent if tag <= frame.tag]
+            else:
+                covered = [frame.tag]
+            for tag in covered:
+                slot = self._acked_unsent.pop(tag, None)
+                if slot is not None:
+                    self._acks_unknown[tag] = slot
         if self._acks_unknown and not self._sync_lock.locked():
             self._spawn(self._sync())
-
-    def _mark_sent(self, tags: Sequence[int]) -> None:
-        for tag in tags:
-            slot = self._acked_unsent.pop(tag, None)
-            if slot is not None:
-                self._acks_unknown[tag] = slot
 
     async def _sync(self) -> None:
         """One round trip on the consuming channel: the acks sent before it are processed

@@ -6,10 +6,15 @@ Lifecycle::
     loop:  connect -> declare topology (or, with declare off, check it) -> start consumers
            wait until stop is requested or the connection drops
            dropped:   log, wait (backoff 0.5 s doubling to 30 s), reconnect
-           stop:      basic.cancel every consumer, let in-flight handlers finish (up to
-                      shutdown_timeout_s), send pending acks, publish pending in-memory
-                      delayed copies at once, close
+           stop:      basic.cancel every consumer, let in-flight handlers finish, send
+                      pending acks, publish pending in-memory delayed copies at once, close
+                      — all within shutdown_timeout_s; past it, what is unfinished goes back
+                      to its queue and the connection is closed regardless
     shutdown hooks
+
+Meanwhile each consumer watches its own channel and consumer and starts again (re-declaring
+what it needs) when the broker closes the one or cancels the other; connection.blocked and
+unblocked (resource alarms) are logged.
 
 Nothing rr counts lives in the process: attempts are in the message (the retry header) or on
 the server (x-delivery-count), so any number of ``rr run`` processes can share a queue, and a
@@ -22,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -31,15 +36,18 @@ from rabbitctl_retry.errors import (
     BrokerUnreachable,
     ConfigError,
     ConflictError,
+    RrError,
     TransportError,
 )
 from rabbitctl_retry.retry.policy import RetryPolicy
+from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.clock import Clock, WallClock
-from rabbitctl_retry.runtime.consumer import EventListener, QueueConsumer
+from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
 from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
 from rabbitctl_retry.runtime.handlers import call_hook
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.provision import observe, provision
+from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.model import PublishMode, Queue, QueueType, Topology
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
@@ -60,6 +68,8 @@ class RunOptions:
     shutdown_timeout_s: float = 30.0
     reconnect: bool = True
     reconnect_max_s: float = 30.0
+    copy_hold_max_s: float = HOLD_MAX_S
+    """How long a delivery is held while the broker refuses its copy (then it is requeued)."""
 
 
 def policy_for(queue: str, topology: Topology | None) -> RetryPolicy:
@@ -94,9 +104,19 @@ class Service:
         self._ready = asyncio.Event()
         self.delays = InMemoryDelays(self.clock)
         self._consumers: list[QueueConsumer] = []
+        self._publisher: CopyPublisher | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self.connections = 0
+        self.stats = RuntimeStats()
+
+    @property
+    def connections(self) -> int:
         """How many connections the service has made (1 + reconnects)."""
+        return self.stats.connections
+
+    @property
+    def consumers(self) -> tuple[QueueConsumer, ...]:
+        """The consumers of the current connection."""
+        return tuple(self._consumers)
 
     def stop(self) -> None:
         """Ask for a graceful stop (safe from a signal handler)."""
@@ -105,6 +125,27 @@ class Service:
     async def wait_ready(self) -> None:
         """Return once every consumer is consuming."""
         await self._ready.wait()
+
+    async def start(self) -> asyncio.Future[None]:
+        """Run in the background; return the running task once every consumer consumes, or
+        raise what ended the run before that (a conflict, an unreachable broker, ...)."""
+        task = asyncio.ensure_future(self.run())
+        ready = asyncio.ensure_future(self.wait_ready())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            ready.cancel()
+            task.result()
+        return task
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Service]:
+        """``async with service.running():`` consumes inside the block, stops gracefully after."""
+        task = await self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+            await task
 
     @property
     def in_flight(self) -> int:
@@ -128,47 +169,77 @@ class Service:
                 self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _run_connected(self, concurrency: int) -> None:
+        """Connect, prepare, consume; reconnect (and prepare again) whenever the connection
+        drops. Only the first connection's failures are fatal, and refused credentials."""
+        backoff = Backoff(initial_s=0.5, max_s=self.options.reconnect_max_s)
         first = True
-        backoff_s = 0.5
+        failures = 0
         while not self._stop.is_set():
             try:
                 connection = await self._connect()
-            except (BrokerUnreachable, TransportError) as error:
+            except TransportError as error:
                 if first or not self.options.reconnect or isinstance(error, AccessRefused):
                     raise
-                log.warning("reconnect failed", extra={"rr": {"error": str(error)}})
-                await self._sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, self.options.reconnect_max_s)
+                failures += 1
+                await self._back_off("reconnect failed", error, backoff.delay_s(failures))
                 continue
-            self.connections += 1
+            self.stats.connections += 1
+            connection.on_blocked(self._on_blocked)
             try:
-                if first:
-                    await self._prepare(connection)
+                await self._prepare(connection)
                 await self._start(connection, concurrency)
-                first = False
-                backoff_s = 0.5
-                self._ready.set()
+            except BaseException as error:
+                self._drop_consumers()
+                await connection.close()
+                retry = (
+                    not first
+                    and self.options.reconnect
+                    and isinstance(error, RrError)
+                    and not isinstance(error, AccessRefused)
+                )
+                if not retry:
+                    raise
+                failures += 1
+                await self._back_off(
+                    "could not resume after reconnecting", error, backoff.delay_s(failures)
+                )
+                continue
+            first = False
+            failures = 0
+            self._ready.set()
+            try:
                 stopped = await self._wait(connection)
                 if stopped:
                     await self._graceful_stop(connection)
                     return
-                log.warning(
-                    "connection lost; deliveries in flight return to their queues",
-                    extra={"rr": {"in_flight": self.in_flight}},
-                )
-                self._drop_consumers()
-                if not self.options.reconnect:
-                    raise BrokerUnreachable("the connection to the broker was lost")
-            except BrokerUnreachable:
-                await connection.close()
-                if first or not self.options.reconnect:
-                    raise
-                self._drop_consumers()
             except BaseException:
+                self._drop_consumers()
                 await connection.close()
                 raise
-            await self._sleep(backoff_s)
-            backoff_s = min(backoff_s * 2, self.options.reconnect_max_s)
+            log.warning(
+                "connection lost; deliveries in flight return to their queues",
+                extra={"rr": {"in_flight": self.in_flight}},
+            )
+            self._drop_consumers()
+            await connection.close()
+            if not self.options.reconnect:
+                raise BrokerUnreachable("the connection to the broker was lost")
+            failures += 1
+            await self._sleep(backoff.delay_s(failures))
+
+    async def _back_off(self, what: str, error: BaseException, delay_s: float) -> None:
+        log.warning(what, extra={"rr": {"error": str(error), "retry_in_s": delay_s}})
+        await self._sleep(delay_s)
+
+    def _on_blocked(self, reason: str | None) -> None:
+        if reason is None:
+            log.info("the broker unblocked the connection")
+            return
+        self.stats.blocked += 1
+        log.warning(
+            "the broker blocked the connection: publishing waits until it unblocks",
+            extra={"rr": {"reason": reason}},
+        )
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -242,6 +313,21 @@ class Service:
             return []
         return [q for q in self.topology.queues if q.name in self.handlers.queues]
 
+    def _recover_for(self, connection: Connection, queue: str) -> Recover:
+        """What a consumer of ``queue`` re-declares (or checks) before consuming again."""
+
+        async def recover() -> None:
+            if self.topology is not None and self.options.declare:
+                await self._prepare(connection)
+                return
+            channel = await connection.channel()
+            try:
+                await channel.queue_declare(queue, passive=True)
+            finally:
+                await channel.close()
+
+        return recover
+
     async def _start(self, connection: Connection, concurrency: int) -> None:
         publisher = CopyPublisher(connection)
         self.delays.attach(publisher)
@@ -252,7 +338,7 @@ class Service:
             consumer = QueueConsumer(
                 subscriber=item,
                 policy=policy_for(item.queue, self.topology),
-                channel=await connection.channel(),
+                connection=connection,
                 publisher=publisher,
                 delays=self.delays,
                 clock=self.clock,
@@ -261,9 +347,12 @@ class Service:
                 executor=self._executor,
                 publish_mode=listed.publish if listed else PublishMode.CONFIRM,
                 listener=self._listener,
+                recover=self._recover_for(connection, item.queue),
+                stats=self.stats,
+                hold_max_s=self.options.copy_hold_max_s,
             )
-            await consumer.start()
             consumers.append(consumer)
+            await consumer.start()
         self._consumers = consumers
         log.info(
             "consuming",
@@ -272,24 +361,42 @@ class Service:
 
     def _drop_consumers(self) -> None:
         self.delays.attach(None)
+        for consumer in self._consumers:
+            consumer.abandon()
         self._consumers = []
 
     async def _graceful_stop(self, connection: Connection) -> None:
-        for consumer in self._consumers:
-            await consumer.stop_consuming()
-        deadline = asyncio.get_running_loop().time() + self.options.shutdown_timeout_s
-        for consumer in self._consumers:
-            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-            if not await consumer.wait_idle(remaining):
-                log.warning(
-                    "shutdown timeout: unfinished deliveries go back to their queue",
-                    extra={"rr": {"queue": consumer.policy.queue, "in_flight": consumer.in_flight}},
-                )
-        flushed = await self.delays.flush()
-        if flushed:
-            log.info("published pending delayed copies", extra={"rr": {"count": flushed}})
-        for consumer in self._consumers:
-            await consumer.close()
-        await self._publisher.close()
+        """Stop within ``shutdown_timeout_s``, whatever the broker does (module doc)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.shutdown_timeout_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                for consumer in self._consumers:
+                    await consumer.stop_consuming()
+                for consumer in self._consumers:
+                    remaining = max(0.0, deadline - loop.time())
+                    if not await consumer.wait_idle(remaining):
+                        log.warning(
+                            "shutdown timeout: unfinished deliveries go back to their queue",
+                            extra={
+                                "rr": {
+                                    "queue": consumer.policy.queue,
+                                    "in_flight": consumer.in_flight,
+                                }
+                            },
+                        )
+                flushed = await self.delays.flush()
+                if flushed:
+                    log.info("published pending delayed copies", extra={"rr": {"count": flushed}})
+                for consumer in self._consumers:
+                    await consumer.close()
+                if self._publisher is not None:
+                    await self._publisher.close()
+        except TimeoutError:
+            log.warning(
+                "shutdown timeout: the broker did not answer in time; closing the connection "
+                "(unsettled deliveries go back to their queues)",
+                extra={"rr": {"in_flight": self.in_flight, "delayed": len(self.delays)}},
+            )
         await connection.close()
-        self._consumers = []
+        self._drop_consumers()

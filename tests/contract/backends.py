@@ -31,6 +31,7 @@ from uuid import uuid4
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Channel, Connection
+from tests.shared_node import ctl_command
 
 POLL_DEADLINE_S = 10.0
 """How long the real broker may take to make an :meth:`Backend.until` check true."""
@@ -199,7 +200,7 @@ class VhostPool:
 def ctl(*args: str) -> None:
     """Run ``rabbitmqctl -q ARGS``; raise with its stderr when it fails."""
     done = subprocess.run(
-        ["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60, check=False
+        ctl_command("-q", *args), capture_output=True, text=True, timeout=60, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")

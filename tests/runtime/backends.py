@@ -14,6 +14,7 @@ from uuid import uuid4
 from rabbitctl_retry.runtime.clock import Clock, WallClock
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
+from tests.shared_node import ctl_command
 
 DEADLINE_S = 60.0
 
@@ -110,9 +111,7 @@ class RabbitBackend:
 
 
 def _ctl(*args: str) -> str:
-    result = subprocess.run(
-        ["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run(ctl_command("-q", *args), capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}")
     return result.stdout

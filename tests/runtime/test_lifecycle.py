@@ -25,6 +25,7 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from tests.runtime.backends import RabbitBackend, depth, peek, publish
+from tests.shared_node import ctl_command
 
 pytestmark = pytest.mark.broker
 
@@ -127,7 +128,7 @@ async def test_sigterm_with_100_in_flight_loses_nothing(
 
 def _queue_exists_sync(rabbit: RabbitBackend) -> bool:
     result = subprocess.run(
-        ["rabbitmqctl", "-q", "list_queues", "-p", rabbit.vhost, "name"],
+        ctl_command("-q", "list_queues", "-p", rabbit.vhost, "name"),
         capture_output=True,
         text=True,
     )

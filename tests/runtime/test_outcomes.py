@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -56,26 +57,21 @@ def recording(seen: Seen, outcome: Callable[[Message], AnyOutcome | None], backe
 
 @asynccontextmanager
 async def running(
-    backend: Backend, topology: Topology, queue: str, handler: Any
+    backend: Backend,
+    topology: Topology,
+    queue: str,
+    handler: Any,
+    options: RunOptions | None = None,
 ) -> AsyncIterator[Service]:
     service = Service(
         HandlerSet(module="test", subscribers=(Subscriber(queue, handler, f"test:{queue}"),)),
         topology=topology,
         connect=backend.connect,
-        options=RunOptions(prefetch=10, shutdown_timeout_s=5),
+        options=options or RunOptions(prefetch=10, shutdown_timeout_s=5),
         clock=backend.clock,
     )
-    task = asyncio.ensure_future(service.run())
-    ready = asyncio.ensure_future(service.wait_ready())
-    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        ready.cancel()
-        task.result()
-    try:
+    async with service.running():
         yield service
-    finally:
-        service.stop()
-        await task
 
 
 GUIDE = """
@@ -364,29 +360,77 @@ async def test_quorum_with_delayed_copies_still_ends_after_n_deliveries(backend:
     assert len(seen) == 4
 
 
-async def test_a_returned_copy_leaves_the_original_in_its_queue(
+async def _in_time(backend: Backend, predicate: Callable[[], bool], what: str) -> None:
+    """Let (real or virtual) time pass until ``predicate()`` holds; at most 60 s of it."""
+    waited_s = 0.0
+    while not predicate():
+        if waited_s > 60:
+            pytest.fail(f"timed out waiting for {what}")
+        await backend.wait(0.05)
+        waited_s += 0.05
+
+
+def _runtime_logs(caplog: pytest.LogCaptureFixture, level: str) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.levelname == level and r.name == "rr.runtime"
+    ]
+
+
+async def test_a_returned_copy_holds_the_original_until_its_route_is_back(
     backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The dead-letter queue is gone: the copy comes back (unroutable). The original is held,
+    not handled again, and the copy is tried again with backoff; once the queue exists again
+    the copy goes through. One error line for the whole run of refusals."""
+    caplog.set_level(logging.INFO, logger="rr")
     seen = Seen()
     topology = load_text('[queues.src]\nmax_attempts = 1\ndead_letter = "src.dead"\n')
-
-    def once(msg: Message) -> AnyOutcome | None:
-        return Outcome.retry() if len(seen) == 1 else None
-
-    async with running(backend, topology, "src", recording(seen, once, backend)):
+    async with running(
+        backend, topology, "src", recording(seen, lambda m: Outcome.retry(), backend)
+    ) as service:
         connection = await backend.connect()
         channel = await connection.channel()
         await channel.queue_delete("src.dead")  # the dead-letter copy now has no route
+        await publish(backend, "src", BODY, ORIGINAL)
+        await _in_time(backend, lambda: service.stats.copies_refused >= 3, "three refusals")
+        await channel.queue_declare("src.dead")
+        await connection.close()
+        dead = await _wait_for_messages(backend, "src.dead", 1)
+    assert len(seen) == 1
+    assert seen.redelivered == [False]
+    assert [d.properties.message_id for d in dead] == ["m-1"]
+    assert await depth(backend, "src") == 0
+    assert _runtime_logs(caplog, "ERROR") == [
+        "copy refused; the original is held and the copy tried again with backoff"
+    ]
+    assert "copies accepted again" in _runtime_logs(caplog, "INFO")
+
+
+async def test_a_copy_refused_past_the_hold_limit_sends_the_original_back(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="rr")
+    seen = Seen()
+    topology = load_text('[queues.src]\nmax_attempts = 1\ndead_letter = "src.dead"\n')
+    options = RunOptions(prefetch=10, shutdown_timeout_s=5, copy_hold_max_s=1.0)
+    async with running(
+        backend, topology, "src", recording(seen, lambda m: Outcome.retry(), backend), options
+    ):
+        connection = await backend.connect()
+        channel = await connection.channel()
+        await channel.queue_delete("src.dead")
         await connection.close()
         await publish(backend, "src", BODY, ORIGINAL)
-        await backend.until(lambda: len(seen) >= 2, "the original, delivered again")
-    assert seen.retry_headers == [None, None]
-    assert seen.redelivered == [False, True]
-    assert await depth(backend, "src") == 0
-    errors = [r for r in caplog.records if r.levelname == "ERROR" and r.name == "rr.runtime"]
-    assert [r.getMessage() for r in errors] == [
-        "copy not accepted; the original stays in its queue"
+        await _in_time(backend, lambda: len(seen) >= 2, "the original, delivered again")
+    assert seen.redelivered[:2] == [False, True]
+    assert seen.retry_headers[:2] == [None, None]
+    assert await depth(backend, "src") == 1  # back in its queue after the stop
+    assert _runtime_logs(caplog, "ERROR") == [
+        "copy refused; the original is held and the copy tried again with backoff"
     ]
+    assert "copy still refused; the original goes back to its queue" in _runtime_logs(
+        caplog, "WARNING"
+    )
 
 
 async def test_fast_publish_mode_still_moves_the_copy(backend: Backend) -> None:
@@ -429,7 +473,8 @@ async def test_two_workers_share_a_queue_with_exact_attempt_counts(backend: Back
 async def test_copies_sharing_a_message_id_keep_their_own_returns(backend: Backend) -> None:
     """Two messages with one message_id, handled at once: one copy is routable, the other
     is returned. Each outcome must reach its own original (aiormq matches returns to
-    publishes by message_id; rr keeps one copy per id in flight)."""
+    publishes by message_id; rr keeps one copy per id in flight). With no hold, the original
+    of the returned copy goes back to its queue at once."""
     bodies: list[bytes] = []
     topology = load_text('[queues.dup]\nmax_attempts = 2\ndead_letter = "dup.dead"\n')
     both_in_flight = asyncio.Event()
@@ -443,7 +488,8 @@ async def test_copies_sharing_a_message_id_keep_their_own_returns(backend: Backe
             return Outcome.retry()
         return None
 
-    async with running(backend, topology, "dup", fail_first_two):
+    no_hold = RunOptions(prefetch=10, shutdown_timeout_s=5, copy_hold_max_s=0)
+    async with running(backend, topology, "dup", fail_first_two, no_hold):
         connection = await backend.connect()
         channel = await connection.channel()
         await channel.queue_delete("dup.dead")  # the dead-letter copy will come back

@@ -1,0 +1,19 @@
+"""Counters of what ``rr run`` went through, for logs, tests and (later) metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class RuntimeStats:
+    connections: int = 0
+    """Connections made (1 + reconnects)."""
+    consumer_restarts: int = 0
+    """Consumers started again after their channel closed or the broker cancelled them."""
+    copies_refused: int = 0
+    """Publishes of a copy that the broker returned (unroutable) or refused (nack)."""
+    interrupted_deliveries: int = 0
+    """Deliveries settled by the catch-all rule (requeue) after an error in rr's own code."""
+    blocked: int = 0
+    """Times the broker blocked the connection (a resource alarm)."""

@@ -1,0 +1,182 @@
+"""Under load, at default settings, on the real broker: exact counts for every message id.
+
+* 5,000 messages whose handler always retries, max_attempts 3, classic and quorum: each
+  handled exactly 3 times, each in the dead-letter queue once, nothing left, and never more
+  than one confirm channel open (``rabbitmqctl list_channels``).
+* 20,000 messages per queue type with mixed outcomes (70 % ack, 20 % retry, 10 %
+  retry_after(1 s), a fixed function of id and attempt) at the default concurrency: per id,
+  the exact number of handler calls and the exact end (acked, or dead-lettered once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import pytest
+
+from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.topology.load import load_text
+from rabbitctl_retry.transport import amqp
+from tests.ledger import (
+    Ledger,
+    OutcomeOf,
+    always_retry,
+    depth_of,
+    message_ids,
+    mixed_outcome,
+    planned_end,
+    publish_ids,
+    take_ids,
+    wait_until,
+)
+from tests.runtime.backends import RabbitBackend
+from tests.shared_node import ctl_command
+
+pytestmark = pytest.mark.broker
+
+SERVICE_NAME = "rr-load-service"
+"""The service's connection name (the test's own publisher and readers have another)."""
+
+TOPOLOGY = """
+[queues.work]
+type = "{type}"
+max_attempts = 3
+dead_letter = "work.dead"
+delay = "dlx-ttl"
+"""
+
+
+@pytest.fixture
+async def rabbit(amqp_url: str) -> AsyncIterator[RabbitBackend]:
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    yield backend
+    await backend.close()
+
+
+def _listed(*command: str) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        ctl_command("-q", *command, "--formatter", "json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    return rows
+
+
+def confirm_channels(vhost: str, connection_name: str) -> int:
+    """Confirm channels open now on the connections of ``vhost`` named ``connection_name``."""
+    named = {
+        row["pid"]
+        for row in _listed("list_connections", "pid", "vhost", "client_properties")
+        if row["vhost"] == vhost
+        and ["connection_name", "longstr", connection_name] in row["client_properties"]
+    }
+    return sum(
+        1
+        for row in _listed("list_channels", "connection", "confirm")
+        if row["connection"] in named and row["confirm"]
+    )
+
+
+@contextmanager
+def sampling(sample: Callable[[], int]) -> Iterator[list[int]]:
+    """Call ``sample`` over and over in a thread while the block runs; yields the samples."""
+    samples: list[int] = []
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.is_set():
+            samples.append(sample())
+            done.wait(0.3)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        thread.join(timeout=70)
+
+
+@asynccontextmanager
+async def serving(rabbit: RabbitBackend, queue_type: str, ledger: Ledger) -> AsyncIterator[Service]:
+    service = Service(
+        HandlerSet(module="load", subscribers=(Subscriber("work", ledger.handler(), "load:work"),)),
+        topology=load_text(TOPOLOGY.format(type=queue_type)),
+        connect=lambda: amqp.connect(rabbit.url, client_name=SERVICE_NAME),
+        options=RunOptions(),  # the defaults: prefetch 100, concurrency = prefetch
+    )
+    async with service.running():
+        yield service
+
+
+async def run_load(
+    rabbit: RabbitBackend, queue_type: str, count: int, outcome_of: OutcomeOf
+) -> tuple[Ledger, list[str], Counter[str], Service]:
+    ledger = Ledger(outcome_of=outcome_of, max_attempts=3)
+    ids = message_ids(queue_type, count)
+    dead: Counter[str] = Counter()
+    async with serving(rabbit, queue_type, ledger) as service:
+        await publish_ids(rabbit.connect, "work", ids)
+
+        async def all_ended() -> bool:
+            dead.update(await take_ids(rabbit.connect, "work.dead"))
+            return ledger.settled(ids, dead) == count
+
+        await wait_until(all_ended, f"all {count} messages to end", timeout_s=100, poll_s=0.5)
+        await asyncio.sleep(0.5)  # anything still moving would show now
+    dead.update(await take_ids(rabbit.connect, "work.dead"))
+    return ledger, ids, dead, service
+
+
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+async def test_5000_always_retry_messages_each_handled_3_times_and_dead_once(
+    rabbit: RabbitBackend, queue_type: str
+) -> None:
+    with sampling(lambda: confirm_channels(rabbit.vhost, SERVICE_NAME)) as samples:
+        ledger, ids, dead, service = await run_load(rabbit, queue_type, 5000, always_retry)
+    assert set(ledger.calls.values()) == {3}, Counter(ledger.calls.values())
+    assert len(ledger.calls) == 5000
+    assert dead == Counter(dict.fromkeys(ids, 1))
+    assert await depth_of(rabbit.connect, "work") == 0
+    assert await depth_of(rabbit.connect, "work.retry") == 0
+    assert samples, "no channel sample was taken"
+    # classic: one confirm channel carries every copy; quorum: the server counts, no copies
+    assert max(samples) == (1 if queue_type == "classic" else 0), samples
+    assert service.stats.interrupted_deliveries == 0
+    assert service.stats.consumer_restarts == 0
+    assert service.connections == 1
+
+
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+async def test_20000_mixed_outcomes_end_exactly_as_planned(
+    rabbit: RabbitBackend, queue_type: str
+) -> None:
+    ledger, ids, dead, service = await run_load(rabbit, queue_type, 20_000, mixed_outcome)
+    verdict = ledger.verdict(ids, dead)
+    assert verdict.lost == [], verdict.summary()
+    assert verdict.extra_calls == {}, verdict.summary()
+    assert verdict.duplicates == 0, verdict.summary()
+    assert verdict.wrong_place == [], verdict.summary()
+    planned = {i: planned_end(i, 3, mixed_outcome) for i in ids}
+    assert dict(ledger.calls) == {i: calls for i, (calls, _) in planned.items()}
+    assert dead == Counter({i: 1 for i, (_, end) in planned.items() if end == "dead"})
+    assert set(ledger.acked.values()) == {1}
+    assert len(ledger.acked) == sum(1 for _, end in planned.values() if end == "acked")
+    assert await depth_of(rabbit.connect, "work") == 0
+    assert await depth_of(rabbit.connect, "work.retry") == 0
+    assert service.stats.interrupted_deliveries == 0
+    assert service.stats.consumer_restarts == 0
+    assert service.connections == 1

@@ -1,0 +1,174 @@
+"""What rr run does when its own code fails for one delivery, or the broker takes away its
+channel or its consumer; on the emulator and on the real broker.
+
+* An unexpected error (or a cancellation that is not the task's own) while rr carries out a
+  decision: that delivery goes back to its queue, it is logged with its message id, and the
+  others are not held back.
+* The consumer's channel closes, or the broker cancels the consumer (its queue deleted): rr
+  says why, declares what it needs again, and consumes again on the same connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from rabbitctl_retry import Message, Outcome
+from rabbitctl_retry.retry.outcome import AnyOutcome
+from rabbitctl_retry.runtime.copies import CopyPublisher
+from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.topology.load import load_text
+from rabbitctl_retry.transport.base import Properties
+from tests.runtime.backends import Backend, depth, peek, publish
+
+TOPOLOGY = '[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n'
+
+
+@asynccontextmanager
+async def running(backend: Backend, handler: Any) -> AsyncIterator[Service]:
+    service = Service(
+        HandlerSet(module="test", subscribers=(Subscriber("work", handler, "test:work"),)),
+        topology=load_text(TOPOLOGY),
+        connect=backend.connect,
+        options=RunOptions(prefetch=10, shutdown_timeout_s=5),
+        clock=backend.clock,
+    )
+    async with service.running():
+        yield service
+
+
+def recording(seen: list[tuple[str, int]], outcome: Callable[[Message], AnyOutcome]) -> Any:
+    async def handler(msg: Message) -> AnyOutcome:
+        seen.append((msg.properties.message_id or "", msg.attempt))
+        return outcome(msg)
+
+    return handler
+
+
+def failing_once(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> list[str]:
+    """The first copy rr publishes raises ``error`` (inside rr's own code, not the
+    handler's); returns the message ids it was raised for."""
+    failed: list[str] = []
+    real = CopyPublisher.publish
+
+    async def publish_or_fail(self: CopyPublisher, copy: Any, original: Any, **kw: Any) -> None:
+        if not failed:
+            failed.append(original.properties.message_id)
+            raise error
+        await real(self, copy, original, **kw)
+
+    monkeypatch.setattr(CopyPublisher, "publish", publish_or_fail)
+    return failed
+
+
+@pytest.mark.parametrize(
+    "error", [RuntimeError("boom"), asyncio.CancelledError()], ids=["exception", "cancelled"]
+)
+async def test_an_error_in_rr_code_sends_only_that_delivery_back(
+    backend: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    error: BaseException,
+) -> None:
+    caplog.set_level(logging.INFO, logger="rr")
+    failed = failing_once(monkeypatch, error)
+    seen: list[tuple[str, int]] = []
+
+    def retry_a_acks_b(msg: Message) -> AnyOutcome:
+        return Outcome.retry() if msg.properties.message_id == "a" else Outcome.ack()
+
+    async with running(backend, recording(seen, retry_a_acks_b)):
+        await publish(backend, "work", b"a", Properties(message_id="a"))
+        await publish(backend, "work", b"b", Properties(message_id="b"))
+        await _handled(backend, seen, 5, "a three times (and once more) and b once")
+        dead = await _dead(backend)
+    assert failed == ["a"]
+    # a: attempt 1 (its copy failed inside rr: back to the queue), attempt 1 again, 2, 3
+    assert [attempt for message_id, attempt in seen if message_id == "a"] == [1, 1, 2, 3]
+    assert [attempt for message_id, attempt in seen if message_id == "b"] == [1]
+    assert [d.properties.message_id for d in dead] == ["a"]
+    assert await depth(backend, "work") == 0
+    errors = [r for r in caplog.records if r.name == "rr.runtime" and r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in errors] == ["delivery interrupted; it goes back to its queue"]
+    assert errors[0].rr["message_id"] == "a"  # type: ignore[attr-defined]
+
+
+async def _dead(backend: Backend) -> list[Any]:
+    for _ in range(200):
+        found = await peek(backend, "work.dead")
+        if found:
+            return found
+        await backend.wait(0.05)
+    return []
+
+
+async def _handled(backend: Backend, seen: list[Any], count: int, what: str) -> None:
+    for _ in range(400):
+        if len(seen) >= count:
+            return
+        await backend.wait(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("how", ["channel closed", "queue deleted"])
+async def test_the_consumer_starts_again_when_the_broker_takes_it_away(
+    backend: Backend, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="rr")
+    seen: list[tuple[str, int]] = []
+    async with running(backend, recording(seen, lambda m: Outcome.ack())) as service:
+        await publish(backend, "work", b"1", Properties(message_id="before"))
+        await _handled(backend, seen, 1, "the first message")
+        if how == "channel closed":
+            channel = service.consumers[0].channel
+            assert channel is not None
+            await channel.close()
+        else:
+            connection = await backend.connect()
+            other = await connection.channel()
+            await other.queue_delete("work")
+            await connection.close()
+        await _until(backend, lambda: service.stats.consumer_restarts == 1, "a restart")
+        await _until_ready(backend, service)
+        await publish(backend, "work", b"2", Properties(message_id="after"))
+        await _handled(backend, seen, 2, "the message after")
+    assert seen == [("before", 1), ("after", 1)]
+    assert service.connections == 1
+    messages = [r.getMessage() for r in caplog.records if r.name == "rr.runtime"]
+    assert "consumer stopped; starting it again" in messages
+    assert "consuming again" in messages
+
+
+async def _until(backend: Backend, predicate: Callable[[], bool], what: str) -> None:
+    for _ in range(400):
+        if predicate():
+            return
+        await backend.wait(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _until_ready(backend: Backend, service: Service) -> None:
+    """Until the consumer consumes again (its queue exists again)."""
+
+    async def exists() -> bool:
+        connection = await backend.connect()
+        try:
+            channel = await connection.channel()
+            return (await channel.queue_declare("work", passive=True)).consumer_count == 1
+        except Exception:
+            return False
+        finally:
+            await connection.close()
+
+    for _ in range(400):
+        if await exists():
+            return
+        await backend.wait(0.05)
+    raise AssertionError("the consumer did not come back")
