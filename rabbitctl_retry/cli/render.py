@@ -18,7 +18,7 @@ from rich.text import Text
 from rabbitctl_retry.topology.arguments import ArgumentValue
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
-from rabbitctl_retry.topology.model import QueueType, Topology
+from rabbitctl_retry.topology.model import Queue, QueueType, Topology
 from rabbitctl_retry.topology.naming import format_duration_ms
 from rabbitctl_retry.topology.plan import Plan, Status
 
@@ -133,6 +133,7 @@ def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
                 "delay_tiers": [format_duration_ms(ms) for ms in queue.delay_tiers_ms],
                 "delay_exchange": queue.delay_exchange,
                 "publish": queue.publish.value,
+                "dead_letter_strategy": _strategy(queue),
             }
             for queue in topology.queues
         ],
@@ -167,6 +168,12 @@ def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
         ],
         "required_exchanges": list(desired.referenced_exchanges),
     }
+
+
+def _strategy(queue: Queue) -> str | None:
+    """How the server moves the queue's dead letters (quorum queues with a route only)."""
+    strategy = queue.effective_dead_letter_strategy
+    return None if strategy is None else strategy.value
 
 
 def _counted_by(queue_type: QueueType, max_attempts: int | None) -> str | None:

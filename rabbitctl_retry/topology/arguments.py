@@ -101,7 +101,9 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
     "x-queue-mode": ArgumentRule(_one_of("default", "lazy"), _CLASSIC_ONLY),
     "x-queue-version": ArgumentRule(_one_of(1, 2), _CLASSIC_ONLY),
     "x-delivery-limit": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delivery_limit"),
-    "x-dead-letter-strategy": ArgumentRule(_one_of("at-most-once", "at-least-once"), _QUORUM_ONLY),
+    "x-dead-letter-strategy": ArgumentRule(
+        _one_of("at-most-once", "at-least-once"), _QUORUM_ONLY, managed_by="dead_letter_strategy"
+    ),
     "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY),
     "x-queue-type": ArgumentRule(_string, _BOTH, managed_by="type"),
 }

@@ -12,10 +12,21 @@ quorum + max_attempts N + D     ``x-delivery-limit = N - 1`` (the server counts 
                                 deliveries), ``x-dead-letter-exchange = ""`` (or the queue's
                                 own), ``x-dead-letter-routing-key = D``
 quorum + delivery_limit L       ``x-delivery-limit = L`` (with D or dead_letter_exchange)
+quorum with D or its own DLX    ``x-dead-letter-strategy = "at-least-once"`` and
+                                ``x-overflow = "reject-publish"`` (a dead letter stays in
+                                the queue until its target confirmed it: neither a full
+                                target nor a crash loses it), unless
+                                ``dead_letter_strategy = "at-most-once"``
 dead_letter D not listed        D as a durable classic queue, no arguments
 delay = "dlx-ttl"               wait queue ``<q>.retry`` (or ``wait_queue``): durable,
                                 ``x-dead-letter-exchange = ""``,
                                 ``x-dead-letter-routing-key = <q>``; per-message expiration
+delay = "dlx-ttl", quorum q     the wait queue is a quorum queue too, with
+                                ``x-dead-letter-strategy = "at-least-once"`` and
+                                ``x-overflow = "reject-publish"``: an expired copy is moved
+                                to ``q`` at least once, even across a broker restart (a
+                                classic wait queue dead-letters at most once, and a copy
+                                that expires while ``q`` is not back yet is lost)
 delay_tiers                     one such wait queue per tier, ``<q>.retry.<tier>``, each
                                 with ``x-message-ttl = <tier ms>``
 delay = "plugin-dme"            exchange ``<q>.delay``, type ``x-delayed-message``,
@@ -24,8 +35,10 @@ delay = "plugin-dme"            exchange ``<q>.delay``, type ``x-delayed-message
 bindings                        one binding each
 ==============================  ==========================================================
 
-Order: exchanges, then queues (each listed queue followed by its wait queues and its
-unlisted dead-letter queue), then bindings — the order they can be declared in.
+Order: exchanges, then queues, then bindings — the order they can be declared in. Queues
+come in file order (each listed queue followed by its wait queues and its unlisted
+dead-letter queue), except that a queue something dead-letters to comes before it: a
+declaration cut short never leaves a queue whose dead-letter route leads nowhere.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from rabbitctl_retry.topology.arguments import ArgumentValue
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.model import (
     DELAYED_EXCHANGE_TYPE,
+    DeadLetterStrategy,
     DelayMode,
     Queue,
     QueueType,
@@ -127,20 +141,64 @@ def queue_arguments(queue: Queue) -> dict[str, ArgumentValue]:
             arguments["x-dead-letter-routing-key"] = queue.dead_letter
         elif queue.dead_letter_exchange:
             arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
+        if queue.effective_dead_letter_strategy is DeadLetterStrategy.AT_LEAST_ONCE:
+            arguments["x-dead-letter-strategy"] = DeadLetterStrategy.AT_LEAST_ONCE.value
+            arguments["x-overflow"] = "reject-publish"
     elif queue.dead_letter_exchange:
         arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
     return arguments
 
 
-def wait_queue_arguments(queue: str, ttl_ms: int | None = None) -> dict[str, ArgumentValue]:
-    """A wait queue dead-letters expired messages back to ``queue`` on the default exchange."""
+def wait_queue_arguments(
+    queue: str, ttl_ms: int | None = None, *, quorum: bool = False
+) -> dict[str, ArgumentValue]:
+    """A wait queue dead-letters expired messages back to ``queue`` on the default exchange;
+    the wait queue of a quorum queue is a quorum queue that does so at least once."""
     arguments: dict[str, ArgumentValue] = {
         "x-dead-letter-exchange": "",
         "x-dead-letter-routing-key": queue,
     }
     if ttl_ms is not None:
         arguments["x-message-ttl"] = ttl_ms
+    if quorum:
+        arguments["x-queue-type"] = "quorum"
+        arguments["x-dead-letter-strategy"] = "at-least-once"
+        arguments["x-overflow"] = "reject-publish"
     return arguments
+
+
+def _dead_letter_target(queue: QueueEntity) -> str | None:
+    """The queue ``queue`` dead-letters to on the default exchange, if any."""
+    if queue.arguments.get("x-dead-letter-exchange") != "":
+        return None
+    target = queue.arguments.get("x-dead-letter-routing-key")
+    return target if isinstance(target, str) else None
+
+
+def targets_first(
+    queues: list[QueueEntity], routes: Mapping[str, str] | None = None
+) -> list[QueueEntity]:
+    """``queues`` in the same order, except that each comes after the queue it dead-letters
+    to (its ``x-dead-letter-routing-key`` on the default exchange, or ``routes[name]``: where
+    the runtime sends its spent messages). A cycle is cut where it closes."""
+    by_name = {queue.name: queue for queue in queues}
+    routes = routes or {}
+    ordered: list[QueueEntity] = []
+    state: dict[str, bool] = {}  # name -> done (False while being visited)
+
+    def visit(queue: QueueEntity) -> None:
+        if queue.name in state:
+            return
+        state[queue.name] = False
+        for target in (_dead_letter_target(queue), routes.get(queue.name)):
+            if target is not None and target in by_name and target not in state:
+                visit(by_name[target])
+        state[queue.name] = True
+        ordered.append(queue)
+
+    for queue in queues:
+        visit(queue)
+    return ordered
 
 
 def expand(topology: Topology) -> Desired:
@@ -233,9 +291,10 @@ def expand(topology: Topology) -> Desired:
                     source=key_path("queues", queue.name, "bindings", index),
                 )
             )
+    routes = {q.name: q.dead_letter for q in topology.queues if q.dead_letter is not None}
     return Desired(
         exchanges=tuple(exchanges),
-        queues=tuple(queues),
+        queues=tuple(targets_first(queues, routes)),
         bindings=tuple(bindings),
         referenced_exchanges=tuple(referenced),
     )
@@ -243,11 +302,12 @@ def expand(topology: Topology) -> Desired:
 
 def _wait_queues(queue: Queue) -> list[QueueEntity]:
     source = key_path("queues", queue.name, "delay")
+    quorum = queue.type is QueueType.QUORUM
     if queue.delay_tiers_ms:
         return [
             QueueEntity(
                 name=name,
-                arguments=frozen_mapping(wait_queue_arguments(queue.name, tier_ms)),
+                arguments=frozen_mapping(wait_queue_arguments(queue.name, tier_ms, quorum=quorum)),
                 role=f"{format_duration_ms(tier_ms)} wait queue of {queue.name}",
                 source=key_path("queues", queue.name, "delay_tiers"),
             )
@@ -259,7 +319,7 @@ def _wait_queues(queue: Queue) -> list[QueueEntity]:
     return [
         QueueEntity(
             name=wait_queue,
-            arguments=frozen_mapping(wait_queue_arguments(queue.name)),
+            arguments=frozen_mapping(wait_queue_arguments(queue.name, quorum=quorum)),
             role=f"wait queue of {queue.name}",
             source=source,
         )

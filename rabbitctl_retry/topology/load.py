@@ -21,6 +21,7 @@ from rabbitctl_retry.topology.locate import line_of
 from rabbitctl_retry.topology.model import (
     Binding,
     Broker,
+    DeadLetterStrategy,
     DelayMode,
     Exchange,
     PublishMode,
@@ -44,6 +45,7 @@ QUEUE_KEYS = (
     "wait_queue",
     "delay_tiers",
     "publish",
+    "dead_letter_strategy",
     "arguments",
     "bindings",
 )
@@ -51,7 +53,7 @@ BINDING_KEYS = ("exchange", "routing_key", "arguments")
 EXCHANGE_KEYS = ("type", "durable", "arguments")
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
-_E = TypeVar("_E", QueueType, DelayMode, PublishMode)
+_E = TypeVar("_E", QueueType, DelayMode, PublishMode, DeadLetterStrategy)
 
 
 def load_file(path: str | Path) -> Topology:
@@ -134,6 +136,7 @@ def _parse_queue(name: str, table: Mapping[str, Any]) -> Queue:
         wait_queue=_optional(table, "wait_queue", str, at),
         delay_tiers_ms=tiers,
         publish=_enum(table, "publish", PublishMode, PublishMode.CONFIRM, at),
+        dead_letter_strategy=_optional_enum(table, "dead_letter_strategy", DeadLetterStrategy, at),
         arguments=frozen_mapping(_arguments(table, at)),
         bindings=_bindings(name, table, at),
     )
@@ -256,9 +259,16 @@ def _default(value: _T | None, default: _T) -> _T:
 def _enum(
     table: Mapping[str, Any], key: str, kind: type[_E], default: _E, at: tuple[str, ...]
 ) -> _E:
+    value = _optional_enum(table, key, kind, at)
+    return default if value is None else value
+
+
+def _optional_enum(
+    table: Mapping[str, Any], key: str, kind: type[_E], at: tuple[str, ...]
+) -> _E | None:
     raw = _optional(table, key, str, at)
     if raw is None:
-        return default
+        return None
     try:
         return kind(raw)
     except ValueError:

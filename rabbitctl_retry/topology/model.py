@@ -41,6 +41,16 @@ class DelayMode(StrEnum):
     PLUGIN_DME = "plugin-dme"
 
 
+class DeadLetterStrategy(StrEnum):
+    """How a quorum queue moves a message it dead-letters (RabbitMQ's own two ways)."""
+
+    AT_MOST_ONCE = "at-most-once"
+    """Fire and forget: lost if the target refuses it (full) or the node crashes first."""
+    AT_LEAST_ONCE = "at-least-once"
+    """Kept in the source queue until the target confirmed it (needs x-overflow =
+    reject-publish on the source)."""
+
+
 class PublishMode(StrEnum):
     """How the runtime publishes its copies: with publisher confirms, or without."""
 
@@ -145,6 +155,8 @@ class Queue:
     wait_queue: str | None = None
     delay_tiers_ms: tuple[int, ...] = ()
     publish: PublishMode = PublishMode.CONFIRM
+    dead_letter_strategy: DeadLetterStrategy | None = None
+    """Quorum queues with a dead-letter route only; unset means at-least-once."""
     arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
     bindings: tuple[Binding, ...] = ()
 
@@ -158,6 +170,7 @@ class Queue:
         self._check_quorum()
         self._check_delay()
         self._check_arguments()
+        self._check_strategy()
 
     def _check_attempts(self) -> None:
         if self.max_attempts is not None and self.max_attempts < 1:
@@ -297,6 +310,44 @@ class Queue:
                 "dead_letter already sets x-dead-letter-routing-key",
                 path=self._path("arguments", "x-dead-letter-routing-key"),
             )
+
+    def _check_strategy(self) -> None:
+        path = self._path("dead_letter_strategy")
+        if self.dead_letter_strategy is not None:
+            if self.type is not QueueType.QUORUM:
+                raise ConfigError(
+                    "only quorum queues choose how they dead-letter; a classic queue's spent "
+                    "messages are copied by rr, with confirms",
+                    path=path,
+                )
+            if not self._dead_letters:
+                raise ConfigError(
+                    "the queue dead-letters nothing: set dead_letter or dead_letter_exchange",
+                    path=path,
+                )
+        if self.effective_dead_letter_strategy is not DeadLetterStrategy.AT_LEAST_ONCE:
+            return
+        overflow = self.arguments.get("x-overflow", "reject-publish")
+        if overflow != "reject-publish":
+            raise ConfigError(
+                f"x-overflow = {overflow!r}: at-least-once dead-lettering needs "
+                '"reject-publish" (RabbitMQ falls back to at-most-once otherwise); set '
+                'dead_letter_strategy = "at-most-once" to keep this overflow',
+                path=self._path("arguments", "x-overflow"),
+            )
+
+    @property
+    def effective_dead_letter_strategy(self) -> DeadLetterStrategy | None:
+        """How this queue dead-letters on the server: quorum queues with a dead-letter route
+        do so at least once unless the file says otherwise; ``None`` for the others."""
+        if self.type is not QueueType.QUORUM or not self._dead_letters:
+            return None
+        return self.dead_letter_strategy or DeadLetterStrategy.AT_LEAST_ONCE
+
+    @property
+    def _dead_letters(self) -> bool:
+        """The queue has a dead-letter route (``dead_letter``, or a named exchange)."""
+        return self.dead_letter is not None or bool(self.dead_letter_exchange)
 
     @property
     def effective_wait_queue(self) -> str | None:

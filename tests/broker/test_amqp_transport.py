@@ -37,6 +37,7 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.transport.amqp import AmqpChannel, AmqpConnection, connect
 from rabbitctl_retry.transport.base import Delivery, Properties, QueueInfo, ServerVersion
+from tests.shared_node import ctl_command
 
 pytestmark = pytest.mark.broker
 
@@ -61,7 +62,7 @@ def _rabbitmqctl(*args: str) -> str:
     if shutil.which("rabbitmqctl") is None:
         pytest.skip("needs rabbitmqctl next to the broker")
     done = subprocess.run(
-        ["rabbitmqctl", *args], capture_output=True, text=True, timeout=60, check=False
+        ctl_command(*args), capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

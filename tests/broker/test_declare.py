@@ -23,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
+from tests.shared_node import ctl_command
 
 pytestmark = pytest.mark.broker
 
@@ -33,9 +34,7 @@ runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def rabbitmqctl(*args: str) -> str:
-    result = subprocess.run(
-        ["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run(ctl_command("-q", *args), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -115,12 +114,13 @@ def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str
 
     assert first.exit_code == 0, first.output
     operations = json_operations(first)
+    # each queue after the queue it dead-letters to
     assert list(operations) == [
+        "refunds.dead",
         "refunds",
         "refunds.retry",
-        "refunds.dead",
-        "payouts",
         "payouts.dead",
+        "payouts",
     ]
     assert {op["status"] for op in operations.values()} == {"created"}
     assert all(op["op"] == "declare_queue" for op in operations.values())
@@ -146,6 +146,8 @@ def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str
         "x-queue-type": ("longstr", "quorum"),
         "x-dead-letter-exchange": ("longstr", ""),
         "x-dead-letter-routing-key": ("longstr", "payouts.dead"),
+        "x-dead-letter-strategy": ("longstr", "at-least-once"),
+        "x-overflow": ("longstr", "reject-publish"),
     }
     assert list_exchanges(vhost) == set()
 
@@ -191,6 +193,7 @@ def test_conflict_names_every_difference_and_changes_nothing(amqp_url: str, vhos
     assert "x-dead-letter-exchange: file '', broker (none)" in detail
     assert "x-dead-letter-routing-key: file 'payouts.dead', broker (none)" in detail
     assert "x-max-length: file (none), broker 100" in detail
+    assert "x-overflow: file 'reject-publish', broker (none)" in detail
     assert {operations[name]["status"] for name in operations if name != "payouts"} == {"planned"}
     assert "payouts" in result.stderr
     assert "nothing was changed" in result.stderr
@@ -201,13 +204,67 @@ def test_conflict_table_shows_queue_and_arguments(amqp_url: str, vhost: str) -> 
     url = vhost_url(amqp_url, vhost)
     asyncio.run(raw_declare(url, "payouts", durable=True))
 
-    result = declare(url, str(EXAMPLE))
+    # wide enough that the detail of payouts (five differences) fits on one line
+    result = runner.invoke(app, ["declare", str(EXAMPLE), "--url", url], env={"COLUMNS": "400"})
 
     assert result.exit_code == 1
     assert "conflict" in result.stdout
+    assert "x-overflow: file 'reject-publish', broker (none)" in result.stdout
     assert "x-queue-type: file 'quorum', broker (none)" in result.stdout
     assert "nothing was changed on the broker" in result.stdout
     assert set(list_queues(vhost)) == {"payouts"}
+
+
+def test_quorum_dead_letter_is_at_least_once_by_default(
+    amqp_url: str, vhost: str, tmp_path: Path
+) -> None:
+    topology = tmp_path / "topology.toml"
+    topology.write_text(
+        """
+[queues.payouts]
+type = "quorum"
+max_attempts = 5
+dead_letter = "payouts.dead"
+
+[queues.fees]
+type = "quorum"
+max_attempts = 2
+dead_letter = "fees.dead"
+dead_letter_strategy = "at-most-once"
+""",
+        encoding="utf-8",
+    )
+    url = vhost_url(amqp_url, vhost)
+
+    first = declare(url, str(topology), "--output", "json")
+
+    assert first.exit_code == 0, first.output
+    assert {op["status"] for op in json_operations(first).values()} == {"created"}
+    queues = list_queues(vhost)
+    payouts = queues["payouts"]
+    assert payouts["type"] == "quorum"
+    assert payouts["arguments"]["x-dead-letter-strategy"] == ("longstr", "at-least-once")
+    assert payouts["arguments"]["x-overflow"] == ("longstr", "reject-publish")
+    limit_type, limit = payouts["arguments"].pop("x-delivery-limit")
+    assert (limit_type in INTEGER_TYPES, limit) == (True, 4)
+    assert payouts["arguments"] == {
+        "x-queue-type": ("longstr", "quorum"),
+        "x-dead-letter-exchange": ("longstr", ""),
+        "x-dead-letter-routing-key": ("longstr", "payouts.dead"),
+        "x-dead-letter-strategy": ("longstr", "at-least-once"),
+        "x-overflow": ("longstr", "reject-publish"),
+    }
+    # dead_letter_strategy = "at-most-once": neither argument, as before
+    fees = queues["fees"]
+    assert fees["type"] == "quorum"
+    assert "x-dead-letter-strategy" not in fees["arguments"]
+    assert "x-overflow" not in fees["arguments"]
+    assert fees["arguments"]["x-dead-letter-routing-key"] == ("longstr", "fees.dead")
+
+    second = declare(url, str(topology), "--output", "json")
+
+    assert second.exit_code == 0, second.output
+    assert {op["status"] for op in json_operations(second).values()} == {"unchanged"}
 
 
 def test_bindings_and_exchanges(amqp_url: str, vhost: str, tmp_path: Path) -> None:

@@ -72,6 +72,8 @@ def test_show_json_lists_every_entity_with_exact_arguments() -> None:
             "x-delivery-limit": 4,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "payouts.dead",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
         },
         "payouts.dead": {},
     }
@@ -79,6 +81,8 @@ def test_show_json_lists_every_entity_with_exact_arguments() -> None:
     assert policies["refunds"]["attempts_counted_by"] == "rr"
     assert policies["payouts"]["attempts_counted_by"] == "server"
     assert policies["refunds"]["wait_queues"] == ["refunds.retry"]
+    assert policies["refunds"]["dead_letter_strategy"] is None  # rr copies, with confirms
+    assert policies["payouts"]["dead_letter_strategy"] == "at-least-once"
     assert document["retry_header"] == "x-ruststream-retry-count"
 
 
@@ -113,14 +117,17 @@ def test_export_definitions_document() -> None:
             "x-delivery-limit": 4,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "payouts.dead",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
         },
     }
+    # each queue after the queue it dead-letters to
     assert [q["name"] for q in document["queues"]] == [
+        "refunds.dead",
         "refunds",
         "refunds.retry",
-        "refunds.dead",
-        "payouts",
         "payouts.dead",
+        "payouts",
     ]
     assert document["exchanges"] == []
     assert document["bindings"] == []

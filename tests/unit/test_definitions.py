@@ -31,12 +31,13 @@ def test_the_guides_file() -> None:
     document = to_definitions(expand(load_file(EXAMPLE)))
     assert document == {
         "queues": [
+            _queue("refunds.dead", {}),
             _queue("refunds", {}),
             _queue(
                 "refunds.retry",
                 {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"},
             ),
-            _queue("refunds.dead", {}),
+            _queue("payouts.dead", {}),
             _queue(
                 "payouts",
                 {
@@ -44,14 +45,15 @@ def test_the_guides_file() -> None:
                     "x-delivery-limit": 4,
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "payouts.dead",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
                 },
             ),
-            _queue("payouts.dead", {}),
         ],
         "exchanges": [],
         "bindings": [],
     }
-    assert type(document["queues"][3]["arguments"]["x-delivery-limit"]) is int
+    assert type(document["queues"][4]["arguments"]["x-delivery-limit"]) is int
 
 
 def test_exchanges_bindings_and_vhost() -> None:
@@ -152,9 +154,10 @@ def test_the_document_is_plain_json(vhost: str) -> None:
 def test_the_document_is_a_copy() -> None:
     desired = expand(load_file(EXAMPLE))
     document = to_definitions(desired)
-    document["queues"][3]["arguments"]["x-delivery-limit"] = 99
-    assert desired.queues[3].arguments["x-delivery-limit"] == 4
-    assert to_definitions(desired)["queues"][3]["arguments"]["x-delivery-limit"] == 4
+    assert document["queues"][4]["name"] == "payouts"
+    document["queues"][4]["arguments"]["x-delivery-limit"] = 99
+    assert desired.queues[4].arguments["x-delivery-limit"] == 4
+    assert to_definitions(desired)["queues"][4]["arguments"]["x-delivery-limit"] == 4
 
 
 def test_an_empty_topology() -> None:

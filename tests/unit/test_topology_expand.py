@@ -14,6 +14,7 @@ from rabbitctl_retry.topology.expand import (
     QueueEntity,
     expand,
     queue_arguments,
+    targets_first,
     wait_queue_arguments,
 )
 from rabbitctl_retry.topology.load import load_file, load_text
@@ -37,14 +38,18 @@ def assert_same_types(actual: dict[str, Any], expected: dict[str, Any]) -> None:
 
 def test_the_guides_file_expands_exactly() -> None:
     desired = expand(load_file(EXAMPLE))
+    # Each queue comes after the queue it dead-letters to: refunds (dead_letter) after
+    # refunds.dead, refunds.retry (x-dead-letter-routing-key) after refunds, payouts after
+    # payouts.dead.
     expected: list[QueueRow] = [
+        ("refunds.dead", True, {}),
         ("refunds", True, {}),
         (
             "refunds.retry",
             True,
             {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"},
         ),
-        ("refunds.dead", True, {}),
+        ("payouts.dead", True, {}),
         (
             "payouts",
             True,
@@ -53,34 +58,35 @@ def test_the_guides_file_expands_exactly() -> None:
                 "x-delivery-limit": 4,
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": "payouts.dead",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
             },
         ),
-        ("payouts.dead", True, {}),
     ]
     assert queues_of(desired) == expected
     for (_, _, actual), (_, _, wanted) in zip(queues_of(desired), expected, strict=True):
         assert_same_types(actual, wanted)
-    assert type(desired.queues[3].arguments["x-delivery-limit"]) is int
+    assert type(desired.queues[4].arguments["x-delivery-limit"]) is int
     assert desired.exchanges == ()
     assert desired.bindings == ()
     assert desired.referenced_exchanges == ()
     assert [entity.name for entity in desired.entities] == [
+        "refunds.dead",
         "refunds",
         "refunds.retry",
-        "refunds.dead",
-        "payouts",
         "payouts.dead",
+        "payouts",
     ]
 
 
 def test_the_guides_file_roles_and_sources() -> None:
     desired = expand(load_file(EXAMPLE))
     assert [(queue.role, queue.source) for queue in desired.queues] == [
+        ("classic queue, dead letters of refunds", 'queues."refunds.dead"'),
         ("classic queue", "queues.refunds"),
         ("wait queue of refunds", "queues.refunds.delay"),
-        ("classic queue, dead letters of refunds", 'queues."refunds.dead"'),
-        ("quorum queue", "queues.payouts"),
         ("classic queue, dead letters of payouts", 'queues."payouts.dead"'),
+        ("quorum queue", "queues.payouts"),
     ]
 
 
@@ -114,7 +120,7 @@ EXPANSIONS = [
     (
         "classic-unlisted-dead-letter",
         '[queues.q]\nmax_attempts = 5\ndead_letter = "q.dead"\n',
-        [("q", True, {}), ("q.dead", True, {})],
+        [("q.dead", True, {}), ("q", True, {})],
         [],
         [],
         [],
@@ -148,6 +154,7 @@ EXPANSIONS = [
         "quorum-max-attempts-1",
         '[queues.q]\ntype = "quorum"\nmax_attempts = 1\ndead_letter = "d"\n',
         [
+            ("d", True, {}),
             (
                 "q",
                 True,
@@ -156,9 +163,10 @@ EXPANSIONS = [
                     "x-delivery-limit": 0,
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "d",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
                 },
             ),
-            ("d", True, {}),
         ],
         [],
         [],
@@ -169,6 +177,7 @@ EXPANSIONS = [
         '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "d"\n'
         'dead_letter_exchange = "dlx"\n',
         [
+            ("d", True, {}),
             (
                 "q",
                 True,
@@ -177,9 +186,10 @@ EXPANSIONS = [
                     "x-delivery-limit": 2,
                     "x-dead-letter-exchange": "dlx",
                     "x-dead-letter-routing-key": "d",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
                 },
             ),
-            ("d", True, {}),
         ],
         [],
         [],
@@ -192,7 +202,13 @@ EXPANSIONS = [
             (
                 "q",
                 True,
-                {"x-queue-type": "quorum", "x-delivery-limit": 7, "x-dead-letter-exchange": "dlx"},
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 7,
+                    "x-dead-letter-exchange": "dlx",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
             )
         ],
         [],
@@ -203,6 +219,7 @@ EXPANSIONS = [
         "quorum-agreeing-delivery-limit",
         '[queues.q]\ntype = "quorum"\nmax_attempts = 5\ndelivery_limit = 4\ndead_letter = "d"\n',
         [
+            ("d", True, {}),
             (
                 "q",
                 True,
@@ -211,9 +228,10 @@ EXPANSIONS = [
                     "x-delivery-limit": 4,
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "d",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
                 },
             ),
-            ("d", True, {}),
         ],
         [],
         [],
@@ -222,21 +240,22 @@ EXPANSIONS = [
     (
         "quorum-raw-arguments-kept",
         '[queues.q]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "d"\n'
-        'arguments = { x-dead-letter-strategy = "at-least-once", x-overflow = "reject-publish" }\n',
+        'arguments = { x-max-length = 100, x-overflow = "reject-publish" }\n',
         [
+            ("d", True, {}),
             (
                 "q",
                 True,
                 {
-                    "x-dead-letter-strategy": "at-least-once",
+                    "x-max-length": 100,
                     "x-overflow": "reject-publish",
+                    "x-dead-letter-strategy": "at-least-once",
                     "x-queue-type": "quorum",
                     "x-delivery-limit": 1,
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "d",
                 },
             ),
-            ("d", True, {}),
         ],
         [],
         [],
@@ -350,6 +369,74 @@ EXPANSIONS = [
         [],
     ),
     (
+        "quorum-dlx-ttl-gets-a-quorum-wait-queue",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "q.dead"\n'
+        'delay = "dlx-ttl"\n',
+        [
+            ("q.dead", True, {}),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 2,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.dead",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+            (
+                "q.retry",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "quorum",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-delay-tiers-get-quorum-wait-queues",
+        '[queues.q]\ntype = "quorum"\ndelay = "dlx-ttl"\ndelay_tiers = ["1s", "5m"]\n',
+        [
+            ("q", True, {"x-queue-type": "quorum"}),
+            (
+                "q.retry.1s",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-message-ttl": 1000,
+                    "x-queue-type": "quorum",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+            (
+                "q.retry.5m",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-message-ttl": 300000,
+                    "x-queue-type": "quorum",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
         "plugin-dme",
         '[queues.q]\ndelay = "plugin-dme"\n',
         [("q", True, {})],
@@ -362,8 +449,8 @@ EXPANSIONS = [
         '[queues.a]\nmax_attempts = 3\ndead_letter = "shared"\n\n'
         '[queues.b]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "shared"\n',
         [
-            ("a", True, {}),
             ("shared", True, {}),
+            ("a", True, {}),
             (
                 "b",
                 True,
@@ -372,6 +459,8 @@ EXPANSIONS = [
                     "x-delivery-limit": 1,
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "shared",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
                 },
             ),
         ],
@@ -384,7 +473,32 @@ EXPANSIONS = [
         '[queues.a]\nmax_attempts = 3\ndead_letter = "d"\n'
         '[queues.b]\nmax_attempts = 1\ndead_letter = "d"\n'
         "[queues.d]\ndurable = false\n",
-        [("a", True, {}), ("b", True, {}), ("d", False, {})],
+        [("d", False, {}), ("a", True, {}), ("b", True, {})],
+        [],
+        [],
+        [],
+    ),
+    (
+        "dead-letter-chain-declared-last-link-first",
+        '[queues.a]\nmax_attempts = 2\ndead_letter = "b"\n'
+        '[queues.b]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "c"\n'
+        "[queues.c]\n",
+        [
+            ("c", True, {}),
+            (
+                "b",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 1,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "c",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+            ("a", True, {}),
+        ],
         [],
         [],
         [],
@@ -432,13 +546,13 @@ EXPANSIONS = [
         '[exchanges.events]\ntype = "topic"\n',
         [
             ("first", True, {}),
+            ("second.dead", True, {}),
             ("second", True, {"x-dead-letter-exchange": "other.dlx"}),
             (
                 "second.retry",
                 True,
                 {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "second"},
             ),
-            ("second.dead", True, {}),
             ("third", True, {}),
         ],
         [
@@ -560,7 +674,7 @@ def test_binding_sources_name_the_item() -> None:
 def test_expanded_arguments_are_read_only() -> None:
     desired = expand(load_file(EXAMPLE))
     with pytest.raises(TypeError):
-        desired.queues[3].arguments["x-delivery-limit"] = 9  # type: ignore[index]
+        desired.queues[4].arguments["x-delivery-limit"] = 9  # type: ignore[index]
 
 
 def test_expansion_is_deterministic() -> None:
@@ -591,11 +705,19 @@ def test_expand_of_an_empty_topology() -> None:
                 "x-delivery-limit": 9,
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": "d",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
             },
         ),
         (
             {"type": QueueType.QUORUM, "dead_letter_exchange": "dlx", "delivery_limit": 0},
-            {"x-queue-type": "quorum", "x-delivery-limit": 0, "x-dead-letter-exchange": "dlx"},
+            {
+                "x-queue-type": "quorum",
+                "x-delivery-limit": 0,
+                "x-dead-letter-exchange": "dlx",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
+            },
         ),
         (
             {"delay": DelayMode.DLX_TTL, "arguments": {"x-max-length": 5}},
@@ -615,6 +737,7 @@ def test_quorum_dead_letter_with_a_raw_delivery_limit_expands() -> None:
         load_text('[queues.q]\ntype = "quorum"\ndead_letter = "q.dead"\ndelivery_limit = 3\n')
     )
     assert queues_of(desired) == [
+        ("q.dead", True, {}),
         (
             "q",
             True,
@@ -623,9 +746,10 @@ def test_quorum_dead_letter_with_a_raw_delivery_limit_expands() -> None:
                 "x-delivery-limit": 3,
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": "q.dead",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
             },
         ),
-        ("q.dead", True, {}),
     ]
 
 
@@ -657,6 +781,142 @@ def test_builtin_dead_letter_exchange_is_referenced() -> None:
 )
 def test_wait_queue_arguments(queue: str, ttl_ms: int | None, arguments: dict[str, Any]) -> None:
     assert_same_types(wait_queue_arguments(queue, ttl_ms), arguments)
+
+
+@pytest.mark.parametrize(
+    ("ttl_ms", "arguments"),
+    [
+        pytest.param(
+            None,
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "payouts",
+                "x-queue-type": "quorum",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
+            },
+            id="quorum-without-ttl",
+        ),
+        pytest.param(
+            30_000,
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "payouts",
+                "x-message-ttl": 30_000,
+                "x-queue-type": "quorum",
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
+            },
+            id="quorum-with-ttl",
+        ),
+    ],
+)
+def test_quorum_wait_queue_arguments(ttl_ms: int | None, arguments: dict[str, Any]) -> None:
+    assert_same_types(wait_queue_arguments("payouts", ttl_ms, quorum=True), arguments)
+    # quorum=False (the default) adds none of the three
+    plain = wait_queue_arguments("payouts", ttl_ms)
+    assert plain == wait_queue_arguments("payouts", ttl_ms, quorum=False)
+    assert not {"x-queue-type", "x-dead-letter-strategy", "x-overflow"} & plain.keys()
+
+
+def _dead_letters_to(name: str, target: str) -> QueueEntity:
+    return QueueEntity(
+        name=name,
+        arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target},
+    )
+
+
+@pytest.mark.parametrize(
+    ("queues", "routes", "order"),
+    [
+        pytest.param(
+            [_dead_letters_to("a", "b"), _dead_letters_to("b", "c"), QueueEntity(name="c")],
+            None,
+            ["c", "b", "a"],
+            id="chain-by-arguments",
+        ),
+        pytest.param(
+            [QueueEntity(name="a"), QueueEntity(name="b"), QueueEntity(name="c")],
+            {"a": "b", "b": "c"},
+            ["c", "b", "a"],
+            id="chain-by-routes",
+        ),
+        pytest.param(
+            [_dead_letters_to("a", "b"), QueueEntity(name="b"), QueueEntity(name="c")],
+            {"b": "c"},
+            ["c", "b", "a"],
+            id="chain-by-arguments-and-routes",
+        ),
+        pytest.param(
+            [QueueEntity(name="lone"), _dead_letters_to("a", "b"), QueueEntity(name="b")],
+            None,
+            ["lone", "b", "a"],
+            id="queue-without-routes-keeps-its-place",
+        ),
+        pytest.param(
+            [_dead_letters_to("a", "b"), QueueEntity(name="lone"), QueueEntity(name="b")],
+            None,
+            ["b", "a", "lone"],
+            id="queue-without-routes-stays-after-an-earlier-queue",
+        ),
+        pytest.param(
+            [QueueEntity(name="x"), QueueEntity(name="y"), QueueEntity(name="z")],
+            None,
+            ["x", "y", "z"],
+            id="no-routes-file-order",
+        ),
+        pytest.param(
+            [_dead_letters_to("a", "elsewhere"), QueueEntity(name="b")],
+            {"b": "gone"},
+            ["a", "b"],
+            id="targets-not-in-the-list-are-ignored",
+        ),
+        pytest.param(
+            [
+                QueueEntity(
+                    name="a",
+                    arguments={"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": "b"},
+                ),
+                QueueEntity(name="b"),
+            ],
+            None,
+            ["a", "b"],
+            id="routing-key-through-another-exchange-is-no-route",
+        ),
+        pytest.param(
+            [_dead_letters_to("a", "b"), _dead_letters_to("b", "a")],
+            None,
+            ["b", "a"],
+            id="cycle-cut-where-it-closes",
+        ),
+        pytest.param(
+            [QueueEntity(name="a"), QueueEntity(name="b")],
+            {"a": "b", "b": "a"},
+            ["b", "a"],
+            id="cycle-by-routes",
+        ),
+        pytest.param(
+            [_dead_letters_to("a", "a")],
+            None,
+            ["a"],
+            id="self-loop",
+        ),
+    ],
+)
+def test_targets_first(
+    queues: list[QueueEntity], routes: dict[str, str] | None, order: list[str]
+) -> None:
+    before = list(queues)
+    result = targets_first(queues, routes)
+    assert [queue.name for queue in result] == order
+    # each queue exactly once, the same objects; the input list is left as it was
+    assert len(result) == len(queues)
+    assert {id(queue) for queue in result} == {id(queue) for queue in queues}
+    assert queues == before
+
+
+def test_targets_first_of_nothing() -> None:
+    assert targets_first([]) == []
 
 
 def test_entity_defaults() -> None:

@@ -9,10 +9,12 @@ from types import MappingProxyType
 import pytest
 
 from rabbitctl_retry.errors import ConfigError, ExitCode, exit_code_for
+from rabbitctl_retry.topology.expand import expand, queue_arguments
 from rabbitctl_retry.topology.load import load_file, load_text, parse_document
 from rabbitctl_retry.topology.model import (
     Binding,
     Broker,
+    DeadLetterStrategy,
     DelayMode,
     Exchange,
     PublishMode,
@@ -75,6 +77,8 @@ def test_a_bare_queue_takes_every_default() -> None:
     assert queue.wait_queue is None
     assert queue.delay_tiers_ms == ()
     assert queue.publish is PublishMode.CONFIRM
+    assert queue.dead_letter_strategy is None
+    assert queue.effective_dead_letter_strategy is None
     assert dict(queue.arguments) == {}
     assert queue.bindings == ()
 
@@ -846,7 +850,7 @@ def test_refusal_names_every_known_key() -> None:
     assert error.detail == (
         "unknown key 'max_attemps' (did you mean 'max_attempts'?); known keys: type, durable, "
         "max_attempts, dead_letter, dead_letter_exchange, delivery_limit, delay, wait_queue, "
-        "delay_tiers, publish, arguments, bindings"
+        "delay_tiers, publish, dead_letter_strategy, arguments, bindings"
     )
 
 
@@ -1004,3 +1008,233 @@ def test_config_error_located_keeps_what_it_had() -> None:
     assert str(located) == "f.toml:3: queues.a: boom"
     assert str(ConfigError("boom", line=4)) == "line 4: boom"
     assert str(ConfigError("boom")) == "boom"
+
+
+# --------------------------------------------------------------------------- dead_letter_strategy
+
+_QUORUM_DL = '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "q.dead"\n'
+_QUORUM_DL_ARGUMENTS = {
+    "x-queue-type": "quorum",
+    "x-delivery-limit": 2,
+    "x-dead-letter-exchange": "",
+    "x-dead-letter-routing-key": "q.dead",
+}
+_AT_LEAST_ONCE = {"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
+
+
+# (id, text, the key as loaded, the strategy in effect, the queue's server arguments)
+STRATEGIES = [
+    (
+        "quorum-dead-letter-defaults-to-at-least-once",
+        _QUORUM_DL,
+        None,
+        DeadLetterStrategy.AT_LEAST_ONCE,
+        {**_QUORUM_DL_ARGUMENTS, **_AT_LEAST_ONCE},
+    ),
+    (
+        "explicit-at-least-once-is-the-default",
+        _QUORUM_DL + 'dead_letter_strategy = "at-least-once"\n',
+        DeadLetterStrategy.AT_LEAST_ONCE,
+        DeadLetterStrategy.AT_LEAST_ONCE,
+        {**_QUORUM_DL_ARGUMENTS, **_AT_LEAST_ONCE},
+    ),
+    (
+        "explicit-at-most-once-adds-neither-argument",
+        _QUORUM_DL + 'dead_letter_strategy = "at-most-once"\n',
+        DeadLetterStrategy.AT_MOST_ONCE,
+        DeadLetterStrategy.AT_MOST_ONCE,
+        _QUORUM_DL_ARGUMENTS,
+    ),
+    (
+        "at-most-once-keeps-any-raw-overflow",
+        _QUORUM_DL
+        + 'dead_letter_strategy = "at-most-once"\narguments = { x-overflow = "drop-head" }\n',
+        DeadLetterStrategy.AT_MOST_ONCE,
+        DeadLetterStrategy.AT_MOST_ONCE,
+        {**_QUORUM_DL_ARGUMENTS, "x-overflow": "drop-head"},
+    ),
+    (
+        "raw-reject-publish-is-accepted-and-set-once",
+        _QUORUM_DL + 'arguments = { x-overflow = "reject-publish", x-max-length = 10 }\n',
+        None,
+        DeadLetterStrategy.AT_LEAST_ONCE,
+        {**_QUORUM_DL_ARGUMENTS, **_AT_LEAST_ONCE, "x-max-length": 10},
+    ),
+    (
+        "quorum-own-dead-letter-exchange-defaults-to-at-least-once",
+        '[queues.q]\ntype = "quorum"\ndead_letter_exchange = "dlx"\n',
+        None,
+        DeadLetterStrategy.AT_LEAST_ONCE,
+        {"x-queue-type": "quorum", "x-dead-letter-exchange": "dlx", **_AT_LEAST_ONCE},
+    ),
+    (
+        "quorum-own-dead-letter-exchange-at-most-once",
+        '[queues.q]\ntype = "quorum"\ndelivery_limit = 4\ndead_letter_exchange = "dlx"\n'
+        'dead_letter_strategy = "at-most-once"\n',
+        DeadLetterStrategy.AT_MOST_ONCE,
+        DeadLetterStrategy.AT_MOST_ONCE,
+        {"x-queue-type": "quorum", "x-delivery-limit": 4, "x-dead-letter-exchange": "dlx"},
+    ),
+    (
+        "quorum-without-a-route-has-no-strategy",
+        '[queues.q]\ntype = "quorum"\n',
+        None,
+        None,
+        {"x-queue-type": "quorum"},
+    ),
+    (
+        "classic-with-a-dead-letter-has-no-strategy",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\n',
+        None,
+        None,
+        {},
+    ),
+    (
+        "classic-own-dead-letter-exchange-has-no-strategy",
+        '[queues.q]\ndead_letter_exchange = "dlx"\n',
+        None,
+        None,
+        {"x-dead-letter-exchange": "dlx"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "effective", "arguments"),
+    [pytest.param(*case[1:], id=case[0]) for case in STRATEGIES],
+)
+def test_dead_letter_strategy(
+    text: str,
+    key: DeadLetterStrategy | None,
+    effective: DeadLetterStrategy | None,
+    arguments: dict[str, object],
+) -> None:
+    queue = load_text(text).queues[0]
+    assert queue.dead_letter_strategy is key
+    assert queue.effective_dead_letter_strategy is effective
+    result = queue_arguments(queue)
+    assert result == arguments
+    for name, value in arguments.items():
+        assert type(result[name]) is type(value), name
+    # the declaration rr sends carries exactly these arguments
+    (declared,) = [entity for entity in expand(load_text(text)).queues if entity.name == "q"]
+    assert dict(declared.arguments) == arguments
+
+
+def test_at_most_once_leaves_the_wait_queue_at_least_once() -> None:
+    # the key chooses for the queue itself; its quorum wait queue always moves expired copies
+    # back at least once
+    topology = load_text(_QUORUM_DL + 'delay = "dlx-ttl"\ndead_letter_strategy = "at-most-once"\n')
+    queues = {entity.name: dict(entity.arguments) for entity in expand(topology).queues}
+    assert queues["q"] == _QUORUM_DL_ARGUMENTS
+    assert queues["q.retry"] == {
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "q",
+        "x-queue-type": "quorum",
+        **_AT_LEAST_ONCE,
+    }
+
+
+# (id, text, path, line, fragment of the detail)
+STRATEGY_REFUSALS = [
+    (
+        "classic-queue",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\n'
+        'dead_letter_strategy = "at-least-once"\n',
+        "queues.q.dead_letter_strategy",
+        4,
+        "only quorum queues choose how they dead-letter",
+    ),
+    (
+        "classic-queue-at-most-once",
+        '[queues.q]\ndead_letter_strategy = "at-most-once"\n',
+        "queues.q.dead_letter_strategy",
+        2,
+        "only quorum queues choose how they dead-letter",
+    ),
+    (
+        "quorum-without-a-route",
+        '[queues.q]\ntype = "quorum"\ndead_letter_strategy = "at-most-once"\n',
+        "queues.q.dead_letter_strategy",
+        3,
+        "the queue dead-letters nothing: set dead_letter or dead_letter_exchange",
+    ),
+    (
+        "quorum-without-a-route-at-least-once",
+        '[queues.q]\ntype = "quorum"\n\ndead_letter_strategy = "at-least-once"\n',
+        "queues.q.dead_letter_strategy",
+        4,
+        "the queue dead-letters nothing",
+    ),
+    (
+        "default-with-a-conflicting-overflow",
+        _QUORUM_DL + 'arguments = { x-overflow = "drop-head" }\n',
+        "queues.q.arguments.x-overflow",
+        5,
+        "x-overflow = 'drop-head': at-least-once dead-lettering needs \"reject-publish\"",
+    ),
+    (
+        "explicit-at-least-once-with-a-conflicting-overflow-table",
+        _QUORUM_DL + 'dead_letter_strategy = "at-least-once"\n\n'
+        '[queues.q.arguments]\nx-max-length = 5\nx-overflow = "reject-publish-dlx"\n',
+        "queues.q.arguments.x-overflow",
+        9,
+        "x-overflow = 'reject-publish-dlx': at-least-once dead-lettering needs",
+    ),
+    (
+        "own-dead-letter-exchange-with-a-conflicting-overflow",
+        '[queues.q]\ntype = "quorum"\ndead_letter_exchange = "dlx"\n'
+        'arguments = { x-overflow = "drop-head" }\n',
+        "queues.q.arguments.x-overflow",
+        4,
+        'set dead_letter_strategy = "at-most-once" to keep this overflow',
+    ),
+    (
+        "raw-argument",
+        _QUORUM_DL + 'arguments = { x-dead-letter-strategy = "at-most-once" }\n',
+        "queues.q.arguments.x-dead-letter-strategy",
+        5,
+        "x-dead-letter-strategy is set by the key `dead_letter_strategy`, not in `arguments`",
+    ),
+    (
+        "raw-argument-on-a-classic-queue",
+        '[queues.q]\narguments = { x-dead-letter-strategy = "at-least-once" }\n',
+        "queues.q.arguments.x-dead-letter-strategy",
+        2,
+        "is set by the key `dead_letter_strategy`, not in `arguments`",
+    ),
+    (
+        "unknown-value",
+        _QUORUM_DL + 'dead_letter_strategy = "at-least-one"\n',
+        "queues.q.dead_letter_strategy",
+        5,
+        "must be one of 'at-most-once', 'at-least-once', not 'at-least-one' "
+        "(did you mean 'at-least-once'?)",
+    ),
+    (
+        "not-a-string",
+        _QUORUM_DL + "dead_letter_strategy = true\n",
+        "queues.q.dead_letter_strategy",
+        5,
+        "must be a string, not a boolean",
+    ),
+    (
+        "misspelt-key",
+        _QUORUM_DL + 'dead_letter_stratgy = "at-most-once"\n',
+        "queues.q.dead_letter_stratgy",
+        5,
+        "(did you mean 'dead_letter_strategy'?)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "line", "fragment"),
+    [pytest.param(*case[1:], id=case[0]) for case in STRATEGY_REFUSALS],
+)
+def test_dead_letter_strategy_refusals(text: str, path: str, line: int, fragment: str) -> None:
+    error = load_error(text)
+    assert (error.path, error.line) == (path, line)
+    assert fragment in error.detail
+    assert error.exit_code == 78
+    assert str(error) == f"<topology>:{line}: {path}: {error.detail}"

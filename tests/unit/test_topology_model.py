@@ -13,6 +13,7 @@ from rabbitctl_retry.topology.model import (
     MAX_NAME_BYTES,
     Binding,
     Broker,
+    DeadLetterStrategy,
     DelayMode,
     Exchange,
     PublishMode,
@@ -27,12 +28,15 @@ QUORUM = QueueType.QUORUM
 CLASSIC = QueueType.CLASSIC
 DLX_TTL = DelayMode.DLX_TTL
 DME = DelayMode.PLUGIN_DME
+AT_LEAST_ONCE = DeadLetterStrategy.AT_LEAST_ONCE
+AT_MOST_ONCE = DeadLetterStrategy.AT_MOST_ONCE
 
 
 def test_enum_values_are_the_file_spellings() -> None:
     assert [member.value for member in QueueType] == ["classic", "quorum"]
     assert [member.value for member in DelayMode] == ["memory", "dlx-ttl", "plugin-dme"]
     assert [member.value for member in PublishMode] == ["confirm", "fast"]
+    assert [member.value for member in DeadLetterStrategy] == ["at-most-once", "at-least-once"]
     assert MAX_NAME_BYTES == 255
 
 
@@ -238,7 +242,18 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
         (
             {"name": "q", "arguments": {"x-dead-letter-strategy": "at-least-once"}},
             "queues.q.arguments.x-dead-letter-strategy",
-            "only applies to quorum queues, and this queue is classic",
+            "x-dead-letter-strategy is set by the key `dead_letter_strategy`, not in `arguments`",
+        ),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "max_attempts": 2,
+                "dead_letter": "d",
+                "arguments": {"x-dead-letter-strategy": "at-most-once"},
+            },
+            "queues.q.arguments.x-dead-letter-strategy",
+            "x-dead-letter-strategy is set by the key `dead_letter_strategy`, not in `arguments`",
         ),
         (
             {"name": "q", "arguments": {"x-dead-letter-exchange": "dlx"}},
@@ -255,6 +270,71 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
             },
             "queues.q.arguments.x-dead-letter-routing-key",
             "dead_letter already sets x-dead-letter-routing-key",
+        ),
+        (
+            {"name": "q", "dead_letter_strategy": AT_LEAST_ONCE},
+            "queues.q.dead_letter_strategy",
+            "only quorum queues choose how they dead-letter",
+        ),
+        (
+            {
+                "name": "q",
+                "max_attempts": 2,
+                "dead_letter": "d",
+                "dead_letter_strategy": AT_MOST_ONCE,
+            },
+            "queues.q.dead_letter_strategy",
+            "only quorum queues choose how they dead-letter",
+        ),
+        (
+            {"name": "q", "type": QUORUM, "dead_letter_strategy": AT_MOST_ONCE},
+            "queues.q.dead_letter_strategy",
+            "the queue dead-letters nothing: set dead_letter or dead_letter_exchange",
+        ),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "max_attempts": 2,
+                "dead_letter": "d",
+                "arguments": {"x-overflow": "drop-head"},
+            },
+            "queues.q.arguments.x-overflow",
+            'at-least-once dead-lettering needs "reject-publish"',
+        ),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "dead_letter_exchange": "dlx",
+                "dead_letter_strategy": AT_LEAST_ONCE,
+                "arguments": {"x-overflow": "reject-publish-dlx"},
+            },
+            "queues.q.arguments.x-overflow",
+            "x-overflow = 'reject-publish-dlx'",
+        ),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "max_attempts": 2,
+                "dead_letter": "d",
+                "dead_letter_strategy": AT_MOST_ONCE,
+                "arguments": {"x-overflow": "drop-head"},
+            },
+            None,
+            None,
+        ),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "max_attempts": 2,
+                "dead_letter": "d",
+                "arguments": {"x-overflow": "reject-publish"},
+            },
+            None,
+            None,
         ),
     ],
 )
@@ -643,12 +723,17 @@ def test_two_queues_may_share_a_dead_letter_queue() -> None:
         ("x-queue-version", True, "classic", "must be one of 1, 2, not True"),
         ("x-queue-version", 1.0, "classic", "must be one of 1, 2, not 1.0"),
         ("x-queue-version", "2", "classic", "must be one of 1, 2, not '2'"),
-        ("x-dead-letter-strategy", "at-least-once", "quorum", None),
+        (
+            "x-dead-letter-strategy",
+            "at-least-once",
+            "quorum",
+            "is set by the key `dead_letter_strategy`, not in `arguments`",
+        ),
         (
             "x-dead-letter-strategy",
             "at-least-once",
             "classic",
-            "only applies to quorum queues, and this queue is classic",
+            "is set by the key `dead_letter_strategy`, not in `arguments`",
         ),
         ("x-quorum-initial-group-size", 3, "quorum", None),
         ("x-quorum-initial-group-size", 0, "quorum", "must be greater than 0"),
@@ -681,3 +766,41 @@ def test_every_known_argument_has_a_rule_for_a_queue_type() -> None:
         assert name.startswith("x-")
         assert rule.queue_types <= {"classic", "quorum"}
         assert rule.queue_types
+
+
+@pytest.mark.parametrize(
+    ("fields", "effective"),
+    [
+        ({"name": "q"}, None),
+        ({"name": "q", "max_attempts": 2, "dead_letter": "d"}, None),
+        ({"name": "q", "dead_letter_exchange": "dlx"}, None),
+        ({"name": "q", "type": QUORUM}, None),
+        ({"name": "q", "type": QUORUM, "max_attempts": 2, "dead_letter": "d"}, AT_LEAST_ONCE),
+        ({"name": "q", "type": QUORUM, "dead_letter_exchange": "dlx"}, AT_LEAST_ONCE),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "max_attempts": 2,
+                "dead_letter": "d",
+                "dead_letter_strategy": AT_LEAST_ONCE,
+            },
+            AT_LEAST_ONCE,
+        ),
+        (
+            {
+                "name": "q",
+                "type": QUORUM,
+                "dead_letter_exchange": "dlx",
+                "dead_letter_strategy": AT_MOST_ONCE,
+            },
+            AT_MOST_ONCE,
+        ),
+    ],
+)
+def test_effective_dead_letter_strategy(
+    fields: dict[str, Any], effective: DeadLetterStrategy | None
+) -> None:
+    queue = Queue(**fields)
+    assert queue.dead_letter_strategy is fields.get("dead_letter_strategy")
+    assert queue.effective_dead_letter_strategy is effective

@@ -84,23 +84,32 @@ def test_queue_observation(
     if observation is not None:
         observed[("queue", "q")] = observation
     result = plan(desired, observed, server_major=3)
-    first = result.operations[0]
-    assert (first.op, first.name, first.status.value, first.detail) == (
+    # q.dead, which q dead-letters to, is declared first
+    dead, queue = result.operations
+    assert (dead.op, dead.name, dead.status.value, dead.detail) == (
+        OpKind.DECLARE_QUEUE,
+        "q.dead",
+        "unchanged",
+        None,
+    )
+    assert (queue.op, queue.name, queue.status.value, queue.detail) == (
         OpKind.DECLARE_QUEUE,
         "q",
         status,
         detail,
     )
-    assert first.arguments == {
+    assert queue.arguments == {
         "x-queue-type": "quorum",
         "x-delivery-limit": 4,
         "x-dead-letter-exchange": "",
         "x-dead-letter-routing-key": "q.dead",
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
     }
-    assert type(first.arguments["x-delivery-limit"]) is int
-    assert first.entity is desired.queues[0]
+    assert type(queue.arguments["x-delivery-limit"]) is int
+    assert queue.entity is desired.queues[1]
     assert result.can_apply is (status != "conflict")
-    assert result.conflicts == ((first,) if status == "conflict" else ())
+    assert result.conflicts == ((queue,) if status == "conflict" else ())
 
 
 def test_differs_detail_names_every_key_and_both_values() -> None:
@@ -139,11 +148,11 @@ def test_exchange_observation(observation: Observation, status: str, detail: str
 def test_the_guides_file_on_an_empty_broker_is_all_planned() -> None:
     result = plan(expand(load_file(EXAMPLE)), {}, server_major=3)
     assert rows(result) == [
+        ("declare_queue", "refunds.dead", "planned", None),
         ("declare_queue", "refunds", "planned", None),
         ("declare_queue", "refunds.retry", "planned", None),
-        ("declare_queue", "refunds.dead", "planned", None),
-        ("declare_queue", "payouts", "planned", None),
         ("declare_queue", "payouts.dead", "planned", None),
+        ("declare_queue", "payouts", "planned", None),
     ]
     assert result.can_apply is True
     assert result.conflicts == ()
@@ -162,16 +171,16 @@ def test_the_guides_file_on_a_drifted_broker() -> None:
     }
     result = plan(expand(load_file(EXAMPLE)), observed, server_major=4)
     assert rows(result) == [
+        ("declare_queue", "refunds.dead", "unchanged", None),
         ("declare_queue", "refunds", "unchanged", None),
         ("declare_queue", "refunds.retry", "unchanged", None),
-        ("declare_queue", "refunds.dead", "unchanged", None),
+        ("declare_queue", "payouts.dead", "planned", None),
         (
             "declare_queue",
             "payouts",
             "conflict",
             "exists with other arguments: x-delivery-limit: file 4, broker 5",
         ),
-        ("declare_queue", "payouts.dead", "planned", None),
     ]
     assert result.can_apply is False
     assert [op.name for op in result.conflicts] == ["payouts"]
@@ -181,14 +190,14 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
     result = plan(expand(load_file(EXAMPLE)), {("queue", "refunds"): Matches()}, server_major=3)
     document = json.loads(json.dumps(plan_document(result, dry_run=True)))
     assert document["dry_run"] is True
-    assert document["operations"][0] == {
+    assert document["operations"][1] == {
         "op": "declare_queue",
         "name": "refunds",
         "arguments": {},
         "status": "unchanged",
         "detail": None,
     }
-    assert document["operations"][3] == {
+    assert document["operations"][4] == {
         "op": "declare_queue",
         "name": "payouts",
         "arguments": {
@@ -196,14 +205,16 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
             "x-delivery-limit": 4,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "payouts.dead",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
         },
         "status": "planned",
         "detail": None,
     }
-    assert type(document["operations"][3]["arguments"]["x-delivery-limit"]) is int
+    assert type(document["operations"][4]["arguments"]["x-delivery-limit"]) is int
     assert [op["status"] for op in document["operations"]] == [
-        "unchanged",
         "planned",
+        "unchanged",
         "planned",
         "planned",
         "planned",
