@@ -1,35 +1,63 @@
 """Throughput of `rr run` against raw aiormq (and FastStream), measured in the same run.
 
-    python benchmarks/runtime.py [--messages 20000] [--prefetch 500] [--rounds 3] [--url URL]
+    python benchmarks/runtime.py [--messages 20000] [--prefetch 500] [--rounds 3] [--warmup 1]
+                                 [--timeout SECONDS] [--url URL]
 
-Shapes (one classic durable queue, persistent 200-byte JSON bodies, preloaded untimed):
+Shapes (one classic durable queue, persistent 200-byte JSON bodies, each message with its own
+message_id, repeated in the body's "id", preloaded untimed):
 
 * no-op        consume and ack every message
-    - aiormq     raw aiormq, one basic.ack per message (the reference)
-    - rr         `rr run` runtime, no-op async handler (acks coalesced where safe)
-    - faststream a FastStream subscriber doing the same (if `faststream[rabbit]` is installed)
-* retry path   consume, publish a copy with a publisher confirm, then ack the original
-    - aiormq     raw aiormq: publish the copy on a confirm channel, await it, ack
-    - rr         `rr run` with max_attempts = 1 and a dead-letter queue, handler returns
-                 retry(): every message becomes one confirmed copy, then the ack
+    - aiormq 1-ack     raw aiormq, one basic.ack per message
+    - aiormq batched   raw aiormq, basic.ack(multiple=true) every 100 messages and the rest at
+                       the end (what a consumer that coalesces acks can reach at best)
+    - rr               `rr run` runtime, no-op async handler (acks coalesced where safe)
+    - faststream       a FastStream subscriber doing the same (if `faststream[rabbit]` is
+                       installed)
+* retry path   consume, publish a copy to the dead-letter queue with a publisher confirm, then
+               ack the original
+    - aiormq 1-ack     raw aiormq: publish the copy on a confirm channel, await its confirm,
+                       ack the original (one basic.ack per message)
+    - aiormq batched   the same, but the originals are acked with basic.ack(multiple=true) each
+                       time 100 more of them have a confirmed copy (only the prefix of delivery
+                       tags whose copies are all confirmed, as rr does), and the rest at the end
+    - rr               `rr run` with max_attempts = 1 and a dead-letter queue, handler returns
+                       retry(): every message becomes one confirmed copy, then the ack
 
-Timed: from basic.consume to the moment the queue and the unacked count are empty (all acks
-reached the broker). Each round runs every case once, in a fixed order; the table shows the
-median rate and the median of the per-round ratios against the aiormq case of the same shape.
-Needs a RabbitMQ (default amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own
-queues. Speed is measured here, never asserted in the test suite.
+Timed: from basic.consume to the moment every message is handled and every ack reached the
+broker (a round trip on the consuming channel after the last ack; for rr and FastStream, their
+own graceful stop).
+
+Checked after every case of every round, warm-up included (untimed): once the case's
+connection is closed (so anything it left unacked is back in its queue), the consumed queue
+must be empty, the handler must have seen every message_id exactly once, and on the retry path
+the dead-letter queue must hold every message_id exactly once. A case that times out
+(--timeout, per case), raises, leaves messages behind, loses or duplicates some prints a FAILED
+line with the counts, gets no rate in the table, and makes the script exit 1 at the end.
+
+Rounds: --warmup rounds (not counted), then --rounds measured ones; the case order rotates by
+one every round, so no case is always the first or last on a warm or cold broker. The table
+shows the median rate of the measured rounds and the median of the per-round ratios against
+the aiormq cases of the same shape (and FastStream for no-op). Needs a RabbitMQ (default
+amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own queues. Speed is measured
+here, never asserted in the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
 import json
 import logging
 import statistics
+import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import aiormq
 from pamqp import commands as spec
@@ -41,114 +69,323 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
 
-# Each message gets its own message_id, as from a real producer (rr publishes the copies of
-# messages that share one id one at a time: see runtime/message_ids.py).
-BODY = json.dumps({"id": 1, "card": "4111111111111111", "note": "x" * 150}).encode()[:200]
+
+def make_body(message_id: str) -> bytes:
+    """A 200-byte JSON body that carries the message id too (for FastStream's handler)."""
+    head = json.dumps({"id": message_id, "card": "4111111111111111", "note": ""})
+    return head.replace('"note": ""', f'"note": "{"x" * (200 - len(head))}"').encode()
 
 
-async def preload(url: str, queue: str, count: int) -> None:
+BATCH = 100
+"""Messages per basic.ack(multiple=true) in the batched baselines."""
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing a case's connection (or stopping its service) may take after a failure."""
+CHECK_TIMEOUT_S = 60.0
+"""How long the untimed checks of one case may take."""
+
+Shape = Literal["noop", "retry"]
+
+
+class Tally:
+    """What one case's handler saw: every message_id and how often."""
+
+    __slots__ = ("deliveries", "expected", "handled", "without_id")
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.handled: dict[str, int] = {}
+        self.deliveries = 0
+        self.without_id = 0
+
+    def saw(self, message_id: str | None) -> bool:
+        """Count one handled delivery; ``True`` when it completes the expected ids."""
+        self.deliveries += 1
+        if message_id is None:
+            self.without_id += 1
+            return False
+        handled = self.handled
+        times = handled.get(message_id, 0)
+        handled[message_id] = times + 1
+        return times == 0 and len(handled) == self.expected
+
+
+Case = Callable[[str, str, int, Tally], Awaitable[float]]
+"""(url, queue, prefetch, tally) -> messages per second."""
+
+
+async def close_quietly(connection: aiormq.abc.AbstractConnection) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(connection.close(), CLOSE_TIMEOUT_S)
+
+
+# ---------------------------------------------------------------- queues
+
+
+async def preload(url: str, queue: str, ids: list[str], dead: str | None) -> None:
     connection = await aiormq.connect(url)
-    channel = await connection.channel()
-    await channel.queue_declare(queue, durable=True)
-    for start in range(0, count, 1000):
-        await asyncio.gather(
-            *(
-                channel.basic_publish(
-                    BODY,
-                    routing_key=queue,
-                    properties=spec.Basic.Properties(
-                        delivery_mode=2, content_type="application/json", message_id=f"m-{n}"
-                    ),
+    try:
+        channel = await connection.channel()
+        await channel.queue_declare(queue, durable=True)
+        if dead is not None:
+            await channel.queue_declare(dead, durable=True)
+        for start in range(0, len(ids), 1000):
+            await asyncio.gather(
+                *(
+                    channel.basic_publish(
+                        make_body(id_),
+                        routing_key=queue,
+                        properties=spec.Basic.Properties(
+                            delivery_mode=2, content_type="application/json", message_id=id_
+                        ),
+                    )
+                    for id_ in ids[start : start + 1000]
                 )
-                for n in range(start, min(start + 1000, count))
             )
-        )
-    while (await channel.queue_declare(queue, passive=True)).message_count < count:
-        await asyncio.sleep(0.05)
-    await connection.close()
-
-
-async def drained(url: str, queue: str) -> None:
-    """Wait until ``queue`` holds nothing, ready or unacked (passive declare counts ready only,
-    so also wait for the consumer side to have acked: checked by the caller's counter)."""
-    connection = await aiormq.connect(url)
-    channel = await connection.channel()
-    while (await channel.queue_declare(queue, passive=True)).message_count:
-        await asyncio.sleep(0.01)
-    await connection.close()
+        while (await channel.queue_declare(queue, passive=True)).message_count < len(ids):
+            await asyncio.sleep(0.05)
+    finally:
+        await close_quietly(connection)
 
 
 async def delete(url: str, *queues: str) -> None:
     connection = await aiormq.connect(url)
-    channel = await connection.channel()
-    for queue in queues:
-        await channel.queue_delete(queue)
-    await connection.close()
+    try:
+        channel = await connection.channel()
+        for queue in queues:
+            await channel.queue_delete(queue)
+    finally:
+        await close_quietly(connection)
+
+
+async def drain(
+    channel: aiormq.abc.AbstractChannel, queue: str, timeout_s: float
+) -> tuple[int, Counter[str], int]:
+    """Take every message of ``queue`` (no_ack); return the count the broker reported, the
+    message ids taken (with how often each came) and how many taken had no id."""
+    ready = (await channel.queue_declare(queue, passive=True)).message_count or 0
+    ids: Counter[str] = Counter()
+    without_id = 0
+    if not ready:
+        return 0, ids, 0
+    taken = 0
+    all_taken = asyncio.Event()
+
+    async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+        nonlocal taken, without_id
+        taken += 1
+        message_id = message.header.properties.message_id
+        if message_id is None:
+            without_id += 1
+        else:
+            ids[message_id] += 1
+        if taken >= ready:
+            all_taken.set()
+
+    consume = await channel.basic_consume(queue, on_message, no_ack=True)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_taken.wait(), timeout_s)
+    await channel.basic_cancel(consume.consumer_tag)
+    return ready, ids, without_id
+
+
+@dataclass
+class Accounting:
+    """Where the messages of one case ended."""
+
+    shape: Shape
+    expected: int
+    handled_once: int = 0
+    handled_again: int = 0
+    """Deliveries of an id the handler had already seen (a message handled twice)."""
+    left: int = 0
+    """Messages still in the consumed queue once the case's connection was closed."""
+    dead: int = 0
+    dead_duplicates: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    unexpected: int = 0
+    """Messages without an id, or with one this case never published."""
+    consumers: int = 0
+    """Consumers still on the consumed queue when the checks ran."""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def describe(self) -> str:
+        parts = [f"expected {self.expected}", f"handled {self.handled_once}"]
+        if self.handled_again:
+            parts[-1] += f" (+{self.handled_again} again)"
+        if self.shape == "retry":
+            parts.append(f"dead-letter queue {self.dead} ({self.dead_duplicates} duplicate)")
+        parts += [f"left in queue {self.left}", f"lost {self.lost}"]
+        parts.append(f"duplicated {self.duplicates}")
+        if self.unexpected:
+            parts.append(f"unexpected {self.unexpected}")
+        if self.consumers:
+            parts.append(f"{self.consumers} consumer(s) still attached")
+        return ", ".join(parts)
+
+
+async def account(url: str, shape: Shape, queue: str, ids: list[str], tally: Tally) -> Accounting:
+    """Count, by message id, where every message of the case ended (after the case closed)."""
+    expected = set(ids)
+    result = Accounting(shape=shape, expected=len(ids))
+    connection = await aiormq.connect(url)
+    try:
+        channel = await connection.channel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_TIMEOUT_S
+        while True:  # the broker lets go of a closed connection's consumer (and requeues)
+            result.consumers = (
+                await channel.queue_declare(queue, passive=True)
+            ).consumer_count or 0
+            if not result.consumers or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        ready, left, left_without_id = await drain(channel, queue, CHECK_TIMEOUT_S / 3)
+        dead: Counter[str] = Counter()
+        dead_without_id = 0
+        dead_count = 0
+        if shape == "retry":
+            dead_count, dead, dead_without_id = await drain(
+                channel, f"{queue}.dead", CHECK_TIMEOUT_S / 3
+            )
+    finally:
+        await close_quietly(connection)
+
+    handled = tally.handled
+    result.handled_once = len(handled.keys() & expected)
+    result.handled_again = sum(times - 1 for times in handled.values())
+    result.left = max(ready, left.total() + left_without_id)
+    result.unexpected = (
+        tally.without_id
+        + left_without_id
+        + dead_without_id
+        + len((handled.keys() | left.keys() | dead.keys()) - expected)
+    )
+    if shape == "noop":
+        # A handled (and acked) message is done; an unacked one is back in ``left``.
+        result.lost = len(expected - handled.keys() - left.keys())
+        result.duplicates = result.handled_again
+    else:
+        result.dead = max(dead_count, dead.total() + dead_without_id)
+        result.dead_duplicates = sum(times - 1 for times in dead.values())
+        result.lost = len(expected - dead.keys() - left.keys())
+        # A copy in the dead-letter queue whose original is still there: it comes again.
+        result.duplicates = result.dead_duplicates + len(dead.keys() & left.keys())
+
+    problems = result.problems
+    if result.consumers:
+        problems.append("consumer still attached")
+    if result.left:
+        problems.append("messages left behind")
+    if result.lost:
+        problems.append("messages lost")
+    if result.duplicates:
+        problems.append("messages duplicated")
+    if result.handled_again:
+        problems.append("messages handled twice")
+    if result.unexpected:
+        problems.append("unexpected messages")
+    if result.handled_once != len(expected):
+        problems.append("not every message reached the handler")
+    if shape == "retry" and result.dead != len(expected):
+        problems.append("wrong dead-letter count")
+    return result
 
 
 # ---------------------------------------------------------------- no-op shape
 
 
-async def aiormq_noop(url: str, queue: str, count: int, prefetch: int) -> float:
-    connection = await aiormq.connect(url)
-    channel = await connection.channel()
-    await channel.basic_qos(prefetch_count=prefetch)
-    done = asyncio.Event()
-    seen = 0
+def aiormq_noop(batch: int) -> Case:
+    """Raw aiormq consumer; acks every message (``batch == 1``) or every ``batch`` messages."""
 
-    async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
-        nonlocal seen
-        await channel.basic_ack(message.delivery_tag)
-        seen += 1
-        if seen == count:
-            done.set()
+    async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
+        connection = await aiormq.connect(url)
+        try:
+            channel = await connection.channel()
+            await channel.basic_qos(prefetch_count=prefetch)
+            done = asyncio.Event()
+            unacked = 0
 
-    started = time.perf_counter()
-    await channel.basic_consume(queue, on_message)
-    await done.wait()
-    await channel.basic_qos(prefetch_count=prefetch)  # a round trip: every ack was written
-    elapsed = time.perf_counter() - started
-    await connection.close()
-    return count / elapsed
+            async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+                # No await before the ack: deliveries run in delivery-tag order, so this tag
+                # is the highest one so far and multiple=true covers exactly the handled ones.
+                nonlocal unacked
+                complete = tally.saw(message.header.properties.message_id)
+                unacked += 1
+                if unacked >= batch or complete:
+                    unacked = 0
+                    await channel.basic_ack(message.delivery_tag, multiple=batch > 1)
+                if complete:
+                    done.set()
 
+            started = time.perf_counter()
+            await channel.basic_consume(queue, on_message)
+            await done.wait()
+            await channel.basic_qos(prefetch_count=prefetch)  # a round trip: acks processed
+            return tally.expected / (time.perf_counter() - started)
+        finally:
+            await close_quietly(connection)
 
-async def rr_run(
-    url: str, queue: str, count: int, prefetch: int, topology: str, outcome: Callable[[], object]
-) -> float:
-    done = asyncio.Event()
-    seen = 0
-
-    async def handler(msg: Message) -> object:
-        nonlocal seen
-        seen += 1
-        if seen == count:
-            done.set()
-        return outcome()
-
-    async def connect() -> amqp.AmqpConnection:
-        return await amqp.connect(url)
-
-    service = Service(
-        HandlerSet(module="bench", subscribers=(Subscriber(queue, handler, "bench"),)),
-        topology=load_text(topology),
-        connect=connect,
-        options=RunOptions(prefetch=prefetch, shutdown_timeout_s=30),
-    )
-    task = asyncio.ensure_future(service.run())
-    await service.wait_ready()
-    started = time.perf_counter()
-    await done.wait()
-    service.stop()  # graceful: the last acks are flushed before the connection closes
-    await task
-    return count / (time.perf_counter() - started)
+    return run
 
 
-async def faststream_noop(url: str, queue: str, count: int, prefetch: int) -> float | None:
+def rr_run(topology: str, outcome: Callable[[], object], timeout_s: float) -> Case:
+    """The `rr run` runtime, in process, with a handler returning ``outcome()``."""
+
+    async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
+        done = asyncio.Event()
+
+        async def handler(msg: Message) -> object:
+            if tally.saw(msg.message_id):
+                done.set()
+            return outcome()
+
+        async def connect() -> amqp.AmqpConnection:
+            return await amqp.connect(url)
+
+        service = Service(
+            HandlerSet(module="bench", subscribers=(Subscriber(queue, handler, "bench"),)),
+            topology=load_text(topology.format(q=queue)),
+            connect=connect,
+            options=RunOptions(prefetch=prefetch, shutdown_timeout_s=timeout_s),
+        )
+        task = asyncio.ensure_future(service.run())
+        try:
+            await until(service.wait_ready(), task)
+            started = time.perf_counter()
+            await until(done.wait(), task)
+            service.stop()  # graceful: the last acks are flushed before the connection closes
+            await task
+            return tally.expected / (time.perf_counter() - started)
+        finally:
+            if not task.done():  # timed out or failed: drop the connection, bounded
+                task.cancel()
+                await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
+
+    return run
+
+
+async def until(awaitable: Awaitable[Any], task: asyncio.Future[None]) -> None:
+    """Await ``awaitable``; if ``task`` (the service) ends first, raise its error instead."""
+    waiter = asyncio.ensure_future(awaitable)
     try:
-        from faststream.rabbit import Channel, RabbitBroker, RabbitQueue
-    except ImportError:
-        return None
-    import logging
+        finished, _ = await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not waiter.done():
+            waiter.cancel()
+    if waiter in finished:
+        waiter.result()
+        return
+    task.result()
+    raise RuntimeError("rr run returned before every message was handled")
+
+
+async def faststream_noop(url: str, queue: str, prefetch: int, tally: Tally) -> float:
+    from faststream.rabbit import Channel, RabbitBroker, RabbitQueue
 
     broker = RabbitBroker(
         url,
@@ -157,134 +394,262 @@ async def faststream_noop(url: str, queue: str, count: int, prefetch: int) -> fl
         default_channel=Channel(prefetch_count=prefetch),
     )
     done = asyncio.Event()
-    seen = 0
 
+    # The id is read from the body: FastStream's Context("message") would cost it ~40%.
     @broker.subscriber(RabbitQueue(queue, durable=True))
     async def handle(body: dict[str, object]) -> None:
-        nonlocal seen
-        seen += 1
-        if seen == count:
+        if tally.saw(str(body["id"])):
             done.set()
 
-    await broker.connect()
-    started = time.perf_counter()
-    await broker.start()
-    await done.wait()
-    await broker.stop()
-    return count / (time.perf_counter() - started)
+    stopped = False
+    try:
+        await broker.connect()
+        started = time.perf_counter()
+        await broker.start()
+        await done.wait()
+        await broker.stop()
+        stopped = True
+        return tally.expected / (time.perf_counter() - started)
+    finally:
+        if not stopped:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(broker.stop(), CLOSE_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------- retry shape
 
 
-async def aiormq_retry(url: str, queue: str, count: int, prefetch: int) -> float:
-    connection = await aiormq.connect(url)
-    consume = await connection.channel()
-    confirm = await connection.channel(publisher_confirms=True)
-    await consume.basic_qos(prefetch_count=prefetch)
-    done = asyncio.Event()
-    seen = 0
+def aiormq_retry(batch: int) -> Case:
+    """Raw aiormq: a confirmed copy to ``<queue>.dead``, then the ack of the original, one by
+    one (``batch == 1``) or with multiple=true for each ``batch`` more confirmed originals."""
 
-    async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
-        nonlocal seen
-        await confirm.basic_publish(
-            message.body,
-            routing_key=f"{queue}.dead",
-            properties=spec.Basic.Properties(
-                delivery_mode=2,
-                content_type=message.header.properties.content_type,
-                headers={"x-ruststream-retry-count": "1"},
-            ),
-            mandatory=True,
-        )
-        await consume.basic_ack(message.delivery_tag)
-        seen += 1
-        if seen == count:
-            done.set()
+    async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
+        connection = await aiormq.connect(url)
+        try:
+            consume = await connection.channel()
+            confirm = await connection.channel(publisher_confirms=True)
+            await consume.basic_qos(prefetch_count=prefetch)
+            done = asyncio.Event()
+            confirmed: set[int] = set()
+            settled = 0  # every delivery tag up to this one has a confirmed copy
+            acked = 0  # every delivery tag up to this one is acked
 
-    started = time.perf_counter()
-    await consume.basic_consume(queue, on_message)
-    await done.wait()
-    await consume.basic_qos(prefetch_count=prefetch)
-    elapsed = time.perf_counter() - started
-    await connection.close()
-    return count / elapsed
+            async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+                nonlocal settled, acked
+                properties = message.header.properties
+                confirmation = await confirm.basic_publish(
+                    message.body,
+                    routing_key=f"{queue}.dead",
+                    properties=spec.Basic.Properties(
+                        delivery_mode=2,
+                        content_type=properties.content_type,
+                        message_id=properties.message_id,
+                        headers={"x-ruststream-retry-count": "1"},
+                    ),
+                    mandatory=True,
+                )
+                if not isinstance(confirmation, spec.Basic.Ack):
+                    return  # not confirmed: the original stays unacked (the checks say so)
+                complete = tally.saw(properties.message_id)
+                if batch == 1:
+                    await consume.basic_ack(message.delivery_tag)
+                else:
+                    confirmed.add(message.delivery_tag)
+                    while settled + 1 in confirmed:
+                        settled += 1
+                        confirmed.remove(settled)
+                    if settled > acked and (settled - acked >= batch or complete):
+                        acked = settled
+                        await consume.basic_ack(settled, multiple=True)
+                if complete:
+                    done.set()
+
+            started = time.perf_counter()
+            await consume.basic_consume(queue, on_message)
+            await done.wait()
+            await consume.basic_qos(prefetch_count=prefetch)  # a round trip: acks processed
+            return tally.expected / (time.perf_counter() - started)
+        finally:
+            await close_quietly(connection)
+
+    return run
 
 
 # ---------------------------------------------------------------- runner
 
-Case = Callable[[str, str, int, int], Awaitable[float | None]]
+NOOP_1ACK = "no-op aiormq (1 ack/msg)"
+NOOP_BATCHED = "no-op aiormq (batched acks)"
+NOOP_FASTSTREAM = "no-op faststream"
+RETRY_1ACK = "retry aiormq (confirm, 1 ack/msg)"
+RETRY_BATCHED = "retry aiormq (confirm, batched acks)"
+REFERENCES: dict[Shape, tuple[str, str]] = {
+    "noop": (NOOP_1ACK, NOOP_BATCHED),
+    "retry": (RETRY_1ACK, RETRY_BATCHED),
+}
 
 
-def cases() -> dict[str, tuple[str, Case]]:
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    shape: Shape
+    run: Case | None
+    """``None``: not installed."""
+
+
+def cases(timeout_s: float, prefetch: int) -> list[Entry]:
     noop_topology = "[queues.{q}]\n"
     retry_topology = '[queues.{q}]\nmax_attempts = 1\ndead_letter = "{q}.dead"\n'
-
-    def rr(topology: str, outcome: Callable[[], object]) -> Case:
-        async def run(url: str, queue: str, count: int, prefetch: int) -> float:
-            return await rr_run(url, queue, count, prefetch, topology.format(q=queue), outcome)
-
-        return run
-
-    return {
-        "no-op aiormq (1 ack/msg)": ("noop", aiormq_noop),
-        "no-op rr run": ("noop", rr(noop_topology, lambda: None)),
-        "no-op faststream": ("noop", faststream_noop),
-        "retry aiormq (confirm+ack)": ("retry", aiormq_retry),
-        "retry rr run (copy+ack)": ("retry", rr(retry_topology, Outcome.retry)),
-    }
+    batch = min(BATCH, prefetch)  # more unacked than the prefetch would never come
+    has_faststream = importlib.util.find_spec("faststream") is not None
+    return [
+        Entry(NOOP_1ACK, "noop", aiormq_noop(1)),
+        Entry(NOOP_BATCHED, "noop", aiormq_noop(batch)),
+        Entry("no-op rr run", "noop", rr_run(noop_topology, lambda: None, timeout_s)),
+        Entry(NOOP_FASTSTREAM, "noop", faststream_noop if has_faststream else None),
+        Entry(RETRY_1ACK, "retry", aiormq_retry(1)),
+        Entry(RETRY_BATCHED, "retry", aiormq_retry(batch)),
+        Entry("retry rr run (copy+ack)", "retry", rr_run(retry_topology, Outcome.retry, timeout_s)),
+    ]
 
 
-async def one_round(url: str, count: int, prefetch: int) -> dict[str, float | None]:
-    rates: dict[str, float | None] = {}
-    for name, (_, case) in cases().items():
-        queue = f"rr-bench-{uuid.uuid4().hex[:8]}"
-        await preload(url, queue, count)
-        connection = await aiormq.connect(url)
-        channel = await connection.channel()
-        await channel.queue_declare(f"{queue}.dead", durable=True)
-        await connection.close()
+async def run_case(
+    url: str, case: Entry, count: int, prefetch: int, timeout_s: float
+) -> tuple[float | None, str | None]:
+    """One case on fresh queues: (its rate, None) or (None, why it failed)."""
+    assert case.run is not None
+    token = uuid.uuid4().hex[:8]
+    queue = f"rr-bench-{token}"
+    dead = f"{queue}.dead"
+    ids = [f"{token}-{n}" for n in range(count)]
+    tally = Tally(count)
+    failure: str | None = None
+    rate: float | None = None
+    try:
+        await asyncio.wait_for(
+            preload(url, queue, ids, dead if case.shape == "retry" else None), timeout_s
+        )
+        started = time.perf_counter()
         try:
-            rates[name] = await case(url, queue, count, prefetch)
-        finally:
-            await delete(url, queue, f"{queue}.dead")
-    return rates
+            rate = await asyncio.wait_for(case.run(url, queue, prefetch, tally), timeout_s)
+        except TimeoutError:
+            if time.perf_counter() - started < timeout_s:
+                raise
+            failure = f"timed out after {timeout_s:g} s"
+        try:
+            accounting = await asyncio.wait_for(
+                account(url, case.shape, queue, ids, tally), CHECK_TIMEOUT_S
+            )
+        except Exception as error:
+            return None, f"{failure or 'ran'}; the checks failed: {error!r}"
+        if failure is None and accounting.ok:
+            return rate, None
+        reasons = ([failure] if failure else []) + accounting.problems
+        return None, f"{'; '.join(reasons)}: {accounting.describe()}"
+    except Exception as error:
+        return None, f"raised {type(error).__name__}: {error}"
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(delete(url, queue, dead), CLOSE_TIMEOUT_S)
 
 
-async def main() -> None:
+def rotated(items: list[Entry], by: int) -> list[Entry]:
+    by %= len(items)
+    return items[by:] + items[:by]
+
+
+def median_ratio(rounds: Iterable[dict[str, float | None]], name: str, reference: str) -> str:
+    ratios = [
+        rates[name] / rates[reference]  # type: ignore[operator]
+        for rates in rounds
+        if rates.get(name) is not None and rates.get(reference) is not None
+    ]
+    return f"{statistics.median(ratios):.2f}" if ratios else "-"
+
+
+async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--prefetch", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds one case may take (default: 30, or 2 ms per message if more)",
+    )
     parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
     args = parser.parse_args()
+    if args.messages < 1 or args.rounds < 1 or args.warmup < 0 or args.prefetch < 1:
+        parser.error("--messages, --rounds and --prefetch must be positive, --warmup >= 0")
+    timeout_s = args.timeout or max(30.0, args.messages * 0.002)
     logging.getLogger("rr").setLevel(logging.ERROR)  # no line per dead-lettered message
-    rounds = [await one_round(args.url, args.messages, args.prefetch) for _ in range(args.rounds)]
-    references = {"noop": "no-op aiormq (1 ack/msg)", "retry": "retry aiormq (confirm+ack)"}
+
+    specs = cases(timeout_s, args.prefetch)
+    runnable = [case for case in specs if case.run is not None]
     print(
-        f"{args.messages} messages, prefetch {args.prefetch}, {args.rounds} rounds, "
-        "classic durable queue, persistent 200-byte bodies"
+        f"{args.messages} messages, prefetch {args.prefetch}, {args.warmup} warm-up + "
+        f"{args.rounds} measured rounds (case order rotated each round), "
+        f"timeout {timeout_s:g} s per case; classic durable queue, persistent 200-byte bodies; "
+        f"batched acks: basic.ack(multiple=true) every {min(BATCH, args.prefetch)} messages",
+        flush=True,
     )
-    print(f"{'case':30} {'msg/s (median)':>15} {'x aiormq':>9} {'x faststream':>13}")
-    for name, (shape, _) in cases().items():
-        rates = [r[name] for r in rounds if r[name] is not None]
-        if not rates:
-            print(f"{name:30} {'not installed':>15}")
+    measured: list[dict[str, float | None]] = []
+    failures: list[str] = []
+    for index in range(args.warmup + args.rounds):
+        warmup = index < args.warmup
+        label = "warm-up" if warmup else f"round {index - args.warmup + 1}/{args.rounds}"
+        rates: dict[str, float | None] = {}
+        for case in rotated(runnable, index):
+            rate, failure = await run_case(args.url, case, args.messages, args.prefetch, timeout_s)
+            rates[case.name] = rate
+            if failure is None:
+                print(f"  {label:>11}  {case.name:36} {rate:>10,.0f} msg/s  ok", flush=True)
+            else:
+                line = f"FAILED {label}: {case.name}: {failure}"
+                failures.append(line)
+                print(line, flush=True)
+        if not warmup:
+            measured.append(rates)
+
+    print()
+    print(
+        f"{'case':36} {'msg/s (median)':>15} {'x aiormq 1-ack':>15} "
+        f"{'x aiormq batched':>17} {'x faststream':>13}  checks"
+    )
+    for case in specs:
+        if case.run is None:
+            print(f"{case.name:36} {'not installed':>15}")
             continue
-        ratio = statistics.median(
-            r[name] / r[references[shape]]  # type: ignore[operator]
-            for r in rounds
-            if r[name] is not None
-        )
+        rates_ok = [rates[case.name] for rates in measured if rates[case.name] is not None]
+        failed = len(measured) - len(rates_ok)
+        checks = f"{len(measured)}/{len(measured)} ok" if not failed else f"FAILED {failed}"
+        if failed:
+            checks += f"/{len(measured)}"
+            print(f"{case.name:36} {'FAILED':>15} {'':>15} {'':>17} {'':>13}  {checks}")
+            continue
+        one_ack, batched = REFERENCES[case.shape]
         versus_fs = ""
-        if shape == "noop" and all(r["no-op faststream"] for r in rounds):
-            fs_ratio = statistics.median(
-                r[name] / r["no-op faststream"]  # type: ignore[operator]
-                for r in rounds
-            )
-            versus_fs = f"{fs_ratio:13.2f}"
-        print(f"{name:30} {statistics.median(rates):15,.0f} {ratio:9.2f} {versus_fs:>13}")
+        if case.shape == "noop" and any(entry.name == NOOP_FASTSTREAM for entry in runnable):
+            versus_fs = median_ratio(measured, case.name, NOOP_FASTSTREAM)
+        print(
+            f"{case.name:36} {statistics.median(rates_ok):15,.0f} "  # type: ignore[type-var]
+            f"{median_ratio(measured, case.name, one_ack):>15} "
+            f"{median_ratio(measured, case.name, batched):>17} {versus_fs:>13}  {checks}"
+        )
+    print(
+        "x aiormq 1-ack / batched / faststream: median of the per-round ratios to that case of "
+        "the same shape"
+    )
+    print()
+    if failures:
+        print(f"FAILED: {len(failures)} case run(s) did not account for every message:")
+        for line in failures:
+            print(f"  {line}")
+        return 1
+    print("checks: in every round every message ended where it should, once")
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(asyncio.run(main()))
