@@ -41,6 +41,7 @@ from rabbitctl_retry.retry.headers import (
     copy_headers,
     count_value,
 )
+from rabbitctl_retry.topology.model import MAX_NAME_BYTES
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 RUN_HEADER = "rr-replay-run"
@@ -169,6 +170,13 @@ def choose(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None, now: dat
         return Fail(
             f"its origin is the dead-letter queue {plan.source!r} itself; pass --to QUEUE",
             to=target,
+        )
+    size = len(target.encode("utf-8", "replace"))
+    if not target or size > MAX_NAME_BYTES:
+        return Fail(
+            f"its origin queue name is {size} bytes, not a queue name RabbitMQ accepts "
+            f"(1 to {MAX_NAME_BYTES}); pass --to QUEUE",
+            to=target[:64],
         )
     return Replay(
         to=target,

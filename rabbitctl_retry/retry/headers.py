@@ -2,7 +2,9 @@
 
 * The retry header (``x-ruststream-retry-count`` by default) holds how many copies came
   before this one, as a decimal string (RustStream writes a long string; rr reads integers
-  too). Absent or malformed counts as 0.
+  too). Absent or malformed counts as 0. One rule for every count rr reads (the retry
+  header, ``x-delivery-count``, ``rr-replayed-count``, the counts in ``x-death``):
+  :func:`count_value`.
 * ``x-delivery-count`` is the quorum queue's count of returns (absent on a first delivery).
 * ``x-death`` is RabbitMQ's dead-letter history, newest first, one entry per (queue, reason).
 * A copy keeps the application headers and drops the broker's own: ``x-death``,
@@ -36,20 +38,61 @@ BROKER_HEADERS = frozenset({"x-death", DELIVERY_COUNT_HEADER, "x-acquired-count"
 BROKER_HEADER_PREFIXES = ("x-first-death-", "x-last-death-")
 
 
+MAX_COUNT = 1_000_000_000
+"""The largest count rr reads from a header. Counts are small (a message retried every
+second for 30 years stays below it); anything larger is malformed."""
+
+_MAX_COUNT_DIGITS = len(str(MAX_COUNT))
+
+
 def count_value(value: object) -> int | None:
-    """A non-negative count from a header value: ``"3"``, ``b"3"`` or ``3``; else ``None``."""
+    """A count from a header value, or ``None`` when it is not a well-formed one.
+
+    Well-formed: an integer (not a boolean) from 0 to :data:`MAX_COUNT`, or that number
+    written in ASCII digits (``"3"``, ``b"3"``; surrounding spaces allowed). Anything else is
+    malformed — ``"²"`` (a digit to ``str.isdigit()`` but not to ``int()``), ``"-1"``,
+    ``"1e3"``, 5,000 digits, a float, a table — and never raises.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
+        return value if 0 <= value <= MAX_COUNT else None
     if isinstance(value, bytes):
+        if len(value) > _MAX_COUNT_DIGITS + 64:
+            return None
         try:
             value = value.decode("ascii")
         except UnicodeDecodeError:
             return None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+    if not isinstance(value, str) or len(value) > _MAX_COUNT_DIGITS + 64:
+        return None
+    text = value.strip()
+    if not text or len(text) > _MAX_COUNT_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= MAX_COUNT else None
+
+
+COUNT_HEADERS = (DELIVERY_COUNT_HEADER, REPLAYED_COUNT_HEADER)
+"""Numeric headers rr reads besides the retry header (and the counts inside ``x-death``)."""
+
+
+def malformed_counts(headers: Mapping[str, HeaderValue] | None, retry_header: str) -> list[str]:
+    """The numeric headers of ``headers`` that are present but malformed (they count 0)."""
+    if not headers:
+        return []
+    found = [
+        name
+        for name in (retry_header, *COUNT_HEADERS)
+        if name in headers and count_value(headers[name]) is None
+    ]
+    raw_deaths = headers.get("x-death")
+    if isinstance(raw_deaths, list) and any(
+        isinstance(entry, dict) and "count" in entry and count_value(entry["count"]) is None
+        for entry in raw_deaths
+    ):
+        found.append("x-death")
+    return found
 
 
 def retry_count(headers: Mapping[str, HeaderValue] | None, header: str) -> int:

@@ -31,11 +31,12 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any, assert_never
 
 from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
+from rabbitctl_retry.retry.headers import HeaderValue, malformed_counts
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.retry.policy import (
     AckAction,
@@ -313,12 +314,30 @@ class QueueConsumer:
             # The hot path: decide() would answer AckAction whatever the policy says.
             settler.ack(delivery.delivery_tag)
             return
-        decision = decide(self.policy, delivery.properties.headers, outcome, now=self._clock.now())
+        headers = delivery.properties.headers
+        if headers:
+            self._warn_malformed(delivery, headers)
+        decision = decide(self.policy, headers, outcome, now=self._clock.now())
         if self._listener is not None:
             self._listener(self.policy.queue, delivery, decision)
         await self._execute(settler, delivery, decision)
         if decision.event is not Event.ACKED:
             self._log(delivery, decision)
+
+    def _warn_malformed(self, delivery: Delivery, headers: Mapping[str, HeaderValue]) -> None:
+        """A count rr reads that is not a well-formed number counts 0 (docs/runtime.md)."""
+        malformed = malformed_counts(headers, self.policy.retry_header)
+        if malformed:
+            log.warning(
+                "malformed count header; it counts as 0",
+                extra={
+                    "rr": {
+                        "queue": self.policy.queue,
+                        "message_id": delivery.properties.message_id,
+                        "headers": malformed,
+                    }
+                },
+            )
 
     async def _run_handler(self, delivery: Delivery) -> AnyOutcome:
         message = Message(delivery, self.policy.queue, self.policy.retry_header)

@@ -277,7 +277,10 @@ class _Replayer:
             self._stop(None)
             self._hold()
             return
-        choice = choose(self._plan, delivery.properties.headers, self._clock.now())
+        try:
+            choice = choose(self._plan, delivery.properties.headers, self._clock.now())
+        except Exception as error:  # a letter rr cannot read must not stop the others
+            choice = Fail(f"cannot read this dead letter: {type(error).__name__}: {error}")
         if isinstance(choice, Replay) and self._limit is not None and self._selected >= self._limit:
             self._stop(f"replayed --limit {self._limit:,}")
             self._hold()
@@ -387,6 +390,10 @@ class _Replayer:
                 self._publishing.pop(tag, None)
                 self._unconfirmed(slot)
                 self._interrupt(error)
+                return
+            except Exception as error:  # the copy could not even be encoded: this letter only
+                self._publishing.pop(tag, None)
+                self._leave(slot, ReplayOutcome.FAILED, f"cannot publish its copy: {error}")
                 return
             self._publishing.pop(tag, None)
             slot.outcome = ReplayOutcome.REPLAYED

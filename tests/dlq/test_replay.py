@@ -421,3 +421,41 @@ async def test_a_quorum_dead_letter_queue(backend: Backend) -> None:
     assert (moved["replayed"], moved["failed"]) == (200, 0)
     assert await depth(backend, "q.dead") == 0
     assert await depth(backend, "refunds") == 200
+
+
+async def test_poison_dead_letters_at_the_head_fail_alone(backend: Backend) -> None:
+    """Letters rr cannot read or publish (a replayed count of "²", 5,000 digits or 2^63-1, an
+    origin queue name of 300 bytes) come first, then 50 good ones. The poison letters are
+    reported failed and stay; the good ones go home exactly once and leave the DLQ; exit 3."""
+    await declare(backend, "orders", "dead")
+    poison = [
+        (b"p1", Properties(message_id="p1", headers={"rr-origin-queue": "o" * 300})),
+        (b"p2", Properties(message_id="p2", headers={"rr-origin-queue": "é" * 200})),
+    ]
+    odd_counts = [
+        (
+            b"c%d" % number,
+            Properties(
+                message_id=f"c{number}",
+                headers={"rr-origin-queue": "orders", "rr-replayed-count": count},
+            ),
+        )
+        for number, count in enumerate(["²", "9" * 5000, 2**63 - 1])
+    ]
+    good = [
+        (b"g%d" % n, Properties(message_id=f"g{n}", headers={"rr-origin-queue": "orders"}))
+        for n in range(50)
+    ]
+    await publish_all(backend, "dead", [*poison, *odd_counts, *good])
+
+    result = await rr(backend, "dlq", "replay", "dead", "--yes", "-o", "json")
+
+    assert result.exit_code == 3, result.output
+    document = json_of(result)
+    assert (document["replayed"], document["skipped"], document["failed"]) == (53, 0, 2)
+    failed = [r["message_id"] for r in document["results"] if r["outcome"] == "failed"]
+    assert failed == ["p1", "p2"]
+    left = [d.properties.message_id for d in await read_all(backend, "dead")]
+    assert left == ["p1", "p2"]
+    home = Counter(d.properties.message_id for d in await read_all(backend, "orders"))
+    assert home == Counter({f"c{n}": 1 for n in range(3)} | {f"g{n}": 1 for n in range(50)})

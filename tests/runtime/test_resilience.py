@@ -172,3 +172,41 @@ async def _until_ready(backend: Backend, service: Service) -> None:
             return
         await backend.wait(0.05)
     raise AssertionError("the consumer did not come back")
+
+
+async def test_malformed_count_headers_count_as_zero_and_are_logged(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A retry header rr cannot read ("²", 5,000 digits) counts 0 and is logged with the
+    message id; the message is retried and dead-lettered like any other, and the others
+    are not affected."""
+    caplog.set_level(logging.INFO, logger="rr")
+    seen: list[tuple[str, int]] = []
+    header = "x-ruststream-retry-count"
+    poison = {"superscript": "²", "long": "9" * 5000}
+    async with running(backend, recording(seen, lambda m: Outcome.retry())):
+        for message_id, value in poison.items():
+            props = Properties(message_id=message_id, headers={header: value})
+            await publish(backend, "work", message_id.encode(), props)
+        await publish(backend, "work", b"good", Properties(message_id="good"))
+        await _handled(backend, seen, 9, "three deliveries of each message")
+        dead = await _dead_all(backend, 3)
+    for message_id in (*poison, "good"):
+        assert [a for m, a in seen if m == message_id] == [1, 2, 3], message_id
+    assert sorted(d.properties.message_id for d in dead) == ["good", "long", "superscript"]
+    warned = [
+        r.rr["message_id"]  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.getMessage() == "malformed count header; it counts as 0"
+    ]
+    assert sorted(warned) == ["long", "superscript"]
+
+
+async def _dead_all(backend: Backend, count: int) -> list[Any]:
+    found: list[Any] = []
+    for _ in range(200):
+        found = await peek(backend, "work.dead")
+        if len(found) >= count:
+            break
+        await backend.wait(0.05)
+    return found
