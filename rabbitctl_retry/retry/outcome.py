@@ -15,6 +15,10 @@ from datetime import timedelta
 MAX_ERROR_MESSAGE_CHARS = 1000
 """How much of an exception's message travels in ``rr-error-message``."""
 
+MAX_DELAY_MS = 2**32 - 1
+"""The longest delay RabbitMQ accepts: a per-message ``expiration`` (and ``x-delay``) is at
+most 2^32 - 1 ms, about 49.7 days. A longer one would make the broker close the channel."""
+
 
 @dataclass(frozen=True, slots=True)
 class Failure:
@@ -61,6 +65,11 @@ class Outcome:
         seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
         if math.isnan(seconds) or seconds < 0:
             raise ValueError(f"a retry delay must be >= 0 seconds, not {delay!r}")
+        if seconds * 1000 > MAX_DELAY_MS:
+            raise ValueError(
+                f"a retry delay must be at most {MAX_DELAY_MS // 1000:,} seconds (about 49.7 "
+                f"days, RabbitMQ's longest message TTL), not {delay!r}"
+            )
         return RetryAfter(delay_ms=math.ceil(seconds * 1000))
 
 
@@ -83,6 +92,10 @@ class Drop(Outcome):
 @dataclass(frozen=True, slots=True)
 class RetryAfter(Outcome):
     delay_ms: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.delay_ms <= MAX_DELAY_MS:
+            raise ValueError(f"delay_ms must be from 0 to {MAX_DELAY_MS}, not {self.delay_ms}")
 
 
 AnyOutcome = Ack | Retry | Drop | RetryAfter

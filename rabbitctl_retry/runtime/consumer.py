@@ -348,7 +348,13 @@ class QueueConsumer:
             else:
                 loop = asyncio.get_running_loop()
                 result = await loop.run_in_executor(self._executor, handler, message)
-        except Exception as error:
+        except asyncio.CancelledError as error:
+            if _cancelling():
+                raise  # a real shutdown of this delivery's task
+            return Retry(failure=Failure.from_exception(error))
+        except BaseException as error:
+            # GeneratorExit, SystemExit, KeyboardInterrupt or any BaseException raised by a
+            # handler is that handler's failure, not a reason to stop the service.
             return Retry(failure=Failure.from_exception(error))
         if result is None:
             return _ACK

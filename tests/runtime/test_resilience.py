@@ -210,3 +210,60 @@ async def _dead_all(backend: Backend, count: int) -> list[Any]:
             break
         await backend.wait(0.05)
     return found
+
+
+class Odd(BaseException):
+    """Not an Exception: a handler that raises it still only fails its message."""
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [asyncio.CancelledError(), GeneratorExit(), SystemExit(3), KeyboardInterrupt(), Odd("odd")],
+    ids=["CancelledError", "GeneratorExit", "SystemExit", "KeyboardInterrupt", "BaseException"],
+)
+async def test_a_handler_raising_a_base_exception_fails_only_its_message(
+    backend: Backend, caplog: pytest.LogCaptureFixture, raised: BaseException
+) -> None:
+    """Treated as the handler's failure (retried, logged); the service goes on."""
+    caplog.set_level(logging.INFO, logger="rr")
+    seen: list[tuple[str, int]] = []
+
+    async def handler(msg: Message) -> AnyOutcome:
+        seen.append((msg.properties.message_id or "", msg.attempt))
+        if msg.properties.message_id == "bad" and msg.attempt == 1:
+            raise raised
+        return Outcome.ack()
+
+    async with running(backend, handler):  # its exit raises if the service died
+        await publish(backend, "work", b"bad", Properties(message_id="bad"))
+        await publish(backend, "work", b"good", Properties(message_id="good"))
+        await _handled(backend, seen, 3, "bad twice, good once")
+    assert sorted(seen) == [("bad", 1), ("bad", 2), ("good", 1)]
+    retried = [r for r in caplog.records if r.getMessage() == "retried"]
+    assert len(retried) == 1
+    assert retried[0].rr["error_type"].endswith(type(raised).__name__)  # type: ignore[attr-defined]
+    assert await depth(backend, "work") == 0
+
+
+async def test_a_delay_longer_than_rabbitmq_accepts_is_refused_alone(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """retry_after(1e30) raises in the handler (a clear message): that message is retried
+    at once; the others' copies are not disturbed."""
+    caplog.set_level(logging.INFO, logger="rr")
+    seen: list[tuple[str, int]] = []
+
+    async def handler(msg: Message) -> AnyOutcome:
+        seen.append((msg.properties.message_id or "", msg.attempt))
+        if msg.attempt == 1:
+            return Outcome.retry_after(1e30 if msg.properties.message_id == "far" else 0)
+        return Outcome.ack()
+
+    async with running(backend, handler):
+        for message_id in ("far", "near"):
+            await publish(backend, "work", message_id.encode(), Properties(message_id=message_id))
+        await _handled(backend, seen, 4, "each message twice")
+    assert sorted(seen) == [("far", 1), ("far", 2), ("near", 1), ("near", 2)]
+    retried = [r for r in caplog.records if r.getMessage() == "retried"]
+    errors = [r.rr.get("error", "") for r in retried]  # type: ignore[attr-defined]
+    assert any("at most 4,294,967 seconds" in error for error in errors), errors

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import math
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from rabbitctl_retry.retry.headers import attempt_of, deaths
-from rabbitctl_retry.retry.outcome import Failure, Outcome, Retry
+from rabbitctl_retry.retry.outcome import MAX_DELAY_MS, Failure, Outcome, Retry, RetryAfter
 from rabbitctl_retry.retry.policy import (
     AckAction,
     CopyPurpose,
@@ -307,6 +308,18 @@ def test_policy_of_the_guide_queues() -> None:
 def test_retry_after_rejects_negative_delays() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         Outcome.retry_after(-1)
+
+
+@pytest.mark.parametrize("delay", [1e30, math.inf, 4_294_968, timedelta(days=50)])
+def test_retry_after_refuses_delays_rabbitmq_would_refuse(delay: float | timedelta) -> None:
+    with pytest.raises(ValueError, match=r"at most 4,294,967 seconds \(about 49.7 days"):
+        Outcome.retry_after(delay)
+
+
+def test_the_longest_delay_rabbitmq_accepts_is_fine() -> None:
+    assert Outcome.retry_after(4_294_967.295).delay_ms == MAX_DELAY_MS
+    with pytest.raises(ValueError, match="delay_ms"):
+        RetryAfter(delay_ms=MAX_DELAY_MS + 1)
 
 
 def test_deaths_are_parsed_newest_first() -> None:
