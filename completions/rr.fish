@@ -9,7 +9,7 @@ complete -c rr -n '__fish_use_subcommand' -a dlq -d 'Inspect, replay, export, im
 complete -c rr -n '__fish_use_subcommand' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l dry-run -d 'Show the plan; change nothing.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l url -r -d 'Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.'
-complete -c rr -n '__fish_seen_subcommand_from declare' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (SPEC §6).'
+complete -c rr -n '__fish_seen_subcommand_from declare' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -F
 complete -c rr -n '__fish_seen_subcommand_from run' -l topology -s t -r -F -d 'The topology file with the queues retry policies.'
@@ -23,7 +23,7 @@ complete -c rr -n '__fish_seen_subcommand_from run' -l log-level -r -d 'debug, i
 complete -c rr -n '__fish_seen_subcommand_from run' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish -s p -r -d 'QUEUE=BODY to publish (JSON bodies stay JSON).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l for -r -d 'How much virtual time to simulate, e.g. 30s, 5m, 1h.'
-complete -c rr -n '__fish_seen_subcommand_from simulate' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (SPEC §6).'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -F
 complete -c rr -n '__fish_seen_subcommand_from completion' -l help -d 'Show help and exit.'
@@ -34,7 +34,7 @@ complete -c rr -n '__fish_seen_subcommand_from topology; and not __fish_seen_sub
 complete -c rr -n '__fish_seen_subcommand_from topology; and not __fish_seen_subcommand_from validate show export' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from validate' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from validate' -F
-complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (SPEC §6).'
+complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -F
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from export' -l format -r -a 'definitions' -d 'definitions: a RabbitMQ definitions.json document.'
@@ -49,7 +49,7 @@ complete -c rr -n '__fish_seen_subcommand_from dlq; and not __fish_seen_subcomma
 complete -c rr -n '__fish_seen_subcommand_from dlq; and not __fish_seen_subcommand_from inspect replay export import purge' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l limit -s n -r -d 'Read at most this many messages.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l topology -s t -r -F -d 'The topology file: its retry header, wait queues, dead-letter queues and URL.'
-complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (SPEC §6).'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l body -l no-body -d 'Show message bodies.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l yes -s y -d 'Do not ask; go ahead (needed without a terminal).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from inspect' -l url -r -d 'Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.'
@@ -61,7 +61,7 @@ complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_f
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l dry-run -d 'Show where each would go; move nothing.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l yes -s y -d 'Do not ask; go ahead (needed without a terminal).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l topology -s t -r -F -d 'The topology file: its retry header, wait queues, dead-letter queues and URL.'
-complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (SPEC §6).'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l url -r -d 'Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else amqp://guest:guest@localhost:5672/.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -l limit -s n -r -d 'Copy at most this many.'

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 class ExitCode(IntEnum):
-    """The process exit codes of SPEC §1."""
+    """The process exit codes (docs/cli.md, "Exit codes")."""
 
     OK = 0
     FAILURE = 1

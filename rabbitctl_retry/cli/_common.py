@@ -43,7 +43,7 @@ UrlOption = Annotated[
 ]
 OutputOption = Annotated[
     OutputFormat,
-    typer.Option("--output", "-o", help="table for people, json for scripts (SPEC §6)."),
+    typer.Option("--output", "-o", help="table for people, json for scripts (docs/cli.md)."),
 ]
 
 

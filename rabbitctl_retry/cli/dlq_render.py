@@ -1,4 +1,4 @@
-"""Rendering for ``rr dlq``: dead letters and replay reports as rich tables or SPEC §6 JSON.
+"""Rendering for ``rr dlq``: dead letters and replay reports as rich tables or JSON (docs/dlq.md).
 
 Every piece of user data (queue names, headers, bodies) goes through :func:`cell`, so control
 characters are escaped and nothing is read as markup.
@@ -85,7 +85,7 @@ def properties_document(delivery: Delivery) -> dict[str, Any]:
 def inspect_document(
     queue: str, found: Sequence[Letter], *, with_body: bool = True
 ) -> dict[str, Any]:
-    """SPEC §6 ``rr dlq inspect --output json``; ``count`` is the number of messages listed."""
+    """``rr dlq inspect --output json`` (docs/dlq.md); ``count``: the messages listed."""
     messages = []
     for letter in found:
         delivery = letter.delivery

@@ -1,4 +1,4 @@
-"""Rendering: plans and topologies -> rich tables or JSON documents (SPEC §6).
+"""Rendering: plans and topologies -> rich tables or JSON documents (docs/cli.md, "Output").
 
 User data (queue names, argument values) is wrapped in :class:`rich.text.Text` with its
 control characters escaped, so nothing a broker or a file holds can style or move the
@@ -70,7 +70,7 @@ def json_arguments(arguments: Mapping[str, ArgumentValue]) -> dict[str, Any]:
 
 
 def plan_document(result: Plan, *, dry_run: bool) -> dict[str, Any]:
-    """SPEC §6 ``rr declare --output json``."""
+    """``rr declare --output json`` (docs/cli.md)."""
     return {
         "dry_run": dry_run,
         "operations": [

@@ -25,7 +25,7 @@ class ReplayOutcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
-    """What happened to one dead letter (one entry of SPEC §6 ``results``)."""
+    """What happened to one dead letter (one entry of the JSON ``results``, docs/dlq.md)."""
 
     message_id: str | None
     to: str | None
@@ -82,7 +82,7 @@ def replay_exit_code(reports: Iterable[ReplayReport]) -> ExitCode:
 
 
 def replay_document(report: ReplayReport) -> dict[str, Any]:
-    """SPEC §6 ``rr dlq replay --output json`` for one source."""
+    """``rr dlq replay --output json`` for one source (docs/dlq.md)."""
     return {
         "source": report.source,
         "dry_run": report.dry_run,

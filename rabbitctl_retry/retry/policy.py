@@ -1,4 +1,4 @@
-"""Pure. A delivery, its handler's outcome and its queue's policy -> one action (SPEC §3).
+"""Pure. A delivery, its handler's outcome and its queue's policy -> one action (docs/runtime.md).
 
 ``decide()`` owns the whole table. ``N`` is ``max_attempts``, ``D`` is ``dead_letter``,
 ``attempt = 1 + retry header + x-delivery-count`` and ``copies`` is the retry header (how

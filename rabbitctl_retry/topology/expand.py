@@ -1,4 +1,4 @@
-"""Pure. A :class:`Topology` -> the concrete exchanges, queues and bindings it means (SPEC §2).
+"""Pure. A :class:`Topology` -> the exchanges, queues and bindings it means (docs/topology.md).
 
 The decision table, per listed queue:
 

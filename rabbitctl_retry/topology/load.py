@@ -1,6 +1,6 @@
 """TOML -> :class:`Topology`, with errors that name the key path and the line.
 
-Pure but for :func:`load_file`, the one function that reads a file. Every key of SPEC §2 is
+Pure but for :func:`load_file`, the one function that reads a file. Every key of docs/topology.md is
 known here; an unknown key is refused with a "did you mean" suggestion, a wrong type names
 what was expected, and every error carries the file and line where the key was written.
 """

@@ -34,7 +34,7 @@ class QueueType(StrEnum):
 
 
 class DelayMode(StrEnum):
-    """How ``retry_after`` waits (SPEC §2)."""
+    """How ``retry_after`` waits (docs/topology.md, "Delays")."""
 
     MEMORY = "memory"
     DLX_TTL = "dlx-ttl"
@@ -137,7 +137,7 @@ class Exchange:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Queue:
-    """A queue the file declares, with its retry policy (SPEC §2).
+    """A queue the file declares, with its retry policy (docs/topology.md).
 
     ``max_attempts`` counts every delivery, the first included. On a quorum queue it becomes
     the server's ``x-delivery-limit = max_attempts - 1``; on a classic queue the runtime
