@@ -26,8 +26,8 @@ classes, so callers never see a driver exception.
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
-from urllib.parse import urlsplit, urlunsplit
 
 
 class ExitCode(IntEnum):
@@ -39,6 +39,8 @@ class ExitCode(IntEnum):
     PARTIAL = 3
     DATA = 65
     UNAVAILABLE = 69
+    INTERNAL = 70
+    """A bug in rr: an exception it did not expect (one line; RR_TRACEBACK=1 shows where)."""
     NO_PERMISSION = 77
     CONFIG = 78
 
@@ -160,22 +162,63 @@ def exit_code_for(error: BaseException) -> int:
     return int(ExitCode.FAILURE)
 
 
+_MASK = "******"
+
+_SAFE_USER_NAME = re.compile(r"[A-Za-z0-9._~%!$&'()*+,;=-]+")
+"""A user name that may be shown: RFC 3986 userinfo characters, no ``:`` ``@`` ``/`` ``?``
+``#`` (one of those in the user part means the URL was not written as intended)."""
+
+_URL_LIKE_WORD = re.compile(r"://|^[^@\s]*:[^@\s]*@")
+"""A word that is, or holds, a URL: a scheme, or ``user:password@`` without one."""
+
+
 def censor_url(url: str) -> str:
-    """``url`` with any password replaced by ``******``; never raises.
+    """``url`` with everything between ``://`` (or the start) and the LAST ``@`` masked.
+
+    Censors by construction, without parsing: a URL whose password holds an unencoded ``/``,
+    ``?``, ``#`` or ``@`` (one that a URL parser reads wrongly) is masked all the same. The
+    user name stays only when it can be told apart from the password (``user:password@``,
+    with a user name of plain URL characters); a lone ``word@`` may be a password and is
+    masked. A text without ``@`` comes back unchanged. Never raises.
 
     Every URL rr prints or logs goes through here: a password must never reach a terminal,
-    a log line or a JSON document.
+    a log line or a JSON document (docs/cli.md, "Connecting").
     """
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port is not None else ""
-        netloc = f"{user}:******@{host}{port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    except ValueError:
-        return "<unparseable url>"
+    at = url.rfind("@")
+    if at < 0:
+        return url
+    scheme_end = url.find("://")
+    start = scheme_end + 3 if 0 <= scheme_end < at else 0
+    user, colon, _ = url[start:at].partition(":")
+    shown = f"{user}:{_MASK}" if colon and _SAFE_USER_NAME.fullmatch(user) else _MASK
+    return f"{url[:start]}{shown}{url[at:]}"
+
+
+def censor_urls(text: str) -> str:
+    """``text`` with every URL-looking word (see :func:`censor_url`) censored; the other
+    words are left alone, so a message's own words ("wrong user name or password") stay."""
+    if "@" not in text:
+        return text
+    return _WORD.sub(_censor_word, text)
+
+
+_WORD = re.compile(r"\S+")
+
+
+def _censor_word(found: re.Match[str]) -> str:
+    word = found.group()
+    return censor_url(word) if _URL_LIKE_WORD.search(word) else word
+
+
+def escape_unprintable(text: str) -> str:
+    """``text`` safe for a terminal and for one log line: every character that is not
+    printable (C0 and C1 controls, DEL, line breaks, bidi and other format characters,
+    surrogates) becomes a visible escape (``\\x1b``, ``\\n``, ``\\u202e``). Pure."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char
+        if char.isprintable()
+        else char.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for char in text
+    )

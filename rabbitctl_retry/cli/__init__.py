@@ -7,6 +7,8 @@ import logging
 import typer
 
 from rabbitctl_retry.cli import completion, declare, dlq, run, simulate, topology
+from rabbitctl_retry.cli.group import RrGroup
+from rabbitctl_retry.runtime.logs import install_stderr_fallback
 
 app = typer.Typer(
     name="rr",
@@ -15,6 +17,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    cls=RrGroup,
 )
 
 
@@ -23,6 +26,10 @@ def _quiet_drivers() -> None:
     """Provision, run and operate RabbitMQ retry topologies."""
     # aiormq logs every failed connect at ERROR; rr reports the same failure once, censored.
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+    # Warnings no handler takes (pamqp's and aiormq's may quote a header name or a reply text
+    # raw) go through rr's escaping formatter, not Python's raw last resort (docs/cli.md,
+    # "Output").
+    install_stderr_fallback()
 
 
 app.command(name="declare")(declare.declare)
@@ -34,5 +41,5 @@ app.command(name="completion")(completion.completion)
 
 
 def main() -> None:
-    """The console script ``rr``."""
-    app()
+    """The console script ``rr`` (also ``python -m rabbitctl_retry``)."""
+    app(prog_name="rr")

@@ -18,7 +18,16 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from rabbitctl_retry.errors import RrError, censor_url, exit_code_for
+from rabbitctl_retry.dlq.jsonl import escape_unsafe
+from rabbitctl_retry.errors import (
+    ConfigError,
+    RrError,
+    UsageError,
+    censor_urls,
+    escape_unprintable,
+    exit_code_for,
+)
+from rabbitctl_retry.transport.url import parse_broker_url
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 URL_ENV = "RR_URL"
@@ -57,28 +66,47 @@ def stderr_console() -> Console:
 
 
 def resolve_url(flag_or_env: str | None, topology_url: str | None = None) -> str:
-    """``--url`` / ``$RR_URL``, else the topology's ``[broker] url``, else the default."""
-    return flag_or_env or topology_url or DEFAULT_URL
+    """``--url`` / ``$RR_URL``, else the topology's ``[broker] url``, else the default.
+
+    The URL is checked here, before anything else happens (``transport/url.py``): one that
+    rr refuses ends the command with one ``rr: error:`` line that does not repeat it, exit 2
+    from ``--url`` / ``$RR_URL`` (usage), 78 from ``[broker] url`` (the topology file is
+    invalid); docs/cli.md, "Malformed input".
+    """
+    url = flag_or_env or topology_url or DEFAULT_URL
+    try:
+        parse_broker_url(url)
+    except UsageError as error:
+        if flag_or_env:
+            fail(UsageError(f"{error} (given by --url or ${URL_ENV})"))
+        fail(ConfigError(str(error), path="broker.url"))
+    return url
 
 
 def print_json(document: Any) -> None:
-    """One stable JSON document on stdout."""
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    """One stable JSON document on stdout, with nothing a terminal acts on: every C0 and C1
+    control, DEL, bidi control, U+2028/U+2029 and lone surrogate inside a string is written
+    as a ``\\uXXXX`` escape (the same JSON value; docs/dlq.md, "JSON output")."""
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write(escape_unsafe(text) + "\n")
     sys.stdout.flush()
 
 
 def fail(error: BaseException) -> NoReturn:
-    """Print ``error`` on stderr (censored) and exit with its code."""
-    stderr_console().print(f"rr: error: {censor_text(str(error))}")
+    """Print ``error`` on stderr as one line and exit with its code.
+
+    The one place every ``rr: error:`` line is written: URL-looking words censored, every
+    unprintable character (ESC, C0 and C1 controls, line breaks, bidi controls) escaped, so
+    that what a broker, a file or an exception says cannot move the terminal or forge a line.
+    """
+    stderr_console().print(f"rr: error: {escape_unprintable(censor_text(str(error)))}")
     raise typer.Exit(exit_code_for(error))
 
 
 def censor_text(text: str) -> str:
-    """Censor every URL-looking word of ``text`` (belt and braces: errors censor already)."""
-    words = []
-    for word in text.split(" "):
-        words.append(censor_url(word) if "://" in word else word)
-    return " ".join(words)
+    """Censor every URL-looking word of ``text`` and nothing else (belt and braces: errors
+    censor already); see :func:`~rabbitctl_retry.errors.censor_urls`."""
+    return censor_urls(text)
 
 
 def run(coroutine: Coroutine[Any, Any, _T]) -> _T:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,16 @@ from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Connection
 
+MAX_PREFETCH = 65_535
+"""basic.qos prefetch-count is an AMQP short: 0..65535."""
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
 
 def run_command(
     target: Annotated[
@@ -30,7 +41,10 @@ def run_command(
         Path | None,
         typer.Option("--topology", "-t", help="The topology file with the queues' retry policies."),
     ] = None,
-    prefetch: Annotated[int, typer.Option("--prefetch", min=1, help="basic.qos per queue.")] = 100,
+    prefetch: Annotated[
+        int,
+        typer.Option("--prefetch", min=1, max=MAX_PREFETCH, help="basic.qos per queue."),
+    ] = 100,
     concurrency: Annotated[
         int | None,
         typer.Option(
@@ -50,13 +64,11 @@ def run_command(
     ] = 30.0,
     url: UrlOption = None,
     log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
-    log_level: Annotated[
-        str, typer.Option("--log-level", help="debug, info, warning, error.")
-    ] = "info",
+    log_level: Annotated[LogLevel, typer.Option("--log-level")] = LogLevel.INFO,
 ) -> None:
     """Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their
     messages as the topology says. SIGINT/SIGTERM stop gracefully."""
-    configure_logging(log_level, log_format)
+    configure_logging(log_level.value, log_format)
     with guard():
         handlers = load_target(target)
         topology: Topology | None = load_file(topology_file) if topology_file else None

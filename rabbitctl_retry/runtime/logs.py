@@ -3,6 +3,11 @@
 One line per event. Structured fields travel in ``extra={"rr": {...}}``; the text format
 prints them as ``key=value`` (values with control characters escaped, so a message id cannot
 move the terminal), the JSON format as one object per line. URLs in messages are censored.
+
+Every record, from any logger (rr's, pamqp's, asyncio's), is written escaped: no ESC, no C0
+or C1 control, no line break inside one record, no bidi control (docs/cli.md, "Output"). A
+record no handler takes would reach Python's last-resort handler, which writes it raw; rr
+puts its own escaping handler there (:func:`install_stderr_fallback`).
 """
 
 from __future__ import annotations
@@ -14,12 +19,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from rabbitctl_retry.errors import censor_url
+from rabbitctl_retry.errors import censor_urls, escape_unprintable
 
 
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"
+
+
+TRACEBACK_INDENT = "    "
+"""Each line of a logged traceback starts with this, so no line of it reads as a record."""
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -32,8 +41,13 @@ def _time(record: logging.LogRecord) -> str:
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _censor(text: str) -> str:
-    return " ".join(censor_url(word) if "://" in word else word for word in text.split(" "))
+def _message(record: logging.LogRecord) -> str:
+    """The record's message, censored; never raises (a bad ``%`` format shows as is)."""
+    try:
+        text = record.getMessage()
+    except (TypeError, ValueError):
+        text = f"{record.msg!s} {record.args!r}"
+    return censor_urls(text)
 
 
 def _escape(value: object) -> str:
@@ -43,13 +57,28 @@ def _escape(value: object) -> str:
     return json.dumps(text)
 
 
+def json_line(document: dict[str, Any]) -> str:
+    """``document`` as one JSON line whose every unprintable character is a ``\\uXXXX``
+    escape (the same JSON value: outside strings JSON text is printable ASCII)."""
+    text = json.dumps(document, default=str, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else json.dumps(char)[1:-1] for char in text)
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        parts = [_time(record), record.levelname, record.name, _censor(record.getMessage())]
+        parts = [
+            _time(record),
+            escape_unprintable(record.levelname),
+            escape_unprintable(record.name),
+            escape_unprintable(_message(record)),
+        ]
         parts += [f"{key}={_escape(value)}" for key, value in _fields(record).items()]
         line = " ".join(parts)
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            for traceback_line in self.formatException(record.exc_info).split("\n"):
+                line += "\n" + TRACEBACK_INDENT + escape_unprintable(traceback_line)
         return line
 
 
@@ -59,20 +88,49 @@ class JsonFormatter(logging.Formatter):
             "time": _time(record),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": _censor(record.getMessage()),
+            "event": _message(record),
         }
         document.update(_fields(record))
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
-        return json.dumps(document, default=str, ensure_ascii=False)
+        return json_line(document)
+
+
+class StderrHandler(logging.Handler):
+    """Writes each record to the ``sys.stderr`` of the moment (not the one it was made
+    with), one formatted record per line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = sys.stderr
+            stream.write(self.format(record) + "\n")
+            stream.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+
+
+def formatter_for(log_format: LogFormat) -> logging.Formatter:
+    return JsonFormatter() if log_format is LogFormat.JSON else TextFormatter()
+
+
+def install_stderr_fallback(log_format: LogFormat = LogFormat.TEXT) -> None:
+    """Records that no handler takes (warnings of pamqp, asyncio, or rr's own outside
+    ``rr run``) go to stderr through rr's formatter, escaped, instead of raw."""
+    fallback = StderrHandler(logging.WARNING)
+    fallback.setFormatter(formatter_for(log_format))
+    logging.lastResort = fallback
 
 
 def configure_logging(level: str = "info", log_format: LogFormat = LogFormat.TEXT) -> None:
-    """Send rr's logs to stderr in ``log_format`` at ``level``; quiet the AMQP driver."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format is LogFormat.JSON else TextFormatter())
+    """Send rr's logs to stderr in ``log_format`` at ``level``; quiet the AMQP driver; every
+    other logger's warnings in the same format (:func:`install_stderr_fallback`)."""
+    handler = StderrHandler()
+    handler.setFormatter(formatter_for(log_format))
     root = logging.getLogger("rr")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+    install_stderr_fallback(log_format)

@@ -6,16 +6,21 @@ paths (``publish``, ``ack``, ``reject``, ``nack``, the consume callback) add one
 one conversion over raw aiormq; ``ack``/``reject``/``nack`` do not wait for the socket to
 drain, since AMQP never answers them.
 
-URLs::
+URLs (checked by :func:`~rabbitctl_retry.transport.url.parse_broker_url` before any socket
+opens; docs/cli.md, "Connecting" and "Malformed input")::
 
     amqp://USER:PASSWORD@HOST:PORT/VHOST?QUERY      plain TCP, port 5672 by default
     amqps://USER:PASSWORD@HOST:PORT/VHOST?QUERY     TLS, port 5671 by default
 
+The user name and password are percent-encoded (``/`` ``%2F``, ``?`` ``%3F``, ``#`` ``%23``,
+``@`` ``%40``): a URL with one of them unencoded is refused, and not repeated in the message.
 The vhost is the percent-encoded path: ``/%2F`` is ``/``, ``/orders`` is ``orders``, an empty
 path or ``/`` is ``/``. A vhost that is missing, or that the user may not use, is refused by
 RabbitMQ (530 NOT_ALLOWED) and raises :class:`~rabbitctl_retry.errors.AccessRefused`.
 
-Query parameters (aiormq's; percent-encode paths that hold ``&``, ``=``, ``%``, ``#``, spaces):
+Query options (aiormq's; percent-encode values that hold ``&``, ``=``, ``%``, ``#``, ``+``,
+spaces). Only these are accepted, each once; any other key, or a value outside the one
+described, is a :class:`~rabbitctl_retry.errors.UsageError`:
 
 ``cafile=PATH``
     PEM bundle of the CA(s) that signed the broker's certificate (else the system store).
@@ -23,19 +28,22 @@ Query parameters (aiormq's; percent-encode paths that hold ``&``, ``=``, ``%``, 
     CA certificates from a hashed directory, or inline (base64 of PEM or DER).
 ``certfile=PATH`` and ``keyfile=PATH``
     the client certificate and its private key (PEM), for brokers with
-    ``ssl_options.fail_if_no_peer_cert = true``.
+    ``ssl_options.fail_if_no_peer_cert = true``. ``keyfile`` needs ``certfile``.
 ``no_verify_ssl=1``
-    accept any broker certificate and host name. For tests only.
-``auth=external``
+    accept any broker certificate and host name. For tests only; ``1`` is its only value,
+    and each connection made with it logs a warning (``rr.transport``).
+``auth=plain`` / ``auth=external``
     log in with the client certificate (``rabbitmq_auth_mechanism_ssl``) instead of PLAIN.
 ``heartbeat=SECONDS``
-    heartbeat timeout (rr's default: 10; 0 turns heartbeats off). A peer that sends nothing
-    for about three timeouts is taken for dead and the connection is closed, so a half-open
-    connection (a peer gone without a word) is noticed within ~33 s by default.
+    heartbeat timeout, a whole number 0..65535 (rr's default: 10; 0 turns heartbeats off).
+    A peer that sends nothing for about three timeouts is taken for dead and the connection
+    is closed, so a half-open connection (a peer gone without a word) is noticed within
+    ~33 s by default.
 ``name=TEXT``
     the connection name the management UI shows (default: ``connect(client_name=...)``).
 
-The broker's certificate is checked against the URL's host: use the name the certificate
+The TLS options (all but ``auth``, ``heartbeat`` and ``name``) need ``amqps://``. The
+broker's certificate is checked against the URL's host: use the name the certificate
 carries (``localhost`` or the IP in its subjectAltName).
 
 Wire notes, all aiormq's or pamqp's behaviour:
@@ -55,14 +63,17 @@ Wire notes, all aiormq's or pamqp's behaviour:
 from __future__ import annotations
 
 import asyncio
+import binascii
+import logging
+import re
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, cast
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import aiormq
+import pamqp.constants
 import pamqp.frame
 from aiormq import exceptions as amqp_exc
 from aiormq.abc import DeliveredMessage
@@ -70,9 +81,18 @@ from aiormq.connection import FrameReceiver, TransportFactory
 from pamqp import commands as spec
 from pamqp import common as wire
 from pamqp.base import Frame
+from pamqp.header import ContentHeader
 from yarl import URL
 
-from rabbitctl_retry.errors import BrokerUnreachable, DataError, RrError, UsageError, censor_url
+from rabbitctl_retry.errors import (
+    BrokerUnreachable,
+    DataError,
+    RrError,
+    UsageError,
+    censor_url,
+    censor_urls,
+)
+from rabbitctl_retry.transport import codec
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
@@ -85,48 +105,56 @@ from rabbitctl_retry.transport.base import (
     ServerVersion,
 )
 from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
+from rabbitctl_retry.transport.url import DEFAULT_HEARTBEAT_S, BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
     from rabbitctl_retry.transport.base import Channel, Connection
 
-__all__ = ["AmqpChannel", "AmqpConnection", "connect"]
+__all__ = ["DEFAULT_HEARTBEAT_S", "TLS_NOT_VERIFIED", "AmqpChannel", "AmqpConnection", "connect"]
+
+codec.install()  # undecodable properties must not close the connection; floats stay doubles
 
 
-DEFAULT_HEARTBEAT_S = 10
-"""The heartbeat timeout rr asks for when the URL names none (aiormq's own default is 60 s,
-which leaves a half-open connection unnoticed for about three minutes)."""
+def _accept_non_ascii_names() -> None:
+    """Let pamqp send queue and exchange names with non-ASCII characters (``dead.é``).
+
+    pamqp checks names against ``[a-zA-Z0-9-_.:@#,/+ ]`` before it sends a frame; RabbitMQ
+    takes any UTF-8 name of at most 255 bytes, so a queue it holds could not even be
+    inspected (docs/dlq.md, "Queue names"). The rule for ASCII characters stays.
+    """
+    for domain in ("exchange-name", "queue-name"):
+        pamqp.constants.DOMAIN_REGEX[domain] = re.compile(
+            "^[a-zA-Z0-9-_.:@#,/+ \u0080-\ud7ff\ue000-\U0010ffff]*$"
+        )
 
 
-def _with_query(url: str, parameter: str) -> str:
-    """``url`` with ``parameter`` (``key=value``) added to its query."""
-    base, _, fragment = url.partition("#")
-    separator = "&" if "?" in base else "?"
-    joined = f"{base}{separator}{parameter}"
-    return f"{joined}#{fragment}" if fragment else joined
+_accept_non_ascii_names()
+
+
+log = logging.getLogger("rr.transport")
+
+TLS_NOT_VERIFIED = "TLS certificate verification is off (no_verify_ssl=1)"
+"""The warning each connection made with ``no_verify_ssl=1`` logs."""
 
 
 async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") -> AmqpConnection:
     """Open a connection to the broker at ``url``, handshake included, within ``timeout_s``.
 
-    Raises :class:`BrokerUnreachable` (no TCP/TLS connection, no AMQP answer in time),
-    :class:`~rabbitctl_retry.errors.AccessRefused` (login or vhost refused) or
-    :class:`UsageError` (not an AMQP URL). No message contains the password.
+    Raises :class:`UsageError` (a URL rr refuses, see ``transport/url.py``; the message
+    does not repeat it), :class:`BrokerUnreachable` (no TCP/TLS connection, no AMQP answer in
+    time) or :class:`~rabbitctl_retry.errors.AccessRefused` (login or vhost refused). No
+    message contains the password.
     """
-    shown = censor_url(url)
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname or port == -1:
-        raise UsageError(f"not an AMQP URL (amqp://HOST[:PORT]/VHOST or amqps://...): {shown}")
+    target = parse_broker_url(url)
+    shown = target.shown
     if timeout_s <= 0:
         raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
-    query = parse_qs(parts.query)
-    client_properties: wire.FieldTable = {} if "name" in query else {"connection_name": client_name}
-    if "heartbeat" not in query:
-        url = _with_query(url, f"heartbeat={DEFAULT_HEARTBEAT_S}")
-    connection = _Connection(url, client_properties=client_properties)
+    client_properties: wire.FieldTable = (
+        {} if target.connection_name is not None else {"connection_name": client_name}
+    )
+    if not target.verify_tls:
+        log.warning(TLS_NOT_VERIFIED, extra={"rr": {"url": shown}})
+    connection = _new_connection(target, client_properties)
     try:
         async with asyncio.timeout(timeout_s):
             await connection.connect()
@@ -141,9 +169,24 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
         ) from exc
     except Exception as exc:
         await _abandon(connection)
-        error = to_rr_error(exc, url=url) or BrokerUnreachable(f"cannot connect to {shown}: {exc}")
-        raise _without_password(error, parts.password, shown) from exc
+        error = to_rr_error(exc, url=shown) or BrokerUnreachable(
+            f"cannot connect to {shown}: {exc}"
+        )
+        raise _without_password(error) from exc
     return AmqpConnection(connection, shown)
+
+
+def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _Connection:
+    """aiormq's connection for a checked URL, with the heartbeat rr checked."""
+    try:
+        connection = _Connection(target.url, client_properties=client_properties)
+    except (ValueError, KeyError, binascii.Error):  # what rr accepted and the driver does not
+        raise UsageError("broker URL cannot be read by the AMQP driver (docs/cli.md)") from None
+    if connection.heartbeat_timeout != target.heartbeat_s:  # aiormq reads 65535 as 0 (off)
+        connection.heartbeat_timeout = target.heartbeat_s
+        grace_s = (target.heartbeat_s + 1) * connection.HEARTBEAT_GRACE_MULTIPLIER
+        setattr(connection, "_Connection__heartbeat_grace_timeout", grace_s)  # noqa: B010
+    return connection
 
 
 class AmqpConnection:
@@ -369,7 +412,7 @@ class AmqpChannel:
             return None
         return Delivery(
             body=message.body,
-            properties=_properties(message.header.properties),
+            properties=_properties(message.header),
             exchange=frame.exchange,
             routing_key=frame.routing_key or "",
             redelivered=frame.redelivered,
@@ -590,14 +633,10 @@ def _close_cause(resource: aiormq.Connection | aiormq.Channel) -> BaseException 
     return closing.exception()
 
 
-def _without_password(error: RrError, password: str | None, shown: str) -> RrError:
-    """``error``, or a copy whose message has the password censored (a last safety net)."""
-    if not password:
-        return error
-    pieces = error.message.split(shown)  # the censored URL may hold the user name: keep it
-    for secret in {password, unquote(password)}:
-        pieces = [piece.replace(secret, "******") for piece in pieces]
-    message = shown.join(pieces)
+def _without_password(error: RrError) -> RrError:
+    """``error``, or a copy whose URL-looking words are censored (a last safety net: only
+    URL-looking words, so the message's own words stay, whatever the password is)."""
+    message = censor_urls(error.message)
     return error if message == error.message else type(error)(message)
 
 
@@ -655,6 +694,8 @@ def _plain_value(value: wire.FieldValue) -> FieldValue:
 
 
 def _basic_properties(properties: Properties) -> spec.Basic.Properties:
+    if properties.raw is not None:
+        return codec.RawProperties(properties.raw)
     headers = properties.headers
     return spec.Basic.Properties(
         content_type=properties.content_type,
@@ -673,8 +714,14 @@ def _basic_properties(properties: Properties) -> spec.Basic.Properties:
     )
 
 
-def _properties(properties: spec.Basic.Properties) -> Properties:
+def _properties(content_header: ContentHeader) -> Properties:
+    properties = content_header.properties
     headers = properties.headers
+    undecodable: tuple[str, ...] = ()
+    raw: bytes | None = None
+    if isinstance(content_header, codec.LenientContentHeader):
+        undecodable = tuple(_RR_NAMES.get(name, name) for name in content_header.undecodable)
+        raw = content_header.raw_properties
     return Properties(
         content_type=properties.content_type,
         content_encoding=properties.content_encoding,
@@ -689,14 +736,20 @@ def _properties(properties: spec.Basic.Properties) -> Properties:
         type=properties.message_type,
         user_id=properties.user_id,
         app_id=properties.app_id,
+        undecodable=undecodable,
+        raw=raw,
     )
+
+
+_RR_NAMES = {"message_type": "type"}
+"""pamqp's property names that rr's :class:`Properties` spells differently."""
 
 
 def _delivery(message: DeliveredMessage) -> Delivery:
     frame = cast(spec.Basic.Deliver, message.delivery)
     return Delivery(
         body=message.body,
-        properties=_properties(message.header.properties),
+        properties=_properties(message.header),
         exchange=frame.exchange,
         routing_key=cast(str, frame.routing_key),
         redelivered=frame.redelivered,

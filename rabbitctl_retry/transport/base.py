@@ -51,6 +51,12 @@ class Properties:
     type: str | None = None
     user_id: str | None = None
     app_id: str | None = None
+    undecodable: tuple[str, ...] = ()
+    """Properties the codec could not decode (then ``None`` above), e.g. ``("timestamp",)``:
+    such a message is set aside, never handled (docs/runtime.md, "Malformed messages")."""
+    raw: bytes | None = None
+    """The property flags and values exactly as received, kept only when ``undecodable``;
+    publishing properties with ``raw`` set writes these bytes verbatim."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,8 +10,11 @@ Reply codes (AMQP 0-9-1 §1.9 and RabbitMQ's use of them) map through
 channel and :class:`BrokerUnreachable` when it closed the connection (the connection is gone).
 
 Messages keep the broker's reply text verbatim, because RabbitMQ names the queue or exchange
-in it (``NOT_FOUND - no queue 'orders' in vhost '/'``). A URL in a message always goes
-through :func:`~rabbitctl_retry.errors.censor_url`: no password ever reaches a message.
+in it (``NOT_FOUND - no queue 'orders' in vhost '/'``); what such a text holds that a terminal
+would act on (ESC, line breaks, bidi controls: a vhost name can hold any) is escaped where it
+is printed, once: ``cli/_common.fail`` for the ``rr: error:`` line, the formatters of
+``runtime/logs.py`` for log lines. A URL in a message always goes through
+:func:`~rabbitctl_retry.errors.censor_url`: no password ever reaches a message.
 """
 
 from __future__ import annotations
