@@ -137,12 +137,15 @@ class Flow:
             properties = with_headers(properties, wire_table(properties.headers))
         if properties.timestamp is not None:
             properties = replace(properties, timestamp=timestamp(properties.timestamp))
+        extra_keys: tuple[str, ...] = ()
+        if properties.headers:
+            properties, extra_keys = _sender_selected(properties)
         message = StoredMessage(
             number=next(self._numbers),
             body=bytes(body),
             properties=properties,
             exchange=exchange,
-            routing_keys=(routing_key,),
+            routing_keys=(routing_key, *extra_keys),
             ttl_ms=ttl_ms,
         )
         queues, delayed = self._route(x, message)
@@ -519,3 +522,18 @@ def reindex_bindings(x: Exchange) -> None:
         if binding.queue not in names:
             names.append(binding.queue)
     x.by_key = by_key
+
+
+def _sender_selected(properties: Properties) -> tuple[Properties, tuple[str, ...]]:
+    """Sender-selected distribution: the routing keys in the ``CC`` and ``BCC`` headers (arrays
+    of strings) route the message too; ``BCC`` is removed from the stored message."""
+    headers = properties.headers or {}
+    keys: list[str] = []
+    for name in ("CC", "BCC"):
+        value = headers.get(name)
+        if isinstance(value, list):
+            keys.extend(item for item in value if isinstance(item, str))
+    if "BCC" in headers:
+        remaining = {name: value for name, value in headers.items() if name != "BCC"}
+        properties = with_headers(properties, remaining)
+    return properties, tuple(keys)

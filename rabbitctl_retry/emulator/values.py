@@ -116,6 +116,8 @@ def with_headers(p: Properties, headers: FieldTable | None) -> Properties:
         type=p.type,
         user_id=p.user_id,
         app_id=p.app_id,
+        undecodable=p.undecodable,
+        raw=p.raw,
     )
 
 
@@ -135,11 +137,14 @@ def with_message_id(p: Properties, message_id: str) -> Properties:
         type=p.type,
         user_id=p.user_id,
         app_id=p.app_id,
+        undecodable=p.undecodable,
+        raw=p.raw,
     )
 
 
-_NAME = re.compile(r"^[a-zA-Z0-9-_.:@#,/+ ]*$")
-"""pamqp's ``DOMAIN_REGEX`` for exchange and queue names (stricter than the server)."""
+_NAME = re.compile("^[a-zA-Z0-9-_.:@#,/+ \u0080-\ud7ff\ue000-\U0010ffff]*$")
+"""pamqp's ``DOMAIN_REGEX`` for exchange and queue names (stricter than the server), as
+``transport/amqp.py`` widens it: non-ASCII characters too."""
 
 MAX_NAME_LENGTH = 256
 """pamqp refuses a longer exchange or queue name."""

@@ -35,6 +35,10 @@ REPLAYED_COUNT_HEADER = "rr-replayed-count"
 REPLAYED_AT_HEADER = "rr-replayed-at"
 
 BROKER_HEADERS = frozenset({"x-death", DELIVERY_COUNT_HEADER, "x-acquired-count", DELAY_HEADER})
+ROUTING_HEADERS = frozenset({"CC", "BCC"})
+"""Sender-selected distribution: RabbitMQ routes a message to the queues these name as well
+as to its routing key. A delivered message may still carry ``CC``; a copy rr makes must go to
+its own destination only, so copies never carry them."""
 BROKER_HEADER_PREFIXES = ("x-first-death-", "x-last-death-")
 
 
@@ -124,11 +128,12 @@ def copy_headers(
     *,
     remove: frozenset[str] = frozenset(),
 ) -> dict[str, HeaderValue]:
-    """The headers of a copy: the application headers, minus ``remove``, plus ``updates``."""
+    """The headers of a copy: the application headers (not the broker's, not ``CC`` /
+    ``BCC``), minus ``remove``, plus ``updates``."""
     result: dict[str, HeaderValue] = {
         name: value
         for name, value in (headers or {}).items()
-        if not is_broker_header(name) and name not in remove
+        if not is_broker_header(name) and name not in ROUTING_HEADERS and name not in remove
     }
     result.update(updates)
     return result
@@ -151,6 +156,40 @@ def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value if isinstance(value, str) else ""
+
+
+def x_death_well_formed(headers: Mapping[str, HeaderValue] | None) -> bool:
+    """``x-death`` is absent or shaped as RabbitMQ writes it: a list of tables, each with a
+    text ``queue`` and ``reason``, an integer ``count``, no two for the same queue, reason and
+    exchange. RabbitMQ 3.x crashes its dead-lettering on other shapes (docs/runtime.md,
+    "Malformed messages"), so rr never hands it such a message to dead-letter."""
+    raw = (headers or {}).get("x-death")
+    if raw is None:
+        return True
+    if not isinstance(raw, list):
+        return False
+    seen: set[tuple[str, str, object]] = set()
+    for entry in raw:
+        if not isinstance(entry, dict):
+            return False
+        queue, reason, count = entry.get("queue"), entry.get("reason"), entry.get("count")
+        if not isinstance(queue, str) or not isinstance(reason, str):
+            return False
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            return False
+        exchange = entry.get("exchange")
+        if exchange is not None and not isinstance(exchange, str):
+            return False
+        keys = entry.get("routing-keys")
+        if keys is not None and not (
+            isinstance(keys, list) and all(isinstance(key, str) for key in keys)
+        ):
+            return False
+        key = (queue, reason, exchange)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
 
 
 def deaths(headers: Mapping[str, HeaderValue] | None) -> tuple[Death, ...]:

@@ -129,6 +129,9 @@ class Copy:
     headers: Mapping[str, HeaderValue]
     purpose: CopyPurpose
     expiration_ms: int | None = None
+    verbatim: bool = False
+    """The original exactly, properties byte for byte (a message whose properties could not
+    be decoded: ``headers`` and ``expiration_ms`` are then unused)."""
     mandatory: bool = True
     """Published ``mandatory`` (an unroutable copy comes back and the original stays). Not
     for the delayed-message exchange: the plugin returns every mandatory message it delays
@@ -245,10 +248,10 @@ def _retry(
     if policy.quorum:
         return _quorum_retry(policy, headers, attempt, failure)
     if _at_cap(policy, attempt):
-        return _spend(policy, headers, attempt, failure, now)
+        return spend(policy, headers, attempt, failure, now)
     return Decision(
         action=RepublishAction(
-            _copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
+            build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
         ),
         event=Event.RETRIED,
         attempt=attempt,
@@ -285,14 +288,15 @@ def _quorum_retry(
     )
 
 
-def _spend(
+def spend(
     policy: RetryPolicy,
     headers: Mapping[str, HeaderValue] | None,
     attempt: int,
     failure: Failure | None,
     now: datetime,
 ) -> Decision:
-    """A classic queue's last attempt failed: dead-letter copy, or reject if there is no D."""
+    """A classic queue's last attempt failed (or rr gave up on a message, see
+    :mod:`rabbitctl_retry.retry.poison`): dead-letter copy, or reject if there is no D."""
     if policy.dead_letter is None:
         return Decision(
             action=RejectAction(requeue=False), event=Event.SPENT, attempt=attempt, failure=failure
@@ -306,7 +310,7 @@ def _spend(
     if failure is not None:
         updates[ERROR_TYPE_HEADER] = failure.type
         updates[ERROR_MESSAGE_HEADER] = failure.message
-    copy = _copy(
+    copy = build_copy(
         policy,
         headers,
         policy.max_attempts or attempt,
@@ -335,9 +339,9 @@ def _retry_after(
     if _at_cap(policy, attempt):
         if policy.quorum:
             return _quorum_retry(policy, headers, attempt, None)
-        return _spend(policy, headers, attempt, None, now)
+        return spend(policy, headers, attempt, None, now)
     if delay_ms == 0:
-        copy = _copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
+        copy = build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
         return Decision(
             action=RepublishAction(copy),
             event=Event.RETRIED,
@@ -347,7 +351,9 @@ def _retry_after(
         )
     match policy.delay:
         case DelayMode.MEMORY:
-            copy = _copy(policy, headers, attempt, CopyPurpose.DELAY, policy.queue, exchange="")
+            copy = build_copy(
+                policy, headers, attempt, CopyPurpose.DELAY, policy.queue, exchange=""
+            )
             return Decision(
                 action=ScheduleAction(copy, delay_ms),
                 event=Event.DELAYED,
@@ -357,7 +363,7 @@ def _retry_after(
             )
         case DelayMode.DLX_TTL:
             wait_queue = _wait_queue_for(policy, delay_ms)
-            copy = _copy(
+            copy = build_copy(
                 policy,
                 headers,
                 attempt,
@@ -369,7 +375,7 @@ def _retry_after(
             destination = wait_queue
         case DelayMode.PLUGIN_DME:
             exchange = policy.delay_exchange or ""
-            copy = _copy(
+            copy = build_copy(
                 policy,
                 headers,
                 attempt,
@@ -402,7 +408,7 @@ def _wait_queue_for(policy: RetryPolicy, delay_ms: int) -> str:
     return policy.tiers[-1][1]
 
 
-def _copy(
+def build_copy(
     policy: RetryPolicy,
     headers: Mapping[str, HeaderValue] | None,
     count: int,

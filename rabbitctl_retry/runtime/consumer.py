@@ -17,7 +17,9 @@ broker accepts (acks coalesced into ``basic.ack(multiple=true)`` over the settle
 
 Anything else that fails in rr's own code for one delivery (an unexpected exception, a
 cancellation that is not the task's own) is caught, logged with the message id, and the
-delivery goes back to its queue: it never holds back the settlement of the others.
+delivery is settled by the rule of :mod:`rabbitctl_retry.retry.poison` (back to its queue
+once; dead-lettered when it comes back), as is a delivery whose properties cannot be decoded:
+it never holds back the settlement of the others.
 
 The consumer watches its channel and its consumer: if the broker closes the channel (a
 channel error) or cancels the consumer (its queue was deleted), it logs why, re-declares
@@ -36,6 +38,7 @@ from concurrent.futures import Executor
 from typing import Any, assert_never
 
 from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
+from rabbitctl_retry.retry import poison
 from rabbitctl_retry.retry.headers import HeaderValue, malformed_counts
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.retry.policy import (
@@ -70,6 +73,12 @@ _LOGGED = {
     Event.DROPPED: logging.INFO,
     Event.DEAD_LETTERED: logging.WARNING,
     Event.SPENT: logging.WARNING,
+}
+
+_GIVE_UP_TEXT = {
+    Event.REQUEUED: "it goes back to its queue once",
+    Event.DEAD_LETTERED: "it is dead-lettered",
+    Event.SPENT: "it is rejected without requeue (its queue's dead-letter route, if any)",
 }
 
 EventListener = Callable[[str, Delivery, Decision], None]
@@ -276,39 +285,71 @@ class QueueConsumer:
             else:
                 async with self._semaphore:
                     await self._handle(settler, delivery)
-        except asyncio.CancelledError:
-            own = _cancelling()
-            self._interrupted(settler, delivery, "cancelled", expected=own)
-            if own:
+        except asyncio.CancelledError as error:
+            if _cancelling():  # a real shutdown: back to the queue, as the service stops
+                self._requeue_interrupted(settler, delivery)
                 raise
+            await self._give_up(settler, delivery, error)
         except Exception as error:
-            self._interrupted(settler, delivery, f"{type(error).__name__}: {error}")
+            await self._give_up(settler, delivery, error)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
-    def _interrupted(
-        self, settler: ChannelSettler, delivery: Delivery, error: str, *, expected: bool = False
+    def _requeue_interrupted(self, settler: ChannelSettler, delivery: Delivery) -> None:
+        if settler.reject(delivery.delivery_tag, requeue=True):
+            self.stats.interrupted_deliveries += 1
+            log.warning(
+                "delivery interrupted by the shutdown; it goes back to its queue",
+                extra={"rr": self._ids(delivery)},
+            )
+
+    async def _give_up(
+        self, settler: ChannelSettler, delivery: Delivery, error: BaseException
     ) -> None:
-        """rr's own code failed for this delivery: it goes back to its queue (documented rule),
-        unless it was already settled or its channel is gone (then it is back already)."""
-        if not settler.reject(delivery.delivery_tag, requeue=True):
+        """rr's own code failed for this delivery: settle it by the documented rule (requeue
+        once, dead-letter a redelivery; docs/runtime.md), unless it was already settled or its
+        channel is gone (then it is back in its queue already). Never raises."""
+        if not settler.is_open(delivery.delivery_tag):
             return
         self.stats.interrupted_deliveries += 1
-        log.log(
-            logging.WARNING if expected else logging.ERROR,
-            "delivery interrupted; it goes back to its queue",
-            extra={
-                "rr": {
-                    "queue": self.policy.queue,
-                    "message_id": delivery.properties.message_id,
-                    "error": error,
-                }
-            },
+        failure = poison.internal_failure(error)
+        try:
+            decision = poison.decide_interrupted(
+                self.policy,
+                delivery.properties.headers,
+                failure,
+                redelivered=delivery.redelivered,
+                now=self._clock.now(),
+            )
+        except Exception:  # rr cannot even build the dead letter: never lose it
+            decision = Decision(
+                action=RejectAction(requeue=True), event=Event.REQUEUED, attempt=0, failure=failure
+            )
+        log.error(
+            "rr failed on this delivery; " + _GIVE_UP_TEXT[decision.event],
+            extra={"rr": self._ids(delivery) | {"error": failure.message}},
         )
+        try:
+            await self._execute(settler, delivery, decision)
+        except Exception as second:  # dead-lettering failed too: back to its queue, not lost
+            if settler.reject(delivery.delivery_tag, requeue=True):
+                log.error(
+                    "rr failed again on this delivery; it goes back to its queue",
+                    extra={
+                        "rr": self._ids(delivery)
+                        | {"error": f"{type(second).__name__}: {second}"[:1000]}
+                    },
+                )
+
+    def _ids(self, delivery: Delivery) -> dict[str, object]:
+        return {"queue": self.policy.queue, "message_id": delivery.properties.message_id}
 
     async def _handle(self, settler: ChannelSettler, delivery: Delivery) -> None:
+        if delivery.properties.undecodable:
+            await self._set_aside(settler, delivery)
+            return
         outcome = await self._run_handler(delivery)
         if type(outcome) is Ack and self._listener is None:
             # The hot path: decide() would answer AckAction whatever the policy says.
@@ -318,11 +359,25 @@ class QueueConsumer:
         if headers:
             self._warn_malformed(delivery, headers)
         decision = decide(self.policy, headers, outcome, now=self._clock.now())
+        if headers and "x-death" in headers:
+            decision = poison.shield_broker(self.policy, headers, decision, now=self._clock.now())
         if self._listener is not None:
             self._listener(self.policy.queue, delivery, decision)
         await self._execute(settler, delivery, decision)
         if decision.event is not Event.ACKED:
             self._log(delivery, decision)
+
+    async def _set_aside(self, settler: ChannelSettler, delivery: Delivery) -> None:
+        """Properties the codec could not decode: never handled, dead-lettered at once."""
+        self.stats.undecodable_deliveries += 1
+        decision = poison.decide_undecodable(self.policy)
+        log.error(
+            "message properties cannot be decoded; " + _GIVE_UP_TEXT[decision.event],
+            extra={
+                "rr": self._ids(delivery) | {"undecodable": list(delivery.properties.undecodable)}
+            },
+        )
+        await self._execute(settler, delivery, decision)
 
     def _warn_malformed(self, delivery: Delivery, headers: Mapping[str, HeaderValue]) -> None:
         """A count rr reads that is not a well-formed number counts 0 (docs/runtime.md)."""

@@ -30,7 +30,10 @@ PERSISTENT = 2
 
 
 def copy_properties(original: Properties, copy: Copy) -> Properties:
-    """The copy's properties: the kept ones of the original, the copy's headers, persistent."""
+    """The copy's properties: the kept ones of the original, the copy's headers, persistent;
+    a verbatim copy's are the original's, as received."""
+    if copy.verbatim:
+        return original
     kept = {name: getattr(original, name) for name in KEPT_PROPERTIES}
     return Properties(
         **kept,

@@ -7,13 +7,18 @@ other. The loader finds the marked functions of a module.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.message import Message
+
+log = logging.getLogger("rr.runtime")
 
 HandlerResult = AnyOutcome | None
 Handler = Callable[[Message], HandlerResult | Awaitable[HandlerResult]]
@@ -77,7 +82,33 @@ def hook_kind(obj: object) -> str | None:
     return kind if kind in {"startup", "shutdown"} else None
 
 
+class HookFailed(RrError):
+    """An ``@on_startup`` or ``@on_shutdown`` hook raised (exit 1, one line)."""
+
+
 async def call_hook(hook: Hook) -> None:
     result = hook()
     if inspect.isawaitable(result):
         await result
+
+
+async def call_hooks(hooks: tuple[Hook, ...], kind: str) -> None:
+    """Call every hook in order. A startup hook that raises stops there; shutdown hooks all
+    run, and the first failure is raised after the last. Only Ctrl-C and a real cancellation
+    pass through untouched: any other exception, ``SystemExit`` included, is the hook's
+    failure (:class:`HookFailed`)."""
+    first: HookFailed | None = None
+    for hook in hooks:
+        try:
+            await call_hook(hook)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise
+        except BaseException as error:
+            name = getattr(hook, "__name__", repr(hook))
+            failed = HookFailed(f"@on_{kind} hook {name} failed: {type(error).__name__}: {error}")
+            if kind == "startup":
+                raise failed from None
+            log.error("shutdown hook failed", extra={"rr": {"hook": name, "error": str(failed)}})
+            first = first or failed
+    if first is not None:
+        raise first

@@ -107,9 +107,9 @@ def _import(location: str) -> ModuleType:
                 "sys.path; a file path like path/to/service.py works too)"
             ) from None
         raise HandlerLoadError(f"importing {location!r} failed: {error}") from None
-    except HandlerLoadError:
+    except (HandlerLoadError, KeyboardInterrupt):
         raise
-    except Exception as error:
+    except BaseException as error:  # SystemExit and friends at import are load failures too
         raise HandlerLoadError(
             f"importing {location!r} failed: {type(error).__name__}: {error}"
         ) from None
@@ -133,7 +133,10 @@ def _import_file(path: Path) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except KeyboardInterrupt:
+        sys.modules.pop(name, None)
+        raise
+    except BaseException as error:  # SystemExit and friends at import are load failures too
         sys.modules.pop(name, None)
         raise HandlerLoadError(
             f"importing {path} failed: {type(error).__name__}: {error}"

@@ -44,7 +44,7 @@ from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.clock import Clock, WallClock
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
 from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
-from rabbitctl_retry.runtime.handlers import call_hook
+from rabbitctl_retry.runtime.handlers import HookFailed, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.provision import observe, provision
 from rabbitctl_retry.runtime.stats import RuntimeStats
@@ -158,13 +158,16 @@ class Service:
                 max_workers=min(concurrency * len(self.handlers.subscribers), 64),
                 thread_name_prefix="rr-handler",
             )
-        for hook in self.handlers.startup:
-            await call_hook(hook)
         try:
-            await self._run_connected(concurrency)
+            await call_hooks(self.handlers.startup, "startup")
+            try:
+                await self._run_connected(concurrency)
+            except BaseException:
+                with contextlib.suppress(HookFailed):  # logged; the first error is the story
+                    await call_hooks(self.handlers.shutdown, "shutdown")
+                raise
+            await call_hooks(self.handlers.shutdown, "shutdown")
         finally:
-            for hook in self.handlers.shutdown:
-                await call_hook(hook)
             if self._executor is not None:
                 self._executor.shutdown(wait=False, cancel_futures=True)
 

@@ -19,7 +19,7 @@ from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.testing import TestBroker
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.transport.base import Delivery
+from rabbitctl_retry.transport.base import Delivery, Properties
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +44,27 @@ class Simulation:
 
 
 def parse_publish(spec: str) -> tuple[str, bytes, bool]:
-    """``QUEUE=BODY`` -> (queue, body, is_json)."""
+    """``QUEUE=BODY`` -> (queue, body, is_json): a JSON object or array is sent as JSON
+    (``application/json``), anything else (``null``, ``NaN``, ``1e400``, text) as text, and
+    either way byte for byte as given."""
     queue, sep, body = spec.partition("=")
     if not sep or not queue:
         raise ValueError(f"--publish takes QUEUE=BODY, not {spec!r}")
+    return queue, body.encode(), _is_json_document(body)
+
+
+def _is_json_document(text: str) -> bool:
+    if not text.lstrip().startswith(("{", "[")):
+        return False
     try:
-        json.loads(body)
-    except ValueError:
-        return queue, body.encode(), False
-    return queue, body.encode(), True
+        json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 async def simulate(
@@ -109,7 +121,10 @@ async def simulate(
             result.rows.append(
                 TimelineRow(time_s=broker.clock.now_s - start_s, queue=queue, event="published")
             )
-            await broker.publish(queue, json.loads(body) if is_json else body.decode())
+            content_type = "application/json" if is_json else "text/plain"
+            await broker.publish(
+                queue, body, properties=Properties(content_type=content_type, delivery_mode=2)
+            )
             drain()
         end_s = start_s + horizon_s
         while (due := broker.clock.next_due_s()) is not None and due <= end_s:

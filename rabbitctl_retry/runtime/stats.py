@@ -14,6 +14,9 @@ class RuntimeStats:
     copies_refused: int = 0
     """Publishes of a copy that the broker returned (unroutable) or refused (nack)."""
     interrupted_deliveries: int = 0
-    """Deliveries settled by the catch-all rule (requeue) after an error in rr's own code."""
+    """Deliveries settled by the catch-all rule after an error in rr's own code (requeued
+    once, dead-lettered when redelivered), or requeued by a shutdown."""
+    undecodable_deliveries: int = 0
+    """Deliveries whose properties could not be decoded (set aside, never handled)."""
     blocked: int = 0
     """Times the broker blocked the connection (a resource alarm)."""

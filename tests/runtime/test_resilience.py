@@ -2,8 +2,9 @@
 channel or its consumer; on the emulator and on the real broker.
 
 * An unexpected error (or a cancellation that is not the task's own) while rr carries out a
-  decision: that delivery goes back to its queue, it is logged with its message id, and the
-  others are not held back.
+  decision: that delivery goes back to its queue once (dead-lettered if it fails again: see
+  tests/hostile/test_run_poison.py), it is logged with its message id, and the others are
+  not held back.
 * The consumer's channel closes, or the broker cancels the consumer (its queue deleted): rr
   says why, declares what it needs again, and consumes again on the same connection.
 """
@@ -96,7 +97,9 @@ async def test_an_error_in_rr_code_sends_only_that_delivery_back(
     assert [d.properties.message_id for d in dead] == ["a"]
     assert await depth(backend, "work") == 0
     errors = [r for r in caplog.records if r.name == "rr.runtime" and r.levelno >= logging.ERROR]
-    assert [r.getMessage() for r in errors] == ["delivery interrupted; it goes back to its queue"]
+    assert [r.getMessage() for r in errors] == [
+        "rr failed on this delivery; it goes back to its queue once"
+    ]
     assert errors[0].rr["message_id"] == "a"  # type: ignore[attr-defined]
 
 
