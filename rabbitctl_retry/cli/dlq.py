@@ -43,14 +43,15 @@ from rabbitctl_retry.cli.dlq_render import (
 from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.filters import parse_all
 from rabbitctl_retry.dlq.origin import WaitQueues
-from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.replay import ReplayPlan, set_aside_queue, to_problem
 from rabbitctl_retry.dlq.report import (
     ReplayReport,
     replay_document,
     replay_exit_code,
     replay_summary,
 )
-from rabbitctl_retry.errors import BrokerUnreachable, RrError, UsageError
+from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
 from rabbitctl_retry.runtime import dlq as shell
 from rabbitctl_retry.runtime import replay as replayer
 from rabbitctl_retry.topology.load import load_file
@@ -265,7 +266,13 @@ def replay_command(
         typer.Option("--to", help="Send every copy to this queue, not to its origin queue."),
     ] = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", "-n", min=1, help="Replay at most this many.")
+        int | None,
+        typer.Option(
+            "--limit",
+            "-n",
+            min=1,
+            help="Attempt at most this many (failed ones count, skipped ones do not).",
+        ),
     ] = None,
     where: Annotated[
         list[str] | None,
@@ -277,11 +284,23 @@ def replay_command(
         ),
     ] = None,
     rate: Annotated[
-        float | None,
-        typer.Option("--rate", min=0.001, help="At most this many messages per second."),
+        str | None,
+        typer.Option(
+            "--rate",
+            metavar="MSG_PER_S",
+            help="At most this many messages per second (a finite number, at least 0.001).",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show where each would go; move nothing.")
+    ] = False,
+    undecodable: Annotated[
+        bool,
+        typer.Option(
+            "--undecodable",
+            help="Move only the dead letters whose properties cannot be decoded, byte for "
+            "byte, to --to (default: QUEUE.undecodable, declared if missing).",
+        ),
     ] = False,
     yes: YesOption = False,
     topology_file: TopologyOption = None,
@@ -300,7 +319,11 @@ def replay_command(
     topology = _load(topology_file)
     with guard():
         conditions = parse_all(where or [])
+        rate_per_s = parse_rate(rate) if rate is not None else None
         sources = _sources(queue, topology)
+        to_wrong = to_problem(to, sources) if to is not None else None
+        if to_wrong is not None:
+            raise UsageError(to_wrong)
         if not dry_run:
             _require_answerable(yes, "replay")
     broker_url = resolve_url(url, topology.broker.url if topology else None)
@@ -313,6 +336,7 @@ def replay_command(
             to=to,
             wait_queues=WaitQueues.of(topology),
             conditions=conditions,
+            set_aside=undecodable,
         )
         for source in sources
     ]
@@ -320,7 +344,7 @@ def replay_command(
     stop = asyncio.Event()
 
     async def replay() -> None:
-        options = replayer.ReplayOptions(limit=limit, rate_per_s=rate, stop=stop)
+        options = replayer.ReplayOptions(limit=limit, rate_per_s=rate_per_s, stop=stop)
         connection = await connect(broker_url)
         try:
             states = [await shell.queue_state(connection, plan.source) for plan in plans]
@@ -346,6 +370,8 @@ def replay_command(
                             )
                         )
                 await _ask(_replay_question(states, to, limit), yes, "replay")
+                if undecodable and to is None:
+                    await _declare_set_aside_queues(connection, [p.source for p in plans])
             with _progress(output) as progress, _stop_on_interrupt(stop):
                 for plan in plans:
                     act = replayer.dry_run if dry_run else replayer.replay_queue
@@ -362,6 +388,8 @@ def replay_command(
         finally:
             _print_replay(reports, output, several=len(plans) > 1)
     interrupted = next((report for report in reports if report.interrupted), None)
+    if interrupted is not None and interrupted.refused:
+        fail(AccessRefused(_refused_text(interrupted)))
     if interrupted is not None:
         fail(
             BrokerUnreachable(
@@ -400,6 +428,30 @@ def _stop_on_interrupt(stop: asyncio.Event) -> Iterator[None]:
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
+
+
+def _refused_text(report: ReplayReport) -> str:
+    """The one error line of a replay the broker refused access to (exit 77)."""
+    head = f"replay of {report.source!r} refused: {report.interrupted}"
+    if report.possible_duplicates:
+        return (
+            f"{head}; {report.replayed:,} replayed before that; up to "
+            f"{report.possible_duplicates:,} message(s) may now be duplicated"
+        )
+    if report.replayed:
+        return f"{head}; {report.replayed:,} replayed before that, the rest are still there"
+    return f"{head}; nothing was replayed, every dead letter is still there"
+
+
+async def _declare_set_aside_queues(connection: Connection, sources: list[str]) -> None:
+    """``--undecodable`` without ``--to``: each source's ``.undecodable`` queue (durable,
+    classic) exists before the first letter moves (docs/dlq.md, "Undecodable")."""
+    channel = await connection.channel()
+    try:
+        for source in sources:
+            await channel.queue_declare(set_aside_queue(source), durable=True)
+    finally:
+        await channel.close()
 
 
 def _replay_question(states: list[shell.QueueState], to: str | None, limit: int | None) -> str:
@@ -491,38 +543,58 @@ def export_command(
 def import_command(
     file: Annotated[Path, typer.Argument(help="A file written by `rr dlq export`.")],
     to: Annotated[str, typer.Option("--to", help="The queue to publish into.")],
+    from_line: Annotated[
+        int,
+        typer.Option(
+            "--from-line",
+            min=1,
+            help="Publish the messages from this line of the file on (1-based; the lines "
+            "before it are checked, not published): resume an import that stopped.",
+        ),
+    ] = 1,
     url: UrlOption = None,
 ) -> None:
     """Publish every message of an export file into a queue, with publisher confirms.
 
-    The whole file is checked first (a damaged line: exit 65, nothing published). Bodies,
-    properties and headers are published exactly as exported, in file order.
+    The whole file is checked first: a line the broker or the AMQP client would refuse
+    stops the import with exit 65, naming the line and field, and nothing is published.
+    Bodies, properties and headers are published exactly as exported, in file order (a
+    user_id that is not the login user's is left out). An import the broker stops half-way
+    names the first line not imported: rerun with --from-line (docs/dlq.md, "Import").
     """
+    broker_url = resolve_url(url)
+    user = shell.login_user(broker_url)
+    with guard():  # the whole file, before connecting: a bad line is exit 65 even offline
+        checked = shell.check_file(file, to, from_line=from_line, user=user)
 
     async def import_() -> shell.ImportReport:
-        connection = await connect(resolve_url(url))
+        connection = await connect(broker_url)
         try:
             with _progress(OutputFormat.TABLE) as progress:
-                return await shell.import_file(connection, file, to, progress=progress)
+                return await shell.import_file(
+                    connection,
+                    file,
+                    to,
+                    from_line=from_line,
+                    user=user,
+                    checked=checked,
+                    progress=progress,
+                )
         finally:
             await connection.close()
 
     report = run(import_())
-    console = stdout_console()
-    console.print(
-        cell(f"imported {report.published:,} of {report.in_file:,} message(s) into {to!r}")
-    )
-    for number, why in report.failed[:50]:
-        _note(f"{file}:{number}: not imported: {why}")
-    if report.interrupted:
-        fail(
-            BrokerUnreachable(
-                f"import interrupted: {report.interrupted}; {report.published:,} were confirmed "
-                "before that (importing the file again duplicates those)"
-            )
+    stdout_console().print(cell(shell.import_summary(report)))
+    dropped = report.checked.user_ids_dropped
+    if dropped:
+        who = f"{user!r}, the user rr logs in as" if user else "the user rr logs in as"
+        _note(
+            f"{dropped:,} message(s) carried a user_id other than {who}: imported without it "
+            "(RabbitMQ refuses a message whose user_id is not its publisher's)"
         )
-    if report.failed:
-        raise typer.Exit(3 if report.published else 1)
+    failure = shell.import_failure(report)
+    if failure is not None:
+        fail(failure)
 
 
 # --------------------------------------------------------------------------- purge

@@ -103,6 +103,7 @@ def inspect_document(
                 "retry_count": letter.retry_count,
                 "delivery_count": letter.delivery_count,
                 "origin_queue": letter.origin,
+                "undecodable": list(delivery.properties.undecodable),
                 "deaths": [
                     {
                         "queue": death.queue,
@@ -144,6 +145,7 @@ def inspect_table(found: Sequence[Letter], *, with_body: bool = True) -> Table:
             f"retries: {_count(letter.retry_count)}",
             f"deliveries: {_count(letter.delivery_count)}",
             *error_lines(headers),
+            *_undecodable_lines(delivery),
         ]
         history = [death_line(death) for death in deaths(headers)] or ["-"]
         row = [cell(str(letter.position)), cell("\n".join(about)), cell("\n".join(history))]
@@ -151,6 +153,13 @@ def inspect_table(found: Sequence[Letter], *, with_body: bool = True) -> Table:
             row.append(cell(show_body(delivery.body).display()))
         table.add_row(*row)
     return table
+
+
+def _undecodable_lines(delivery: Delivery) -> list[str]:
+    undecodable = delivery.properties.undecodable
+    if not undecodable:
+        return []
+    return [f"undecodable: {', '.join(undecodable)} (replay --undecodable moves it aside)"]
 
 
 def inspect_footer(queue: str, found: Sequence[Letter], in_queue: int) -> str:

@@ -12,7 +12,11 @@
     age>1h  age<10m         time since it was last dead-lettered (newest x-death time or
     age>=30s  age<=2d       rr-failed-at); a dead letter whose age is unknown never matches
 
-Several ``--where`` must all hold. A malformed expression is a usage error (exit 2).
+Several ``--where`` must all hold. A malformed expression is a usage error (exit 2): an
+unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
+``<`` and ``>`` after the key, so a value cannot start with one of them), a reason that
+neither RabbitMQ nor rr gives (:data:`KNOWN_REASONS`), an empty origin or queue, a bad
+duration (docs/dlq.md, "--where").
 """
 
 from __future__ import annotations
@@ -33,9 +37,14 @@ AgeOp = Literal["<", "<=", ">", ">="]
 
 _TEXT_KEYS: tuple[TextKey, ...] = ("origin", "reason", "queue")
 _EXPRESSION = re.compile(
-    r"\A\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*(?:\.[^=!<>]+)?)\s*(?P<op>!=|=|<=|>=|<|>)(?P<value>.*)\Z",
+    r"\A\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*(?:\.[^=!<>]+)?)\s*(?P<op>[=!<>]+)(?P<value>.*)\Z",
     re.DOTALL,
 )
+_OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+
+KNOWN_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "max_attempts")
+"""Every reason a dead letter can have: RabbitMQ's (``x-death``) and rr's own
+(``max_attempts``, see origin.py)."""
 _AGE_OPS: dict[str, AgeOp] = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -76,6 +85,8 @@ def parse_where(text: str) -> Condition:
     if match is None:
         raise UsageError(f"--where {text!r}: not an expression; {_USAGE}")
     key, op, value = match.group("key"), match.group("op"), match.group("value").strip()
+    if op not in _OPERATORS:
+        raise UsageError(f"--where {text!r}: unknown operator {op!r}; {_USAGE}")
     if key == "age":
         age_op = _AGE_OPS.get(op)
         if age_op is None:
@@ -97,6 +108,11 @@ def parse_where(text: str) -> Condition:
         if key == known:
             if not value:
                 raise UsageError(f"--where {text!r}: give a value after {op}")
+            if known == "reason" and value not in KNOWN_REASONS:
+                raise UsageError(
+                    f"--where {text!r}: unknown reason {value!r}; a dead letter's reason is "
+                    f"one of {', '.join(KNOWN_REASONS)}"
+                )
             return TextCondition(key=known, value=value, negate=negate, text=text)
     raise UsageError(f"--where {text!r}: unknown key {key!r}; {_USAGE}")
 

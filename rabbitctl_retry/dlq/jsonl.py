@@ -16,6 +16,14 @@ One JSON object per line, one line per message, in queue order::
   ``{"$bytes": BASE64}`` (a byte array), ``{"$timestamp": ISO 8601}`` (an AMQP timestamp);
   lists and tables nest. A table that itself has exactly one key starting with ``$`` is
   wrapped as ``{"$table": {...}}``, so it is never read as a tag.
+
+Lines are written with every character a terminal could act on (C0 and C1 controls, DEL, bidi
+controls, U+2028/U+2029, lone surrogates) as a ``\\uXXXX`` escape: the same JSON value, and a
+file that ``cat`` shows as it is (:func:`escape_unsafe`).
+
+Before ``rr dlq import`` publishes anything, :func:`record_problem` checks every line for what
+RabbitMQ or the AMQP client would refuse (docs/dlq.md, "Import"): a message refused half-way
+would leave the file half imported.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from rabbitctl_retry.dlq.origin import parse_time
@@ -49,6 +59,23 @@ PROPERTY_NAMES = (
 """Every basic property but ``headers``, by the transport port's names."""
 
 _INT_PROPERTIES = frozenset({"delivery_mode", "priority"})
+
+SHORT_STRING_MAX_BYTES = 255
+"""AMQP short strings (string properties, routing keys, queue names) hold at most 255 bytes."""
+
+HEADER_KEY_MAX_BYTES = 255
+"""Header names are AMQP short strings: at most 255 bytes (rr writes them whole)."""
+
+HEADER_MAX_DEPTH = 100
+"""Header tables and arrays nest at most this deep (``x-death`` entries are 3 levels)."""
+
+EXPIRATION_MAX_MS = 4_294_967_295
+"""RabbitMQ takes an ``expiration`` of 0 to 2**32 - 1 ms (a decimal integer string)."""
+
+_INT64 = range(-(2**63), 2**63)
+_TIMESTAMP_S = range(2**64)
+"""An AMQP timestamp: unsigned 64-bit seconds since the Unix epoch."""
+_EXPIRATION = re.compile(r"[+-]?[0-9]+")
 
 PropertyValue = str | int | datetime
 
@@ -101,10 +128,12 @@ def decode_value(value: Any, where: str) -> HeaderValue:
         if tag == "$table":
             if not isinstance(inner, dict):
                 raise DataError(f"{where}: $table must hold an object")
-            return {key: decode_value(item, f"{where}.{key}") for key, item in inner.items()}
+            return {
+                key: decode_value(item, f"{where}.{field_name(key)}") for key, item in inner.items()
+            }
         if tag.startswith("$"):
             raise DataError(f"{where}: unknown tag {tag!r} (known: $bytes, $timestamp, $table)")
-    return {key: decode_value(item, f"{where}.{key}") for key, item in value.items()}
+    return {key: decode_value(item, f"{where}.{field_name(key)}") for key, item in value.items()}
 
 
 def _base64(value: object, where: str) -> bytes:
@@ -136,8 +165,46 @@ def record_document(record: Record) -> dict[str, Any]:
 
 
 def record_line(record: Record) -> str:
-    """One export line, without the line break."""
-    return json.dumps(record_document(record), ensure_ascii=False, separators=(",", ":"))
+    """One export line, without the line break; no raw control characters (module doc)."""
+    return escape_unsafe(
+        json.dumps(record_document(record), ensure_ascii=False, separators=(",", ":"))
+    )
+
+
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+"""What a terminal may act on or a UTF-8 encoder refuses: C0 (but tab and line feed), DEL,
+C1, the bidi controls, U+2028/U+2029 and lone surrogates."""
+
+
+def escape_unsafe(document: str) -> str:
+    """``document`` (JSON text) with every :data:`_UNSAFE` character as a ``\\uXXXX`` escape.
+
+    Outside strings JSON text holds only ASCII punctuation, digits, letters and whitespace,
+    and ``json.dumps`` escapes C0 inside strings itself; so every match is inside a string,
+    where the escape decodes to the same character: the same JSON value.
+    """
+    if document.isascii() and document.isprintable():
+        return document
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", document)
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and objects nest in a decoded JSON value (a scalar: 0); no recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((inner, level + 1) for inner in item.values())
+        elif isinstance(item, list):
+            stack.extend((inner, level + 1) for inner in item)
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest
 
 
 def parse_record(line: str, where: str) -> Record:
@@ -146,6 +213,8 @@ def parse_record(line: str, where: str) -> Record:
         document = json.loads(line)
     except ValueError as error:
         raise DataError(f"{where}: not JSON ({error})") from None
+    except RecursionError:
+        raise DataError(f"{where}: JSON nested too deeply to read") from None
     if not isinstance(document, dict):
         raise DataError(f"{where}: a JSON object per line expected")
     if "body" not in document:
@@ -166,8 +235,17 @@ def parse_record(line: str, where: str) -> Record:
     raw_headers = document.get("headers")
     if raw_headers is not None and not isinstance(raw_headers, dict):
         raise DataError(f"{where}: 'headers' must be an object")
+    for key, value in (raw_headers or {}).items():
+        if _depth(value) > HEADER_MAX_DEPTH:
+            raise DataError(
+                f"{where}: headers.{field_name(key)}: nested more than {HEADER_MAX_DEPTH} "
+                "levels deep"
+            )
     headers = (
-        {key: decode_value(value, f"{where}: headers.{key}") for key, value in raw_headers.items()}
+        {
+            key: decode_value(value, f"{where}: headers.{field_name(key)}")
+            for key, value in raw_headers.items()
+        }
         if raw_headers
         else None
     )
@@ -191,16 +269,199 @@ def parse_record(line: str, where: str) -> Record:
 def _property(name: str, value: object, where: str) -> PropertyValue:
     if name not in PROPERTY_NAMES:
         known = ", ".join(PROPERTY_NAMES)
-        raise DataError(f"{where}: unknown property {name!r} (known: {known})")
+        raise DataError(f"{where}: properties: unknown property {name!r} (known: {known})")
     if name == "timestamp":
         parsed = parse_time(value) if isinstance(value, str) else None
         if parsed is None:
-            raise DataError(f"{where}: timestamp must be an ISO 8601 time, not {value!r}")
+            raise DataError(
+                f"{where}: properties.timestamp: must be an ISO 8601 time, not {value!r}"
+            )
         return parsed
     if name in _INT_PROPERTIES:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
-            raise DataError(f"{where}: {name} must be an integer 0-255, not {value!r}")
+            raise DataError(f"{where}: properties.{name}: must be an integer 0-255, not {value!r}")
         return value
     if not isinstance(value, str):
-        raise DataError(f"{where}: {name} must be a string, not {value!r}")
+        raise DataError(f"{where}: properties.{name}: must be a string, not {value!r}")
     return value
+
+
+# --------------------------------------------------------------------------- import checks
+
+_SHORT_STRING_PROPERTIES = tuple(
+    name for name in PROPERTY_NAMES if name not in _INT_PROPERTIES and name != "timestamp"
+)
+
+
+def short_string_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an AMQP short string (UTF-8, at most 255 bytes), or None."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        return f"holds {_code_point(text[error.start])}, which UTF-8 (and so AMQP) cannot carry"
+    if size > SHORT_STRING_MAX_BYTES:
+        return f"{size:,} bytes long; AMQP carries at most {SHORT_STRING_MAX_BYTES} here"
+    return None
+
+
+def expiration_problem(text: str) -> str | None:
+    """Why RabbitMQ refuses ``text`` as an ``expiration``, or None: it takes a decimal
+    integer of 0 to 2**32 - 1 milliseconds."""
+    if not _EXPIRATION.fullmatch(text):
+        return f"{_shown(text)} is not a whole number of milliseconds"
+    milliseconds = int(text)
+    if not 0 <= milliseconds <= EXPIRATION_MAX_MS:
+        return f"{_shown(text)} ms is outside 0 to {EXPIRATION_MAX_MS} ms"
+    return None
+
+
+def timestamp_problem(value: datetime) -> str | None:
+    """Why ``value`` cannot be an AMQP timestamp (whole seconds since 1970, unsigned 64-bit;
+    naive means UTC, as the client reads it), or None."""
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if int(aware.timestamp()) not in _TIMESTAMP_S:
+        return f"{aware.isoformat()} is outside what an AMQP timestamp holds (1970 on)"
+    return None
+
+
+def record_problem(record: Record) -> str | None:
+    """The first property or header of ``record`` that the AMQP client or RabbitMQ would
+    refuse to publish, as ``properties.NAME: why`` or ``headers.KEY...: why``; None if none.
+
+    ``user_id`` is checked as a string only: whether RabbitMQ takes it depends on who logs
+    in (the caller decides, docs/dlq.md "Import").
+    """
+    properties = record.properties
+    for name in PROPERTY_NAMES:
+        if name not in properties:
+            continue
+        value = properties[name]
+        problem: str | None
+        if name in _INT_PROPERTIES:
+            problem = _octet_problem(name, value)
+        elif name == "timestamp":
+            problem = (
+                timestamp_problem(value)
+                if isinstance(value, datetime)
+                else f"must be a time, not {type(value).__name__}"
+            )
+        elif not isinstance(value, str):
+            problem = f"must be a string, not {type(value).__name__}"
+        else:
+            problem = short_string_problem(value)
+            if problem is None and name == "expiration":
+                problem = expiration_problem(value)
+        if problem is not None:
+            return f"properties.{name}: {problem}"
+    unknown = sorted(set(properties) - set(PROPERTY_NAMES))
+    if unknown:
+        return f"properties.{unknown[0]}: not a message property"
+    for key, header in (record.headers or {}).items():
+        problem = _header_problem(key, header)
+        if problem is not None:
+            return problem
+    return None
+
+
+def without_user_id(record: Record) -> Record:
+    """``record`` without its ``user_id`` property."""
+    kept = {name: value for name, value in record.properties.items() if name != "user_id"}
+    return replace(record, properties=kept)
+
+
+def _octet_problem(name: str, value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer, not {type(value).__name__}"
+    if name == "delivery_mode" and value not in (1, 2):
+        return f"must be 1 (transient) or 2 (persistent), not {value}"
+    if not 0 <= value <= 255:
+        return f"must be 0 to 255, not {_integer(value)}"
+    return None
+
+
+def _header_problem(key: str, value: HeaderValue) -> str | None:
+    """The first header value (or name) under ``key`` the client cannot encode; no recursion
+    (a table nested 100,000 deep is refused, not a RecursionError)."""
+    stack: list[tuple[str, object, int]] = [(f"headers.{field_name(key)}", value, 1)]
+    problem = _key_problem(key)
+    if problem is not None:
+        return f"headers.{field_name(key)}: header name {problem}"
+    while stack:
+        where, item, depth = stack.pop()
+        if isinstance(item, dict | list) and depth > HEADER_MAX_DEPTH:
+            return f"{where}: nested more than {HEADER_MAX_DEPTH} levels deep"
+        if isinstance(item, dict):
+            for inner_key, inner in item.items():
+                inner_where = f"{where}.{field_name(str(inner_key))}"
+                if not isinstance(inner_key, str):
+                    return f"{where}: a table key must be a string"
+                problem = _key_problem(inner_key)
+                if problem is not None:
+                    return f"{inner_where}: table key {problem}"
+                stack.append((inner_where, inner, depth + 1))
+            continue
+        if isinstance(item, list):
+            stack.extend((f"{where}[{i}]", inner, depth + 1) for i, inner in enumerate(item))
+            continue
+        problem = _scalar_problem(item)
+        if problem is not None:
+            return f"{where}: {problem}"
+    return None
+
+
+def _key_problem(key: str) -> str | None:
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        return f"holds {_code_point(key[error.start])}, which UTF-8 (and so AMQP) cannot carry"
+    if size > HEADER_KEY_MAX_BYTES:
+        return f"of {size:,} bytes; AMQP carries names of at most {HEADER_KEY_MAX_BYTES} bytes"
+    return None
+
+
+def _scalar_problem(value: object) -> str | None:
+    if value is None or isinstance(value, bool | bytes):
+        return None
+    if isinstance(value, int):
+        if value not in _INT64:
+            return f"{_integer(value)} is outside a signed 64-bit integer, which AMQP carries"
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return f"{value!r} is not a finite number (RabbitMQ closes the connection on it)"
+        return None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return (
+                f"holds {_code_point(value[error.start])}, which UTF-8 (and so AMQP) cannot carry"
+            )
+        return None
+    if isinstance(value, datetime):
+        return timestamp_problem(value)
+    return f"{type(value).__name__} values cannot go in an AMQP table"
+
+
+def _integer(value: int) -> str:
+    digits = len(str(abs(value))) if value.bit_length() < 14_000 else None
+    if digits is not None and digits <= 40:
+        return str(value)
+    return f"an integer of {digits:,} digits" if digits else "a huge integer"
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message: escaped (repr), cut after ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def field_name(key: str, limit: int = 60) -> str:
+    """A header or table key as an error message names it: as it is when it is short and
+    printable ASCII, else quoted and escaped (:func:`_shown`)."""
+    if len(key) <= limit and key.isascii() and key.isprintable() and "'" not in key:
+        return key
+    return _shown(key, limit)
+
+
+def _code_point(char: str) -> str:
+    return f"U+{ord(char):04X}"

@@ -10,10 +10,14 @@ The origin of a dead letter, in this order:
 Never ``x-first-death-queue``: a message that once waited in a wait queue (``delay =
 "dlx-ttl"``) was first dead-lettered *by the wait queue* (reason ``expired``), so its first
 death names the wait queue, and a replay there would only bounce it back after the TTL.
-Likewise a wait queue's name is never an origin, even when it is the newest entry.
+Likewise a wait queue's name is never an origin, even when it is the newest entry, and even
+in ``rr-origin-queue`` (rr never writes one there; a letter that says so is passed over to
+its ``x-death``, and fails when nothing else names an origin: :func:`wait_queue_named`).
 
-Wait queues are the topology's when ``--topology`` is given, else every name rr derives for
-one (``<queue>.retry`` and ``<queue>.retry.<duration>``, see ``topology/naming.py``).
+Wait queues are every name of the shape rr derives for one (``<queue>.retry`` and
+``<queue>.retry.<duration>``, see ``topology/naming.py``) and, with ``--topology``, the
+topology's own wait queues; a queue the topology declares is never one, whatever its name
+looks like (docs/dlq.md, "Where a dead letter goes back to").
 """
 
 from __future__ import annotations
@@ -44,22 +48,27 @@ def is_derived_wait_queue(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class WaitQueues:
-    """The queues that are never an origin: a topology's wait queues, or rr's derived names."""
+    """The queues that are never an origin (see the module doc)."""
 
     names: frozenset[str] = frozenset()
-    derived: bool = True
-    """Also count every name of the shape rr derives (used when no topology is given)."""
+    """A topology's wait queues."""
+    declared: frozenset[str] = frozenset()
+    """A topology's other queues: never wait queues, whatever their names look like."""
 
     @classmethod
     def of(cls, topology: Topology | None) -> WaitQueues:
         if topology is None:
             return cls()
-        return cls(names=frozenset(topology.wait_queue_owners), derived=False)
+        names = frozenset(topology.wait_queue_owners)
+        declared = frozenset(queue.name for queue in topology.queues) - names
+        return cls(names=names, declared=declared)
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
-        return name in self.names or (self.derived and is_derived_wait_queue(name))
+        if name in self.names:
+            return True
+        return name not in self.declared and is_derived_wait_queue(name)
 
 
 def _text(value: object) -> str | None:
@@ -73,7 +82,7 @@ def origin_queue(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQue
     if not headers:
         return None
     named = _text(headers.get(ORIGIN_QUEUE_HEADER))
-    if named:
+    if named and named not in wait_queues:
         return named
     history = headers.get("x-death")
     if not isinstance(history, list):
@@ -83,6 +92,21 @@ def origin_queue(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQue
             queue = _text(entry.get("queue"))
             if queue and queue not in wait_queues:
                 return queue
+    return None
+
+
+def wait_queue_named(
+    headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQueues
+) -> str | None:
+    """The first wait queue ``rr-origin-queue`` or ``x-death`` names, or ``None``: why a dead
+    letter without an origin has none (cold path: only for letters that fail)."""
+    table: Mapping[str, HeaderValue] = headers or {}
+    named = _text(table.get(ORIGIN_QUEUE_HEADER))
+    if named and named in wait_queues:
+        return named
+    for death in deaths(table):
+        if death.queue and death.queue in wait_queues:
+            return death.queue
     return None
 
 

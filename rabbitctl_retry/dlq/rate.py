@@ -4,9 +4,35 @@ A token bucket with room for one token: publishes are spaced ``1 / rate`` second
 no burst after a pause longer than that. The shell asks :meth:`Pacer.reserve` with the current
 time and sleeps the answer; reservations are handed out in call order, so concurrent callers
 keep their order.
+
+:func:`parse_rate` reads ``--rate``: a finite decimal number of messages per second, at least
+:data:`MIN_RATE_PER_S`; anything else (``inf``, ``nan``, ``1e400``, ``0``, ``-5``, ``fast``)
+is a usage error (docs/dlq.md, "When an option is wrong").
 """
 
 from __future__ import annotations
+
+import math
+
+from rabbitctl_retry.errors import UsageError
+
+MIN_RATE_PER_S = 0.001
+"""The slowest ``--rate``: one message every 1,000 s."""
+
+
+def parse_rate(text: str) -> float:
+    """``--rate`` as messages per second; :class:`UsageError` unless it is a finite number of
+    at least :data:`MIN_RATE_PER_S`."""
+    try:  # ASCII only: float() also reads other scripts' digits ("١٢")
+        rate_per_s = float(text.strip()) if text.isascii() else math.nan
+    except ValueError:
+        rate_per_s = math.nan
+    if not math.isfinite(rate_per_s) or rate_per_s < MIN_RATE_PER_S:
+        raise UsageError(
+            f"--rate {text!r}: give the messages per second as a finite number, at least "
+            f"{MIN_RATE_PER_S:g} (e.g. --rate 200); leave --rate out for full speed"
+        )
+    return rate_per_s
 
 
 class Pacer:
@@ -15,7 +41,7 @@ class Pacer:
     __slots__ = ("_interval_s", "_next_s")
 
     def __init__(self, rate_per_s: float) -> None:
-        if not rate_per_s > 0:
+        if not (math.isfinite(rate_per_s) and rate_per_s > 0):
             raise ValueError(f"rate must be positive, not {rate_per_s!r}")
         self._interval_s = 1.0 / rate_per_s
         self._next_s: float | None = None

@@ -6,8 +6,9 @@ For each dead letter, in this order (:func:`choose`):
    (its target dead-lettered it back, or ``--to`` points at the source). **Stop** the run
    rather than loop; the dead letter stays.
 2. It does not match every ``--where``: **skip** it; it stays.
-3. Its target is ``--to`` or its origin queue (``origin.py``). No target, or a target that is
-   the dead-letter queue itself: **fail** (it stays; the operator can pass ``--to``).
+3. Its target is ``--to`` or its origin queue (``origin.py``). No target (no origin, or only
+   a wait queue named), a target that is the dead-letter queue itself, or one that is not a
+   queue name RabbitMQ accepts: **fail** (it stays; the reason says what to do).
 4. Otherwise **replay** it to the target.
 
 The copy (:func:`replay_headers`) keeps the body, the application headers and the kept
@@ -15,21 +16,23 @@ properties (:data:`KEPT_ON_REPLAY`), and:
 
 * removes the retry header: the message starts its attempts afresh;
 * strips the broker's headers (``x-death``, ``x-first-death-*``, ``x-last-death-*``,
-  ``x-delivery-count``, ``x-acquired-count``, ``x-delay``) and rr's death headers
-  (``rr-origin-queue``, ``rr-failed-at``, ``rr-error-type``, ``rr-error-message``);
+  ``x-delivery-count``, ``x-acquired-count``, ``x-delay``), rr's death headers
+  (``rr-origin-queue``, ``rr-failed-at``, ``rr-error-type``, ``rr-error-message``) and the
+  sender-selected distribution headers ``CC`` and ``BCC`` (RabbitMQ would also route the copy
+  to every queue they name);
 * adds ``rr-replayed-count`` (the previous value + 1), ``rr-replayed-at`` (ISO 8601 UTC) and
   ``rr-replay-run`` (the run id, the loop guard of step 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeAlias
 
 from rabbitctl_retry.dlq.filters import Condition, matches
-from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue
+from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue, wait_queue_named
 from rabbitctl_retry.retry.headers import (
     ERROR_MESSAGE_HEADER,
     ERROR_TYPE_HEADER,
@@ -80,12 +83,17 @@ class ReplayPlan:
     to: str | None = None
     wait_queues: WaitQueues = field(default_factory=WaitQueues)
     conditions: tuple[Condition, ...] = ()
+    set_aside: bool = False
+    """``--undecodable``: move only the letters whose properties cannot be decoded, byte for
+    byte, to ``to`` (default :func:`set_aside_queue`); leave every other letter."""
 
 
 @dataclass(frozen=True, slots=True)
 class Replay:
     to: str
     headers: dict[str, HeaderValue]
+    verbatim: bool = False
+    """Publish the dead letter's properties exactly as received (``headers`` unused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +153,81 @@ def replay_headers(
     )
 
 
-def choose(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None, now: datetime) -> Choice:
-    """What the replay does with one dead letter (see the module doc)."""
+def _shown(name: str, limit: int = 64) -> str:
+    """A queue name for a reason: quoted, escaped, cut after ``limit`` characters."""
+    return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name):,} characters)"
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a queue name RabbitMQ accepts as a routing key, or ``None``."""
+    size = len(name.encode("utf-8", "replace"))
+    if not name or size > MAX_NAME_BYTES:
+        return f"is {size} bytes, not a queue name RabbitMQ accepts (1 to {MAX_NAME_BYTES} bytes)"
+    return None
+
+
+def to_problem(to: str, sources: Iterable[str]) -> str | None:
+    """Why ``--to`` cannot take the copies of a replay of ``sources``, or ``None``."""
+    problem = name_problem(to)
+    if problem is not None:
+        return f"--to {_shown(to)} {problem}"
+    if to in sources:
+        return (
+            f"--to {_shown(to)} is a dead-letter queue this command replays: every copy would "
+            "land where it came from; choose another queue"
+        )
+    return None
+
+
+def _no_target(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None) -> Fail:
+    waiting = wait_queue_named(headers, plan.wait_queues)
+    if waiting is not None:
+        return Fail(
+            f"its origin {_shown(waiting)} is a wait queue, and rr never replays into one (the "
+            "copy would only come back after the delay); pass --to QUEUE"
+        )
+    return Fail(
+        "no origin queue (no rr-origin-queue header, no x-death entry outside wait "
+        "queues); pass --to QUEUE"
+    )
+
+
+SET_ASIDE_SUFFIX = ".undecodable"
+
+
+def set_aside_queue(source: str) -> str:
+    """Where ``--undecodable`` moves the letters of ``source`` by default."""
+    return source + SET_ASIDE_SUFFIX
+
+
+def _undecodable(plan: ReplayPlan, undecodable: tuple[str, ...]) -> Choice:
+    if not undecodable:
+        return Skip("its properties can be decoded (--undecodable moves only the others)")
+    to = plan.to or set_aside_queue(plan.source)
+    if to == plan.source:
+        return Fail(f"--to {_shown(to)} is the dead-letter queue itself; choose another queue")
+    problem = name_problem(to)
+    if problem is not None:
+        return Fail(f"--to {problem}", to=to[:64])
+    return Replay(to=to, headers={}, verbatim=True)
+
+
+def choose(
+    plan: ReplayPlan,
+    headers: Mapping[str, HeaderValue] | None,
+    now: datetime,
+    undecodable: tuple[str, ...] = (),
+) -> Choice:
+    """What the replay does with one dead letter (see the module doc). ``undecodable``: the
+    names of the properties the codec could not decode (docs/dlq.md, "Undecodable")."""
+    if plan.set_aside:
+        return _undecodable(plan, undecodable)
+    if undecodable:
+        return Fail(
+            f"its properties cannot be decoded ({', '.join(undecodable)}); "
+            f"rr dlq replay {_shown(plan.source)} --undecodable moves it aside, byte for byte, "
+            f"to {_shown(set_aside_queue(plan.source))}"
+        )
     if came_round(headers, plan.run_id):
         return Stop(
             "a copy this run replayed came back to the dead-letter queue; stopping rather "
@@ -162,22 +243,22 @@ def choose(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None, now: dat
         origin = None if plan.to is not None else origin_queue(headers, plan.wait_queues)
     target = plan.to or origin
     if target is None:
-        return Fail(
-            "no origin queue (no rr-origin-queue header, no x-death entry outside wait "
-            "queues); pass --to QUEUE"
-        )
+        return _no_target(plan, headers)
     if target == plan.source:
+        if plan.to is not None:
+            return Fail(
+                f"--to {_shown(target)} is the dead-letter queue itself; choose another queue",
+                to=target,
+            )
         return Fail(
-            f"its origin is the dead-letter queue {plan.source!r} itself; pass --to QUEUE",
+            f"its origin is the dead-letter queue {_shown(plan.source)} itself; pass --to QUEUE",
             to=target,
         )
-    size = len(target.encode("utf-8", "replace"))
-    if not target or size > MAX_NAME_BYTES:
-        return Fail(
-            f"its origin queue name is {size} bytes, not a queue name RabbitMQ accepts "
-            f"(1 to {MAX_NAME_BYTES}); pass --to QUEUE",
-            to=target[:64],
-        )
+    problem = name_problem(target)
+    if problem is not None:
+        what = "--to" if plan.to is not None else "its origin queue name"
+        advice = "" if plan.to is not None else "; pass --to QUEUE"
+        return Fail(f"{what} {problem}{advice}", to=target[:64])
     return Replay(
         to=target,
         headers=replay_headers(

@@ -3,7 +3,8 @@
 A replay's exit code (:func:`replay_exit_code`): 0 when no dead letter failed (skipped ones
 do not count: a filter left them on purpose), 3 when some were replayed and some failed, 1
 when some failed and none could be replayed. A run cut short by a dropped connection exits
-with that error's code instead (69); the shell decides that, since only it holds the error.
+with that error's code instead (69), one the broker refused access to (a user without write
+permission) with 77; the shell decides that, since only it holds the error.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ class ReplayReport:
     stopped: str | None = None
     """Why the run stopped before the end of the queue (the loop guard, --limit), if it did."""
     interrupted: str | None = None
-    """The error that cut the run short (a dropped connection), if one did."""
+    """The error that cut the run short (a dropped connection, refused access), if one did."""
+    refused: bool = False
+    """The error was the broker refusing access (403 ACCESS_REFUSED, e.g. on the copies'
+    publish): the run stopped there, exit 77 (docs/dlq.md, "When the broker refuses")."""
     possible_duplicates: int = 0
     """Dead letters whose copy may have reached its target while the dead letter itself
     stayed (a copy in flight, or an ack the broker had not confirmed, when the connection
@@ -101,6 +105,11 @@ def replay_document(report: ReplayReport) -> dict[str, Any]:
     }
 
 
+def limit_reached(limit: int) -> str:
+    """Why a run stopped at ``--limit``: it counts every dead letter attempted."""
+    return f"--limit {limit:,} reached ({limit:,} attempted: failed ones count, skipped ones not)"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
@@ -122,12 +131,18 @@ def replay_summary(report: ReplayReport) -> str:
     if report.stopped:
         lines.append(f"stopped early: {report.stopped}")
     if report.interrupted:
-        lines.append(f"interrupted: {report.interrupted}")
-        lines.append(
-            f"up to {_plural(report.possible_duplicates, 'message')} may now be both in "
-            "the dead-letter queue and in its target (copy sent, dead letter not yet acked); "
-            "nothing was lost; rerun the command to replay the rest"
-        )
+        lines.append(f"{'refused' if report.refused else 'interrupted'}: {report.interrupted}")
+        if report.refused and not report.possible_duplicates:
+            lines.append(
+                "nothing is in two places; every dead letter not replayed is still in the "
+                "dead-letter queue"
+            )
+        else:
+            lines.append(
+                f"up to {_plural(report.possible_duplicates, 'message')} may now be both in "
+                "the dead-letter queue and in its target (copy sent, dead letter not yet "
+                "acked); nothing was lost; rerun the command to replay the rest"
+            )
     elif report.failed and not report.dry_run:
         lines.append("failed dead letters are still in the dead-letter queue")
     return "\n".join(lines)

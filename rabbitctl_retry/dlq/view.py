@@ -1,9 +1,11 @@
 """Pure. Dead letters as text: bodies, the ``x-death`` timeline, rr's error headers.
 
 A body is *text* when it is UTF-8 without control characters other than tab, line feed and
-carriage return; text that parses as JSON is shown pretty-printed; anything else is shown (and
-exported) as base64. A body longer than the display limit is cut, with a marker saying how
-many bytes of the body were not shown. The terminal layer escapes what remains of control
+carriage return (no C0, DEL, C1 or bidi control: U+202A-U+202E, U+2066-U+2069, U+200E,
+U+200F, U+061C); text that parses as JSON is shown pretty-printed (as the text when it nests
+too deep to pretty-print); anything else is shown (and exported) as base64. A body longer
+than the display limit is cut, with a marker saying how many bytes of the body were not
+shown. The terminal layer escapes what remains of control
 characters; nothing here decides colours or markup.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
@@ -29,7 +32,11 @@ BODY_DISPLAY_CHARS = 2000
 BodyEncoding = Literal["utf-8", "base64"]
 BodyKind = Literal["empty", "text", "json", "binary"]
 
-_ALLOWED_CONTROLS = frozenset("\t\n\r")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""The control characters that make a body binary: C0 but tab, line feed and carriage return;
+DEL; C1; the bidi controls."""
 
 
 def body_text(body: bytes) -> str | None:
@@ -38,12 +45,9 @@ def body_text(body: bytes) -> str | None:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if text.isprintable():
+    if text.isprintable() or _CONTROL.search(text) is None:
         return text
-    for char in text:
-        if (ord(char) < 0x20 and char not in _ALLOWED_CONTROLS) or ord(char) == 0x7F:
-            return None
-    return text
+    return None
 
 
 def encode_body(body: bytes) -> tuple[str, BodyEncoding]:
@@ -100,20 +104,24 @@ def show_body(body: bytes, *, limit: int = BODY_DISPLAY_CHARS) -> BodyView:
         )
     stripped = text.lstrip()
     if stripped[:1] in ("{", "[", '"') or stripped[:1].isdigit():
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            pass
-        else:
-            pretty = json.dumps(parsed, indent=2, ensure_ascii=False)
-            if len(pretty) <= limit:
-                return BodyView(text=pretty, kind="json", size=size)
+        pretty = _pretty_json(text)
+        if pretty is not None and len(pretty) <= limit:
+            return BodyView(text=pretty, kind="json", size=size)
     if len(text) <= limit:
         return BodyView(text=text, kind="text", size=size)
     shown_text = text[:limit]
     return BodyView(
         text=shown_text, kind="text", size=size, hidden=size - len(shown_text.encode("utf-8"))
     )
+
+
+def _pretty_json(text: str) -> str | None:
+    """``text`` pretty-printed when it is JSON; None when it is not, or nests too deep for
+    Python's JSON reader or writer (then it shows as text)."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return None
 
 
 def death_line(death: Death) -> str:

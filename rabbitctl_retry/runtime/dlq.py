@@ -18,28 +18,51 @@ Publishing many copies at once (import, and replay in ``runtime/replay.py``)
     ``message_id``, so with two in flight a returned copy's failure could land on the other
     one. aiormq also gives a message published without a ``message_id`` a random one, which
     the copy then carries.
+
+Importing all or nothing, then resuming (docs/dlq.md, "Import")
+    Every line is checked before the first publish: what RabbitMQ or the AMQP client would
+    refuse (:func:`~rabbitctl_retry.dlq.jsonl.record_problem`, then a dry run of the AMQP
+    transport's own encoder, whichever broker is behind the port) stops the import with
+    nothing published. What cannot be checked ahead (the queue deleted meanwhile, a refused
+    permission, a full queue) stops it at the first line the broker did not confirm; the
+    report names that line, for ``--from-line``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from rabbitctl_retry.dlq.jsonl import PROPERTY_NAMES, Record, parse_record, record_line
+from rabbitctl_retry.dlq.jsonl import (
+    PROPERTY_NAMES,
+    Record,
+    parse_record,
+    record_line,
+    record_problem,
+    short_string_problem,
+    without_user_id,
+)
 from rabbitctl_retry.errors import (
+    AccessRefused,
     BrokerUnreachable,
     DataError,
     NotFound,
+    PartialFailure,
     PreconditionFailed,
     PublishFailed,
+    RrError,
     TransportError,
+    UsageError,
 )
 from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.topology.inequivalence import Declaration, adopt_current, parse_inequivalence
+from rabbitctl_retry.transport.amqp import _basic_properties  # the dry encode of an import
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 
 MAX_PREFETCH = 65535
@@ -307,14 +330,112 @@ def read_records(path: Path) -> Iterator[tuple[int, Record]]:
         raise DataError(f"{path}: not UTF-8 text ({error.reason})") from None
 
 
+FRAME_MAX_BYTES = 131_072
+"""RabbitMQ's default ``frame_max``. A message's properties and headers travel in one content
+header frame: a bigger one makes RabbitMQ close the connection (FRAME_ERROR 501)."""
+
+_HEADER_FRAME_OVERHEAD_BYTES = 8 + 12
+"""A frame's own bytes (type, channel, size, end) and the content header's class id, weight
+and body size, around the encoded properties."""
+
+
+def login_user(url: str) -> str | None:
+    """The user rr logs in as with ``url`` (the AMQP client's default: ``guest``); None when
+    the URL logs in with a client certificate (``auth=external``): then rr cannot tell."""
+    parts = urlsplit(url)
+    if "external" in [value.lower() for value in parse_qs(parts.query).get("auth", [])]:
+        return None
+    return unquote(parts.username) if parts.username else "guest"
+
+
+def encoding_problem(properties: Properties) -> str | None:
+    """Why the AMQP client cannot send ``properties``, or None: a dry run of the transport's
+    own encoder (``transport/amqp.py``), and the frame size RabbitMQ takes."""
+    try:
+        encoded = _basic_properties(properties).marshal()
+    except (RrError, ValueError, TypeError, OverflowError, struct.error, RecursionError) as error:
+        return f"properties and headers cannot be encoded: {error}"
+    size = len(encoded) + _HEADER_FRAME_OVERHEAD_BYTES
+    if size > FRAME_MAX_BYTES:
+        return (
+            f"properties and headers take {size:,} bytes encoded; RabbitMQ takes at most "
+            f"{FRAME_MAX_BYTES:,} (its frame_max) and closes the connection otherwise"
+        )
+    return None
+
+
+def prepared(record: Record, user: str | None) -> tuple[Record, bool]:
+    """``record`` as import publishes it, and whether its ``user_id`` was dropped: RabbitMQ
+    refuses (406, closing the channel) a ``user_id`` other than the publisher's login, so one
+    that is not ``user`` goes (docs/dlq.md, "Import")."""
+    user_id = record.properties.get("user_id")
+    if user_id is None or (user is not None and user_id == user):
+        return record, False
+    return without_user_id(record), True
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedFile:
+    """An export file that import can publish whole: every line parses and encodes."""
+
+    messages: int
+    """Non-blank lines."""
+    last_line: int
+    """The line number of the last message (0: none)."""
+    from_line: int
+    to_publish: int
+    """Messages on ``from_line`` or after."""
+    user_ids_dropped: int
+    """Messages to publish whose ``user_id`` goes (:func:`prepared`)."""
+
+
+def check_file(path: Path, to: str, *, from_line: int = 1, user: str | None) -> CheckedFile:
+    """Check every line of ``path`` (also those before ``from_line``) for what the client or
+    RabbitMQ would refuse; :class:`DataError` (exit 65) naming the first bad line and field.
+    """
+    problem = short_string_problem(to)
+    if problem is not None:
+        raise UsageError(f"--to: the queue name {problem}")
+    if from_line < 1:
+        raise UsageError(f"--from-line must be 1 or more, not {from_line}")
+    messages = last_line = to_publish = dropped = 0
+    for number, record in read_records(path):
+        ready, user_id_dropped = prepared(record, user)
+        problem = record_problem(record) or encoding_problem(properties_of(ready))
+        if problem is not None:
+            raise DataError(f"{path}:{number}: {problem}; nothing was imported")
+        messages += 1
+        last_line = number
+        if number >= from_line:
+            to_publish += 1
+            dropped += user_id_dropped
+    if from_line > 1 and from_line > last_line:
+        raise UsageError(
+            f"--from-line {from_line}: {path} has no message on that line or after "
+            f"(its last message is on line {last_line}); nothing was imported"
+        )
+    return CheckedFile(messages, last_line, from_line, to_publish, dropped)
+
+
 @dataclass(frozen=True, slots=True)
 class ImportReport:
     to: str
-    in_file: int
+    path: Path
+    checked: CheckedFile
     published: int
-    failed: tuple[tuple[int, str], ...]
-    """(line number, why) of each message the broker returned or refused."""
-    interrupted: str | None = None
+    """Messages the broker confirmed."""
+    first_not_imported: int | None = None
+    """The first line (on ``from_line`` or after) the broker did not confirm; None when every
+    one was."""
+    reason: str | None = None
+    """Why that line was not imported."""
+    error: TransportError | None = None
+    """The error that closed the channel or the connection, if one did."""
+    unconfirmed: tuple[int, ...] = ()
+    """Lines sent whose confirm never came (the channel or connection closed first): they may
+    be in the queue."""
+    confirmed_after: tuple[int, ...] = ()
+    """Lines after ``first_not_imported`` that the broker confirmed all the same."""
 
 
 async def import_file(
@@ -322,30 +443,38 @@ async def import_file(
     path: Path,
     to: str,
     *,
+    from_line: int = 1,
+    user: str | None = "guest",
+    checked: CheckedFile | None = None,
     window: int = REPLAY_WINDOW,
     progress: ProgressSink = NO_PROGRESS,
 ) -> ImportReport:
-    """Publish every message of an export file to queue ``to``, with confirms, in order.
+    """Publish the messages of an export file on ``from_line`` or after to queue ``to``, with
+    confirms, in order.
 
-    The whole file is checked first: a damaged line (:class:`DataError`, exit 65) stops the
-    import before anything is published. Then each message goes to the default exchange with
-    routing key ``to``, ``mandatory``, with its body, properties and headers as exported.
+    The whole file is checked first (:func:`check_file`): nothing is published when a line
+    would be refused. Then each message goes to the default exchange with routing key ``to``,
+    ``mandatory``, with its body, properties and headers as exported (``user_id`` only when it
+    is ``user``'s). The first message the broker refuses (returns, nacks) or cannot confirm
+    stops the import: nothing more is sent, and the report names that line. ``checked``: the
+    file was checked already (with the same ``to``, ``from_line`` and ``user``).
     """
-    total = sum(1 for _ in read_records(path))
+    if checked is None:
+        checked = check_file(path, to, from_line=from_line, user=user)
     state = await queue_missing(connection, to)
     if state is not None:
         raise NotFound(state)
-    progress.begin(total, f"importing into {to}")
+    progress.begin(checked.to_publish, f"importing into {to}")
     channel = await connection.channel(confirms=True)
     slots = asyncio.Semaphore(window)
     guard = MessageIdGuard()
-    failed: list[tuple[int, str]] = []
-    published = 0
-    interrupted: TransportError | None = None
+    confirmed: set[int] = set()
+    refused: dict[int, str] = {}
+    unconfirmed: set[int] = set()
+    closed: list[TransportError] = []
     pending: set[asyncio.Future[None]] = set()
 
     async def publish(number: int, record: Record) -> None:
-        nonlocal published, interrupted
         properties = properties_of(record)
         message_id = properties.message_id
         held = False
@@ -356,12 +485,15 @@ async def import_file(
             await channel.publish(
                 record.body, routing_key=to, properties=properties, mandatory=True
             )
-            published += 1
+            confirmed.add(number)
             progress.advance()
         except PublishFailed as error:
-            failed.append((number, str(error)))
+            refused[number] = str(error)
+        except DataError as error:  # not sent: the client refused to encode it
+            refused[number] = str(error)
         except TransportError as error:
-            interrupted = interrupted or error
+            unconfirmed.add(number)
+            closed.append(error)
         finally:
             if held and message_id is not None:
                 guard.release(message_id)
@@ -369,35 +501,116 @@ async def import_file(
 
     try:
         for number, record in read_records(path):
+            if number < from_line:
+                continue
             await slots.acquire()
-            if interrupted is not None:
+            if refused or unconfirmed:
                 slots.release()
                 break
-            task = asyncio.ensure_future(publish(number, record))
+            task = asyncio.ensure_future(publish(number, prepared(record, user)[0]))
             pending.add(task)
             task.add_done_callback(pending.discard)
         await asyncio.gather(*pending)
     finally:
         await channel.close()
+    not_imported = sorted(refused.keys() | unconfirmed)
+    first = not_imported[0] if not_imported else None
+    reason: str | None = None
+    if first is not None:
+        reason = refused.get(first) or (str(closed[0]) if closed else None)
     return ImportReport(
         to=to,
-        in_file=total,
-        published=published,
-        failed=tuple(sorted(failed)),
-        interrupted=str(interrupted) if interrupted is not None else None,
+        path=path,
+        checked=checked,
+        published=len(confirmed),
+        first_not_imported=first,
+        reason=reason,
+        error=closed[0] if closed else None,
+        unconfirmed=tuple(sorted(unconfirmed)),
+        confirmed_after=tuple(sorted(n for n in confirmed if first is not None and n > first)),
     )
+
+
+def import_summary(report: ImportReport) -> str:
+    """``imported 5 of 10 message(s) into 'q'``, and which lines a ``--from-line`` skipped."""
+    checked = report.checked
+    text = f"imported {report.published:,} of {checked.to_publish:,} message(s) into {report.to!r}"
+    skipped = checked.messages - checked.to_publish
+    if checked.from_line > 1:
+        text += f" (--from-line {checked.from_line}: the {skipped:,} before it skipped)"
+    return text
+
+
+def import_failure(report: ImportReport) -> RrError | None:
+    """The one error line (and exit code) of an import that stopped, or None when every
+    message was imported: 77 for a refused permission, 69 when the connection dropped, 3 when
+    some messages were imported, else 1."""
+    first = report.first_not_imported
+    if first is None:
+        return None
+    checked = report.checked
+    done = (
+        f"lines {checked.from_line}-{first - 1} ({report.published:,} message(s)) were "
+        "published and confirmed"
+        if first > checked.from_line
+        else "no message was imported"
+    )
+    text = f"import into {report.to!r} stopped at {report.path}:{first}: {report.reason}; {done}"
+    unsure = [number for number in report.unconfirmed if number >= first]
+    if unsure:
+        text += (
+            f"; {line_list(unsure)} went out but the channel closed before the broker "
+            f"confirmed them: they may be in {report.to!r} already (a rerun from line "
+            f"{first} may import those twice)"
+        )
+    else:
+        text += f", nothing from line {first} on was"
+    if report.confirmed_after:
+        text += (
+            f"; {line_list(report.confirmed_after)} after it were confirmed all the same (a "
+            f"rerun from line {first} imports those twice)"
+        )
+    text += f"; rerun with --from-line {first} to import the rest"
+    error = report.error
+    if isinstance(error, AccessRefused):
+        return AccessRefused(text)
+    if isinstance(error, BrokerUnreachable):
+        return BrokerUnreachable(text)
+    if report.published:
+        return PartialFailure(text)
+    return RrError(text)
+
+
+def line_list(numbers: Sequence[int]) -> str:
+    """``line 4``, ``lines 4-9``, ``lines 4-9, 12``: sorted line numbers, runs joined."""
+    runs: list[list[int]] = []
+    for number in sorted(numbers):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    label = "line" if len(numbers) == 1 else "lines"
+    return f"{label} {', '.join(parts)}"
 
 
 __all__ = [
     "IDLE_S",
     "NO_PROGRESS",
     "REPLAY_WINDOW",
+    "CheckedFile",
     "ImportReport",
     "ProgressSink",
     "QueueState",
     "ReadResult",
+    "check_file",
+    "encoding_problem",
     "export_queue",
+    "import_failure",
     "import_file",
+    "import_summary",
+    "line_list",
+    "login_user",
     "missing_queue_error",
     "purge",
     "queue_missing",

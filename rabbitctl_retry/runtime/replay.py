@@ -22,6 +22,14 @@ nothing can be lost: a dead letter is only ever removed after its copy was confi
 Two copies with the same ``message_id`` are never in flight at once: aiormq matches a
 ``basic.return`` to its publish by ``message_id``, and two in flight would let a returned
 copy's failure land on the other one (and its dead letter be acked).
+
+The run's first copy goes out alone: the others wait until the broker confirmed, returned or
+refused it. A user without write permission is refused on that first publish (403
+ACCESS_REFUSED closes the channel), so the run stops knowing that no copy arrived anywhere:
+nothing is in two places, and the CLI exits 77 (docs/dlq.md, "When the broker refuses").
+
+``--limit N`` counts the dead letters attempted: every one that matches ``--where``, whether
+its copy is then confirmed or it fails (docs/dlq.md, "How a replay runs").
 """
 
 from __future__ import annotations
@@ -37,8 +45,14 @@ from typing import Any
 
 from rabbitctl_retry.dlq.rate import Pacer
 from rabbitctl_retry.dlq.replay import KEPT_ON_REPLAY, Fail, Replay, ReplayPlan, Skip, Stop, choose
-from rabbitctl_retry.dlq.report import ReplayOutcome, ReplayReport, ReplayResult
-from rabbitctl_retry.errors import BrokerUnreachable, NotFound, PublishFailed, TransportError
+from rabbitctl_retry.dlq.report import ReplayOutcome, ReplayReport, ReplayResult, limit_reached
+from rabbitctl_retry.errors import (
+    AccessRefused,
+    BrokerUnreachable,
+    NotFound,
+    PublishFailed,
+    TransportError,
+)
 from rabbitctl_retry.runtime.clock import Clock, WallClock
 from rabbitctl_retry.runtime.dlq import (
     IDLE_S,
@@ -85,7 +99,7 @@ class _Slot:
 @dataclass(slots=True, kw_only=True)
 class ReplayOptions:
     limit: int | None = None
-    """Replay at most this many dead letters."""
+    """Attempt at most this many dead letters (failed ones count; skipped ones do not)."""
     rate_per_s: float | None = None
     window: int = REPLAY_WINDOW
     """The consumer's prefetch; with a rate, at most about one second's worth."""
@@ -139,8 +153,12 @@ class _Replayer:
         self._consumer_tag: str | None = None
         self._in_queue = 0
         self._examined = 0
-        self._selected = 0
+        self._attempted = 0
+        """Dead letters replayed or failed so far: what --limit counts."""
         self._in_flight = 0
+        self._first_copy_taken = False
+        self._first_copy_done = asyncio.Event()
+        """Set once the run's first copy is confirmed, returned or refused: the others wait."""
         self._closing = False
         """No more dead letters are read (the end, --limit, the loop guard, idle, or an
         interruption); copies already under way still finish."""
@@ -151,6 +169,9 @@ class _Replayer:
         """Stopped on request: copies not yet sent stay behind."""
         self._stopped: str | None = None
         self._interrupted: TransportError | None = None
+        self._closed_under_us = BrokerUnreachable(
+            "the connection to the broker closed during the replay"
+        )
         self._interrupted_text = ""
         self._held_here = 0
         """Dead letters held (unacked, not to be acked) by the current consumer."""
@@ -224,9 +245,7 @@ class _Replayer:
                 if self._finished.is_set():
                     return
                 if closed.done() or self._channel_gone():
-                    self._interrupt(
-                        BrokerUnreachable("the connection to the broker closed during the replay")
-                    )
+                    self._interrupt(self._closed_under_us)
                     await self._settle_in_flight()
                     return
                 if stop is not None and stop.done() and not self._halted:
@@ -278,11 +297,17 @@ class _Replayer:
             self._hold()
             return
         try:
-            choice = choose(self._plan, delivery.properties.headers, self._clock.now())
+            choice = choose(
+                self._plan,
+                delivery.properties.headers,
+                self._clock.now(),
+                delivery.properties.undecodable,
+            )
         except Exception as error:  # a letter rr cannot read must not stop the others
             choice = Fail(f"cannot read this dead letter: {type(error).__name__}: {error}")
-        if isinstance(choice, Replay) and self._limit is not None and self._selected >= self._limit:
-            self._stop(f"replayed --limit {self._limit:,}")
+        attempt = isinstance(choice, Replay | Fail)
+        if attempt and self._limit is not None and self._attempted >= self._limit:
+            self._stop(limit_reached(self._limit))
             self._hold()
             return
         self._examined += 1
@@ -290,15 +315,17 @@ class _Replayer:
         slot = _Slot(delivery.properties.message_id)
         self._slots.append(slot)
         last = self._examined >= self._in_queue
+        if attempt:
+            self._attempted += 1
+        reached = attempt and self._limit is not None and self._attempted >= self._limit
         match choice:
             case Replay():
-                self._selected += 1
                 slot.to = choice.to
                 self._in_flight += 1  # before any stop: the run waits for this copy
                 if last:
                     self._stop(None)
-                elif self._limit is not None and self._selected >= self._limit:
-                    self._stop(f"replayed --limit {self._limit:,}")
+                elif reached and self._limit is not None:
+                    self._stop(limit_reached(self._limit))
                 await self._replay(delivery, choice, slot)
                 return
             case Skip():
@@ -311,6 +338,8 @@ class _Replayer:
                 self._leave(slot, ReplayOutcome.SKIPPED, choice.reason)
         if last:
             self._stop(None)
+        elif reached and self._limit is not None:
+            self._stop(limit_reached(self._limit))
 
     def _leave(self, slot: _Slot, outcome: ReplayOutcome, reason: str) -> None:
         """This dead letter stays in its queue."""
@@ -356,12 +385,16 @@ class _Replayer:
         tag = delivery.delivery_tag
         message_id = delivery.properties.message_id
         guarded = False
+        first = not self._first_copy_taken  # decided before any await: in delivery order
+        self._first_copy_taken = True
         try:
             if self._pacer is not None:
                 wait_s = self._pacer.reserve(asyncio.get_running_loop().time())
                 if wait_s > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._abort.wait(), wait_s)
+            if not first and not self._first_copy_done.is_set():
+                await self._first_copy_done.wait()
             if message_id is not None:
                 if not self._ids.try_acquire(message_id):
                     await self._ids.acquire(message_id)
@@ -379,12 +412,22 @@ class _Replayer:
                 await confirm.publish(
                     delivery.body,
                     routing_key=choice.to,
-                    properties=replay_properties(delivery.properties, choice.headers),
+                    properties=delivery.properties
+                    if choice.verbatim
+                    else replay_properties(delivery.properties, choice.headers),
                     mandatory=True,
                 )
             except PublishFailed as error:
                 self._publishing.pop(tag, None)
                 self._leave(slot, ReplayOutcome.FAILED, _publish_failure(error, choice.to))
+                return
+            except AccessRefused as error:
+                self._publishing.pop(tag, None)
+                if first:  # alone in flight, and refused: it reached no queue
+                    self._leave(slot, ReplayOutcome.FAILED, _refused_copy(error))
+                else:  # refused while others were in flight: any of them may have arrived
+                    self._unconfirmed(slot)
+                self._interrupt(error)
                 return
             except TransportError as error:
                 self._publishing.pop(tag, None)
@@ -415,6 +458,8 @@ class _Replayer:
                 self._leave(slot, ReplayOutcome.SKIPPED, _NOT_SENT_INTERRUPTED)
             raise
         finally:
+            if first:
+                self._first_copy_done.set()
             if guarded and message_id is not None:
                 self._ids.release(message_id)
             self._in_flight -= 1
@@ -486,7 +531,10 @@ class _Replayer:
             self._finished.set()
 
     def _interrupt(self, error: TransportError) -> None:
-        if self._interrupted is None:
+        if self._interrupted is None or (
+            # the refusal that closed the confirm channel says more than that it closed
+            isinstance(error, AccessRefused) and self._interrupted is self._closed_under_us
+        ):
             self._interrupted = error
             text = error.message
             cut = text.find("connection closed")
@@ -515,9 +563,17 @@ class _Replayer:
             examined=self._examined,
             stopped=self._stopped,
             interrupted=self._interrupted_text if self._interrupted is not None else None,
+            refused=isinstance(self._interrupted, AccessRefused),
             possible_duplicates=sum(1 for slot in self._slots if slot.maybe_duplicate),
             elapsed_s=elapsed_s,
         )
+
+
+def _refused_copy(error: AccessRefused) -> str:
+    return (
+        f"the broker refused the copy ({error}): it reached no queue; the dead letter stays; "
+        "rr's user needs write permission on the default exchange"
+    )
 
 
 def _publish_failure(error: PublishFailed, to: str) -> str:
@@ -556,17 +612,25 @@ async def dry_run(
     options = options or ReplayOptions()
     started = time.perf_counter()
     choices: list[tuple[Delivery, Replay | Skip | Fail | Stop]] = []
-    selected = 0
+    attempted = 0
     stopped: str | None = None
 
     def keep_going(delivery: Delivery) -> bool:
-        nonlocal selected, stopped
-        choice = choose(plan, delivery.properties.headers, options.clock.now())
+        nonlocal attempted, stopped
+        try:
+            choice = choose(
+                plan,
+                delivery.properties.headers,
+                options.clock.now(),
+                delivery.properties.undecodable,
+            )
+        except Exception as error:  # as in the real run: this letter fails alone
+            choice = Fail(f"cannot read this dead letter: {type(error).__name__}: {error}")
         choices.append((delivery, choice))
-        if isinstance(choice, Replay):
-            selected += 1
-            if options.limit is not None and selected >= options.limit:
-                stopped = f"would replay --limit {options.limit:,}"
+        if isinstance(choice, Replay | Fail):
+            attempted += 1
+            if options.limit is not None and attempted >= options.limit:
+                stopped = limit_reached(options.limit)
                 return False
         return True
 

@@ -14,6 +14,7 @@ from rabbitctl_retry.dlq.origin import (
     failed_at,
     is_derived_wait_queue,
     origin_queue,
+    wait_queue_named,
 )
 from rabbitctl_retry.topology.load import load_text
 
@@ -95,12 +96,38 @@ def test_a_topology_names_its_own_wait_queues() -> None:
     assert "refunds.later" in waits
     assert "payouts.retry.1s" in waits
     assert "payouts.retry.30s" in waits
-    # with a topology, only its wait queues are skipped: a queue that merely looks like one
-    # (orders.retry, not in this topology) can be an origin
-    assert "orders.retry" not in waits
+    # a name of the shape rr derives that the topology does not declare as a queue of its own
+    # (orders.retry) is still a wait queue: rr never replays into one
+    assert "orders.retry" in waits
     headers = {"x-death": [death("refunds.later", "expired"), death("refunds", "rejected")]}
     assert origin_queue(headers, waits) == "refunds"
-    assert origin_queue({"x-death": [death("orders.retry", "rejected")]}, waits) == "orders.retry"
+    assert origin_queue({"x-death": [death("orders.retry", "rejected")]}, waits) is None
+    # a queue the topology declares is never a wait queue, whatever its name looks like
+    declared = WaitQueues.of(load_text('[queues."legacy.retry"]\n'))
+    assert "legacy.retry" not in declared
+    assert "orders.retry" in declared
+    assert origin_queue({"rr-origin-queue": "legacy.retry"}, declared) == "legacy.retry"
+
+
+@pytest.mark.parametrize(
+    ("headers", "origin", "wait_queue"),
+    [
+        ({"rr-origin-queue": "orders.retry"}, None, "orders.retry"),
+        ({"rr-origin-queue": b"orders.retry.30s"}, None, "orders.retry.30s"),
+        (
+            {"rr-origin-queue": "orders.retry", "x-death": [death("orders", "rejected")]},
+            "orders",
+            "orders.retry",
+        ),
+        ({"x-death": [death("a.retry", "expired"), death("b.retry.1h", "ttl")]}, None, "a.retry"),
+        ({"rr-origin-queue": "orders"}, "orders", None),
+    ],
+)
+def test_rr_origin_queue_naming_a_wait_queue_is_no_origin(
+    headers: dict[str, object], origin: str | None, wait_queue: str | None
+) -> None:
+    assert origin_queue(headers, WaitQueues()) == origin
+    assert wait_queue_named(headers, WaitQueues()) == wait_queue
 
 
 @pytest.mark.parametrize(
