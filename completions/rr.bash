@@ -10,6 +10,7 @@ _rr() {
             "|declare") path="declare" ;;
             "|run") path="run" ;;
             "|simulate") path="simulate" ;;
+            "|doctor") path="doctor" ;;
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
             "|dlq") path="dlq" ;;
@@ -32,10 +33,13 @@ _rr() {
         "run|--shutdown-timeout") return 0 ;;
         "run|--url") return 0 ;;
         "run|--log-format") COMPREPLY=($(compgen -W "text json" -- "$cur")); return 0 ;;
-        "run|--log-level") return 0 ;;
+        "run|--log-level") COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return 0 ;;
         "simulate|--publish"|"simulate|-p") return 0 ;;
         "simulate|--for") return 0 ;;
         "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "doctor|--topology"|"doctor|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "doctor|--url") return 0 ;;
+        "doctor|--output"|"doctor|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
         "topology export|--vhost") return 0 ;;
@@ -54,14 +58,16 @@ _rr() {
         "dlq export|--topology"|"dlq export|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq export|--url") return 0 ;;
         "dlq import|--to") return 0 ;;
+        "dlq import|--from-line") return 0 ;;
         "dlq import|--url") return 0 ;;
         "dlq purge|--url") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare run simulate completion topology dlq --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run simulate doctor completion topology dlq --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
@@ -69,9 +75,9 @@ _rr() {
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq") COMPREPLY=($(compgen -W "inspect replay export import purge --help" -- "$cur")) ;;
         "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url --help" -- "$cur")) ;;
-        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
         "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --help" -- "$cur")) ;;
     esac
 }

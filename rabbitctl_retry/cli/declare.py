@@ -19,9 +19,9 @@ from rabbitctl_retry.cli._common import (
     stdout_console,
 )
 from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
+from rabbitctl_retry.cli.topology import load_checked
 from rabbitctl_retry.errors import ConflictError
 from rabbitctl_retry.runtime.provision import declare_topology
-from rabbitctl_retry.topology.load import load_file
 
 
 def declare(
@@ -38,7 +38,9 @@ def declare(
     differs from the file, the differences are shown and nothing is changed.
     """
     with guard():
-        topology = load_file(topology_file)
+        # Checked and every frame encoded before the first one is sent (docs/topology.md,
+        # "Malformed files").
+        topology, _ = load_checked(topology_file)
     result = run(declare_topology(topology, resolve_url(url, topology.broker.url), dry_run=dry_run))
     if output is OutputFormat.JSON:
         print_json(plan_document(result, dry_run=dry_run))

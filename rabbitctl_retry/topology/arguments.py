@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
+from rabbitctl_retry.topology.wire import MAX_SHORT_STRING_BYTES, MAX_TTL_MS, describe_text
+
 ArgumentValue: TypeAlias = (
     "str | int | float | bool | bytes | datetime | list[ArgumentValue] "
     "| dict[str, ArgumentValue] | None"
@@ -40,8 +42,31 @@ def _positive_int(value: object) -> str | None:
     return problem
 
 
+def _ttl_ms(*, positive: bool) -> Callable[[object], str | None]:
+    """A TTL or expiry in milliseconds: 0 (or 1) to 4294967295, the longest every RabbitMQ
+    release takes (3.10 takes up to ten years, older ones only 32 bits)."""
+    base = _positive_int if positive else _non_negative_int
+
+    def check(value: object) -> str | None:
+        problem = base(value)
+        if problem is None and isinstance(value, int) and value > MAX_TTL_MS:
+            return f"must be at most {MAX_TTL_MS} ms (about 49.7 days)"
+        return problem
+
+    return check
+
+
 def _string(value: object) -> str | None:
     return None if isinstance(value, str) else f"must be a string, not {_type_name(value)}"
+
+
+def _routing_key(value: object) -> str | None:
+    problem = _string(value)
+    if problem is None and isinstance(value, str):
+        size = len(value.encode("utf-8"))
+        if size > MAX_SHORT_STRING_BYTES:
+            return f"is {size} bytes long; a routing key is at most {MAX_SHORT_STRING_BYTES}"
+    return problem
 
 
 def _boolean(value: object) -> str | None:
@@ -50,10 +75,14 @@ def _boolean(value: object) -> str | None:
 
 def _one_of(*choices: object) -> Callable[[object], str | None]:
     def check(value: object) -> str | None:
-        if value in choices and type(value) in {type(choice) for choice in choices}:
+        if type(value) in {type(choice) for choice in choices} and value in choices:
             return None
         allowed = ", ".join(repr(choice) for choice in choices)
-        return f"must be one of {allowed}, not {value!r}"
+        if isinstance(value, str):
+            shown = describe_text(value)
+        else:
+            shown = repr(value) if isinstance(value, int | float) else _type_name(value)
+        return f"must be one of {allowed}, not {shown}"
 
     return check
 
@@ -85,15 +114,16 @@ _CLASSIC_ONLY = frozenset({CLASSIC})
 _QUORUM_ONLY = frozenset({QUORUM})
 
 QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
-    "x-message-ttl": ArgumentRule(_non_negative_int, _BOTH),
-    "x-expires": ArgumentRule(_positive_int, _BOTH),
+    "x-message-ttl": ArgumentRule(_ttl_ms(positive=False), _BOTH),
+    "x-expires": ArgumentRule(_ttl_ms(positive=True), _BOTH),
     "x-max-length": ArgumentRule(_non_negative_int, _BOTH),
     "x-max-length-bytes": ArgumentRule(_non_negative_int, _BOTH),
     "x-overflow": ArgumentRule(_one_of("drop-head", "reject-publish", "reject-publish-dlx"), _BOTH),
     "x-dead-letter-exchange": ArgumentRule(_string, _BOTH, managed_by="dead_letter_exchange"),
-    "x-dead-letter-routing-key": ArgumentRule(_string, _BOTH),
+    "x-dead-letter-routing-key": ArgumentRule(_routing_key, _BOTH),
     "x-single-active-consumer": ArgumentRule(_boolean, _BOTH),
-    "x-queue-leader-locator": ArgumentRule(_one_of("client-local", "balanced"), _BOTH),
+    # RabbitMQ 3.10 refuses x-queue-leader-locator on a classic queue (measured).
+    "x-queue-leader-locator": ArgumentRule(_one_of("client-local", "balanced"), _QUORUM_ONLY),
     "x-queue-master-locator": ArgumentRule(
         _one_of("client-local", "min-masters", "random"), _CLASSIC_ONLY
     ),

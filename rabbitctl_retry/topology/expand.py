@@ -43,7 +43,7 @@ declaration cut short never leaves a queue whose dead-letter route leads nowhere
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from rabbitctl_retry.topology.arguments import ArgumentValue
@@ -182,22 +182,32 @@ def targets_first(
     to (its ``x-dead-letter-routing-key`` on the default exchange, or ``routes[name]``: where
     the runtime sends its spent messages). A cycle is cut where it closes."""
     by_name = {queue.name: queue for queue in queues}
-    routes = routes or {}
+    known_routes = routes or {}
     ordered: list[QueueEntity] = []
-    state: dict[str, bool] = {}  # name -> done (False while being visited)
+    seen: set[str] = set()
 
-    def visit(queue: QueueEntity) -> None:
-        if queue.name in state:
-            return
-        state[queue.name] = False
-        for target in (_dead_letter_target(queue), routes.get(queue.name)):
-            if target is not None and target in by_name and target not in state:
-                visit(by_name[target])
-        state[queue.name] = True
-        ordered.append(queue)
+    def targets(queue: QueueEntity) -> Iterator[str]:
+        for target in (_dead_letter_target(queue), known_routes.get(queue.name)):
+            if target is not None and target in by_name:
+                yield target
 
-    for queue in queues:
-        visit(queue)
+    # Depth first, post-order, with an explicit stack: a file may chain thousands of queues
+    # (each dead-lettering to the next), deeper than Python's recursion limit.
+    for root in queues:
+        if root.name in seen:
+            continue
+        seen.add(root.name)
+        stack: list[tuple[QueueEntity, Iterator[str]]] = [(root, targets(root))]
+        while stack:
+            queue, pending = stack[-1]
+            for target in pending:
+                if target not in seen:
+                    seen.add(target)
+                    stack.append((by_name[target], targets(by_name[target])))
+                    break
+            else:
+                stack.pop()
+                ordered.append(queue)
     return ordered
 
 

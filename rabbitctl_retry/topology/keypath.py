@@ -26,9 +26,9 @@ def _escape_unprintable(char: str) -> str:
     return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
 
 
-def _unescape(text: str, index: int) -> tuple[str, int]:
-    """The character of the escape at ``text[index]`` (just after the backslash), and the
-    index after it."""
+def unescape(text: str, index: int) -> tuple[str, int]:
+    """The character of the TOML escape at ``text[index]`` (just after the backslash), and
+    the index after it."""
     char = text[index]
     if char in _ESCAPES:
         return _ESCAPES[char], index + 1
@@ -44,13 +44,13 @@ def _unescape(text: str, index: int) -> tuple[str, int]:
 
 def key_path(*parts: str | int) -> str:
     """``("queues", "refunds.dead", "bindings", 0)`` -> ``queues."refunds.dead".bindings[0]``."""
-    text = ""
+    pieces: list[str] = []
     for part in parts:
         if isinstance(part, int):
-            text += f"[{part}]"
+            pieces.append(f"[{part}]")
         else:
-            text += ("." if text else "") + quote_key(part)
-    return text
+            pieces.append(("." if pieces else "") + quote_key(part))
+    return "".join(pieces)
 
 
 def split_keys(text: str) -> list[str]:
@@ -70,16 +70,16 @@ def split_keys(text: str) -> list[str]:
         if char in "\"'":
             quote = char
             index += 1
-            key = ""
+            pieces: list[str] = []
             while index < length and text[index] != quote:
                 if quote == '"' and text[index] == "\\" and index + 1 < length:
-                    char, index = _unescape(text, index + 1)
-                    key += char
+                    char, index = unescape(text, index + 1)
+                    pieces.append(char)
                     continue
-                key += text[index]
+                pieces.append(text[index])
                 index += 1
             index += 1
-            keys.append(key)
+            keys.append("".join(pieces))
             continue
         start = index
         while index < length and text[index] not in " \t.":
@@ -106,16 +106,16 @@ def parse_key_path(path: str) -> list[str | int]:
             index = end + 1
         elif char == '"':
             index += 1
-            key = ""
+            pieces: list[str] = []
             while index < length and path[index] != '"':
                 if path[index] == "\\" and index + 1 < length:
-                    char, index = _unescape(path, index + 1)
-                    key += char
+                    char, index = unescape(path, index + 1)
+                    pieces.append(char)
                     continue
-                key += path[index]
+                pieces.append(path[index])
                 index += 1
             index += 1
-            parts.append(key)
+            parts.append("".join(pieces))
         else:
             start = index
             while index < length and path[index] not in ".[":

@@ -1,14 +1,19 @@
 """TOML -> :class:`Topology`, with errors that name the key path and the line.
 
-Pure but for :func:`load_file`, the one function that reads a file. Every key of docs/topology.md is
-known here; an unknown key is refused with a "did you mean" suggestion, a wrong type names
-what was expected, and every error carries the file and line where the key was written.
+Pure but for :func:`read_topology_text`, the one function that reads a file. Every key of
+docs/topology.md is known here; an unknown key is refused with a "did you mean" suggestion, a
+wrong type names what was expected, and every error carries the file and line where the key
+was written. Malformed input (docs/topology.md, "Malformed files") ends as a
+:class:`ConfigError` too: a file that is not a regular file or is over
+:data:`MAX_FILE_BYTES`, TOML nested too deep for the parser, integers of thousands of digits.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +36,16 @@ from rabbitctl_retry.topology.model import (
     frozen_mapping,
 )
 from rabbitctl_retry.topology.naming import parse_duration_ms
+from rabbitctl_retry.topology.wire import (
+    MAX_NESTING_DEPTH,
+    describe_text,
+    describe_value,
+    document_problem,
+    escape_unprintable,
+)
+
+MAX_FILE_BYTES = 1024 * 1024
+"""The largest topology file rr reads (1 MiB); a larger one is refused unread."""
 
 TOP_KEYS = ("broker", "queues", "exchanges")
 BROKER_KEYS = ("url", "retry_header")
@@ -63,20 +78,89 @@ def load_file(path: str | Path) -> Topology:
         ConfigError: the file cannot be read, is not TOML, or describes an invalid topology;
             the error names the file, the line and the key path.
     """
-    source = str(path)
+    return load_text(read_topology_text(path), source=source_name(path))
+
+
+def source_name(path: str | Path) -> str:
+    """The file name as errors show it: control characters escaped."""
+    return escape_unprintable(str(path))
+
+
+def read_topology_text(path: str | Path) -> str:
+    """The text of a topology file: a regular file of at most :data:`MAX_FILE_BYTES` bytes of
+    UTF-8. At most ``MAX_FILE_BYTES + 1`` bytes are read, and a FIFO or device is refused
+    without reading (or waiting for) anything.
+
+    Raises:
+        ConfigError: no such file, not a regular file, too large, unreadable, not UTF-8.
+    """
+    source = source_name(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ConfigError("no such file", source=source) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read the file: {error}", source=source) from None
-    return load_text(text, source=source)
+    except OSError as error:
+        raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(
+                f"is {_file_kind(mode)}, not a regular file; give the path of a TOML file",
+                source=source,
+            )
+        with os.fdopen(descriptor, "rb", closefd=False) as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(
+            f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the most rr reads", source=source
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"is not UTF-8 text (byte 0x{data[error.start]:02x})", source=source, line=line
+        ) from None
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+_LONG_DIGITS = re.compile(r"[0-9_]+")
+
+
+def _line_of_long_number(text: str) -> int | None:
+    """The line of the first run of more than 4300 digits (Python refuses to read those)."""
+    for match in _LONG_DIGITS.finditer(text):
+        if match.end() - match.start() > 4300:
+            return text.count("\n", 0, match.start()) + 1
+    return None
 
 
 def load_text(text: str, *, source: str = "<topology>") -> Topology:
     """Parse and check TOML text; see :func:`load_file`."""
     try:
         document = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(
+            f"not valid TOML for rr: arrays or inline tables nest too deep (rr takes at most "
+            f"{MAX_NESTING_DEPTH} levels)",
+            source=source,
+        ) from None
     except tomllib.TOMLDecodeError as error:
         message = str(error)
         position = _TOML_POSITION.search(message)
@@ -87,6 +171,17 @@ def load_text(text: str, *, source: str = "<topology>") -> Topology:
         if position:
             detail += f" (column {position.group(2)})"
         raise ConfigError(f"not valid TOML: {detail}", source=source, line=line) from None
+    except ValueError:
+        # tomllib reads integers with int(), which refuses more than 4300 digits.
+        raise ConfigError(
+            "not valid TOML for rr: a number of thousands of digits (integers are at most 64 bits)",
+            source=source,
+            line=_line_of_long_number(text),
+        ) from None
+    problem = document_problem(document)
+    if problem is not None:
+        path = key_path(*problem.at)
+        raise ConfigError(problem.reason, path=path, source=source, line=line_of(text, path))
     try:
         return parse_document(document)
     except ConfigError as error:
@@ -170,7 +265,8 @@ def _bindings(queue: str, table: Mapping[str, Any], at: tuple[str, ...]) -> tupl
         unknown = [key for key in item if key not in BINDING_KEYS]
         if unknown:
             raise ConfigError(
-                _unknown_message(unknown[0], BINDING_KEYS), path=f"{path}.{unknown[0]}"
+                _unknown_message(unknown[0], BINDING_KEYS),
+                path=key_path(*at, "bindings", index, unknown[0]),
             )
         exchange = item.get("exchange")
         if not isinstance(exchange, str):
@@ -206,7 +302,7 @@ def _delay_tiers(table: Mapping[str, Any], at: tuple[str, ...]) -> tuple[int, ..
     for index, item in enumerate(raw):
         if not isinstance(item, str):
             raise ConfigError(
-                f'must be a duration string like "30s", not {item!r}',
+                f'must be a duration string like "30s", not {_describe(item)}',
                 path=key_path(*at, "delay_tiers", index),
             )
         try:
@@ -275,7 +371,7 @@ def _optional_enum(
         choices = [member.value for member in kind]
         hint = _suggest(raw, choices)
         raise ConfigError(
-            f"must be one of {', '.join(repr(c) for c in choices)}, not {raw!r}{hint}",
+            f"must be one of {', '.join(repr(c) for c in choices)}, not {describe_text(raw)}{hint}",
             path=key_path(*at, key),
         ) from None
 
@@ -287,7 +383,7 @@ def _refuse_unknown(table: Mapping[str, Any], known: tuple[str, ...], at: tuple[
 
 
 def _unknown_message(key: str, known: tuple[str, ...]) -> str:
-    return f"unknown key {key!r}{_suggest(key, known)}; known keys: {', '.join(known)}"
+    return f"unknown key {describe_text(key)}{_suggest(key, known)}; known keys: {', '.join(known)}"
 
 
 def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
@@ -296,16 +392,4 @@ def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
 
 
 def _describe(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return f"the integer {value}"
-    if isinstance(value, float):
-        return f"the float {value}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__
+    return describe_value(value)

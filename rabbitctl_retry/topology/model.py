@@ -18,9 +18,24 @@ from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology import naming
 from rabbitctl_retry.topology.arguments import ArgumentValue, check_queue_argument
 from rabbitctl_retry.topology.keypath import key_path
+from rabbitctl_retry.topology.wire import (
+    MAX_FIELD_NAME_BYTES,
+    MAX_QUEUE_NAME_BYTES,
+    MAX_SHORT_STRING_BYTES,
+    MAX_TTL_MS,
+    describe_text,
+    integer_problem,
+    name_problem,
+    table_problem,
+    text_problem,
+)
 
-MAX_NAME_BYTES = 255
-"""AMQP short strings: queue and exchange names are at most 255 bytes of UTF-8."""
+MAX_NAME_BYTES = MAX_QUEUE_NAME_BYTES
+"""AMQP short strings: a queue name is at most 255 bytes (an exchange name also at most 127
+characters, see :mod:`rabbitctl_retry.topology.wire`)."""
+
+X_MATCH_VALUES = ("all", "any", "all-with-x", "any-with-x")
+"""What RabbitMQ takes for a binding's ``x-match`` (it refuses any other value)."""
 
 BUILTIN_EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
@@ -59,22 +74,35 @@ class PublishMode(StrEnum):
 
 
 def check_entity_name(name: str, path: str, what: str, *, reserved_ok: bool = False) -> None:
-    """Refuse a name RabbitMQ refuses: empty, over 255 bytes, or (to declare) in ``amq.``."""
+    """Refuse a name that cannot be declared: empty, longer than the wire takes (255 bytes;
+    127 characters for an ``exchange``), outside the name characters
+    (:func:`~rabbitctl_retry.topology.wire.name_problem`), or (to declare) in ``amq.``."""
     if not name:
         article = "an" if what[0] in "aeiou" else "a"
         raise ConfigError(f"{article} {what} name must not be empty", path=path)
-    size = len(name.encode("utf-8"))
-    if size > MAX_NAME_BYTES:
-        raise ConfigError(
-            f"{what} name {name[:40]!r}... is {size} bytes; RabbitMQ allows at most "
-            f"{MAX_NAME_BYTES}",
-            path=path,
-        )
+    problem = name_problem(name, exchange=what.endswith("exchange"))
+    if problem is not None:
+        raise ConfigError(f"{what} name {describe_text(name)} {problem}", path=path)
     if name.startswith("amq.") and not reserved_ok:
         raise ConfigError(
             f"{what} name {name!r} starts with the reserved prefix 'amq.'; RabbitMQ refuses it",
             path=path,
         )
+
+
+def check_wire_text(text: str, path: str, what: str, max_bytes: int | None) -> None:
+    """Refuse a routing key, header name or type that cannot go on the wire as it is."""
+    problem = text_problem(text, max_bytes)
+    if problem is not None:
+        raise ConfigError(f"{what} {describe_text(text)} {problem}", path=path)
+
+
+def check_wire_table(table: Mapping[str, ArgumentValue], *parts: str | int) -> None:
+    """Refuse arguments that cannot go on the wire as an AMQP field table (dates, NaN,
+    integers outside 64 bits, control characters); ``parts`` is the key path of the table."""
+    problem = table_problem(table)
+    if problem is not None:
+        raise ConfigError(problem.reason, path=key_path(*parts, *problem.at))
 
 
 def frozen_mapping(values: Mapping[str, ArgumentValue] | None) -> Mapping[str, ArgumentValue]:
@@ -101,9 +129,27 @@ class Binding:
                 "already receives messages whose routing key is its name)",
                 path=f"{self.path}.exchange" if self.path else None,
             )
-        if len(self.exchange.encode("utf-8")) > MAX_NAME_BYTES:
+        exchange_path = f"{self.path}.exchange" if self.path else ""
+        check_entity_name(self.exchange, exchange_path, "exchange", reserved_ok=True)
+        check_wire_text(
+            self.routing_key,
+            f"{self.path}.routing_key" if self.path else "",
+            "routing key",
+            MAX_SHORT_STRING_BYTES,
+        )
+        arguments_path = f"{self.path}.arguments" if self.path else ""
+        problem = table_problem(self.arguments)
+        if problem is not None:
+            below = key_path(*problem.at) if problem.at else ""
+            if below and not below.startswith("["):
+                below = "." + below
+            raise ConfigError(problem.reason, path=f"{arguments_path}{below}" or None)
+        match = self.arguments.get("x-match")
+        if match is not None and match not in X_MATCH_VALUES:
             raise ConfigError(
-                f"exchange name is over {MAX_NAME_BYTES} bytes", path=self.path or None
+                f"x-match must be one of {', '.join(X_MATCH_VALUES)} (RabbitMQ refuses the "
+                "binding otherwise)",
+                path=f"{arguments_path}.x-match" if arguments_path else None,
             )
 
 
@@ -119,6 +165,19 @@ class Exchange:
     def __post_init__(self) -> None:
         path = key_path("exchanges", self.name)
         check_entity_name(self.name, path, "exchange")
+        check_wire_text(
+            self.type, key_path("exchanges", self.name, "type"), "type", MAX_SHORT_STRING_BYTES
+        )
+        check_wire_table(self.arguments, "exchanges", self.name, "arguments")
+        alternate = self.arguments.get("alternate-exchange")
+        if alternate is not None:
+            alternate_path = key_path("exchanges", self.name, "arguments", "alternate-exchange")
+            if not isinstance(alternate, str):
+                raise ConfigError(
+                    "must be the name of an exchange (a string); RabbitMQ refuses any other type",
+                    path=alternate_path,
+                )
+            check_entity_name(alternate, alternate_path, "alternate exchange", reserved_ok=True)
         if self.type not in BUILTIN_EXCHANGE_TYPES and not self.type.startswith("x-"):
             allowed = ", ".join(sorted(BUILTIN_EXCHANGE_TYPES))
             raise ConfigError(
@@ -173,6 +232,11 @@ class Queue:
         self._check_strategy()
 
     def _check_attempts(self) -> None:
+        counts = (("max_attempts", self.max_attempts), ("delivery_limit", self.delivery_limit))
+        for key, value in counts:
+            problem = None if value is None else integer_problem(value)
+            if problem is not None:
+                raise ConfigError(problem, path=self._path(key))
         if self.max_attempts is not None and self.max_attempts < 1:
             raise ConfigError(
                 f"must be at least 1 (every delivery counts, the first included), "
@@ -283,6 +347,13 @@ class Queue:
                 raise ConfigError(
                     "every tier must be longer than 0", path=self._path("delay_tiers")
                 )
+            for index, tier_ms in enumerate(self.delay_tiers_ms):
+                if tier_ms > MAX_TTL_MS:
+                    raise ConfigError(
+                        f"a tier is at most {MAX_TTL_MS} ms (about 49.7 days), the longest "
+                        "TTL rr sets",
+                        path=key_path("queues", self.name, "delay_tiers", index),
+                    )
             if len(set(self.delay_tiers_ms)) != len(self.delay_tiers_ms):
                 raise ConfigError("tiers must differ", path=self._path("delay_tiers"))
             if list(self.delay_tiers_ms) != sorted(self.delay_tiers_ms):
@@ -297,6 +368,7 @@ class Queue:
             )
 
     def _check_arguments(self) -> None:
+        check_wire_table(self.arguments, "queues", self.name, "arguments")
         for name, value in self.arguments.items():
             problem = check_queue_argument(name, value, self.type.value)
             if problem is not None:
@@ -308,6 +380,12 @@ class Queue:
         ):
             raise ConfigError(
                 "dead_letter already sets x-dead-letter-routing-key",
+                path=self._path("arguments", "x-dead-letter-routing-key"),
+            )
+        if "x-dead-letter-routing-key" in self.arguments and not self.dead_letter_exchange:
+            raise ConfigError(
+                "x-dead-letter-routing-key needs dead_letter_exchange: RabbitMQ refuses a "
+                "dead-letter routing key without a dead-letter exchange",
                 path=self._path("arguments", "x-dead-letter-routing-key"),
             )
 
@@ -392,6 +470,11 @@ class Broker:
     def __post_init__(self) -> None:
         if not self.retry_header:
             raise ConfigError("must not be empty", path="broker.retry_header")
+        check_wire_text(
+            self.retry_header, "broker.retry_header", "header name", MAX_FIELD_NAME_BYTES
+        )
+        if self.url is not None and not self.url.isprintable():
+            raise ConfigError("must not hold control or format characters", path="broker.url")
         if self.url is not None and not self.url.startswith(("amqp://", "amqps://")):
             raise ConfigError("must start with amqp:// or amqps://", path="broker.url")
 

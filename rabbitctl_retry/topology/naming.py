@@ -12,6 +12,8 @@ DEFAULT_RETRY_HEADER = "x-ruststream-retry-count"
 """The retry header RustStream writes; rr's default, so both can share queues."""
 
 _DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|h|d)\s*$")
+_MAX_DURATION_DIGITS = 20
+"""More digits than any delay RabbitMQ takes; longer numbers are refused before ``int()``."""
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -34,12 +36,19 @@ def parse_duration_ms(text: str) -> int:
     """``"1500ms"``, ``"30s"``, ``"5m"``, ``"2h"``, ``"1d"`` -> milliseconds.
 
     Raises:
-        ValueError: the text is not a whole number followed by one of ms, s, m, h, d.
+        ValueError: the text is not a whole number followed by one of ms, s, m, h, d, or the
+            number has more than 20 digits.
     """
     match = _DURATION.match(text)
     if match is None:
-        raise ValueError(f"{text!r} is not a duration like '500ms', '30s', '5m', '1h'")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
+        raise ValueError(f"{shown} is not a duration like '500ms', '30s', '5m', '1h'")
+    digits = match.group(1).lstrip("0") or "0"
+    if len(digits) > _MAX_DURATION_DIGITS:
+        raise ValueError(
+            f"a duration of {len(digits)} digits is longer than any delay RabbitMQ takes"
+        )
+    return int(digits) * _UNIT_MS[match.group(2)]
 
 
 def format_duration_ms(duration_ms: int) -> str:

@@ -94,12 +94,19 @@ def test_show_table_names_each_queue_and_its_role() -> None:
     assert "dead letters of payouts" in result.stdout
 
 
-def test_show_escapes_control_characters_in_names(tmp_path: Path) -> None:
+def test_show_refuses_control_characters_in_names_and_prints_them_escaped(
+    tmp_path: Path,
+) -> None:
     path = write(tmp_path, '[queues."evil\\u001b[31m"]\n')
     result = runner.invoke(app, ["topology", "show", str(path)])
-    assert result.exit_code == 0, result.output
-    assert "\x1b" not in result.stdout
-    assert "evil\\x1b[31m" in result.stdout
+    assert result.exit_code == 78
+    assert "\x1b" not in result.stderr
+    assert result.stderr == (
+        f"rr: error: {path}:1: queues.\"evil\\u001B[31m\": queue name 'evil\\x1b[31m' holds "
+        "U+001B; a name may only hold letters, digits, - _ . : @ # , / + or space, and printable "
+        "non-ASCII characters\n"
+    )
+    assert result.stdout == ""
 
 
 def test_export_definitions_document() -> None:

@@ -570,14 +570,28 @@ REFUSALS = [
         f'[queues.ok]\n[queues."{"é" * 128}"]\n',
         f'queues."{"é" * 128}"',
         2,
-        "is 256 bytes; RabbitMQ allows at most 255",
+        "is 256 bytes long; at most 255 go on the wire",
+    ),
+    (
+        "queue-ascii-outside-the-name-grammar",
+        '[queues.ok]\n[queues."a!"]\n',
+        'queues."a!"',
+        2,
+        "queue name 'a!' holds '!'; a name may only hold letters, digits",
     ),
     (
         "exchange-256-bytes",
         f"[exchanges.{'e' * 256}]\n",
         f"exchanges.{'e' * 256}",
         1,
-        "is 256 bytes; RabbitMQ allows at most 255",
+        "is 256 bytes long; at most 255 go on the wire",
+    ),
+    (
+        "exchange-128-characters",
+        f'[exchanges."{"ab" * 64}"]\n',
+        f"exchanges.{'ab' * 64}",
+        1,
+        "is 128 characters long; rr's AMQP client sends at most 127",
     ),
     (
         "derived-wait-queue-256-bytes",
@@ -601,11 +615,11 @@ REFUSALS = [
         "derived delay exchange name",
     ),
     (
-        "binding-exchange-256-bytes",
-        f'[queues.q]\nbindings = [{{ exchange = "{"x" * 256}" }}]\n',
-        "queues.q.bindings[0]",
+        "binding-exchange-128-characters",
+        f'[queues.q]\nbindings = [{{ exchange = "{"x" * 128}" }}]\n',
+        "queues.q.bindings[0].exchange",
         2,
-        "exchange name is over 255 bytes",
+        "is 128 characters long; rr's AMQP client sends at most 127",
     ),
     # delays
     (
@@ -669,7 +683,7 @@ REFUSALS = [
         '[queues.q]\ndelay_tiers = ["1s", 5]\n',
         "queues.q.delay_tiers[1]",
         2,
-        'must be a duration string like "30s", not 5',
+        'must be a duration string like "30s", not the integer 5',
     ),
     (
         "tiers-empty",
@@ -858,10 +872,11 @@ def test_refusal_names_every_known_key() -> None:
     ("text", "accepted"),
     [
         (f'[queues."{"a" * 255}"]\n', "a" * 255),
-        (f'[queues."{"é" * 127}a"]\n', "é" * 127 + "a"),
-        (f'[queues."{"€" * 85}"]\n', "€" * 85),
+        (f'[queues."{"é" * 85}"]\n', "é" * 85),
+        (f'[queues."{"€" * 56}ab"]\n', "€" * 56 + "ab"),
+        (f'[queues."{"a-_.:@#,/+ " * 22}abcdefghijklm"]\n', "a-_.:@#,/+ " * 22 + "abcdefghijklm"),
         (f'[queues.{"a" * 249}]\ndelay = "dlx-ttl"\n', "a" * 249),
-        (f'[queues.{"a" * 249}]\ndelay = "plugin-dme"\n', "a" * 249),
+        (f'[queues.{"a" * 121}]\ndelay = "plugin-dme"\n', "a" * 121),  # + ".delay": 127
         ('[queues."amq"]\n', "amq"),
         ('[queues."amqp.x"]\n', "amqp.x"),
         ('[queues."AMQ.x"]\n', "AMQ.x"),
@@ -969,13 +984,20 @@ def test_load_file_missing(tmp_path: Path) -> None:
     assert str(error) == f"{path}: no such file"
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe[queues.a]\n", b"[queues.\xe9]\n"])
-def test_load_file_not_utf8(tmp_path: Path, content: bytes) -> None:
+@pytest.mark.parametrize(
+    ("content", "detail"),
+    [
+        (b"\xff\xfe[queues.a]\n", "is not UTF-8 text (byte 0xff)"),
+        (b"[queues.\xe9]\n", "is not UTF-8 text (byte 0xe9)"),
+    ],
+)
+def test_load_file_not_utf8(tmp_path: Path, content: bytes, detail: str) -> None:
     path = tmp_path / "latin1.toml"
     path.write_bytes(content)
     with pytest.raises(ConfigError) as caught:
         load_file(path)
-    assert caught.value.detail.startswith("cannot read the file: ")
+    assert caught.value.detail == detail
+    assert caught.value.line == 1
     assert caught.value.source == str(path)
     assert caught.value.exit_code == 78
 
@@ -983,7 +1005,7 @@ def test_load_file_not_utf8(tmp_path: Path, content: bytes) -> None:
 def test_load_file_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_file(tmp_path)
-    assert caught.value.detail.startswith("cannot read the file: ")
+    assert caught.value.detail == "is a directory, not a regular file; give the path of a TOML file"
     assert caught.value.exit_code == 78
 
 
