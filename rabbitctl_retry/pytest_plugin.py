@@ -10,7 +10,8 @@
 
 ``rr_broker`` is a :class:`rabbitctl_retry.testing.TestBroker`, entered and, after the test,
 stopped. The optional ``rr_topology`` mark names a topology file (or holds TOML text) to
-declare first. Async fixtures need pytest-asyncio.
+declare first; the ini option ``rr_server_version`` (e.g. ``3.10.8``) the RabbitMQ version it
+emulates. Async fixtures need pytest-asyncio.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rabbitctl_retry.testing import TestBroker
+from rabbitctl_retry.testing import DEFAULT_SERVER_VERSION, TestBroker
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "rr_server_version",
+        "the RabbitMQ version the rr_broker fixture emulates (default: TestBroker's, 4.0.5)",
+        default=DEFAULT_SERVER_VERSION,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,5 +48,6 @@ else:
         """An in-memory RabbitMQ with a virtual clock (see ``rabbitctl_retry.testing``)."""
         marker = request.node.get_closest_marker("rr_topology")
         topology = marker.args[0] if marker is not None and marker.args else None
-        async with TestBroker(topology) as broker:
+        version = str(request.config.getini("rr_server_version"))
+        async with TestBroker(topology, server_version=version) as broker:
             yield broker

@@ -59,6 +59,11 @@ def as_topology(topology: Topology | str | Path) -> Topology:
     return load_text(topology)
 
 
+DEFAULT_SERVER_VERSION = "4.0.5"
+"""What :class:`TestBroker` emulates unless told otherwise: the newest release it is proven
+against (docs/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
+
+
 class TestBroker:
     """An emulated RabbitMQ for one test; use it as ``async with TestBroker(...) as broker``."""
 
@@ -68,7 +73,7 @@ class TestBroker:
         self,
         topology: Topology | str | Path | None = None,
         *,
-        server_version: ServerVersion | str = "3.10.8",
+        server_version: ServerVersion | str = DEFAULT_SERVER_VERSION,
         delayed_message_exchange: bool = True,
     ) -> None:
         self.emulator = Emulator(

@@ -74,6 +74,12 @@ class Broker(Settlement):
     ) -> None:
         super().__init__(clock, server_version, record_events=record_events)
         self.delayed_message_exchange = delayed_message_exchange
+        # RabbitMQ 4.0 (measured on 4.0.5; rabbitmq-server #11541 and #12109, also backported
+        # to late 3.13.x): a queue declared without x-queue-type has the default type written
+        # into its arguments, and a redeclaration without one means that default; so redeclaring
+        # a classic queue as quorum says "received 'quorum' but current is 'classic'", not
+        # 3.10's "received the value 'quorum' of type 'longstr' but current is none"
+        self._queue_type_always_set = server_version.major >= 4
         self._connection_numbers = itertools.count(1)
         self._consumer_numbers = itertools.count(1)
         self._generated_names = itertools.count(1)
@@ -163,15 +169,20 @@ class Broker(Settlement):
             self._check_access(channel, existing)
             if exclusive != (existing.exclusive_owner is not None):
                 raise _locked(name)
+            current_args: Mapping[str, FieldValue] = existing.arguments
+            compared_args: Mapping[str, FieldValue] = args
+            if self._queue_type_always_set:
+                current_args = {**current_args, "x-queue-type": existing.settings.kind}
+                compared_args = {"x-queue-type": "classic", **args}
             problem = queue_inequivalence(
                 name,
                 kind=existing.settings.kind,
                 current_durable=existing.durable,
                 current_auto_delete=existing.auto_delete,
-                current_arguments=existing.arguments,
+                current_arguments=current_args,
                 durable=durable,
                 auto_delete=auto_delete,
-                arguments=args,
+                arguments=compared_args,
             )
             if problem is not None:
                 raise PreconditionFailed(problem)

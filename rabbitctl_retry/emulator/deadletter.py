@@ -18,9 +18,25 @@ Measured on RabbitMQ 3.10.8 (``rabbit_dead_letter``):
 * ``x-first-death-reason``, ``-queue`` and ``-exchange`` are written when the message has no
   ``x-death`` yet (replacing any the client put there), and never touched afterwards.
 * An ``x-death`` that is not a list is replaced by a fresh one-entry list.
-* RabbitMQ 3.13+ also writes ``x-last-death-reason``, ``-queue``, ``-exchange`` on every death.
+* RabbitMQ 3.13+ also writes ``x-last-death-reason``, ``-queue``, ``-exchange`` on every death
+  (``mc:record_death``): this death's reason and queue, and the exchange the message was last
+  published or dead-lettered to (not the merged entry's first exchange).
 * A dead-lettered message is not delivered to a queue it already died in when every death
   from the newest back to that queue's was automatic (not ``rejected``): the cycle is dropped.
+
+Measured on RabbitMQ 4.0.5 (message containers, :func:`broker_dead_letter_headers`):
+
+* The broker keeps the deaths itself (a message annotation) and renders ``x-death`` from them;
+  an ``x-death`` a client published (list or not) is not read: the first death the broker
+  records replaces it with a one-entry list and writes ``x-first-death-*`` (4.0.1 release
+  notes, "AMQP 0.9.1 x-death header"). Counts therefore restart when a client republishes.
+* The list is strictly most recent first: a repeated ``(queue, reason)`` moves to the front
+  with ``count`` + 1 (``time``, ``exchange``, ``routing-keys``, ``original-expiration`` of its
+  first death), the others keep their order; no regrouping, no reversal.
+* Every entry's keys come in one order: ``original-expiration`` (when present), ``count``,
+  ``reason``, ``queue``, ``time``, ``exchange``, ``routing-keys``; the headers table is sorted.
+* ``x-first-death-*`` and ``x-last-death-*`` are the broker's (a client's are replaced).
+* Cycle detection reads the broker's deaths only (the same rule as above).
 """
 
 from __future__ import annotations
@@ -100,12 +116,77 @@ def dead_letter_headers(
             deaths = [_sorted(bumped), *grouped[:match_index], *grouped[match_index + 1 :]]
     result[X_DEATH] = deaths
     if write_last_death:
-        newest = deaths[0]
-        assert isinstance(newest, dict)
-        result["x-last-death-reason"] = newest.get("reason")
-        result["x-last-death-queue"] = newest.get("queue")
-        result["x-last-death-exchange"] = newest.get("exchange")
+        _write_last_death(result, reason, queue, exchange)
     return _sorted(result)
+
+
+def broker_dead_letter_headers(
+    headers: FieldTable | None,
+    *,
+    died_before: bool,
+    reason: DeathReason,
+    queue: str,
+    exchange: str,
+    routing_keys: Sequence[str],
+    time: datetime,
+    original_expiration: str | None,
+) -> FieldTable:
+    """The headers a message carries after dying in ``queue``, as RabbitMQ 4.0 writes them.
+
+    ``died_before``: the broker dead-lettered this message before, so the ``x-death`` and
+    ``x-first-death-*`` of ``headers`` are its own record; otherwise they are a client's
+    and are replaced. ``headers`` is not modified.
+    """
+    result: FieldTable = dict(headers) if headers else {}
+    existing = result.get(X_DEATH) if died_before else None
+    if not isinstance(existing, list):
+        result["x-first-death-reason"] = reason
+        result["x-first-death-queue"] = queue
+        result["x-first-death-exchange"] = exchange
+        existing = []
+    match_index = next(
+        (
+            i
+            for i, entry in enumerate(existing)
+            if isinstance(entry, dict)
+            and entry.get("queue") == queue
+            and entry.get("reason") == reason
+        ),
+        None,
+    )
+    if match_index is None:
+        entry: FieldTable = {}
+        if original_expiration is not None:
+            entry["original-expiration"] = original_expiration
+        entry.update(
+            {
+                "count": 1,
+                "reason": reason,
+                "queue": queue,
+                "time": time,
+                "exchange": exchange,
+                "routing-keys": list(routing_keys),
+            }
+        )
+        deaths = [entry, *(_copy_entry(e) for e in existing)]
+    else:
+        matched = existing[match_index]
+        assert isinstance(matched, dict)
+        bumped = dict(matched)
+        count = bumped.get("count")
+        bumped["count"] = count + 1 if isinstance(count, int) and not isinstance(count, bool) else 1
+        rest = [_copy_entry(e) for i, e in enumerate(existing) if i != match_index]
+        deaths = [bumped, *rest]
+    result[X_DEATH] = deaths
+    _write_last_death(result, reason, queue, exchange)
+    return _sorted(result)
+
+
+def _write_last_death(headers: FieldTable, reason: str, queue: str, exchange: str) -> None:
+    """``x-last-death-*`` (3.13+): this death, with the exchange the message died from."""
+    headers["x-last-death-reason"] = reason
+    headers["x-last-death-queue"] = queue
+    headers["x-last-death-exchange"] = exchange
 
 
 def _sorted(table: FieldTable) -> FieldTable:

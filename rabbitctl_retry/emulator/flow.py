@@ -9,9 +9,11 @@ Synchronous and single-threaded; the asyncio glue (consumer callbacks as tasks) 
 * A classic queue puts a requeued message back in its original place (by enqueue order). A
   quorum queue puts a message rejected or nacked with requeue at the back, but one its
   channel held when it closed at the front, behind others given back that way (3.10's
-  ``rabbit_fifo`` re-enqueues a requeue, and serves its ``returns`` first). It counts every
+  ``rabbit_fifo`` re-enqueues a requeue, and serves its ``returns`` first); 4.0 puts every
+  return at the front that way, rejected and nacked ones too. It counts every
   return: ``x-delivery-count`` on later deliveries, and past ``x-delivery-limit`` returns the
-  message is dead-lettered (``delivery_limit``) instead.
+  message is dead-lettered (``delivery_limit``) instead; 4.0 has a default limit of 20 and
+  takes a negative one as no limit (``args.py``).
   On 3.x a basic.get shows ``x-delivery-count = 0`` on the first delivery; basic.deliver does
   not. From 4.3 a basic.nack no longer counts.
 * Messages expire from the head only, on both queue types: a short TTL behind a long one
@@ -24,7 +26,8 @@ Synchronous and single-threaded; the asyncio glue (consumer callbacks as tasks) 
   overshoots by one before it refuses, and treats ``reject-publish-dlx`` as ``drop-head``.
 * Dead-lettering writes ``x-death`` (see ``deadletter.py``), drops ``expiration``, publishes to
   the queue's ``x-dead-letter-exchange`` with its ``x-dead-letter-routing-key`` or the original
-  keys; if that routes nowhere the message is gone (no return).
+  keys; if that routes nowhere the message is gone (no return). On 4.0 the broker keeps the
+  deaths of a message it dead-lettered (:class:`DeadLetter`) and ignores a client's ``x-death``.
 * An ``x-delayed-message`` exchange holds a message with ``0 < x-delay <= 2**32-1`` ms and
   routes it later with ``x-delay`` negated; at publish time it counts as unroutable, so a
   mandatory publish is returned at once (the plugin's documented limitation) and an
@@ -34,12 +37,13 @@ Synchronous and single-threaded; the asyncio glue (consumer callbacks as tasks) 
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from rabbitctl_retry.emulator.clock import VirtualClock, on_grid
 from rabbitctl_retry.emulator.deadletter import (
     DeathReason,
+    broker_dead_letter_headers,
     dead_letter_headers,
     death_time,
     without_cycles,
@@ -83,6 +87,11 @@ PublishOutcome = Literal["ack", "returned", "nack"]
 VHOST = "/"
 
 
+DEAD_LETTER_RETRY_S = 180.0
+"""RabbitMQ's ``dead_letter_worker_publisher_confirm_timeout`` default: how long an
+at-least-once dead-letter worker waits before it sends a refused dead letter again."""
+
+
 class Flow:
     """The broker's state and the message rules over it."""
 
@@ -101,8 +110,23 @@ class Flow:
         self._seq = itertools.count(1)
         version = (server_version.major, server_version.minor)
         self._write_last_death = version >= (3, 13)
+        # RabbitMQ 4.0 (measured on 4.0.5; 4.0.1 release notes, "AMQP 0.9.1 x-death header"):
+        # the broker keeps a message's deaths itself and ignores an x-death a client
+        # published; x-death is most recent first, without 3.10's regrouping (deadletter.py)
+        self._broker_keeps_deaths = version >= (4, 0)
         self._nack_counts = version < (4, 3)
         self._get_shows_zero_count = server_version.major < 4
+        # RabbitMQ 4.0 (measured on 4.0.5; message containers): the headers exchange compares a
+        # header with =:= on its converted value: an integer no longer matches a float (3.10:
+        # 1 matches 1.0), and a message's timestamp counts in milliseconds (routing.py)
+        self._strict_header_numbers = server_version.major >= 4
+        self.dead_letter_retry_s = DEAD_LETTER_RETRY_S
+        self.kept_dead_letters = 0
+        """Dead letters quorum queues keep (at-least-once) because their target refused them."""
+        # RabbitMQ 4.0 (measured on 4.0.5): a quorum queue serves every message returned to it
+        # (basic.reject / basic.nack with requeue, or a closing channel) before all the others,
+        # in the order they came back; 3.10 appended a rejected or nacked one at the back
+        self._quorum_requeue_to_front = version >= (4, 0)
 
     def _emit(self, event: Event) -> None:
         if self._record:
@@ -204,7 +228,12 @@ class Flow:
             ]
         else:
             headers = message.properties.headers
-            found = [b.queue for b in x.bindings if headers_match(b.arguments, headers)]
+            strict = self._strict_header_numbers
+            found = [
+                b.queue
+                for b in x.bindings
+                if headers_match(b.arguments, headers, strict_numbers=strict)
+            ]
         return list(dict.fromkeys(found))
 
     def _delay(self, x: Exchange, message: StoredMessage, delay_ms: int) -> None:
@@ -420,18 +449,30 @@ class Flow:
             self._emit(Dropped(now_s, message.number, q.name, reason))
             return
         properties = message.properties
-        headers = dead_letter_headers(
-            properties.headers,
-            reason=reason,
-            queue=q.name,
-            exchange=message.exchange,
-            routing_keys=message.routing_keys,
-            time=death_time(now_s),
-            original_expiration=properties.expiration,
-            write_last_death=self._write_last_death,
-        )
+        if self._broker_keeps_deaths:
+            headers = broker_dead_letter_headers(
+                properties.headers,
+                died_before=isinstance(message, DeadLetter),
+                reason=reason,
+                queue=q.name,
+                exchange=message.exchange,
+                routing_keys=message.routing_keys,
+                time=death_time(now_s),
+                original_expiration=properties.expiration,
+            )
+        else:
+            headers = dead_letter_headers(
+                properties.headers,
+                reason=reason,
+                queue=q.name,
+                exchange=message.exchange,
+                routing_keys=message.routing_keys,
+                time=death_time(now_s),
+                original_expiration=properties.expiration,
+                write_last_death=self._write_last_death,
+            )
         dlrk = q.settings.dead_letter_routing_key
-        dead = StoredMessage(
+        dead = DeadLetter(
             number=message.number,
             body=message.body,
             properties=replace(properties, headers=headers, expiration=None),
@@ -451,7 +492,28 @@ class Flow:
             self._emit(Dropped(now_s, message.number, name, "cycle"))
         for target in targets:
             if target.name in keep:
+                if q.settings.dead_letter_at_least_once and self._refuses(target, dead):
+                    self._keep_dead_letter(q, target, dead)
+                else:
+                    self._enqueue(target, dead)
+
+    def _keep_dead_letter(self, source: Queue, target: Queue, dead: StoredMessage) -> None:
+        """At-least-once: the target refused the dead letter; ``source`` keeps it and RabbitMQ's
+        dead-letter worker sends it again after ``dead_letter_retry_s`` (its
+        ``dead_letter_worker_publisher_confirm_timeout``, 3 minutes by default), until the
+        target takes it or ``source`` is deleted."""
+        self.kept_dead_letters += 1
+
+        def again() -> None:
+            self.kept_dead_letters -= 1
+            if self.queues.get(source.name) is not source or self.queues.get(target.name) is None:
+                return  # deleted: the worker and what it kept go with the queue
+            if self._refuses(target, dead):
+                self._keep_dead_letter(source, target, dead)
+            else:
                 self._enqueue(target, dead)
+
+        self.clock.call_later(self.dead_letter_retry_s, again)
 
     def purge(self, q: Queue) -> int:
         self.activity += 1
@@ -494,6 +556,12 @@ class Flow:
                 if x.auto_delete and not x.bindings:
                     del self.exchanges[x.name]
         return count
+
+
+@dataclass(slots=True, eq=False)
+class DeadLetter(StoredMessage):
+    """A message the broker dead-lettered: its ``x-death`` is the broker's own record (what
+    RabbitMQ 4.0 keeps as a message annotation), unlike one a client published."""
 
 
 def _names(queues: list[Queue]) -> tuple[str, ...]:

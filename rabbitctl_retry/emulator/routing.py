@@ -9,9 +9,13 @@ The rules are RabbitMQ's, checked against a 3.10.8 server:
   has two (``"a"`` and ``""``), so ``a.*`` matches ``a.`` and ``a.#`` matches ``a``.
 * headers: ``x-match`` ``all`` (the default) or ``any`` over the binding's arguments, keys
   starting with ``x-`` ignored; ``all-with-x`` / ``any-with-x`` include them. A binding value of
-  ``None`` (AMQP void) matches the key's presence. Values compare by AMQP type class: numbers
-  with numbers (``1`` matches ``1.0``), booleans only with booleans, strings with strings.
-  ``all`` with nothing to compare matches everything, ``any`` nothing.
+  ``None`` (AMQP void) matches the key's presence. ``all`` with nothing to compare matches
+  everything, ``any`` nothing. A header value is compared with the binding's as the server
+  compares the bare values (:func:`header_values_equal`): a long string and a byte array with
+  the same bytes are equal, booleans equal only booleans, and an array or a table only one
+  with the same element types. Numbers: on 3.10 by value (``1`` matches ``1.0``, and a
+  timestamp its number of seconds); on 4.0 an integer never matches a float, and a message's
+  timestamp counts in milliseconds (``strict_numbers``, measured on 4.0.5).
 """
 
 from __future__ import annotations
@@ -93,35 +97,62 @@ def valid_match_kind(arguments: Mapping[str, FieldValue]) -> bool:
     return value in ("all", "any", "all-with-x", "any-with-x")
 
 
-def type_class(value: FieldValue) -> str:
-    """The AMQP type class a value compares within (RabbitMQ's ``rabbit_misc:type_class``)."""
-    if value is None:
-        return "void"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "longstr"
-    if isinstance(value, bytes):
-        return "binary"
-    if isinstance(value, datetime):
-        return "timestamp"
+def _typed(value: FieldValue) -> object:
+    """``value`` with the type of every element, as an array or a table compares inside."""
     if isinstance(value, list):
-        return "array"
-    return "table"
+        return ("array", tuple(_typed(v) for v in value))
+    if isinstance(value, dict):
+        return ("table", tuple((k, _typed(v)) for k, v in sorted(value.items())))
+    return (type(value).__name__, value)
 
 
-def _values_equal(pattern: FieldValue, value: FieldValue) -> bool:
-    if type_class(pattern) != type_class(value):
-        return False
-    return pattern == value
+def _compared(value: FieldValue, *, strict_numbers: bool, from_message: bool) -> object:
+    """What the server compares of a top-level header or binding value.
+
+    3.10 compares the bare Erlang values with ``==``: numbers by value, a timestamp as its
+    seconds, a long string and a byte array as the same binary. 4.0 compares the message's
+    value, converted to its internal (AMQP 1.0) form, with ``=:=``: an integer is not a float,
+    and a message's timestamp is in milliseconds (the binding's stays in seconds).
+    """
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int" if strict_numbers else "number", value)
+    if isinstance(value, float):
+        return ("float" if strict_numbers else "number", value)
+    if isinstance(value, datetime):
+        seconds = int(value.timestamp())
+        if not strict_numbers:
+            return ("number", seconds)
+        return ("int", seconds * 1000 if from_message else seconds)
+    if isinstance(value, str):
+        return ("binary", value.encode())
+    if isinstance(value, bytes):
+        return ("binary", value)
+    return _typed(value)
+
+
+def header_values_equal(
+    binding_value: FieldValue, header_value: FieldValue, *, strict_numbers: bool = False
+) -> bool:
+    """Whether a message's ``header_value`` matches the binding's ``binding_value`` (not void)."""
+    if type(binding_value) is str and type(header_value) is str:
+        return binding_value == header_value  # the common case, fast
+    return _compared(binding_value, strict_numbers=strict_numbers, from_message=False) == (
+        _compared(header_value, strict_numbers=strict_numbers, from_message=True)
+    )
 
 
 def headers_match(
-    binding_arguments: Mapping[str, FieldValue], headers: Mapping[str, FieldValue] | None
+    binding_arguments: Mapping[str, FieldValue],
+    headers: Mapping[str, FieldValue] | None,
+    *,
+    strict_numbers: bool = False,
 ) -> bool:
-    """True when a headers-exchange binding with ``binding_arguments`` takes ``headers``."""
+    """True when a headers-exchange binding with ``binding_arguments`` takes ``headers``.
+
+    ``strict_numbers``: RabbitMQ 4.0's comparison (see :func:`header_values_equal`).
+    """
     kind = match_kind(binding_arguments)
     with_x = kind in ("all-with-x", "any-with-x")
     want_all = kind in ("all", "all-with-x")
@@ -129,7 +160,10 @@ def headers_match(
     for key, expected in binding_arguments.items():
         if key == "x-match" or (not with_x and key.startswith("x-")):
             continue
-        if key in data and (expected is None or _values_equal(expected, data[key])):
+        if key in data and (
+            expected is None
+            or header_values_equal(expected, data[key], strict_numbers=strict_numbers)
+        ):
             if not want_all:
                 return True
         elif want_all:

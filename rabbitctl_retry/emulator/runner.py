@@ -40,9 +40,12 @@ _FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reaso
 class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
 
-    ``server_version`` selects version-dependent behaviour: the quorum default delivery limit
-    (4.0+), ``x-last-death-*`` headers (3.13+), ``x-delivery-count = 0`` on a first basic.get
-    (3.x only), basic.nack not counting toward the quorum limit (4.3+).
+    ``server_version`` selects version-dependent behaviour, each difference measured on 3.10.8
+    and 4.0.5 and listed in docs/testing.md ("RabbitMQ 3.10 and 4.0"): ``x-last-death-*``
+    headers (3.13+), 4.0's ``x-death`` order and handling of client-written ``x-death``, quorum
+    returns served first, the default delivery limit 20, ``x-queue-type`` always set, the
+    headers exchange's number rules (4.0+), basic.nack not counting toward the quorum limit
+    (4.3+, from the release notes, not run).
     ``delayed_message_exchange`` enables the ``x-delayed-message`` exchange type (the plugin).
     ``record_events`` keeps the event history (:attr:`events`).
 

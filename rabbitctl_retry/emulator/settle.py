@@ -1,6 +1,6 @@
 """Settling deliveries: ack, reject, nack, and what a closing channel gives back.
 
-Measured on RabbitMQ 3.10.8:
+Measured on RabbitMQ 3.10.8 (and where 4.0.5 differs, said so):
 
 * basic.ack / reject / nack name a delivery tag of the channel; ``multiple`` covers every tag
   up to it, and tag 0 with ``multiple`` covers them all. An unknown tag is PRECONDITION_FAILED
@@ -10,6 +10,8 @@ Measured on RabbitMQ 3.10.8:
   those a closing channel held at the front (behind others returned that way, ahead of all
   never delivered), and counts the return either way: past ``x-delivery-limit`` returns it is
   dead-lettered (``delivery_limit``) instead. From 4.3 a basic.nack no longer counts.
+  From 4.0 a quorum queue puts every returned message at the front, rejected and nacked
+  ones too (behind others returned, in the order they came back).
 * A closing channel cancels its consumers first, then returns its unacked deliveries in
   delivery-tag order (a quorum queue serves them in that order, before anything else).
 * Cancelling the last consumer of an auto-delete queue deletes the queue.
@@ -105,7 +107,7 @@ class Settlement(Flow):
                 if limit is not None and entry.delivery_count > limit:
                     self._dead_letter_entry(q, entry, "delivery_limit")
                     return
-            if cause == "channel_closed":
+            if cause == "channel_closed" or self._quorum_requeue_to_front:
                 q.push_returned(entry)
             else:
                 q.push(entry)

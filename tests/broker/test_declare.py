@@ -23,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
+from tests.contract.versions import expected
 from tests.shared_node import ctl_command
 
 pytestmark = pytest.mark.broker
@@ -107,7 +108,15 @@ async def raw_declare(url: str, name: str, **kwargs: Any) -> None:
         await connection.close()
 
 
-def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str) -> None:
+def classic_arguments(version: str) -> dict[str, tuple[str, str]]:
+    """What list_queues shows as the arguments of a classic queue declared without any."""
+    kind = expected(version, "classic-queue-type-argument")
+    return {} if kind is None else {"x-queue-type": ("longstr", kind)}
+
+
+def test_guide_example_creates_exactly_the_five_queues(
+    amqp_url: str, vhost: str, broker_version: str
+) -> None:
     url = vhost_url(amqp_url, vhost)
 
     first = declare(url, str(EXAMPLE), "--output", "json")
@@ -129,11 +138,13 @@ def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str
     queues = list_queues(vhost)
     assert set(queues) == {"refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"}
     assert all(queue["durable"] is True for queue in queues.values())
-    assert queues["refunds"] == {"durable": True, "type": "classic", "arguments": {}}
-    assert queues["refunds.dead"]["arguments"] == {}
-    assert queues["payouts.dead"]["arguments"] == {}
+    plain = classic_arguments(broker_version)
+    assert queues["refunds"] == {"durable": True, "type": "classic", "arguments": plain}
+    assert queues["refunds.dead"]["arguments"] == plain
+    assert queues["payouts.dead"]["arguments"] == plain
     assert queues["refunds.retry"]["type"] == "classic"
     assert queues["refunds.retry"]["arguments"] == {
+        **plain,
         "x-dead-letter-exchange": ("longstr", ""),
         "x-dead-letter-routing-key": ("longstr", "refunds"),
     }
@@ -200,7 +211,9 @@ def test_conflict_names_every_difference_and_changes_nothing(amqp_url: str, vhos
     assert list_queues(vhost) == before
 
 
-def test_conflict_table_shows_queue_and_arguments(amqp_url: str, vhost: str) -> None:
+def test_conflict_table_shows_queue_and_arguments(
+    amqp_url: str, vhost: str, broker_version: str
+) -> None:
     url = vhost_url(amqp_url, vhost)
     asyncio.run(raw_declare(url, "payouts", durable=True))
 
@@ -210,7 +223,9 @@ def test_conflict_table_shows_queue_and_arguments(amqp_url: str, vhost: str) -> 
     assert result.exit_code == 1
     assert "conflict" in result.stdout
     assert "x-overflow: file 'reject-publish', broker (none)" in result.stdout
-    assert "x-queue-type: file 'quorum', broker (none)" in result.stdout
+    kind = expected(broker_version, "classic-queue-type-argument")
+    broker_side = "(none)" if kind is None else repr(kind)
+    assert f"x-queue-type: file 'quorum', broker {broker_side}" in result.stdout
     assert "nothing was changed on the broker" in result.stdout
     assert set(list_queues(vhost)) == {"payouts"}
 

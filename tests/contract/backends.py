@@ -30,8 +30,11 @@ from uuid import uuid4
 
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.transport import amqp
-from rabbitctl_retry.transport.base import Channel, Connection
-from tests.shared_node import ctl_command
+from rabbitctl_retry.transport.base import Channel, Connection, ServerVersion
+from tests.shared_node import SharedBroker
+
+EMULATED = {"3.10": ServerVersion(3, 10, 8), "4.0": ServerVersion(4, 0, 5)}
+"""The exact releases the emulator stands in for, per release line the suite runs."""
 
 POLL_DEADLINE_S = 10.0
 """How long the real broker may take to make an :meth:`Backend.until` check true."""
@@ -44,6 +47,9 @@ Check = Callable[[], Awaitable[bool]]
 class Backend(Protocol):
     name: str
     """``"emulator"`` or ``"rabbitmq"``."""
+    version: str
+    """The server release line the scenario expects: ``3.10`` or ``4.0`` (the real server's,
+    or the one the emulator is set to); see tests/contract/versions.py."""
     vhost: str
     """The vhost the scenario runs in (the server names it in error texts)."""
 
@@ -61,6 +67,12 @@ class Backend(Protocol):
 
     async def until(self, check: Check, what: str) -> None:
         """Return once ``check()`` is true; fail otherwise (see the module doc)."""
+        ...
+
+    def set_dead_letter_retry(self, seconds: float) -> None:
+        """How long an at-least-once dead-letter worker waits before it sends a refused dead
+        letter again (RabbitMQ's ``dead_letter_worker_publisher_confirm_timeout``), for
+        queues declared from now on."""
         ...
 
     async def close(self) -> None: ...
@@ -81,13 +93,14 @@ class _Connections:
 
 
 class EmulatorBackend:
-    """The emulator (as RabbitMQ 3.10.8, the delayed-message exchange enabled)."""
+    """The emulator set to a server version (the delayed-message exchange enabled)."""
 
     name = "emulator"
     vhost = "/"
 
-    def __init__(self) -> None:
-        self.emulator = Emulator()
+    def __init__(self, version: str = "3.10") -> None:
+        self.version = version
+        self.emulator = Emulator(server_version=EMULATED[version])
         self._connections = _Connections()
 
     async def connect(self) -> Connection:
@@ -108,6 +121,9 @@ class EmulatorBackend:
         if not await check():
             raise AssertionError(f"the emulator settled without {what}")
 
+    def set_dead_letter_retry(self, seconds: float) -> None:
+        self.emulator.broker.dead_letter_retry_s = seconds
+
     async def close(self) -> None:
         await self._connections.close_all()
         assert self.emulator.callback_errors == [], "a consumer callback failed"
@@ -119,6 +135,8 @@ class RabbitBackend:
     name = "rabbitmq"
 
     def __init__(self, pool: VhostPool, vhost: str) -> None:
+        self._dead_letter_retry_before: str | None = None
+        self.version = pool.broker.version
         self.vhost = vhost
         self.url = pool.url_for(vhost)
         self._pool = pool
@@ -145,16 +163,36 @@ class RabbitBackend:
                 raise AssertionError(f"RabbitMQ did not get to {what} in {POLL_DEADLINE_S:g} s")
             await asyncio.sleep(0.01)
 
+    def set_dead_letter_retry(self, seconds: float) -> None:
+        # a node-wide setting, read by each worker when its queue starts; put back in close()
+        if self._dead_letter_retry_before is None:
+            self._dead_letter_retry_before = _eval(
+                self._pool.broker, f"application:get_env(rabbit, {_RETRY_KEY})."
+            )
+        _eval(
+            self._pool.broker, f"application:set_env(rabbit, {_RETRY_KEY}, {int(seconds * 1000)})."
+        )
+
     async def close(self) -> None:
         await self._connections.close_all()
+        before = self._dead_letter_retry_before
+        if before is not None:
+            value = before.removeprefix("{ok,").removesuffix("}")
+            restore = (
+                f"application:set_env(rabbit, {_RETRY_KEY}, {value})."
+                if before.startswith("{ok,")
+                else f"application:unset_env(rabbit, {_RETRY_KEY})."
+            )
+            _eval(self._pool.broker, restore)
         self._pool.give_back(self.vhost)
 
 
 class VhostPool:
     """Fresh vhosts on the real broker, made ahead of use and deleted in the background."""
 
-    def __init__(self, base_url: str, *, ahead: int = 2) -> None:
-        parts = urlsplit(base_url)
+    def __init__(self, broker: SharedBroker, *, ahead: int = 2) -> None:
+        self.broker = broker
+        parts = urlsplit(broker.url)
         self._scheme, self._netloc = parts.scheme, parts.netloc
         self._query = parts.query
         self.user = parts.username or "guest"
@@ -175,7 +213,7 @@ class VhostPool:
         return vhost
 
     def give_back(self, vhost: str) -> None:
-        self._deleting.append(self._workers.submit(ctl, "delete_vhost", vhost))
+        self._deleting.append(self._workers.submit(ctl, self.broker, "delete_vhost", vhost))
 
     def close(self) -> None:
         """Delete every vhost made (wait for it); raise if a deletion failed."""
@@ -192,15 +230,28 @@ class VhostPool:
 
     def _make(self) -> str:
         vhost = f"rr-contract-{uuid4().hex[:12]}"
-        ctl("add_vhost", vhost)
-        ctl("set_permissions", "-p", vhost, self.user, ".*", ".*", ".*")
+        ctl(self.broker, "add_vhost", vhost)
+        ctl(self.broker, "set_permissions", "-p", vhost, self.user, ".*", ".*", ".*")
         return vhost
 
 
-def ctl(*args: str) -> None:
-    """Run ``rabbitmqctl -q ARGS``; raise with its stderr when it fails."""
+_RETRY_KEY = "dead_letter_worker_publisher_confirm_timeout"
+
+
+def _eval(broker: SharedBroker, expression: str) -> str:
+    """``rabbitmqctl eval EXPRESSION`` on ``broker``'s node; what it printed."""
     done = subprocess.run(
-        ctl_command("-q", *args), capture_output=True, text=True, timeout=60, check=False
+        broker.ctl("eval", expression), capture_output=True, text=True, timeout=60, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"rabbitmqctl eval failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def ctl(broker: SharedBroker, *args: str) -> None:
+    """Run ``rabbitmqctl -q ARGS`` on ``broker``'s node; raise with its stderr when it fails."""
+    done = subprocess.run(
+        broker.ctl("-q", *args), capture_output=True, text=True, timeout=60, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")

@@ -1,7 +1,7 @@
 """The ``backend`` fixture: every contract scenario runs on the emulator and on RabbitMQ.
 
-The ``rabbitmq`` side requests ``amqp_url`` (skipped without a broker, failed when
-``CI=true``) and gets a fresh vhost for each test.
+Each runs four times: on RabbitMQ 3.10 and 4.0 (each skipped without that server, failed
+when ``CI=true``; a fresh vhost per test) and on the emulator set to each of those versions.
 """
 
 from __future__ import annotations
@@ -9,38 +9,56 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
 from tests.contract.backends import Backend, EmulatorBackend, RabbitBackend, VhostPool
+from tests.shared_node import chosen_versions, require_broker
 
 
 @pytest.fixture(scope="session")
-def vhost_pool(amqp_url: str) -> Iterator[VhostPool]:
-    if shutil.which("rabbitmqctl") is None:
+def vhost_pools() -> Iterator[dict[str, VhostPool]]:
+    """One pool of fresh vhosts per shared server, made on first use."""
+    pools: dict[str, VhostPool] = {}
+    yield pools
+    for pool in pools.values():
+        pool.close()
+
+
+def _pool_for(version: str, pools: dict[str, VhostPool]) -> VhostPool:
+    broker = require_broker(version)  # skips without that server, fails in CI
+    if shutil.which("rabbitmqctl") is None and version == "3.10":
         message = "the contract suite makes a vhost per test with rabbitmqctl, not found"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    pool = VhostPool(amqp_url)
-    yield pool
-    pool.close()
+    if version not in pools:
+        pools[version] = VhostPool(broker)
+    return pools[version]
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("emulator", id="emulator"),
-        pytest.param("rabbitmq", id="rabbitmq", marks=pytest.mark.broker),
-    ]
-)
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+def _params() -> list[Any]:
+    params = []
+    for version in chosen_versions():
+        params.append(pytest.param(("emulator", version), id=f"emulator-{version}"))
+        params.append(
+            pytest.param(("rabbitmq", version), id=f"rabbitmq-{version}", marks=pytest.mark.broker)
+        )
+    return params
+
+
+@pytest.fixture(params=_params())
+async def backend(
+    request: pytest.FixtureRequest, vhost_pools: dict[str, VhostPool]
+) -> AsyncIterator[Backend]:
+    kind, version = request.param
     chosen: EmulatorBackend | RabbitBackend
-    if request.param == "rabbitmq":
-        request.getfixturevalue("amqp_url")  # skips without a broker, fails in CI
-        pool: VhostPool = request.getfixturevalue("vhost_pool")
+    if kind == "rabbitmq":
+        pool = _pool_for(version, vhost_pools)
         chosen = RabbitBackend(pool, await pool.take())
     else:
-        chosen = EmulatorBackend()
+        chosen = EmulatorBackend(version)
     try:
         yield chosen
     finally:

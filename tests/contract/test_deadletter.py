@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from rabbitctl_retry.transport.base import FieldValue, Properties
+from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
 from tests.contract.backends import Backend
 from tests.contract.support import bodies, death, depth, drain, first_death, view
+from tests.contract.versions import expected, last_death
 
 DLX_TO_WORK: dict[str, FieldValue] = {
     "x-dead-letter-exchange": "",
@@ -49,7 +52,10 @@ async def test_rejected_and_nacked_without_requeue(backend: Backend) -> None:
 
     await backend.until(all_dead, "three messages in 'dead'")
     dead = await drain(channel, "dead")
-    rejected = first_death("rejected", "work", "orders")
+    rejected = {
+        **first_death("rejected", "work", "orders"),
+        **last_death(backend.version, "rejected", "work", "orders"),
+    }
     assert [view(d) for d in dead] == [
         {
             "body": "r1",
@@ -138,6 +144,7 @@ async def test_expired_per_message(backend: Backend) -> None:
                     )
                 ],
                 **first_death("expired", "wait", ""),
+                **last_death(backend.version, "expired", "wait", ""),
             },
             "expiration": None,
         }
@@ -159,7 +166,10 @@ async def test_expired_by_queue_ttl(backend: Backend) -> None:
         return await depth(channel, "work") == 2
 
     await backend.until(arrived, "both expired messages in 'work'")
-    expired = first_death("expired", "wait", "")
+    expired = {
+        **first_death("expired", "wait", ""),
+        **last_death(backend.version, "expired", "wait", ""),
+    }
     assert [view(d) for d in await drain(channel, "work")] == [
         {
             "body": "e2",
@@ -231,7 +241,10 @@ async def test_maxlen_drops_the_head(backend: Backend, kind: str) -> None:
         return await depth(channel, "dead") == 2
 
     await backend.until(two_dead, "two messages in 'dead'")
-    maxlen = first_death("maxlen", "capped", "")
+    maxlen = {
+        **first_death("maxlen", "capped", ""),
+        **last_death(backend.version, "maxlen", "capped", ""),
+    }
     assert [view(d) for d in await drain(channel, "dead")] == [
         {
             "body": body,
@@ -280,7 +293,13 @@ async def test_the_same_queue_and_reason_merge_into_one_entry(backend: Backend) 
         await channel.reject(delivery.delivery_tag, requeue=False)
         return view(delivery)
 
+    version = backend.version
     first_rejection = first_death("rejected", "q", "in")
+    # x-last-death-exchange is the exchange the message died from: 'in' the first time, then ''
+    # (dlq dead-letters it to q through the default exchange), not the merged entry's 'in'
+    rejected_from_in = {**first_rejection, **last_death(version, "rejected", "q", "in")}
+    rejected_from_default = {**first_rejection, **last_death(version, "rejected", "q", "")}
+    expired_in_dlq = {**first_rejection, **last_death(version, "expired", "dlq", "q-dead")}
     rejected_once = death("rejected", "q", exchange="in", routing_keys=["new"])
     expired_once = death("expired", "dlq", exchange="q-dead", routing_keys=["new"])
     # round 1: from the publisher
@@ -294,7 +313,7 @@ async def test_the_same_queue_and_reason_merge_into_one_entry(backend: Backend) 
         "exchange": "",
         "routing_key": "q",
         "redelivered": False,
-        "headers": {"x-death": [expired_once, rejected_once], **first_rejection},
+        "headers": {"x-death": [expired_once, rejected_once], **expired_in_dlq},
         "expiration": None,
     }
     await backend.elapse(0.25)
@@ -306,7 +325,7 @@ async def test_the_same_queue_and_reason_merge_into_one_entry(backend: Backend) 
             death("expired", "dlq", exchange="q-dead", routing_keys=["new"], count=2),
             death("rejected", "q", exchange="in", routing_keys=["new"], count=2),
         ],
-        **first_rejection,
+        **expired_in_dlq,
     }
 
     async def three_copies() -> bool:
@@ -315,19 +334,187 @@ async def test_the_same_queue_and_reason_merge_into_one_entry(backend: Backend) 
     await backend.until(three_copies, "three copies in 'tap'")
     tapped = [view(d)["headers"] for d in await drain(channel, "tap")]
     assert tapped == [
-        {"x-death": [rejected_once], **first_rejection},
+        {"x-death": [rejected_once], **rejected_from_in},
         {
             "x-death": [
                 death("rejected", "q", exchange="in", routing_keys=["new"], count=2),
                 expired_once,
             ],
-            **first_rejection,
+            **rejected_from_default,
         },
         {
             "x-death": [
                 death("rejected", "q", exchange="in", routing_keys=["new"], count=3),
                 death("expired", "dlq", exchange="q-dead", routing_keys=["new"], count=2),
             ],
-            **first_rejection,
+            **rejected_from_default,
         },
     ]
+
+
+async def test_the_order_of_x_death_over_three_queues(backend: Backend) -> None:
+    """Rejected in qa -> qb -> qc -> qb: 3.10 regroups (reverses) the older entries before
+    each death, 4.0 keeps them most recent first (tests/contract/versions.py)."""
+    channel = await backend.channel()
+    for queue, target in (("qa", "qb"), ("qb", "qc"), ("qc", "qb")):
+        await channel.queue_declare(
+            queue,
+            arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target},
+        )
+    # qa's death carries original-expiration: it shows where each version puts that key
+    await channel.publish(b"m", routing_key="qa", properties=Properties(expiration="60000"))
+
+    async def reject_from(queue: str) -> list[dict[str, FieldValue]]:
+        async def there() -> bool:
+            return await depth(channel, queue) == 1
+
+        await backend.until(there, f"the message in {queue!r}")
+        delivery = await channel.get(queue)
+        assert delivery is not None
+        await channel.reject(delivery.delivery_tag, requeue=False)
+        deaths = (view(delivery)["headers"] or {}).get("x-death", [])
+        assert isinstance(deaths, list)
+        return [entry for entry in deaths if isinstance(entry, dict)]
+
+    for queue in ("qa", "qb", "qc"):
+        await reject_from(queue)
+    in_qb = await reject_from("qb")
+    in_qc = await reject_from("qc")
+    after_qc, after_qb = expected(backend.version, "x-death-order-three-queues")
+    assert [(e["queue"], e["count"]) for e in in_qb] == after_qc
+    assert [(e["queue"], e["count"]) for e in in_qc] == after_qb
+    assert [list(e) for e in in_qc] == expected(backend.version, "x-death-entry-keys")
+    assert all(e["reason"] == "rejected" for e in in_qc)
+    assert [e.get("original-expiration") for e in in_qc if e["queue"] == "qa"] == ["60000"]
+
+
+CLIENT_DEATH_TIME = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+async def test_an_x_death_a_client_published(backend: Backend) -> None:
+    """3.10 continues the x-death a client wrote; 4.0 ignores it (tests/contract/versions.py)."""
+    channel = await backend.channel()
+    await channel.queue_declare("dead")
+    await channel.queue_declare(
+        "q", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"}
+    )
+    written: dict[str, FieldTable] = {
+        "list": {
+            "x-death": [
+                {
+                    "count": 3,
+                    "reason": "rejected",
+                    "queue": "q",
+                    "time": CLIENT_DEATH_TIME,
+                    "exchange": "",
+                    "routing-keys": ["q"],
+                },
+                {
+                    "count": 1,
+                    "reason": "expired",
+                    "queue": "other",
+                    "time": CLIENT_DEATH_TIME,
+                    "exchange": "e",
+                    "routing-keys": ["k"],
+                },
+            ],
+            "x-first-death-exchange": "e",
+            "x-first-death-queue": "other",
+            "x-first-death-reason": "expired",
+        },
+        "not-a-list": {"x-death": "garbage"},
+        "last-death-only": {"x-last-death-queue": "elsewhere", "h": 1},
+    }
+    seen: dict[str, FieldTable | None] = {}
+    for name, headers in written.items():
+        await channel.publish(
+            name.encode(), routing_key="q", properties=Properties(headers=headers)
+        )
+        delivery = await channel.get("q")
+        assert delivery is not None
+        await channel.reject(delivery.delivery_tag, requeue=False)
+
+        async def arrived() -> bool:
+            return await depth(channel, "dead") == 1
+
+        await backend.until(arrived, f"{name!r} in 'dead'")
+        (dead,) = await drain(channel, "dead")
+        seen[name] = view(dead)["headers"]
+
+    fresh = death("rejected", "q", exchange="", routing_keys=["q"])
+    rejected_in_q = {
+        **first_death("rejected", "q", ""),
+        **last_death(backend.version, "rejected", "q", ""),
+    }
+    if expected(backend.version, "client-x-death") == "continued":
+        assert seen == {
+            "list": {
+                "x-death": [
+                    death("rejected", "q", exchange="", routing_keys=["q"], count=4),
+                    death("expired", "other", exchange="e", routing_keys=["k"]),
+                ],
+                **first_death("expired", "other", "e"),
+            },
+            # replaced, and no x-first-death-*: the message "had died before"
+            "not-a-list": {"x-death": [fresh]},
+            # the client's x-last-death-queue stays: 3.10 writes no x-last-death-*
+            "last-death-only": {
+                "h": 1,
+                "x-death": [fresh],
+                **rejected_in_q,
+                "x-last-death-queue": "elsewhere",
+            },
+        }
+    else:
+        assert seen == {
+            "list": {"x-death": [fresh], **rejected_in_q},
+            "not-a-list": {"x-death": [fresh], **rejected_in_q},
+            "last-death-only": {"h": 1, "x-death": [fresh], **rejected_in_q},
+        }
+
+
+async def test_a_client_published_x_death_and_cycles(backend: Backend) -> None:
+    """A client's x-death naming 'loop' as an expiry: on 3.10 the message expiring from 'wait'
+    into 'loop' closes an automatic cycle and is dropped; 4.0 does not read it."""
+    channel = await backend.channel()
+    await channel.queue_declare("loop")
+    await channel.queue_declare(
+        "wait",
+        arguments={
+            "x-message-ttl": 100,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "loop",
+        },
+    )
+    client_death: FieldTable = {
+        "count": 1,
+        "reason": "expired",
+        "queue": "loop",
+        "time": CLIENT_DEATH_TIME,
+        "exchange": "",
+        "routing-keys": ["loop"],
+    }
+    await channel.publish(
+        b"c", routing_key="wait", properties=Properties(headers={"x-death": [client_death]})
+    )
+    await backend.elapse(0.3)
+
+    async def expired() -> bool:
+        return await depth(channel, "wait") == 0
+
+    await backend.until(expired, "the message gone from 'wait'")
+    if expected(backend.version, "client-x-death") == "continued":
+        await backend.elapse(0.2)
+        assert await depth(channel, "loop") == 0
+    else:
+
+        async def arrived() -> bool:
+            return await depth(channel, "loop") == 1
+
+        await backend.until(arrived, "the message in 'loop'")
+        (delivery,) = await drain(channel, "loop")
+        assert view(delivery)["headers"] == {
+            "x-death": [death("expired", "wait", exchange="", routing_keys=["wait"])],
+            **first_death("expired", "wait", ""),
+            **last_death(backend.version, "expired", "wait", ""),
+        }

@@ -1,8 +1,10 @@
 """Requeues: where a message goes back, and in which order, on classic and quorum queues.
 
-Measured on RabbitMQ 3.10.8: a classic queue puts a requeued message back in its old place.
-A quorum queue appends a message rejected with requeue, but serves the messages a closing
-channel held first, ahead of those never delivered.
+Measured on RabbitMQ 3.10.8 and 4.0.5: a classic queue puts a requeued message back in its old
+place. A 3.10 quorum queue appends a message rejected with requeue, but serves the messages a
+closing channel held first, ahead of those never delivered; a 4.0 quorum queue serves every
+returned message first, in the order they came back. Quorum expectations differ by version and
+live in tests/contract/versions.py.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 from rabbitctl_retry.transport.base import Delivery, FieldValue
 from tests.contract.backends import Backend
 from tests.contract.support import Recorder, delivery_count, depth, drain
+from tests.contract.versions import expected
 
 QUEUE_ARGUMENTS: dict[str, dict[str, FieldValue]] = {
     "classic": {},
@@ -25,6 +28,11 @@ Seen = list[tuple[str, bool, FieldValue]]
 
 ABSENT = "absent"
 """No ``x-delivery-count`` header."""
+
+
+def quorum_or(backend: Backend, kind: str, classic: Seen, quorum: str) -> Seen:
+    """``classic`` on a classic queue; on a quorum queue, the versions.py entry ``quorum``."""
+    return classic if kind == "classic" else expected(backend.version, quorum)
 
 
 def seen(deliveries: Sequence[Delivery | None]) -> Seen:
@@ -53,17 +61,14 @@ async def ready_again(backend: Backend, count: int) -> Seen:
     return seen(await drain(channel, "q"))
 
 
-# m1..m4; a consumer with prefetch 2 holds m1, m2; its channel closes
-AFTER_CONSUMER_CLOSE: dict[str, Seen] = {
-    "classic": [
-        ("m1", True, ABSENT),
-        ("m2", True, ABSENT),
-        ("m3", False, ABSENT),
-        ("m4", False, ABSENT),
-    ],
-    # returned first, and counted; basic.get shows 0 on a message never returned (3.x)
-    "quorum": [("m1", True, 1), ("m2", True, 1), ("m3", False, 0), ("m4", False, 0)],
-}
+# m1..m4; a consumer with prefetch 2 holds m1, m2; its channel closes. Quorum: returned first,
+# and counted (versions.py "quorum-after-consumer-close")
+AFTER_CONSUMER_CLOSE: Seen = [
+    ("m1", True, ABSENT),
+    ("m2", True, ABSENT),
+    ("m3", False, ABSENT),
+    ("m4", False, ABSENT),
+]
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])
@@ -82,19 +87,16 @@ async def test_a_closing_channel_requeues_its_consumers_deliveries(
     await backend.until(holding_two, "two deliveries held")
     assert seen(recorder.deliveries) == [("m1", False, ABSENT), ("m2", False, ABSENT)]
     await consuming.close()
-    assert await ready_again(backend, 4) == AFTER_CONSUMER_CLOSE[kind]
+    assert await ready_again(backend, 4) == quorum_or(
+        backend, kind, AFTER_CONSUMER_CLOSE, "quorum-after-consumer-close"
+    )
     assert len(recorder.deliveries) == 2
 
 
-# m1..m4; basic.get takes m1, m2, m3, acks m2; the channel closes
-GOT: dict[str, Seen] = {
-    "classic": [("m1", False, ABSENT), ("m2", False, ABSENT), ("m3", False, ABSENT)],
-    "quorum": [("m1", False, 0), ("m2", False, 0), ("m3", False, 0)],
-}
-AFTER_GET_CLOSE: dict[str, Seen] = {
-    "classic": [("m1", True, ABSENT), ("m3", True, ABSENT), ("m4", False, ABSENT)],
-    "quorum": [("m1", True, 1), ("m3", True, 1), ("m4", False, 0)],
-}
+# m1..m4; basic.get takes m1, m2, m3, acks m2; the channel closes (quorum: versions.py
+# "quorum-got-by-basic-get", "quorum-after-get-and-close")
+GOT: Seen = [("m1", False, ABSENT), ("m2", False, ABSENT), ("m3", False, ABSENT)]
+AFTER_GET_CLOSE: Seen = [("m1", True, ABSENT), ("m3", True, ABSENT), ("m4", False, ABSENT)]
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])
@@ -102,32 +104,25 @@ async def test_order_after_basic_get_and_channel_close(backend: Backend, kind: s
     await four_messages(backend, kind)
     getting = await backend.channel(confirms=False)
     got = [await getting.get("q") for _ in range(3)]
-    assert seen(got) == GOT[kind]
+    assert seen(got) == quorum_or(backend, kind, GOT, "quorum-got-by-basic-get")
     assert got[1] is not None
     await getting.ack(got[1].delivery_tag)
     await getting.close()
-    assert await ready_again(backend, 3) == AFTER_GET_CLOSE[kind]
+    assert await ready_again(backend, 3) == quorum_or(
+        backend, kind, AFTER_GET_CLOSE, "quorum-after-get-and-close"
+    )
 
 
 # m1..m4; a consumer with prefetch 1 rejects m1 with requeue twice, acks everything else
-AFTER_REJECTS: dict[str, Seen] = {
-    "classic": [
-        ("m1", False, ABSENT),
-        ("m1", True, ABSENT),
-        ("m1", True, ABSENT),
-        ("m2", False, ABSENT),
-        ("m3", False, ABSENT),
-        ("m4", False, ABSENT),
-    ],
-    "quorum": [
-        ("m1", False, ABSENT),
-        ("m2", False, ABSENT),
-        ("m3", False, ABSENT),
-        ("m4", False, ABSENT),
-        ("m1", True, 1),
-        ("m1", True, 2),
-    ],
-}
+# (quorum: versions.py "quorum-after-rejects": 3.10 appends m1, 4.0 serves it first)
+AFTER_REJECTS: Seen = [
+    ("m1", False, ABSENT),
+    ("m1", True, ABSENT),
+    ("m1", True, ABSENT),
+    ("m2", False, ABSENT),
+    ("m3", False, ABSENT),
+    ("m4", False, ABSENT),
+]
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])
@@ -151,33 +146,20 @@ async def test_reject_with_requeue(backend: Backend, kind: str) -> None:
         return len(deliveries) == 6
 
     await backend.until(all_done, "six deliveries")
-    assert seen(deliveries) == AFTER_REJECTS[kind]
+    assert seen(deliveries) == quorum_or(backend, kind, AFTER_REJECTS, "quorum-after-rejects")
     assert await ready_again(backend, 0) == []
 
 
 # m1..m5; basic.get takes m1, m2, m3; m2 is rejected with requeue; one more get; close
-GOT_AFTER_REJECT: dict[str, Seen] = {
-    "classic": [("m2", True, ABSENT)],  # back in its place, at the head
-    "quorum": [("m4", False, 0)],  # at the back
-}
-AFTER_REJECT_AND_CLOSE: dict[str, Seen] = {
-    "classic": [
-        ("m1", True, ABSENT),
-        ("m2", True, ABSENT),
-        ("m3", True, ABSENT),
-        ("m4", False, ABSENT),
-        ("m5", False, ABSENT),
-    ],
-    # what the closing channel held comes first, in delivery order; then the rest, the
-    # rejected m2 last
-    "quorum": [
-        ("m1", True, 1),
-        ("m3", True, 1),
-        ("m4", True, 1),
-        ("m5", False, 0),
-        ("m2", True, 1),
-    ],
-}
+# (quorum: versions.py "quorum-got-after-reject", "quorum-after-reject-and-close")
+GOT_AFTER_REJECT: Seen = [("m2", True, ABSENT)]  # back in its place, at the head
+AFTER_REJECT_AND_CLOSE: Seen = [
+    ("m1", True, ABSENT),
+    ("m2", True, ABSENT),
+    ("m3", True, ABSENT),
+    ("m4", False, ABSENT),
+    ("m5", False, ABSENT),
+]
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])
@@ -190,6 +172,61 @@ async def test_requeued_by_reject_and_by_closing_together(backend: Backend, kind
     got = [await getting.get("q") for _ in range(3)]
     assert got[1] is not None
     await getting.reject(got[1].delivery_tag, requeue=True)
-    assert seen([await getting.get("q")]) == GOT_AFTER_REJECT[kind]
+    assert seen([await getting.get("q")]) == quorum_or(
+        backend, kind, GOT_AFTER_REJECT, "quorum-got-after-reject"
+    )
     await getting.close()
-    assert await ready_again(backend, 5) == AFTER_REJECT_AND_CLOSE[kind]
+    assert await ready_again(backend, 5) == quorum_or(
+        backend, kind, AFTER_REJECT_AND_CLOSE, "quorum-after-reject-and-close"
+    )
+
+
+# m1..m5; basic.get takes m1, m2, m3; one basic.nack(multiple, requeue) gives all three back
+# (quorum: versions.py "quorum-after-nack-multiple")
+AFTER_NACK_MULTIPLE: Seen = [
+    ("m1", True, ABSENT),
+    ("m2", True, ABSENT),
+    ("m3", True, ABSENT),
+    ("m4", False, ABSENT),
+    ("m5", False, ABSENT),
+]
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_nack_multiple_with_requeue(backend: Backend, kind: str) -> None:
+    channel = await backend.channel()
+    await channel.queue_declare("q", arguments=QUEUE_ARGUMENTS[kind])
+    for body in ("m1", "m2", "m3", "m4", "m5"):
+        await channel.publish(body.encode(), routing_key="q")
+    getting = await backend.channel(confirms=False)
+    got = [await getting.get("q") for _ in range(3)]
+    assert got[2] is not None
+    await getting.nack(got[2].delivery_tag, multiple=True, requeue=True)
+    assert await ready_again(backend, 5) == quorum_or(
+        backend, kind, AFTER_NACK_MULTIPLE, "quorum-after-nack-multiple"
+    )
+
+
+# m1..m4; basic.get takes m1, m2; m2 is rejected with requeue, then m1: a classic queue puts
+# each back in its place; a quorum queue does not (versions.py
+# "quorum-after-rejects-out-of-order")
+AFTER_REJECTS_OUT_OF_ORDER: Seen = [
+    ("m1", True, ABSENT),
+    ("m2", True, ABSENT),
+    ("m3", False, ABSENT),
+    ("m4", False, ABSENT),
+]
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_rejected_out_of_order(backend: Backend, kind: str) -> None:
+    await four_messages(backend, kind)
+    getting = await backend.channel(confirms=False)
+    got = [await getting.get("q") for _ in range(2)]
+    assert got[0] is not None
+    assert got[1] is not None
+    await getting.reject(got[1].delivery_tag, requeue=True)
+    await getting.reject(got[0].delivery_tag, requeue=True)
+    assert await ready_again(backend, 4) == quorum_or(
+        backend, kind, AFTER_REJECTS_OUT_OF_ORDER, "quorum-after-rejects-out-of-order"
+    )

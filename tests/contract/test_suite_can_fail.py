@@ -2,7 +2,11 @@
 
 The wrong rule is one a hand-written matcher easily gets wrong: ``#`` matching one or more
 words instead of zero or more. The expected result is the one RabbitMQ gives
-(``test_topic_routing[rabbitmq]`` checks the same table against the real server).
+(``test_topic_routing[rabbitmq-*]`` checks the same table against the real servers).
+
+Each check runs on the emulator set to each release line, and the suite also tells the lines
+apart: an emulator at one version with the other's headers-exchange number rule does not pass
+the headers scenario of its version (``test_headers_routing[rabbitmq-*]`` checks both tables).
 """
 
 from __future__ import annotations
@@ -10,8 +14,15 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.emulator import routing
-from tests.contract.backends import EmulatorBackend
-from tests.contract.test_routing import EXPECTED_TOPIC, observe_topic_routing
+from tests.contract.backends import EMULATED, EmulatorBackend
+from tests.contract.test_routing import (
+    EXPECTED_TOPIC,
+    expected_headers,
+    observe_headers_routing,
+    observe_topic_routing,
+)
+
+VERSIONS = pytest.mark.parametrize("version", sorted(EMULATED))
 
 
 def hash_needs_a_word(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:
@@ -26,22 +37,23 @@ def hash_needs_a_word(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:
     return (head in ("*", words[0])) and hash_needs_a_word(rest, words[1:])
 
 
-async def observe_on_a_fresh_emulator() -> dict[str, list[str]]:
-    backend = EmulatorBackend()
+async def observe_on_a_fresh_emulator(version: str) -> dict[str, list[str]]:
+    backend = EmulatorBackend(version)
     try:
         return await observe_topic_routing(backend)
     finally:
         await backend.close()
 
 
+@VERSIONS
 async def test_the_topic_scenario_catches_a_hash_that_needs_a_word(
-    monkeypatch: pytest.MonkeyPatch,
+    version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert await observe_on_a_fresh_emulator() == EXPECTED_TOPIC
+    assert await observe_on_a_fresh_emulator(version) == EXPECTED_TOPIC
 
     monkeypatch.setattr(routing, "_match_words", hash_needs_a_word)
     assert not routing.topic_matches("a.#", "a")  # the wrong rule is in force
-    wrong = await observe_on_a_fresh_emulator()
+    wrong = await observe_on_a_fresh_emulator(version)
 
     assert wrong != EXPECTED_TOPIC
     missing = {
@@ -63,3 +75,26 @@ async def test_the_topic_scenario_catches_a_hash_that_needs_a_word(
         "both": ["a"],
     }
     assert {pattern: keys for pattern, keys in extra.items() if keys} == {}
+
+
+@VERSIONS
+async def test_the_headers_scenario_catches_the_other_versions_number_rule(version: str) -> None:
+    """3.10 matches 1 with 1.0, 4.0 does not: an emulator at ``version`` with the other rule
+    fails that version's expectations, exactly on the bindings the rule decides."""
+    right = EmulatorBackend(version)
+    wrong = EmulatorBackend(version)
+    wrong.emulator.broker._strict_header_numbers = version == "3.10"  # the other line's rule
+    try:
+        assert await observe_headers_routing(right) == expected_headers(version)
+        observed = await observe_headers_routing(wrong)
+    finally:
+        await right.close()
+        await wrong.close()
+    differing = {
+        binding
+        for binding, taken in expected_headers(version).items()
+        if observed[binding] != taken
+    }
+    assert differing == {"int", "float", "stamp", "millis"}
+    other = next(line for line in EMULATED if line != version)
+    assert observed == expected_headers(other)  # and gives the other server's table exactly

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,8 @@ from hypothesis import strategies as st
 from rabbitctl_retry.dlq.jsonl import Record, record_problem
 from rabbitctl_retry.runtime.dlq import encoding_problem, line_list, login_user, properties_of
 from tests.dlq.support import declare, rr
-from tests.runtime.backends import Backend, RabbitBackend, _ctl, depth, peek
-
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-"""What no output may hold raw (tab and line feed are fine)."""
+from tests.hostile.output import clean, one_error_line
+from tests.runtime.backends import Backend, RabbitBackend, depth, peek
 
 
 def line(message_id: str, **changes: Any) -> str:
@@ -62,21 +59,6 @@ async def take_all(backend: Backend, queue: str) -> list[str | None]:
         return taken
     finally:
         await connection.close()
-
-
-def one_error_line(stderr: str) -> str:
-    """The one ``rr: error:`` line of ``stderr``: exactly one, and the last line."""
-    lines = stderr.splitlines()
-    errors = [text for text in lines if text.startswith("rr: error: ")]
-    assert len(errors) == 1, stderr
-    assert lines[-1] == errors[0], stderr
-    assert "Traceback" not in stderr
-    clean(stderr)
-    return errors[0]
-
-
-def clean(text: str) -> None:
-    assert UNSAFE.search(text) is None, repr(text)
 
 
 def deep(levels: int) -> Any:
@@ -296,7 +278,7 @@ async def test_a_refused_permission_is_exit_77_and_a_rerun_imports_everything_on
         await declare(backend, "restored")
         ids = [f"m{n}" for n in range(1, 5)]
         file = write(tmp_path / "dead.jsonl", [line(message_id) for message_id in ids])
-        _ctl("set_permissions", "-p", backend.vhost, backend.user, ".*", "^$", ".*")
+        backend.ctl("set_permissions", "-p", backend.vhost, backend.user, ".*", "^$", ".*")
 
         denied = await rr(backend, "dlq", "import", str(file), "--to", "restored")
 
@@ -309,7 +291,7 @@ async def test_a_refused_permission_is_exit_77_and_a_rerun_imports_everything_on
         assert error.endswith("; rerun with --from-line 1 to import the rest")
         assert await depth(backend, "restored") == 0
 
-        _ctl("set_permissions", "-p", backend.vhost, backend.user, ".*", ".*", ".*")
+        backend.ctl("set_permissions", "-p", backend.vhost, backend.user, ".*", ".*", ".*")
         again = await rr(
             backend, "dlq", "import", str(file), "--to", "restored", "--from-line", "1"
         )

@@ -1,19 +1,30 @@
-"""The ``backend`` fixture: each runtime test runs on the real RabbitMQ and on the emulator."""
+"""The ``backend`` fixture: each runtime test runs on the real RabbitMQ servers (3.10 and 4.0,
+tests/shared_node.py) and on the emulator."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend
+from tests.shared_node import chosen_versions, require_broker
 
 
-@pytest.fixture(params=["rabbitmq", "emulator"])
+def _params() -> list[Any]:
+    servers = [
+        pytest.param(f"rabbitmq-{version}", id=f"rabbitmq-{version}")
+        for version in chosen_versions()
+    ]
+    return [*servers, pytest.param("emulator", id="emulator")]
+
+
+@pytest.fixture(params=_params())
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    if request.param == "rabbitmq":
-        url = request.getfixturevalue("amqp_url")
-        rabbit = RabbitBackend(url)
+    if request.param != "emulator":
+        broker = require_broker(request.param.removeprefix("rabbitmq-"))
+        rabbit = RabbitBackend(broker)
         rabbit.setup()
         try:
             yield rabbit

@@ -147,9 +147,12 @@ async def test_forced_connection_close_reconnects_and_loses_nothing(
     rabbit: RabbitBackend,
 ) -> None:
     handled: list[str] = []
+    closed = asyncio.Event()
 
     async def handle(msg: Message) -> None:
         await asyncio.sleep(0.25)
+        if len(handled) >= 30:  # the rest waits for the forced close, however long it takes
+            await closed.wait()
         handled.append(msg.text())
 
     service = Service(
@@ -166,6 +169,7 @@ async def test_forced_connection_close_reconnects_and_loses_nothing(
     try:
         await _until(lambda: len(handled) >= 30, "30 handled")
         await asyncio.to_thread(rabbit.close_all_connections)
+        closed.set()
         await _until(lambda: set(handled) >= set(ids), "every message handled", timeout_s=90)
     finally:
         service.stop()
