@@ -301,7 +301,8 @@ class QueueConsumer:
         if settler.reject(delivery.delivery_tag, requeue=True):
             self.stats.interrupted_deliveries += 1
             log.warning(
-                "delivery interrupted by the shutdown; it goes back to its queue",
+                "delivery interrupted (its channel closed, or the service stops); it goes back "
+                "to its queue",
                 extra={"rr": self._ids(delivery)},
             )
 

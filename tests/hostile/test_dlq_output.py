@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,12 +19,8 @@ from rabbitctl_retry.cli._common import print_json
 from rabbitctl_retry.dlq.jsonl import escape_unsafe
 from rabbitctl_retry.transport.base import FieldValue, Properties
 from tests.dlq.support import death, declare, publish_all, rr
+from tests.hostile.output import UNSAFE
 from tests.runtime.backends import Backend, RabbitBackend, depth, peek
-
-UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-"""What no output may hold raw (tab and line feed are fine)."""
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

@@ -29,14 +29,8 @@ from rabbitctl_retry.errors import censor_url, escape_unprintable
 from rabbitctl_retry.runtime.logs import JsonFormatter, TextFormatter, json_line
 from rabbitctl_retry.transport.amqp import connect
 from rabbitctl_retry.transport.base import Properties
+from tests.hostile.output import UNSAFE
 from tests.runtime.backends import RabbitBackend
-
-UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ud800-\udfff]"
-)
-"""What no output of rr may hold (tab and line feed aside): C0, DEL, C1, bidi controls,
-line and paragraph separators, lone surrogates."""
 
 HOSTILE_TEXT = "evil\x1b[31m\u202e\u2066\u200f\x07\x85\x9b\r\nrr: error: forged"
 """ESC and a CSI, bidi overrides and isolates, BEL, C1 NEL and CSI, CR LF and a forged line."""

@@ -17,9 +17,7 @@ files"):
 
 from __future__ import annotations
 
-import asyncio
 import math
-import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,12 +34,11 @@ from pamqp import commands as spec
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
-from rabbitctl_retry.errors import ConfigError, NotFound
+from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import BINDING_KEYS, EXCHANGE_KEYS, QUEUE_KEYS, load_file
-from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.amqp import _wire_arguments
-from tests.shared_node import ctl_command
+from tests.hostile.broker_state import assert_holds_exactly, ctl
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -348,52 +345,6 @@ def _check_validate(path: Path) -> None:
 # --------------------------------------------------------------------------- on the broker
 
 
-def _ctl(*args: str) -> str:
-    """Run this broker's rabbitmqctl; its output as text (RabbitMQ 4's rabbitmqctl writes
-    non-ASCII names in Latin-1 or as ``\\x{...}``, so only ASCII names read back as such)."""
-    done = subprocess.run(ctl_command("-q", *args), capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.decode("utf-8", "backslashreplace")
-
-
-async def _missing(url: str, kind: str, names: set[str]) -> set[str]:
-    """Which of ``names`` (queues or exchanges) a passive declare does not find at ``url``."""
-    connection = await amqp.connect(url)
-    missing = set()
-    try:
-        for name in names:
-            channel = await connection.channel()
-            try:
-                if kind == "queue":
-                    await channel.queue_declare(name, passive=True)
-                else:
-                    await channel.exchange_declare(name, passive=True)
-            except NotFound:
-                missing.add(name)
-            finally:
-                await channel.close()
-    finally:
-        await connection.close()
-    return missing
-
-
-def assert_holds_exactly(vhost: str, url: str, queues: set[str], exchanges: set[str]) -> None:
-    """The vhost holds these queues and (besides the default ones) these exchanges: as many
-    as rabbitmqctl lists, each found by name over AMQP."""
-    listed_queues = [
-        n for n in _ctl("list_queues", "-p", vhost, "--no-table-headers", "name").splitlines() if n
-    ]
-    listed_exchanges = [
-        n
-        for n in _ctl("list_exchanges", "-p", vhost, "--no-table-headers", "name").splitlines()
-        if n and not n.startswith("amq.")
-    ]
-    assert len(listed_queues) == len(queues), listed_queues
-    assert len(listed_exchanges) == len(exchanges), listed_exchanges
-    assert asyncio.run(_missing(url, "queue", queues)) == set()
-    assert asyncio.run(_missing(url, "exchange", exchanges)) == set()
-
-
 broker_names = st.text("abcdefghij-.:", min_size=1, max_size=6).filter(
     lambda name: not name.startswith("amq.")
 )
@@ -520,9 +471,9 @@ def _check_declare(amqp_url: str, path: Path) -> None:
     vhost = f"rr-fuzz-{uuid.uuid4().hex[:10]}"
     parts = urlsplit(amqp_url)
     url = urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
-    _ctl("add_vhost", vhost)
+    ctl("add_vhost", vhost)
     try:
-        _ctl("set_permissions", "-p", vhost, parts.username or "guest", ".*", ".*", ".*")
+        ctl("set_permissions", "-p", vhost, parts.username or "guest", ".*", ".*", ".*")
         result = runner.invoke(app, ["declare", str(path), "--url", url])
         event(f"exit {result.exit_code}")
         if desired is None:
@@ -541,4 +492,4 @@ def _check_declare(amqp_url: str, path: Path) -> None:
             {exchange.name for exchange in desired.exchanges},
         )
     finally:
-        _ctl("delete_vhost", vhost)
+        ctl("delete_vhost", vhost)

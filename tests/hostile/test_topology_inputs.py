@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +17,11 @@ from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.cli.topology import preflight
-from rabbitctl_retry.errors import ConfigError, DataError, NotFound
+from rabbitctl_retry.errors import ConfigError, DataError
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.load import MAX_FILE_BYTES
 from rabbitctl_retry.transport import amqp
-from tests.shared_node import ctl_command
+from tests.hostile.broker_state import assert_holds_exactly, ctl
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -57,57 +56,11 @@ def validate(path: Path) -> object:
     return runner.invoke(app, ["topology", "validate", str(path)])
 
 
-def _ctl(*args: str) -> str:
-    """Run this broker's rabbitmqctl; its output as text (RabbitMQ 4's rabbitmqctl writes
-    non-ASCII names in Latin-1 or as ``\\x{...}``, so only ASCII names read back as such)."""
-    done = subprocess.run(ctl_command("-q", *args), capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.decode("utf-8", "backslashreplace")
-
-
-async def _missing(url: str, kind: str, names: set[str]) -> set[str]:
-    """Which of ``names`` (queues or exchanges) a passive declare does not find at ``url``."""
-    connection = await amqp.connect(url)
-    missing = set()
-    try:
-        for name in names:
-            channel = await connection.channel()
-            try:
-                if kind == "queue":
-                    await channel.queue_declare(name, passive=True)
-                else:
-                    await channel.exchange_declare(name, passive=True)
-            except NotFound:
-                missing.add(name)
-            finally:
-                await channel.close()
-    finally:
-        await connection.close()
-    return missing
-
-
-def assert_holds_exactly(vhost: str, url: str, queues: set[str], exchanges: set[str]) -> None:
-    """The vhost holds these queues and (besides the default ones) these exchanges: as many
-    as rabbitmqctl lists, each found by name over AMQP."""
-    listed_queues = [
-        n for n in _ctl("list_queues", "-p", vhost, "--no-table-headers", "name").splitlines() if n
-    ]
-    listed_exchanges = [
-        n
-        for n in _ctl("list_exchanges", "-p", vhost, "--no-table-headers", "name").splitlines()
-        if n and not n.startswith("amq.")
-    ]
-    assert len(listed_queues) == len(queues), listed_queues
-    assert len(listed_exchanges) == len(exchanges), listed_exchanges
-    assert asyncio.run(_missing(url, "queue", queues)) == set()
-    assert asyncio.run(_missing(url, "exchange", exchanges)) == set()
-
-
 def _add_vhost(amqp_url: str) -> tuple[str, str]:
     vhost = f"rr-hostile-{uuid.uuid4().hex[:10]}"
     parts = urlsplit(amqp_url)
-    _ctl("add_vhost", vhost)
-    _ctl("set_permissions", "-p", vhost, parts.username or "guest", ".*", ".*", ".*")
+    ctl("add_vhost", vhost)
+    ctl("set_permissions", "-p", vhost, parts.username or "guest", ".*", ".*", ".*")
     return vhost, urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
 
 
@@ -118,7 +71,7 @@ def vhost_url(amqp_url: str) -> Iterator[tuple[str, str]]:
     try:
         yield vhost, url
     finally:
-        _ctl("delete_vhost", vhost)
+        ctl("delete_vhost", vhost)
 
 
 DEAD_URL = "amqp://guest:guest@127.0.0.1:1/"
