@@ -16,7 +16,6 @@ example in queues of its own.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import os
 import re
@@ -33,7 +32,10 @@ from pamqp import encode
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import FieldValue, Properties
 from tests.dlq.support import declare, publish_all, rr
+from tests.hostile.field_values import DIGITS, INT64, TIMES, field_values
 from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend, peek
+
+VALUES = field_values(decimals=True)
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """What no output may hold raw (tab and line feed are fine)."""
@@ -43,39 +45,9 @@ WAIT_QUEUES = ("@t1.retry", "@t2.retry.30s")
 TOKENS = (*TARGETS, *WAIT_QUEUES, "@ghost", "@dead", "@long")
 """Queue names as the strategies draw them; each example gives them a prefix of its own."""
 
-INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-DIGITS = st.text(alphabet="0123456789 ²\u0663\u06f3\u07c3\u0967\u0966", min_size=1, max_size=12)
-"""Digits, and what str.isdigit() calls digits: superscript two, Arabic-Indic, Extended
-Arabic-Indic, NKo and Devanagari digits."""
-SCALARS: st.SearchStrategy[Any] = st.one_of(
-    st.none(),
-    st.booleans(),
-    INT64,
-    # RabbitMQ 3.10 closes the connection (541 INTERNAL_ERROR) on a header float that is not
-    # finite: no dead letter can hold one
-    st.floats(width=32, allow_nan=False, allow_infinity=False),
-    st.decimals(min_value=-(10**5), max_value=10**5, places=3),
-    DIGITS,
-    st.text(max_size=12),
-    st.binary(max_size=12),
-    st.datetimes(
-        min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(2100, 1, 1)
-    ).map(lambda moment: moment.replace(microsecond=0, tzinfo=datetime.UTC)),
-)
-VALUES: st.SearchStrategy[Any] = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3),
-        st.dictionaries(st.text(min_size=1, max_size=6), inner, max_size=3),
-    ),
-    max_leaves=6,
-)
 TOKEN = st.sampled_from(TOKENS)
 QUEUE = st.one_of(TOKEN, TOKEN.map(lambda name: name.encode()), st.text(max_size=10), VALUES)
 """A queue name as a header may hold it: mostly one of this example's queues."""
-TIMES = st.datetimes(
-    min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(2100, 1, 1)
-).map(lambda moment: moment.replace(microsecond=0, tzinfo=datetime.UTC))
 COUNT = st.one_of(
     INT64,
     DIGITS,

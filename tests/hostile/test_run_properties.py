@@ -14,7 +14,6 @@ whole node if rr lets the broker dead-letter it; rr copies it instead.)
 from __future__ import annotations
 
 import asyncio
-import datetime
 import os
 from collections import Counter
 from typing import Any
@@ -32,13 +31,12 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import FieldValue, Properties
+from tests.hostile.field_values import field_values
 from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend, depth, peek, publish
 
+VALUES = field_values(decimals=False)
+
 MAX_ATTEMPTS = 3
-INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-DIGITS = st.text(  # ASCII digits, and Unicode ones that str.isdigit() accepts
-    alphabet="0123456789\u00b2\u0663\u06f3\u07c3\u0967\u0966", min_size=1, max_size=30
-)
 KNOWN_HOSTILE: list[list[dict[str, FieldValue] | None]] = [
     [{"x-death": [16039]}],  # crashed RabbitMQ 3.10's dead-letter worker (quorum)
     [{"x-death": [{"queue": "q", "reason": "rejected", "count": "2"}]}],
@@ -46,26 +44,6 @@ KNOWN_HOSTILE: list[list[dict[str, FieldValue] | None]] = [
     [{DEFAULT_RETRY_HEADER: 3.4028235677973366e38}],  # pamqp wrote floats as 32 bits
     [{DEFAULT_RETRY_HEADER: "9" * 5000, "rr-replayed-count": 2**63 - 1}],
 ]
-SCALARS: st.SearchStrategy[FieldValue] = st.one_of(
-    st.none(),
-    st.booleans(),
-    INT64,
-    st.floats(allow_nan=False, allow_infinity=False),
-    DIGITS,
-    st.text(max_size=20),
-    st.binary(max_size=20),
-    st.datetimes(
-        min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(2100, 1, 1)
-    ).map(lambda moment: moment.replace(microsecond=0, tzinfo=datetime.UTC)),
-)
-VALUES: st.SearchStrategy[FieldValue] = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3),
-        st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=3),
-    ),
-    max_leaves=8,
-)
 NAMES = st.sampled_from(
     [DEFAULT_RETRY_HEADER, "x-delivery-count", "rr-replayed-count", "x-death", "rr-origin-queue"]
 )
