@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from rabbitctl_retry.cli import completion, declare, dlq, doctor, run, simulate, topology
+from rabbitctl_retry.cli import completions, declare, dlq, doctor, run, simulate, topology
 from rabbitctl_retry.cli.group import RrGroup
 from rabbitctl_retry.runtime.logs import install_stderr_fallback
 
@@ -38,7 +38,7 @@ app.command(name="simulate")(simulate.simulate_command)
 app.add_typer(topology.app, name="topology")
 app.add_typer(dlq.app, name="dlq")
 app.command(name="doctor")(doctor.doctor_command)
-app.command(name="completion")(completion.completion)
+app.command(name="completion")(completions.completion)
 
 
 def main() -> None:

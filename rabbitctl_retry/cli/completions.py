@@ -7,10 +7,11 @@ test regenerates them and fails when they no longer match the CLI. The scripts a
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 import typer.main
@@ -240,3 +241,13 @@ def _fish_condition(spec: CommandSpec) -> str:
     if spec.subcommands:
         parts.append(f"not __fish_seen_subcommand_from {' '.join(spec.subcommands)}")
     return "; and ".join(parts)
+
+
+def completion(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")]) -> None:
+    """Print the completion script for SHELL.
+
+    Example: rr completion bash > /etc/bash_completion.d/rr
+    """
+    from rabbitctl_retry.cli import app
+
+    sys.stdout.write(render(app, shell))

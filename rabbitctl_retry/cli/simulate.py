@@ -20,7 +20,7 @@ from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
-from rabbitctl_retry.runtime.simulate import Simulation, parse_publish, simulate
+from rabbitctl_retry.simulation import Simulation, parse_publish, simulate
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.naming import parse_duration_ms
 

@@ -22,7 +22,6 @@ looks like (docs/dlq.md, "Where a dead letter goes back to").
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,16 +33,10 @@ from rabbitctl_retry.retry.headers import (
     deaths,
 )
 from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.topology.naming import is_derived_wait_queue
 
 REASON_MAX_ATTEMPTS = "max_attempts"
 """The reason rr gives its own dead-letter copies (the classic queue's last attempt failed)."""
-
-_DERIVED_WAIT_QUEUE = re.compile(r".\.retry(\.[0-9]+(ms|s|m|h|d))?\Z", re.DOTALL)
-
-
-def is_derived_wait_queue(name: str) -> bool:
-    """Whether ``name`` has the shape of a wait queue rr derives: ``<q>.retry[.<duration>]``."""
-    return _DERIVED_WAIT_QUEUE.search(name) is not None
 
 
 @dataclass(frozen=True, slots=True)

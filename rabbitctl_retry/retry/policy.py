@@ -64,7 +64,7 @@ from rabbitctl_retry.retry.headers import (
 )
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER, wait_queue_name
 
 KEPT_PROPERTIES = (
     "content_type",
@@ -401,7 +401,7 @@ def _wait_queue_for(policy: RetryPolicy, delay_ms: int) -> str:
     """The single wait queue, or the smallest tier at least ``delay_ms`` long (else the
     longest: a delay longer than every tier waits for the longest tier)."""
     if not policy.tiers:
-        return policy.wait_queue or f"{policy.queue}.retry"
+        return policy.wait_queue or wait_queue_name(policy.queue)
     for tier_ms, wait_queue in policy.tiers:
         if tier_ms >= delay_ms:
             return wait_queue

@@ -17,14 +17,26 @@ _MAX_DURATION_DIGITS = 20
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+WAIT_QUEUE_SUFFIX = ".retry"
+
+_DERIVED_WAIT_QUEUE = re.compile(
+    "." + re.escape(WAIT_QUEUE_SUFFIX) + r"(\.[0-9]+(ms|s|m|h|d))?\Z", re.DOTALL
+)
+
+
 def wait_queue_name(queue: str) -> str:
     """The default wait queue of ``delay = "dlx-ttl"``: ``refunds`` -> ``refunds.retry``."""
-    return f"{queue}.retry"
+    return f"{queue}{WAIT_QUEUE_SUFFIX}"
 
 
 def tier_queue_name(queue: str, tier_ms: int) -> str:
     """The wait queue of one delay tier: ``("refunds", 30_000)`` -> ``refunds.retry.30s``."""
-    return f"{queue}.retry.{format_duration_ms(tier_ms)}"
+    return f"{wait_queue_name(queue)}.{format_duration_ms(tier_ms)}"
+
+
+def is_derived_wait_queue(name: str) -> bool:
+    """Whether ``name`` has the shape of a wait queue rr derives: ``<q>.retry[.<duration>]``."""
+    return _DERIVED_WAIT_QUEUE.search(name) is not None
 
 
 def delay_exchange_name(queue: str) -> str:

@@ -1,4 +1,4 @@
-"""Every row of SPEC §3 through the real consumer runtime, on each backend.
+"""Every row of docs/runtime.md's outcome table through the real consumer runtime, on each backend.
 
 Exact numbers: how many deliveries the handler saw, with which headers, and which queue holds
 the message afterwards.

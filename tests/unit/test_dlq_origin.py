@@ -12,11 +12,11 @@ from rabbitctl_retry.dlq.origin import (
     death_reason,
     facts,
     failed_at,
-    is_derived_wait_queue,
     origin_queue,
     wait_queue_named,
 )
 from rabbitctl_retry.topology.load import load_text
+from rabbitctl_retry.topology.naming import is_derived_wait_queue
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

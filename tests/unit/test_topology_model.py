@@ -410,7 +410,7 @@ def test_queue_accepts(fields: dict[str, Any]) -> None:
 
 
 def test_quorum_queue_with_dead_letter_and_a_raw_delivery_limit_is_accepted() -> None:
-    # SPEC §2: delivery_limit is "a raw server limit, used when max_attempts is not set";
+    # docs/topology.md: delivery_limit is "a raw server limit, used when max_attempts is not set";
     # with dead_letter it has a route, so nothing is thrown away (expand.py: "quorum +
     # delivery_limit L ... (with D or dead_letter_exchange)").
     queue = Queue(name="q", type=QUORUM, dead_letter="q.dead", delivery_limit=3)
