@@ -39,7 +39,7 @@ from rabbitctl_retry.transport.base import (
     QueueInfo,
     ServerVersion,
 )
-from rabbitctl_retry.transport.errors import error_class_for
+from rabbitctl_retry.transport.reply_codes import error_class_for
 
 if TYPE_CHECKING:
     from rabbitctl_retry.emulator.runner import Emulator

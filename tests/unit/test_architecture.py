@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,3 +76,15 @@ def test_the_checker_catches_a_wrong_arrow(tmp_path: Path) -> None:
     assert not allowed_for_core("aiormq")
     assert not allowed_for_core("asyncio")
     assert allowed_for_core("rabbitctl_retry.topology.model")
+
+
+def test_the_emulator_needs_no_amqp_client() -> None:
+    """The emulator (and so rr's own tests of it) imports without aiormq or pamqp installed."""
+    script = (
+        "import sys\n"
+        "sys.modules['aiormq'] = None\n"
+        "sys.modules['pamqp'] = None\n"
+        "import rabbitctl_retry.emulator\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
