@@ -14,10 +14,12 @@ on the same machine, and a bare ``rabbitmqctl`` must never reach the wrong one.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import socket
 import ssl
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -38,6 +40,24 @@ class SharedBroker:
 
     def ctl(self, *args: str) -> list[str]:
         return [*self.ctl_prefix, "-n", self.node, *args]
+
+    def run_ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run this node's ``rabbitmqctl ARGS``; its completed process (text output).
+
+        Started once more if the start itself fails with EFAULT: seen once in CI when a
+        worker thread started the 4.0 node's script at the end of the session (Python's
+        vfork-based start, not the command, failed).
+        """
+        try:
+            return subprocess.run(
+                self.ctl(*args), capture_output=True, text=True, timeout=60, check=False
+            )
+        except OSError as error:
+            if error.errno != errno.EFAULT:
+                raise
+            return subprocess.run(
+                self.ctl(*args), capture_output=True, text=True, timeout=60, check=False
+            )
 
 
 BROKERS = {

@@ -240,9 +240,7 @@ _RETRY_KEY = "dead_letter_worker_publisher_confirm_timeout"
 
 def _eval(broker: SharedBroker, expression: str) -> str:
     """``rabbitmqctl eval EXPRESSION`` on ``broker``'s node; what it printed."""
-    done = subprocess.run(
-        broker.ctl("eval", expression), capture_output=True, text=True, timeout=60, check=False
-    )
+    done = broker.run_ctl("eval", expression)
     if done.returncode != 0:
         raise RuntimeError(f"rabbitmqctl eval failed: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -250,9 +248,7 @@ def _eval(broker: SharedBroker, expression: str) -> str:
 
 def ctl(broker: SharedBroker, *args: str) -> None:
     """Run ``rabbitmqctl -q ARGS`` on ``broker``'s node; raise with its stderr when it fails."""
-    done = subprocess.run(
-        broker.ctl("-q", *args), capture_output=True, text=True, timeout=60, check=False
-    )
+    done = broker.run_ctl("-q", *args)
     if done.returncode != 0:
         raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {done.stderr.strip()}")
 

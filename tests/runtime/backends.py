@@ -5,7 +5,6 @@ reads the same on both; only waiting differs (real seconds, or advancing the clo
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -124,9 +123,7 @@ class RabbitBackend:
         self.ctl("close_all_connections", "-p", self.vhost, "rr test: forced close")
 
     def ctl(self, *args: str) -> str:
-        result = subprocess.run(
-            self.broker.ctl("-q", *args), capture_output=True, text=True, timeout=60
-        )
+        result = self.broker.run_ctl("-q", *args)
         if result.returncode != 0:
             raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {result.stderr}")
         return result.stdout
