@@ -65,7 +65,6 @@ from __future__ import annotations
 import asyncio
 import binascii
 import logging
-import re
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
@@ -73,7 +72,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import aiormq
-import pamqp.constants
 import pamqp.frame
 from aiormq import exceptions as amqp_exc
 from aiormq.abc import DeliveredMessage
@@ -112,23 +110,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "TLS_NOT_VERIFIED", "AmqpChannel", "AmqpConnection", "connect"]
 
-codec.install()  # undecodable properties must not close the connection; floats stay doubles
-
-
-def _accept_non_ascii_names() -> None:
-    """Let pamqp send queue and exchange names with non-ASCII characters (``dead.é``).
-
-    pamqp checks names against ``[a-zA-Z0-9-_.:@#,/+ ]`` before it sends a frame; RabbitMQ
-    takes any UTF-8 name of at most 255 bytes, so a queue it holds could not even be
-    inspected (docs/dlq.md, "Queue names"). The rule for ASCII characters stays.
-    """
-    for domain in ("exchange-name", "queue-name"):
-        pamqp.constants.DOMAIN_REGEX[domain] = re.compile(
-            "^[a-zA-Z0-9-_.:@#,/+ \u0080-\ud7ff\ue000-\U0010ffff]*$"
-        )
-
-
-_accept_non_ascii_names()
+codec.install()  # pamqp corrected: undecodable headers, doubles, whole and non-ASCII names
 
 
 log = logging.getLogger("rr.transport")

@@ -11,6 +11,11 @@ spec's advice) and logs the raw key: a copy of a message whose header name anoth
 wrote at 200 bytes would silently lose the end of it. RabbitMQ takes keys up to 255 bytes
 (an AMQP short string); :func:`field_table` writes them whole, and refuses longer ones.
 
+**Non-ASCII names pass.** pamqp checks queue and exchange names against
+``[a-zA-Z0-9-_.:@#,/+ ]`` before it sends a frame; RabbitMQ takes any UTF-8 name of at most
+255 bytes, so a queue it holds (``dead.é``) could not even be inspected (docs/dlq.md, "Queue
+names"). :func:`install` widens the rule to non-ASCII characters; the ASCII rule stays.
+
 **Content headers the codec cannot decode are decoded as far as possible.**
 
 A message's properties are written by whoever published it. Some clients write values
@@ -29,6 +34,7 @@ header pamqp decodes, is exactly what pamqp returns.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Final
 
@@ -73,6 +79,9 @@ class RawProperties(commands.Basic.Properties):
     def marshal(self) -> bytes:
         return self._raw
 
+
+_NAME_WITH_NON_ASCII = re.compile("^[a-zA-Z0-9-_.:@#,/+ \u0080-\ud7ff\ue000-\U0010ffff]*$")
+"""pamqp's name rule, plus every non-ASCII character but lone surrogates."""
 
 _strict_unmarshal = pamqp.frame.unmarshal
 _strict_encode_table_value = encode.encode_table_value
@@ -189,5 +198,7 @@ def install() -> None:
     """
     pamqp.frame.unmarshal = unmarshal_frame
     encode.encode_table_value = encode_table_value
+    for domain in ("exchange-name", "queue-name"):
+        constants.DOMAIN_REGEX[domain] = _NAME_WITH_NON_ASCII
     encode.field_table = field_table
     encode.METHODS["table"] = field_table
