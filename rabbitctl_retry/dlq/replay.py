@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TypeAlias
 
 from rabbitctl_retry.dlq.filters import Condition, matches
@@ -43,6 +43,7 @@ from rabbitctl_retry.retry.headers import (
     HeaderValue,
     copy_headers,
     count_value,
+    utc_stamp,
 )
 from rabbitctl_retry.topology.model import MAX_NAME_BYTES
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
@@ -113,11 +114,6 @@ class Stop:
 
 
 Choice: TypeAlias = Replay | Skip | Fail | Stop
-
-
-def utc_stamp(now: datetime) -> str:
-    """``now`` as ISO 8601 UTC with milliseconds: ``2024-05-01T10:00:00.123Z``."""
-    return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _text(value: object) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeAlias
 
 from rabbitctl_retry.topology.arguments import ArgumentValue
@@ -47,6 +47,12 @@ MAX_COUNT = 1_000_000_000
 second for 30 years stays below it); anything larger is malformed."""
 
 _MAX_COUNT_DIGITS = len(str(MAX_COUNT))
+
+
+def utc_stamp(moment: datetime) -> str:
+    """``moment`` as ISO 8601 UTC with milliseconds, ``2024-05-01T10:00:00.123Z``: how rr
+    writes times (``rr-failed-at``, ``rr-replayed-at``, log lines)."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def count_value(value: object) -> int | None:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
@@ -61,6 +61,7 @@ from rabbitctl_retry.retry.headers import (
     attempt_of,
     copy_headers,
     retry_count,
+    utc_stamp,
 )
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
@@ -303,9 +304,7 @@ def spend(
         )
     updates: dict[str, HeaderValue] = {
         ORIGIN_QUEUE_HEADER: policy.queue,
-        FAILED_AT_HEADER: now.astimezone(UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z"),
+        FAILED_AT_HEADER: utc_stamp(now),
     }
     if failure is not None:
         updates[ERROR_TYPE_HEADER] = failure.type

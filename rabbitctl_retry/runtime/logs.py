@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from rabbitctl_retry.errors import censor_urls, escape_unprintable
+from rabbitctl_retry.retry.headers import utc_stamp
 
 
 class LogFormat(StrEnum):
@@ -37,8 +38,7 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def _time(record: logging.LogRecord) -> str:
-    stamp = datetime.fromtimestamp(record.created, UTC)
-    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_stamp(datetime.fromtimestamp(record.created, UTC))
 
 
 def _message(record: logging.LogRecord) -> str:
