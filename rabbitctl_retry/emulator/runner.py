@@ -103,16 +103,16 @@ class Emulator:
         for connection in list(self._connections):
             connection._shut(_FORCED_CLOSE)
 
-    def _forget(self, connection: EmulatedConnection) -> None:
+    def forget(self, connection: EmulatedConnection) -> None:
         if connection in self._connections:
             self._connections.remove(connection)
 
-    def _next_message_id(self) -> str:
+    def next_message_id(self) -> str:
         return uuid.UUID(int=next(self._message_ids), version=4).hex
 
     # -- running -----------------------------------------------------------------------------
 
-    def _spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
+    def spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
         try:
             asyncio.get_running_loop()
         except RuntimeError:

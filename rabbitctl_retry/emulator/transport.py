@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar, assert_never
+from typing import Protocol, TypeVar, assert_never
 
-from rabbitctl_retry.emulator.broker import ConnectionFault
+from rabbitctl_retry.emulator.broker import Broker, ConnectionFault
 from rabbitctl_retry.emulator.flow import PublishOutcome
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState
 from rabbitctl_retry.emulator.values import name_problem, routing_key_problem, with_message_id
@@ -41,8 +41,28 @@ from rabbitctl_retry.transport.base import (
 )
 from rabbitctl_retry.transport.reply_codes import error_class_for
 
-if TYPE_CHECKING:
-    from rabbitctl_retry.emulator.runner import Emulator
+
+class Host(Protocol):
+    """What the port's connections and channels need of the emulator that made them
+    (:class:`~rabbitctl_retry.emulator.runner.Emulator`); a protocol, so that this module
+    does not import the runner that imports it."""
+
+    broker: Broker
+    server_version: ServerVersion
+    client_message_ids: bool
+
+    def forget(self, connection: EmulatedConnection) -> None:
+        """``connection`` closed: stop tracking it."""
+        ...
+
+    def next_message_id(self) -> str:
+        """The message id the client library would add to a message that has none."""
+        ...
+
+    def spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
+        """Run a consumer's callback for ``delivery`` as a task of the emulator."""
+        ...
+
 
 T = TypeVar("T")
 
@@ -54,7 +74,7 @@ class EmulatedConnection:
     """A :class:`~rabbitctl_retry.transport.base.Connection` to an
     :class:`~rabbitctl_retry.emulator.runner.Emulator` (made by ``Emulator.connect()``)."""
 
-    def __init__(self, emulator: Emulator) -> None:
+    def __init__(self, emulator: Host) -> None:
         self._emulator = emulator
         self._state: ConnectionState = emulator.broker.open_connection()
         self._closed = asyncio.Event()
@@ -89,7 +109,7 @@ class EmulatedConnection:
             self.close_reason = reason
         self._emulator.broker.close_connection(self._state)
         self._closed.set()
-        self._emulator._forget(self)
+        self._emulator.forget(self)
 
     def closed_error(self, what: str, *, resource: str = "channel") -> TransportError:
         """What the aiormq adapter raises for ``what`` once this connection is closed."""
@@ -110,9 +130,7 @@ class EmulatedChannel:
     leaves the channel open.
     """
 
-    def __init__(
-        self, emulator: Emulator, connection: EmulatedConnection, state: ChannelState
-    ) -> None:
+    def __init__(self, emulator: Host, connection: EmulatedConnection, state: ChannelState) -> None:
         self._emulator = emulator
         self._broker = emulator.broker
         self._connection = connection
@@ -280,7 +298,7 @@ class EmulatedChannel:
         # what aiormq sends for us: default properties, and a message id when there is none
         sent = properties or _CLIENT_DEFAULT_PROPERTIES
         if not sent.message_id and self._emulator.client_message_ids:
-            sent = with_message_id(sent, self._emulator._next_message_id())
+            sent = with_message_id(sent, self._emulator.next_message_id())
 
         def publish() -> PublishOutcome:
             return self._broker.publish(exchange, routing_key, body, sent, mandatory)
@@ -334,7 +352,7 @@ class EmulatedChannel:
         emulator = self._emulator
 
         def sink(delivery: Delivery) -> None:
-            emulator._spawn(callback, delivery)
+            emulator.spawn(callback, delivery)
 
         return self._run(
             what,

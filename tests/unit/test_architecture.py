@@ -88,3 +88,39 @@ def test_the_emulator_needs_no_amqp_client() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (module -> modules it imports), or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_no_import_circle_inside_the_emulator() -> None:
+    prefix = "rabbitctl_retry.emulator"
+    graph = {
+        f"{prefix}.{path.stem}": {
+            name for name in imports_of(path) if name.startswith(prefix + ".")
+        }
+        for path in modules("emulator")
+        if path.stem != "__init__"
+    }
+    assert _cycle(graph) is None, _cycle(graph)
+    assert _cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]  # the checker finds one
