@@ -13,8 +13,6 @@ from __future__ import annotations
 import datetime
 import logging
 import struct
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -23,12 +21,8 @@ from pamqp import commands
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.copies import CopyPublisher
-from rabbitctl_retry.runtime.handlers import Subscriber
-from rabbitctl_retry.runtime.loader import HandlerSet
-from rabbitctl_retry.runtime.service import RunOptions, Service
-from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Delivery, Properties
-from tests.runtime.backends import Backend, depth, peek, publish
+from tests.runtime.backends import Backend, depth, peek, publish, running_work
 
 CLASSIC = '[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n[queues."work.dead"]\n'
 QUORUM = (
@@ -50,19 +44,6 @@ def nanosecond_timestamp(message_id: str) -> Properties:
     at = good.index(seconds)
     raw = good[:at] + struct.pack(">Q", EPOCH_2020_S * 10**9) + good[at + 8 :]
     return Properties(message_id=message_id, delivery_mode=2, undecodable=("timestamp",), raw=raw)
-
-
-@asynccontextmanager
-async def running(backend: Backend, topology: str, handler: Any) -> AsyncIterator[Service]:
-    service = Service(
-        HandlerSet(module="test", subscribers=(Subscriber("work", handler, "test:work"),)),
-        topology=load_text(topology),
-        connect=backend.connect,
-        options=RunOptions(prefetch=10, shutdown_timeout_s=5),
-        clock=backend.clock,
-    )
-    async with service.running():
-        yield service
 
 
 def recording(seen: list[str], outcome: AnyOutcome) -> Any:
@@ -112,7 +93,7 @@ async def test_rr_failing_twice_on_a_message_dead_letters_it_and_no_other(
     async def handler(msg: Message) -> AnyOutcome:
         return handler_outcome(msg)
 
-    async with running(backend, CLASSIC, handler):
+    async with running_work(backend, CLASSIC, handler):
         await publish(backend, "work", b"p", Properties(message_id="poison"))
         for number in range(5):
             await publish(backend, "work", b"g", Properties(message_id=f"good-{number}"))
@@ -141,7 +122,7 @@ async def test_an_undecodable_message_is_set_aside_and_the_next_one_handled(
     caplog.set_level(logging.INFO, logger="rr")
     seen: list[str] = []
     bad = nanosecond_timestamp("undecodable")
-    async with running(backend, topology, recording(seen, Outcome.ack())) as service:
+    async with running_work(backend, topology, recording(seen, Outcome.ack())) as service:
         await publish(backend, "work", b"raw body", bad)
         await publish(backend, "work", b"fine", Properties(message_id="good"))
         dead = await wait_for(backend, "work.dead", 1)
@@ -174,7 +155,7 @@ async def test_a_retry_copy_does_not_carry_cc_to_other_queues(backend: Backend) 
         seen.append(msg.properties.message_id or "")
         return Outcome.retry() if msg.attempt == 1 else Outcome.ack()
 
-    async with running(backend, topology, retry_once):
+    async with running_work(backend, topology, retry_once):
         await publish(
             backend, "work", b"x", Properties(message_id="cc-1", headers={"CC": ["audit"]})
         )

@@ -5,13 +5,18 @@ reads the same on both; only waiting differs (real seconds, or advancing the clo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 from uuid import uuid4
 
 from rabbitctl_retry.errors import BrokerUnreachable
 from rabbitctl_retry.runtime.clock import Clock, WallClock
+from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 from tests.shared_node import SharedBroker, current
@@ -156,3 +161,18 @@ class EmulatorBackend:
 
     async def close(self) -> None:
         self.emulator.drop_connections()
+
+
+@asynccontextmanager
+async def running_work(backend: Backend, topology: str, handler: Any) -> AsyncIterator[Service]:
+    """``rr run``'s service consuming queue ``work`` of ``topology`` (TOML text) with
+    ``handler`` (prefetch 10); stopped gracefully after the block."""
+    service = Service(
+        HandlerSet(module="test", subscribers=(Subscriber("work", handler, "test:work"),)),
+        topology=load_text(topology),
+        connect=backend.connect,
+        options=RunOptions(prefetch=10, shutdown_timeout_s=5),
+        clock=backend.clock,
+    )
+    async with service.running():
+        yield service

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,27 +21,11 @@ import pytest
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.copies import CopyPublisher
-from rabbitctl_retry.runtime.handlers import Subscriber
-from rabbitctl_retry.runtime.loader import HandlerSet
-from rabbitctl_retry.runtime.service import RunOptions, Service
-from rabbitctl_retry.topology.load import load_text
+from rabbitctl_retry.runtime.service import Service
 from rabbitctl_retry.transport.base import Properties
-from tests.runtime.backends import Backend, depth, peek, publish
+from tests.runtime.backends import Backend, depth, peek, publish, running_work
 
 TOPOLOGY = '[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n'
-
-
-@asynccontextmanager
-async def running(backend: Backend, handler: Any) -> AsyncIterator[Service]:
-    service = Service(
-        HandlerSet(module="test", subscribers=(Subscriber("work", handler, "test:work"),)),
-        topology=load_text(TOPOLOGY),
-        connect=backend.connect,
-        options=RunOptions(prefetch=10, shutdown_timeout_s=5),
-        clock=backend.clock,
-    )
-    async with service.running():
-        yield service
 
 
 def recording(seen: list[tuple[str, int]], outcome: Callable[[Message], AnyOutcome]) -> Any:
@@ -85,7 +68,7 @@ async def test_an_error_in_rr_code_sends_only_that_delivery_back(
     def retry_a_acks_b(msg: Message) -> AnyOutcome:
         return Outcome.retry() if msg.properties.message_id == "a" else Outcome.ack()
 
-    async with running(backend, recording(seen, retry_a_acks_b)):
+    async with running_work(backend, TOPOLOGY, recording(seen, retry_a_acks_b)):
         await publish(backend, "work", b"a", Properties(message_id="a"))
         await publish(backend, "work", b"b", Properties(message_id="b"))
         await _handled(backend, seen, 5, "a three times (and once more) and b once")
@@ -126,7 +109,7 @@ async def test_the_consumer_starts_again_when_the_broker_takes_it_away(
 ) -> None:
     caplog.set_level(logging.INFO, logger="rr")
     seen: list[tuple[str, int]] = []
-    async with running(backend, recording(seen, lambda m: Outcome.ack())) as service:
+    async with running_work(backend, TOPOLOGY, recording(seen, lambda m: Outcome.ack())) as service:
         await publish(backend, "work", b"1", Properties(message_id="before"))
         await _handled(backend, seen, 1, "the first message")
         if how == "channel closed":
@@ -187,7 +170,7 @@ async def test_malformed_count_headers_count_as_zero_and_are_logged(
     seen: list[tuple[str, int]] = []
     header = "x-ruststream-retry-count"
     poison = {"superscript": "²", "long": "9" * 5000}
-    async with running(backend, recording(seen, lambda m: Outcome.retry())):
+    async with running_work(backend, TOPOLOGY, recording(seen, lambda m: Outcome.retry())):
         for message_id, value in poison.items():
             props = Properties(message_id=message_id, headers={header: value})
             await publish(backend, "work", message_id.encode(), props)
@@ -237,7 +220,7 @@ async def test_a_handler_raising_a_base_exception_fails_only_its_message(
             raise raised
         return Outcome.ack()
 
-    async with running(backend, handler):  # its exit raises if the service died
+    async with running_work(backend, TOPOLOGY, handler):  # its exit raises if the service died
         await publish(backend, "work", b"bad", Properties(message_id="bad"))
         await publish(backend, "work", b"good", Properties(message_id="good"))
         await _handled(backend, seen, 3, "bad twice, good once")
@@ -262,7 +245,7 @@ async def test_a_delay_longer_than_rabbitmq_accepts_is_refused_alone(
             return Outcome.retry_after(1e30 if msg.properties.message_id == "far" else 0)
         return Outcome.ack()
 
-    async with running(backend, handler):
+    async with running_work(backend, TOPOLOGY, handler):
         for message_id in ("far", "near"):
             await publish(backend, "work", message_id.encode(), Properties(message_id=message_id))
         await _handled(backend, seen, 4, "each message twice")
