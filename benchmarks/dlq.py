@@ -7,7 +7,7 @@ Every message is a realistic dead letter: a 200-byte persistent JSON body, a mes
 retry header, and an `x-death` entry naming its origin queue. Cases, each moving every message
 of a preloaded (untimed) classic durable queue to another queue:
 
-* rr replay           the `rr dlq replay` engine (`runtime/dlq.py`, no CLI): origin from
+* rr replay           the `rr dlq replay` engine (`ops/dlq.py`, no CLI): origin from
                       `x-death`, new headers, mandatory copies on a confirm channel, many in
                       flight, each dead letter acked after its own confirm (acks coalesced)
 * aiormq pipelined    raw aiormq: consume with the same prefetch, publish the message as it
@@ -44,7 +44,7 @@ import aiormq
 from pamqp import commands as spec
 
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.runtime import dlq, replay
+from rabbitctl_retry.ops import dlq, replay
 from rabbitctl_retry.transport import amqp
 
 BODY = json.dumps({"id": 1, "card": "4111111111111111", "note": "x" * 150}).encode()[:200]

@@ -32,10 +32,10 @@ from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.emulator.events import Event
 from rabbitctl_retry.emulator.snapshots import QueuedMessage
 from rabbitctl_retry.errors import ConflictError
+from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.runtime.consumer import EventListener
 from rabbitctl_retry.runtime.handlers import Subscriber, subscriber_queue
 from rabbitctl_retry.runtime.loader import HandlerSet, handlers_of_module, load_target
-from rabbitctl_retry.runtime.provision import provision
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_file, load_text

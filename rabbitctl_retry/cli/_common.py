@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -27,12 +28,34 @@ from rabbitctl_retry.errors import (
     escape_unprintable,
     exit_code_for,
 )
+from rabbitctl_retry.transport.base import Connection, Connector
 from rabbitctl_retry.transport.url import parse_broker_url
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 URL_ENV = "RR_URL"
 
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class CliSettings:
+    """What the command line is handed besides its arguments: ``app(obj=CliSettings(...))``.
+    rr's tests hand it the emulator's connector; rr itself leaves it out."""
+
+    connector: Connector
+
+
+async def amqp_connector(url: str) -> Connection:
+    """rr's own connector: the aiormq adapter (imported on the first connect)."""
+    from rabbitctl_retry.transport import amqp
+
+    return await amqp.connect(url)
+
+
+def connector_of(ctx: typer.Context) -> Connector:
+    """The one place that picks the adapter every command connects with."""
+    settings = ctx.find_root().obj
+    return settings.connector if isinstance(settings, CliSettings) else amqp_connector
 
 
 class OutputFormat(StrEnum):

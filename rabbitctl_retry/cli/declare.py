@@ -11,6 +11,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    connector_of,
     fail,
     guard,
     print_json,
@@ -21,10 +22,11 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
 from rabbitctl_retry.cli.topology import load_checked
 from rabbitctl_retry.errors import ConflictError
-from rabbitctl_retry.runtime.provision import declare_topology
+from rabbitctl_retry.ops.declare import declare_topology
 
 
 def declare(
+    ctx: typer.Context,
     topology_file: Annotated[Path, typer.Argument(help="The topology file (TOML).")],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the plan; change nothing.")
@@ -41,7 +43,14 @@ def declare(
         # Checked and every frame encoded before the first one is sent (docs/topology.md,
         # "Malformed files").
         topology, _ = load_checked(topology_file)
-    result = run(declare_topology(topology, resolve_url(url, topology.broker.url), dry_run=dry_run))
+    result = run(
+        declare_topology(
+            topology,
+            resolve_url(url, topology.broker.url),
+            dry_run=dry_run,
+            connector=connector_of(ctx),
+        )
+    )
     if output is OutputFormat.JSON:
         print_json(plan_document(result, dry_run=dry_run))
     else:

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +25,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    connector_of,
     fail,
     guard,
     print_json,
@@ -52,12 +53,11 @@ from rabbitctl_retry.dlq.report import (
     replay_summary,
 )
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
-from rabbitctl_retry.runtime import dlq as shell
-from rabbitctl_retry.runtime import replay as replayer
+from rabbitctl_retry.ops import dlq as shell
+from rabbitctl_retry.ops import replay as replayer
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Connection
 
 app = typer.Typer(
@@ -65,16 +65,6 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-
-Connector = Callable[[str], Awaitable[Connection]]
-
-
-async def _amqp_connect(url: str) -> Connection:
-    return await amqp.connect(url)
-
-
-connect: Connector = _amqp_connect
-"""How the commands reach the broker (tests point it at the emulator)."""
 
 DEFAULT_INSPECT_LIMIT = 1000
 
@@ -186,6 +176,7 @@ def _quorum_warning(state: shell.QueueState, count: int, version: str) -> str | 
 
 @app.command("inspect")
 def inspect_command(
+    ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The dead-letter queue.")],
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, help="Read at most this many messages.")
@@ -208,7 +199,7 @@ def inspect_command(
     retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
 
     async def inspect() -> shell.ReadResult:
-        connection = await connect(broker_url)
+        connection = await connector_of(ctx)(broker_url)
         try:
             state = await shell.queue_state(connection, queue)
             warning = _quorum_warning(
@@ -257,6 +248,7 @@ def _sources(queue: str | None, topology: Topology | None) -> list[str]:
 
 @app.command("replay")
 def replay_command(
+    ctx: typer.Context,
     queue: Annotated[
         str | None,
         typer.Argument(help="The dead-letter queue; without it, every one of --topology."),
@@ -345,7 +337,7 @@ def replay_command(
 
     async def replay() -> None:
         options = replayer.ReplayOptions(limit=limit, rate_per_s=rate_per_s, stop=stop)
-        connection = await connect(broker_url)
+        connection = await connector_of(ctx)(broker_url)
         try:
             states = [await shell.queue_state(connection, plan.source) for plan in plans]
             version = str(connection.server_version)
@@ -483,6 +475,7 @@ def _print_replay(reports: list[ReplayReport], output: OutputFormat, *, several:
 
 @app.command("export")
 def export_command(
+    ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to copy.")],
     file: Annotated[Path, typer.Argument(help="The JSON Lines file to write (must not exist).")],
     limit: Annotated[
@@ -504,7 +497,7 @@ def export_command(
             raise UsageError(f"{file} exists; rr does not overwrite an export: choose another name")
 
     async def export() -> shell.ReadResult:
-        connection = await connect(broker_url)
+        connection = await connector_of(ctx)(broker_url)
         try:
             state = await shell.queue_state(connection, queue)
             count = state.message_count if limit is None else min(limit, state.message_count)
@@ -541,6 +534,7 @@ def export_command(
 
 @app.command("import")
 def import_command(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A file written by `rr dlq export`.")],
     to: Annotated[str, typer.Option("--to", help="The queue to publish into.")],
     from_line: Annotated[
@@ -568,7 +562,7 @@ def import_command(
         checked = shell.check_file(file, to, from_line=from_line, user=user)
 
     async def import_() -> shell.ImportReport:
-        connection = await connect(broker_url)
+        connection = await connector_of(ctx)(broker_url)
         try:
             with _progress(OutputFormat.TABLE) as progress:
                 return await shell.import_file(
@@ -602,6 +596,7 @@ def import_command(
 
 @app.command("purge")
 def purge_command(
+    ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to empty.")],
     yes: YesOption = False,
     url: UrlOption = None,
@@ -611,7 +606,7 @@ def purge_command(
         _require_answerable(yes, f"purge {queue!r}")
 
     async def purge() -> int:
-        connection = await connect(resolve_url(url))
+        connection = await connector_of(ctx)(resolve_url(url))
         try:
             state = await shell.queue_state(connection, queue)
             await _ask(
@@ -628,4 +623,4 @@ def purge_command(
     stdout_console().print(cell(f"purged {purged:,} message(s) from {queue!r}"))
 
 
-__all__ = ["app", "connect"]
+__all__ = ["app"]

@@ -13,6 +13,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    connector_of,
     guard,
     print_json,
     resolve_url,
@@ -24,13 +25,13 @@ from rabbitctl_retry.doctor import Finding, Level, ServerFacts, examine, safe
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.transport import amqp
-from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.base import Connection, Connector
 
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 
 
 def doctor_command(
+    ctx: typer.Context,
     topology_file: Annotated[
         Path | None,
         typer.Option("--topology", "-t", help="Also check this topology file's queues."),
@@ -45,7 +46,7 @@ def doctor_command(
         topology = load_file(topology_file) if topology_file else None
     desired = expand(topology) if topology is not None else None
     broker_url = resolve_url(url, topology.broker.url if topology else None)
-    facts = run(_read_facts(broker_url, desired))
+    facts = run(_read_facts(broker_url, desired, connector_of(ctx)))
     findings = examine(desired, facts)
     if output is OutputFormat.JSON:
         print_json(_document(facts, findings))
@@ -57,8 +58,8 @@ def doctor_command(
         raise typer.Exit(1)
 
 
-async def _read_facts(url: str, desired: Desired | None) -> ServerFacts:
-    connection = await amqp.connect(url)
+async def _read_facts(url: str, desired: Desired | None, connector: Connector) -> ServerFacts:
+    connection = await connector(url)
     try:
         plugin: bool | None = None
         if desired is not None and any(x.type == DELAYED_EXCHANGE_TYPE for x in desired.exchanges):

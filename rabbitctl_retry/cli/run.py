@@ -10,13 +10,12 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import UrlOption, guard, resolve_url, run
+from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_url, run
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Connection
 
 MAX_PREFETCH = 65_535
@@ -31,6 +30,7 @@ class LogLevel(StrEnum):
 
 
 def run_command(
+    ctx: typer.Context,
     target: Annotated[
         str,
         typer.Argument(
@@ -74,8 +74,10 @@ def run_command(
         topology: Topology | None = load_file(topology_file) if topology_file else None
     broker_url = resolve_url(url, topology.broker.url if topology else None)
 
+    connector = connector_of(ctx)
+
     async def connect() -> Connection:
-        return await amqp.connect(broker_url)
+        return await connector(broker_url)
 
     options = RunOptions(
         prefetch=prefetch,

@@ -43,7 +43,7 @@ from rabbitctl_retry.topology.wire import describe_text
 
 # The transport's own conversion of plain tables to pamqp values: the pre-flight encodes
 # exactly what a declare sends.
-from rabbitctl_retry.transport.amqp import _wire_arguments
+from rabbitctl_retry.transport.values import wire_arguments
 
 app = typer.Typer(
     help="Check, show and export a topology file without touching a broker.",
@@ -66,13 +66,13 @@ def _exchange_frame(exchange: ExchangeEntity) -> Frame:
         exchange=exchange.name,
         exchange_type=exchange.type,
         durable=exchange.durable,
-        arguments=_wire_arguments(exchange.arguments),
+        arguments=wire_arguments(exchange.arguments),
     )
 
 
 def _queue_frame(queue: QueueEntity) -> Frame:
     return spec.Queue.Declare(
-        queue=queue.name, durable=queue.durable, arguments=_wire_arguments(queue.arguments)
+        queue=queue.name, durable=queue.durable, arguments=wire_arguments(queue.arguments)
     )
 
 
@@ -81,7 +81,7 @@ def _bind_frame(binding: BindingEntity) -> Frame:
         queue=binding.queue,
         exchange=binding.exchange,
         routing_key=binding.routing_key,
-        arguments=_wire_arguments(binding.arguments),
+        arguments=wire_arguments(binding.arguments),
     )
 
 

@@ -9,5 +9,5 @@
 * ``jsonl``    — the export file format, with type-preserving header values.
 
 No sockets, clocks or randomness here: time and the run id come in as arguments, and the
-shell (``runtime/dlq.py``) carries the decisions out on a broker.
+shell (``ops/dlq.py``) carries the decisions out on a broker.
 """

@@ -3,7 +3,7 @@
 The shell around the pure decision core. Per delivery it runs the handler (async handlers on
 the loop, sync ones in worker threads), asks ``decide()`` what the outcome means for this
 queue, and carries that out. Every ack and reject of the consumer's channel goes through one
-:class:`~rabbitctl_retry.runtime.settler.ChannelSettler`, which writes them in an order the
+:class:`~rabbitctl_retry.ops.settler.ChannelSettler`, which writes them in an order the
 broker accepts (acks coalesced into ``basic.ack(multiple=true)`` over the settled prefix).
 
 * ack, reject — recorded at once, written by the settler in the same turn of the loop;
@@ -38,6 +38,8 @@ from concurrent.futures import Executor
 from typing import Any, assert_never
 
 from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
+from rabbitctl_retry.ops.clock import Clock, sleep_unless
+from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
 from rabbitctl_retry.retry.headers import HeaderValue, malformed_counts
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
@@ -53,11 +55,9 @@ from rabbitctl_retry.retry.policy import (
     decide,
 )
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.clock import Clock, sleep_unless
 from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.message import Message
-from rabbitctl_retry.runtime.settler import ChannelSettler
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery

@@ -18,11 +18,11 @@ import logging
 from dataclasses import dataclass
 
 from rabbitctl_retry.errors import TransportError
+from rabbitctl_retry.ops.clock import Clock, Timer
 from rabbitctl_retry.retry.policy import KEPT_PROPERTIES, Copy
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.clock import Clock, Timer
-from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
+from rabbitctl_retry.transport.message_ids import MessageIdGuard
 
 log = logging.getLogger("rr.runtime")
 

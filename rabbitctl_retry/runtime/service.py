@@ -39,14 +39,14 @@ from rabbitctl_retry.errors import (
     RrError,
     TransportError,
 )
+from rabbitctl_retry.ops.clock import Clock, WallClock
+from rabbitctl_retry.ops.declare import observe, provision
 from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.clock import Clock, WallClock
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
 from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
-from rabbitctl_retry.runtime.provision import observe, provision
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.model import PublishMode, Queue, QueueType, Topology

@@ -67,8 +67,6 @@ import binascii
 import logging
 from collections.abc import Mapping
 from contextlib import suppress
-from datetime import datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import aiormq
@@ -79,7 +77,6 @@ from aiormq.connection import FrameReceiver, TransportFactory
 from pamqp import commands as spec
 from pamqp import common as wire
 from pamqp.base import Frame
-from pamqp.header import ContentHeader
 from yarl import URL
 
 from rabbitctl_retry.errors import (
@@ -90,13 +87,12 @@ from rabbitctl_retry.errors import (
     censor_url,
     censor_urls,
 )
-from rabbitctl_retry.transport import codec
+from rabbitctl_retry.transport import codec, values
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
     Delivery,
     DeliveryCallback,
-    FieldTable,
     FieldValue,
     Properties,
     QueueInfo,
@@ -287,7 +283,7 @@ class AmqpChannel:
                 durable=durable,
                 exclusive=exclusive,
                 auto_delete=auto_delete,
-                arguments=_wire_arguments(arguments),
+                arguments=values.wire_arguments(arguments),
             )
         except BaseException as exc:
             self._fail(exc, f"declare queue {name!r}")
@@ -316,7 +312,7 @@ class AmqpChannel:
                 durable=durable,
                 auto_delete=auto_delete,
                 internal=internal,
-                arguments=_wire_arguments(arguments),
+                arguments=values.wire_arguments(arguments),
             )
         except BaseException as exc:
             self._fail(exc, f"declare exchange {name!r}")
@@ -330,7 +326,7 @@ class AmqpChannel:
     ) -> None:
         try:
             await self._channel.queue_bind(
-                queue, exchange, routing_key, arguments=_wire_arguments(arguments)
+                queue, exchange, routing_key, arguments=values.wire_arguments(arguments)
             )
         except BaseException as exc:
             self._fail(exc, f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})")
@@ -376,7 +372,7 @@ class AmqpChannel:
                 body,
                 exchange=exchange,
                 routing_key=routing_key,
-                properties=None if properties is None else _basic_properties(properties),
+                properties=None if properties is None else values.basic_properties(properties),
                 mandatory=mandatory,
                 wait=not self._confirms,
             )
@@ -394,7 +390,7 @@ class AmqpChannel:
             return None
         return Delivery(
             body=message.body,
-            properties=_properties(message.header),
+            properties=values.properties_from_header(message.header),
             exchange=frame.exchange,
             routing_key=frame.routing_key or "",
             redelivered=frame.redelivered,
@@ -622,116 +618,11 @@ def _without_password(error: RrError) -> RrError:
     return error if message == error.message else type(error)(message)
 
 
-# --- values: base.Properties / tables <-> pamqp ------------------------------------------
-
-_WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
-_PLAIN_READY = frozenset({str, int, bool, float, bytes, type(None), datetime})
-
-
-def _wire_arguments(arguments: Mapping[str, FieldValue] | None) -> wire.FieldTable | None:
-    return None if arguments is None else _wire_table(arguments)
-
-
-def _wire_table(table: Mapping[str, FieldValue]) -> wire.FieldTable:
-    """A plain table as pamqp encodes it: bytes as bytearray (byte array), tuples as lists."""
-    if type(table) is dict:
-        for value in table.values():
-            if type(value) not in _WIRE_READY:
-                break
-        else:
-            return cast(wire.FieldTable, table)
-    return {key: _wire_value(key, value) for key, value in table.items()}
-
-
-def _wire_value(key: str, value: object) -> wire.FieldValue:
-    if value is None or isinstance(value, bool | int | float | str | datetime | Decimal):
-        return value
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytearray(value)
-    if isinstance(value, Mapping):
-        return _wire_table(value)
-    if isinstance(value, list | tuple):
-        return [_wire_value(key, item) for item in value]
-    raise DataError(f"field {key!r}: {type(value).__name__} values cannot go in an AMQP table")
-
-
-def _plain_table(table: wire.FieldTable) -> FieldTable:
-    """A decoded pamqp table as plain values: bytearray -> bytes, Decimal -> float."""
-    for value in table.values():
-        if type(value) not in _PLAIN_READY:
-            return {key: _plain_value(value) for key, value in table.items()}
-    return cast(FieldTable, table)
-
-
-def _plain_value(value: wire.FieldValue) -> FieldValue:
-    if isinstance(value, bytearray):
-        return bytes(value)
-    if isinstance(value, dict):
-        return _plain_table(value)
-    if isinstance(value, list):
-        return [_plain_value(item) for item in value]
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
-
-
-def _basic_properties(properties: Properties) -> spec.Basic.Properties:
-    if properties.raw is not None:
-        return codec.RawProperties(properties.raw)
-    headers = properties.headers
-    return spec.Basic.Properties(
-        content_type=properties.content_type,
-        content_encoding=properties.content_encoding,
-        headers=None if headers is None else _wire_table(headers),
-        delivery_mode=properties.delivery_mode,
-        priority=properties.priority,
-        correlation_id=properties.correlation_id,
-        reply_to=properties.reply_to,
-        expiration=properties.expiration,
-        message_id=properties.message_id,
-        timestamp=properties.timestamp,
-        message_type=properties.type,
-        user_id=properties.user_id,
-        app_id=properties.app_id,
-    )
-
-
-def _properties(content_header: ContentHeader) -> Properties:
-    properties = content_header.properties
-    headers = properties.headers
-    undecodable: tuple[str, ...] = ()
-    raw: bytes | None = None
-    if isinstance(content_header, codec.LenientContentHeader):
-        undecodable = tuple(_RR_NAMES.get(name, name) for name in content_header.undecodable)
-        raw = content_header.raw_properties
-    return Properties(
-        content_type=properties.content_type,
-        content_encoding=properties.content_encoding,
-        headers=None if headers is None else _plain_table(headers),
-        delivery_mode=properties.delivery_mode,
-        priority=properties.priority,
-        correlation_id=properties.correlation_id,
-        reply_to=properties.reply_to,
-        expiration=properties.expiration,
-        message_id=properties.message_id,
-        timestamp=properties.timestamp,
-        type=properties.message_type,
-        user_id=properties.user_id,
-        app_id=properties.app_id,
-        undecodable=undecodable,
-        raw=raw,
-    )
-
-
-_RR_NAMES = {"message_type": "type"}
-"""pamqp's property names that rr's :class:`Properties` spells differently."""
-
-
 def _delivery(message: DeliveredMessage) -> Delivery:
     frame = cast(spec.Basic.Deliver, message.delivery)
     return Delivery(
         body=message.body,
-        properties=_properties(message.header),
+        properties=values.properties_from_header(message.header),
         exchange=frame.exchange,
         routing_key=cast(str, frame.routing_key),
         redelivered=frame.redelivered,

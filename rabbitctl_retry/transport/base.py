@@ -240,3 +240,9 @@ class Connection(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+Connector: TypeAlias = Callable[[str], Awaitable[Connection]]
+"""How a command reaches a broker, given its URL: the aiormq adapter's ``connect`` for rr
+itself, an emulator's for tests. The CLI builds one and hands it to every command
+(docs/architecture.md, "One place picks the adapter")."""

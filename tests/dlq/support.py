@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.cli import dlq as cli_dlq
+from rabbitctl_retry.cli._common import CliSettings
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -251,25 +252,24 @@ async def run_to_dead(backend: Backend, per_kind: int) -> Made:
 # ----------------------------------------------------------------- the CLI
 
 
-@asynccontextmanager
-async def patched_cli(backend: Backend) -> AsyncIterator[list[str]]:
-    """The URL arguments for ``backend``; on the emulator the CLI connects to it."""
+def cli_arguments(backend: Backend) -> tuple[list[str], dict[str, Any]]:
+    """The URL arguments and ``invoke`` keywords that point the CLI at ``backend``: on the
+    emulator the CLI is handed the emulator's connector (``CliSettings``)."""
     if isinstance(backend, RabbitBackend):
-        yield ["--url", backend.url]
-        return
+        return ["--url", backend.url], {}
     assert isinstance(backend, EmulatorBackend)
+    emulator = backend.emulator
 
     async def connect(url: str) -> Connection:
-        return backend.emulator.connect()
+        return emulator.connect()
 
-    with mock.patch.object(cli_dlq, "connect", connect):
-        yield []
+    return [], {"obj": CliSettings(connector=connect)}
 
 
 async def rr(backend: Backend, *args: str, input: str | None = None) -> Result:
     """Run ``rr ARGS`` (in a thread: the CLI runs its own event loop) against ``backend``."""
-    async with patched_cli(backend) as url:
-        return await asyncio.to_thread(runner.invoke, app, [*args, *url], input=input)
+    url, extra = cli_arguments(backend)
+    return await asyncio.to_thread(runner.invoke, app, [*args, *url], input=input, **extra)
 
 
 def json_of(result: Result) -> Any:

@@ -17,7 +17,7 @@ import pytest
 
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.errors import BrokerUnreachable
-from rabbitctl_retry.runtime import replay as shell
+from rabbitctl_retry.ops import replay as shell
 from rabbitctl_retry.transport.base import Channel, Connection, Properties
 from tests.dlq.support import declare, depth, publish_all
 from tests.runtime.backends import EmulatorBackend, RabbitBackend

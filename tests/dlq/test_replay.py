@@ -12,8 +12,8 @@ from pathlib import Path
 from rabbitctl_retry.dlq.filters import parse_all
 from rabbitctl_retry.dlq.replay import RUN_HEADER, ReplayPlan
 from rabbitctl_retry.dlq.report import ReplayOutcome
+from rabbitctl_retry.ops import replay as shell
 from rabbitctl_retry.retry.headers import is_broker_header
-from rabbitctl_retry.runtime import replay as shell
 from rabbitctl_retry.transport.base import Delivery, Properties
 from tests.dlq.support import (
     TOPOLOGY_TEXT,

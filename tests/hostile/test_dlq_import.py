@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rabbitctl_retry.dlq.jsonl import Record, record_problem
-from rabbitctl_retry.runtime.dlq import encoding_problem, line_list, login_user, properties_of
+from rabbitctl_retry.ops.dlq import line_list, login_user, properties_of
+from rabbitctl_retry.transport.values import encoding_problem
 from tests.dlq.support import declare, rr
 from tests.hostile.output import clean, one_error_line
 from tests.runtime.backends import Backend, RabbitBackend, depth, peek

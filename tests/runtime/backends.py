@@ -12,7 +12,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from uuid import uuid4
 
 from rabbitctl_retry.errors import BrokerUnreachable
-from rabbitctl_retry.runtime.clock import Clock, WallClock
+from rabbitctl_retry.ops.clock import Clock, WallClock
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service

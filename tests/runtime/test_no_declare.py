@@ -8,9 +8,9 @@ import pytest
 
 from rabbitctl_retry import Message
 from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
-from rabbitctl_retry.runtime.provision import provision
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text

@@ -21,6 +21,8 @@ def imports_of(path: Path) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            # ``from package import module`` imports the module too
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -32,7 +34,7 @@ def allowed_for_core(name: str) -> bool:
     top = name.split(".")[0]
     if top in sys.stdlib_module_names and top != "asyncio":
         return True
-    if name == "rabbitctl_retry.errors":
+    if name == "rabbitctl_retry.errors" or name.startswith("rabbitctl_retry.errors."):
         return True
     return any(name.startswith(f"rabbitctl_retry.{core}") for core in CORE)
 
@@ -51,6 +53,12 @@ FORBIDDEN = {
         "rabbitctl_retry.transport.amqp",
     ),
     "runtime": ("rabbitctl_retry.cli", "rabbitctl_retry.testing", "rabbitctl_retry.simulation"),
+    "ops": (
+        "rabbitctl_retry.runtime",
+        "rabbitctl_retry.cli",
+        "rabbitctl_retry.testing",
+        "rabbitctl_retry.simulation",
+    ),
 }
 
 
@@ -64,6 +72,25 @@ def test_no_arrow_points_upwards(path: Path, forbidden: tuple[str, ...]) -> None
     assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
 
 
+ADAPTER = ("rabbitctl_retry.transport.amqp", "aiormq")
+PICKS_THE_ADAPTER = PACKAGE / "cli" / "_common.py"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if p.parent.name != "transport"],
+    ids=str,
+)
+def test_one_place_picks_the_adapter(path: Path) -> None:
+    """Shells, the consumer and the commands reach a broker through a Connector; only the
+    CLI's ``connector_of`` names the aiormq adapter (docs/architecture.md)."""
+    bad = sorted(n for n in imports_of(path) if n.startswith(ADAPTER))
+    if path == PICKS_THE_ADAPTER:
+        assert bad == ["rabbitctl_retry.transport.amqp"]
+    else:
+        assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=str)
 def test_nobody_imports_click(path: Path) -> None:
     assert not any(n == "click" or n.startswith("click.") for n in imports_of(path))
@@ -71,8 +98,13 @@ def test_nobody_imports_click(path: Path) -> None:
 
 def test_the_checker_catches_a_wrong_arrow(tmp_path: Path) -> None:
     module = tmp_path / "bad.py"
-    module.write_text("import aiormq\nfrom rabbitctl_retry.cli import app\n", encoding="utf-8")
-    assert {"aiormq", "rabbitctl_retry.cli"} <= imports_of(module)
+    module.write_text(
+        "import aiormq\n"
+        "from rabbitctl_retry.cli import app\n"
+        "from rabbitctl_retry.transport import amqp\n",
+        encoding="utf-8",
+    )
+    assert {"aiormq", "rabbitctl_retry.cli", "rabbitctl_retry.transport.amqp"} <= imports_of(module)
     assert not allowed_for_core("aiormq")
     assert not allowed_for_core("asyncio")
     assert allowed_for_core("rabbitctl_retry.topology.model")

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rabbitctl_retry.errors import ChannelClosed
-from rabbitctl_retry.runtime.settlement import AckFrame, RejectFrame, SettleFrame, SettleWindow
-from rabbitctl_retry.runtime.settler import ChannelSettler
+from rabbitctl_retry.ops.settlement import AckFrame, RejectFrame, SettleFrame, SettleWindow
+from rabbitctl_retry.ops.settler import ChannelSettler
 
 ACK, REQUEUE, DROP = "ack", "requeue", "drop"
 

@@ -2,7 +2,7 @@
 
 Decisions are recorded at once (:meth:`ChannelSettler.ack`, :meth:`ChannelSettler.reject`,
 no await) and written by one flush at a time, under a lock: the flush pops the frames the
-pure :class:`~rabbitctl_retry.runtime.settlement.SettleWindow` allows and writes them in
+pure :class:`~rabbitctl_retry.ops.settlement.SettleWindow` allows and writes them in
 that order before it pops more. Nothing else writes a settlement frame on the channel, so
 the order the window chose is the order on the wire. (The client library's write queue is
 small and bounded: two tasks that each wrote their own frame could overtake each other
@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from rabbitctl_retry.errors import RrError
-from rabbitctl_retry.runtime.settlement import AckFrame, SettleFrame, SettleWindow
+from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame, SettleWindow
 from rabbitctl_retry.transport.base import Channel
 
 SentListener = Callable[[Sequence[SettleFrame]], None]

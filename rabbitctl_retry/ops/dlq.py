@@ -12,7 +12,7 @@ Reading without taking (inspect, export, dry-run replay)
     (``x-delivery-count`` + 1), which can trip its delivery limit: the CLI says so and asks
     first. (``basic.nack(requeue=true)`` would move quorum messages to the back: not used.)
 
-Publishing many copies at once (import, and replay in ``runtime/replay.py``)
+Publishing many copies at once (import, and replay in ``ops/replay.py``)
     Two publishes with the same ``message_id`` are never in flight at once on a channel
     (:class:`MessageIdGuard`): aiormq matches a ``basic.return`` to its publish by
     ``message_id``, so with two in flight a returned copy's failure could land on the other
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +59,10 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
-from rabbitctl_retry.runtime.message_ids import MessageIdGuard
 from rabbitctl_retry.topology.inequivalence import Declaration, adopt_current, parse_inequivalence
-from rabbitctl_retry.transport.amqp import _basic_properties  # the dry encode of an import
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
+from rabbitctl_retry.transport.message_ids import MessageIdGuard
+from rabbitctl_retry.transport.values import encoding_problem
 
 MAX_PREFETCH = 65535
 """basic.qos takes a 16-bit prefetch count; 0 means no limit."""
@@ -330,15 +329,6 @@ def read_records(path: Path) -> Iterator[tuple[int, Record]]:
         raise DataError(f"{path}: not UTF-8 text ({error.reason})") from None
 
 
-FRAME_MAX_BYTES = 131_072
-"""RabbitMQ's default ``frame_max``. A message's properties and headers travel in one content
-header frame: a bigger one makes RabbitMQ close the connection (FRAME_ERROR 501)."""
-
-_HEADER_FRAME_OVERHEAD_BYTES = 8 + 12
-"""A frame's own bytes (type, channel, size, end) and the content header's class id, weight
-and body size, around the encoded properties."""
-
-
 def login_user(url: str) -> str | None:
     """The user rr logs in as with ``url`` (the AMQP client's default: ``guest``); None when
     the URL logs in with a client certificate (``auth=external``): then rr cannot tell."""
@@ -346,22 +336,6 @@ def login_user(url: str) -> str | None:
     if "external" in [value.lower() for value in parse_qs(parts.query).get("auth", [])]:
         return None
     return unquote(parts.username) if parts.username else "guest"
-
-
-def encoding_problem(properties: Properties) -> str | None:
-    """Why the AMQP client cannot send ``properties``, or None: a dry run of the transport's
-    own encoder (``transport/amqp.py``), and the frame size RabbitMQ takes."""
-    try:
-        encoded = _basic_properties(properties).marshal()
-    except (RrError, ValueError, TypeError, OverflowError, struct.error, RecursionError) as error:
-        return f"properties and headers cannot be encoded: {error}"
-    size = len(encoded) + _HEADER_FRAME_OVERHEAD_BYTES
-    if size > FRAME_MAX_BYTES:
-        return (
-            f"properties and headers take {size:,} bytes encoded; RabbitMQ takes at most "
-            f"{FRAME_MAX_BYTES:,} (its frame_max) and closes the connection otherwise"
-        )
-    return None
 
 
 def prepared(record: Record, user: str | None) -> tuple[Record, bool]:
@@ -604,7 +578,6 @@ __all__ = [
     "QueueState",
     "ReadResult",
     "check_file",
-    "encoding_problem",
     "export_queue",
     "import_failure",
     "import_file",

@@ -7,7 +7,7 @@ headers); this module carries them out on the transport port.
 published ``mandatory`` on a confirm channel of the same connection, many in flight at
 once (each delivery's callback awaits its own confirm), and the dead letter is acked only
 after its copy was confirmed. Acks are coalesced into ``basic.ack(multiple=true)`` over the
-settled prefix of the channel and written in order by one settler (``runtime/settler.py``).
+settled prefix of the channel and written in order by one settler (``ops/settler.py``).
 A copy the broker returned (no such queue) or refused leaves its dead letter unacked: it
 goes back to the queue, in its place, when the channel closes, as do skipped dead letters.
 A run reads at most the messages the queue held when it started, so copies that come back
@@ -53,8 +53,8 @@ from rabbitctl_retry.errors import (
     PublishFailed,
     TransportError,
 )
-from rabbitctl_retry.runtime.clock import Clock, WallClock
-from rabbitctl_retry.runtime.dlq import (
+from rabbitctl_retry.ops.clock import Clock, WallClock
+from rabbitctl_retry.ops.dlq import (
     IDLE_S,
     NO_PROGRESS,
     REPLAY_WINDOW,
@@ -63,10 +63,10 @@ from rabbitctl_retry.runtime.dlq import (
     queue_missing,
     read_messages,
 )
-from rabbitctl_retry.runtime.message_ids import MessageIdGuard
-from rabbitctl_retry.runtime.settlement import AckFrame, SettleFrame
-from rabbitctl_retry.runtime.settler import ChannelSettler
+from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
+from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, FieldTable, Properties
+from rabbitctl_retry.transport.message_ids import MessageIdGuard
 
 
 def replay_properties(original: Properties, headers: FieldTable) -> Properties:

@@ -17,7 +17,7 @@ and with it every delivery in flight. So, per channel:
   (``multiple=false``), so that a slow handler at the head does not hold back every ack
   behind it and, with them, the prefetch window;
 * a popped frame counts as sent. The caller must write the frames of one call, and of
-  successive calls, in exactly this order, from one place (see ``runtime/settler.py``);
+  successive calls, in exactly this order, from one place (see ``ops/settler.py``);
   then every frame names a delivery that is unacknowledged when the broker reads it.
 
 A delivery is decided at most once: the first decision wins, later ones are refused (the

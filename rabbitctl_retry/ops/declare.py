@@ -52,8 +52,7 @@ from rabbitctl_retry.topology.plan import (
     Status,
     plan,
 )
-from rabbitctl_retry.transport import amqp
-from rabbitctl_retry.transport.base import Channel, Connection
+from rabbitctl_retry.transport.base import Channel, Connection, Connector
 
 Connect = Callable[[], Awaitable[Connection]]
 
@@ -241,11 +240,13 @@ async def apply(connection: Connection, result: Plan) -> None:
         await channel.close()
 
 
-async def declare_topology(topology: Topology, url: str, *, dry_run: bool) -> Plan:
+async def declare_topology(
+    topology: Topology, url: str, *, dry_run: bool, connector: Connector
+) -> Plan:
     """``rr declare``: connect to ``url``, provision ``topology``, close."""
 
     async def connect() -> Connection:
-        return await amqp.connect(url)
+        return await connector(url)
 
     connection = await connect()
     try:

@@ -1,0 +1,149 @@
+"""The port's values as pamqp encodes them, and back: field tables and message properties.
+
+Only pamqp (the codec under aiormq) is needed here, not the AMQP client: the shells use
+:func:`encoding_problem` as a dry run of the adapter's own encoder (``rr dlq import`` checks
+every record before it publishes anything, docs/dlq.md "Import").
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import cast
+
+from pamqp import commands as spec
+from pamqp import common as wire
+from pamqp.header import ContentHeader
+
+from rabbitctl_retry.errors import DataError, RrError
+from rabbitctl_retry.transport import codec
+from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
+
+_WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
+_PLAIN_READY = frozenset({str, int, bool, float, bytes, type(None), datetime})
+
+
+def wire_arguments(arguments: Mapping[str, FieldValue] | None) -> wire.FieldTable | None:
+    return None if arguments is None else wire_table(arguments)
+
+
+def wire_table(table: Mapping[str, FieldValue]) -> wire.FieldTable:
+    """A plain table as pamqp encodes it: bytes as bytearray (byte array), tuples as lists."""
+    if type(table) is dict:
+        for value in table.values():
+            if type(value) not in _WIRE_READY:
+                break
+        else:
+            return cast(wire.FieldTable, table)
+    return {key: _wire_value(key, value) for key, value in table.items()}
+
+
+def _wire_value(key: str, value: object) -> wire.FieldValue:
+    if value is None or isinstance(value, bool | int | float | str | datetime | Decimal):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytearray(value)
+    if isinstance(value, Mapping):
+        return wire_table(value)
+    if isinstance(value, list | tuple):
+        return [_wire_value(key, item) for item in value]
+    raise DataError(f"field {key!r}: {type(value).__name__} values cannot go in an AMQP table")
+
+
+def plain_table(table: wire.FieldTable) -> FieldTable:
+    """A decoded pamqp table as plain values: bytearray -> bytes, Decimal -> float."""
+    for value in table.values():
+        if type(value) not in _PLAIN_READY:
+            return {key: _plain_value(value) for key, value in table.items()}
+    return cast(FieldTable, table)
+
+
+def _plain_value(value: wire.FieldValue) -> FieldValue:
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, dict):
+        return plain_table(value)
+    if isinstance(value, list):
+        return [_plain_value(item) for item in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def basic_properties(properties: Properties) -> spec.Basic.Properties:
+    if properties.raw is not None:
+        return codec.RawProperties(properties.raw)
+    headers = properties.headers
+    return spec.Basic.Properties(
+        content_type=properties.content_type,
+        content_encoding=properties.content_encoding,
+        headers=None if headers is None else wire_table(headers),
+        delivery_mode=properties.delivery_mode,
+        priority=properties.priority,
+        correlation_id=properties.correlation_id,
+        reply_to=properties.reply_to,
+        expiration=properties.expiration,
+        message_id=properties.message_id,
+        timestamp=properties.timestamp,
+        message_type=properties.type,
+        user_id=properties.user_id,
+        app_id=properties.app_id,
+    )
+
+
+def properties_from_header(content_header: ContentHeader) -> Properties:
+    properties = content_header.properties
+    headers = properties.headers
+    undecodable: tuple[str, ...] = ()
+    raw: bytes | None = None
+    if isinstance(content_header, codec.LenientContentHeader):
+        undecodable = tuple(_RR_NAMES.get(name, name) for name in content_header.undecodable)
+        raw = content_header.raw_properties
+    return Properties(
+        content_type=properties.content_type,
+        content_encoding=properties.content_encoding,
+        headers=None if headers is None else plain_table(headers),
+        delivery_mode=properties.delivery_mode,
+        priority=properties.priority,
+        correlation_id=properties.correlation_id,
+        reply_to=properties.reply_to,
+        expiration=properties.expiration,
+        message_id=properties.message_id,
+        timestamp=properties.timestamp,
+        type=properties.message_type,
+        user_id=properties.user_id,
+        app_id=properties.app_id,
+        undecodable=undecodable,
+        raw=raw,
+    )
+
+
+_RR_NAMES = {"message_type": "type"}
+"""pamqp's property names that rr's :class:`Properties` spells differently."""
+
+
+FRAME_MAX_BYTES = 131_072
+"""RabbitMQ's default ``frame_max``. A message's properties and headers travel in one content
+header frame: a bigger one makes RabbitMQ close the connection (FRAME_ERROR 501)."""
+
+_HEADER_FRAME_OVERHEAD_BYTES = 8 + 12
+"""A frame's own bytes (type, channel, size, end) and the content header's class id, weight
+and body size, around the encoded properties."""
+
+
+def encoding_problem(properties: Properties) -> str | None:
+    """Why the AMQP client cannot send ``properties``, or None: a dry run of the adapter's
+    own encoder, and the frame size RabbitMQ takes."""
+    try:
+        encoded = basic_properties(properties).marshal()
+    except (RrError, ValueError, TypeError, OverflowError, struct.error, RecursionError) as error:
+        return f"properties and headers cannot be encoded: {error}"
+    size = len(encoded) + _HEADER_FRAME_OVERHEAD_BYTES
+    if size > FRAME_MAX_BYTES:
+        return (
+            f"properties and headers take {size:,} bytes encoded; RabbitMQ takes at most "
+            f"{FRAME_MAX_BYTES:,} (its frame_max) and closes the connection otherwise"
+        )
+    return None
