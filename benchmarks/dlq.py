@@ -44,7 +44,8 @@ import aiormq
 from pamqp import commands as spec
 
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.ops import dlq, replay
+from rabbitctl_retry.ops import dlq
+from rabbitctl_retry.ops import transfer as replay
 from rabbitctl_retry.transport import amqp
 
 BODY = json.dumps({"id": 1, "card": "4111111111111111", "note": "x" * 150}).encode()[:200]
@@ -114,10 +115,10 @@ async def rr_replay(url: str, source: str, target: str, count: int, prefetch: in
     connection = await amqp.connect(url)
     plan = ReplayPlan(source=source, run_id=uuid.uuid4().hex)
     started = time.perf_counter()
-    report = await replay.replay_queue(connection, plan, replay.ReplayOptions(window=prefetch))
+    report = await replay.replay_queue(connection, plan, replay.TransferOptions(window=prefetch))
     elapsed = time.perf_counter() - started
     await connection.close()
-    assert report.replayed == count, (report.replayed, report.failed, report.stopped)
+    assert report.sent == count, (report.sent, report.failed, report.stopped)
     return count / elapsed
 
 

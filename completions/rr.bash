@@ -18,10 +18,11 @@ _rr() {
             "topology|show") path="topology show" ;;
             "topology|export") path="topology export" ;;
             "dlq|inspect") path="dlq inspect" ;;
-            "dlq|replay") path="dlq replay" ;;
             "dlq|export") path="dlq export" ;;
             "dlq|import") path="dlq import" ;;
             "dlq|purge") path="dlq purge" ;;
+            "dlq|replay") path="dlq replay" ;;
+            "dlq|move") path="dlq move" ;;
         esac
     done
     case "$path|$prev" in
@@ -47,13 +48,6 @@ _rr() {
         "dlq inspect|--topology"|"dlq inspect|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq inspect|--output"|"dlq inspect|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "dlq inspect|--url") return 0 ;;
-        "dlq replay|--to") return 0 ;;
-        "dlq replay|--limit"|"dlq replay|-n") return 0 ;;
-        "dlq replay|--where"|"dlq replay|-w") return 0 ;;
-        "dlq replay|--rate") return 0 ;;
-        "dlq replay|--topology"|"dlq replay|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "dlq replay|--output"|"dlq replay|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
-        "dlq replay|--url") return 0 ;;
         "dlq export|--limit"|"dlq export|-n") return 0 ;;
         "dlq export|--topology"|"dlq export|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq export|--url") return 0 ;;
@@ -61,6 +55,20 @@ _rr() {
         "dlq import|--from-line") return 0 ;;
         "dlq import|--url") return 0 ;;
         "dlq purge|--url") return 0 ;;
+        "dlq replay|--to") return 0 ;;
+        "dlq replay|--limit"|"dlq replay|-n") return 0 ;;
+        "dlq replay|--where"|"dlq replay|-w") return 0 ;;
+        "dlq replay|--rate") return 0 ;;
+        "dlq replay|--topology"|"dlq replay|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "dlq replay|--output"|"dlq replay|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "dlq replay|--url") return 0 ;;
+        "dlq move|--to") return 0 ;;
+        "dlq move|--limit"|"dlq move|-n") return 0 ;;
+        "dlq move|--where"|"dlq move|-w") return 0 ;;
+        "dlq move|--rate") return 0 ;;
+        "dlq move|--topology"|"dlq move|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "dlq move|--output"|"dlq move|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "dlq move|--url") return 0 ;;
     esac
     case "$path" in
         "") COMPREPLY=($(compgen -W "declare run simulate doctor completion topology dlq --help" -- "$cur")) ;;
@@ -73,12 +81,13 @@ _rr() {
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq") COMPREPLY=($(compgen -W "inspect replay export import purge --help" -- "$cur")) ;;
+        "dlq") COMPREPLY=($(compgen -W "inspect export import purge replay move --help" -- "$cur")) ;;
         "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url --help" -- "$cur")) ;;
-        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
         "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
+        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
     esac
 }
 complete -o filenames -F _rr rr

@@ -13,24 +13,24 @@ from typing import Any
 
 from rich.table import Table
 
+from rabbitctl_retry.cli.dlq_report import inspect_summary, outcome_text
 from rabbitctl_retry.cli.render import cell, json_value
-from rabbitctl_retry.dlq.jsonl import PROPERTY_NAMES
 from rabbitctl_retry.dlq.origin import WaitQueues, death_reason, origin_queue
 from rabbitctl_retry.dlq.report import (
-    ReplayOutcome,
-    ReplayReport,
+    TransferOutcome,
+    TransferReport,
     group_counts,
-    inspect_summary,
     target_counts,
 )
 from rabbitctl_retry.dlq.view import death_line, encode_body, error_lines, show_body
 from rabbitctl_retry.retry.headers import count_value, deaths, delivery_count
+from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Delivery
 
 _OUTCOME_STYLE = {
-    ReplayOutcome.REPLAYED: "green",
-    ReplayOutcome.SKIPPED: "dim",
-    ReplayOutcome.FAILED: "bold red",
+    TransferOutcome.SENT: "green",
+    TransferOutcome.SKIPPED: "dim",
+    TransferOutcome.FAILED: "bold red",
 }
 
 FAILURES_SHOWN = 50
@@ -167,22 +167,25 @@ def inspect_footer(queue: str, found: Sequence[Letter], in_queue: int) -> str:
     return inspect_summary(queue, len(found), in_queue, groups)
 
 
-def replay_table(report: ReplayReport) -> Table:
-    """Where the dead letters went (counts per target and outcome), then each failure."""
+def transfer_table(report: TransferReport) -> Table:
+    """Where the messages went (counts per target and outcome), then each failure."""
     title = f"{report.source}" + (" (dry run)" if report.dry_run else "")
     table = Table(title=cell(title), show_edge=False, pad_edge=False, header_style="bold")
     for column in ("to", "outcome", "count", "reason"):
         table.add_column(column, overflow="fold")
     for to, outcome, reason, count in target_counts(
-        result for result in report.results if result.outcome is not ReplayOutcome.FAILED
+        result for result in report.results if result.outcome is not TransferOutcome.FAILED
     ):
         table.add_row(
             cell(to or "-"),
-            cell(outcome, _OUTCOME_STYLE[ReplayOutcome(outcome)]),
+            cell(
+                outcome_text(report.kind, TransferOutcome(outcome)),
+                _OUTCOME_STYLE[TransferOutcome(outcome)],
+            ),
             cell(f"{count:,}"),
             cell(reason or ""),
         )
-    failures = [result for result in report.results if result.outcome is ReplayOutcome.FAILED]
+    failures = [result for result in report.results if result.outcome is TransferOutcome.FAILED]
     for result in failures[:FAILURES_SHOWN]:
         table.add_row(
             cell(result.to or "-"),
@@ -193,7 +196,7 @@ def replay_table(report: ReplayReport) -> Table:
     if len(failures) > FAILURES_SHOWN:
         table.add_row(
             cell("..."),
-            cell("failed", _OUTCOME_STYLE[ReplayOutcome.FAILED]),
+            cell("failed", _OUTCOME_STYLE[TransferOutcome.FAILED]),
             cell(f"{len(failures) - FAILURES_SHOWN:,} more"),
             cell("--output json lists every one"),
         )

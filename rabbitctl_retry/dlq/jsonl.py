@@ -41,22 +41,7 @@ from typing import Any
 from rabbitctl_retry.dlq.origin import parse_time
 from rabbitctl_retry.errors import DataError
 from rabbitctl_retry.retry.headers import HeaderValue
-
-PROPERTY_NAMES = (
-    "content_type",
-    "content_encoding",
-    "delivery_mode",
-    "priority",
-    "correlation_id",
-    "reply_to",
-    "expiration",
-    "message_id",
-    "timestamp",
-    "type",
-    "user_id",
-    "app_id",
-)
-"""Every basic property but ``headers``, by the transport port's names."""
+from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 
 _INT_PROPERTIES = frozenset({"delivery_mode", "priority"})
 

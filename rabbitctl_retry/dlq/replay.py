@@ -12,7 +12,7 @@ For each dead letter, in this order (:func:`choose`):
 4. Otherwise **replay** it to the target.
 
 The copy (:func:`replay_headers`) keeps the body, the application headers and the kept
-properties (:data:`KEPT_ON_REPLAY`), and:
+properties (``retry/properties.py`` :data:`COPIED_PROPERTIES`), and:
 
 * removes the retry header: the message starts its attempts afresh;
 * strips the broker's headers (``x-death``, ``x-first-death-*``, ``x-last-death-*``,
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeAlias
 
+from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, Stop, shown
 from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue, wait_queue_named
 from rabbitctl_retry.retry.headers import (
@@ -56,23 +56,6 @@ RR_DEATH_HEADERS = frozenset(
     {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}
 )
 
-KEPT_ON_REPLAY = (
-    "content_type",
-    "content_encoding",
-    "delivery_mode",
-    "priority",
-    "correlation_id",
-    "reply_to",
-    "message_id",
-    "timestamp",
-    "type",
-    "app_id",
-)
-"""Properties a replayed copy keeps: every one but ``expiration`` (RabbitMQ removes it when it
-dead-letters a message; one still set would make the copy expire again) and ``user_id``
-(RabbitMQ refuses a publish whose user_id is not the connection's user, and closes the
-channel)."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayPlan:
@@ -87,33 +70,6 @@ class ReplayPlan:
     set_aside: bool = False
     """``--undecodable``: move only the letters whose properties cannot be decoded, byte for
     byte, to ``to`` (default :func:`set_aside_queue`); leave every other letter."""
-
-
-@dataclass(frozen=True, slots=True)
-class Replay:
-    to: str
-    headers: dict[str, HeaderValue]
-    verbatim: bool = False
-    """Publish the dead letter's properties exactly as received (``headers`` unused)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    reason: str
-    to: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    reason: str
-
-
-Choice: TypeAlias = Replay | Skip | Fail | Stop
 
 
 def _text(value: object) -> str | None:
@@ -149,11 +105,6 @@ def replay_headers(
     )
 
 
-def _shown(name: str, limit: int = 64) -> str:
-    """A queue name for a reason: quoted, escaped, cut after ``limit`` characters."""
-    return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name):,} characters)"
-
-
 def name_problem(name: str) -> str | None:
     """Why ``name`` is not a queue name RabbitMQ accepts as a routing key, or ``None``."""
     size = len(name.encode("utf-8", "replace"))
@@ -166,10 +117,10 @@ def to_problem(to: str, sources: Iterable[str]) -> str | None:
     """Why ``--to`` cannot take the copies of a replay of ``sources``, or ``None``."""
     problem = name_problem(to)
     if problem is not None:
-        return f"--to {_shown(to)} {problem}"
+        return f"--to {shown(to)} {problem}"
     if to in sources:
         return (
-            f"--to {_shown(to)} is a dead-letter queue this command replays: every copy would "
+            f"--to {shown(to)} is a dead-letter queue this command replays: every copy would "
             "land where it came from; choose another queue"
         )
     return None
@@ -179,7 +130,7 @@ def _no_target(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None) -> F
     waiting = wait_queue_named(headers, plan.wait_queues)
     if waiting is not None:
         return Fail(
-            f"its origin {_shown(waiting)} is a wait queue, and rr never replays into one (the "
+            f"its origin {shown(waiting)} is a wait queue, and rr never replays into one (the "
             "copy would only come back after the delay); pass --to QUEUE"
         )
     return Fail(
@@ -201,11 +152,11 @@ def _undecodable(plan: ReplayPlan, undecodable: tuple[str, ...]) -> Choice:
         return Skip("its properties can be decoded (--undecodable moves only the others)")
     to = plan.to or set_aside_queue(plan.source)
     if to == plan.source:
-        return Fail(f"--to {_shown(to)} is the dead-letter queue itself; choose another queue")
+        return Fail(f"--to {shown(to)} is the dead-letter queue itself; choose another queue")
     problem = name_problem(to)
     if problem is not None:
         return Fail(f"--to {problem}", to=to[:64])
-    return Replay(to=to, headers={}, verbatim=True)
+    return Send(to=to, headers={}, verbatim=True)
 
 
 def choose(
@@ -221,8 +172,8 @@ def choose(
     if undecodable:
         return Fail(
             f"its properties cannot be decoded ({', '.join(undecodable)}); "
-            f"rr dlq replay {_shown(plan.source)} --undecodable moves it aside, byte for byte, "
-            f"to {_shown(set_aside_queue(plan.source))}"
+            f"rr dlq replay {shown(plan.source)} --undecodable moves it aside, byte for byte, "
+            f"to {shown(set_aside_queue(plan.source))}"
         )
     if came_round(headers, plan.run_id):
         return Stop(
@@ -243,11 +194,11 @@ def choose(
     if target == plan.source:
         if plan.to is not None:
             return Fail(
-                f"--to {_shown(target)} is the dead-letter queue itself; choose another queue",
+                f"--to {shown(target)} is the dead-letter queue itself; choose another queue",
                 to=target,
             )
         return Fail(
-            f"its origin is the dead-letter queue {_shown(plan.source)} itself; pass --to QUEUE",
+            f"its origin is the dead-letter queue {shown(plan.source)} itself; pass --to QUEUE",
             to=target,
         )
     problem = name_problem(target)
@@ -255,7 +206,7 @@ def choose(
         what = "--to" if plan.to is not None else "its origin queue name"
         advice = "" if plan.to is not None else "; pass --to QUEUE"
         return Fail(f"{what} {problem}{advice}", to=target[:64])
-    return Replay(
+    return Send(
         to=target,
         headers=replay_headers(
             headers, retry_header=plan.retry_header, run_id=plan.run_id, now=now

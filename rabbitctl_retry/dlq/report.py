@@ -1,11 +1,6 @@
-"""Pure. What ``rr dlq`` reports: summaries, replay results, the replay's exit code.
-
-A replay's exit code (:func:`replay_exit_code`): 0 when no dead letter failed (skipped ones
-do not count: a filter left them on purpose), 3 when some were replayed and some failed, 1
-when some failed and none could be replayed. A run cut short by a dropped connection exits
-with that error's code instead (69), one the broker refused access to (a user without write
-permission) with 77; the shell decides that, since only it holds the error.
-"""
+"""Pure. What a transfer (``rr dlq replay``, ``rr dlq move``) found: one result per message
+read, the run's report, and the counts its table groups. The CLI renders them and picks the
+exit code (``cli/dlq_report.py``)."""
 
 from __future__ import annotations
 
@@ -13,34 +8,45 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
-
-from rabbitctl_retry.errors import ExitCode
 
 
-class ReplayOutcome(StrEnum):
-    REPLAYED = "replayed"
+class TransferKind(StrEnum):
+    """Which command moved the messages: the word its reports use for one sent."""
+
+    REPLAY = "replay"
+    MOVE = "move"
+
+    @property
+    def past(self) -> str:
+        return "replayed" if self is TransferKind.REPLAY else "moved"
+
+
+class TransferOutcome(StrEnum):
+    SENT = "sent"
+    """Copied to its target, confirmed, and removed from the source (shown as "replayed" or
+    "moved")."""
     SKIPPED = "skipped"
     FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayResult:
+class TransferResult:
     """What happened to one dead letter (one entry of the JSON ``results``, docs/dlq.md)."""
 
     message_id: str | None
     to: str | None
-    outcome: ReplayOutcome
+    outcome: TransferOutcome
     reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReplayReport:
-    """One source queue's replay."""
+class TransferReport:
+    """One source queue's replay or move."""
 
     source: str
     dry_run: bool
-    results: tuple[ReplayResult, ...] = ()
+    kind: TransferKind = TransferKind.REPLAY
+    results: tuple[TransferResult, ...] = ()
     in_queue: int = 0
     """Messages ready in the source when the run started."""
     examined: int = 0
@@ -58,94 +64,26 @@ class ReplayReport:
     dropped): a rerun replays them again."""
     elapsed_s: float = 0.0
 
-    def count(self, outcome: ReplayOutcome) -> int:
+    def count(self, outcome: TransferOutcome) -> int:
         return sum(1 for result in self.results if result.outcome is outcome)
 
     @property
-    def replayed(self) -> int:
-        return self.count(ReplayOutcome.REPLAYED)
+    def sent(self) -> int:
+        """Sent to their target and removed from the source."""
+        return self.count(TransferOutcome.SENT)
 
     @property
     def skipped(self) -> int:
-        return self.count(ReplayOutcome.SKIPPED)
+        return self.count(TransferOutcome.SKIPPED)
 
     @property
     def failed(self) -> int:
-        return self.count(ReplayOutcome.FAILED)
-
-
-def replay_exit_code(reports: Iterable[ReplayReport]) -> ExitCode:
-    """0 nothing failed, 3 some failed and some were replayed, 1 some failed and none were."""
-    replayed = failed = 0
-    for report in reports:
-        replayed += report.replayed
-        failed += report.failed
-    if failed == 0:
-        return ExitCode.OK
-    return ExitCode.PARTIAL if replayed else ExitCode.FAILURE
-
-
-def replay_document(report: ReplayReport) -> dict[str, Any]:
-    """``rr dlq replay --output json`` for one source (docs/dlq.md)."""
-    return {
-        "source": report.source,
-        "dry_run": report.dry_run,
-        "replayed": report.replayed,
-        "skipped": report.skipped,
-        "failed": report.failed,
-        "results": [
-            {
-                "message_id": result.message_id,
-                "to": result.to,
-                "outcome": result.outcome.value,
-                "reason": result.reason,
-            }
-            for result in report.results
-        ],
-    }
+        return self.count(TransferOutcome.FAILED)
 
 
 def limit_reached(limit: int) -> str:
     """Why a run stopped at ``--limit``: it counts every dead letter attempted."""
     return f"--limit {limit:,} reached ({limit:,} attempted: failed ones count, skipped ones not)"
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
-
-
-def replay_summary(report: ReplayReport) -> str:
-    """The last lines a replay prints: what moved, what stayed, and why it stopped."""
-    verb = "would replay" if report.dry_run else "replayed"
-    head = (
-        f"{verb} {report.replayed:,} of {_plural(report.examined, 'dead letter')} read from "
-        f"{report.source!r} ({report.in_queue:,} there at the start): "
-        f"{report.skipped:,} skipped, {report.failed:,} failed"
-    )
-    if report.elapsed_s > 0 and report.replayed and not report.dry_run:
-        rate = report.replayed / report.elapsed_s
-        head += f", in {report.elapsed_s:.1f} s ({rate:,.0f}/s)"
-    lines = [head]
-    if report.dry_run:
-        lines.append("dry run: nothing was moved; every dead letter is still in the queue")
-    if report.stopped:
-        lines.append(f"stopped early: {report.stopped}")
-    if report.interrupted:
-        lines.append(f"{'refused' if report.refused else 'interrupted'}: {report.interrupted}")
-        if report.refused and not report.possible_duplicates:
-            lines.append(
-                "nothing is in two places; every dead letter not replayed is still in the "
-                "dead-letter queue"
-            )
-        else:
-            lines.append(
-                f"up to {_plural(report.possible_duplicates, 'message')} may now be both in "
-                "the dead-letter queue and in its target (copy sent, dead letter not yet "
-                "acked); nothing was lost; rerun the command to replay the rest"
-            )
-    elif report.failed and not report.dry_run:
-        lines.append("failed dead letters are still in the dead-letter queue")
-    return "\n".join(lines)
 
 
 def group_counts(
@@ -169,16 +107,9 @@ def groups_text(groups: Iterable[tuple[str | None, str | None, int]]) -> str:
     )
 
 
-def inspect_summary(
-    queue: str, shown: int, in_queue: int, groups: Iterable[tuple[str | None, str | None, int]]
-) -> str:
-    """The line under ``rr dlq inspect``'s table."""
-    grouped = groups_text(groups)
-    head = f"{_plural(shown, 'dead letter')} shown of {in_queue:,} in {queue!r}"
-    return f"{head}: {grouped}" if grouped else head
-
-
-def target_counts(results: Iterable[ReplayResult]) -> list[tuple[str | None, str, str | None, int]]:
+def target_counts(
+    results: Iterable[TransferResult],
+) -> list[tuple[str | None, str, str | None, int]]:
     """(to, outcome, reason, count) for a replay's table, most frequent first."""
     counted = Counter((result.to, result.outcome.value, result.reason) for result in results)
     return [

@@ -13,11 +13,10 @@ Reading without taking (inspect, export, dry-run replay)
     first. (``basic.nack(requeue=true)`` would move quorum messages to the back: not used.)
 
 Publishing many copies at once (import, and replay in ``ops/replay.py``)
-    Two publishes with the same ``message_id`` are never in flight at once on a channel
-    (:class:`MessageIdGuard`): aiormq matches a ``basic.return`` to its publish by
-    ``message_id``, so with two in flight a returned copy's failure could land on the other
-    one. aiormq also gives a message published without a ``message_id`` a random one, which
-    the copy then carries.
+    Many publishes are in flight at once on one confirm channel; the AMQP adapter keeps two
+    with the same ``message_id`` from being in flight together (``transport/amqp.py``).
+    aiormq gives a message published without a ``message_id`` a random one, which the copy
+    then carries.
 
 Importing all or nothing, then resuming (docs/dlq.md, "Import")
     Every line is checked before the first publish: what RabbitMQ or the AMQP client would
@@ -39,7 +38,6 @@ from typing import Any, Protocol, TextIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rabbitctl_retry.dlq.jsonl import (
-    PROPERTY_NAMES,
     Record,
     parse_record,
     record_line,
@@ -59,9 +57,9 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
+from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.topology.inequivalence import Declaration, adopt_current, parse_inequivalence
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
-from rabbitctl_retry.transport.message_ids import MessageIdGuard
 from rabbitctl_retry.transport.values import encoding_problem
 
 MAX_PREFETCH = 65535
@@ -441,7 +439,6 @@ async def import_file(
     progress.begin(checked.to_publish, f"importing into {to}")
     channel = await connection.channel(confirms=True)
     slots = asyncio.Semaphore(window)
-    guard = MessageIdGuard()
     confirmed: set[int] = set()
     refused: dict[int, str] = {}
     unconfirmed: set[int] = set()
@@ -449,15 +446,9 @@ async def import_file(
     pending: set[asyncio.Future[None]] = set()
 
     async def publish(number: int, record: Record) -> None:
-        properties = properties_of(record)
-        message_id = properties.message_id
-        held = False
         try:
-            if message_id is not None:
-                await guard.acquire(message_id)
-                held = True
             await channel.publish(
-                record.body, routing_key=to, properties=properties, mandatory=True
+                record.body, routing_key=to, properties=properties_of(record), mandatory=True
             )
             confirmed.add(number)
             progress.advance()
@@ -469,8 +460,6 @@ async def import_file(
             unconfirmed.add(number)
             closed.append(error)
         finally:
-            if held and message_id is not None:
-                guard.release(message_id)
             slots.release()
 
     try:

@@ -38,7 +38,7 @@ retry_after(d)     delay = plugin-dme         copy to ``<queue>.delay`` with ``x
 =================  =========================  ==============================================
 
 Every copy keeps the body, the application headers and the kept properties
-(:data:`KEPT_PROPERTIES`), drops the broker's headers, and is persistent; the retry header
+(``retry/properties.py``), drops the broker's headers, and is persistent; the retry header
 grows by one on every copy, so the cap ends delayed loops as it ends immediate ones. A retry
 is never ``basic.nack``: RabbitMQ 4.3 counts only ``basic.reject`` against a quorum limit.
 """
@@ -66,20 +66,6 @@ from rabbitctl_retry.retry.headers import (
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER, wait_queue_name
-
-KEPT_PROPERTIES = (
-    "content_type",
-    "content_encoding",
-    "message_id",
-    "correlation_id",
-    "reply_to",
-    "timestamp",
-    "priority",
-    "type",
-    "app_id",
-)
-"""Message properties a copy keeps. Not ``expiration`` (a copy sets its own, if any), and not
-``user_id``: RabbitMQ refuses a publish whose user_id is not the connection's user."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

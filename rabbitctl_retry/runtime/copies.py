@@ -19,25 +19,25 @@ from dataclasses import dataclass
 
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.clock import Clock, Timer
-from rabbitctl_retry.retry.policy import KEPT_PROPERTIES, Copy
+from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
-from rabbitctl_retry.transport.message_ids import MessageIdGuard
 
 log = logging.getLogger("rr.runtime")
 
 PERSISTENT = 2
 
 
-def copy_properties(original: Properties, copy: Copy) -> Properties:
-    """The copy's properties: the kept ones of the original, the copy's headers, persistent;
+def retry_copy_properties(original: Properties, copy: Copy) -> Properties:
+    """A retry or dead-letter copy's properties: the copied ones of the original
+    (``retry/properties.py``), the copy's headers, persistent, and the copy's own expiration;
     a verbatim copy's are the original's, as received."""
     if copy.verbatim:
         return original
-    kept = {name: getattr(original, name) for name in KEPT_PROPERTIES}
-    return Properties(
-        **kept,
-        headers=dict(copy.headers),
+    return copy_properties(
+        original,
+        copy.headers,
         delivery_mode=PERSISTENT,
         expiration=str(copy.expiration_ms) if copy.expiration_ms is not None else None,
     )
@@ -56,7 +56,6 @@ class CopyPublisher:
         self._connection = connection
         self._channels: dict[bool, Channel] = {}
         self._opening = asyncio.Lock()
-        self._ids = MessageIdGuard()
         self.channels_opened = 0
         """How many channels this publisher opened (1 per kind, plus re-opens)."""
 
@@ -80,20 +79,13 @@ class CopyPublisher:
         copy may or may not have arrived).
         """
         channel = await self._channel(confirm)
-        message_id = original.properties.message_id if confirm else None
-        if message_id is not None and not self._ids.try_acquire(message_id):
-            await self._ids.acquire(message_id)
-        try:
-            await channel.publish(
-                original.body,
-                exchange=copy.exchange,
-                routing_key=copy.routing_key,
-                properties=copy_properties(original.properties, copy),
-                mandatory=copy.mandatory,
-            )
-        finally:
-            if message_id is not None:
-                self._ids.release(message_id)
+        await channel.publish(
+            original.body,
+            exchange=copy.exchange,
+            routing_key=copy.routing_key,
+            properties=retry_copy_properties(original.properties, copy),
+            mandatory=copy.mandatory,
+        )
 
     async def close(self) -> None:
         for channel in self._channels.values():

@@ -99,6 +99,7 @@ from rabbitctl_retry.transport.base import (
     ServerVersion,
 )
 from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
+from rabbitctl_retry.transport.message_ids import MessageIdGuard
 from rabbitctl_retry.transport.url import DEFAULT_HEARTBEAT_S, BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
@@ -238,12 +239,13 @@ class AmqpConnection:
 class AmqpChannel:
     """One AMQP channel (implements the port's ``Channel``)."""
 
-    __slots__ = ("_cancel_callbacks", "_channel", "_confirms")
+    __slots__ = ("_cancel_callbacks", "_channel", "_confirms", "_message_ids")
 
     def __init__(self, channel: aiormq.Channel, *, confirms: bool) -> None:
         self._channel = channel
         self._confirms = confirms
         self._cancel_callbacks: dict[str, CancelCallback] = {}
+        self._message_ids = MessageIdGuard()
 
     @property
     def is_closed(self) -> bool:
@@ -366,7 +368,15 @@ class AmqpChannel:
 
         Without confirms it returns once the frames are written to the socket. A confirm
         makes the socket drain redundant, so a confirm channel does not wait for it.
+
+        aiormq matches a ``basic.return`` to its publish by ``message_id``: on a confirm
+        channel a second publish of an id waits until the first one is confirmed, returned or
+        refused (``transport/message_ids.py``), so a returned message's failure never lands on
+        another one's publish (and its original is never settled as if it had arrived).
         """
+        message_id = properties.message_id if self._confirms and properties else None
+        if message_id is not None and not self._message_ids.try_acquire(message_id):
+            await self._message_ids.acquire(message_id)
         try:
             await self._channel.basic_publish(
                 body,
@@ -379,6 +389,9 @@ class AmqpChannel:
         except Exception as exc:
             where = f"exchange {exchange!r}" if exchange else "the default exchange"
             self._fail(exc, f"publish to {where} with routing key {routing_key!r}")
+        finally:
+            if message_id is not None:
+                self._message_ids.release(message_id)
 
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
         try:

@@ -37,7 +37,7 @@ from rabbitctl_retry.cli import app
 from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import BINDING_KEYS, EXCHANGE_KEYS, QUEUE_KEYS, load_file
-from rabbitctl_retry.transport.amqp import _wire_arguments
+from rabbitctl_retry.transport.values import wire_arguments
 from tests.hostile.broker_state import assert_holds_exactly, ctl
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -280,7 +280,7 @@ def frames_of(desired: Desired) -> list[Any]:
                 exchange=exchange.name,
                 exchange_type=exchange.type,
                 durable=exchange.durable,
-                arguments=_wire_arguments(exchange.arguments),
+                arguments=wire_arguments(exchange.arguments),
             )
         )
     for queue in desired.queues:
@@ -289,7 +289,7 @@ def frames_of(desired: Desired) -> list[Any]:
             spec.Queue.Declare(
                 queue=queue.name,
                 durable=queue.durable,
-                arguments=_wire_arguments(queue.arguments),
+                arguments=wire_arguments(queue.arguments),
             )
         )
     for binding in desired.bindings:
@@ -298,7 +298,7 @@ def frames_of(desired: Desired) -> list[Any]:
                 queue=binding.queue,
                 exchange=binding.exchange,
                 routing_key=binding.routing_key,
-                arguments=_wire_arguments(binding.arguments),
+                arguments=wire_arguments(binding.arguments),
             )
         )
     return frames

@@ -6,23 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from rabbitctl_retry.dlq.choice import Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.filters import parse_all
-from rabbitctl_retry.dlq.jsonl import PROPERTY_NAMES
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.rate import Pacer
-from rabbitctl_retry.dlq.replay import (
-    KEPT_ON_REPLAY,
-    RUN_HEADER,
-    Fail,
-    Replay,
-    ReplayPlan,
-    Skip,
-    Stop,
-    choose,
-    replay_headers,
-)
+from rabbitctl_retry.dlq.replay import RUN_HEADER, ReplayPlan, choose, replay_headers
 from rabbitctl_retry.retry.headers import is_broker_header
-from rabbitctl_retry.retry.policy import KEPT_PROPERTIES
+from rabbitctl_retry.retry.properties import COPIED_PROPERTIES, PROPERTY_NAMES
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
 H = "x-ruststream-retry-count"
@@ -79,7 +69,7 @@ def plan(**changes: object) -> ReplayPlan:
 )
 def test_a_copy_starts_afresh(headers: dict[str, object], to: str) -> None:
     choice = choose(plan(), headers, NOW)
-    assert isinstance(choice, Replay)
+    assert isinstance(choice, Send)
     assert choice.to == to
     assert choice.headers == {
         "x-tenant": "acme",
@@ -118,7 +108,7 @@ def test_a_custom_retry_header_is_the_one_removed() -> None:
 
 def test_to_overrides_the_origin() -> None:
     choice = choose(plan(to="manual"), SERVER_DEAD_LETTER, NOW)
-    assert isinstance(choice, Replay)
+    assert isinstance(choice, Send)
     assert choice.to == "manual"
 
 
@@ -142,13 +132,13 @@ def test_a_copy_of_this_run_stops_the_run() -> None:
     assert isinstance(choose(plan(), copy, NOW), Stop)
     # a copy of an earlier run is an ordinary dead letter
     earlier = replay_headers(RR_DEAD_LETTER, retry_header=H, run_id="run-0", now=NOW)
-    assert isinstance(choose(plan(), {**earlier, "rr-origin-queue": "refunds"}, NOW), Replay)
+    assert isinstance(choose(plan(), {**earlier, "rr-origin-queue": "refunds"}, NOW), Send)
     assert isinstance(choose(plan(), {RUN_HEADER: b"run-1"}, NOW), Stop)
 
 
 def test_where_skips_what_does_not_match() -> None:
     wanted = plan(conditions=parse_all(["origin=payouts"]))
-    assert isinstance(choose(wanted, SERVER_DEAD_LETTER, NOW), Replay)
+    assert isinstance(choose(wanted, SERVER_DEAD_LETTER, NOW), Send)
     skipped = choose(wanted, RR_DEAD_LETTER, NOW)
     assert isinstance(skipped, Skip)
     assert "--where" in skipped.reason
@@ -169,17 +159,16 @@ def test_a_topologys_wait_queues_decide_the_origin() -> None:
     )
     with_topology = plan(wait_queues=WaitQueues.of(topology))
     choice = choose(with_topology, headers, NOW)
-    assert isinstance(choice, Replay)
+    assert isinstance(choice, Send)
     assert choice.to == "payouts"
     # without it, payouts.later looks like an ordinary queue
     without = choose(plan(), headers, NOW)
-    assert isinstance(without, Replay)
+    assert isinstance(without, Send)
     assert without.to == "payouts.later"
 
 
 def test_kept_properties() -> None:
-    assert set(KEPT_ON_REPLAY) == set(PROPERTY_NAMES) - {"expiration", "user_id"}
-    assert set(KEPT_PROPERTIES) <= set(KEPT_ON_REPLAY)
+    assert set(COPIED_PROPERTIES) == set(PROPERTY_NAMES) - {"expiration", "user_id"}
 
 
 def test_pacer_spaces_publishes_without_a_burst() -> None:

@@ -8,22 +8,25 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rabbitctl_retry.dlq.report import (
-    ReplayOutcome,
-    ReplayReport,
-    ReplayResult,
-    group_counts,
+from rabbitctl_retry.cli.dlq_report import (
     inspect_summary,
-    replay_document,
-    replay_exit_code,
-    replay_summary,
+    transfer_document,
+    transfer_exit_code,
+    transfer_summary,
+)
+from rabbitctl_retry.dlq.report import (
+    TransferKind,
+    TransferOutcome,
+    TransferReport,
+    TransferResult,
+    group_counts,
     target_counts,
 )
 from rabbitctl_retry.dlq.view import body_text, death_line, encode_body, error_lines, show_body
 from rabbitctl_retry.errors import ExitCode
 from rabbitctl_retry.retry.headers import Death
 
-R, S, F = ReplayOutcome.REPLAYED, ReplayOutcome.SKIPPED, ReplayOutcome.FAILED
+R, S, F = TransferOutcome.SENT, TransferOutcome.SKIPPED, TransferOutcome.FAILED
 
 
 @pytest.mark.parametrize(
@@ -108,19 +111,19 @@ def test_death_line_and_error_lines() -> None:
     assert error_lines(None) == []
 
 
-def report(*outcomes: ReplayOutcome, **changes: object) -> ReplayReport:
+def report(*outcomes: TransferOutcome, **changes: object) -> TransferReport:
     values: dict[str, object] = {
         "source": "refunds.dead",
         "dry_run": False,
         "results": tuple(
-            ReplayResult(f"m{i}", "refunds", outcome, None if outcome is R else "why")
+            TransferResult(f"m{i}", "refunds", outcome, None if outcome is R else "why")
             for i, outcome in enumerate(outcomes)
         ),
         "in_queue": len(outcomes),
         "examined": len(outcomes),
     }
     values.update(changes)
-    return ReplayReport(**values)
+    return TransferReport(**values)
 
 
 @pytest.mark.parametrize(
@@ -135,16 +138,16 @@ def report(*outcomes: ReplayOutcome, **changes: object) -> ReplayReport:
         ((S, F), ExitCode.FAILURE),
     ],
 )
-def test_exit_code(outcomes: tuple[ReplayOutcome, ...], code: ExitCode) -> None:
-    assert replay_exit_code([report(*outcomes)]) is code
+def test_exit_code(outcomes: tuple[TransferOutcome, ...], code: ExitCode) -> None:
+    assert transfer_exit_code([report(*outcomes)]) is code
 
 
 def test_exit_code_over_several_sources() -> None:
-    assert replay_exit_code([report(F), report(R)]) is ExitCode.PARTIAL
+    assert transfer_exit_code([report(F), report(R)]) is ExitCode.PARTIAL
 
 
 def test_replay_document_is_spec_6() -> None:
-    document = replay_document(report(R, S, F))
+    document = transfer_document(report(R, S, F))
     assert document == {
         "source": "refunds.dead",
         "dry_run": False,
@@ -160,16 +163,16 @@ def test_replay_document_is_spec_6() -> None:
 
 
 def test_summaries_tell_what_happened() -> None:
-    text = replay_summary(report(R, F))
+    text = transfer_summary(report(R, F))
     assert "replayed 1 of 2 dead letters" in text
     assert "failed dead letters are still in the dead-letter queue" in text
-    assert "dry run: nothing was moved" in replay_summary(report(R, dry_run=True))
-    cut = replay_summary(
+    assert "dry run: nothing was moved" in transfer_summary(report(R, dry_run=True))
+    cut = transfer_summary(
         report(R, interrupted="connection closed", possible_duplicates=3, stopped=None)
     )
     assert "interrupted: connection closed" in cut
     assert "up to 3 messages may now be both" in cut
-    assert "stopped early: loop" in replay_summary(report(R, stopped="loop"))
+    assert "stopped early: loop" in transfer_summary(report(R, stopped="loop"))
 
 
 def test_groups_by_origin_and_reason() -> None:
@@ -184,13 +187,25 @@ def test_groups_by_origin_and_reason() -> None:
 
 def test_target_counts_keep_each_reason_apart() -> None:
     results = [
-        ReplayResult("a", "refunds", R),
-        ReplayResult("b", "refunds", R),
-        ReplayResult("c", "refunds", R, "possible duplicate"),
-        ReplayResult("d", None, S, "does not match --where"),
+        TransferResult("a", "refunds", R),
+        TransferResult("b", "refunds", R),
+        TransferResult("c", "refunds", R, "possible duplicate"),
+        TransferResult("d", None, S, "does not match --where"),
     ]
     assert target_counts(results) == [
-        ("refunds", "replayed", None, 2),
+        ("refunds", "sent", None, 2),
         (None, "skipped", "does not match --where", 1),
-        ("refunds", "replayed", "possible duplicate", 1),
+        ("refunds", "sent", "possible duplicate", 1),
     ]
+
+
+def test_a_move_reports_in_its_own_words() -> None:
+    moved = report(R, S, F, kind=TransferKind.MOVE)
+    document = transfer_document(moved)
+    assert (document["moved"], document["skipped"], document["failed"]) == (1, 1, 1)
+    assert "replayed" not in document
+    assert [result["outcome"] for result in document["results"]] == ["moved", "skipped", "failed"]
+    text = transfer_summary(moved)
+    assert "moved 1 of 3 messages read from 'refunds.dead'" in text
+    assert "failed messages are still in the source queue" in text
+    assert "would move 1 of" in transfer_summary(report(R, kind=TransferKind.MOVE, dry_run=True))

@@ -1,35 +1,32 @@
-"""The shell of ``rr dlq replay``: dead letters back to the queues they failed in.
+"""The transfer engine: ``rr dlq replay`` and ``rr dlq move``, messages from one queue to others.
 
-Decisions come from the pure core (``dlq/replay.py``: target, filters, loop guard, the copy's
-headers); this module carries them out on the transport port.
+What happens to each message comes from a pure chooser (``dlq/choice.py``: the replay's in
+``dlq/replay.py``, the move's in ``dlq/move.py``); this module carries it out on the transport
+port, the same way for both commands.
 
-``basic.consume`` with a prefetch window (500) on one channel; each dead letter's copy is
+``basic.consume`` with a prefetch window (500) on one channel; each message's copy is
 published ``mandatory`` on a confirm channel of the same connection, many in flight at
-once (each delivery's callback awaits its own confirm), and the dead letter is acked only
+once (each delivery's callback awaits its own confirm), and the message is acked only
 after its copy was confirmed. Acks are coalesced into ``basic.ack(multiple=true)`` over the
 settled prefix of the channel and written in order by one settler (``ops/settler.py``).
-A copy the broker returned (no such queue) or refused leaves its dead letter unacked: it
-goes back to the queue, in its place, when the channel closes, as do skipped dead letters.
+A copy the broker returned (no such queue) or refused leaves its message unacked: it
+goes back to the queue, in its place, when the channel closes, as do skipped messages.
 A run reads at most the messages the queue held when it started, so copies that come back
-are never read again; one carrying this run's id stops the run (the loop guard).
+are never read again; a replayed one carrying this run's id stops the run (the loop guard).
 
 After each batch of acks one ``basic.qos`` round trip tells which acks the broker has
 processed (a channel handles its frames in order). If the connection drops, the report
-counts the dead letters that may now be in both places: copies in flight, and copies
+counts the messages that may now be in both places: copies in flight, and copies
 confirmed whose ack the broker had not yet confirmed. Nothing else can be duplicated, and
-nothing can be lost: a dead letter is only ever removed after its copy was confirmed.
-
-Two copies with the same ``message_id`` are never in flight at once: aiormq matches a
-``basic.return`` to its publish by ``message_id``, and two in flight would let a returned
-copy's failure land on the other one (and its dead letter be acked).
+nothing can be lost: a message is only ever removed after its copy was confirmed.
 
 The run's first copy goes out alone: the others wait until the broker confirmed, returned or
 refused it. A user without write permission is refused on that first publish (403
 ACCESS_REFUSED closes the channel), so the run stops knowing that no copy arrived anywhere:
 nothing is in two places, and the CLI exits 77 (docs/dlq.md, "When the broker refuses").
 
-``--limit N`` counts the dead letters attempted: every one that matches ``--where``, whether
-its copy is then confirmed or it fails (docs/dlq.md, "How a replay runs").
+``--limit N`` counts the messages attempted: every one the chooser sends or fails, whether
+its copy is then confirmed or not (docs/dlq.md, "How a replay runs").
 """
 
 from __future__ import annotations
@@ -41,11 +38,23 @@ import time
 import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum
+from functools import partial
 from typing import Any
 
+from rabbitctl_retry.dlq.choice import Choice, Chooser, Fail, Send, Skip, Stop
+from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.rate import Pacer
-from rabbitctl_retry.dlq.replay import KEPT_ON_REPLAY, Fail, Replay, ReplayPlan, Skip, Stop, choose
-from rabbitctl_retry.dlq.report import ReplayOutcome, ReplayReport, ReplayResult, limit_reached
+from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.replay import choose as choose_replay
+from rabbitctl_retry.dlq.report import (
+    TransferKind,
+    TransferOutcome,
+    TransferReport,
+    TransferResult,
+    limit_reached,
+)
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
@@ -54,6 +63,7 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.ops.clock import Clock, WallClock
+from rabbitctl_retry.ops.copying import copy_properties
 from rabbitctl_retry.ops.dlq import (
     IDLE_S,
     NO_PROGRESS,
@@ -65,24 +75,28 @@ from rabbitctl_retry.ops.dlq import (
 )
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
-from rabbitctl_retry.transport.base import Channel, Connection, Delivery, FieldTable, Properties
-from rabbitctl_retry.transport.message_ids import MessageIdGuard
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery
 
 
-def replay_properties(original: Properties, headers: FieldTable) -> Properties:
-    """A replayed copy's properties: the kept ones of the dead letter, and new headers."""
-    kept: dict[str, Any] = {name: getattr(original, name) for name in KEPT_ON_REPLAY}
-    return Properties(**kept, headers=headers)
+class Phase(IntEnum):
+    """Where a run is; it only ever moves forward (:meth:`Transfer._advance`)."""
+
+    READING = 0
+    """Messages are read and copied."""
+    CLOSING = 1
+    """No more messages are read (the end, --limit, the loop guard, idle); copies already
+    under way finish and their messages are acked."""
+    HALTED = 2
+    """Stopped on request (Ctrl-C): copies waiting for their --rate slot are not sent."""
+    INTERRUPTED = 3
+    """The connection or a channel failed, or the broker refused: nothing more is sent or
+    acked."""
 
 
 STOPPED_ON_REQUEST = "stopped on request"
-"""``ReplayReport.stopped`` of a run ended through ``ReplayOptions.stop``."""
+"""``TransferReport.stopped`` of a run ended through ``TransferOptions.stop``."""
 
 _NOT_FINISHED = "not finished"
-_NOT_SENT_INTERRUPTED = (
-    "not replayed: the run was interrupted before its copy was sent; it is still in the "
-    "dead-letter queue"
-)
 
 
 @dataclass(slots=True)
@@ -91,13 +105,13 @@ class _Slot:
 
     message_id: str | None
     to: str | None = None
-    outcome: ReplayOutcome = ReplayOutcome.FAILED
+    outcome: TransferOutcome = TransferOutcome.FAILED
     reason: str | None = _NOT_FINISHED
     maybe_duplicate: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
-class ReplayOptions:
+class TransferOptions:
     limit: int | None = None
     """Attempt at most this many dead letters (failed ones count; skipped ones do not)."""
     rate_per_s: float | None = None
@@ -117,35 +131,88 @@ class ReplayOptions:
         return max(1, min(self.window, math.ceil(self.rate_per_s)))
 
 
-_UNCONFIRMED_COPY = (
-    "interrupted before the broker confirmed the copy: it may also have reached {to!r} "
-    "(possible duplicate); the dead letter stays"
-)
-_UNCONFIRMED_ACK = (
-    "replayed, but the connection closed before the broker confirmed the dead letter's ack: "
-    "it may still be in the dead-letter queue (possible duplicate)"
-)
+@dataclass(frozen=True, slots=True)
+class Reasons:
+    """The reasons a run gives for the messages it leaves, in its command's words."""
+
+    item: str
+    """``dead letter`` or ``message``."""
+    place: str
+    """Where such a message stays: ``the dead-letter queue`` or ``the source queue``."""
+    past: str
+    """``replayed`` or ``moved``."""
+
+    def not_sent_interrupted(self) -> str:
+        return (
+            f"not {self.past}: the run was interrupted before its copy was sent; it is still "
+            f"in {self.place}"
+        )
+
+    def unconfirmed_copy(self, to: str | None) -> str:
+        return (
+            f"interrupted before the broker confirmed the copy: it may also have reached "
+            f"{to!r} (possible duplicate); the {self.item} stays"
+        )
+
+    def unconfirmed_ack(self) -> str:
+        return (
+            f"{self.past}, but the connection closed before the broker confirmed the "
+            f"{self.item}'s ack: it may still be in {self.place} (possible duplicate)"
+        )
+
+    def refused_copy(self, error: AccessRefused) -> str:
+        return (
+            f"the broker refused the copy ({error}): it reached no queue; the {self.item} "
+            "stays; rr's user needs write permission on the default exchange"
+        )
+
+    def publish_failure(self, error: PublishFailed, to: str) -> str:
+        text = str(error)
+        if "NO_ROUTE" in text or "returned" in text:
+            return f"no queue {to!r} took the copy (the broker returned it); the {self.item} stays"
+        return f"the broker refused the copy ({text}); the {self.item} stays"
+
+    def unreadable(self, error: Exception) -> str:
+        return f"cannot read this {self.item}: {type(error).__name__}: {error}"
 
 
-class _Replayer:
-    """One source queue's replay on one connection (see the module doc)."""
+REASONS = {
+    TransferKind.REPLAY: Reasons("dead letter", "the dead-letter queue", "replayed"),
+    TransferKind.MOVE: Reasons("message", "the source queue", "moved"),
+}
+
+
+def choice_of(choose: Chooser, delivery: Delivery, now: datetime, reasons: Reasons) -> Choice:
+    """What ``choose`` says of ``delivery``; a message rr cannot read fails alone."""
+    try:
+        return choose(delivery.properties.headers, now, delivery.properties.undecodable)
+    except Exception as error:  # a message rr cannot read must not stop the others
+        return Fail(reasons.unreadable(error))
+
+
+class Transfer:
+    """One source queue's transfer on one connection (see the module doc)."""
 
     def __init__(
         self,
         connection: Connection,
-        plan: ReplayPlan,
-        options: ReplayOptions,
+        source: str,
+        choose: Chooser,
+        options: TransferOptions,
         progress: ProgressSink,
+        kind: TransferKind,
     ) -> None:
         self._connection = connection
-        self._plan = plan
+        self._source = source
+        self._choose = choose
+        self._kind = kind
+        self._reasons = REASONS[kind]
         self._options = options
         self._window_size = options.effective_window
         self._progress = progress
         self._limit = options.limit
         self._clock = options.clock
         self._pacer = Pacer(options.rate_per_s) if options.rate_per_s else None
-        self._ids = MessageIdGuard()
         self._settler: ChannelSettler | None = None
         self._slots: list[_Slot] = []
         self._consume: Channel | None = None
@@ -159,14 +226,10 @@ class _Replayer:
         self._first_copy_taken = False
         self._first_copy_done = asyncio.Event()
         """Set once the run's first copy is confirmed, returned or refused: the others wait."""
-        self._closing = False
-        """No more dead letters are read (the end, --limit, the loop guard, idle, or an
-        interruption); copies already under way still finish."""
+        self._phase = Phase.READING
         self._finished = asyncio.Event()
         self._abort = asyncio.Event()
         """Wakes copies waiting for their --rate slot: the run is interrupted or halted."""
-        self._halted = False
-        """Stopped on request: copies not yet sent stay behind."""
         self._stopped: str | None = None
         self._interrupted: TransportError | None = None
         self._closed_under_us = BrokerUnreachable(
@@ -187,10 +250,10 @@ class _Replayer:
 
     # -- the run ---------------------------------------------------------------------------
 
-    async def run(self) -> ReplayReport:
+    async def run(self) -> TransferReport:
         started = time.perf_counter()
         connection = self._connection
-        source = self._plan.source
+        source = self._source
         self._consume = consume = await connection.channel()
         self._settler = ChannelSettler(
             consume, singles_threshold=self._window_size // 2, on_sent=self._mark_sent
@@ -248,12 +311,16 @@ class _Replayer:
                     self._interrupt(self._closed_under_us)
                     await self._settle_in_flight()
                     return
-                if stop is not None and stop.done() and not self._halted:
-                    self._halted = True
+                if stop is not None and stop.done() and self._phase < Phase.HALTED:
+                    self._stop(STOPPED_ON_REQUEST)  # while still reading: the reason sticks
+                    self._advance(Phase.HALTED)
                     self._abort.set()
-                    self._stop(STOPPED_ON_REQUEST)
                     continue
-                if self._examined == before and self._in_flight == 0 and not self._closing:
+                if (
+                    self._examined == before
+                    and self._in_flight == 0
+                    and self._phase is Phase.READING
+                ):
                     self._stop(
                         f"no dead letter came for {self._options.idle_s:g} s after "
                         f"{self._examined:,} of {self._in_queue:,}: another consumer may be "
@@ -288,7 +355,7 @@ class _Replayer:
         # First statement, before any await: tags enter the window in delivery order.
         assert self._settler is not None
         self._settler.delivered(tag)
-        if self._closing:
+        if self._phase is not Phase.READING:
             self._hold()
             return
         if self._examined >= self._in_queue:
@@ -296,16 +363,8 @@ class _Replayer:
             self._stop(None)
             self._hold()
             return
-        try:
-            choice = choose(
-                self._plan,
-                delivery.properties.headers,
-                self._clock.now(),
-                delivery.properties.undecodable,
-            )
-        except Exception as error:  # a letter rr cannot read must not stop the others
-            choice = Fail(f"cannot read this dead letter: {type(error).__name__}: {error}")
-        attempt = isinstance(choice, Replay | Fail)
+        choice = choice_of(self._choose, delivery, self._clock.now(), self._reasons)
+        attempt = isinstance(choice, Send | Fail)
         if attempt and self._limit is not None and self._attempted >= self._limit:
             self._stop(limit_reached(self._limit))
             self._hold()
@@ -319,29 +378,29 @@ class _Replayer:
             self._attempted += 1
         reached = attempt and self._limit is not None and self._attempted >= self._limit
         match choice:
-            case Replay():
+            case Send():
                 slot.to = choice.to
                 self._in_flight += 1  # before any stop: the run waits for this copy
                 if last:
                     self._stop(None)
                 elif reached and self._limit is not None:
                     self._stop(limit_reached(self._limit))
-                await self._replay(delivery, choice, slot)
+                await self._send(delivery, choice, slot)
                 return
             case Skip():
-                self._leave(slot, ReplayOutcome.SKIPPED, choice.reason)
+                self._leave(slot, TransferOutcome.SKIPPED, choice.reason)
             case Fail():
                 slot.to = choice.to
-                self._leave(slot, ReplayOutcome.FAILED, choice.reason)
+                self._leave(slot, TransferOutcome.FAILED, choice.reason)
             case Stop():
                 self._stop(choice.reason)
-                self._leave(slot, ReplayOutcome.SKIPPED, choice.reason)
+                self._leave(slot, TransferOutcome.SKIPPED, choice.reason)
         if last:
             self._stop(None)
         elif reached and self._limit is not None:
             self._stop(limit_reached(self._limit))
 
-    def _leave(self, slot: _Slot, outcome: ReplayOutcome, reason: str) -> None:
+    def _leave(self, slot: _Slot, outcome: TransferOutcome, reason: str) -> None:
         """This dead letter stays in its queue."""
         slot.outcome = outcome
         slot.reason = reason
@@ -358,7 +417,7 @@ class _Replayer:
             self._settler.force_singles = True
         self._held_here += 1
         if (
-            not self._closing
+            self._phase is Phase.READING
             and not self._regenerating
             and self._held_here >= max(1, self._window_size // 2)
         ):
@@ -372,19 +431,17 @@ class _Replayer:
             if self._consumer_tag is not None:
                 await consume.cancel(self._consumer_tag)
                 self._consumer_tag = None
-            if not self._closing:
+            if self._phase is Phase.READING:
                 self._held_here = 0
-                self._consumer_tag = await consume.consume(self._plan.source, self._on_delivery)
+                self._consumer_tag = await consume.consume(self._source, self._on_delivery)
         except TransportError as error:
             self._interrupt(error)
         finally:
             self._regenerating = False
 
-    async def _replay(self, delivery: Delivery, choice: Replay, slot: _Slot) -> None:
-        """Publish the copy (``_in_flight`` already counts it), then ack the dead letter."""
+    async def _send(self, delivery: Delivery, choice: Send, slot: _Slot) -> None:
+        """Publish the copy (``_in_flight`` already counts it), then ack the message."""
         tag = delivery.delivery_tag
-        message_id = delivery.properties.message_id
-        guarded = False
         first = not self._first_copy_taken  # decided before any await: in delivery order
         self._first_copy_taken = True
         try:
@@ -395,15 +452,13 @@ class _Replayer:
                         await asyncio.wait_for(self._abort.wait(), wait_s)
             if not first and not self._first_copy_done.is_set():
                 await self._first_copy_done.wait()
-            if message_id is not None:
-                if not self._ids.try_acquire(message_id):
-                    await self._ids.acquire(message_id)
-                guarded = True
             if self._interrupted is not None:
-                self._leave(slot, ReplayOutcome.SKIPPED, _NOT_SENT_INTERRUPTED)
+                self._leave(slot, TransferOutcome.SKIPPED, self._reasons.not_sent_interrupted())
                 return
-            if self._halted:
-                self._leave(slot, ReplayOutcome.SKIPPED, "not replayed: the run was stopped")
+            if self._phase is Phase.HALTED:
+                self._leave(
+                    slot, TransferOutcome.SKIPPED, f"not {self._reasons.past}: the run was stopped"
+                )
                 return
             confirm = self._confirm
             assert confirm is not None
@@ -414,17 +469,19 @@ class _Replayer:
                     routing_key=choice.to,
                     properties=delivery.properties
                     if choice.verbatim
-                    else replay_properties(delivery.properties, choice.headers),
+                    else copy_properties(delivery.properties, choice.headers),
                     mandatory=True,
                 )
             except PublishFailed as error:
                 self._publishing.pop(tag, None)
-                self._leave(slot, ReplayOutcome.FAILED, _publish_failure(error, choice.to))
+                self._leave(
+                    slot, TransferOutcome.FAILED, self._reasons.publish_failure(error, choice.to)
+                )
                 return
             except AccessRefused as error:
                 self._publishing.pop(tag, None)
                 if first:  # alone in flight, and refused: it reached no queue
-                    self._leave(slot, ReplayOutcome.FAILED, _refused_copy(error))
+                    self._leave(slot, TransferOutcome.FAILED, self._reasons.refused_copy(error))
                 else:  # refused while others were in flight: any of them may have arrived
                     self._unconfirmed(slot)
                 self._interrupt(error)
@@ -436,15 +493,15 @@ class _Replayer:
                 return
             except Exception as error:  # the copy could not even be encoded: this letter only
                 self._publishing.pop(tag, None)
-                self._leave(slot, ReplayOutcome.FAILED, f"cannot publish its copy: {error}")
+                self._leave(slot, TransferOutcome.FAILED, f"cannot publish its copy: {error}")
                 return
             self._publishing.pop(tag, None)
-            slot.outcome = ReplayOutcome.REPLAYED
+            slot.outcome = TransferOutcome.SENT
             slot.reason = None
             if self._interrupted is not None:
                 # confirmed, but the ack can no longer be sent: the dead letter stays too
                 slot.maybe_duplicate = True
-                slot.reason = _UNCONFIRMED_ACK
+                slot.reason = self._reasons.unconfirmed_ack()
                 self._hold()
                 return
             assert self._settler is not None
@@ -455,21 +512,19 @@ class _Replayer:
             if self._publishing.pop(tag, None) is not None:
                 self._unconfirmed(slot)
             elif slot.reason == _NOT_FINISHED:
-                self._leave(slot, ReplayOutcome.SKIPPED, _NOT_SENT_INTERRUPTED)
+                self._leave(slot, TransferOutcome.SKIPPED, self._reasons.not_sent_interrupted())
             raise
         finally:
             if first:
                 self._first_copy_done.set()
-            if guarded and message_id is not None:
-                self._ids.release(message_id)
             self._in_flight -= 1
-            if self._closing and self._in_flight == 0:
+            if self._phase is not Phase.READING and self._in_flight == 0:
                 self._finished.set()
 
     def _unconfirmed(self, slot: _Slot) -> None:
         """The copy was sent (or being sent) when the run was cut: it may have arrived."""
         slot.maybe_duplicate = True
-        self._leave(slot, ReplayOutcome.FAILED, _UNCONFIRMED_COPY.format(to=slot.to))
+        self._leave(slot, TransferOutcome.FAILED, self._reasons.unconfirmed_copy(slot.to))
 
     # -- acks ------------------------------------------------------------------------------
 
@@ -524,11 +579,14 @@ class _Replayer:
     # -- stopping --------------------------------------------------------------------------
 
     def _stop(self, reason: str | None) -> None:
-        if reason is not None and self._stopped is None and not self._closing:
+        if reason is not None and self._stopped is None and self._phase is Phase.READING:
             self._stopped = reason
-        self._closing = True
+        self._advance(Phase.CLOSING)
         if self._in_flight == 0:
             self._finished.set()
+
+    def _advance(self, phase: Phase) -> None:
+        self._phase = max(self._phase, phase)
 
     def _interrupt(self, error: TransportError) -> None:
         if self._interrupted is None or (
@@ -541,22 +599,24 @@ class _Replayer:
             self._interrupted_text = text[cut:] if cut > 0 else text
         self._abort.set()
         self._stop(None)
+        self._advance(Phase.INTERRUPTED)
 
-    def _report(self, elapsed_s: float) -> ReplayReport:
+    def _report(self, elapsed_s: float) -> TransferReport:
         if self._interrupted is not None:
             for slot in (*self._acked_unsent.values(), *self._acks_unknown.values()):
                 slot.maybe_duplicate = True
-                slot.reason = _UNCONFIRMED_ACK
+                slot.reason = self._reasons.unconfirmed_ack()
             for slot in self._publishing.values():
                 slot.maybe_duplicate = True
-                slot.outcome = ReplayOutcome.FAILED
-                slot.reason = _UNCONFIRMED_COPY.format(to=slot.to)
+                slot.outcome = TransferOutcome.FAILED
+                slot.reason = self._reasons.unconfirmed_copy(slot.to)
         results = tuple(
-            ReplayResult(slot.message_id, slot.to, slot.outcome, slot.reason)
+            TransferResult(slot.message_id, slot.to, slot.outcome, slot.reason)
             for slot in self._slots
         )
-        return ReplayReport(
-            source=self._plan.source,
+        return TransferReport(
+            source=self._source,
+            kind=self._kind,
             dry_run=False,
             results=results,
             in_queue=self._in_queue,
@@ -569,65 +629,49 @@ class _Replayer:
         )
 
 
-def _refused_copy(error: AccessRefused) -> str:
-    return (
-        f"the broker refused the copy ({error}): it reached no queue; the dead letter stays; "
-        "rr's user needs write permission on the default exchange"
-    )
-
-
-def _publish_failure(error: PublishFailed, to: str) -> str:
-    text = str(error)
-    if "NO_ROUTE" in text or "returned" in text:
-        return f"no queue {to!r} took the copy (the broker returned it); the dead letter stays"
-    return f"the broker refused the copy ({text}); the dead letter stays"
-
-
-async def replay_queue(
+async def transfer(
     connection: Connection,
-    plan: ReplayPlan,
-    options: ReplayOptions | None = None,
+    source: str,
+    choose: Chooser,
+    options: TransferOptions | None = None,
     *,
+    kind: TransferKind = TransferKind.REPLAY,
     progress: ProgressSink = NO_PROGRESS,
-) -> ReplayReport:
-    """Replay the dead letters of ``plan.source`` (see the module doc).
+) -> TransferReport:
+    """Carry out ``choose`` on every message ``source`` holds now (see the module doc).
 
     Returns the report; a dropped connection does not raise but ends the run with
     ``report.interrupted`` set. :class:`NotFound` when the source queue is missing.
     """
-    return await _Replayer(connection, plan, options or ReplayOptions(), progress).run()
+    run = Transfer(connection, source, choose, options or TransferOptions(), progress, kind)
+    return await run.run()
 
 
 async def dry_run(
     connection: Connection,
-    plan: ReplayPlan,
-    options: ReplayOptions | None = None,
+    source: str,
+    choose: Chooser,
+    options: TransferOptions | None = None,
     *,
+    kind: TransferKind = TransferKind.REPLAY,
     progress: ProgressSink = NO_PROGRESS,
-) -> ReplayReport:
-    """What :func:`replay_queue` would do, reading without taking; nothing moves.
+) -> TransferReport:
+    """What :func:`transfer` would do, reading without taking; nothing moves.
 
     Each target queue is looked up (a passive declare): a missing one shows as a failure.
     """
-    options = options or ReplayOptions()
+    options = options or TransferOptions()
+    reasons = REASONS[kind]
     started = time.perf_counter()
-    choices: list[tuple[Delivery, Replay | Skip | Fail | Stop]] = []
+    choices: list[tuple[Delivery, Choice]] = []
     attempted = 0
     stopped: str | None = None
 
     def keep_going(delivery: Delivery) -> bool:
         nonlocal attempted, stopped
-        try:
-            choice = choose(
-                plan,
-                delivery.properties.headers,
-                options.clock.now(),
-                delivery.properties.undecodable,
-            )
-        except Exception as error:  # as in the real run: this letter fails alone
-            choice = Fail(f"cannot read this dead letter: {type(error).__name__}: {error}")
+        choice = choice_of(choose, delivery, options.clock.now(), reasons)
         choices.append((delivery, choice))
-        if isinstance(choice, Replay | Fail):
+        if isinstance(choice, Send | Fail):
             attempted += 1
             if options.limit is not None and attempted >= options.limit:
                 stopped = limit_reached(options.limit)
@@ -635,40 +679,66 @@ async def dry_run(
         return True
 
     read = await read_messages(
-        connection, plan.source, keep_going=keep_going, progress=progress, idle_s=options.idle_s
+        connection, source, keep_going=keep_going, progress=progress, idle_s=options.idle_s
     )
     if not read.complete:
         stopped = (
-            f"no dead letter came for {options.idle_s:g} s after {len(choices):,}: another "
+            f"no {reasons.item} came for {options.idle_s:g} s after {len(choices):,}: another "
             "consumer may be taking them"
         )
     exists: dict[str, str | None] = {}
-    results: list[ReplayResult] = []
+    results: list[TransferResult] = []
     for delivery, choice in choices:
         message_id = delivery.properties.message_id
         match choice:
-            case Replay(to=to):
+            case Send(to=to):
                 if to not in exists:
                     exists[to] = await queue_missing(connection, to)
                 problem = exists[to]
                 if problem is None:
-                    results.append(ReplayResult(message_id, to, ReplayOutcome.REPLAYED))
+                    results.append(TransferResult(message_id, to, TransferOutcome.SENT))
                 else:
-                    results.append(
-                        ReplayResult(message_id, to, ReplayOutcome.FAILED, f"would fail: {problem}")
-                    )
+                    failure = f"would fail: {problem}"
+                    results.append(TransferResult(message_id, to, TransferOutcome.FAILED, failure))
             case Skip(reason=reason) | Stop(reason=reason):
-                results.append(ReplayResult(message_id, None, ReplayOutcome.SKIPPED, reason))
+                results.append(TransferResult(message_id, None, TransferOutcome.SKIPPED, reason))
             case Fail(reason=reason, to=to):
-                results.append(ReplayResult(message_id, to, ReplayOutcome.FAILED, reason))
-    return ReplayReport(
-        source=plan.source,
+                results.append(TransferResult(message_id, to, TransferOutcome.FAILED, reason))
+    return TransferReport(
+        source=source,
         dry_run=True,
+        kind=kind,
         results=tuple(results),
         in_queue=read.in_queue,
         examined=len(choices),
         stopped=stopped,
         elapsed_s=time.perf_counter() - started,
+    )
+
+
+async def replay_queue(
+    connection: Connection,
+    plan: ReplayPlan,
+    options: TransferOptions | None = None,
+    *,
+    progress: ProgressSink = NO_PROGRESS,
+) -> TransferReport:
+    """``rr dlq replay`` of one dead-letter queue (``dlq/replay.py`` decides)."""
+    choose: Chooser = partial(choose_replay, plan)
+    return await transfer(connection, plan.source, choose, options, progress=progress)
+
+
+async def move_queue(
+    connection: Connection,
+    plan: MovePlan,
+    options: TransferOptions | None = None,
+    *,
+    progress: ProgressSink = NO_PROGRESS,
+) -> TransferReport:
+    """``rr dlq move`` of one queue (``dlq/move.py`` decides)."""
+    choose: Chooser = partial(choose_move, plan)
+    return await transfer(
+        connection, plan.source, choose, options, kind=TransferKind.MOVE, progress=progress
     )
 
 
@@ -679,9 +749,11 @@ def new_run_id() -> str:
 
 __all__ = [
     "STOPPED_ON_REQUEST",
-    "ReplayOptions",
+    "Phase",
+    "TransferOptions",
     "dry_run",
+    "move_queue",
     "new_run_id",
-    "replay_properties",
     "replay_queue",
+    "transfer",
 ]

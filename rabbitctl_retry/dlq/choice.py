@@ -1,0 +1,52 @@
+"""Pure. What a transfer (``rr dlq replay``, ``rr dlq move``) does with one message.
+
+A *chooser* looks at one message (its headers, the time, the names of the properties the
+codec could not decode) and answers with one :data:`Choice`; the engine (``ops/transfer.py``)
+carries it out: :class:`Send` publishes a copy and removes the message once the broker
+confirmed the copy, :class:`Skip` and :class:`Fail` leave it where it is, :class:`Stop` ends
+the run and leaves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeAlias
+
+from rabbitctl_retry.retry.headers import HeaderValue
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    to: str
+    headers: dict[str, HeaderValue]
+    verbatim: bool = False
+    """Publish the message's properties exactly as received (``headers`` unused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    reason: str
+    to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: str
+
+
+Choice: TypeAlias = Send | Skip | Fail | Stop
+
+Chooser: TypeAlias = Callable[[Mapping[str, HeaderValue] | None, datetime, tuple[str, ...]], Choice]
+"""``(headers, now, undecodable property names) -> Choice``."""
+
+
+def shown(name: str, limit: int = 64) -> str:
+    """A queue name for a reason: quoted, escaped, cut after ``limit`` characters."""
+    return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name):,} characters)"

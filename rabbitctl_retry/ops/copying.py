@@ -1,0 +1,21 @@
+"""A copy's properties, by the one rule of ``retry/properties.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rabbitctl_retry.retry.headers import HeaderValue
+from rabbitctl_retry.retry.properties import COPIED_PROPERTIES
+from rabbitctl_retry.transport.base import Properties
+
+
+def copy_properties(
+    original: Properties, headers: Mapping[str, HeaderValue], **overrides: Any
+) -> Properties:
+    """The properties of a copy of a message with ``original``'s: the copied ones (not
+    ``expiration``, not ``user_id``), ``headers``, and ``overrides`` (say, a retry copy's
+    ``delivery_mode`` and ``expiration``)."""
+    kept: dict[str, Any] = {name: getattr(original, name) for name in COPIED_PROPERTIES}
+    kept.update(overrides)
+    return Properties(**kept, headers=dict(headers))
