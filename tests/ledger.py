@@ -179,15 +179,6 @@ async def take_ids(connect: Connect, queue: str) -> Counter[str]:
     return found
 
 
-async def depth_of(connect: Connect, queue: str) -> int:
-    connection = await connect()
-    try:
-        channel = await connection.channel()
-        return (await channel.queue_declare(queue, passive=True)).message_count
-    finally:
-        await connection.close()
-
-
 async def wait_until(
     predicate: Callable[[], Awaitable[bool]], what: str, *, timeout_s: float, poll_s: float = 0.2
 ) -> None:

@@ -13,8 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.contract.backends import Backend, EmulatorBackend, RabbitBackend, VhostPool
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, VhostPool
 from tests.shared_node import chosen_versions, require_broker
+
+UNTIL_DEADLINE_S = 10.0
+"""How long the real broker may take to make a scenario's ``backend.until`` check true; the
+emulator gets one settle (tests/backends.py)."""
 
 
 @pytest.fixture(scope="session")
@@ -56,9 +60,10 @@ async def backend(
     chosen: EmulatorBackend | RabbitBackend
     if kind == "rabbitmq":
         pool = _pool_for(version, vhost_pools)
-        chosen = RabbitBackend(pool, await pool.take())
+        vhost = await pool.take()
+        chosen = RabbitBackend(pool.broker, pool=pool, vhost=vhost, deadline_s=UNTIL_DEADLINE_S)
     else:
-        chosen = EmulatorBackend(version)
+        chosen = EmulatorBackend(version, rounds=1)
     try:
         yield chosen
     finally:

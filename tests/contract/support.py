@@ -8,9 +8,8 @@ the client library invents for a message published without one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from rabbitctl_retry.transport.base import Channel, Delivery, FieldTable, FieldValue
 
@@ -96,37 +95,3 @@ async def drain(channel: Channel, queue: str) -> list[Delivery]:
 
 async def bodies(channel: Channel, queue: str) -> list[str]:
     return [delivery.body.decode() for delivery in await drain(channel, queue)]
-
-
-async def depth(channel: Channel, queue: str) -> int:
-    """Ready messages in ``queue`` (passive declare)."""
-    return (await channel.queue_declare(queue, passive=True)).message_count
-
-
-Settle = Literal["ack", "requeue", "drop", "hold"]
-
-
-@dataclass
-class Recorder:
-    """A consumer callback: records each delivery, then settles it as ``action`` says."""
-
-    channel: Channel
-    action: Settle
-    deliveries: list[Delivery] = field(default_factory=list)
-
-    async def __call__(self, delivery: Delivery) -> None:
-        self.deliveries.append(delivery)
-        tag = delivery.delivery_tag
-        match self.action:
-            case "ack":
-                await self.channel.ack(tag)
-            case "requeue":
-                await self.channel.reject(tag, requeue=True)
-            case "drop":
-                await self.channel.reject(tag, requeue=False)
-            case "hold":
-                pass
-
-    @property
-    def bodies(self) -> list[str]:
-        return [delivery.body.decode() for delivery in self.deliveries]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.transport.base import Channel
-from tests.contract.backends import Backend
+from tests.backends import Backend
 from tests.contract.versions import expected as expected_on
 
 Operation = Callable[[Channel], Awaitable[object]]

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.transport.base import Channel, FieldValue
-from tests.contract.backends import Backend
+from rabbitctl_retry.transport.base import FieldValue
+from tests.backends import Backend
+from tests.observe import depth
 
 RETRY_S = 1.0
-
-
-async def _depth(channel: Channel, queue: str) -> int:
-    return (await channel.queue_declare(queue, passive=True)).message_count
 
 
 @pytest.mark.parametrize("strategy", ["at-least-once", "at-most-once"])
@@ -45,12 +42,12 @@ async def test_a_full_dead_letter_queue(backend: Backend, strategy: str) -> None
         await channel.reject(delivery.delivery_tag, requeue=False)
 
     async def first_dead() -> bool:
-        return await _depth(channel, "dead") == 1
+        return await depth(channel, "dead") == 1
 
     await backend.until(first_dead, "the first dead letter in 'dead'")
     await backend.elapse(0.2)
-    assert await _depth(channel, "dead") == 1  # full: the second was refused
-    assert await _depth(channel, "work") == 0  # a kept dead letter is not in the depth
+    assert await depth(channel, "dead") == 1  # full: the second was refused
+    assert await depth(channel, "work") == 0  # a kept dead letter is not in the depth
     first = await channel.get("dead", no_ack=True)
     assert first is not None
     assert first.body == b"first"
@@ -59,12 +56,12 @@ async def test_a_full_dead_letter_queue(backend: Backend, strategy: str) -> None
     if strategy == "at-least-once":
 
         async def second_dead() -> bool:
-            return await _depth(channel, "dead") == 1
+            return await depth(channel, "dead") == 1
 
         await backend.until(second_dead, "the kept dead letter sent again")
         second = await channel.get("dead", no_ack=True)
         assert second is not None
         assert second.body == b"second"
     else:
-        assert await _depth(channel, "dead") == 0  # dropped: nothing comes
-    assert await _depth(channel, "work") == 0
+        assert await depth(channel, "dead") == 0  # dropped: nothing comes
+    assert await depth(channel, "work") == 0

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
-from tests.contract.backends import Backend
-from tests.contract.support import bodies, death, depth, drain, first_death, view
+from tests.backends import Backend
+from tests.contract.support import bodies, death, drain, first_death, view
 from tests.contract.versions import expected, last_death
+from tests.observe import depth
 
 DLX_TO_WORK: dict[str, FieldValue] = {
     "x-dead-letter-exchange": "",

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.transport.base import Properties
-from tests.contract.backends import Backend, delayed_plugin_enabled
-from tests.contract.support import depth, drain, view
+from tests.backends import Backend, delayed_plugin_enabled
+from tests.contract.support import drain, view
+from tests.observe import depth
 
 
 async def test_delayed_message_exchange(backend: Backend) -> None:

@@ -7,9 +7,10 @@ import time
 import pytest
 
 from rabbitctl_retry.transport.base import Properties
-from tests.contract.backends import Backend
-from tests.contract.support import death, depth, drain, first_death, view
+from tests.backends import Backend
+from tests.contract.support import death, drain, first_death, view
 from tests.contract.versions import last_death
+from tests.observe import depth
 
 
 async def head_of_line(backend: Backend, long_ms: int, short_ms: int) -> None:

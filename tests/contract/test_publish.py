@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.errors import PublishFailed
-from tests.contract.backends import Backend
+from tests.backends import Backend
 from tests.contract.support import bodies
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
-from tests.contract.backends import Backend
-from tests.contract.support import Recorder, death, delivery_count, depth, drain, first_death, view
+from tests.backends import Backend
+from tests.contract.support import death, delivery_count, drain, first_death, view
 from tests.contract.versions import expected, last_death
+from tests.observe import Recorder, depth
 
 
 async def always_requeued(backend: Backend, queue: str, dead: str, limit: int) -> Recorder:
@@ -73,7 +74,7 @@ async def test_delivery_limit(backend: Backend, limit: int) -> None:
 async def test_the_guides_payouts_topology(backend: Backend) -> None:
     """docs/topology.md: payouts (quorum, x-delivery-limit 4, DLX "" -> payouts.dead)."""
     recorder = await always_requeued(backend, "payouts", "payouts.dead", 4)
-    assert recorder.bodies == ["p"] * 5
+    assert recorder.bodies == [b"p"] * 5
     assert [delivery_count(d) for d in recorder.deliveries] == ["absent", 1, 2, 3, 4]
 
 

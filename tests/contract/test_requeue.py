@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import pytest
 
 from rabbitctl_retry.transport.base import Delivery, FieldValue
-from tests.contract.backends import Backend
-from tests.contract.support import Recorder, delivery_count, depth, drain
+from tests.backends import Backend
+from tests.contract.support import delivery_count, drain
 from tests.contract.versions import expected
+from tests.observe import Recorder, depth
 
 QUEUE_ARGUMENTS: dict[str, dict[str, FieldValue]] = {
     "classic": {},

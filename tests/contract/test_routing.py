@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from rabbitctl_retry.transport.base import FieldTable, Properties
-from tests.contract.backends import Backend
+from tests.backends import Backend
 from tests.contract.support import bodies
 from tests.contract.versions import expected
 

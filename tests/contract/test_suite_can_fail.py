@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.emulator import routing
-from tests.contract.backends import EMULATED, EmulatorBackend
+from tests.backends import EMULATED, EmulatorBackend
 from tests.contract.test_routing import (
     EXPECTED_TOPIC,
     expected_headers,
@@ -38,7 +38,7 @@ def hash_needs_a_word(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:
 
 
 async def observe_on_a_fresh_emulator(version: str) -> dict[str, list[str]]:
-    backend = EmulatorBackend(version)
+    backend = EmulatorBackend(version, rounds=1)
     try:
         return await observe_topic_routing(backend)
     finally:
@@ -81,8 +81,8 @@ async def test_the_topic_scenario_catches_a_hash_that_needs_a_word(
 async def test_the_headers_scenario_catches_the_other_versions_number_rule(version: str) -> None:
     """3.10 matches 1 with 1.0, 4.0 does not: an emulator at ``version`` with the other rule
     fails that version's expectations, exactly on the bindings the rule decides."""
-    right = EmulatorBackend(version)
-    wrong = EmulatorBackend(version)
+    right = EmulatorBackend(version, rounds=1)
+    wrong = EmulatorBackend(version, rounds=1)
     wrong.emulator.broker._strict_header_numbers = version == "3.10"  # the other line's rule
     try:
         assert await observe_headers_routing(right) == expected_headers(version)

@@ -15,8 +15,7 @@ import aiormq.channel
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry import Message, Outcome
-from rabbitctl_retry.cli import app
-from rabbitctl_retry.cli import dlq as cli_dlq
+from rabbitctl_retry.cli import app, dlq_common
 from rabbitctl_retry.cli._common import CliSettings
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
@@ -24,7 +23,8 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Connection, FieldValue, Properties
-from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend, depth
+from tests.backends import Backend, EmulatorBackend, RabbitBackend
+from tests.observe import depth
 
 H = "x-ruststream-retry-count"
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -98,7 +98,7 @@ async def wait_depth(backend: Backend, queue: str, count: int) -> None:
     for _ in range(600):
         if await depth(backend, queue) >= count:
             return
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     raise AssertionError(f"{queue} never held {count} messages")
 
 
@@ -279,4 +279,4 @@ def json_of(result: Result) -> Any:
 
 def interactive(answer: bool) -> Any:
     """Pretend stdin is (or is not) a terminal."""
-    return mock.patch.object(cli_dlq, "_interactive", return_value=answer)
+    return mock.patch.object(dlq_common, "interactive", return_value=answer)

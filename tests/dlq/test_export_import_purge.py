@@ -6,19 +6,19 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rabbitctl_retry.dlq.jsonl import PROPERTY_NAMES
+from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Delivery, Properties
+from tests.backends import Backend
 from tests.dlq.support import (
     declare,
-    depth,
     interactive,
     no_client_message_ids,
     publish_all,
     rr,
     run_to_dead,
 )
-from tests.runtime.backends import Backend
-from tests.runtime.backends import peek as read_all
+from tests.observe import depth
+from tests.observe import peek as read_all
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

@@ -9,11 +9,11 @@ from datetime import datetime
 from pathlib import Path
 
 from rabbitctl_retry.transport.base import Properties
+from tests.backends import Backend
 from tests.dlq.support import (
     TOPOLOGY_TEXT,
     H,
     declare,
-    depth,
     interactive,
     json_of,
     no_client_message_ids,
@@ -21,8 +21,8 @@ from tests.dlq.support import (
     rr,
     run_to_dead,
 )
-from tests.runtime.backends import Backend
-from tests.runtime.backends import peek as read_all
+from tests.observe import depth
+from tests.observe import peek as read_all
 
 
 async def test_300_dead_letters_from_rr_and_the_server_in_order(

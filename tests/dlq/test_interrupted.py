@@ -17,11 +17,12 @@ import pytest
 
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.errors import BrokerUnreachable
-from rabbitctl_retry.ops import replay as shell
+from rabbitctl_retry.ops import transfer as shell
 from rabbitctl_retry.transport.base import Channel, Connection, Properties
-from tests.dlq.support import declare, depth, publish_all
-from tests.runtime.backends import EmulatorBackend, RabbitBackend
-from tests.runtime.backends import peek as read_all
+from tests.backends import EmulatorBackend, RabbitBackend
+from tests.dlq.support import declare, publish_all
+from tests.observe import depth
+from tests.observe import peek as read_all
 
 COUNT = 3000
 
@@ -132,7 +133,7 @@ async def test_a_dropped_connection_on_the_emulator_then_a_rerun() -> None:
         assert report.interrupted is not None
         assert "CONNECTION_FORCED" in report.interrupted or "closed" in report.interrupted
         assert report.possible_duplicates >= 1  # the copy under way when it dropped
-        assert 0 < report.replayed < COUNT
+        assert 0 < report.sent < COUNT
         marked = [r for r in report.results if r.reason and "possible duplicate" in r.reason]
         assert len(marked) == report.possible_duplicates
 

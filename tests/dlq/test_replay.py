@@ -11,15 +11,15 @@ from pathlib import Path
 
 from rabbitctl_retry.dlq.filters import parse_all
 from rabbitctl_retry.dlq.replay import RUN_HEADER, ReplayPlan
-from rabbitctl_retry.dlq.report import ReplayOutcome
-from rabbitctl_retry.ops import replay as shell
+from rabbitctl_retry.dlq.report import TransferOutcome
+from rabbitctl_retry.ops import transfer as shell
 from rabbitctl_retry.retry.headers import is_broker_header
 from rabbitctl_retry.transport.base import Delivery, Properties
+from tests.backends import Backend
 from tests.dlq.support import (
     TOPOLOGY_TEXT,
     H,
     declare,
-    depth,
     interactive,
     json_of,
     no_client_message_ids,
@@ -29,8 +29,8 @@ from tests.dlq.support import (
     run_to_dead,
     synthesized,
 )
-from tests.runtime.backends import Backend
-from tests.runtime.backends import peek as read_all
+from tests.observe import depth
+from tests.observe import peek as read_all
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -300,14 +300,16 @@ async def test_a_copy_of_this_run_coming_round_stops_the_run(backend: Backend) -
     connection = await backend.connect()
     try:
         report = await shell.replay_queue(
-            connection, ReplayPlan(source="dead", run_id="this-run"), shell.ReplayOptions(window=3)
+            connection,
+            ReplayPlan(source="dead", run_id="this-run"),
+            shell.TransferOptions(window=3),
         )
     finally:
         await connection.close()
-    assert report.replayed == 6
+    assert report.sent == 6
     assert report.stopped is not None
     assert "came back" in report.stopped
-    assert report.results[-1].outcome is ReplayOutcome.SKIPPED
+    assert report.results[-1].outcome is TransferOutcome.SKIPPED
     assert [d.properties.message_id for d in await read_all(backend, "dead")] == [
         "m6",
         "m7",
@@ -326,11 +328,11 @@ async def test_many_skipped_dead_letters_never_stall_the_window(backend: Backend
         report = await shell.replay_queue(
             connection,
             ReplayPlan(source="dead", run_id="r", conditions=parse_all(["origin=payouts"])),
-            shell.ReplayOptions(window=8, idle_s=2.0),
+            shell.TransferOptions(window=8, idle_s=2.0),
         )
     finally:
         await connection.close()
-    assert (report.replayed, report.skipped, report.failed) == (10, 60, 0)
+    assert (report.sent, report.skipped, report.failed) == (10, 60, 0)
     assert report.stopped is None
     assert await depth(backend, "payouts") == 10
     assert [d.properties.message_id for d in await read_all(backend, "dead")] == [

@@ -24,7 +24,7 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
 )
 from rabbitctl_retry.transport.base import Delivery, Properties
-from tests.emulator.emulator_support import Recorder, ack
+from tests.observe import Recorder
 
 
 async def publish_numbers(channel: EmulatedChannel, queue: str, count: int) -> None:
@@ -93,7 +93,7 @@ async def test_a_consumer_acks_from_inside_its_callback(
 ) -> None:
     await channel.queue_declare("q")
     await channel.qos(1)
-    recorder = Recorder(channel, ack)
+    recorder = Recorder(channel, "ack")
     tag = await channel.consume("q", recorder)
     await publish_numbers(channel, "q", 4)
     await emulator.settle()
@@ -105,7 +105,7 @@ async def test_a_consumer_acks_from_inside_its_callback(
 
 async def test_consumers_take_turns(emulator: Emulator, channel: EmulatedChannel) -> None:
     await channel.queue_declare("q")
-    first, second = Recorder(channel, ack), Recorder(channel, ack)
+    first, second = Recorder(channel, "ack"), Recorder(channel, "ack")
     await channel.consume("q", first)
     await channel.consume("q", second)
     await publish_numbers(channel, "q", 6)
@@ -118,7 +118,7 @@ async def test_a_full_consumer_is_skipped(emulator: Emulator, channel: EmulatedC
     await channel.queue_declare("q")
     await channel.qos(1)
     slow = Recorder(channel)  # never acks
-    fast = Recorder(channel, ack)
+    fast = Recorder(channel, "ack")
     await channel.consume("q", slow)
     await channel.consume("q", fast)
     await publish_numbers(channel, "q", 4)
@@ -237,7 +237,7 @@ async def test_another_consumer_gets_what_a_closed_channel_returns(
     await crashing.consume("q", crashed)
     await publish_numbers(healthy, "q", 1)
     await emulator.settle()
-    survivor = Recorder(healthy, ack)
+    survivor = Recorder(healthy, "ack")
     await healthy.consume("q", survivor)
     await crashing.close()
     await emulator.settle()
@@ -378,7 +378,7 @@ async def test_the_event_history_tells_the_story(
     emulator: Emulator, channel: EmulatedChannel
 ) -> None:
     await channel.queue_declare("q")
-    await channel.consume("q", Recorder(channel, ack), consumer_tag="c1")
+    await channel.consume("q", Recorder(channel, "ack"), consumer_tag="c1")
     await channel.publish(b"m", routing_key="q")
     await emulator.settle()
     assert emulator.events == [
@@ -430,7 +430,7 @@ async def test_many_messages_flow_in_linear_time(emulator: Emulator) -> None:
     channel = await emulator.connect().channel()
     await channel.queue_declare("q")
     await channel.qos(50)
-    recorder = Recorder(channel, ack)
+    recorder = Recorder(channel, "ack")
     await channel.consume("q", recorder)
     started = time.perf_counter()
     for _ in range(20_000):

@@ -17,7 +17,7 @@ from rabbitctl_retry.emulator import (
 )
 from rabbitctl_retry.errors import PreconditionFailed, PublishFailed
 from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
-from tests.emulator.emulator_support import Recorder
+from tests.observe import Recorder
 
 T0 = datetime.fromtimestamp(DEFAULT_START_S, tz=UTC)
 

@@ -16,7 +16,7 @@ from rabbitctl_retry.emulator import (
 )
 from rabbitctl_retry.errors import PreconditionFailed
 from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
-from tests.emulator.emulator_support import Recorder, drop, retry
+from tests.observe import Recorder
 
 
 def quorum(
@@ -41,7 +41,7 @@ async def always_retry(
     await channel.queue_declare("payouts.dead")
     await channel.queue_declare("payouts", arguments=arguments)
     await channel.qos(1)
-    recorder = Recorder(channel, retry)
+    recorder = Recorder(channel, "requeue")
     await channel.consume("payouts", recorder)
     await channel.publish(
         b"p", routing_key="payouts", properties=Properties(message_id="m1", headers={"a": "b"})
@@ -148,7 +148,7 @@ async def test_nack_counts_on_3_10_but_not_on_4_3() -> None:
 async def test_drop_dead_letters_as_rejected(emulator: Emulator, channel: EmulatedChannel) -> None:
     await channel.queue_declare("payouts.dead")
     await channel.queue_declare("payouts", arguments=quorum(limit=4))
-    recorder = Recorder(channel, drop)
+    recorder = Recorder(channel, "drop")
     await channel.consume("payouts", recorder)
     await channel.publish(b"p", routing_key="payouts")
     await emulator.settle()

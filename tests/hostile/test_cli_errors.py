@@ -19,7 +19,7 @@ from rabbitctl_retry.runtime.handlers import HookFailed, Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from tests.runtime.backends import EmulatorBackend
+from tests.backends import EmulatorBackend
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO / "examples" / "refunds" / "topology.toml"

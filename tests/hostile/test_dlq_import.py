@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from rabbitctl_retry.dlq.jsonl import Record, record_problem
 from rabbitctl_retry.ops.dlq import line_list, login_user, properties_of
 from rabbitctl_retry.transport.values import encoding_problem
+from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import declare, rr
 from tests.hostile.output import clean, one_error_line
-from tests.runtime.backends import Backend, RabbitBackend, depth, peek
+from tests.observe import depth, peek
 
 
 def line(message_id: str, **changes: Any) -> str:

@@ -18,9 +18,10 @@ from pamqp import commands as spec
 from rabbitctl_retry.cli._common import print_json
 from rabbitctl_retry.dlq.jsonl import escape_unsafe
 from rabbitctl_retry.transport.base import FieldValue, Properties
+from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import death, declare, publish_all, rr
 from tests.hostile.output import UNSAFE
-from tests.runtime.backends import Backend, RabbitBackend, depth, peek
+from tests.observe import depth, peek
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
@@ -247,7 +248,7 @@ async def _wait_for(backend: Backend, queue: str, count: int) -> None:
     for _ in range(200):
         if await depth(backend, queue) >= count:
             return
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     raise AssertionError(f"{queue} never held {count} messages")
 
 

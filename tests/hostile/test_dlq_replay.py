@@ -21,12 +21,14 @@ import pytest
 from typer.testing import Result
 
 from rabbitctl_retry.cli import app
-from rabbitctl_retry.dlq.replay import Fail, ReplayPlan, choose, replay_headers
+from rabbitctl_retry.dlq.choice import Fail
+from rabbitctl_retry.dlq.replay import ReplayPlan, choose, replay_headers
 from rabbitctl_retry.transport.base import FieldValue, Properties
+from tests.backends import Backend, RabbitBackend
 from tests.contract.versions import expected
 from tests.dlq.support import declare, json_of, publish_all, rr, runner
 from tests.hostile.output import one_error_line
-from tests.runtime.backends import Backend, RabbitBackend, depth, peek
+from tests.observe import depth, peek
 from tests.shared_node import ctl_command, current
 
 NOWHERE = "amqp://guest:guest@127.0.0.1:1/"

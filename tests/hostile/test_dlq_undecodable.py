@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections import Counter
 
 from rabbitctl_retry.transport.base import Properties
+from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import declare, json_of, publish_all, rr
 from tests.hostile.test_run_poison import nanosecond_timestamp
-from tests.runtime.backends import Backend, RabbitBackend, depth, peek
+from tests.observe import depth, peek
 
 GOOD = [
     (b"good", Properties(message_id=f"good-{number}", headers={"rr-origin-queue": "orders"}))

@@ -31,9 +31,10 @@ from pamqp import encode
 
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import FieldValue, Properties
+from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.dlq.support import declare, publish_all, rr
 from tests.hostile.field_values import DIGITS, INT64, TIMES, field_values
-from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend, peek
+from tests.observe import peek
 
 VALUES = field_values(decimals=True)
 

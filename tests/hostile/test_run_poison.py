@@ -22,7 +22,8 @@ from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.transport.base import Delivery, Properties
-from tests.runtime.backends import Backend, depth, peek, publish, running_work
+from tests.backends import Backend, publish, running_work
+from tests.observe import depth, peek
 
 CLASSIC = '[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n[queues."work.dead"]\n'
 QUORUM = (
@@ -59,7 +60,7 @@ async def wait_for(backend: Backend, queue: str, count: int) -> list[Delivery]:
         found = await peek(backend, queue)
         if len(found) >= count:
             return found
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     raise AssertionError(f"timed out waiting for {count} messages in {queue}")
 
 
@@ -160,7 +161,7 @@ async def test_a_retry_copy_does_not_carry_cc_to_other_queues(backend: Backend) 
             backend, "work", b"x", Properties(message_id="cc-1", headers={"CC": ["audit"]})
         )
         await backend.until(lambda: seen == ["cc-1", "cc-1"], "two attempts")
-        await backend.wait(0.2)
+        await backend.elapse(0.2)
     audit = await peek(backend, "audit")
     # the original publish was also routed to audit (sender-selected distribution); the
     # retry copy must not be

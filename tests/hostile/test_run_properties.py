@@ -31,8 +31,9 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import FieldValue, Properties
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
 from tests.hostile.field_values import field_values
-from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend, depth, peek, publish
+from tests.observe import depth, peek
 
 VALUES = field_values(decimals=False)
 
@@ -88,8 +89,8 @@ async def _scenario(
             dead = await peek(backend, dead_queue)
             if len(dead) >= len(ids):
                 break
-            await backend.wait(0.05)
-        await backend.wait(0.2)  # anything more would show up now
+            await backend.elapse(0.05)
+        await backend.elapse(0.2)  # anything more would show up now
         dead = await peek(backend, dead_queue)
     assert sorted(d.properties.message_id or "" for d in dead) == ids, "each exactly once"
     assert await depth(backend, work) == 0

@@ -29,8 +29,8 @@ from rabbitctl_retry.errors import censor_url, escape_unprintable
 from rabbitctl_retry.runtime.logs import JsonFormatter, TextFormatter, json_line
 from rabbitctl_retry.transport.amqp import connect
 from rabbitctl_retry.transport.base import Properties
+from tests.backends import RabbitBackend
 from tests.hostile.output import UNSAFE
-from tests.runtime.backends import RabbitBackend
 
 HOSTILE_TEXT = "evil\x1b[31m\u202e\u2066\u200f\x07\x85\x9b\r\nrr: error: forged"
 """ESC and a CSI, bidi overrides and isolates, BEL, C1 NEL and CSI, CR LF and a forged line."""

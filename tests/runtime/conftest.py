@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.backends import Backend, EmulatorBackend, RabbitBackend
+from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.shared_node import chosen_versions, require_broker
 
 

@@ -24,7 +24,8 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from tests.runtime.backends import RabbitBackend, depth, peek, publish
+from tests.backends import RabbitBackend, publish
+from tests.observe import depth, peek
 from tests.shared_node import ctl_command
 
 pytestmark = pytest.mark.broker

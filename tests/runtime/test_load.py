@@ -26,11 +26,11 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
+from tests.backends import RabbitBackend
 from tests.ledger import (
     Ledger,
     OutcomeOf,
     always_retry,
-    depth_of,
     message_ids,
     mixed_outcome,
     planned_end,
@@ -38,7 +38,7 @@ from tests.ledger import (
     take_ids,
     wait_until,
 )
-from tests.runtime.backends import RabbitBackend
+from tests.observe import depth
 from tests.shared_node import ctl_command
 
 pytestmark = pytest.mark.broker
@@ -150,8 +150,8 @@ async def test_5000_always_retry_messages_each_handled_3_times_and_dead_once(
     assert set(ledger.calls.values()) == {3}, Counter(ledger.calls.values())
     assert len(ledger.calls) == 5000
     assert dead == Counter(dict.fromkeys(ids, 1))
-    assert await depth_of(rabbit.connect, "work") == 0
-    assert await depth_of(rabbit.connect, "work.retry") == 0
+    assert await depth(rabbit, "work") == 0
+    assert await depth(rabbit, "work.retry") == 0
     assert samples, "no channel sample was taken"
     # classic: one confirm channel carries every copy; quorum: the server counts, no copies
     assert max(samples) == (1 if queue_type == "classic" else 0), samples
@@ -175,8 +175,8 @@ async def test_20000_mixed_outcomes_end_exactly_as_planned(
     assert dead == Counter({i: 1 for i, (_, end) in planned.items() if end == "dead"})
     assert set(ledger.acked.values()) == {1}
     assert len(ledger.acked) == sum(1 for _, end in planned.values() if end == "acked")
-    assert await depth_of(rabbit.connect, "work") == 0
-    assert await depth_of(rabbit.connect, "work.retry") == 0
+    assert await depth(rabbit, "work") == 0
+    assert await depth(rabbit, "work.retry") == 0
     assert service.stats.interrupted_deliveries == 0
     assert service.stats.consumer_restarts == 0
     assert service.connections == 1

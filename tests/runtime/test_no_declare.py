@@ -14,7 +14,7 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
-from tests.runtime.backends import Backend
+from tests.backends import Backend
 
 TOPOLOGY = load_text(
     """

@@ -24,7 +24,8 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Properties
-from tests.runtime.backends import Backend, depth, peek, publish
+from tests.backends import Backend, publish
+from tests.observe import depth, peek
 
 H = "x-ruststream-retry-count"
 
@@ -159,7 +160,7 @@ async def test_drop_on_classic_is_gone(backend: Backend) -> None:
     ):
         await publish(backend, "refunds", BODY, ORIGINAL)
         await backend.until(lambda: len(seen) >= 1, "one delivery")
-        await backend.wait(0.3)
+        await backend.elapse(0.3)
     assert len(seen) == 1
     assert await depth(backend, "refunds") == 0
     assert await depth(backend, "refunds.dead") == 0
@@ -227,7 +228,7 @@ async def test_retry_after_waits_on_the_broker_and_dead_letters_after_five(
         assert waiting[0].properties.expiration == "1000"
         assert (waiting[0].properties.headers or {})[H] == "1"
         for deliveries in range(2, 6):
-            await backend.wait(1.0)
+            await backend.elapse(1.0)
             await backend.until(lambda n=deliveries: len(seen) >= n, f"delivery {deliveries}")
         dead = await _wait_for_messages(backend, "refunds.dead", 1)
     assert seen.retry_headers == [None, "1", "2", "3", "4"]
@@ -249,7 +250,7 @@ async def _wait_for_messages(backend: Backend, queue: str, count: int) -> list[A
         await refresh()
         if len(found) >= count or asyncio.get_running_loop().time() > loop_deadline:
             break
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     if len(found) < count:
         pytest.fail(f"{queue} holds {len(found)} messages, expected {count}")
     return found
@@ -278,7 +279,7 @@ async def test_classic_cap_without_dead_letter_rejects_the_last_attempt(backend:
     ):
         await publish(backend, "capped", BODY, ORIGINAL)
         await backend.until(lambda: len(seen) >= 3, "three deliveries")
-        await backend.wait(0.3)
+        await backend.elapse(0.3)
     assert seen.retry_headers == [None, "1", "2"]
     assert await depth(backend, "capped") == 0
 
@@ -293,7 +294,7 @@ async def test_retry_after_in_memory_waits_in_the_service(backend: Backend) -> N
         await backend.until(lambda: len(seen) >= 1, "the first delivery")
         assert await depth(backend, "mem") == 0  # the copy is held by the service
         for deliveries in (2, 3):
-            await backend.wait(0.5)
+            await backend.elapse(0.5)
             await backend.until(lambda n=deliveries: len(seen) >= n, f"delivery {deliveries}")
         dead = await _wait_for_messages(backend, "mem.dead", 1)
     assert seen.retry_headers == [None, "1", "2"]
@@ -330,7 +331,7 @@ async def test_delay_tiers_pick_the_wait_queue(backend: Backend) -> None:
         waiting = await _wait_for_messages(backend, "tiered.retry.1s", 1)
         assert waiting[0].properties.expiration == "300"
         assert await depth(backend, "tiered.retry.1m") == 0
-        await backend.wait(0.3)
+        await backend.elapse(0.3)
         await backend.until(lambda: len(seen) >= 2, "the second delivery")
     assert seen.retry_headers[:2] == [None, "1"]
 
@@ -348,7 +349,7 @@ async def test_quorum_with_delayed_copies_still_ends_after_n_deliveries(backend:
     async with running(backend, topology, "pq", recording(seen, delay_first_then_retry, backend)):
         await publish(backend, "pq", BODY, ORIGINAL)
         await backend.until(lambda: len(seen) >= 1, "the first delivery")
-        await backend.wait(0.2)
+        await backend.elapse(0.2)
         await backend.until(lambda: len(seen) >= 4, "four deliveries")
         dead = await _wait_for_messages(backend, "pq.dead", 1)
     assert seen.attempts == [1, 2, 3, 4]
@@ -366,7 +367,7 @@ async def _in_time(backend: Backend, predicate: Callable[[], bool], what: str) -
     while not predicate():
         if waited_s > 60:
             pytest.fail(f"timed out waiting for {what}")
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
         waited_s += 0.05
 
 

@@ -23,7 +23,8 @@ from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.service import Service
 from rabbitctl_retry.transport.base import Properties
-from tests.runtime.backends import Backend, depth, peek, publish, running_work
+from tests.backends import Backend, publish, running_work
+from tests.observe import depth, peek
 
 TOPOLOGY = '[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n'
 
@@ -91,7 +92,7 @@ async def _dead(backend: Backend) -> list[Any]:
         found = await peek(backend, "work.dead")
         if found:
             return found
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     return []
 
 
@@ -99,7 +100,7 @@ async def _handled(backend: Backend, seen: list[Any], count: int, what: str) -> 
     for _ in range(400):
         if len(seen) >= count:
             return
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -136,7 +137,7 @@ async def _until(backend: Backend, predicate: Callable[[], bool], what: str) -> 
     for _ in range(400):
         if predicate():
             return
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -156,7 +157,7 @@ async def _until_ready(backend: Backend, service: Service) -> None:
     for _ in range(400):
         if await exists():
             return
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     raise AssertionError("the consumer did not come back")
 
 
@@ -194,7 +195,7 @@ async def _dead_all(backend: Backend, count: int) -> list[Any]:
         found = await peek(backend, "work.dead")
         if len(found) >= count:
             break
-        await backend.wait(0.05)
+        await backend.elapse(0.05)
     return found
 
 
