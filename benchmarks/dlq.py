@@ -1,4 +1,5 @@
-"""Throughput of `rr dlq replay` against raw aiormq moves, and the time of `rr dlq inspect`.
+"""Throughput of `rr dlq replay` and `rr dlq move` against raw aiormq moves, and the time of
+`rr dlq inspect`.
 
     python benchmarks/dlq.py [--messages 20000] [--prefetch 500] [--rounds 3]
                              [--inspect 10000] [--url URL]
@@ -7,9 +8,10 @@ Every message is a realistic dead letter: a 200-byte persistent JSON body, a mes
 retry header, and an `x-death` entry naming its origin queue. Cases, each moving every message
 of a preloaded (untimed) classic durable queue to another queue:
 
-* rr replay           the `rr dlq replay` engine (`ops/dlq.py`, no CLI): origin from
+* rr replay           the `rr dlq replay` engine (`ops/transfer.py`, no CLI): origin from
                       `x-death`, new headers, mandatory copies on a confirm channel, many in
                       flight, each dead letter acked after its own confirm (acks coalesced)
+* rr move             `rr dlq move SOURCE --to TARGET` on the same engine: every header kept
 * aiormq pipelined    raw aiormq: consume with the same prefetch, publish the message as it
                       is (mandatory) on a confirm channel, await the confirm, ack; every
                       delivery's callback runs at once, so publishes are pipelined. aiormq's
@@ -43,6 +45,7 @@ from datetime import UTC, datetime
 import aiormq
 from pamqp import commands as spec
 
+from rabbitctl_retry.dlq.move import MovePlan
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.ops import dlq
 from rabbitctl_retry.ops import transfer as replay
@@ -122,6 +125,17 @@ async def rr_replay(url: str, source: str, target: str, count: int, prefetch: in
     return count / elapsed
 
 
+async def rr_move(url: str, source: str, target: str, count: int, prefetch: int) -> float:
+    connection = await amqp.connect(url)
+    plan = MovePlan(source=source, to=target)
+    started = time.perf_counter()
+    report = await replay.move_queue(connection, plan, replay.TransferOptions(window=prefetch))
+    elapsed = time.perf_counter() - started
+    await connection.close()
+    assert report.sent == count, (report.sent, report.failed, report.stopped)
+    return count / elapsed
+
+
 async def aiormq_pipelined(url: str, source: str, target: str, count: int, prefetch: int) -> float:
     connection = await aiormq.connect(url)
     consume = await connection.channel()
@@ -177,6 +191,7 @@ async def aiormq_get_loop(url: str, source: str, target: str, count: int, prefet
 Case = Callable[[str, str, str, int, int], Awaitable[float]]
 CASES: dict[str, Case] = {
     "rr replay": rr_replay,
+    "rr move": rr_move,
     "aiormq pipelined move": aiormq_pipelined,
     "aiormq get/publish/ack loop": aiormq_get_loop,
 }
