@@ -32,6 +32,7 @@ from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.emulator.events import Event
 from rabbitctl_retry.emulator.snapshots import QueuedMessage
 from rabbitctl_retry.errors import ConflictError
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.runtime.consumer import EventListener
 from rabbitctl_retry.runtime.handlers import Subscriber, subscriber_queue
@@ -41,7 +42,7 @@ from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_file, load_text
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Plan
-from rabbitctl_retry.transport.base import Connection, FieldValue, Properties, ServerVersion
+from rabbitctl_retry.transport.base import Connection, Properties, ServerVersion
 
 __all__ = ["TestBroker", "as_topology"]
 

@@ -38,12 +38,7 @@ from rabbitctl_retry.cli.dlq_common import (
     quorum_warning,
     require_answerable,
 )
-from rabbitctl_retry.cli.dlq_render import (
-    inspect_document,
-    inspect_footer,
-    inspect_table,
-    letters,
-)
+from rabbitctl_retry.cli.dlq_render import inspect_document, inspect_footer, inspect_table, letters
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import UsageError

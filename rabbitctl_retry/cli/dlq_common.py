@@ -14,11 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    guard,
-    stderr_console,
-)
+from rabbitctl_retry.cli._common import OutputFormat, guard, stderr_console
 from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell

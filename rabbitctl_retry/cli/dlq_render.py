@@ -16,12 +16,7 @@ from rich.table import Table
 from rabbitctl_retry.cli.dlq_report import inspect_summary, outcome_text
 from rabbitctl_retry.cli.render import cell, json_value
 from rabbitctl_retry.dlq.origin import WaitQueues, death_reason, origin_queue
-from rabbitctl_retry.dlq.report import (
-    TransferOutcome,
-    TransferReport,
-    group_counts,
-    target_counts,
-)
+from rabbitctl_retry.dlq.report import TransferOutcome, TransferReport, group_counts, target_counts
 from rabbitctl_retry.dlq.view import death_line, encode_body, error_lines, show_body
 from rabbitctl_retry.retry.headers import count_value, deaths, delivery_count
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES

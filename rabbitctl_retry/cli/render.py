@@ -15,7 +15,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, Topology
@@ -45,14 +45,14 @@ def cell(text: str, style: str = "") -> Text:
     return Text("\n".join(printable(line) for line in text.split("\n")), style=style)
 
 
-def format_arguments(arguments: Mapping[str, ArgumentValue], separator: str = "\n") -> str:
+def format_arguments(arguments: Mapping[str, FieldValue], separator: str = "\n") -> str:
     """One ``key=value`` per line (tables), sorted by key."""
     return separator.join(
         f"{key}={display_value(value)}" for key, value in sorted(arguments.items())
     )
 
 
-def json_value(value: ArgumentValue) -> Any:
+def json_value(value: FieldValue) -> Any:
     """A table value as JSON: bytes as base64 strings, times as ISO 8601."""
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
@@ -65,7 +65,7 @@ def json_value(value: ArgumentValue) -> Any:
     return value
 
 
-def json_arguments(arguments: Mapping[str, ArgumentValue]) -> dict[str, Any]:
+def json_arguments(arguments: Mapping[str, FieldValue]) -> dict[str, Any]:
     return {key: json_value(value) for key, value in arguments.items()}
 
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
-from rabbitctl_retry.retry.headers import HeaderValue
+from rabbitctl_retry.fields import FieldValue
 
 
 @dataclass(frozen=True, slots=True)
 class Send:
     to: str
-    headers: dict[str, HeaderValue]
+    headers: dict[str, FieldValue]
     verbatim: bool = False
     """Publish the message's properties exactly as received (``headers`` unused)."""
 
@@ -43,7 +43,7 @@ class Stop:
 
 Choice: TypeAlias = Send | Skip | Fail | Stop
 
-Chooser: TypeAlias = Callable[[Mapping[str, HeaderValue] | None, datetime, tuple[str, ...]], Choice]
+Chooser: TypeAlias = Callable[[Mapping[str, FieldValue] | None, datetime, tuple[str, ...]], Choice]
 """``(headers, now, undecodable property names) -> Choice``."""
 
 

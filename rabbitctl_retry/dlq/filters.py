@@ -29,7 +29,7 @@ from typing import Literal, TypeAlias, assert_never
 
 from rabbitctl_retry.dlq.origin import Facts
 from rabbitctl_retry.errors import UsageError
-from rabbitctl_retry.retry.headers import HeaderValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.naming import parse_duration_ms
 
 TextKey = Literal["origin", "reason", "queue"]
@@ -121,7 +121,7 @@ def parse_all(texts: Iterable[str]) -> tuple[Condition, ...]:
     return tuple(parse_where(text) for text in texts)
 
 
-def header_text(value: HeaderValue) -> str | None:
+def header_text(value: FieldValue) -> str | None:
     """A header value as ``header.NAME=VALUE`` compares it; ``None`` for tables and lists."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -40,7 +40,7 @@ from typing import Any
 
 from rabbitctl_retry.dlq.origin import parse_time
 from rabbitctl_retry.errors import DataError
-from rabbitctl_retry.retry.headers import HeaderValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 
 _INT_PROPERTIES = frozenset({"delivery_mode", "priority"})
@@ -75,10 +75,10 @@ class Record:
     redelivered: bool = False
     properties: Mapping[str, PropertyValue] = field(default_factory=dict)
     """The set properties (not ``headers``), by :data:`PROPERTY_NAMES`."""
-    headers: Mapping[str, HeaderValue] | None = None
+    headers: Mapping[str, FieldValue] | None = None
 
 
-def encode_value(value: HeaderValue) -> Any:
+def encode_value(value: FieldValue) -> Any:
     """A header value as type-preserving JSON (see the module doc)."""
     if isinstance(value, bytes):
         return {"$bytes": base64.b64encode(value).decode("ascii")}
@@ -94,7 +94,7 @@ def encode_value(value: HeaderValue) -> Any:
     return value
 
 
-def decode_value(value: Any, where: str) -> HeaderValue:
+def decode_value(value: Any, where: str) -> FieldValue:
     """The inverse of :func:`encode_value`; :class:`DataError` naming ``where`` if malformed."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
@@ -364,7 +364,7 @@ def _octet_problem(name: str, value: object) -> str | None:
     return None
 
 
-def _header_problem(key: str, value: HeaderValue) -> str | None:
+def _header_problem(key: str, value: FieldValue) -> str | None:
     """The first header value (or name) under ``key`` the client cannot encode; no recursion
     (a table nested 100,000 deep is refused, not a RecursionError)."""
     stack: list[tuple[str, object, int]] = [(f"headers.{field_name(key)}", value, 1)]

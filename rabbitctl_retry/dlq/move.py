@@ -29,7 +29,8 @@ from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, shown
 from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts
 from rabbitctl_retry.dlq.replay import RR_DEATH_HEADERS, name_problem
-from rabbitctl_retry.retry.headers import ROUTING_HEADERS, HeaderValue, copy_headers
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import ROUTING_HEADERS, copy_headers
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 
@@ -57,8 +58,8 @@ def to_problem(source: str, to: str) -> str | None:
 
 
 def moved_headers(
-    headers: Mapping[str, HeaderValue] | None, *, reset_retries: bool, retry_header: str
-) -> dict[str, HeaderValue]:
+    headers: Mapping[str, FieldValue] | None, *, reset_retries: bool, retry_header: str
+) -> dict[str, FieldValue]:
     """The headers of a moved copy (see the module doc)."""
     if reset_retries:
         return copy_headers(headers, {}, remove=RR_DEATH_HEADERS | {retry_header})
@@ -67,7 +68,7 @@ def moved_headers(
 
 def choose_move(
     plan: MovePlan,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     now: datetime,
     undecodable: tuple[str, ...] = (),
 ) -> Choice:

@@ -26,12 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from rabbitctl_retry.retry.headers import (
-    FAILED_AT_HEADER,
-    ORIGIN_QUEUE_HEADER,
-    HeaderValue,
-    deaths,
-)
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import FAILED_AT_HEADER, ORIGIN_QUEUE_HEADER, deaths
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.naming import is_derived_wait_queue
 
@@ -70,7 +66,7 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def origin_queue(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQueues) -> str | None:
+def origin_queue(headers: Mapping[str, FieldValue] | None, wait_queues: WaitQueues) -> str | None:
     """The queue the dead letter failed in (see the module doc), or ``None`` if unknown."""
     if not headers:
         return None
@@ -89,11 +85,11 @@ def origin_queue(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQue
 
 
 def wait_queue_named(
-    headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQueues
+    headers: Mapping[str, FieldValue] | None, wait_queues: WaitQueues
 ) -> str | None:
     """The first wait queue ``rr-origin-queue`` or ``x-death`` names, or ``None``: why a dead
     letter without an origin has none (cold path: only for letters that fail)."""
-    table: Mapping[str, HeaderValue] = headers or {}
+    table: Mapping[str, FieldValue] = headers or {}
     named = _text(table.get(ORIGIN_QUEUE_HEADER))
     if named and named in wait_queues:
         return named
@@ -103,7 +99,7 @@ def wait_queue_named(
     return None
 
 
-def death_reason(headers: Mapping[str, HeaderValue] | None, origin: str | None) -> str | None:
+def death_reason(headers: Mapping[str, FieldValue] | None, origin: str | None) -> str | None:
     """Why the dead letter left ``origin``.
 
     The reason of the ``x-death`` entry for ``origin`` (``delivery_limit``, ``rejected``,
@@ -132,7 +128,7 @@ def parse_time(text: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def failed_at(headers: Mapping[str, HeaderValue] | None) -> datetime | None:
+def failed_at(headers: Mapping[str, FieldValue] | None) -> datetime | None:
     """When the message was last dead-lettered: the newest ``x-death`` time or
     ``rr-failed-at``, whichever is later; ``None`` when neither is there."""
     times = [death.time for death in deaths(headers) if death.time is not None]
@@ -154,12 +150,12 @@ class Facts:
     queues: frozenset[str]
     """Every queue its history names: ``rr-origin-queue`` and each ``x-death`` queue."""
     failed_at: datetime | None
-    headers: Mapping[str, HeaderValue]
+    headers: Mapping[str, FieldValue]
 
 
-def facts(headers: Mapping[str, HeaderValue] | None, wait_queues: WaitQueues) -> Facts:
+def facts(headers: Mapping[str, FieldValue] | None, wait_queues: WaitQueues) -> Facts:
     """The :class:`Facts` of a dead letter with ``headers``."""
-    table: Mapping[str, HeaderValue] = headers or {}
+    table: Mapping[str, FieldValue] = headers or {}
     origin = origin_queue(table, wait_queues)
     queues = {death.queue for death in deaths(table) if death.queue}
     named = _text(table.get(ORIGIN_QUEUE_HEADER))

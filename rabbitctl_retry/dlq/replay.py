@@ -33,6 +33,7 @@ from datetime import datetime
 from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, Stop, shown
 from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue, wait_queue_named
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
     ERROR_MESSAGE_HEADER,
     ERROR_TYPE_HEADER,
@@ -40,7 +41,6 @@ from rabbitctl_retry.retry.headers import (
     ORIGIN_QUEUE_HEADER,
     REPLAYED_AT_HEADER,
     REPLAYED_COUNT_HEADER,
-    HeaderValue,
     copy_headers,
     count_value,
     utc_stamp,
@@ -78,7 +78,7 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def came_round(headers: Mapping[str, HeaderValue] | None, run_id: str) -> bool:
+def came_round(headers: Mapping[str, FieldValue] | None, run_id: str) -> bool:
     """Whether a delivery is a copy made by run ``run_id``."""
     if not headers:
         return False
@@ -86,12 +86,12 @@ def came_round(headers: Mapping[str, HeaderValue] | None, run_id: str) -> bool:
 
 
 def replay_headers(
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     *,
     retry_header: str,
     run_id: str,
     now: datetime,
-) -> dict[str, HeaderValue]:
+) -> dict[str, FieldValue]:
     """The headers of a replayed copy (see the module doc)."""
     previous = count_value((headers or {}).get(REPLAYED_COUNT_HEADER)) or 0
     return copy_headers(
@@ -126,7 +126,7 @@ def to_problem(to: str, sources: Iterable[str]) -> str | None:
     return None
 
 
-def _no_target(plan: ReplayPlan, headers: Mapping[str, HeaderValue] | None) -> Fail:
+def _no_target(plan: ReplayPlan, headers: Mapping[str, FieldValue] | None) -> Fail:
     waiting = wait_queue_named(headers, plan.wait_queues)
     if waiting is not None:
         return Fail(
@@ -161,7 +161,7 @@ def _undecodable(plan: ReplayPlan, undecodable: tuple[str, ...]) -> Choice:
 
 def choose(
     plan: ReplayPlan,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     now: datetime,
     undecodable: tuple[str, ...] = (),
 ) -> Choice:

@@ -19,12 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Literal
 
-from rabbitctl_retry.retry.headers import (
-    ERROR_MESSAGE_HEADER,
-    ERROR_TYPE_HEADER,
-    Death,
-    HeaderValue,
-)
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import ERROR_MESSAGE_HEADER, ERROR_TYPE_HEADER, Death
 
 BODY_DISPLAY_CHARS = 2000
 """How many characters of a body the table shows before cutting it."""
@@ -133,7 +129,7 @@ def death_line(death: Death) -> str:
     return f"{death.queue or '?'}  {death.reason or '?'}  x{death.count}  {when}"
 
 
-def error_lines(headers: Mapping[str, HeaderValue] | None) -> list[str]:
+def error_lines(headers: Mapping[str, FieldValue] | None) -> list[str]:
     """``rr-error-type`` and ``rr-error-message`` (and any other ``rr-error-*``) as lines."""
     lines: list[str] = []
     if not headers:

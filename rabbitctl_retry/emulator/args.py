@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import Literal
 
 from rabbitctl_retry.errors import ChannelClosed, PreconditionFailed
-from rabbitctl_retry.transport.base import FieldTable, FieldValue, ServerVersion
+from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.transport.base import ServerVersion
 
 QueueKind = Literal["classic", "quorum"]
 Overflow = Literal["drop-head", "reject-publish", "reject-publish-dlx"]

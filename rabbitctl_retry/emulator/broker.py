@@ -31,13 +31,9 @@ from rabbitctl_retry.emulator.model import (
 )
 from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
 from rabbitctl_retry.emulator.settle import Settlement
-from rabbitctl_retry.errors import (
-    AccessRefused,
-    NotFound,
-    PreconditionFailed,
-    ResourceLocked,
-)
-from rabbitctl_retry.transport.base import Delivery, FieldValue, QueueInfo, ServerVersion
+from rabbitctl_retry.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery, QueueInfo, ServerVersion
 
 DELAYED_TYPE = "x-delayed-message"
 

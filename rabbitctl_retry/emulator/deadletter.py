@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from rabbitctl_retry.transport.base import FieldTable, FieldValue
+from rabbitctl_retry.fields import FieldTable, FieldValue
 
 DeathReason = Literal["rejected", "expired", "maxlen", "delivery_limit"]
 

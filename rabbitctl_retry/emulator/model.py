@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from rabbitctl_retry.emulator.args import QueueSettings
 from rabbitctl_retry.emulator.clock import TimerHandle
-from rabbitctl_retry.transport.base import Delivery, FieldTable, Properties
+from rabbitctl_retry.fields import FieldTable
+from rabbitctl_retry.transport.base import Delivery, Properties
 
 
 @dataclass(slots=True, eq=False)

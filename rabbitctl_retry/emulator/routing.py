@@ -25,7 +25,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Literal, assert_never
 
-from rabbitctl_retry.transport.base import FieldValue
+from rabbitctl_retry.fields import FieldValue
 
 ExchangeType = Literal["direct", "fanout", "topic", "headers"]
 """The routing types; ``x-delayed-message`` routes with its ``x-delayed-type``."""

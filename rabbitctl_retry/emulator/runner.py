@@ -25,7 +25,8 @@ from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedConnection
 from rabbitctl_retry.emulator.values import copy_table, with_headers
 from rabbitctl_retry.errors import NotFound
-from rabbitctl_retry.transport.base import Delivery, DeliveryCallback, FieldValue, ServerVersion
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery, DeliveryCallback, ServerVersion
 
 log = logging.getLogger("rabbitctl_retry.emulator")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rabbitctl_retry.emulator.args import QueueKind
-from rabbitctl_retry.transport.base import FieldTable, Properties
+from rabbitctl_retry.fields import FieldTable
+from rabbitctl_retry.transport.base import Properties
 
 
 @dataclass(frozen=True, slots=True)

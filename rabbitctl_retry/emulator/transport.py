@@ -27,6 +27,7 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     TransportError,
 )
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
@@ -34,7 +35,6 @@ from rabbitctl_retry.transport.base import (
     Connection,
     Delivery,
     DeliveryCallback,
-    FieldValue,
     Properties,
     QueueInfo,
     ServerVersion,

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
+from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.transport.base import Properties
 
 
 def copy_table(table: Mapping[str, FieldValue]) -> FieldTable:

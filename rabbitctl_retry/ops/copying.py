@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rabbitctl_retry.retry.headers import HeaderValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.properties import COPIED_PROPERTIES
 from rabbitctl_retry.transport.base import Properties
 
 
 def copy_properties(
-    original: Properties, headers: Mapping[str, HeaderValue], **overrides: Any
+    original: Properties, headers: Mapping[str, FieldValue], **overrides: Any
 ) -> Properties:
     """The properties of a copy of a message with ``original``'s: the copied ones (not
     ``expiration``, not ``user_id``), ``headers``, and ``overrides`` (say, a retry copy's

@@ -20,12 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import assert_never
 
-from rabbitctl_retry.errors import (
-    NotFound,
-    PreconditionFailed,
-    ResourceLocked,
-    TransportError,
-)
+from rabbitctl_retry.errors import NotFound, PreconditionFailed, ResourceLocked, TransportError
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,

@@ -18,12 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeAlias
 
-from rabbitctl_retry.topology.arguments import ArgumentValue
-
-HeaderValue: TypeAlias = ArgumentValue
-"""A header value as plain Python (the same values as queue arguments)."""
+from rabbitctl_retry.fields import FieldValue
 
 DELIVERY_COUNT_HEADER = "x-delivery-count"
 DELAY_HEADER = "x-delay"
@@ -87,7 +83,7 @@ COUNT_HEADERS = (DELIVERY_COUNT_HEADER, REPLAYED_COUNT_HEADER)
 """Numeric headers rr reads besides the retry header (and the counts inside ``x-death``)."""
 
 
-def malformed_counts(headers: Mapping[str, HeaderValue] | None, retry_header: str) -> list[str]:
+def malformed_counts(headers: Mapping[str, FieldValue] | None, retry_header: str) -> list[str]:
     """The numeric headers of ``headers`` that are present but malformed (they count 0)."""
     if not headers:
         return []
@@ -105,21 +101,21 @@ def malformed_counts(headers: Mapping[str, HeaderValue] | None, retry_header: st
     return found
 
 
-def retry_count(headers: Mapping[str, HeaderValue] | None, header: str) -> int:
+def retry_count(headers: Mapping[str, FieldValue] | None, header: str) -> int:
     """The retry header's count; 0 when absent or malformed."""
     if not headers:
         return 0
     return count_value(headers.get(header)) or 0
 
 
-def delivery_count(headers: Mapping[str, HeaderValue] | None) -> int | None:
+def delivery_count(headers: Mapping[str, FieldValue] | None) -> int | None:
     """The quorum ``x-delivery-count``, or ``None`` (classic queues, first deliveries)."""
     if not headers:
         return None
     return count_value(headers.get(DELIVERY_COUNT_HEADER))
 
 
-def attempt_of(headers: Mapping[str, HeaderValue] | None, header: str) -> int:
+def attempt_of(headers: Mapping[str, FieldValue] | None, header: str) -> int:
     """``1 + retry header + x-delivery-count``: every delivery counts, the first is 1."""
     return 1 + retry_count(headers, header) + (delivery_count(headers) or 0)
 
@@ -129,14 +125,14 @@ def is_broker_header(name: str) -> bool:
 
 
 def copy_headers(
-    headers: Mapping[str, HeaderValue] | None,
-    updates: Mapping[str, HeaderValue],
+    headers: Mapping[str, FieldValue] | None,
+    updates: Mapping[str, FieldValue],
     *,
     remove: frozenset[str] = frozenset(),
-) -> dict[str, HeaderValue]:
+) -> dict[str, FieldValue]:
     """The headers of a copy: the application headers (not the broker's, not ``CC`` /
     ``BCC``), minus ``remove``, plus ``updates``."""
-    result: dict[str, HeaderValue] = {
+    result: dict[str, FieldValue] = {
         name: value
         for name, value in (headers or {}).items()
         if not is_broker_header(name) and name not in ROUTING_HEADERS and name not in remove
@@ -164,7 +160,7 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def x_death_well_formed(headers: Mapping[str, HeaderValue] | None) -> bool:
+def x_death_well_formed(headers: Mapping[str, FieldValue] | None) -> bool:
     """``x-death`` is absent or shaped as RabbitMQ writes it: a list of tables, each with a
     text ``queue`` and ``reason``, an integer ``count``, no two for the same queue, reason and
     exchange. RabbitMQ 3.x crashes its dead-lettering on other shapes (docs/runtime.md,
@@ -198,7 +194,7 @@ def x_death_well_formed(headers: Mapping[str, HeaderValue] | None) -> bool:
     return True
 
 
-def deaths(headers: Mapping[str, HeaderValue] | None) -> tuple[Death, ...]:
+def deaths(headers: Mapping[str, FieldValue] | None) -> tuple[Death, ...]:
     """The parsed ``x-death`` history, newest first; malformed entries are skipped."""
     raw = (headers or {}).get("x-death")
     if not isinstance(raw, list):

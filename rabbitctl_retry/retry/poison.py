@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from rabbitctl_retry.retry.headers import HeaderValue, attempt_of, x_death_well_formed
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import attempt_of, x_death_well_formed
 from rabbitctl_retry.retry.outcome import Failure
 from rabbitctl_retry.retry.policy import (
     Copy,
@@ -53,7 +54,7 @@ def internal_failure(error: BaseException) -> Failure:
 
 def decide_interrupted(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     failure: Failure,
     *,
     redelivered: bool,
@@ -104,7 +105,7 @@ def decide_undecodable(policy: RetryPolicy) -> Decision:
 
 def shield_broker(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     decision: Decision,
     *,
     now: datetime,

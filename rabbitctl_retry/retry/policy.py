@@ -51,13 +51,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
     DELAY_HEADER,
     ERROR_MESSAGE_HEADER,
     ERROR_TYPE_HEADER,
     FAILED_AT_HEADER,
     ORIGIN_QUEUE_HEADER,
-    HeaderValue,
     attempt_of,
     copy_headers,
     retry_count,
@@ -113,7 +113,7 @@ class Copy:
 
     exchange: str
     routing_key: str
-    headers: Mapping[str, HeaderValue]
+    headers: Mapping[str, FieldValue]
     purpose: CopyPurpose
     expiration_ms: int | None = None
     verbatim: bool = False
@@ -182,7 +182,7 @@ class Decision:
 
 def decide(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     outcome: AnyOutcome,
     *,
     now: datetime,
@@ -220,7 +220,7 @@ def _at_cap(policy: RetryPolicy, attempt: int) -> bool:
 
 def _retry(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     attempt: int,
     failure: Failure | None,
     now: datetime,
@@ -249,7 +249,7 @@ def _retry(
 
 def _quorum_retry(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     attempt: int,
     failure: Failure | None,
 ) -> Decision:
@@ -277,7 +277,7 @@ def _quorum_retry(
 
 def spend(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     attempt: int,
     failure: Failure | None,
     now: datetime,
@@ -288,7 +288,7 @@ def spend(
         return Decision(
             action=RejectAction(requeue=False), event=Event.SPENT, attempt=attempt, failure=failure
         )
-    updates: dict[str, HeaderValue] = {
+    updates: dict[str, FieldValue] = {
         ORIGIN_QUEUE_HEADER: policy.queue,
         FAILED_AT_HEADER: utc_stamp(now),
     }
@@ -316,7 +316,7 @@ def spend(
 
 def _retry_after(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     attempt: int,
     delay_ms: int,
     now: datetime,
@@ -395,18 +395,18 @@ def _wait_queue_for(policy: RetryPolicy, delay_ms: int) -> str:
 
 def build_copy(
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     count: int,
     purpose: CopyPurpose,
     routing_key: str,
     *,
     exchange: str,
     expiration_ms: int | None = None,
-    extra: Mapping[str, HeaderValue] | None = None,
+    extra: Mapping[str, FieldValue] | None = None,
     remove: frozenset[str] = frozenset(),
     mandatory: bool = True,
 ) -> Copy:
-    updates: dict[str, HeaderValue] = {policy.retry_header: str(count)}
+    updates: dict[str, FieldValue] = {policy.retry_header: str(count)}
     if extra:
         updates.update(extra)
     return Copy(

@@ -38,10 +38,11 @@ from concurrent.futures import Executor
 from typing import Any, assert_never
 
 from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.clock import Clock, sleep_unless
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
-from rabbitctl_retry.retry.headers import HeaderValue, malformed_counts
+from rabbitctl_retry.retry.headers import malformed_counts
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.retry.policy import (
     AckAction,
@@ -380,7 +381,7 @@ class QueueConsumer:
         )
         await self._execute(settler, delivery, decision)
 
-    def _warn_malformed(self, delivery: Delivery, headers: Mapping[str, HeaderValue]) -> None:
+    def _warn_malformed(self, delivery: Delivery, headers: Mapping[str, FieldValue]) -> None:
         """A count rr reads that is not a well-formed number counts 0 (docs/runtime.md)."""
         malformed = malformed_counts(headers, self.policy.retry_header)
         if malformed:

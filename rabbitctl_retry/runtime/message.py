@@ -9,9 +9,10 @@ from functools import cached_property
 from typing import Any
 
 from rabbitctl_retry.errors import DataError
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import Death, attempt_of, deaths, delivery_count, retry_count
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
+from rabbitctl_retry.transport.base import Delivery, Properties
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TypeAlias
 
 from rabbitctl_retry.topology.wire import MAX_SHORT_STRING_BYTES, MAX_TTL_MS, describe_text
-
-ArgumentValue: TypeAlias = (
-    "str | int | float | bool | bytes | datetime | list[ArgumentValue] "
-    "| dict[str, ArgumentValue] | None"
-)
-"""A value of a queue argument, binding argument or header, as plain Python."""
 
 CLASSIC = "classic"
 QUORUM = "quorum"

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.model import (
     DELAYED_EXCHANGE_TYPE,
@@ -66,7 +66,7 @@ class QueueEntity:
 
     name: str
     durable: bool = True
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    arguments: Mapping[str, FieldValue] = field(default_factory=dict)
     role: str = "queue"
     """What the queue is for, in words: ``queue``, ``wait queue of refunds``, ..."""
     source: str = ""
@@ -84,7 +84,7 @@ class ExchangeEntity:
     name: str
     type: str = "direct"
     durable: bool = True
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    arguments: Mapping[str, FieldValue] = field(default_factory=dict)
     role: str = "exchange"
     source: str = ""
 
@@ -100,7 +100,7 @@ class BindingEntity:
     queue: str
     exchange: str
     routing_key: str = ""
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    arguments: Mapping[str, FieldValue] = field(default_factory=dict)
     role: str = "binding"
     source: str = ""
 
@@ -128,9 +128,9 @@ class Desired:
         return (*self.exchanges, *self.queues, *self.bindings)
 
 
-def queue_arguments(queue: Queue) -> dict[str, ArgumentValue]:
+def queue_arguments(queue: Queue) -> dict[str, FieldValue]:
     """The exact ``x-`` arguments of a listed queue (table in the module docstring)."""
-    arguments: dict[str, ArgumentValue] = dict(queue.arguments)
+    arguments: dict[str, FieldValue] = dict(queue.arguments)
     if queue.type is QueueType.QUORUM:
         arguments["x-queue-type"] = "quorum"
         limit = queue.server_delivery_limit
@@ -151,10 +151,10 @@ def queue_arguments(queue: Queue) -> dict[str, ArgumentValue]:
 
 def wait_queue_arguments(
     queue: str, ttl_ms: int | None = None, *, quorum: bool = False
-) -> dict[str, ArgumentValue]:
+) -> dict[str, FieldValue]:
     """A wait queue dead-letters expired messages back to ``queue`` on the default exchange;
     the wait queue of a quorum queue is a quorum queue that does so at least once."""
-    arguments: dict[str, ArgumentValue] = {
+    arguments: dict[str, FieldValue] = {
         "x-dead-letter-exchange": "",
         "x-dead-letter-routing-key": queue,
     }

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.fields import FieldValue
 
 _INEQUIVALENT = re.compile(
     r"inequivalent arg '(?P<key>[^']+)' for (?P<kind>queue|exchange) '(?P<name>.*)' in vhost "
@@ -41,7 +41,7 @@ class BrokerValue:
     """A value as the broker printed it: ``present`` is false for ``none``."""
 
     present: bool
-    value: ArgumentValue = None
+    value: FieldValue = None
 
     def display(self) -> str:
         if not self.present:
@@ -58,7 +58,7 @@ class Inequivalence:
     current: BrokerValue
 
 
-def display_value(value: ArgumentValue) -> str:
+def display_value(value: FieldValue) -> str:
     """How plans print a value: strings quoted, booleans lower-case, numbers bare."""
     if value is None:
         return "(none)"
@@ -122,7 +122,7 @@ class Declaration:
     """The flags and arguments of one declare, as the shell sends it."""
 
     durable: bool
-    arguments: dict[str, ArgumentValue]
+    arguments: dict[str, FieldValue]
     auto_delete: bool = False
     internal: bool = False
     exchange_type: str | None = None

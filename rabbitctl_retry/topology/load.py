@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rabbitctl_retry.errors import ConfigError
-from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.locate import line_of
 from rabbitctl_retry.topology.model import (
@@ -312,7 +312,7 @@ def _delay_tiers(table: Mapping[str, Any], at: tuple[str, ...]) -> tuple[int, ..
     return tuple(tiers)
 
 
-def _arguments(table: Mapping[str, Any], at: tuple[str, ...]) -> dict[str, ArgumentValue]:
+def _arguments(table: Mapping[str, Any], at: tuple[str, ...]) -> dict[str, FieldValue]:
     raw = table.get("arguments")
     if raw is None:
         return {}

@@ -15,8 +15,9 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology import naming
-from rabbitctl_retry.topology.arguments import ArgumentValue, check_queue_argument
+from rabbitctl_retry.topology.arguments import check_queue_argument
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.wire import (
     MAX_FIELD_NAME_BYTES,
@@ -40,7 +41,7 @@ X_MATCH_VALUES = ("all", "any", "all-with-x", "any-with-x")
 BUILTIN_EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 
-_EMPTY: Mapping[str, ArgumentValue] = MappingProxyType({})
+_EMPTY: Mapping[str, FieldValue] = MappingProxyType({})
 
 
 class QueueType(StrEnum):
@@ -97,7 +98,7 @@ def check_wire_text(text: str, path: str, what: str, max_bytes: int | None) -> N
         raise ConfigError(f"{what} {describe_text(text)} {problem}", path=path)
 
 
-def check_wire_table(table: Mapping[str, ArgumentValue], *parts: str | int) -> None:
+def check_wire_table(table: Mapping[str, FieldValue], *parts: str | int) -> None:
     """Refuse arguments that cannot go on the wire as an AMQP field table (dates, NaN,
     integers outside 64 bits, control characters); ``parts`` is the key path of the table."""
     problem = table_problem(table)
@@ -105,7 +106,7 @@ def check_wire_table(table: Mapping[str, ArgumentValue], *parts: str | int) -> N
         raise ConfigError(problem.reason, path=key_path(*parts, *problem.at))
 
 
-def frozen_mapping(values: Mapping[str, ArgumentValue] | None) -> Mapping[str, ArgumentValue]:
+def frozen_mapping(values: Mapping[str, FieldValue] | None) -> Mapping[str, FieldValue]:
     """A read-only copy, or the shared empty mapping."""
     if not values:
         return _EMPTY
@@ -119,7 +120,7 @@ class Binding:
     queue: str
     exchange: str
     routing_key: str = ""
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
+    arguments: Mapping[str, FieldValue] = field(default_factory=lambda: _EMPTY)
     path: str = ""
 
     def __post_init__(self) -> None:
@@ -160,7 +161,7 @@ class Exchange:
     name: str
     type: str = "direct"
     durable: bool = True
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
+    arguments: Mapping[str, FieldValue] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         path = key_path("exchanges", self.name)
@@ -216,7 +217,7 @@ class Queue:
     publish: PublishMode = PublishMode.CONFIRM
     dead_letter_strategy: DeadLetterStrategy | None = None
     """Quorum queues with a dead-letter route only; unset means at-least-once."""
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=lambda: _EMPTY)
+    arguments: Mapping[str, FieldValue] = field(default_factory=lambda: _EMPTY)
     bindings: tuple[Binding, ...] = ()
 
     def _path(self, *keys: str) -> str:

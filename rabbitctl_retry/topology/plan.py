@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import assert_never
 
-from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -97,7 +97,7 @@ class Operation:
 
     op: OpKind
     name: str
-    arguments: Mapping[str, ArgumentValue] = field(default_factory=dict)
+    arguments: Mapping[str, FieldValue] = field(default_factory=dict)
     status: Status
     detail: str | None = None
     entity: Entity

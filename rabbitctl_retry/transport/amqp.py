@@ -87,13 +87,13 @@ from rabbitctl_retry.errors import (
     censor_url,
     censor_urls,
 )
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport import codec, values
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
     Delivery,
     DeliveryCallback,
-    FieldValue,
     Properties,
     QueueInfo,
     ServerVersion,

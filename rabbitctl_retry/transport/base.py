@@ -25,13 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeAlias
 
-FieldValue: TypeAlias = (
-    "str | int | float | bool | bytes | datetime | list[FieldValue] | dict[str, FieldValue] | None"
-)
-"""A value in an AMQP field table (queue arguments, message headers)."""
-
-FieldTable: TypeAlias = "dict[str, FieldValue]"
-"""An AMQP field table as plain Python."""
+from rabbitctl_retry.fields import FieldTable, FieldValue
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,8 +18,9 @@ from pamqp import common as wire
 from pamqp.header import ContentHeader
 
 from rabbitctl_retry.errors import DataError, RrError
+from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport import codec
-from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
+from rabbitctl_retry.transport.base import Properties
 
 _WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
 _PLAIN_READY = frozenset({str, int, bool, float, bytes, type(None), datetime})

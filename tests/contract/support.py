@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from rabbitctl_retry.transport.base import Channel, Delivery, FieldTable, FieldValue
+from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.transport.base import Channel, Delivery
 
 TIME = "<datetime>"
 """Stands for the ``time`` of an ``x-death`` entry once it was checked to be a datetime."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.transport.base import FieldValue
+from rabbitctl_retry.fields import FieldValue
 from tests.backends import Backend
 from tests.observe import depth
 

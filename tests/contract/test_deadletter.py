@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rabbitctl_retry.transport.base import FieldTable, FieldValue, Properties
+from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend
 from tests.contract.support import bodies, death, drain, first_death, view
 from tests.contract.versions import expected, last_death

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery, Properties
 from tests.backends import Backend
 from tests.contract.support import death, delivery_count, drain, first_death, view
 from tests.contract.versions import expected, last_death

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from rabbitctl_retry.transport.base import Delivery, FieldValue
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery
 from tests.backends import Backend
 from tests.contract.support import delivery_count, drain
 from tests.contract.versions import expected

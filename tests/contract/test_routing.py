@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from rabbitctl_retry.transport.base import FieldTable, Properties
+from rabbitctl_retry.fields import FieldTable
+from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend
 from tests.contract.support import bodies
 from tests.contract.versions import expected

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rabbitctl_retry.transport.base import FieldValue
+from rabbitctl_retry.fields import FieldValue
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,13 @@ from typer.testing import CliRunner, Result
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.cli import app, dlq_common
 from rabbitctl_retry.cli._common import CliSettings
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.base import Connection, FieldValue, Properties
+from rabbitctl_retry.transport.base import Connection, Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.observe import depth
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery, Properties
 from tests.backends import Backend
 from tests.dlq.support import H, death, declare, interactive, json_of, publish_all, rr
 from tests.hostile.test_run_poison import nanosecond_timestamp

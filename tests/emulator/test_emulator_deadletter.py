@@ -16,7 +16,8 @@ from rabbitctl_retry.emulator import (
     QueuedMessage,
 )
 from rabbitctl_retry.errors import PreconditionFailed, PublishFailed
-from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery, Properties
 from tests.observe import Recorder
 
 T0 = datetime.fromtimestamp(DEFAULT_START_S, tz=UTC)

@@ -20,7 +20,7 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     TransportError,
 )
-from rabbitctl_retry.transport.base import FieldValue
+from rabbitctl_retry.fields import FieldValue
 
 QQ: dict[str, FieldValue] = {"x-queue-type": "quorum", "x-delivery-limit": 4}
 

@@ -14,7 +14,8 @@ from rabbitctl_retry.emulator import (
     Unroutable,
 )
 from rabbitctl_retry.errors import AccessRefused, PublishFailed
-from rabbitctl_retry.transport.base import FieldValue, Properties
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Properties
 
 
 def bodies(emulator: Emulator, queue: str) -> list[bytes]:

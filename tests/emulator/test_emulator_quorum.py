@@ -15,7 +15,8 @@ from rabbitctl_retry.emulator import (
     Emulator,
 )
 from rabbitctl_retry.errors import PreconditionFailed
-from rabbitctl_retry.transport.base import Delivery, FieldValue, Properties
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Delivery, Properties
 from tests.observe import Recorder
 
 

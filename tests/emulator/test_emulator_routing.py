@@ -10,7 +10,7 @@ from rabbitctl_retry.emulator.routing import (
     split_words,
     topic_matches,
 )
-from rabbitctl_retry.transport.base import FieldTable
+from rabbitctl_retry.fields import FieldTable
 
 KEYS = ["", "a", "b", "a.b", "a.b.c", "a.c", "a..c", "a.", ".", "x.a.y", "a.x.y.c", "..", "a.b.b"]
 

@@ -15,7 +15,7 @@ from rabbitctl_retry.emulator.values import (
     timestamp,
     wire_table,
 )
-from rabbitctl_retry.transport.base import FieldTable, FieldValue
+from rabbitctl_retry.fields import FieldTable, FieldValue
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
 

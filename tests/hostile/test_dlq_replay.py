@@ -23,7 +23,8 @@ from typer.testing import Result
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.dlq.choice import Fail
 from rabbitctl_retry.dlq.replay import ReplayPlan, choose, replay_headers
-from rabbitctl_retry.transport.base import FieldValue, Properties
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, RabbitBackend
 from tests.contract.versions import expected
 from tests.dlq.support import declare, json_of, publish_all, rr, runner

@@ -29,8 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pamqp import encode
 
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.transport.base import FieldValue, Properties
+from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.dlq.support import declare, publish_all, rr
 from tests.hostile.field_values import DIGITS, INT64, TIMES, field_values

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rabbitctl_retry.topology.arguments import ArgumentValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.inequivalence import (
     BrokerValue,
     Declaration,
@@ -52,7 +52,7 @@ AUTO_DELETE = (
 ABSENT = BrokerValue(present=False)
 
 
-def present(value: ArgumentValue) -> BrokerValue:
+def present(value: FieldValue) -> BrokerValue:
     return BrokerValue(present=True, value=value)
 
 
@@ -286,11 +286,11 @@ def test_type_of_a_queue_is_an_argument_not_an_exchange_type() -> None:
 
 
 def _fake_broker(
-    name: str, declared: Declaration, current: dict[str, ArgumentValue], durable: bool
+    name: str, declared: Declaration, current: dict[str, FieldValue], durable: bool
 ) -> str | None:
     """A broker that holds ``current`` and names the first difference, as RabbitMQ does."""
 
-    def shown(value: ArgumentValue | None, present_: bool) -> str:
+    def shown(value: FieldValue | None, present_: bool) -> str:
         if not present_:
             return "none"
         if isinstance(value, bool):
@@ -382,7 +382,7 @@ def test_adopting_each_refusal_converges_on_the_brokers_declaration(
         (1.5, "1.5"),
     ],
 )
-def test_display_value(value: ArgumentValue, text: str) -> None:
+def test_display_value(value: FieldValue, text: str) -> None:
     assert display_value(value) == text
 
 

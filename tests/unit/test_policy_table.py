@@ -18,16 +18,9 @@ from typing import cast, get_args
 
 import pytest
 
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry import policy as policy_module
-from rabbitctl_retry.retry.headers import HeaderValue
-from rabbitctl_retry.retry.outcome import (
-    Ack,
-    AnyOutcome,
-    Drop,
-    Failure,
-    Retry,
-    RetryAfter,
-)
+from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.retry.policy import (
     AckAction,
     Action,
@@ -105,7 +98,7 @@ DME_ROW = "`plugin-dme`"
 DEATH = [{"queue": "refunds", "reason": "rejected", "count": 1, "exchange": ""}]
 
 
-def dead_letter_copy(queue: str, dead_letter: str, **headers: HeaderValue) -> Copy:
+def dead_letter_copy(queue: str, dead_letter: str, **headers: FieldValue) -> Copy:
     """The copy a spent classic delivery becomes: ``headers`` plus origin and time."""
     return Copy(
         exchange="",
@@ -610,7 +603,7 @@ def test_decision_table(
     rule: tuple[str, str],
     docs: set[str],
     policy: RetryPolicy,
-    headers: Mapping[str, HeaderValue] | None,
+    headers: Mapping[str, FieldValue] | None,
     outcome: AnyOutcome,
     expected: Decision,
 ) -> None:
