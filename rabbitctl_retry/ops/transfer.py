@@ -46,6 +46,7 @@ from typing import Any
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.rate import Pacer
+from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.dlq.report import (
@@ -69,10 +70,9 @@ from rabbitctl_retry.ops.dlq import (
     NO_PROGRESS,
     REPLAY_WINDOW,
     ProgressSink,
-    missing_queue_error,
-    queue_missing,
     read_messages,
 )
+from rabbitctl_retry.ops.probe import missing_queue_error, queue_missing
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery
@@ -101,7 +101,7 @@ _NOT_FINISHED = "not finished"
 
 @dataclass(slots=True)
 class _Slot:
-    """One examined dead letter's result, filled in when it is known."""
+    """One examined message's result, filled in when it is known."""
 
     message_id: str | None
     to: str | None = None
@@ -113,73 +113,22 @@ class _Slot:
 @dataclass(slots=True, kw_only=True)
 class TransferOptions:
     limit: int | None = None
-    """Attempt at most this many dead letters (failed ones count; skipped ones do not)."""
+    """Attempt at most this many messages (failed ones count; skipped ones do not)."""
     rate_per_s: float | None = None
     window: int = REPLAY_WINDOW
     """The consumer's prefetch; with a rate, at most about one second's worth."""
     idle_s: float = IDLE_S
     clock: Clock = field(default_factory=WallClock)
     stop: asyncio.Event | None = None
-    """Set it (the CLI does on Ctrl-C) to end the run early and cleanly: no more dead letters
-    are read, copies waiting for their --rate slot are not sent, copies under way finish and
-    their dead letters are acked."""
+    """Set it (the CLI does on Ctrl-C) to end the run early and cleanly: no more messages are
+    read, copies waiting for their --rate slot are not sent, copies under way finish and their
+    messages are acked."""
 
     @property
     def effective_window(self) -> int:
         if self.rate_per_s is None:
             return self.window
         return max(1, min(self.window, math.ceil(self.rate_per_s)))
-
-
-@dataclass(frozen=True, slots=True)
-class Reasons:
-    """The reasons a run gives for the messages it leaves, in its command's words."""
-
-    item: str
-    """``dead letter`` or ``message``."""
-    place: str
-    """Where such a message stays: ``the dead-letter queue`` or ``the source queue``."""
-    past: str
-    """``replayed`` or ``moved``."""
-
-    def not_sent_interrupted(self) -> str:
-        return (
-            f"not {self.past}: the run was interrupted before its copy was sent; it is still "
-            f"in {self.place}"
-        )
-
-    def unconfirmed_copy(self, to: str | None) -> str:
-        return (
-            f"interrupted before the broker confirmed the copy: it may also have reached "
-            f"{to!r} (possible duplicate); the {self.item} stays"
-        )
-
-    def unconfirmed_ack(self) -> str:
-        return (
-            f"{self.past}, but the connection closed before the broker confirmed the "
-            f"{self.item}'s ack: it may still be in {self.place} (possible duplicate)"
-        )
-
-    def refused_copy(self, error: AccessRefused) -> str:
-        return (
-            f"the broker refused the copy ({error}): it reached no queue; the {self.item} "
-            "stays; rr's user needs write permission on the default exchange"
-        )
-
-    def publish_failure(self, error: PublishFailed, to: str) -> str:
-        text = str(error)
-        if "NO_ROUTE" in text or "returned" in text:
-            return f"no queue {to!r} took the copy (the broker returned it); the {self.item} stays"
-        return f"the broker refused the copy ({text}); the {self.item} stays"
-
-    def unreadable(self, error: Exception) -> str:
-        return f"cannot read this {self.item}: {type(error).__name__}: {error}"
-
-
-REASONS = {
-    TransferKind.REPLAY: Reasons("dead letter", "the dead-letter queue", "replayed"),
-    TransferKind.MOVE: Reasons("message", "the source queue", "moved"),
-}
 
 
 def choice_of(choose: Chooser, delivery: Delivery, now: datetime, reasons: Reasons) -> Choice:
@@ -221,7 +170,7 @@ class Transfer:
         self._in_queue = 0
         self._examined = 0
         self._attempted = 0
-        """Dead letters replayed or failed so far: what --limit counts."""
+        """Messages sent or failed so far: what --limit counts."""
         self._in_flight = 0
         self._first_copy_taken = False
         self._first_copy_done = asyncio.Event()
@@ -233,11 +182,11 @@ class Transfer:
         self._stopped: str | None = None
         self._interrupted: TransportError | None = None
         self._closed_under_us = BrokerUnreachable(
-            "the connection to the broker closed during the replay"
+            f"the connection to the broker closed during the {kind}"
         )
         self._interrupted_text = ""
         self._held_here = 0
-        """Dead letters held (unacked, not to be acked) by the current consumer."""
+        """Messages held (unacked, not to be acked) by the current consumer."""
         self._regenerating = False
         self._tasks: set[asyncio.Future[None]] = set()
         self._acked_unsent: dict[int, _Slot] = {}
@@ -264,7 +213,7 @@ class Transfer:
             except NotFound as error:
                 raise missing_queue_error(error, source) from None
             self._in_queue = info.message_count
-            self._progress.begin(self._in_queue, f"replaying {source}")
+            self._progress.begin(self._in_queue, f"{self._reasons.doing} {source}")
             if self._in_queue:
                 self._confirm = await connection.channel(confirms=True)
                 await consume.qos(self._window_size)
@@ -289,7 +238,7 @@ class Transfer:
         )
 
     async def _wait(self) -> None:
-        """Until every dead letter of the run is read and its copy settled, the connection
+        """Until every message of the run is read and its copy settled, the connection
         drops, a stop is asked for, or no delivery comes for a while."""
         closed = asyncio.ensure_future(self._connection.wait_closed())
         asked = self._options.stop
@@ -322,7 +271,7 @@ class Transfer:
                     and self._phase is Phase.READING
                 ):
                     self._stop(
-                        f"no dead letter came for {self._options.idle_s:g} s after "
+                        f"no {self._reasons.item} came for {self._options.idle_s:g} s after "
                         f"{self._examined:,} of {self._in_queue:,}: another consumer may be "
                         "taking them"
                     )
@@ -401,7 +350,7 @@ class Transfer:
             self._stop(limit_reached(self._limit))
 
     def _leave(self, slot: _Slot, outcome: TransferOutcome, reason: str) -> None:
-        """This dead letter stays in its queue."""
+        """This message stays in its queue."""
         slot.outcome = outcome
         slot.reason = reason
         self._hold()
@@ -499,7 +448,7 @@ class Transfer:
             slot.outcome = TransferOutcome.SENT
             slot.reason = None
             if self._interrupted is not None:
-                # confirmed, but the ack can no longer be sent: the dead letter stays too
+                # confirmed, but the ack can no longer be sent: the message stays too
                 slot.maybe_duplicate = True
                 slot.reason = self._reasons.unconfirmed_ack()
                 self._hold()
@@ -539,7 +488,9 @@ class Transfer:
             return
         await settler.flush()
         if settler.closed:
-            self._interrupt(BrokerUnreachable("the channel closed while acking dead letters"))
+            self._interrupt(
+                BrokerUnreachable(f"the channel closed while acking {self._reasons.item}s")
+            )
 
     def _mark_sent(self, frames: Sequence[SettleFrame]) -> None:
         """The settler put these frames in the connection's write queue (FIFO), so a later
