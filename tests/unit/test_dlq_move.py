@@ -116,7 +116,7 @@ def test_an_undecodable_message_fails_when_it_must_be_read(
             "--to 'refunds.dead' is the queue this command moves from; choose another queue",
         ),
         ("", "--to '' is 0 bytes, not a queue name RabbitMQ accepts (1 to 255 bytes)"),
-        ("é" * 128, None),
+        ("é" * 127 + "x", None),  # 255 bytes
     ],
 )
 def test_the_target_must_be_another_valid_queue_name(to: str, problem: str | None) -> None:
