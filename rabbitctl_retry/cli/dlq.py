@@ -39,6 +39,7 @@ from rabbitctl_retry.cli.dlq_common import (
     require_answerable,
 )
 from rabbitctl_retry.cli.dlq_render import inspect_document, inspect_footer, inspect_table, letters
+from rabbitctl_retry.cli.dlq_report import import_failure, import_summary
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import UsageError
@@ -214,7 +215,7 @@ def import_command(
             await connection.close()
 
     report = run(import_())
-    stdout_console().print(cell(shell.import_summary(report)))
+    stdout_console().print(cell(import_summary(report)))
     dropped = report.checked.user_ids_dropped
     if dropped:
         who = f"{user!r}, the user rr logs in as" if user else "the user rr logs in as"
@@ -222,7 +223,7 @@ def import_command(
             f"{dropped:,} message(s) carried a user_id other than {who}: imported without it "
             "(RabbitMQ refuses a message whose user_id is not its publisher's)"
         )
-    failure = shell.import_failure(report)
+    failure = import_failure(report)
     if failure is not None:
         fail(failure)
 

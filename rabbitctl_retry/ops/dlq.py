@@ -30,8 +30,7 @@ Importing all or nothing, then resuming (docs/dlq.md, "Import")
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -46,19 +45,23 @@ from rabbitctl_retry.dlq.jsonl import (
     without_user_id,
 )
 from rabbitctl_retry.errors import (
-    AccessRefused,
     BrokerUnreachable,
     DataError,
     NotFound,
-    PartialFailure,
-    PreconditionFailed,
     PublishFailed,
-    RrError,
     TransportError,
     UsageError,
 )
+
+# QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
+from rabbitctl_retry.ops.probe import (
+    QueueState,
+    missing_queue_error,
+    queue_info_on,
+    queue_missing,
+    queue_state,
+)
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
-from rabbitctl_retry.topology.inequivalence import Declaration, adopt_current, parse_inequivalence
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 from rabbitctl_retry.transport.values import encoding_problem
 
@@ -71,8 +74,6 @@ REPLAY_WINDOW = 500
 IDLE_S = 3.0
 """A read or a replay that gets no delivery for this long stops: another consumer on the
 queue is taking the rest."""
-
-_NOT_FOUND = re.compile(r"NOT_FOUND - (?P<text>.*?)(?: \(404\))?$")
 
 
 class ProgressSink(Protocol):
@@ -95,73 +96,6 @@ NO_PROGRESS: ProgressSink = _NoProgress()
 
 
 # --------------------------------------------------------------------------- queues
-
-
-@dataclass(frozen=True, slots=True)
-class QueueState:
-    """What rr knows about a queue before it touches its messages."""
-
-    name: str
-    message_count: int
-    quorum: bool | None
-    """True for a quorum queue, False for any other, None when the broker would not say."""
-    delivery_limit: int | None = None
-
-
-def missing_queue_error(error: NotFound, queue: str) -> NotFound:
-    """``no queue 'X' in vhost 'V'``: the broker's own words, without the operation prefix."""
-    found = _NOT_FOUND.search(error.message)
-    return NotFound(found.group("text") if found else f"no queue {queue!r}: {error.message}")
-
-
-async def queue_state(connection: Connection, queue: str) -> QueueState:
-    """The queue's depth and type; :class:`NotFound` (exit 1) when it does not exist.
-
-    The type comes from re-declaring the queue as a quorum queue on throwaway channels and
-    taking the broker's value for each argument it refuses (the same probe ``rr declare``
-    uses), until the broker accepts: the accepted ``x-queue-type`` is the queue's. An
-    equivalent re-declare changes nothing.
-    """
-    channel = await connection.channel()
-    try:
-        info = await channel.queue_declare(queue, passive=True)
-    except NotFound as error:
-        raise missing_queue_error(error, queue) from None
-    finally:
-        await channel.close()
-    quorum, limit = await _probe_type(connection, queue)
-    return QueueState(
-        name=queue, message_count=info.message_count, quorum=quorum, delivery_limit=limit
-    )
-
-
-async def _probe_type(connection: Connection, queue: str) -> tuple[bool | None, int | None]:
-    declaration = Declaration(durable=True, arguments={"x-queue-type": "quorum"})
-    for _ in range(32):
-        channel = await connection.channel()
-        try:
-            await channel.queue_declare(
-                queue,
-                durable=declaration.durable,
-                auto_delete=declaration.auto_delete,
-                arguments=declaration.arguments,
-            )
-        except PreconditionFailed as error:
-            found = parse_inequivalence(str(error))
-            adopted = adopt_current(declaration, found) if found is not None else None
-            if adopted is None:
-                return None, None
-            declaration = adopted
-            continue
-        except TransportError:
-            return None, None
-        finally:
-            await channel.close()
-        arguments = declaration.arguments
-        limit = arguments.get("x-delivery-limit")
-        quorum = arguments.get("x-queue-type") == "quorum"
-        return quorum, limit if isinstance(limit, int) and not isinstance(limit, bool) else None
-    return None, None
 
 
 async def purge(connection: Connection, queue: str) -> int:
@@ -204,10 +138,7 @@ async def read_messages(
     """
     channel = await connection.channel()
     try:
-        try:
-            info = await channel.queue_declare(queue, passive=True)
-        except NotFound as error:
-            raise missing_queue_error(error, queue) from None
+        info = await queue_info_on(channel, queue)
         wanted = info.message_count if limit is None else min(limit, info.message_count)
         progress.begin(wanted, f"reading {queue}")
         if wanted <= 0:
@@ -253,21 +184,6 @@ async def _wait_for(
         return True
     finally:
         closed.cancel()
-
-
-# --------------------------------------------------------------------------- publishing
-
-
-async def queue_missing(connection: Connection, queue: str) -> str | None:
-    """None when ``queue`` exists, else why it cannot take a copy."""
-    channel = await connection.channel()
-    try:
-        await channel.queue_declare(queue, passive=True)
-    except NotFound as error:
-        return missing_queue_error(error, queue).message
-    finally:
-        await channel.close()
-    return None
 
 
 # --------------------------------------------------------------------------- export / import
@@ -494,69 +410,6 @@ async def import_file(
     )
 
 
-def import_summary(report: ImportReport) -> str:
-    """``imported 5 of 10 message(s) into 'q'``, and which lines a ``--from-line`` skipped."""
-    checked = report.checked
-    text = f"imported {report.published:,} of {checked.to_publish:,} message(s) into {report.to!r}"
-    skipped = checked.messages - checked.to_publish
-    if checked.from_line > 1:
-        text += f" (--from-line {checked.from_line}: the {skipped:,} before it skipped)"
-    return text
-
-
-def import_failure(report: ImportReport) -> RrError | None:
-    """The one error line (and exit code) of an import that stopped, or None when every
-    message was imported: 77 for a refused permission, 69 when the connection dropped, 3 when
-    some messages were imported, else 1."""
-    first = report.first_not_imported
-    if first is None:
-        return None
-    checked = report.checked
-    done = (
-        f"lines {checked.from_line}-{first - 1} ({report.published:,} message(s)) were "
-        "published and confirmed"
-        if first > checked.from_line
-        else "no message was imported"
-    )
-    text = f"import into {report.to!r} stopped at {report.path}:{first}: {report.reason}; {done}"
-    unsure = [number for number in report.unconfirmed if number >= first]
-    if unsure:
-        text += (
-            f"; {line_list(unsure)} went out but the channel closed before the broker "
-            f"confirmed them: they may be in {report.to!r} already (a rerun from line "
-            f"{first} may import those twice)"
-        )
-    else:
-        text += f", nothing from line {first} on was"
-    if report.confirmed_after:
-        text += (
-            f"; {line_list(report.confirmed_after)} after it were confirmed all the same (a "
-            f"rerun from line {first} imports those twice)"
-        )
-    text += f"; rerun with --from-line {first} to import the rest"
-    error = report.error
-    if isinstance(error, AccessRefused):
-        return AccessRefused(text)
-    if isinstance(error, BrokerUnreachable):
-        return BrokerUnreachable(text)
-    if report.published:
-        return PartialFailure(text)
-    return RrError(text)
-
-
-def line_list(numbers: Sequence[int]) -> str:
-    """``line 4``, ``lines 4-9``, ``lines 4-9, 12``: sorted line numbers, runs joined."""
-    runs: list[list[int]] = []
-    for number in sorted(numbers):
-        if runs and number == runs[-1][1] + 1:
-            runs[-1][1] = number
-        else:
-            runs.append([number, number])
-    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
-    label = "line" if len(numbers) == 1 else "lines"
-    return f"{label} {', '.join(parts)}"
-
-
 __all__ = [
     "IDLE_S",
     "NO_PROGRESS",
@@ -568,14 +421,9 @@ __all__ = [
     "ReadResult",
     "check_file",
     "export_queue",
-    "import_failure",
     "import_file",
-    "import_summary",
-    "line_list",
     "login_user",
-    "missing_queue_error",
     "purge",
-    "queue_missing",
     "queue_state",
     "read_messages",
     "read_records",

@@ -59,7 +59,6 @@ from rabbitctl_retry.dlq.report import (
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
-    NotFound,
     PublishFailed,
     TransportError,
 )
@@ -72,7 +71,7 @@ from rabbitctl_retry.ops.dlq import (
     ProgressSink,
     read_messages,
 )
-from rabbitctl_retry.ops.probe import missing_queue_error, queue_missing
+from rabbitctl_retry.ops.probe import queue_info_on, queue_missing
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery
@@ -208,10 +207,7 @@ class Transfer:
             consume, singles_threshold=self._window_size // 2, on_sent=self._mark_sent
         )
         try:
-            try:
-                info = await consume.queue_declare(source, passive=True)
-            except NotFound as error:
-                raise missing_queue_error(error, source) from None
+            info = await queue_info_on(consume, source)
             self._in_queue = info.message_count
             self._progress.begin(self._in_queue, f"{self._reasons.doing} {source}")
             if self._in_queue:

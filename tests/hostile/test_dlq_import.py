@@ -13,8 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rabbitctl_retry.cli.dlq_report import line_list
 from rabbitctl_retry.dlq.jsonl import Record, record_problem
-from rabbitctl_retry.ops.dlq import line_list, login_user, properties_of
+from rabbitctl_retry.ops.dlq import login_user, properties_of
 from rabbitctl_retry.transport.values import encoding_problem
 from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import declare, rr

@@ -169,3 +169,50 @@ def test_one_name_for_a_field_value(path: Path) -> None:
     assert not [alias for alias in ALIASES if alias in text]
     if path.name != "fields.py":
         assert "FieldValue: TypeAlias" not in text
+
+
+PROBES = PACKAGE / "ops" / "probe.py"
+
+
+def passive_declares(path: Path) -> list[int]:
+    """Lines of ``path`` that call ``queue_declare``/``exchange_declare`` with ``passive=True``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"queue_declare", "exchange_declare"}
+        and any(
+            keyword.arg == "passive"
+            and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is False)
+            for keyword in node.keywords
+        )
+    ]
+
+
+@pytest.mark.parametrize("path", [p for p in modules("ops") if p != PROBES], ids=str)
+def test_only_probe_py_declares_passively(path: Path) -> None:
+    """Queues and exchanges are looked up by the probes of ``ops/probe.py`` alone
+    (docs/architecture.md, "ops/"): no other shell opens its own passive declare."""
+    found = passive_declares(path)
+    assert found == [], (
+        f"{path.relative_to(PACKAGE)} declares passively on line(s) {found}: use ops/probe.py"
+    )
+
+
+def test_the_checker_catches_a_passive_declare(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "async def f(channel, name, flag):\n"
+        "    await channel.queue_declare(name, durable=True)\n"
+        "    await channel.queue_declare(\n"
+        "        name,\n"
+        "        passive=True,\n"
+        "    )\n"
+        "    await channel.exchange_declare(name, passive=flag)\n"
+        "    await channel.exchange_declare(name, passive=False)\n",
+        encoding="utf-8",
+    )
+    assert passive_declares(module) == [3, 7]
+    assert len(passive_declares(PROBES)) >= 3  # the probes themselves are seen

@@ -1,0 +1,342 @@
+"""Looking at queues and exchanges on the broker without changing them.
+
+Every probe runs on a channel of its own (:func:`_on_own_channel`), opened for it and always
+closed afterwards: RabbitMQ answers a look-up it refuses by closing the channel (404
+NOT_FOUND, 405 RESOURCE_LOCKED, 406 PRECONDITION_FAILED), so the caller's other channels and
+the connection carry on. Two kinds of probe:
+
+* a passive declare: does the queue or exchange exist (declare-ok), or not (404)? For a queue
+  it also gives the depth.
+* a re-declare with the arguments rr has in mind: RabbitMQ answers an equivalent one with
+  declare-ok (a no-op) and an inequivalent one with a 406 that names one differing argument
+  and its current value (``topology/inequivalence.py`` reads it). Taking the broker's value
+  and re-declaring again, until the broker accepts, learns every difference
+  (:func:`_redeclare_until_accepted`); the accepted declaration is the one the broker holds.
+
+An exchange type that needs a plugin is tried on a throwaway connection instead
+(:func:`exchange_type`), since RabbitMQ closes the whole connection (503) for an unknown type.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+from rabbitctl_retry.errors import (
+    NotFound,
+    PreconditionFailed,
+    ResourceLocked,
+    TransportError,
+)
+from rabbitctl_retry.topology.expand import ExchangeEntity, QueueEntity
+from rabbitctl_retry.topology.inequivalence import (
+    Declaration,
+    Inequivalence,
+    adopt_current,
+    desired_display,
+    parse_inequivalence,
+)
+from rabbitctl_retry.topology.plan import Absent, Difference, Differs, Matches, Observation, Refused
+from rabbitctl_retry.transport.base import Channel, Connection, QueueInfo
+
+T = TypeVar("T")
+
+Connect = Callable[[], Awaitable[Connection]]
+"""Opens a throwaway connection (for :func:`exchange_type`)."""
+
+_MAX_DIFFERENCES = 32
+
+_NOT_FOUND = re.compile(r"NOT_FOUND - (?P<text>.*?)(?: \(404\))?$")
+
+
+async def _on_own_channel(connection: Connection, probe: Callable[[Channel], Awaitable[T]]) -> T:
+    """Run ``probe`` on a channel opened for it; the channel is closed whatever happens (one
+    the broker closed with 404/405/406 already is, and closing it again is a no-op). What
+    ``probe`` raises goes to the caller."""
+    channel = await connection.channel()
+    try:
+        return await probe(channel)
+    finally:
+        await channel.close()
+
+
+# --------------------------------------------------------------------------- passive look-ups
+
+
+def missing_queue_error(error: NotFound, queue: str) -> NotFound:
+    """``no queue 'X' in vhost 'V'``: the broker's own words, without the operation prefix."""
+    found = _NOT_FOUND.search(error.message)
+    return NotFound(found.group("text") if found else f"no queue {queue!r}: {error.message}")
+
+
+async def queue_info_on(channel: Channel, queue: str) -> QueueInfo:
+    """A passive declare of ``queue`` on the caller's own working ``channel`` (one it goes on
+    to consume on): declare-ok gives the depth; a 404 (which closes ``channel``) raises
+    :class:`NotFound` in the broker's words (:func:`missing_queue_error`)."""
+    try:
+        return await channel.queue_declare(queue, passive=True)
+    except NotFound as error:
+        raise missing_queue_error(error, queue) from None
+
+
+async def queue_missing(connection: Connection, queue: str) -> str | None:
+    """None when ``queue`` exists (declare-ok to a passive declare), else why it cannot take a
+    copy: the 404's text (:func:`missing_queue_error`). Other refusals raise."""
+    try:
+        await _on_own_channel(connection, lambda channel: queue_info_on(channel, queue))
+    except NotFound as error:
+        return error.message
+    return None
+
+
+async def _presence(
+    connection: Connection, look_up: Callable[[Channel], Awaitable[object]]
+) -> Observation:
+    try:
+        await _on_own_channel(connection, look_up)
+    except NotFound:
+        return Absent()
+    except ResourceLocked as error:
+        return Refused(f"locked: {error}")
+    return Matches()
+
+
+async def queue_exists(connection: Connection, name: str) -> Observation:
+    """Whether queue ``name`` exists, by a passive declare: :class:`Matches` on declare-ok,
+    :class:`Absent` on 404, :class:`Refused` on 405 (an exclusive queue of another
+    connection). Other refusals raise."""
+    return await _presence(connection, lambda channel: channel.queue_declare(name, passive=True))
+
+
+async def exchange_exists(connection: Connection, name: str) -> Observation:
+    """Whether exchange ``name`` exists, by a passive declare: :class:`Matches` on declare-ok,
+    :class:`Absent` on 404, :class:`Refused` on 405. Other refusals raise."""
+    return await _presence(connection, lambda channel: channel.exchange_declare(name, passive=True))
+
+
+# --------------------------------------------------------------------------- queue state
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """What rr knows about a queue before it touches its messages."""
+
+    name: str
+    message_count: int
+    quorum: bool | None
+    """True for a quorum queue, False for any other, None when the broker would not say."""
+    delivery_limit: int | None = None
+
+
+async def queue_state(connection: Connection, queue: str) -> QueueState:
+    """The queue's depth (a passive declare) and type (:func:`queue_type`); :class:`NotFound`
+    (exit 1) in the broker's words when the passive declare gets a 404. Other refusals raise."""
+    info = await _on_own_channel(connection, lambda channel: queue_info_on(channel, queue))
+    quorum, limit = await queue_type(connection, queue)
+    return QueueState(
+        name=queue, message_count=info.message_count, quorum=quorum, delivery_limit=limit
+    )
+
+
+async def queue_type(connection: Connection, queue: str) -> tuple[bool | None, int | None]:
+    """(is ``queue`` a quorum queue, its ``x-delivery-limit``), or None for what the broker
+    would not say.
+
+    The queue is re-declared as a durable quorum queue, taking the broker's value for each
+    argument its 406 names, until the broker accepts (:func:`_redeclare_until_accepted`): the
+    accepted ``x-queue-type`` and ``x-delivery-limit`` are the queue's, and the accepted
+    re-declare changes nothing. (None, None) when a 406 cannot be read or adopted, or any other
+    refusal (403, 404, 405) ends the probe.
+    """
+
+    async def redeclare(channel: Channel, current: Declaration) -> None:
+        await channel.queue_declare(
+            queue,
+            durable=current.durable,
+            auto_delete=current.auto_delete,
+            arguments=current.arguments,
+        )
+
+    declaration = Declaration(durable=True, arguments={"x-queue-type": "quorum"})
+    learned = await _redeclare_until_accepted(connection, declaration, redeclare)
+    if learned.accepted is None:
+        return None, None
+    arguments = learned.accepted.arguments
+    limit = arguments.get("x-delivery-limit")
+    quorum = arguments.get("x-queue-type") == "quorum"
+    return quorum, limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+@dataclass(frozen=True, slots=True)
+class _Learned:
+    """What re-declaring until the broker accepts learned."""
+
+    accepted: Declaration | None
+    """The declaration the broker accepted (what it holds); None when it never did."""
+    found: tuple[Inequivalence, ...]
+    """Each difference a 406 named, in order."""
+    stopped_by: TransportError | None = None
+    """The refusal that ended the probe: a 406 that could not be read or adopted, or named a
+    difference already adopted; or any other refusal."""
+
+
+async def _redeclare_until_accepted(
+    connection: Connection,
+    declaration: Declaration,
+    redeclare: Callable[[Channel, Declaration], Awaitable[None]],
+) -> _Learned:
+    """Re-declare (each time on a channel of its own) until the broker accepts, adopting the
+    current value each 406 names; at most ``_MAX_DIFFERENCES`` times. Errors opening the
+    channel raise; the broker's replies to the re-declare are returned."""
+    found: list[Inequivalence] = []
+    for _ in range(_MAX_DIFFERENCES):
+        refusal = await _on_own_channel(connection, partial(_reply_to, redeclare, declaration))
+        if refusal is None:
+            return _Learned(declaration, tuple(found))
+        if not isinstance(refusal, PreconditionFailed):
+            return _Learned(None, tuple(found), refusal)
+        inequivalence = parse_inequivalence(str(refusal))
+        adopted = adopt_current(declaration, inequivalence) if inequivalence is not None else None
+        if (
+            inequivalence is None
+            or adopted is None
+            or inequivalence.key in {known.key for known in found}
+        ):
+            return _Learned(None, tuple(found), refusal)
+        found.append(inequivalence)
+        declaration = adopted
+    return _Learned(None, tuple(found))
+
+
+async def _reply_to(
+    redeclare: Callable[[Channel, Declaration], Awaitable[None]],
+    declaration: Declaration,
+    channel: Channel,
+) -> TransportError | None:
+    """None when the broker accepts the re-declare, else its refusal."""
+    try:
+        await redeclare(channel, declaration)
+    except TransportError as error:
+        return error
+    return None
+
+
+async def _compare(
+    connection: Connection,
+    declaration: Declaration,
+    redeclare: Callable[[Channel, Declaration], Awaitable[None]],
+) -> Observation:
+    learned = await _redeclare_until_accepted(connection, declaration, redeclare)
+    refusal = learned.stopped_by
+    if refusal is not None and not isinstance(refusal, PreconditionFailed):
+        raise refusal
+    differences = tuple(
+        Difference(
+            key=found.key,
+            desired=desired_display(declaration, found.key),
+            current=found.current.display(),
+        )
+        for found in learned.found
+    )
+    if refusal is not None:
+        return Differs(differences, detail=str(refusal))
+    if differences:
+        return Differs(differences)
+    return Matches()
+
+
+async def compare_queue(connection: Connection, queue: QueueEntity) -> Observation:
+    """How the existing ``queue`` differs from the entity, by re-declaring it with the entity's
+    durability and arguments until the broker accepts (:func:`_redeclare_until_accepted`).
+
+    :class:`Matches` when the first re-declare gets declare-ok; :class:`Differs` listing each
+    argument a 406 named (desired against the broker's value), with the 406's text as the
+    detail when one could not be read or adopted. Other refusals raise.
+    """
+    declaration = Declaration(durable=queue.durable, arguments=dict(queue.arguments))
+
+    async def redeclare(channel: Channel, current: Declaration) -> None:
+        await channel.queue_declare(
+            queue.name, durable=current.durable, arguments=current.arguments
+        )
+
+    return await _compare(connection, declaration, redeclare)
+
+
+async def compare_exchange(connection: Connection, exchange: ExchangeEntity) -> Observation:
+    """How the existing ``exchange`` differs from the entity: as :func:`compare_queue`, with
+    the type, durability, auto-delete and internal flags as well as the arguments."""
+    declaration = Declaration(
+        durable=exchange.durable,
+        arguments=dict(exchange.arguments),
+        exchange_type=exchange.type,
+    )
+
+    async def redeclare(channel: Channel, current: Declaration) -> None:
+        await channel.exchange_declare(
+            exchange.name,
+            type=current.exchange_type or exchange.type,
+            durable=current.durable,
+            auto_delete=current.auto_delete,
+            internal=current.internal,
+            arguments=current.arguments,
+        )
+
+    return await _compare(connection, declaration, redeclare)
+
+
+async def exchange_type(exchange: ExchangeEntity, connect: Connect) -> Observation:
+    """Whether the broker can declare an exchange of ``exchange.type`` (one it does not build
+    in, e.g. ``x-delayed-message``): an auto-delete exchange of that type and arguments is
+    declared under a fresh name on a throwaway connection from ``connect``, and deleted at once.
+
+    :class:`Absent` when it can (the exchange itself is missing); :class:`Refused` on any
+    refusal (RabbitMQ closes the connection with 503 for an unknown type: is its plugin
+    enabled?).
+    """
+    name = f"rr.probe.{uuid.uuid4().hex}"
+
+    async def declare_and_delete(channel: Channel) -> None:
+        await channel.exchange_declare(
+            name,
+            type=exchange.type,
+            durable=False,
+            auto_delete=True,
+            arguments=exchange.arguments,
+        )
+        await channel.exchange_delete(name)
+
+    connection = await connect()
+    try:
+        await _on_own_channel(connection, declare_and_delete)
+    except TransportError as error:
+        return Refused(
+            f"the broker cannot declare an exchange of type {exchange.type!r} "
+            f"(is its plugin enabled?): {error}"
+        )
+    finally:
+        await connection.close()
+    return Absent()
+
+
+__all__ = [
+    "Connect",
+    "QueueState",
+    "compare_exchange",
+    "compare_queue",
+    "exchange_exists",
+    "exchange_type",
+    "missing_queue_error",
+    "queue_exists",
+    "queue_info_on",
+    "queue_missing",
+    "queue_state",
+    "queue_type",
+]
