@@ -26,8 +26,8 @@ from rabbitctl_retry.emulator.model import (
     ChannelState,
     ConnectionState,
     Consumer,
+    EmulatedQueue,
     Exchange,
-    Queue,
 )
 from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
 from rabbitctl_retry.emulator.settle import Settlement
@@ -125,7 +125,7 @@ class Broker(Settlement):
 
     # -- queues ------------------------------------------------------------------------------
 
-    def _queue(self, channel: ChannelState, name: str) -> Queue:
+    def _queue(self, channel: ChannelState, name: str) -> EmulatedQueue:
         q = self.queues.get(name)
         if q is None:
             raise NotFound(f"NOT_FOUND - no queue '{name}' in vhost '{VHOST}'")
@@ -133,7 +133,7 @@ class Broker(Settlement):
         return q
 
     @staticmethod
-    def _check_access(channel: ChannelState, q: Queue) -> None:
+    def _check_access(channel: ChannelState, q: EmulatedQueue) -> None:
         if q.exclusive_owner is not None and q.exclusive_owner is not channel.connection:
             raise _locked(q.name)
 
@@ -203,8 +203,8 @@ class Broker(Settlement):
         exclusive: bool,
         auto_delete: bool,
         arguments: dict[str, FieldValue],
-    ) -> Queue:
-        q = Queue(
+    ) -> EmulatedQueue:
+        q = EmulatedQueue(
             name=name,
             settings=settings,
             durable=durable,
@@ -427,7 +427,7 @@ def _erlang(value: FieldValue) -> str:
     return str(value)
 
 
-def _info(q: Queue) -> QueueInfo:
+def _info(q: EmulatedQueue) -> QueueInfo:
     return QueueInfo(name=q.name, message_count=len(q.ready), consumer_count=len(q.consumers))
 
 

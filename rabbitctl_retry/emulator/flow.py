@@ -63,9 +63,9 @@ from rabbitctl_retry.emulator.events import (
 from rabbitctl_retry.emulator.model import (
     ChannelState,
     Consumer,
+    EmulatedQueue,
     Entry,
     Exchange,
-    Queue,
     StoredMessage,
     Unacked,
 )
@@ -100,7 +100,7 @@ class Flow:
     ) -> None:
         self.clock = clock
         self.server_version = server_version
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, EmulatedQueue] = {}
         self.exchanges: dict[str, Exchange] = {}
         self.events: list[Event] = []
         self.activity = 0
@@ -187,7 +187,7 @@ class Flow:
             accepted = self._enqueue(queue, message) and accepted
         return "ack" if accepted else "nack"
 
-    def _route(self, x: Exchange, message: StoredMessage) -> tuple[list[Queue], bool]:
+    def _route(self, x: Exchange, message: StoredMessage) -> tuple[list[EmulatedQueue], bool]:
         """The queues ``message`` goes to through ``x`` (and its alternate exchanges)."""
         delayed = False
         seen: set[str] = set()
@@ -255,7 +255,7 @@ class Flow:
 
     # -- queues ------------------------------------------------------------------------------
 
-    def _enqueue(self, q: Queue, message: StoredMessage) -> bool:
+    def _enqueue(self, q: EmulatedQueue, message: StoredMessage) -> bool:
         """Put ``message`` in ``q`` (or straight to a consumer); False if the queue refused it."""
         settings = q.settings
         if settings.overflow != "drop-head" and self._refuses(q, message):
@@ -293,12 +293,12 @@ class Flow:
             self._dispatch(q)
         return True
 
-    def _trim(self, q: Queue) -> None:
+    def _trim(self, q: EmulatedQueue) -> None:
         while q.ready and q.over_limit():
             self._dead_letter_entry(q, q.pop(), "maxlen")
         self._expire_head(q)
 
-    def _refuses(self, q: Queue, message: StoredMessage) -> bool:
+    def _refuses(self, q: EmulatedQueue, message: StoredMessage) -> bool:
         """reject-publish: does ``q`` refuse ``message``?
 
         A classic queue refuses a message that would take it over its limit. A quorum queue
@@ -311,7 +311,7 @@ class Flow:
             q.rejecting = False
         return q.rejecting
 
-    def _expire_head(self, q: Queue) -> None:
+    def _expire_head(self, q: EmulatedQueue) -> None:
         """Expire from the head while due; arm the timer for the head's expiry."""
         ready = q.ready
         while ready:
@@ -333,14 +333,14 @@ class Flow:
             q.ttl_timer.cancel()
             q.ttl_timer = None
 
-    def _on_ttl(self, q: Queue) -> None:
+    def _on_ttl(self, q: EmulatedQueue) -> None:
         q.ttl_timer = None
         if q.deleted:
             return
         self.activity += 1
         self._expire_head(q)
 
-    def _take(self, q: Queue) -> Entry | None:
+    def _take(self, q: EmulatedQueue) -> Entry | None:
         ready = q.ready
         if ready and ready[0].expires_at_s is not None:
             self._expire_head(q)
@@ -351,7 +351,7 @@ class Flow:
             self._expire_head(q)
         return entry
 
-    def _dispatch(self, q: Queue) -> None:
+    def _dispatch(self, q: EmulatedQueue) -> None:
         while q.ready and q.consumers:
             consumer = q.next_consumer()
             if consumer is None:
@@ -361,7 +361,7 @@ class Flow:
                 return
             self._deliver(q, entry, consumer)
 
-    def _deliver(self, q: Queue, entry: Entry, consumer: Consumer) -> None:
+    def _deliver(self, q: EmulatedQueue, entry: Entry, consumer: Consumer) -> None:
         channel = consumer.channel
         tag = channel.next_tag
         channel.next_tag = tag + 1
@@ -386,7 +386,7 @@ class Flow:
 
     def _delivery(
         self,
-        q: Queue,
+        q: EmulatedQueue,
         entry: Entry,
         tag: int,
         consumer_tag: str | None,
@@ -414,7 +414,7 @@ class Flow:
             message_count=message_count,
         )
 
-    def get(self, channel: ChannelState, q: Queue, no_ack: bool) -> Delivery | None:
+    def get(self, channel: ChannelState, q: EmulatedQueue, no_ack: bool) -> Delivery | None:
         self.activity += 1
         entry = self._take(q)
         if entry is None:
@@ -439,10 +439,10 @@ class Flow:
 
     # -- dead letters, purge, delete ---------------------------------------------------------
 
-    def _dead_letter_entry(self, q: Queue, entry: Entry, reason: DeathReason) -> None:
+    def _dead_letter_entry(self, q: EmulatedQueue, entry: Entry, reason: DeathReason) -> None:
         self._dead_letter(q, entry.message, reason)
 
-    def _dead_letter(self, q: Queue, message: StoredMessage, reason: DeathReason) -> None:
+    def _dead_letter(self, q: EmulatedQueue, message: StoredMessage, reason: DeathReason) -> None:
         now_s = self.clock.now_s
         dlx_name = q.settings.dead_letter_exchange
         if dlx_name is None:
@@ -497,7 +497,9 @@ class Flow:
                 else:
                     self._enqueue(target, dead)
 
-    def _keep_dead_letter(self, source: Queue, target: Queue, dead: StoredMessage) -> None:
+    def _keep_dead_letter(
+        self, source: EmulatedQueue, target: EmulatedQueue, dead: StoredMessage
+    ) -> None:
         """At-least-once: the target refused the dead letter; ``source`` keeps it and RabbitMQ's
         dead-letter worker sends it again after ``dead_letter_retry_s`` (its
         ``dead_letter_worker_publisher_confirm_timeout``, 3 minutes by default), until the
@@ -515,7 +517,7 @@ class Flow:
 
         self.clock.call_later(self.dead_letter_retry_s, again)
 
-    def purge(self, q: Queue) -> int:
+    def purge(self, q: EmulatedQueue) -> int:
         self.activity += 1
         count = len(q.ready)
         now_s = self.clock.now_s
@@ -527,7 +529,7 @@ class Flow:
             q.ttl_timer = None
         return count
 
-    def delete_queue(self, q: Queue) -> int:
+    def delete_queue(self, q: EmulatedQueue) -> int:
         """Remove ``q`` with its ready messages, bindings and consumers."""
         self.activity += 1
         count = len(q.ready)
@@ -564,11 +566,11 @@ class DeadLetter(StoredMessage):
     RabbitMQ 4.0 keeps as a message annotation), unlike one a client published."""
 
 
-def _names(queues: list[Queue]) -> tuple[str, ...]:
+def _names(queues: list[EmulatedQueue]) -> tuple[str, ...]:
     return tuple(q.name for q in queues)
 
 
-def _would_overflow(q: Queue, message: StoredMessage) -> bool:
+def _would_overflow(q: EmulatedQueue, message: StoredMessage) -> bool:
     settings = q.settings
     return (settings.max_length is not None and len(q.ready) + 1 > settings.max_length) or (
         settings.max_length_bytes is not None
@@ -576,7 +578,7 @@ def _would_overflow(q: Queue, message: StoredMessage) -> bool:
     )
 
 
-def _below_soft_limit(q: Queue) -> bool:
+def _below_soft_limit(q: EmulatedQueue) -> bool:
     settings = q.settings
     return (settings.max_length is None or len(q.ready) <= int(settings.max_length * 0.8)) and (
         settings.max_length_bytes is None or q.ready_bytes <= int(settings.max_length_bytes * 0.8)

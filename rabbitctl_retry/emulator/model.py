@@ -73,7 +73,7 @@ class Exchange:
 @dataclass(slots=True, eq=False)
 class Consumer:
     tag: str
-    queue: Queue
+    queue: EmulatedQueue
     channel: ChannelState
     sink: Callable[[Delivery], None]
     no_ack: bool
@@ -89,7 +89,10 @@ class Consumer:
 
 
 @dataclass(slots=True, eq=False)
-class Queue:
+class EmulatedQueue:
+    """A queue as the emulator holds it: its messages, consumers and settings (a topology
+    file's queue is ``topology.model.Queue``; what a passive declare reports, ``QueueInfo``)."""
+
     name: str
     settings: QueueSettings
     durable: bool
@@ -165,7 +168,7 @@ class Queue:
 
 @dataclass(slots=True, eq=False)
 class Unacked:
-    queue: Queue
+    queue: EmulatedQueue
     entry: Entry
     consumer: Consumer | None
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from rabbitctl_retry.emulator.broker import Broker
 from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock, on_grid
 from rabbitctl_retry.emulator.events import Event
-from rabbitctl_retry.emulator.model import Entry, Queue
+from rabbitctl_retry.emulator.model import EmulatedQueue, Entry
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedConnection
 from rabbitctl_retry.emulator.values import copy_table, with_headers
@@ -198,7 +198,7 @@ class Emulator:
     def exchange_names(self) -> list[str]:
         return sorted(self.broker.exchanges)
 
-    def _queue(self, name: str) -> Queue:
+    def _queue(self, name: str) -> EmulatedQueue:
         q = self.broker.queues.get(name)
         if q is None:
             raise NotFound(f"NOT_FOUND - no queue '{name}' in vhost '/'")

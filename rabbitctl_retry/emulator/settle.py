@@ -24,7 +24,7 @@ from typing import Literal
 
 from rabbitctl_retry.emulator.events import Acked, Dropped, Rejected, RequeueCause, Requeued
 from rabbitctl_retry.emulator.flow import Flow
-from rabbitctl_retry.emulator.model import ChannelState, Consumer, Entry, Queue, Unacked
+from rabbitctl_retry.emulator.model import ChannelState, Consumer, EmulatedQueue, Entry, Unacked
 from rabbitctl_retry.errors import PreconditionFailed
 
 
@@ -57,7 +57,7 @@ class Settlement(Flow):
     def ack(self, channel: ChannelState, tag: int, multiple: bool) -> None:
         self.activity += 1
         taken = self._settled(channel, tag, multiple)
-        touched: dict[int, Queue] = {}
+        touched: dict[int, EmulatedQueue] = {}
         now_s = self.clock.now_s
         for settled_tag, item in taken:
             if self._record:
@@ -79,7 +79,7 @@ class Settlement(Flow):
     ) -> None:
         self.activity += 1
         taken = self._settled(channel, tag, multiple)
-        touched: dict[int, Queue] = {}
+        touched: dict[int, EmulatedQueue] = {}
         for settled_tag, item in taken:
             q, entry = item.queue, item.entry
             self._emit(
@@ -95,7 +95,7 @@ class Settlement(Flow):
         for q in touched.values():
             self._dispatch(q)
 
-    def _return(self, q: Queue, entry: Entry, cause: RequeueCause) -> None:
+    def _return(self, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> None:
         if q.deleted:
             self._emit(Dropped(self.clock.now_s, entry.message.number, q.name, "queue_deleted"))
             return
@@ -129,7 +129,7 @@ class Settlement(Flow):
         channel.consumers.clear()
         taken = list(channel.unacked.items())
         channel.unacked.clear()
-        touched: dict[int, Queue] = {}
+        touched: dict[int, EmulatedQueue] = {}
         for _, item in taken:
             item.queue.unacked -= 1
             if item.consumer is not None:
