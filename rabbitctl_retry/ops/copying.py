@@ -18,4 +18,4 @@ def copy_properties(
     ``delivery_mode`` and ``expiration``)."""
     kept: dict[str, Any] = {name: getattr(original, name) for name in COPIED_PROPERTIES}
     kept.update(overrides)
-    return Properties(**kept, headers=dict(headers))
+    return Properties(**kept, headers=headers if type(headers) is dict else dict(headers))
