@@ -40,6 +40,9 @@ class ServerFacts:
 
     version: ServerVersion
     product: str = "RabbitMQ"
+    url: str | None = None
+    """The URL of the node rr reached (the first of several that answered), password
+    censored."""
     delayed_message_plugin: bool | None = None
     """Whether the ``x-delayed-message`` exchange type exists (``None``: not probed)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,6 +29,7 @@ from rabbitctl_retry.errors import (
     exit_code_for,
 )
 from rabbitctl_retry.transport.base import Connection, Connector
+from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.url import parse_broker_url
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -58,17 +59,23 @@ def connector_of(ctx: typer.Context) -> Connector:
     return settings.connector if isinstance(settings, CliSettings) else amqp_connector
 
 
+async def open_connection(ctx: typer.Context, urls: Sequence[str]) -> Connection:
+    """A connection to the first of ``urls`` that answers (``transport/failover.py``)."""
+    return await connect_any(connector_of(ctx), urls)
+
+
 class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
 
 
 UrlOption = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--url",
         envvar=URL_ENV,
-        help="Broker URL (amqp:// or amqps://); else $RR_URL, else [broker] url, else "
+        help="Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in "
+        "order. Else $RR_URL (URLs separated by spaces), else [broker] url, else "
         "amqp://guest:guest@localhost:5672/.",
         show_default=False,
     ),
@@ -88,22 +95,29 @@ def stderr_console() -> Console:
     return Console(stderr=True, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
-def resolve_url(flag_or_env: str | None, topology_url: str | None = None) -> str:
-    """``--url`` / ``$RR_URL``, else the topology's ``[broker] url``, else the default.
+def resolve_urls(
+    flag_or_env: Sequence[str] | None, topology_urls: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """``--url`` (once per node) / ``$RR_URL``, else the topology's ``[broker] url``, else the
+    default: the broker URLs rr tries, in order (docs/cli.md, "Several hosts").
 
-    The URL is checked here, before anything else happens (``transport/url.py``): one that
+    Every URL is checked here, before anything else happens (``transport/url.py``): one that
     rr refuses ends the command with one ``rr: error:`` line that does not repeat it, exit 2
     from ``--url`` / ``$RR_URL`` (usage), 78 from ``[broker] url`` (the topology file is
     invalid); docs/cli.md, "Malformed input".
     """
-    url = flag_or_env or topology_url or DEFAULT_URL
-    try:
-        parse_broker_url(url)
-    except UsageError as error:
-        if flag_or_env:
-            fail(UsageError(f"{error} (given by --url or ${URL_ENV})"))
-        fail(ConfigError(str(error), path="broker.url"))
-    return url
+    given = tuple(part for value in flag_or_env or () for part in value.split())
+    urls = given or tuple(topology_urls) or (DEFAULT_URL,)
+    for index, url in enumerate(urls):
+        try:
+            parse_broker_url(url)
+        except UsageError as error:
+            if given:
+                which = f"--url number {index + 1}" if len(urls) > 1 else "--url or $" + URL_ENV
+                fail(UsageError(f"{error} (given by {which})"))
+            where = "broker.url" if len(urls) == 1 else f"broker.url[{index}]"
+            fail(ConfigError(str(error), path=where))
+    return urls
 
 
 def print_json(document: Any) -> None:

@@ -15,7 +15,7 @@ from rabbitctl_retry.cli._common import (
     fail,
     guard,
     print_json,
-    resolve_url,
+    resolve_urls,
     run,
     stdout_console,
 )
@@ -46,7 +46,7 @@ def declare(
     result = run(
         declare_topology(
             topology,
-            resolve_url(url, topology.broker.url),
+            resolve_urls(url, topology.broker.urls),
             dry_run=dry_run,
             connector=connector_of(ctx),
         )

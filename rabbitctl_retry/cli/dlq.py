@@ -19,11 +19,11 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    connector_of,
     fail,
     guard,
+    open_connection,
     print_json,
-    resolve_url,
+    resolve_urls,
     run,
     stdout_console,
 )
@@ -73,11 +73,11 @@ def inspect_command(
     so and asks first.
     """
     topology = load_topology(topology_file)
-    broker_url = resolve_url(url, topology.broker.url if topology else None)
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
 
     async def inspect() -> shell.ReadResult:
-        connection = await connector_of(ctx)(broker_url)
+        connection = await open_connection(ctx, broker_urls)
         try:
             state = await shell.queue_state(connection, queue)
             warning = quorum_warning(
@@ -128,13 +128,13 @@ def export_command(
     `rr dlq import` restores them exactly.
     """
     topology = load_topology(topology_file)
-    broker_url = resolve_url(url, topology.broker.url if topology else None)
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     with guard():
         if file.exists():
             raise UsageError(f"{file} exists; rr does not overwrite an export: choose another name")
 
     async def export() -> shell.ReadResult:
-        connection = await connector_of(ctx)(broker_url)
+        connection = await open_connection(ctx, broker_urls)
         try:
             state = await shell.queue_state(connection, queue)
             count = state.message_count if limit is None else min(limit, state.message_count)
@@ -193,13 +193,13 @@ def import_command(
     user_id that is not the login user's is left out). An import the broker stops half-way
     names the first line not imported: rerun with --from-line (docs/dlq.md, "Import").
     """
-    broker_url = resolve_url(url)
-    user = shell.login_user(broker_url)
+    broker_urls = resolve_urls(url)
+    user = shell.login_user(broker_urls[0])  # the nodes of one cluster share their users
     with guard():  # the whole file, before connecting: a bad line is exit 65 even offline
         checked = shell.check_file(file, to, from_line=from_line, user=user)
 
     async def import_() -> shell.ImportReport:
-        connection = await connector_of(ctx)(broker_url)
+        connection = await open_connection(ctx, broker_urls)
         try:
             with progress_bar(OutputFormat.TABLE) as progress:
                 return await shell.import_file(
@@ -243,7 +243,7 @@ def purge_command(
         require_answerable(yes, f"purge {queue!r}")
 
     async def purge() -> int:
-        connection = await connector_of(ctx)(resolve_url(url))
+        connection = await open_connection(ctx, resolve_urls(url))
         try:
             state = await shell.queue_state(connection, queue)
             await ask(

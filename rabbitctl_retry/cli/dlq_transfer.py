@@ -15,11 +15,11 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    connector_of,
     fail,
     guard,
+    open_connection,
     print_json,
-    resolve_url,
+    resolve_urls,
     stdout_console,
 )
 from rabbitctl_retry.cli.dlq_common import (
@@ -142,7 +142,7 @@ def replay_command(
             raise UsageError(to_wrong)
         if not dry_run:
             require_answerable(yes, "replay")
-    broker_url = resolve_url(url, topology.broker.url if topology else None)
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     run_id = engine.new_run_id()
     plans = [
         ReplayPlan(
@@ -170,7 +170,7 @@ def replay_command(
 
     _transfer_all(
         ctx,
-        broker_url,
+        broker_urls,
         jobs,
         TransferKind.REPLAY,
         TransferOptions(limit=limit, rate_per_s=rate_per_s),
@@ -199,7 +199,7 @@ Prepare = Callable[[Connection, list[shell.QueueState]], Awaitable[None]]
 
 def _transfer_all(
     ctx: typer.Context,
-    broker_url: str,
+    broker_urls: tuple[str, ...],
     jobs: list[tuple[str, Chooser]],
     kind: TransferKind,
     options: TransferOptions,
@@ -215,7 +215,7 @@ def _transfer_all(
     stop = options.stop = asyncio.Event()
 
     async def transfer_all() -> None:
-        connection = await connector_of(ctx)(broker_url)
+        connection = await open_connection(ctx, broker_urls)
         try:
             states = [await shell.queue_state(connection, source) for source, _ in jobs]
             if dry_run:
@@ -377,7 +377,7 @@ def move_command(
             raise UsageError(to_wrong)
         if not dry_run:
             require_answerable(yes, "move")
-    broker_url = resolve_url(url, topology.broker.url if topology else None)
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     plan = MovePlan(
         source=queue,
         to=to,
@@ -403,7 +403,7 @@ def move_command(
 
     _transfer_all(
         ctx,
-        broker_url,
+        broker_urls,
         [(queue, partial(choose_move, plan))],
         TransferKind.MOVE,
         TransferOptions(limit=limit, rate_per_s=rate_per_s),

@@ -16,7 +16,7 @@ from rabbitctl_retry.cli._common import (
     connector_of,
     guard,
     print_json,
-    resolve_url,
+    resolve_urls,
     run,
     stdout_console,
 )
@@ -26,6 +26,7 @@ from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.transport.base import Connection, Connector
+from rabbitctl_retry.transport.failover import connect_any
 
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 
@@ -45,26 +46,34 @@ def doctor_command(
     with guard():
         topology = load_file(topology_file) if topology_file else None
     desired = expand(topology) if topology is not None else None
-    broker_url = resolve_url(url, topology.broker.url if topology else None)
-    facts = run(_read_facts(broker_url, desired, connector_of(ctx)))
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    facts = run(_read_facts(broker_urls, desired, connector_of(ctx)))
     findings = examine(desired, facts)
     if output is OutputFormat.JSON:
         print_json(_document(facts, findings))
     else:
         console = stdout_console()
+        if facts.url is not None:
+            console.print(cell(f"{facts.product} {facts.version} at {facts.url}"))
         console.print(_table(findings))
         console.print("safe on this server" if safe(findings) else "unsafe on this server")
     if not safe(findings):
         raise typer.Exit(1)
 
 
-async def _read_facts(url: str, desired: Desired | None, connector: Connector) -> ServerFacts:
-    connection = await connector(url)
+async def _read_facts(
+    urls: tuple[str, ...], desired: Desired | None, connector: Connector
+) -> ServerFacts:
+    connection = await connect_any(connector, urls)
     try:
         plugin: bool | None = None
         if desired is not None and any(x.type == DELAYED_EXCHANGE_TYPE for x in desired.exchanges):
             plugin = await _has_delayed_plugin(connection)
-        return ServerFacts(version=connection.server_version, delayed_message_plugin=plugin)
+        return ServerFacts(
+            version=connection.server_version,
+            delayed_message_plugin=plugin,
+            url=connection.url,
+        )
     finally:
         await connection.close()
 
@@ -93,7 +102,7 @@ async def _has_delayed_plugin(connection: Connection) -> bool:
 
 def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:
     return {
-        "server": {"product": facts.product, "version": str(facts.version)},
+        "server": {"product": facts.product, "version": str(facts.version), "url": facts.url},
         "safe": safe(findings),
         "findings": [
             {

@@ -10,13 +10,14 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_url, run
+from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_urls, run
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.failover import connect_any
 
 MAX_PREFETCH = 65_535
 """basic.qos prefetch-count is an AMQP short: 0..65535."""
@@ -72,12 +73,12 @@ def run_command(
     with guard():
         handlers = load_target(target)
         topology: Topology | None = load_file(topology_file) if topology_file else None
-    broker_url = resolve_url(url, topology.broker.url if topology else None)
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
 
     connector = connector_of(ctx)
 
     async def connect() -> Connection:
-        return await connector(broker_url)
+        return await connect_any(connector, broker_urls)
 
     options = RunOptions(
         prefetch=prefetch,

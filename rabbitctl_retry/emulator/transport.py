@@ -86,6 +86,11 @@ class EmulatedConnection:
         return self._emulator.server_version
 
     @property
+    def url(self) -> str:
+        """The emulator has no address: ``emulator``."""
+        return "emulator"
+
+    @property
     def is_closed(self) -> bool:
         return self._state.closed
 

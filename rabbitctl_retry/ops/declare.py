@@ -12,6 +12,7 @@ rerun.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import assert_never
 
 from rabbitctl_retry.ops.probe import (
@@ -40,6 +41,7 @@ from rabbitctl_retry.topology.plan import (
     plan,
 )
 from rabbitctl_retry.transport.base import Connection, Connector
+from rabbitctl_retry.transport.failover import connect_any
 
 
 async def provision(
@@ -126,12 +128,13 @@ async def apply(connection: Connection, result: Plan) -> None:
 
 
 async def declare_topology(
-    topology: Topology, url: str, *, dry_run: bool, connector: Connector
+    topology: Topology, urls: Sequence[str], *, dry_run: bool, connector: Connector
 ) -> Plan:
-    """``rr declare``: connect to ``url``, provision ``topology``, close."""
+    """``rr declare``: connect to the first of ``urls`` that answers, provision ``topology``,
+    close."""
 
     async def connect() -> Connection:
-        return await connector(url)
+        return await connect_any(connector, urls)
 
     connection = await connect()
     try:

@@ -187,6 +187,10 @@ class Service:
                 await self._back_off("reconnect failed", error, backoff.delay_s(failures))
                 continue
             self.stats.connections += 1
+            log.info(
+                "connected" if first else "reconnected",
+                extra={"rr": {"url": connection.url, "server": str(connection.server_version)}},
+            )
             connection.on_blocked(self._on_blocked)
             try:
                 await self._prepare(connection)

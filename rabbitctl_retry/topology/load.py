@@ -208,9 +208,24 @@ def parse_document(document: Mapping[str, Any]) -> Topology:
 
 def _parse_broker(table: Mapping[str, Any]) -> Broker:
     _refuse_unknown(table, BROKER_KEYS, ("broker",))
-    url = _optional(table, "url", str, ("broker",))
+    urls = _broker_urls(table.get("url"))
     header = _optional(table, "retry_header", str, ("broker",))
-    return Broker(url=url) if header is None else Broker(url=url, retry_header=header)
+    return Broker(urls=urls) if header is None else Broker(urls=urls, retry_header=header)
+
+
+def _broker_urls(value: object) -> tuple[str, ...]:
+    """``url = "amqp://..."`` or ``url = ["amqp://node1", "amqp://node2"]``."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    if isinstance(value, list) and not value:
+        raise ConfigError("must name at least one URL", path="broker.url")
+    raise ConfigError(
+        f"must be a URL string or a list of URL strings, not {_describe(value)}", path="broker.url"
+    )
 
 
 def _parse_queue(name: str, table: Mapping[str, Any]) -> Queue:

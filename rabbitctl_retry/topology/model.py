@@ -465,7 +465,9 @@ class Queue:
 class Broker:
     """``[broker]``: where to connect and which header counts retries."""
 
-    url: str | None = None
+    urls: tuple[str, ...] = ()
+    """``url``: one URL, or the nodes of a cluster in the order rr tries them (docs/cli.md,
+    "Several hosts")."""
     retry_header: str = naming.DEFAULT_RETRY_HEADER
 
     def __post_init__(self) -> None:
@@ -474,10 +476,12 @@ class Broker:
         check_wire_text(
             self.retry_header, "broker.retry_header", "header name", MAX_FIELD_NAME_BYTES
         )
-        if self.url is not None and not self.url.isprintable():
-            raise ConfigError("must not hold control or format characters", path="broker.url")
-        if self.url is not None and not self.url.startswith(("amqp://", "amqps://")):
-            raise ConfigError("must start with amqp:// or amqps://", path="broker.url")
+        for index, url in enumerate(self.urls):
+            where = "broker.url" if len(self.urls) == 1 else f"broker.url[{index}]"
+            if not url.isprintable():
+                raise ConfigError("must not hold control or format characters", path=where)
+            if not url.startswith(("amqp://", "amqps://")):
+                raise ConfigError("must start with amqp:// or amqps://", path=where)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -60,7 +60,7 @@ def test_the_guides_file_loads_into_four_queues() -> None:
 def test_an_empty_file_is_an_empty_topology() -> None:
     topology = load_text("")
     assert topology == Topology()
-    assert topology.broker.url is None
+    assert topology.broker.urls == ()
     assert topology.broker.retry_header == "x-ruststream-retry-count"
 
 
@@ -117,7 +117,7 @@ type = "headers"
 """
     topology = load_text(text)
     assert topology.broker == Broker(
-        url="amqps://user:secret@rabbit.example:5671/prod", retry_header="x-retry"
+        urls=("amqps://user:secret@rabbit.example:5671/prod",), retry_header="x-retry"
     )
     (queue,) = topology.queues
     assert queue == Queue(
@@ -355,7 +355,28 @@ REFUSALS = [
         2,
         "must start with amqp:// or amqps://",
     ),
-    ("broker-url-type", "[broker]\nurl = 5\n", "broker.url", 2, "must be a string"),
+    (
+        "broker-url-type",
+        "[broker]\nurl = 5\n",
+        "broker.url",
+        2,
+        "must be a URL string or a list of URL strings",
+    ),
+    ("broker-url-empty-list", "[broker]\nurl = []\n", "broker.url", 2, "at least one URL"),
+    (
+        "broker-url-list-of-numbers",
+        "[broker]\nurl = [1, 2]\n",
+        "broker.url",
+        2,
+        "must be a URL string or a list of URL strings",
+    ),
+    (
+        "broker-url-list-second-wrong",
+        '[broker]\nurl = ["amqp://a/", "http://b/"]\n',
+        "broker.url[1]",
+        2,
+        "must start with amqp://",
+    ),
     (
         "broker-empty-header",
         '[broker]\nretry_header = ""\n',
@@ -1260,3 +1281,9 @@ def test_dead_letter_strategy_refusals(text: str, path: str, line: int, fragment
     assert fragment in error.detail
     assert error.exit_code == 78
     assert str(error) == f"<topology>:{line}: {path}: {error.detail}"
+
+
+def test_several_broker_urls_are_kept_in_order() -> None:
+    text = '[broker]\nurl = ["amqp://127.0.0.1:5681/", "amqp://127.0.0.1:5682/"]\n'
+    assert load_text(text).broker.urls == ("amqp://127.0.0.1:5681/", "amqp://127.0.0.1:5682/")
+    assert load_text('[broker]\nurl = "amqp://a/"\n').broker.urls == ("amqp://a/",)

@@ -588,9 +588,15 @@ def test_exchange_accepts(exchange_type: str, arguments: dict[str, Any]) -> None
     ("fields", "path", "fragment"),
     [
         ({"retry_header": ""}, "broker.retry_header", "must not be empty"),
-        ({"url": "http://localhost:15672"}, "broker.url", "must start with amqp:// or amqps://"),
-        ({"url": ""}, "broker.url", "must start with amqp://"),
-        ({"url": "localhost"}, "broker.url", "must start with amqp://"),
+        (
+            {"urls": ("http://localhost:15672",)},
+            "broker.url",
+            "must start with amqp:// or amqps://",
+        ),
+        ({"urls": ("",)}, "broker.url", "must start with amqp://"),
+        ({"urls": ("localhost",)}, "broker.url", "must start with amqp://"),
+        ({"urls": ("amqp://a/", "localhost")}, "broker.url[1]", "must start with amqp://"),
+        ({"urls": ("amqp://a/\x1b[2J",)}, "broker.url", "must not hold control"),
     ],
 )
 def test_broker_refuses(fields: dict[str, Any], path: str, fragment: str) -> None:
@@ -601,11 +607,17 @@ def test_broker_refuses(fields: dict[str, Any], path: str, fragment: str) -> Non
 
 
 @pytest.mark.parametrize(
-    "url", [None, "amqp://guest:guest@localhost:5672/", "amqps://rabbit.example:5671/vhost"]
+    "urls",
+    [
+        (),
+        ("amqp://guest:guest@localhost:5672/",),
+        ("amqps://rabbit.example:5671/vhost",),
+        ("amqp://127.0.0.1:5681/", "amqp://127.0.0.1:5682/", "amqp://127.0.0.1:5683/"),
+    ],
 )
-def test_broker_accepts(url: str | None) -> None:
-    broker = Broker(url=url)
-    assert broker.url == url
+def test_broker_accepts(urls: tuple[str, ...]) -> None:
+    broker = Broker(urls=urls)
+    assert broker.urls == urls
     assert broker.retry_header == "x-ruststream-retry-count"
 
 

@@ -1,0 +1,155 @@
+"""The local three-node RabbitMQ 3.10 cluster of the cluster tests (``scripts/cluster.sh``).
+
+``cluster`` (session)
+    Runs ``scripts/cluster.sh up`` (quick when the cluster already runs: it is left running at
+    the end of the session, the next one reuses it, and ``scripts/cluster.sh down`` removes it
+    by hand) and yields a :class:`LocalCluster`: the nodes ``rrc1@localhost`` ..
+    ``rrc3@localhost`` on AMQP ports 5681..5683. Skipped when not run as root or when RabbitMQ
+    is not installed, but failed when ``CI=true`` (like ``require_broker`` in
+    tests/shared_node.py: CI must never pass by skipping broker tests).
+
+Every command here addresses one of these three nodes by name; the shared nodes
+(``rabbit@localhost``, ``rabbit4@localhost``) are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "cluster.sh"
+_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+SIZE = 3
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cluster: needs the local three-node RabbitMQ cluster of scripts/cluster.sh "
+        "(skips when not root or without RabbitMQ, fails when CI=true)",
+    )
+
+
+class ClusterError(RuntimeError):
+    """A command against a node of the local cluster failed."""
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=_SEARCH_PATH)
+    if path is None:
+        raise ClusterError(f"{name} is not installed")
+    return path
+
+
+def _run(command: list[str], timeout_s: float) -> str:
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    if done.returncode != 0:
+        raise ClusterError(
+            f"{' '.join(command)} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
+        )
+    return done.stdout
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCluster:
+    """The three nodes; ``n`` is a node number, 1 to 3."""
+
+    urls: tuple[str, ...]
+    """``amqp://guest:guest@127.0.0.1:568N/`` for nodes 1, 2, 3."""
+    nodes: tuple[str, ...]
+    """``rrcN@localhost`` for nodes 1, 2, 3."""
+
+    def url(self, n: int) -> str:
+        return self.urls[self._index(n)]
+
+    def node(self, n: int | str) -> str:
+        """The name of node ``n`` (a number, or a name that must be one of ours)."""
+        if isinstance(n, str):
+            if n not in self.nodes:
+                raise ClusterError(f"{n!r} is not a node of the local cluster {self.nodes}")
+            return n
+        return self.nodes[self._index(n)]
+
+    def ctl(self, node: int | str, *args: str, timeout_s: float = 90.0) -> str:
+        """``rabbitmqctl -q -n NODE ARGS``; its standard output. Raises on failure."""
+        return _run([_tool("rabbitmqctl"), "-q", "-n", self.node(node), *args], timeout_s)
+
+    def queues_ctl(self, node: int | str, *args: str, timeout_s: float = 90.0) -> str:
+        """``rabbitmq-queues -q -n NODE ARGS``; its standard output. Raises on failure."""
+        return _run([_tool("rabbitmq-queues"), "-q", "-n", self.node(node), *args], timeout_s)
+
+    def cluster_status(self, node: int | str = 1) -> dict[str, object]:
+        """``rabbitmqctl cluster_status`` of ``node``, as JSON."""
+        status = json.loads(self.ctl(node, "cluster_status", "--formatter", "json"))
+        assert isinstance(status, dict)
+        return status
+
+    def running_nodes(self, node: int | str = 1) -> list[str]:
+        """The nodes ``node`` sees running in its cluster, sorted."""
+        running = self.cluster_status(node).get("running_nodes", [])
+        assert isinstance(running, list)
+        return sorted(str(name) for name in running)
+
+    def stop_app(self, n: int) -> None:
+        """Stop node ``n``'s RabbitMQ application (its Erlang VM keeps running)."""
+        _script(f"stop-node", str(self._number(n)))
+
+    def start_app(self, n: int) -> None:
+        """Start node ``n``'s RabbitMQ application again."""
+        _script("start-node", str(self._number(n)))
+
+    def _index(self, n: int) -> int:
+        return self._number(n) - 1
+
+    @staticmethod
+    def _number(n: int) -> int:
+        if not 1 <= n <= SIZE:
+            raise ClusterError(f"the local cluster has nodes 1 to {SIZE}, not {n!r}")
+        return n
+
+
+def _script(*args: str, timeout_s: float = 600.0) -> str:
+    return _run(["bash", str(SCRIPT), *args], timeout_s)
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message} (CI=true: the cluster tests must run in CI)", pytrace=False)
+    pytest.skip(message)
+
+
+def _missing() -> str | None:
+    """Why the local cluster cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the local RabbitMQ cluster (scripts/cluster.sh) needs root"
+    for tool in ("rabbitmq-server", "rabbitmqctl", "rabbitmq-queues"):
+        if shutil.which(tool, path=_SEARCH_PATH) is None:
+            return f"{tool} is not installed (apt-get install rabbitmq-server)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    """The local three-node cluster, started (or found running) once per session.
+
+    Left running at the end: the next session reuses it (``scripts/cluster.sh down`` stops
+    it). ``up`` also starts the application of a node a failed test left stopped.
+    """
+    problem = _missing()
+    if problem is not None:
+        _unavailable(f"no local RabbitMQ cluster for the cluster tests: {problem}")
+    _script("up")
+    yield LocalCluster(
+        urls=tuple(f"amqp://guest:guest@127.0.0.1:{5680 + n}/" for n in range(1, SIZE + 1)),
+        nodes=tuple(f"rrc{n}@localhost" for n in range(1, SIZE + 1)),
+    )
