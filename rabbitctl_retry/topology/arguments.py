@@ -126,7 +126,7 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
     "x-dead-letter-strategy": ArgumentRule(
         _one_of("at-most-once", "at-least-once"), _QUORUM_ONLY, managed_by="dead_letter_strategy"
     ),
-    "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY),
+    "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY, managed_by="replicas"),
     "x-queue-type": ArgumentRule(_string, _BOTH, managed_by="type"),
 }
 

@@ -12,6 +12,8 @@ quorum + max_attempts N + D     ``x-delivery-limit = N - 1`` (the server counts 
                                 deliveries), ``x-dead-letter-exchange = ""`` (or the queue's
                                 own), ``x-dead-letter-routing-key = D``
 quorum + delivery_limit L       ``x-delivery-limit = L`` (with D or dead_letter_exchange)
+quorum + replicas R             ``x-quorum-initial-group-size = R``, on the queue and on its
+                                wait queues (unset: every node of the cluster holds them)
 quorum with D or its own DLX    ``x-dead-letter-strategy = "at-least-once"`` and
                                 ``x-overflow = "reject-publish"`` (a dead letter stays in
                                 the queue until its target confirmed it: neither a full
@@ -144,16 +146,19 @@ def queue_arguments(queue: Queue) -> dict[str, FieldValue]:
         if queue.effective_dead_letter_strategy is DeadLetterStrategy.AT_LEAST_ONCE:
             arguments["x-dead-letter-strategy"] = DeadLetterStrategy.AT_LEAST_ONCE.value
             arguments["x-overflow"] = "reject-publish"
+        if queue.replicas is not None:
+            arguments["x-quorum-initial-group-size"] = queue.replicas
     elif queue.dead_letter_exchange:
         arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
     return arguments
 
 
 def wait_queue_arguments(
-    queue: str, ttl_ms: int | None = None, *, quorum: bool = False
+    queue: str, ttl_ms: int | None = None, *, quorum: bool = False, replicas: int | None = None
 ) -> dict[str, FieldValue]:
     """A wait queue dead-letters expired messages back to ``queue`` on the default exchange;
-    the wait queue of a quorum queue is a quorum queue that does so at least once."""
+    the wait queue of a quorum queue is a quorum queue that does so at least once, on as many
+    nodes as its queue (``replicas``)."""
     arguments: dict[str, FieldValue] = {
         "x-dead-letter-exchange": "",
         "x-dead-letter-routing-key": queue,
@@ -164,6 +169,8 @@ def wait_queue_arguments(
         arguments["x-queue-type"] = "quorum"
         arguments["x-dead-letter-strategy"] = "at-least-once"
         arguments["x-overflow"] = "reject-publish"
+        if replicas is not None:
+            arguments["x-quorum-initial-group-size"] = replicas
     return arguments
 
 
@@ -317,7 +324,11 @@ def _wait_queues(queue: Queue) -> list[QueueEntity]:
         return [
             QueueEntity(
                 name=name,
-                arguments=frozen_mapping(wait_queue_arguments(queue.name, tier_ms, quorum=quorum)),
+                arguments=frozen_mapping(
+                    wait_queue_arguments(
+                        queue.name, tier_ms, quorum=quorum, replicas=queue.replicas
+                    )
+                ),
                 role=f"{format_duration_ms(tier_ms)} wait queue of {queue.name}",
                 source=key_path("queues", queue.name, "delay_tiers"),
             )
@@ -329,7 +340,9 @@ def _wait_queues(queue: Queue) -> list[QueueEntity]:
     return [
         QueueEntity(
             name=wait_queue,
-            arguments=frozen_mapping(wait_queue_arguments(queue.name, quorum=quorum)),
+            arguments=frozen_mapping(
+                wait_queue_arguments(queue.name, quorum=quorum, replicas=queue.replicas)
+            ),
             role=f"wait queue of {queue.name}",
             source=source,
         )

@@ -61,6 +61,7 @@ QUEUE_KEYS = (
     "delay_tiers",
     "publish",
     "dead_letter_strategy",
+    "replicas",
     "arguments",
     "bindings",
 )
@@ -247,6 +248,7 @@ def _parse_queue(name: str, table: Mapping[str, Any]) -> Queue:
         delay_tiers_ms=tiers,
         publish=_enum(table, "publish", PublishMode, PublishMode.CONFIRM, at),
         dead_letter_strategy=_optional_enum(table, "dead_letter_strategy", DeadLetterStrategy, at),
+        replicas=_optional(table, "replicas", int, at),
         arguments=frozen_mapping(_arguments(table, at)),
         bindings=_bindings(name, table, at),
     )

@@ -217,6 +217,9 @@ class Queue:
     publish: PublishMode = PublishMode.CONFIRM
     dead_letter_strategy: DeadLetterStrategy | None = None
     """Quorum queues with a dead-letter route only; unset means at-least-once."""
+    replicas: int | None = None
+    """Quorum queues only: how many nodes hold a copy (``x-quorum-initial-group-size``;
+    unset: every node of the cluster, RabbitMQ's default)."""
     arguments: Mapping[str, FieldValue] = field(default_factory=lambda: _EMPTY)
     bindings: tuple[Binding, ...] = ()
 
@@ -233,7 +236,11 @@ class Queue:
         self._check_strategy()
 
     def _check_attempts(self) -> None:
-        counts = (("max_attempts", self.max_attempts), ("delivery_limit", self.delivery_limit))
+        counts = (
+            ("max_attempts", self.max_attempts),
+            ("delivery_limit", self.delivery_limit),
+            ("replicas", self.replicas),
+        )
         for key, value in counts:
             problem = None if value is None else integer_problem(value)
             if problem is not None:
@@ -248,6 +255,11 @@ class Queue:
             raise ConfigError(
                 f"must not be negative, not {self.delivery_limit}",
                 path=self._path("delivery_limit"),
+            )
+        if self.replicas is not None and self.replicas < 1:
+            raise ConfigError(
+                f"must be at least 1 (the nodes that hold the queue), not {self.replicas}",
+                path=self._path("replicas"),
             )
 
     def _check_dead_letter(self) -> None:
@@ -286,6 +298,12 @@ class Queue:
                     "only quorum queues have a server delivery limit; a classic queue counts "
                     "attempts with max_attempts",
                     path=self._path("delivery_limit"),
+                )
+            if self.replicas is not None:
+                raise ConfigError(
+                    "only quorum queues are replicated; a classic queue lives on one node "
+                    '(type = "quorum" to replicate it)',
+                    path=self._path("replicas"),
                 )
             return
         if not self.durable:

@@ -193,6 +193,7 @@ def _queue_value(key: str) -> st.SearchStrategy[Any]:
         "dead_letter": names,
         "dead_letter_exchange": st.one_of(names, st.just("amq.direct")),
         "delivery_limit": integers,
+        "replicas": integers,
         "delay": st.sampled_from(["memory", "dlx-ttl", "plugin-dme"]),
         "wait_queue": names,
         "delay_tiers": st.lists(durations, min_size=1, max_size=3),

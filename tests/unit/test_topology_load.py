@@ -885,7 +885,7 @@ def test_refusal_names_every_known_key() -> None:
     assert error.detail == (
         "unknown key 'max_attemps' (did you mean 'max_attempts'?); known keys: type, durable, "
         "max_attempts, dead_letter, dead_letter_exchange, delivery_limit, delay, wait_queue, "
-        "delay_tiers, publish, dead_letter_strategy, arguments, bindings"
+        "delay_tiers, publish, dead_letter_strategy, replicas, arguments, bindings"
     )
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology.arguments import QUEUE_ARGUMENTS, check_queue_argument
+from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.model import (
     MAX_NAME_BYTES,
     Binding,
@@ -792,8 +793,12 @@ def test_two_queues_may_share_a_dead_letter_queue() -> None:
             "classic",
             "is set by the key `dead_letter_strategy`, not in `arguments`",
         ),
-        ("x-quorum-initial-group-size", 3, "quorum", None),
-        ("x-quorum-initial-group-size", 0, "quorum", "must be greater than 0"),
+        (
+            "x-quorum-initial-group-size",
+            3,
+            "quorum",
+            "is set by the key `replicas`, not in `arguments`",
+        ),
         ("x-delivery-limit", 4, "quorum", "is set by the key `delivery_limit`, not in `arguments`"),
         (
             "x-delivery-limit",
@@ -861,3 +866,32 @@ def test_effective_dead_letter_strategy(
     queue = Queue(**fields)
     assert queue.dead_letter_strategy is fields.get("dead_letter_strategy")
     assert queue.effective_dead_letter_strategy is effective
+
+
+def test_replicas_become_the_initial_group_size_of_the_queue_and_its_wait_queues() -> None:
+    queue = Queue(
+        name="payouts",
+        type=QueueType.QUORUM,
+        max_attempts=3,
+        dead_letter="payouts.dead",
+        delay=DelayMode.DLX_TTL,
+        replicas=3,
+    )
+    desired = expand(Topology(queues=(queue,)))
+    groups = {q.name: q.arguments.get("x-quorum-initial-group-size") for q in desired.queues}
+    assert groups == {"payouts": 3, "payouts.retry": 3, "payouts.dead": None}
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"replicas": 0, "type": QueueType.QUORUM}, "must be at least 1"),
+        ({"replicas": -2, "type": QueueType.QUORUM}, "must be at least 1"),
+        ({"replicas": 3}, "only quorum queues are replicated"),
+    ],
+)
+def test_replicas_refused(fields: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Queue(name="q", **fields)
+    assert caught.value.path == "queues.q.replicas"
+    assert fragment in caught.value.detail
