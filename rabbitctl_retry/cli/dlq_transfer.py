@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,6 +53,35 @@ from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Connection
 
+AttemptLimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        "-n",
+        min=1,
+        help="Attempt at most this many (failed ones count, skipped ones do not).",
+    ),
+]
+RateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rate",
+        metavar="MSG_PER_S",
+        help="At most this many messages per second (a finite number, at least 0.001).",
+    ),
+]
+
+
+def where_option(items: str) -> Any:
+    """``--where``, in the words of the command's messages."""
+    return typer.Option(
+        "--where",
+        "-w",
+        help=f"Only {items} for which this holds: origin=Q, reason=R, queue=Q, "
+        "header.NAME=VALUE (or !=), age>1h, age<10m. Repeat to require several.",
+    )
+
+
 # --------------------------------------------------------------------------- replay
 
 
@@ -81,32 +110,9 @@ def replay_command(
         str | None,
         typer.Option("--to", help="Send every copy to this queue, not to its origin queue."),
     ] = None,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            "--limit",
-            "-n",
-            min=1,
-            help="Attempt at most this many (failed ones count, skipped ones do not).",
-        ),
-    ] = None,
-    where: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--where",
-            "-w",
-            help="Only dead letters for which this holds: origin=Q, reason=R, queue=Q, "
-            "header.NAME=VALUE (or !=), age>1h, age<10m. Repeat to require several.",
-        ),
-    ] = None,
-    rate: Annotated[
-        str | None,
-        typer.Option(
-            "--rate",
-            metavar="MSG_PER_S",
-            help="At most this many messages per second (a finite number, at least 0.001).",
-        ),
-    ] = None,
+    limit: AttemptLimitOption = None,
+    where: Annotated[list[str] | None, where_option("dead letters")] = None,
+    rate: RateOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show where each would go; move nothing.")
     ] = False,
@@ -319,32 +325,9 @@ def move_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to move messages from.")],
     to: Annotated[str, typer.Option("--to", help="The queue to move them to.")],
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            "--limit",
-            "-n",
-            min=1,
-            help="Attempt at most this many (failed ones count, skipped ones do not).",
-        ),
-    ] = None,
-    where: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--where",
-            "-w",
-            help="Only messages for which this holds: origin=Q, reason=R, queue=Q, "
-            "header.NAME=VALUE (or !=), age>1h, age<10m. Repeat to require several.",
-        ),
-    ] = None,
-    rate: Annotated[
-        str | None,
-        typer.Option(
-            "--rate",
-            metavar="MSG_PER_S",
-            help="At most this many messages per second (a finite number, at least 0.001).",
-        ),
-    ] = None,
+    limit: AttemptLimitOption = None,
+    where: Annotated[list[str] | None, where_option("messages")] = None,
+    rate: RateOption = None,
     reset_retries: Annotated[
         bool,
         typer.Option(
