@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,14 +27,6 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "cluster.sh"
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
 SIZE = 3
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "cluster: needs the local three-node RabbitMQ cluster of scripts/cluster.sh "
-        "(skips when not root or without RabbitMQ, fails when CI=true)",
-    )
 
 
 class ClusterError(RuntimeError):
@@ -50,9 +41,7 @@ def _tool(name: str) -> str:
 
 
 def _run(command: list[str], timeout_s: float) -> str:
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout_s, check=False
-    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise ClusterError(
             f"{' '.join(command)} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
@@ -102,7 +91,7 @@ class LocalCluster:
 
     def stop_app(self, n: int) -> None:
         """Stop node ``n``'s RabbitMQ application (its Erlang VM keeps running)."""
-        _script(f"stop-node", str(self._number(n)))
+        _script("stop-node", str(self._number(n)))
 
     def start_app(self, n: int) -> None:
         """Start node ``n``'s RabbitMQ application again."""
@@ -139,7 +128,7 @@ def _missing() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[LocalCluster]:
+def cluster() -> LocalCluster:
     """The local three-node cluster, started (or found running) once per session.
 
     Left running at the end: the next session reuses it (``scripts/cluster.sh down`` stops
@@ -149,7 +138,7 @@ def cluster() -> Iterator[LocalCluster]:
     if problem is not None:
         _unavailable(f"no local RabbitMQ cluster for the cluster tests: {problem}")
     _script("up")
-    yield LocalCluster(
+    return LocalCluster(
         urls=tuple(f"amqp://guest:guest@127.0.0.1:{5680 + n}/" for n in range(1, SIZE + 1)),
         nodes=tuple(f"rrc{n}@localhost" for n in range(1, SIZE + 1)),
     )

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager, suppress
 
 import pytest
 
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.amqp import AmqpChannel, connect
 from rabbitctl_retry.transport.base import Properties
 from tests.cluster.conftest import LocalCluster
@@ -22,7 +23,10 @@ from tests.cluster.conftest import LocalCluster
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 ALL_NODES = ["rrc1@localhost", "rrc2@localhost", "rrc3@localhost"]
-QUORUM_OF_THREE = {"x-queue-type": "quorum", "x-quorum-initial-group-size": 3}
+QUORUM_OF_THREE: dict[str, FieldValue] = {
+    "x-queue-type": "quorum",
+    "x-quorum-initial-group-size": 3,
+}
 
 
 def _queue_name() -> str:
@@ -79,9 +83,7 @@ async def test_published_through_node_1_consumed_through_node_3(cluster: LocalCl
     body = secrets.token_bytes(16)
     async with _quorum_queue(cluster) as queue:
         async with _channel(cluster.url(1)) as channel:
-            await channel.publish(
-                body, routing_key=queue, properties=Properties(message_id="one")
-            )
+            await channel.publish(body, routing_key=queue, properties=Properties(message_id="one"))
         async with _channel(cluster.url(3)) as channel:
             delivery = await channel.get(queue)
             assert delivery is not None
