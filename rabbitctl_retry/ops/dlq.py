@@ -12,11 +12,12 @@ Reading without taking (inspect, export, dry-run replay)
     (``x-delivery-count`` + 1), which can trip its delivery limit: the CLI says so and asks
     first. (``basic.nack(requeue=true)`` would move quorum messages to the back: not used.)
 
-Publishing many copies at once (import, and replay in ``ops/replay.py``)
-    Many publishes are in flight at once on one confirm channel; the AMQP adapter keeps two
-    with the same ``message_id`` from being in flight together (``transport/amqp.py``).
-    aiormq gives a message published without a ``message_id`` a random one, which the copy
-    then carries.
+Publishing many copies at once (import, like replay and move)
+    Through the transfers' one sender (``ops/sending.py``): the first message goes alone (a
+    refused permission then proves nothing arrived), then many are in flight at once on one
+    confirm channel; the AMQP adapter keeps two with the same ``message_id`` from being in
+    flight together (``transport/amqp.py``). aiormq gives a message published without a
+    ``message_id`` a random one, which the copy then carries.
 
 Importing all or nothing, then resuming (docs/dlq.md, "Import")
     Every line is checked before the first publish: what RabbitMQ or the AMQP client would
@@ -45,15 +46,13 @@ from rabbitctl_retry.dlq.jsonl import (
     without_user_id,
 )
 from rabbitctl_retry.errors import (
+    AccessRefused,
     BrokerUnreachable,
     DataError,
     NotFound,
-    PublishFailed,
     TransportError,
     UsageError,
 )
-
-# QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
 from rabbitctl_retry.ops.probe import (
     QueueState,
     missing_queue_error,
@@ -61,6 +60,9 @@ from rabbitctl_retry.ops.probe import (
     queue_missing,
     queue_state,
 )
+
+# QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
+from rabbitctl_retry.ops.sending import CopySender, Sent, Turn
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 from rabbitctl_retry.transport.values import encoding_problem
@@ -354,6 +356,7 @@ async def import_file(
         raise NotFound(state)
     progress.begin(checked.to_publish, f"importing into {to}")
     channel = await connection.channel(confirms=True)
+    sender = CopySender(channel, abort=asyncio.Event())
     slots = asyncio.Semaphore(window)
     confirmed: set[int] = set()
     refused: dict[int, str] = {}
@@ -361,22 +364,25 @@ async def import_file(
     closed: list[TransportError] = []
     pending: set[asyncio.Future[None]] = set()
 
-    async def publish(number: int, record: Record) -> None:
-        try:
-            await channel.publish(
-                record.body, routing_key=to, properties=properties_of(record), mandatory=True
-            )
-            confirmed.add(number)
-            progress.advance()
-        except PublishFailed as error:
-            refused[number] = str(error)
-        except DataError as error:  # not sent: the client refused to encode it
-            refused[number] = str(error)
-        except TransportError as error:
-            unconfirmed.add(number)
-            closed.append(error)
-        finally:
-            slots.release()
+    async def publish(number: int, record: Record, turn: Turn) -> None:
+        with turn:
+            try:
+                await sender.wait(turn)
+                sent = await sender.publish(turn, record.body, to, properties_of(record))
+            finally:
+                slots.release()
+        match sent.outcome:
+            case Sent.CONFIRMED:
+                confirmed.add(number)
+                progress.advance()
+            case Sent.REFUSED | Sent.UNENCODABLE:
+                refused[number] = str(sent.error)
+                if isinstance(sent.error, AccessRefused):  # the channel is gone: exit 77
+                    closed.append(sent.error)
+            case Sent.CUT:
+                assert isinstance(sent.error, TransportError)
+                unconfirmed.add(number)
+                closed.append(sent.error)
 
     try:
         for number, record in read_records(path):
@@ -386,7 +392,8 @@ async def import_file(
             if refused or unconfirmed:
                 slots.release()
                 break
-            task = asyncio.ensure_future(publish(number, prepared(record, user)[0]))
+            turn = sender.turn()  # in file order
+            task = asyncio.ensure_future(publish(number, prepared(record, user)[0], turn))
             pending.add(task)
             task.add_done_callback(pending.discard)
         await asyncio.gather(*pending)

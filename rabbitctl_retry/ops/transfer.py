@@ -45,7 +45,6 @@ from typing import Any
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
-from rabbitctl_retry.dlq.rate import Pacer
 from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
@@ -72,6 +71,7 @@ from rabbitctl_retry.ops.dlq import (
     read_messages,
 )
 from rabbitctl_retry.ops.probe import queue_info_on, queue_missing
+from rabbitctl_retry.ops.sending import CopySender, SendResult, Sent
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery
@@ -160,7 +160,7 @@ class Transfer:
         self._progress = progress
         self._limit = options.limit
         self._clock = options.clock
-        self._pacer = Pacer(options.rate_per_s) if options.rate_per_s else None
+        self._sender: CopySender | None = None
         self._settler: ChannelSettler | None = None
         self._slots: list[_Slot] = []
         self._consume: Channel | None = None
@@ -171,9 +171,6 @@ class Transfer:
         self._attempted = 0
         """Messages sent or failed so far: what --limit counts."""
         self._in_flight = 0
-        self._first_copy_taken = False
-        self._first_copy_done = asyncio.Event()
-        """Set once the run's first copy is confirmed, returned or refused: the others wait."""
         self._phase = Phase.READING
         self._finished = asyncio.Event()
         self._abort = asyncio.Event()
@@ -212,6 +209,9 @@ class Transfer:
             self._progress.begin(self._in_queue, f"{self._reasons.doing} {source}")
             if self._in_queue:
                 self._confirm = await connection.channel(confirms=True)
+                self._sender = CopySender(
+                    self._confirm, rate_per_s=self._options.rate_per_s, abort=self._abort
+                )
                 await consume.qos(self._window_size)
                 self._consumer_tag = await consume.consume(source, self._on_delivery)
                 try:
@@ -387,84 +387,72 @@ class Transfer:
     async def _send(self, delivery: Delivery, choice: Send, slot: _Slot) -> None:
         """Publish the copy (``_in_flight`` already counts it), then ack the message."""
         tag = delivery.delivery_tag
-        first = not self._first_copy_taken  # decided before any await: in delivery order
-        self._first_copy_taken = True
-        try:
-            if self._pacer is not None:
-                wait_s = self._pacer.reserve(asyncio.get_running_loop().time())
-                if wait_s > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._abort.wait(), wait_s)
-            if not first and not self._first_copy_done.is_set():
-                await self._first_copy_done.wait()
-            if self._interrupted is not None:
-                self._leave(slot, TransferOutcome.SKIPPED, self._reasons.not_sent_interrupted())
-                return
-            if self._phase is Phase.HALTED:
-                self._leave(
-                    slot, TransferOutcome.SKIPPED, f"not {self._reasons.past}: the run was stopped"
-                )
-                return
-            confirm = self._confirm
-            assert confirm is not None
-            self._publishing[tag] = slot
+        sender = self._sender
+        assert sender is not None
+        with sender.turn() as turn:  # taken before any await: in delivery order
             try:
-                await confirm.publish(
-                    delivery.body,
-                    routing_key=choice.to,
-                    properties=delivery.properties
+                await sender.wait(turn)
+                if self._interrupted is not None:
+                    self._leave(slot, TransferOutcome.SKIPPED, self._reasons.not_sent_interrupted())
+                    return
+                if self._phase is Phase.HALTED:
+                    self._leave(
+                        slot,
+                        TransferOutcome.SKIPPED,
+                        f"not {self._reasons.past}: the run was stopped",
+                    )
+                    return
+                self._publishing[tag] = slot
+                properties = (
+                    delivery.properties
                     if choice.verbatim
-                    else copy_properties(delivery.properties, choice.headers),
-                    mandatory=True,
+                    else copy_properties(delivery.properties, choice.headers)
                 )
-            except PublishFailed as error:
+                sent = await sender.publish(turn, delivery.body, choice.to, properties)
                 self._publishing.pop(tag, None)
-                self._leave(
-                    slot, TransferOutcome.FAILED, self._reasons.publish_failure(error, choice.to)
-                )
-                return
-            except AccessRefused as error:
-                self._publishing.pop(tag, None)
-                if first:  # alone in flight, and refused: it reached no queue
-                    self._leave(slot, TransferOutcome.FAILED, self._reasons.refused_copy(error))
-                else:  # refused while others were in flight: any of them may have arrived
+                self._settle(tag, slot, choice, sent)
+            except asyncio.CancelledError:
+                # the channel closed under us (the client library cancels its consumers' tasks)
+                if self._publishing.pop(tag, None) is not None:
                     self._unconfirmed(slot)
-                self._interrupt(error)
-                return
-            except TransportError as error:
-                self._publishing.pop(tag, None)
+                elif slot.reason == _NOT_FINISHED:
+                    self._leave(slot, TransferOutcome.SKIPPED, self._reasons.not_sent_interrupted())
+                raise
+            finally:
+                self._in_flight -= 1
+                if self._phase is not Phase.READING and self._in_flight == 0:
+                    self._finished.set()
+
+    def _settle(self, tag: int, slot: _Slot, choice: Send, sent: SendResult) -> None:
+        """What the copy's fate means for its message: ack it, or leave it and say why."""
+        match sent.outcome:
+            case Sent.REFUSED if isinstance(sent.error, AccessRefused):
+                # alone in flight, and refused: it reached no queue; the channel is gone
+                self._leave(slot, TransferOutcome.FAILED, self._reasons.refused_copy(sent.error))
+                self._interrupt(sent.error)
+            case Sent.REFUSED:
+                assert isinstance(sent.error, PublishFailed)
+                failure = self._reasons.publish_failure(sent.error, choice.to)
+                self._leave(slot, TransferOutcome.FAILED, failure)
+            case Sent.UNENCODABLE:
+                failure = f"cannot publish its copy: {sent.error}"
+                self._leave(slot, TransferOutcome.FAILED, failure)
+            case Sent.CUT:
+                assert isinstance(sent.error, TransportError)
                 self._unconfirmed(slot)
-                self._interrupt(error)
-                return
-            except Exception as error:  # the copy could not even be encoded: this letter only
-                self._publishing.pop(tag, None)
-                self._leave(slot, TransferOutcome.FAILED, f"cannot publish its copy: {error}")
-                return
-            self._publishing.pop(tag, None)
-            slot.outcome = TransferOutcome.SENT
-            slot.reason = None
-            if self._interrupted is not None:
-                # confirmed, but the ack can no longer be sent: the message stays too
-                slot.maybe_duplicate = True
-                slot.reason = self._reasons.unconfirmed_ack()
-                self._hold()
-                return
-            assert self._settler is not None
-            self._acked_unsent[tag] = slot
-            self._settler.ack(tag)
-        except asyncio.CancelledError:
-            # the channel closed under us (the client library cancels its consumers' tasks)
-            if self._publishing.pop(tag, None) is not None:
-                self._unconfirmed(slot)
-            elif slot.reason == _NOT_FINISHED:
-                self._leave(slot, TransferOutcome.SKIPPED, self._reasons.not_sent_interrupted())
-            raise
-        finally:
-            if first:
-                self._first_copy_done.set()
-            self._in_flight -= 1
-            if self._phase is not Phase.READING and self._in_flight == 0:
-                self._finished.set()
+                self._interrupt(sent.error)
+            case Sent.CONFIRMED:
+                slot.outcome = TransferOutcome.SENT
+                slot.reason = None
+                if self._interrupted is not None:
+                    # confirmed, but the ack can no longer be sent: the message stays too
+                    slot.maybe_duplicate = True
+                    slot.reason = self._reasons.unconfirmed_ack()
+                    self._hold()
+                    return
+                assert self._settler is not None
+                self._acked_unsent[tag] = slot
+                self._settler.ack(tag)
 
     def _unconfirmed(self, slot: _Slot) -> None:
         """The copy was sent (or being sent) when the run was cut: it may have arrived."""

@@ -1,0 +1,108 @@
+"""The sending half of every transfer (``rr dlq replay``, ``rr dlq move``, ``rr dlq import``):
+copies published ``mandatory`` on one confirm channel, and what became of each.
+
+* **The first copy goes alone.** Every later one waits until the broker confirmed, returned
+  or refused it. A user without write permission is refused on that first publish (403
+  ACCESS_REFUSED closes the channel), so a run that stops there knows that no copy arrived
+  anywhere (docs/dlq.md, "When the broker refuses").
+* **At most ``rate_per_s``** copies a second (``--rate``): a copy waits for its slot, unless
+  ``abort`` is set meanwhile.
+* **One classification** of a publish (:class:`Sent`): confirmed; refused (returned or nacked:
+  it reached no queue); unencodable (never sent); or cut (the channel or connection failed
+  under it: it may have arrived). A refusal of access to the first copy, alone in flight,
+  reached no queue; one while others were in flight is counted as cut.
+
+The AMQP adapter keeps two publishes with the same ``message_id`` from being in flight at once
+(``transport/amqp.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from enum import Enum
+
+from rabbitctl_retry.dlq.rate import Pacer
+from rabbitctl_retry.errors import AccessRefused, PublishFailed, TransportError
+from rabbitctl_retry.transport.base import Channel, Properties
+
+
+class Sent(Enum):
+    CONFIRMED = "confirmed"
+    REFUSED = "refused"
+    """Returned (no queue took it) or nacked, or access refused to the copy that went alone:
+    it reached no queue."""
+    UNENCODABLE = "unencodable"
+    """The client could not encode it: it was never sent."""
+    CUT = "cut"
+    """The channel or connection failed under it: it may have arrived."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    outcome: Sent
+    error: BaseException | None = None
+    """What the broker or the client said, for every outcome but ``CONFIRMED``."""
+
+
+class Turn:
+    """One copy's place in the sender's order (see :meth:`CopySender.turn`)."""
+
+    __slots__ = ("_sender", "first")
+
+    def __init__(self, sender: CopySender, first: bool) -> None:
+        self._sender = sender
+        self.first = first
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.first:
+            self._sender._first_done.set()
+
+
+class CopySender:
+    """Publishes copies on ``channel`` (a confirm channel) by the rules of the module doc."""
+
+    def __init__(
+        self, channel: Channel, *, rate_per_s: float | None = None, abort: asyncio.Event
+    ) -> None:
+        self._channel = channel
+        self._pacer = Pacer(rate_per_s) if rate_per_s else None
+        self._abort = abort
+        self._first_taken = False
+        self._first_done = asyncio.Event()
+
+    def turn(self) -> Turn:
+        """Take the next place, before any ``await`` (so places follow the caller's order);
+        use it as a context manager around :meth:`wait` and :meth:`publish`."""
+        first = not self._first_taken
+        self._first_taken = True
+        return Turn(self, first)
+
+    async def wait(self, turn: Turn) -> None:
+        """Until this copy's ``--rate`` slot (or ``abort``) and the first copy's answer."""
+        if self._pacer is not None:
+            wait_s = self._pacer.reserve(asyncio.get_running_loop().time())
+            if wait_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._abort.wait(), wait_s)
+        if not turn.first and not self._first_done.is_set():
+            await self._first_done.wait()
+
+    async def publish(self, turn: Turn, body: bytes, to: str, properties: Properties) -> SendResult:
+        """Publish one copy to queue ``to`` (default exchange, ``mandatory``) and classify
+        what became of it."""
+        try:
+            await self._channel.publish(body, routing_key=to, properties=properties, mandatory=True)
+        except PublishFailed as error:
+            return SendResult(Sent.REFUSED, error)
+        except AccessRefused as error:
+            return SendResult(Sent.REFUSED if turn.first else Sent.CUT, error)
+        except TransportError as error:
+            return SendResult(Sent.CUT, error)
+        except Exception as error:  # the client could not encode it: this copy only
+            return SendResult(Sent.UNENCODABLE, error)
+        return SendResult(Sent.CONFIRMED)
