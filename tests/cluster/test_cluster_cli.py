@@ -87,3 +87,23 @@ def test_with_the_first_node_stopped_every_command_uses_the_next(
         assert only_first.exit_code == 69, only_first.output
     finally:
         cluster.start_app(1)
+
+
+def test_a_classic_queue_whose_node_is_down_is_named_with_its_node(
+    cluster: LocalCluster, names: str, tmp_path: Path
+) -> None:
+    queue = f"{names}.classic"
+    topology = tmp_path / "topology.toml"
+    topology.write_text(f'[queues."{queue}"]\n', encoding="utf-8")
+    declared = runner.invoke(app, ["declare", str(topology), "--url", cluster.url(1)])
+    assert declared.exit_code == 0, declared.output
+    cluster.stop_app(1)
+    try:
+        inspect = runner.invoke(app, ["dlq", "inspect", queue, *url_arguments(cluster)])
+    finally:
+        cluster.start_app(1)
+    assert inspect.exit_code == 1, inspect.output
+    assert inspect.stderr == (
+        f"rr: error: home node 'rrc1@localhost' of durable queue '{queue}' in vhost '/' is "
+        "down or inaccessible\n"
+    )
