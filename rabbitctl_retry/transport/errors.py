@@ -99,6 +99,8 @@ def to_rr_error(
                 detail = f"{where} refused the virtual host: {text}"
             else:
                 detail = f"connection closed by {where}: {_describe(code, text)}"
+            if code == 541 and "noproc" in text:
+                detail += f"; {_NO_LEADER}"
             return cls(_join(what, detail))
         case TimeoutError():  # before OSError: TimeoutError is one
             return BrokerUnreachable(_join(what, f"no answer from {where} in time"))
@@ -182,6 +184,14 @@ def _reply(exc: BaseException) -> tuple[int | None, str]:
     if len(exc.args) >= 2 and (exc.args[0] is None or isinstance(exc.args[0], int)):
         return exc.args[0], str(exc.args[1] or "")
     return None, _args(exc)
+
+
+_NO_LEADER = (
+    "a quorum queue has no leader just now (a node went away and its members are electing "
+    'another, which takes seconds): try again (docs/cli.md, "Several hosts")'
+)
+"""Measured on RabbitMQ 3.10 (tests/cluster): while a quorum queue elects a leader, a
+``basic.get`` on it closes the connection with 541 INTERNAL_ERROR ``... noproc``."""
 
 
 def _describe(code: int | None, text: str) -> str:

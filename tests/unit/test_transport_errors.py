@@ -146,6 +146,17 @@ def test_error_class_for(code: int | None, connection: bool, expected: type[RrEr
             BrokerUnreachable,
             "declare queue 'orders': no answer from the broker in time",
         ),
+        (
+            aiormq.ConnectionClosed(
+                541,
+                "INTERNAL_ERROR - Cannot get a message from queue 'queue 'p' in vhost '/'': noproc",
+            ),
+            BrokerUnreachable,
+            "declare queue 'orders': connection closed by the broker: INTERNAL_ERROR - Cannot get "
+            "a message from queue 'queue 'p' in vhost '/'': noproc (541); a quorum queue has no "
+            "leader just now (a node went away and its members are electing another, which "
+            'takes seconds): try again (docs/cli.md, "Several hosts")',
+        ),
     ],
 )
 def test_channel_operation_errors(
