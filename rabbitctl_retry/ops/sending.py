@@ -60,7 +60,7 @@ class Turn:
 
     def __exit__(self, *exc_info: object) -> None:
         if self.first:
-            self._sender._first_done.set()
+            self._sender.first_answered()
 
 
 class CopySender:
@@ -81,6 +81,10 @@ class CopySender:
         first = not self._first_taken
         self._first_taken = True
         return Turn(self, first)
+
+    def first_answered(self) -> None:
+        """The first copy is confirmed, returned or refused (or was never sent): the others go."""
+        self._first_done.set()
 
     async def wait(self, turn: Turn) -> None:
         """Until this copy's ``--rate`` slot (or ``abort``) and the first copy's answer."""
