@@ -356,7 +356,7 @@ async def import_file(
         raise NotFound(state)
     progress.begin(checked.to_publish, f"importing into {to}")
     channel = await connection.channel(confirms=True)
-    sender = CopySender(channel, abort=asyncio.Event())
+    sender = CopySender(channel)
     slots = asyncio.Semaphore(window)
     confirmed: set[int] = set()
     refused: dict[int, str] = {}

@@ -67,11 +67,16 @@ class CopySender:
     """Publishes copies on ``channel`` (a confirm channel) by the rules of the module doc."""
 
     def __init__(
-        self, channel: Channel, *, rate_per_s: float | None = None, abort: asyncio.Event
+        self,
+        channel: Channel,
+        *,
+        rate_per_s: float | None = None,
+        abort: asyncio.Event | None = None,
     ) -> None:
         self._channel = channel
         self._pacer = Pacer(rate_per_s) if rate_per_s else None
-        self._abort = abort
+        self._abort = abort or asyncio.Event()
+        """Set by the caller to wake copies waiting for their ``--rate`` slot."""
         self._first_taken = False
         self._first_done = asyncio.Event()
 

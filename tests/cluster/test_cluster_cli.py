@@ -36,6 +36,14 @@ def url_arguments(cluster: LocalCluster) -> list[str]:
     return [part for url in cluster.urls for part in ("--url", url)]
 
 
+def declare(tmp_path: Path, topology_text: str, url: str) -> None:
+    """``rr declare`` of a topology file holding ``topology_text``, through ``url``."""
+    topology = tmp_path / "topology.toml"
+    topology.write_text(topology_text, encoding="utf-8")
+    declared = runner.invoke(app, ["declare", str(topology), "--url", url])
+    assert declared.exit_code == 0, declared.output
+
+
 def members(cluster: LocalCluster, queue: str) -> list[str]:
     listed = cluster.ctl(1, "list_queues", "name", "members", "--formatter", "json")
     for row in json.loads(listed):
@@ -67,10 +75,7 @@ def test_with_the_first_node_stopped_every_command_uses_the_next(
     cluster: LocalCluster, names: str, tmp_path: Path
 ) -> None:
     queue = f"{names}.dead"
-    topology = tmp_path / "topology.toml"
-    topology.write_text(f'[queues."{queue}"]\ntype = "quorum"\n', encoding="utf-8")
-    declared = runner.invoke(app, ["declare", str(topology), "--url", cluster.url(2)])
-    assert declared.exit_code == 0, declared.output
+    declare(tmp_path, f'[queues."{queue}"]\ntype = "quorum"\n', cluster.url(2))
     cluster.stop_app(1)
     try:
         doctor = runner.invoke(app, ["doctor", *url_arguments(cluster), "-o", "json"])
@@ -93,10 +98,7 @@ def test_a_classic_queue_whose_node_is_down_is_named_with_its_node(
     cluster: LocalCluster, names: str, tmp_path: Path
 ) -> None:
     queue = f"{names}.classic"
-    topology = tmp_path / "topology.toml"
-    topology.write_text(f'[queues."{queue}"]\n', encoding="utf-8")
-    declared = runner.invoke(app, ["declare", str(topology), "--url", cluster.url(1)])
-    assert declared.exit_code == 0, declared.output
+    declare(tmp_path, f'[queues."{queue}"]\n', cluster.url(1))
     cluster.stop_app(1)
     try:
         inspect = runner.invoke(app, ["dlq", "inspect", queue, *url_arguments(cluster)])
