@@ -55,8 +55,8 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.ops.probe import (
     QueueState,
+    depth_on,
     missing_queue_error,
-    queue_info_on,
     queue_missing,
     queue_state,
 )
@@ -140,7 +140,7 @@ async def read_messages(
     """
     channel = await connection.channel()
     try:
-        info = await queue_info_on(channel, queue)
+        info = await depth_on(connection, channel, queue)
         wanted = info.message_count if limit is None else min(limit, info.message_count)
         progress.begin(wanted, f"reading {queue}")
         if wanted <= 0:

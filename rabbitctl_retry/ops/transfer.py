@@ -70,7 +70,7 @@ from rabbitctl_retry.ops.dlq import (
     ProgressSink,
     read_messages,
 )
-from rabbitctl_retry.ops.probe import queue_info_on, queue_missing
+from rabbitctl_retry.ops.probe import depth_on, queue_missing
 from rabbitctl_retry.ops.sending import CopySender, SendResult, Sent
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
@@ -204,7 +204,7 @@ class Transfer:
             consume, singles_threshold=self._window_size // 2, on_sent=self._mark_sent
         )
         try:
-            info = await queue_info_on(consume, source)
+            info = await depth_on(connection, consume, source)
             self._in_queue = info.message_count
             self._progress.begin(self._in_queue, f"{self._reasons.doing} {source}")
             if self._in_queue:
