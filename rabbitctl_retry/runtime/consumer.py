@@ -202,7 +202,7 @@ class QueueConsumer:
                 if self._settler is not None:
                     self._settler.forget()
             else:
-                reason = "the broker cancelled the consumer (was the queue deleted?)"
+                reason = "the broker cancelled the consumer (queue deleted, or its node down)"
             self.stats.consumer_restarts += 1
             log.warning(
                 "consumer stopped; starting it again",
