@@ -27,6 +27,7 @@ _rr() {
     done
     case "$path|$prev" in
         "declare|--url") return 0 ;;
+        "declare|--management-url") return 0 ;;
         "declare|--output"|"declare|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "run|--topology"|"run|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "run|--prefetch") return 0 ;;
@@ -72,7 +73,7 @@ _rr() {
     esac
     case "$path" in
         "") COMPREPLY=($(compgen -W "declare run simulate doctor completion topology dlq --help" -- "$cur")) ;;
-        "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o --help" -- "$cur")) ;;

@@ -10,6 +10,7 @@ complete -c rr -n '__fish_use_subcommand' -a dlq -d 'Inspect, replay, move, expo
 complete -c rr -n '__fish_use_subcommand' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l dry-run -d 'Show the plan; change nothing.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
+complete -c rr -n '__fish_seen_subcommand_from declare' -l management-url -r -d 'The management plugins URL (http://USER:PASSWORD@HOST:15672/): check replicas against the clusters nodes, and show where each queue lives (docs/cluster.md). Else [broker] management_url.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -F

@@ -10,10 +10,10 @@
 # The nodes run from the machine's own RabbitMQ package, as root (the Debian wrapper
 # /usr/sbin/rabbitmq-server then runs them as the rabbitmq user):
 #
-#   node            AMQP              distribution
-#   rrc1@localhost  127.0.0.1:5681    25681
-#   rrc2@localhost  127.0.0.1:5682    25682
-#   rrc3@localhost  127.0.0.1:5683    25683
+#   node            AMQP              distribution  management API (HTTP)
+#   rrc1@localhost  127.0.0.1:5681    25681         127.0.0.1:15681
+#   rrc2@localhost  127.0.0.1:5682    25682         127.0.0.1:15682
+#   rrc3@localhost  127.0.0.1:5683    25683         127.0.0.1:15683
 #
 # All their data (Mnesia, quorum logs, logs, pid files, config) lives under one folder,
 # $RR_CLUSTER_DIR (default /var/tmp/rr-cluster), owned by the rabbitmq user. The cluster stays
@@ -58,6 +58,7 @@ die() {
 node() { printf 'rrc%s@localhost' "$1"; }
 amqp_port() { printf '%s' $((5680 + $1)); }
 dist_port() { printf '%s' $((25680 + $1)); }
+http_port() { printf '%s' $((15680 + $1)); }
 node_dir() { printf '%s/rrc%s' "$DIR" "$1"; }
 pid_file() { printf '%s/rabbitmq.pid' "$(node_dir "$1")"; }
 
@@ -118,22 +119,39 @@ check_node_arg() {
   case "${1:-}" in 1 | 2 | 3) ;; *) die "node number must be 1, 2 or 3, not '${1:-}'" ;; esac
 }
 
+# Node N's rabbitmq.conf, as this script writes it.
+config_text() {
+  cat <<EOF
+# rrc$1@localhost of scripts/cluster.sh
+listeners.tcp.local = 127.0.0.1:$(amqp_port "$1")
+loopback_users = none
+log.console = false
+log.file.level = info
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $(http_port "$1")
+EOF
+}
+PLUGINS='[rabbitmq_management].'
+
+# Node N runs with what this script writes now (a node started by an older version of it is
+# restarted by `up`, keeping its data and its place in the cluster).
+config_current() {
+  local d
+  d=$(node_dir "$1")
+  [ "$(cat "$d/rabbitmq.conf" 2>/dev/null)" = "$(config_text "$1")" ] &&
+    [ "$(cat "$d/enabled_plugins" 2>/dev/null)" = "$PLUGINS" ]
+}
+
 # Create node N's folder and files (kept when they exist: a restarted node keeps its data).
 prepare() {
   local n=$1 d
   d=$(node_dir "$n")
   mkdir -p "$DIR" "$d/mnesia" "$d/log"
   touch "$DIR/$MARK"
-  cat >"$d/rabbitmq.conf" <<EOF
-# rrc$n@localhost of scripts/cluster.sh
-listeners.tcp.local = 127.0.0.1:$(amqp_port "$n")
-loopback_users = none
-log.console = false
-log.file.level = info
-EOF
+  config_text "$n" >"$d/rabbitmq.conf"
   printf '# rrc%s@localhost of scripts/cluster.sh: no settings (not /etc/rabbitmq/rabbitmq-env.conf)\n' \
     "$n" >"$d/rabbitmq-env.conf"
-  printf '[].\n' >"$d/enabled_plugins"
+  printf '%s\n' "$PLUGINS" >"$d/enabled_plugins"
   chmod 755 "$DIR"
   chown -R rabbitmq:rabbitmq "$DIR"
 }
@@ -181,7 +199,21 @@ cmd_up() {
   need_root
   lock
   if all_running; then
-    say "already up: rrc1..rrc3@localhost running in one cluster (AMQP 127.0.0.1:5681-5683)"
+    local n restarted=0
+    for n in "${NODES[@]}"; do
+      config_current "$n" && continue
+      say "restarting $(node "$n") with this script's current configuration (data kept)"
+      ctl "$n" stop "$(pid_file "$n")" >/dev/null || true
+      launch "$n"
+      await "$n"
+      restarted=1
+    done
+    if [ "$restarted" = 0 ]; then
+      say "already up: rrc1..rrc3@localhost running in one cluster (AMQP 127.0.0.1:5681-5683)"
+      return 0
+    fi
+    all_running || die "the cluster did not come back: running nodes seen by rrc1: '$(cluster_nodes 1 running_nodes)'"
+    say "up: rrc1..rrc3@localhost running in one cluster (AMQP 127.0.0.1:5681-5683, management HTTP 15681-15683)"
     return 0
   fi
   local n st launched=() stopped=()
@@ -212,7 +244,7 @@ cmd_up() {
     } >"$DIR/join.log" 2>&1 || die "joining $(node "$n") failed: $(tail -n 30 "$DIR/join.log")"
   done
   all_running || die "the cluster did not come up: running nodes seen by rrc1: '$(cluster_nodes 1 running_nodes)'"
-  say "up: rrc1..rrc3@localhost running in one cluster (AMQP 127.0.0.1:5681-5683, data in $DIR)"
+  say "up: rrc1..rrc3@localhost running in one cluster (AMQP 127.0.0.1:5681-5683, management HTTP 15681-15683, data in $DIR)"
 }
 
 cmd_status() {

@@ -23,6 +23,9 @@ from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
 from rabbitctl_retry.cli.topology import load_checked
 from rabbitctl_retry.errors import ConflictError
 from rabbitctl_retry.ops.declare import declare_topology
+from rabbitctl_retry.transport.management import check_management_url
+
+MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
 
 
 def declare(
@@ -32,6 +35,17 @@ def declare(
         bool, typer.Option("--dry-run", help="Show the plan; change nothing.")
     ] = False,
     url: UrlOption = None,
+    management_url: Annotated[
+        str | None,
+        typer.Option(
+            "--management-url",
+            envvar=MANAGEMENT_URL_ENV,
+            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): check "
+            "replicas against the cluster's nodes, and show where each queue lives "
+            "(docs/cluster.md). Else [broker] management_url.",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Declare the queues, exchanges and bindings of a topology file.
@@ -43,12 +57,15 @@ def declare(
         # Checked and every frame encoded before the first one is sent (docs/topology.md,
         # "Malformed files").
         topology, _ = load_checked(topology_file)
+        if management_url is not None:
+            check_management_url(management_url)
     result = run(
         declare_topology(
             topology,
             resolve_urls(url, topology.broker.urls),
             dry_run=dry_run,
             connector=connector_of(ctx),
+            management_url=management_url or topology.broker.management_url,
         )
     )
     if output is OutputFormat.JSON:

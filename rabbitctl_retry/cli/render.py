@@ -20,7 +20,7 @@ from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, Topology
 from rabbitctl_retry.topology.naming import format_duration_ms
-from rabbitctl_retry.topology.plan import Plan, Status
+from rabbitctl_retry.topology.plan import Operation, OpKind, Placement, Plan, Status
 
 _STATUS_STYLE = {
     Status.CREATED: "green",
@@ -80,24 +80,51 @@ def plan_document(result: Plan, *, dry_run: bool) -> dict[str, Any]:
                 "arguments": json_arguments(operation.arguments),
                 "status": operation.status.value,
                 "detail": operation.detail,
+                "placement": _placement_document(result.placements.get(operation.name))
+                if operation.op is OpKind.DECLARE_QUEUE
+                else None,
             }
             for operation in result.operations
         ],
     }
 
 
+def _placement_document(placement: Placement | None) -> dict[str, Any] | None:
+    if placement is None:
+        return None
+    return {"leader": placement.leader, "members": list(placement.members)}
+
+
+def _members_cell(operation: Operation, placements: Mapping[str, Placement]) -> Text:
+    placement = placements.get(operation.name)
+    if operation.op is not OpKind.DECLARE_QUEUE or placement is None:
+        return cell("")
+    several = len(placement.members) > 1
+    members = [
+        f"{member} (leader)" if several and member == placement.leader else member
+        for member in placement.members
+    ]
+    return cell(", ".join(members))
+
+
 def plan_table(result: Plan) -> Table:
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for column in ("op", "name", "status", "arguments", "detail"):
+    columns = ["op", "name", "status", "arguments", "detail"]
+    if result.placements:
+        columns.append("members")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for operation in result.operations:
-        table.add_row(
+        row = [
             cell(operation.op.value),
             cell(operation.name),
             cell(operation.status.value, _STATUS_STYLE[operation.status]),
             cell(format_arguments(operation.arguments)),
             cell(operation.detail or ""),
-        )
+        ]
+        if result.placements:
+            row.append(_members_cell(operation, result.placements))
+        table.add_row(*row)
     return table
 
 

@@ -8,6 +8,9 @@ that needs a plugin is tried on a throwaway connection).
 Applying happens only when no operation conflicts, so a bad file or a drifted broker never
 leaves a half-provisioned topology; applying is idempotent, so an interrupted apply can be
 rerun.
+
+Given the management API's URL, the cluster's nodes and each queue's members come from it
+(``transport/management.py``): AMQP cannot tell either.
 """
 
 from __future__ import annotations
@@ -42,10 +45,16 @@ from rabbitctl_retry.topology.plan import (
 )
 from rabbitctl_retry.transport.base import Connection, Connector
 from rabbitctl_retry.transport.failover import connect_any
+from rabbitctl_retry.transport.management import ManagementApi, vhost_of
 
 
 async def provision(
-    connection: Connection, desired: Desired, *, dry_run: bool, connect: Connect
+    connection: Connection,
+    desired: Desired,
+    *,
+    dry_run: bool,
+    connect: Connect,
+    cluster_nodes: Sequence[str] | None = None,
 ) -> Plan:
     """Observe, plan, and (unless ``dry_run`` or a conflict) apply; return the final plan.
 
@@ -54,9 +63,15 @@ async def provision(
         desired: the expanded topology.
         dry_run: plan only.
         connect: opens a throwaway connection for exchange-type probes.
+        cluster_nodes: the cluster's nodes, when known (``replicas`` is checked against them).
     """
     observed = await observe(connection, desired, connect=connect)
-    result = plan(desired, observed, server_major=connection.server_version.major)
+    result = plan(
+        desired,
+        observed,
+        server_major=connection.server_version.major,
+        cluster_nodes=cluster_nodes,
+    )
     if dry_run or not result.can_apply:
         return result
     await apply(connection, result)
@@ -128,16 +143,43 @@ async def apply(connection: Connection, result: Plan) -> None:
 
 
 async def declare_topology(
-    topology: Topology, urls: Sequence[str], *, dry_run: bool, connector: Connector
+    topology: Topology,
+    urls: Sequence[str],
+    *,
+    dry_run: bool,
+    connector: Connector,
+    management_url: str | None = None,
 ) -> Plan:
     """``rr declare``: connect to the first of ``urls`` that answers, provision ``topology``,
-    close."""
+    close.
+
+    With ``management_url`` (docs/cluster.md, "Replicas"), the cluster's nodes are read first
+    (a ``replicas`` the cluster cannot meet is a conflict: nothing is changed), and after an
+    apply the plan says where each queue lives.
+    """
 
     async def connect() -> Connection:
         return await connect_any(connector, urls)
 
     connection = await connect()
     try:
-        return await provision(connection, expand(topology), dry_run=dry_run, connect=connect)
+        api = (
+            ManagementApi(management_url, vhost=vhost_of(connection.url))
+            if management_url is not None
+            else None
+        )
+        nodes = await api.nodes() if api is not None else None
+        desired = expand(topology)
+        result = await provision(
+            connection, desired, dry_run=dry_run, connect=connect, cluster_nodes=nodes
+        )
     finally:
         await connection.close()
+    if api is None or dry_run or result.conflicts:
+        return result
+    placements = {}
+    for queue in desired.queues:
+        placement = await api.placement(queue.name)
+        if placement is not None:
+            placements[queue.name] = placement
+    return result.placed(placements)

@@ -249,6 +249,8 @@ def expand(topology: Topology) -> Desired:
     for queue in topology.queues:
         at = key_path("queues", queue.name)
         role = f"{queue.type.value} queue"
+        if queue.replicas is not None:
+            role += f" on {queue.replicas} node{'' if queue.replicas == 1 else 's'}"
         if queue.name in dead_letter_of:
             role += ", dead letters of " + ", ".join(dead_letter_of[queue.name])
         queues.append(

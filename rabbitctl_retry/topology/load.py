@@ -48,7 +48,7 @@ MAX_FILE_BYTES = 1024 * 1024
 """The largest topology file rr reads (1 MiB); a larger one is refused unread."""
 
 TOP_KEYS = ("broker", "queues", "exchanges")
-BROKER_KEYS = ("url", "retry_header")
+BROKER_KEYS = ("url", "retry_header", "management_url")
 QUEUE_KEYS = (
     "type",
     "durable",
@@ -211,7 +211,10 @@ def _parse_broker(table: Mapping[str, Any]) -> Broker:
     _refuse_unknown(table, BROKER_KEYS, ("broker",))
     urls = _broker_urls(table.get("url"))
     header = _optional(table, "retry_header", str, ("broker",))
-    return Broker(urls=urls) if header is None else Broker(urls=urls, retry_header=header)
+    management_url = _optional(table, "management_url", str, ("broker",))
+    if header is None:
+        return Broker(urls=urls, management_url=management_url)
+    return Broker(urls=urls, retry_header=header, management_url=management_url)
 
 
 def _broker_urls(value: object) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ refuse, plus what would silently lose messages (a quorum delivery limit without 
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -487,6 +488,9 @@ class Broker:
     """``url``: one URL, or the nodes of a cluster in the order rr tries them (docs/cli.md,
     "Several hosts")."""
     retry_header: str = naming.DEFAULT_RETRY_HEADER
+    management_url: str | None = None
+    """``management_url``: the management plugin's HTTP API, for what AMQP cannot tell (the
+    cluster's nodes, each queue's members; docs/cluster.md)."""
 
     def __post_init__(self) -> None:
         if not self.retry_header:
@@ -500,6 +504,15 @@ class Broker:
                 raise ConfigError("must not hold control or format characters", path=where)
             if not url.startswith(("amqp://", "amqps://")):
                 raise ConfigError("must start with amqp:// or amqps://", path=where)
+        if self.management_url is not None:
+            where = "broker.management_url"
+            if not self.management_url.isprintable() or " " in self.management_url:
+                raise ConfigError("must not hold spaces, control or format characters", path=where)
+            parts = urllib.parse.urlsplit(self.management_url)
+            if parts.scheme not in ("http", "https"):
+                raise ConfigError("must start with http:// or https://", path=where)
+            if not parts.hostname:
+                raise ConfigError("must name a host: http://HOST:PORT/", path=where)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

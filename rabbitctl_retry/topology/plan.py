@@ -17,6 +17,8 @@ uses a missing exchange          ``conflict``     (a binding or dead-letter exch
 binding, both ends ``Matches``   ``unchanged``    re-bound (queue.bind is idempotent)
 binding, an end is new           ``planned``      bound
 version refuses the entity       ``conflict``     (e.g. non-durable queues on RabbitMQ 4)
+new quorum queue, ``replicas``   ``conflict``     (only when the cluster's nodes are known:
+more than the cluster's nodes                     a management URL, docs/cluster.md)
 ===============================  ===============  =======================================
 
 AMQP cannot list bindings, so a binding between two entities that already existed is
@@ -25,7 +27,7 @@ reported ``unchanged`` and re-asserted; if it was missing, applying creates it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import assert_never
@@ -104,9 +106,21 @@ class Operation:
     """What to declare when the plan is applied."""
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Which nodes hold a queue (from the management API, docs/cluster.md)."""
+
+    leader: str | None
+    """A quorum queue's leader; a classic queue's node."""
+    members: tuple[str, ...]
+    """A quorum queue's members; a classic queue's one node."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     operations: tuple[Operation, ...]
+    placements: Mapping[str, Placement] = field(default_factory=dict)
+    """Queue name -> where it lives, after an apply with a management URL; else empty."""
 
     @property
     def conflicts(self) -> tuple[Operation, ...]:
@@ -122,8 +136,13 @@ class Plan:
             operations=tuple(
                 _with_status(op, Status.CREATED) if op.status is Status.PLANNED else op
                 for op in self.operations
-            )
+            ),
+            placements=self.placements,
         )
+
+    def placed(self, placements: Mapping[str, Placement]) -> Plan:
+        """This plan with where each queue lives."""
+        return Plan(operations=self.operations, placements=dict(placements))
 
 
 def _with_status(op: Operation, status: Status, detail: str | None = None) -> Operation:
@@ -169,6 +188,7 @@ def plan(
     observed: Mapping[ObservationKey, Observation],
     *,
     server_major: int,
+    cluster_nodes: Sequence[str] | None = None,
 ) -> Plan:
     """Decide one operation per entity (table in the module docstring).
 
@@ -178,6 +198,8 @@ def plan(
             as :class:`Absent`.
         server_major: the broker's major version (RabbitMQ 4 refuses transient non-exclusive
             queues).
+        cluster_nodes: the cluster's nodes, when known (a management URL was given): a new
+            quorum queue may not ask for more replicas than there are nodes.
     """
     operations: list[Operation] = []
     missing = {
@@ -195,6 +217,9 @@ def plan(
             operation = _conflict(
                 operation, "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
             )
+        too_many = replicas_problem(queue, cluster_nodes)
+        if too_many is not None and operation.status is Status.PLANNED:
+            operation = _conflict(operation, too_many)
         dead_letter_exchange = queue.arguments.get("x-dead-letter-exchange")
         if isinstance(dead_letter_exchange, str) and dead_letter_exchange in missing:
             operation = _conflict(operation, missing[dead_letter_exchange])
@@ -205,6 +230,21 @@ def plan(
             operation = _conflict(operation, missing[binding.exchange])
         operations.append(operation)
     return Plan(operations=tuple(operations))
+
+
+def replicas_problem(queue: QueueEntity, cluster_nodes: Sequence[str] | None) -> str | None:
+    """Why ``queue``'s ``x-quorum-initial-group-size`` cannot be met by ``cluster_nodes``
+    (RabbitMQ would give it fewer members without saying so), or None."""
+    wanted = queue.arguments.get("x-quorum-initial-group-size")
+    if cluster_nodes is None or not isinstance(wanted, int) or isinstance(wanted, bool):
+        return None
+    if wanted <= len(cluster_nodes):
+        return None
+    count = len(cluster_nodes)
+    return (
+        f"replicas = {wanted}, but the cluster has {count} node{'' if count == 1 else 's'} "
+        f"({', '.join(cluster_nodes)}): RabbitMQ would give the queue {count} without saying so"
+    )
 
 
 def _declare_op(

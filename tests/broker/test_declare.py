@@ -460,3 +460,28 @@ def test_bad_file_exits_78_before_connecting(tmp_path: Path) -> None:
 
     assert result.exit_code == 78
     assert f"{topology}:3: queues.payouts.max_attempts" in result.stderr
+
+
+def test_an_unreachable_management_api_changes_nothing(amqp_url: str, vhost: str) -> None:
+    result = declare(
+        vhost_url(amqp_url, vhost),
+        str(EXAMPLE),
+        "--management-url",
+        "http://svc:s3cret@127.0.0.1:1/",
+    )
+
+    assert result.exit_code == 69, result.output
+    assert "cannot reach the management API at http://svc:******@127.0.0.1:1/" in result.stderr
+    assert "s3cret" not in result.output
+    assert list_queues(vhost) == {}
+
+
+def test_a_management_url_that_is_not_http_is_a_usage_error() -> None:
+    result = runner.invoke(
+        app,
+        ["declare", str(EXAMPLE), "--url", "amqp://guest:guest@127.0.0.1:1/"],
+        env={"RR_MANAGEMENT_URL": "amqp://guest:guest@127.0.0.1:5672/"},
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "management URL must be http://HOST:PORT/" in result.stderr

@@ -4,9 +4,9 @@
     Runs ``scripts/cluster.sh up`` (quick when the cluster already runs: it is left running at
     the end of the session, the next one reuses it, and ``scripts/cluster.sh down`` removes it
     by hand) and yields a :class:`LocalCluster`: the nodes ``rrc1@localhost`` ..
-    ``rrc3@localhost`` on AMQP ports 5681..5683. Skipped when not run as root or when RabbitMQ
-    is not installed, but failed when ``CI=true`` (like ``require_broker`` in
-    tests/shared_node.py: CI must never pass by skipping broker tests).
+    ``rrc3@localhost`` on AMQP ports 5681..5683 (management API: 15681..15683). Skipped when
+    not run as root or when RabbitMQ is not installed, but failed when ``CI=true`` (like
+    ``require_broker`` in tests/shared_node.py: CI must never pass by skipping broker tests).
 
 Every command here addresses one of these three nodes by name; the shared nodes
 (``rabbit@localhost``, ``rabbit4@localhost``) are never touched.
@@ -60,6 +60,10 @@ class LocalCluster:
 
     def url(self, n: int) -> str:
         return self.urls[self._index(n)]
+
+    def management_url(self, n: int) -> str:
+        """Node ``n``'s management API: ``http://guest:guest@127.0.0.1:1568N/``."""
+        return f"http://guest:guest@127.0.0.1:{15680 + self._number(n)}/"
 
     def node(self, n: int | str) -> str:
         """The name of node ``n`` (a number, or a name that must be one of ours)."""

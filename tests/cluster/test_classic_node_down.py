@@ -9,6 +9,7 @@ exits with that error (exit 1) rather than wait for a queue it never consumed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -77,8 +78,14 @@ def via(cluster: LocalCluster, node: int) -> Callable[[], Awaitable[Connection]]
 
 
 async def test_rr_run_waits_for_the_node_and_names_it(
-    cluster: LocalCluster, prefix: str, caplog: pytest.LogCaptureFixture
+    cluster: LocalCluster,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # An earlier in-process `rr run` (the CLI tests) sends rr's logs to stderr only.
+    monkeypatch.setattr(logging.getLogger("rr"), "propagate", True)
+    caplog.set_level(logging.INFO, logger="rr")
     queue = f"{prefix}.refunds"
     topology = load_text(TOPOLOGY.format(prefix=prefix))
     await declare_topology(topology, [cluster.url(3)], dry_run=False, connector=amqp_connector)

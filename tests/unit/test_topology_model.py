@@ -598,6 +598,13 @@ def test_exchange_accepts(exchange_type: str, arguments: dict[str, Any]) -> None
         ({"urls": ("localhost",)}, "broker.url", "must start with amqp://"),
         ({"urls": ("amqp://a/", "localhost")}, "broker.url[1]", "must start with amqp://"),
         ({"urls": ("amqp://a/\x1b[2J",)}, "broker.url", "must not hold control"),
+        (
+            {"management_url": "amqp://localhost:5672/"},
+            "broker.management_url",
+            "must start with http:// or https://",
+        ),
+        ({"management_url": "http://a b/"}, "broker.management_url", "must not hold spaces"),
+        ({"management_url": "http:///api"}, "broker.management_url", "must name a host"),
     ],
 )
 def test_broker_refuses(fields: dict[str, Any], path: str, fragment: str) -> None:

@@ -196,6 +196,7 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
         "arguments": {},
         "status": "unchanged",
         "detail": None,
+        "placement": None,
     }
     assert document["operations"][4] == {
         "op": "declare_queue",
@@ -210,6 +211,7 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
         },
         "status": "planned",
         "detail": None,
+        "placement": None,
     }
     assert type(document["operations"][4]["arguments"]["x-delivery-limit"]) is int
     assert [op["status"] for op in document["operations"]] == [
@@ -469,3 +471,45 @@ def test_a_conflict_keeps_every_reason() -> None:
     assert operation.detail is not None
     assert "x-dead-letter-exchange: file 'dlx', broker 'old'" in operation.detail
     assert "exchange 'dlx' is used by the file" in operation.detail
+
+
+REPLICATED = """
+[queues.payouts]
+type = "quorum"
+max_attempts = 3
+dead_letter = "payouts.dead"
+delay = "dlx-ttl"
+replicas = 3
+
+[queues."payouts.dead"]
+type = "quorum"
+replicas = 3
+"""
+
+NODES = ("rabbit@mq1", "rabbit@mq2", "rabbit@mq3")
+
+
+def test_replicas_the_cluster_can_hold_are_planned() -> None:
+    result = plan(expand(load_text(REPLICATED)), {}, server_major=3, cluster_nodes=NODES)
+    assert result.can_apply
+    assert {op.status for op in result.operations} == {Status.PLANNED}
+
+
+def test_more_replicas_than_nodes_is_a_conflict_for_every_new_queue_that_asks() -> None:
+    result = plan(expand(load_text(REPLICATED)), {}, server_major=3, cluster_nodes=NODES[:2])
+    conflicts = {op.name: op.detail for op in result.conflicts}
+    assert set(conflicts) == {"payouts", "payouts.retry", "payouts.dead"}
+    assert conflicts["payouts"] == (
+        "replicas = 3, but the cluster has 2 nodes (rabbit@mq1, rabbit@mq2): RabbitMQ would "
+        "give the queue 2 without saying so"
+    )
+
+
+def test_replicas_are_not_checked_without_the_nodes_nor_on_existing_queues() -> None:
+    desired = expand(load_text(REPLICATED))
+    assert plan(desired, {}, server_major=3).can_apply  # no management URL: not known
+    existing: dict[ObservationKey, Observation] = {
+        ("queue", name): Matches() for name in ("payouts", "payouts.retry", "payouts.dead")
+    }
+    result = plan(desired, existing, server_major=3, cluster_nodes=NODES[:1])
+    assert result.can_apply  # RabbitMQ never changes the members of a queue that exists
