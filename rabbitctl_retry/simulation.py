@@ -5,15 +5,27 @@ handlers run in the ``rr run`` runtime unchanged, the given messages are publish
 virtual clock moves from one due timer (a TTL expiry, a delayed message, an in-memory retry)
 to the next until nothing is left to happen or the horizon is reached. Each step becomes a
 row: virtual time, queue, event, attempt and the headers that matter.
+
+A run can never hang (docs/runtime.md, "rr simulate"): a message that goes back to its queue
+at once, again and again (a handler that fails on a queue without ``max_attempts``), keeps
+the clock from moving, so the run stops once one message was handled
+:data:`MAX_HANDLINGS_PER_INSTANT` times at one virtual instant, or after
+:data:`MAX_HANDLINGS` handlings in all, with :class:`SimulationLooped` naming the queue and
+the message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from rabbitctl_retry.emulator.events import DeadLettered, Dropped, Returned
+from rabbitctl_retry.emulator.events import DeadLettered, Dropped, Published, Returned
+from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.headers import delivery_count, retry_count
 from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -41,6 +53,56 @@ class Simulation:
     queues: dict[str, int] = field(default_factory=dict)
     """Messages left in each queue at the end."""
     elapsed_s: float = 0.0
+    """The virtual time simulated: ``--for``."""
+    last_event_s: float = 0.0
+    """The virtual time of the last row."""
+
+
+MAX_HANDLINGS_PER_INSTANT = 1000
+"""One message handled this many times with the clock standing still: it loops."""
+MAX_HANDLINGS = 1_000_000
+"""Handlings in one run, all messages together."""
+
+
+class SimulationLooped(RrError):
+    """The run was stopped: a message loops at one virtual instant, or too much happened.
+    Carries the timeline so far (exit 1)."""
+
+    def __init__(self, message: str, partial: Simulation) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+@dataclass(slots=True)
+class LoopGuard:
+    """Counts handlings; says why the run must stop, or None (pure)."""
+
+    per_instant: int = MAX_HANDLINGS_PER_INSTANT
+    total: int = MAX_HANDLINGS
+    _instant_s: float | None = None
+    _at_instant: Counter[tuple[str, str | None]] = field(default_factory=Counter)
+    _handled: int = 0
+
+    def note(self, time_s: float, queue: str, message_id: str | None) -> str | None:
+        self._handled += 1
+        if time_s != self._instant_s:
+            self._instant_s = time_s
+            self._at_instant.clear()
+        self._at_instant[queue, message_id] += 1
+        if self._at_instant[queue, message_id] >= self.per_instant:
+            shown = repr(message_id) if message_id is not None else "without a message id"
+            return (
+                f"message {shown} on queue {queue!r} was handled {self.per_instant:,} times at "
+                f"virtual time {time_s:g}s: it goes back to {queue!r} at once, every time, so "
+                "the clock never moves (a handler that fails on a queue without max_attempts "
+                "does that)"
+            )
+        if self._handled >= self.total:
+            return (
+                f"{self.total:,} handlings by virtual time {time_s:g}s: stopped (a shorter "
+                "--for or fewer messages simulate less)"
+            )
+        return None
 
 
 def parse_publish(spec: str) -> tuple[str, bytes, bool]:
@@ -81,18 +143,28 @@ async def simulate(
         first_event = len(broker.history)
 
         seen_events = first_event
+        message_ids: dict[int, str | None] = {}
+        """The emulator's message numbers -> message ids."""
 
         def drain() -> None:
             # What the broker did on its own during the last step, after that step's rows.
             nonlocal seen_events
             events = broker.history
             for event in events[seen_events:]:
-                row = _server_row(event, start_s)
+                if isinstance(event, Published):
+                    message_ids[event.message] = event.message_id
+                row = _server_row(event, start_s, message_ids)
                 if row is not None:
                     result.rows.append(row)
             seen_events = len(events)
 
+        guard = LoopGuard()
+        looped: list[str] = []
+        stuck = asyncio.Event()
+
         def on_decision(queue: str, delivery: Delivery, decision: Decision) -> None:
+            if stuck.is_set():
+                return
             drain()
             headers = delivery.properties.headers
             detail = ""
@@ -114,30 +186,67 @@ async def simulate(
                     message_id=delivery.properties.message_id,
                 )
             )
+            problem = guard.note(
+                broker.clock.now_s - start_s, queue, delivery.properties.message_id
+            )
+            if problem is not None:
+                looped.append(problem)
+                stuck.set()
 
-        await broker.run(handlers, listener=on_decision)
-        drain()
-        for queue, body, is_json in publishes:
-            result.rows.append(
-                TimelineRow(time_s=broker.clock.now_s - start_s, queue=queue, event="published")
-            )
-            content_type = "application/json" if is_json else "text/plain"
-            await broker.publish(
-                queue, body, properties=Properties(content_type=content_type, delivery_mode=2)
-            )
+        async def steps() -> None:
+            await broker.run(handlers, listener=on_decision)
             drain()
-        end_s = start_s + horizon_s
-        while (due := broker.clock.next_due_s()) is not None and due <= end_s:
-            await broker.advance(max(0.0, due - broker.clock.now_s))
-            drain()
-        result.elapsed_s = broker.clock.now_s - start_s
+            for number, (queue, body, is_json) in enumerate(publishes, start=1):
+                message_id = f"m{number}"
+                result.rows.append(
+                    TimelineRow(
+                        time_s=broker.clock.now_s - start_s,
+                        queue=queue,
+                        event="published",
+                        message_id=message_id,
+                    )
+                )
+                content_type = "application/json" if is_json else "text/plain"
+                properties = Properties(
+                    content_type=content_type, delivery_mode=2, message_id=message_id
+                )
+                await broker.publish(queue, body, properties=properties)
+                drain()
+            end_s = start_s + horizon_s
+            while (due := broker.clock.next_due_s()) is not None and due <= end_s:
+                await broker.advance(max(0.0, due - broker.clock.now_s))
+                drain()
+
+        await _until_done_or_stuck(steps(), stuck)
+        result.elapsed_s = horizon_s if not looped else broker.clock.now_s - start_s
+        result.last_event_s = result.rows[-1].time_s if result.rows else 0.0
         await broker.stop()
         for name in broker.emulator.queue_names():
             result.queues[name] = broker.emulator.queue(name).ready
+    if looped:
+        raise SimulationLooped(f"rr simulate stopped: {looped[0]}", result)
     return result
 
 
-def _server_row(event: object, start_s: float) -> TimelineRow | None:
+async def _until_done_or_stuck(steps: Coroutine[Any, Any, None], stuck: asyncio.Event) -> None:
+    """Run ``steps``; if ``stuck`` is set first, cancel them (the broker is stopped next)."""
+    task = asyncio.ensure_future(steps)
+    waiter = asyncio.ensure_future(stuck.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return
+    task.result()
+
+
+def _server_row(
+    event: object, start_s: float, message_ids: Mapping[int, str | None]
+) -> TimelineRow | None:
     """What the broker did on its own: dead-lettering, dropping, returning."""
     match event:
         case DeadLettered():
@@ -147,12 +256,14 @@ def _server_row(event: object, start_s: float) -> TimelineRow | None:
                 queue=event.from_queue,
                 event=f"server dead-lettered ({event.reason})",
                 detail=f"-> {target}",
+                message_id=message_ids.get(event.message),
             )
         case Dropped():
             return TimelineRow(
                 time_s=event.at_s - start_s,
                 queue=event.queue,
                 event=f"server dropped ({event.cause})",
+                message_id=message_ids.get(event.message),
             )
         case Returned():
             return TimelineRow(

@@ -60,13 +60,15 @@ def simulate_command(
     )
     left = ", ".join(f"{queue}={count}" for queue, count in result.queues.items() if count)
     console.print(
-        f"simulated {result.elapsed_s:g}s of virtual time; messages left: {left or 'none'}"
+        f"simulated {result.elapsed_s:g}s of virtual time (last event at "
+        f"{result.last_event_s:g}s); messages left: {left or 'none'}"
     )
 
 
 def simulation_document(result: Simulation) -> dict[str, Any]:
     return {
         "elapsed_s": result.elapsed_s,
+        "last_event_s": result.last_event_s,
         "events": [
             {
                 "time_s": row.time_s,
@@ -86,12 +88,13 @@ def simulation_document(result: Simulation) -> dict[str, Any]:
 
 def timeline_table(result: Simulation) -> Table:
     table = Table(show_edge=False, header_style="bold")
-    for column in ("time", "queue", "event", "attempt", "retry", "x-dc", "detail"):
+    for column in ("time", "queue", "message", "event", "attempt", "retry", "x-dc", "detail"):
         table.add_column(column, overflow="fold")
     for row in result.rows:
         table.add_row(
             cell(f"{row.time_s:8.3f}s"),
             cell(row.queue),
+            cell(row.message_id or ""),
             cell(row.event),
             cell("" if row.attempt is None else str(row.attempt)),
             cell("" if row.retry_count is None else str(row.retry_count)),

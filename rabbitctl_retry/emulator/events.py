@@ -7,7 +7,7 @@ a test can follow one message through a topology.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from rabbitctl_retry.emulator.deadletter import DeathReason
@@ -33,6 +33,9 @@ class Published:
     routing_key: str
     queues: tuple[str, ...]
     """The queues it was enqueued in (empty when unroutable or delayed)."""
+    message_id: str | None = field(default=None, compare=False)
+    """Its ``message_id`` property, to follow it by the publisher's id (not compared: the
+    ``message`` number is the event's identity)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,7 +181,16 @@ class Flow:
             if not delayed:
                 self._emit(Unroutable(now_s, message.number, exchange, routing_key))
             return "ack"
-        self._emit(Published(now_s, message.number, exchange, routing_key, _names(queues)))
+        self._emit(
+            Published(
+                now_s,
+                message.number,
+                exchange,
+                routing_key,
+                _names(queues),
+                message_id=properties.message_id,
+            )
+        )
         accepted = True
         for queue in queues:
             accepted = self._enqueue(queue, message) and accepted

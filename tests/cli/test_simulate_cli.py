@@ -40,7 +40,8 @@ def test_a_busy_refund_waits_30s_four_times_then_is_dead_lettered() -> None:
         (120.0, "dead-lettered", 4),
     ]
     assert rows(document, "refunds.dead") == [(120.0, "acked", 5)]
-    assert document["elapsed_s"] == 120.0
+    assert document["elapsed_s"] == 3600.0  # the default --for
+    assert document["last_event_s"] == 120.0
     assert all(count == 0 for count in document["queues"].values())  # type: ignore[union-attr]
 
 
@@ -60,8 +61,44 @@ def test_an_unavailable_payout_is_moved_by_the_server_after_five_deliveries() ->
 
 def test_the_horizon_stops_the_clock() -> None:
     document = simulate('refunds={"id": 1, "card": "busy"}', horizon="45s")
-    assert document["elapsed_s"] == 30.0
+    assert document["elapsed_s"] == 45.0  # what --for asked, not the last event
+    assert document["last_event_s"] == 30.0
     assert document["queues"]["refunds.retry"] == 1  # type: ignore[index]
+    table = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(EXAMPLE / "topology.toml"),
+            str(EXAMPLE / "service.py"),
+            "-p",
+            'refunds={"id": 1, "card": "busy"}',
+            "--for",
+            "45s",
+        ],
+    )
+    assert "simulated 45s of virtual time (last event at 30s)" in table.stdout
+
+
+def test_every_row_names_its_message() -> None:
+    document = simulate('refunds={"id": 1, "card": "busy"}', 'payouts={"id": 2}')
+    events = document["events"]
+    assert isinstance(events, list)
+    assert {e["message_id"] for e in events if e["queue"] == "refunds"} == {"m1"}
+    assert {e["message_id"] for e in events if e["queue"] == "payouts"} == {"m2"}
+
+
+def test_a_message_that_loops_at_one_instant_stops_the_run() -> None:
+    """refunds.dead has no max_attempts and its handler fails on a body that is not JSON: the
+    message goes back at once, forever, at virtual time 0 (the clock never moves)."""
+    args = ["simulate", str(EXAMPLE / "topology.toml"), str(EXAMPLE / "service.py")]
+    result = runner.invoke(app, [*args, "--publish", "refunds=not json"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        "rr: error: rr simulate stopped: message 'm1' on queue 'refunds.dead' was handled "
+        "1,000 times at virtual time 0s: it goes back to 'refunds.dead' at once, every time, "
+        "so the clock never moves (a handler that fails on a queue without max_attempts does "
+        "that)\n"
+    )
 
 
 def test_bad_publish_spec_is_a_usage_error() -> None:
