@@ -115,6 +115,23 @@ async def serving(
         yield service
 
 
+async def declare_late_queue(url: str, late_by_ms: int) -> None:
+    """``work.late``: what is published there moves into ``work`` after ``late_by_ms``."""
+    connection = await direct(url)()
+    try:
+        channel = await connection.channel()
+        await channel.queue_declare(
+            "work.late",
+            arguments={
+                "x-message-ttl": late_by_ms,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "work",
+            },
+        )
+    finally:
+        await connection.close()
+
+
 def direct(url: str) -> Callable[[], Awaitable[Connection]]:
     async def connect() -> Connection:
         return await amqp.connect(url, client_name="rr-fault-test")
@@ -225,8 +242,15 @@ async def run_with_fault(
     timeout_s: float = 90,
     options: RunOptions | None = None,
     settle_s: float = 0.0,
+    arriving_late: int = 0,
+    late_by_ms: int = 3000,
 ) -> FaultResult:
-    """One run of ``count`` messages with ``fault`` injected after ``start_after`` handler calls."""
+    """One run of ``count`` messages with ``fault`` injected after ``start_after`` handler calls.
+
+    ``arriving_late``: the last that many messages reach ``work`` only ``late_by_ms`` after
+    they were published (they wait in ``work.late``, whose TTL dead-letters them into
+    ``work``: the broker moves them, no client publishes), so rr is still handling, and
+    publishing copies, while a fault that blocks publishers is on."""
     ledger = Ledger(outcome_of=outcome_of, max_attempts=3)
     timeline = Timeline()
     ids = message_ids(f"{fault_name}-{queue_type}", count)
@@ -235,7 +259,11 @@ async def run_with_fault(
     started = time.monotonic()
     async with serving(vhost.proxy_url, text, timed(ledger, timeline), options) as service:
         await asyncio.sleep(settle_s)  # a fresh quorum queue may lose messages on a crash
-        await publish_ids(direct(vhost.url), "work", ids)
+        on_time, late = ids[: count - arriving_late], ids[count - arriving_late :]
+        if late:
+            await declare_late_queue(vhost.url, late_by_ms)
+            await publish_ids(direct(vhost.url), "work.late", late)
+        await publish_ids(direct(vhost.url), "work", on_time)
         await wait_handled(ledger, min(start_after, count))
         ended_at = await fault(service, ledger)
         await wait_all_ended(ledger, ids, collector, timeout_s=timeout_s)
