@@ -72,7 +72,7 @@ _rr() {
         "dlq move|--url") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare run simulate doctor completion topology dlq --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run simulate doctor completion topology dlq --version --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;

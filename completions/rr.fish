@@ -7,6 +7,7 @@ complete -c rr -n '__fish_use_subcommand' -a doctor -d 'Print the servers versio
 complete -c rr -n '__fish_use_subcommand' -a completion -d 'Print the completion script for SHELL.'
 complete -c rr -n '__fish_use_subcommand' -a topology -d 'Check, show and export a topology file without touching a broker.'
 complete -c rr -n '__fish_use_subcommand' -a dlq -d 'Inspect, replay, move, export, import and purge dead letters.'
+complete -c rr -n '__fish_use_subcommand' -l version -d 'Print rrs version (and Pythons, aiormqs) and exit.'
 complete -c rr -n '__fish_use_subcommand' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l dry-run -d 'Show the plan; change nothing.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import platform
+from importlib import metadata
+from typing import Annotated
 
 import typer
 
@@ -18,11 +21,39 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
     cls=RrGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+DISTRIBUTION = "rabbitctl-retry"
+
+
+def version_text() -> str:
+    """``rr 0.1.0 (Python 3.11.7, aiormq 6.8.1)``: what ``rr --version`` prints."""
+    try:
+        own = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        own = "(not installed)"
+    return f"rr {own} (Python {platform.python_version()}, aiormq {metadata.version('aiormq')})"
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(version_text())
+        raise typer.Exit()
 
 
 @app.callback()
-def _quiet_drivers() -> None:
+def _quiet_drivers(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print rr's version (and Python's, aiormq's) and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
     """Provision, run and operate RabbitMQ retry topologies."""
     # aiormq logs every failed connect at ERROR; rr reports the same failure once, censored.
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
