@@ -8,11 +8,41 @@ The public handler API::
     async def process_refund(msg: Message) -> Outcome:
         ...
         return Outcome.retry_after(30)
+
+The names are loaded on first use (PEP 562), so ``rr --help`` and the other commands do not pay
+for the runtime they do not run (docs/cli.md, "Start-up").
 """
 
-from rabbitctl_retry.retry.outcome import Outcome
-from rabbitctl_retry.runtime.handlers import on_shutdown, on_startup, subscriber
-from rabbitctl_retry.runtime.message import Message
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.retry.outcome import Outcome
+    from rabbitctl_retry.runtime.handlers import on_shutdown, on_startup, subscriber
+    from rabbitctl_retry.runtime.message import Message
+
+_HOME = {
+    "Outcome": "rabbitctl_retry.retry.outcome",
+    "on_shutdown": "rabbitctl_retry.runtime.handlers",
+    "on_startup": "rabbitctl_retry.runtime.handlers",
+    "subscriber": "rabbitctl_retry.runtime.handlers",
+    "Message": "rabbitctl_retry.runtime.message",
+}
 
 __all__ = ["Message", "Outcome", "on_shutdown", "on_startup", "subscriber"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'rabbitctl_retry' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

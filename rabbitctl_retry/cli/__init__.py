@@ -1,17 +1,14 @@
-"""The ``rr`` command line: thin typer commands over the runtime, one module per noun."""
+"""The ``rr`` command line: thin typer commands over the runtime, one module per noun, each
+loaded when its command runs (cli/lazy.py)."""
 
 from __future__ import annotations
 
 import logging
-import platform
-from importlib import metadata
 from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli import completions, declare, dlq, doctor, run, simulate, topology
-from rabbitctl_retry.cli.group import RrGroup
-from rabbitctl_retry.runtime.logs import install_stderr_fallback
+from rabbitctl_retry.cli.lazy import LazyRootGroup
 
 app = typer.Typer(
     name="rr",
@@ -20,7 +17,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
-    cls=RrGroup,
+    cls=LazyRootGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -29,6 +26,9 @@ DISTRIBUTION = "rabbitctl-retry"
 
 def version_text() -> str:
     """``rr 0.1.0 (Python 3.11.7, aiormq 6.8.1)``: what ``rr --version`` prints."""
+    import platform
+    from importlib import metadata  # 40 ms: only for --version
+
     try:
         own = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
@@ -60,16 +60,12 @@ def _quiet_drivers(
     # Warnings no handler takes (pamqp's and aiormq's may quote a header name or a reply text
     # raw) go through rr's escaping formatter, not Python's raw last resort (docs/cli.md,
     # "Output").
+    from rabbitctl_retry.runtime.logs import install_stderr_fallback
+
     install_stderr_fallback()
 
 
-app.command(name="declare")(declare.declare)
-app.command(name="run")(run.run_command)
-app.command(name="simulate")(simulate.simulate_command)
-app.add_typer(topology.app, name="topology")
-app.add_typer(dlq.app, name="dlq")
-app.command(name="doctor")(doctor.doctor_command)
-app.command(name="completion")(completions.completion)
+# The commands (cli/lazy.py COMMANDS) are loaded when they run, not here.
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ command prints a traceback for a user mistake, and no output ever holds a passwo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Coroutine, Iterator, Sequence
@@ -19,7 +18,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from rabbitctl_retry.dlq.jsonl import escape_unsafe
 from rabbitctl_retry.errors import (
     ConfigError,
     RrError,
@@ -29,8 +27,6 @@ from rabbitctl_retry.errors import (
     exit_code_for,
 )
 from rabbitctl_retry.transport.base import Connection, Connector
-from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.url import parse_broker_url
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 URL_ENV = "RR_URL"
@@ -61,6 +57,8 @@ def connector_of(ctx: typer.Context) -> Connector:
 
 async def open_connection(ctx: typer.Context, urls: Sequence[str]) -> Connection:
     """A connection to the first of ``urls`` that answers (``transport/failover.py``)."""
+    from rabbitctl_retry.transport.failover import connect_any
+
     return await connect_any(connector_of(ctx), urls)
 
 
@@ -106,6 +104,8 @@ def resolve_urls(
     from ``--url`` / ``$RR_URL`` (usage), 78 from ``[broker] url`` (the topology file is
     invalid); docs/cli.md, "Malformed input".
     """
+    from rabbitctl_retry.transport.url import parse_broker_url
+
     given = tuple(part for value in flag_or_env or () for part in value.split())
     urls = given or tuple(topology_urls) or (DEFAULT_URL,)
     for index, url in enumerate(urls):
@@ -124,6 +124,8 @@ def print_json(document: Any) -> None:
     """One stable JSON document on stdout, with nothing a terminal acts on: every C0 and C1
     control, DEL, bidi control, U+2028/U+2029 and lone surrogate inside a string is written
     as a ``\\uXXXX`` escape (the same JSON value; docs/dlq.md, "JSON output")."""
+    from rabbitctl_retry.dlq.jsonl import escape_unsafe
+
     text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write(escape_unsafe(text) + "\n")
     sys.stdout.flush()
@@ -149,6 +151,8 @@ def censor_text(text: str) -> str:
 def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
     """Run one coroutine; turn rr errors into an exit code."""
     with guard():
+        import asyncio  # not at import time: commands that never connect start faster
+
         return asyncio.run(coroutine)
 
 

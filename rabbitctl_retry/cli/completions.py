@@ -52,7 +52,10 @@ def command_specs(app: typer.Typer) -> list[CommandSpec]:
 
 
 def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None:
-    subcommands: dict[str, Any] = dict(getattr(command, "commands", {}) or {})
+    subcommands: dict[str, Any] = {}
+    if hasattr(command, "list_commands"):  # a group: its commands, loaded (cli/lazy.py)
+        ctx = typer.Context(command)
+        subcommands = {name: command.get_command(ctx, name) for name in command.list_commands(ctx)}
     visible = {name: sub for name, sub in subcommands.items() if not getattr(sub, "hidden", False)}
     options: list[OptionSpec] = []
     files = False

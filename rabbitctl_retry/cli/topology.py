@@ -48,6 +48,7 @@ from rabbitctl_retry.transport.values import wire_arguments
 app = typer.Typer(
     help="Check, show and export a topology file without touching a broker.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 TopologyArgument = Annotated[Path, typer.Argument(help="The topology file (TOML).")]

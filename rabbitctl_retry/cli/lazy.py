@@ -1,0 +1,124 @@
+"""The root ``rr`` group loads a command's module only when that command runs.
+
+``rr --help`` lists every command from :data:`COMMANDS` alone (its name and the first
+paragraph of its help), and ``rr topology validate`` imports the topology command and nothing
+of the runtime, the emulator or the AMQP client: every command starts in about the time of a
+bare typer app (docs/cli.md, "Start-up"; ``benchmarks/startup.py`` measures it). A test holds
+each entry's help to the command's own docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import typer
+from typer import _click
+from typer._click.utils import make_default_short_help
+
+from rabbitctl_retry.cli.group import RrGroup
+
+
+@dataclass(frozen=True, slots=True)
+class LazyCommand:
+    name: str
+    module: str
+    attribute: str
+    """A typer command function, or a ``typer.Typer`` group."""
+    help: str
+    """The first paragraph of the command's help, as the command itself gives it."""
+
+    def load(self) -> _click.Command:
+        found = getattr(importlib.import_module(self.module), self.attribute)
+        if isinstance(found, typer.Typer):
+            command: _click.Command = typer.main.get_group(found)
+        else:
+            single = typer.Typer(add_completion=False, rich_markup_mode=None)
+            single.command(name=self.name)(found)
+            command = typer.main.get_command(single)
+        command.name = self.name
+        return command
+
+
+COMMANDS = (
+    LazyCommand(
+        "declare",
+        "rabbitctl_retry.cli.declare",
+        "declare",
+        "Declare the queues, exchanges and bindings of a topology file.",
+    ),
+    LazyCommand(
+        "run",
+        "rabbitctl_retry.cli.run",
+        "run_command",
+        "Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their "
+        "messages as the topology says. SIGINT/SIGTERM stop gracefully.",
+    ),
+    LazyCommand(
+        "simulate",
+        "rabbitctl_retry.cli.simulate",
+        "simulate_command",
+        "Run handlers on the built-in emulator with a virtual clock and print the timeline: "
+        "every delivery with its attempt, outcome and where the message went.",
+    ),
+    LazyCommand(
+        "doctor",
+        "rabbitctl_retry.cli.doctor",
+        "doctor_command",
+        "Print the server's version and every behaviour of it that matters for retries; with "
+        "--topology, what it means for that file's queues. Exit 1 when something in the "
+        'topology is unsafe on this server (docs/cli.md, "rr doctor").',
+    ),
+    LazyCommand(
+        "completion",
+        "rabbitctl_retry.cli.completions",
+        "completion",
+        "Print the completion script for SHELL.",
+    ),
+    LazyCommand(
+        "topology",
+        "rabbitctl_retry.cli.topology",
+        "app",
+        "Check, show and export a topology file without touching a broker.",
+    ),
+    LazyCommand(
+        "dlq",
+        "rabbitctl_retry.cli.dlq",
+        "app",
+        "Inspect, replay, move, export, import and purge dead letters.",
+    ),
+)
+
+
+class LazyRootGroup(RrGroup):
+    """:class:`RrGroup` whose commands are the entries of :data:`COMMANDS`, each loaded on
+    first use."""
+
+    lazy: ClassVar[Mapping[str, LazyCommand]] = MappingProxyType(
+        {entry.name: entry for entry in COMMANDS}
+    )
+
+    def list_commands(self, ctx: _click.Context) -> list[str]:
+        return [*self.commands, *(name for name in self.lazy if name not in self.commands)]
+
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            self.commands[cmd_name] = self.lazy[cmd_name].load()
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        """The command list of ``rr --help``, without loading a command."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, self._short_help(ctx, name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _short_help(self, ctx: _click.Context, name: str, limit: int) -> str:
+        if name in self.commands or name not in self.lazy:
+            command: Any = self.get_command(ctx, name)
+            return str(command.get_short_help_str(limit))
+        return make_default_short_help(self.lazy[name].help, limit)
