@@ -9,6 +9,7 @@ Safe by default: ``inspect`` and ``export`` take nothing from the queue; ``repla
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +26,7 @@ from rabbitctl_retry.cli._common import (
     print_json,
     resolve_urls,
     run,
+    stderr_console,
     stdout_console,
 )
 from rabbitctl_retry.cli.dlq_common import (
@@ -114,7 +116,10 @@ def inspect_command(
 def export_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to copy.")],
-    file: Annotated[Path, typer.Argument(help="The JSON Lines file to write (must not exist).")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="The JSON Lines file to write (must not exist); - for stdout."),
+    ],
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Copy at most this many.")
     ] = None,
@@ -129,8 +134,9 @@ def export_command(
     """
     topology = load_topology(topology_file)
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    to_stdout = str(file) == "-"
     with guard():
-        if file.exists():
+        if not to_stdout and file.exists():
             raise UsageError(f"{file} exists; rr does not overwrite an export: choose another name")
 
     async def export() -> shell.ReadResult:
@@ -142,6 +148,13 @@ def export_command(
             if warning is not None:
                 note(warning)
                 await ask("Read them anyway?", yes, f"export {queue!r}")
+            if to_stdout:  # streamed as read: the lines are the output, the summary goes to stderr
+                with progress_bar(OutputFormat.TABLE) as progress:
+                    read = await shell.export_queue(
+                        connection, queue, sys.stdout, limit=limit, progress=progress
+                    )
+                sys.stdout.flush()
+                return read
             directory = file.parent if str(file.parent) else Path(".")
             handle, temporary = tempfile.mkstemp(prefix=f".{file.name}.", dir=directory)
             try:
@@ -161,10 +174,11 @@ def export_command(
             await connection.close()
 
     read = run(export())
-    stdout_console().print(
+    console = stderr_console() if to_stdout else stdout_console()
+    console.print(
         cell(
             f"exported {len(read.deliveries):,} message(s) of {read.in_queue:,} from {queue!r} "
-            f"to {file}; the queue still holds them"
+            f"to {'stdout' if to_stdout else file}; the queue still holds them"
         )
     )
 

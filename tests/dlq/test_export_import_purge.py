@@ -115,6 +115,35 @@ async def test_export_limit_and_a_message_without_id(backend: Backend, tmp_path:
     assert await depth(backend, "dead") == 5
 
 
+async def test_export_to_stdout_writes_the_same_lines_and_keeps_stdout_clean(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await declare(backend, "dead")
+    await publish_all(
+        backend, "dead", [(b"body %d" % n, Properties(message_id=f"m{n}")) for n in range(4)]
+    )
+    file = tmp_path / "dead.jsonl"
+    to_file = await rr(backend, "dlq", "export", "dead", str(file))
+    to_stdout = await rr(backend, "dlq", "export", "dead", "-")
+    assert to_stdout.exit_code == 0, to_stdout.output
+    lines = to_stdout.stdout.splitlines()  # stdout holds the lines and nothing else
+
+    def records(texts: list[str]) -> list[dict[str, object]]:
+        # the second read sees them redelivered (the first one put them back)
+        return [{k: v for k, v in json.loads(t).items() if k != "redelivered"} for t in texts]
+
+    assert records(lines) == records(file.read_text(encoding="utf-8").splitlines())
+    assert [json.loads(line)["properties"]["message_id"] for line in lines] == [
+        "m0",
+        "m1",
+        "m2",
+        "m3",
+    ]
+    assert "exported 4 message(s) of 4 from 'dead' to stdout" in to_stdout.stderr
+    assert to_file.exit_code == 0
+    assert await depth(backend, "dead") == 4
+
+
 async def test_a_damaged_file_publishes_nothing(backend: Backend, tmp_path: Path) -> None:
     await declare(backend, "restored")
     file = tmp_path / "bad.jsonl"
