@@ -8,6 +8,7 @@ command prints a traceback for a user mistake, and no output ever holds a passwo
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Coroutine, Iterator, Sequence
 from contextlib import contextmanager
@@ -84,9 +85,22 @@ OutputOption = Annotated[
 ]
 
 
+UNWRAPPED_WIDTH = 10_000
+"""The width of rr's output when it goes to a file or a pipe (and $COLUMNS is not set): wide
+enough that no table cell and no line is wrapped for a script to reassemble."""
+
+
 def stdout_console() -> Console:
-    """Where tables go: user data is never read as markup, and never highlighted."""
-    return Console(markup=False, highlight=False, emoji=False, soft_wrap=False)
+    """Where tables go: user data is never read as markup, and never highlighted. On a
+    terminal, tables fit its width; elsewhere nothing is wrapped (docs/cli.md, "Output")."""
+    unwrapped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+        width=UNWRAPPED_WIDTH if unwrapped else None,
+    )
 
 
 def stderr_console() -> Console:
