@@ -10,6 +10,7 @@ _rr() {
             "|declare") path="declare" ;;
             "|run") path="run" ;;
             "|simulate") path="simulate" ;;
+            "|status") path="status" ;;
             "|doctor") path="doctor" ;;
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
@@ -39,6 +40,10 @@ _rr() {
         "simulate|--publish"|"simulate|-p") return 0 ;;
         "simulate|--for") return 0 ;;
         "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "status|--watch"|"status|-w") return 0 ;;
+        "status|--url") return 0 ;;
+        "status|--output"|"status|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "doctor|--topology"|"doctor|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "doctor|--url") return 0 ;;
         "doctor|--output"|"doctor|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
@@ -72,10 +77,11 @@ _rr() {
         "dlq move|--url") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare run simulate doctor completion topology dlq --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export --help" -- "$cur")) ;;

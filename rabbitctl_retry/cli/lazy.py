@@ -65,6 +65,13 @@ COMMANDS = (
         "every delivery with its attempt, outcome and where the message went.",
     ),
     LazyCommand(
+        "status",
+        "rabbitctl_retry.cli.status",
+        "status_command",
+        "Show each queue's messages, consumers and type, and whether it matches the topology "
+        "file; exit 1 when a queue is missing or differs from the file.",
+    ),
+    LazyCommand(
         "doctor",
         "rabbitctl_retry.cli.doctor",
         "doctor_command",

@@ -107,6 +107,16 @@ async def depth_on(connection: Connection, channel: Channel, queue: str) -> Queu
     )
 
 
+async def queue_info(connection: Connection, queue: str) -> QueueInfo | None:
+    """What a passive declare of ``queue`` says (depth, consumers), or None when it does not
+    exist (404). Nothing is read from the queue: during a quorum queue's leader election,
+    RabbitMQ 3.10 may answer 0 and 0 (see :func:`depth_on`). Other refusals raise."""
+    try:
+        return await _on_own_channel(connection, lambda channel: queue_info_on(channel, queue))
+    except NotFound:
+        return None
+
+
 async def queue_missing(connection: Connection, queue: str) -> str | None:
     """None when ``queue`` exists (declare-ok to a passive declare), else why it cannot take a
     copy: the 404's text (:func:`missing_queue_error`). Other refusals raise."""
@@ -360,6 +370,7 @@ __all__ = [
     "exchange_type",
     "missing_queue_error",
     "queue_exists",
+    "queue_info",
     "queue_info_on",
     "queue_missing",
     "queue_state",

@@ -1,0 +1,186 @@
+"""``rr status [QUEUE...] [--topology T] [--watch SECONDS]``: depth, consumers and drift of
+each queue, from passive declares (docs/cli.md, "rr status")."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from rabbitctl_retry.cli._common import (
+    OutputFormat,
+    OutputOption,
+    UrlOption,
+    guard,
+    open_connection,
+    print_json,
+    resolve_urls,
+    run,
+    stdout_console,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from rabbitctl_retry.ops.status import QueueStatus
+    from rabbitctl_retry.topology.expand import QueueEntity
+
+
+def status_command(
+    ctx: typer.Context,
+    queues: Annotated[
+        list[str] | None,
+        typer.Argument(help="Queues to show (besides those of --topology).", show_default=False),
+    ] = None,
+    topology_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology",
+            "-t",
+            help="Show every queue the file declares (wait queues and dead-letter queues "
+            "included) and whether each is what the file says.",
+        ),
+    ] = None,
+    watch: Annotated[
+        float | None,
+        typer.Option(
+            "--watch",
+            "-w",
+            min=0.5,
+            help="Show it again every this many seconds, until Ctrl-C.",
+            show_default=False,
+        ),
+    ] = None,
+    url: UrlOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Show each queue's messages, consumers and type, and whether it matches the topology
+    file; exit 1 when a queue is missing or differs from the file."""
+    from rabbitctl_retry.errors import UsageError
+    from rabbitctl_retry.topology.expand import QueueEntity, expand
+    from rabbitctl_retry.topology.load import load_file
+
+    with guard():
+        topology = load_file(topology_file) if topology_file is not None else None
+        if topology is None and not queues:
+            raise UsageError("name the queues to show, or give --topology")
+    listed = list(expand(topology).queues) if topology is not None else []
+    in_file = {queue.name for queue in listed}
+    named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    if watch is None:
+        statuses = run(_read(ctx, broker_urls, listed, named))
+        _show(statuses, output, one_line=False)
+        if not all(status.ok for status in statuses):
+            raise typer.Exit(1)
+        return
+    try:
+        while True:
+            statuses = run(_read(ctx, broker_urls, listed, named))
+            _show(statuses, output, one_line=True, clear=True)
+            time.sleep(watch)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+async def _read(
+    ctx: typer.Context,
+    broker_urls: tuple[str, ...],
+    listed: list[QueueEntity],
+    named: list[QueueEntity],
+) -> list[QueueStatus]:
+    from rabbitctl_retry.ops.status import queue_statuses
+
+    connection = await open_connection(ctx, broker_urls)
+    try:
+        return [
+            *await queue_statuses(connection, listed, listed=True),
+            *await queue_statuses(connection, named, listed=False),
+        ]
+    finally:
+        await connection.close()
+
+
+def _show(
+    statuses: list[QueueStatus], output: OutputFormat, *, one_line: bool, clear: bool = False
+) -> None:
+    if output is OutputFormat.JSON:
+        document = status_document(statuses)
+        if one_line:  # --watch: one JSON document per line
+            import json
+
+            from rabbitctl_retry.dlq.jsonl import escape_unsafe
+
+            typer.echo(escape_unsafe(json.dumps(document, ensure_ascii=False, default=str)))
+        else:
+            print_json(document)
+        return
+    console = stdout_console()
+    if clear and console.is_terminal:
+        console.clear()
+    console.print(status_table(statuses))
+    bad = [status for status in statuses if not status.ok]
+    console.print(f"{len(statuses)} queue(s); " + (f"{len(bad)} not as expected" if bad else "ok"))
+
+
+def _type_of(status: QueueStatus) -> str:
+    if not status.listed:
+        return "-"
+    kind = status.entity.arguments.get("x-queue-type")
+    return str(kind) if isinstance(kind, str) else "classic"
+
+
+def _state_of(status: QueueStatus) -> str:
+    if not status.present:
+        return "missing"
+    if status.drift is not None:
+        return f"differs: {status.drift}"
+    return "ok" if status.listed else "exists"
+
+
+def status_document(statuses: list[QueueStatus]) -> dict[str, Any]:
+    """``rr status --output json`` (docs/cli.md, "rr status")."""
+    from rabbitctl_retry.cli.render import json_arguments
+
+    return {
+        "queues": [
+            {
+                "name": status.entity.name,
+                "type": _type_of(status) if status.listed else None,
+                "role": status.entity.role if status.listed else None,
+                "present": status.present,
+                "messages": status.messages,
+                "consumers": status.consumers,
+                "matches": status.drift is None if status.present and status.listed else None,
+                "differences": status.drift,
+                "arguments": json_arguments(status.entity.arguments) if status.listed else None,
+            }
+            for status in statuses
+        ],
+        "ok": all(status.ok for status in statuses),
+    }
+
+
+def status_table(statuses: list[QueueStatus]) -> Table:
+    from rich.table import Table
+
+    from rabbitctl_retry.cli.render import cell
+
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for column in ("queue", "type", "messages", "consumers", "state", "role"):
+        table.add_column(column, overflow="fold")
+    for status in statuses:
+        table.add_row(
+            cell(status.entity.name),
+            cell(_type_of(status)),
+            cell("-" if status.messages is None else f"{status.messages:,}"),
+            cell("-" if status.consumers is None else f"{status.consumers:,}"),
+            cell(_state_of(status), "" if status.ok else "red"),
+            cell(status.entity.role if status.listed else ""),
+        )
+    return table
+
+
+__all__ = ["status_command", "status_document", "status_table"]

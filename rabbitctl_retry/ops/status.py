@@ -1,0 +1,58 @@
+"""``rr status``: each queue's depth, consumers and whether it is what the topology file says,
+from passive declares and the declare probes of ``ops/probe.py``; nothing is changed and no
+message is read (docs/cli.md, "rr status")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rabbitctl_retry.ops.probe import compare_queue, queue_info
+from rabbitctl_retry.topology.expand import QueueEntity
+from rabbitctl_retry.topology.plan import Differs, Refused, describe_differences
+from rabbitctl_retry.transport.base import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    entity: QueueEntity
+    listed: bool
+    """The queue comes from the topology file (so its arguments are compared)."""
+    messages: int | None
+    """Ready messages (None: the queue does not exist)."""
+    consumers: int | None
+    drift: str | None = None
+    """How it differs from the file (None: it matches, or it is not in a file)."""
+
+    @property
+    def present(self) -> bool:
+        return self.messages is not None
+
+    @property
+    def ok(self) -> bool:
+        return self.present and self.drift is None
+
+
+async def queue_statuses(
+    connection: Connection, queues: Sequence[QueueEntity], *, listed: bool
+) -> list[QueueStatus]:
+    """The status of each of ``queues``, in order. ``listed``: they come from a topology file
+    and their arguments are compared with it."""
+    statuses: list[QueueStatus] = []
+    for entity in queues:
+        info = await queue_info(connection, entity.name)
+        if info is None:
+            statuses.append(QueueStatus(entity, listed, None, None))
+            continue
+        drift = None
+        if listed:
+            observed = await compare_queue(connection, entity)
+            if isinstance(observed, Differs):
+                drift = describe_differences(observed)
+            elif isinstance(observed, Refused):
+                drift = observed.reason
+        statuses.append(QueueStatus(entity, listed, info.message_count, info.consumer_count, drift))
+    return statuses
+
+
+__all__ = ["QueueStatus", "queue_statuses"]
