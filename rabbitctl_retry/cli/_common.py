@@ -7,6 +7,7 @@ command prints a traceback for a user mistake, and no output ever holds a passwo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -43,17 +44,24 @@ class CliSettings:
     connector: Connector
 
 
-async def amqp_connector(url: str) -> Connection:
-    """rr's own connector: the aiormq adapter (imported on the first connect)."""
+async def amqp_connector(url: str, *, client_name: str = "rr") -> Connection:
+    """rr's own connector: the aiormq adapter (imported on the first connect).
+    ``client_name`` is the connection's name on the broker (``connection_name``), unless the
+    URL names one (``?name=``)."""
     from rabbitctl_retry.transport import amqp
 
-    return await amqp.connect(url)
+    return await amqp.connect(url, client_name=client_name)
 
 
-def connector_of(ctx: typer.Context) -> Connector:
-    """The one place that picks the adapter every command connects with."""
+def connector_of(ctx: typer.Context, *, client_name: str | None = None) -> Connector:
+    """The one place that picks the adapter every command connects with; ``client_name``
+    names rr's connections on the broker (``rabbitmqctl list_connections client_properties``)."""
     settings = ctx.find_root().obj
-    return settings.connector if isinstance(settings, CliSettings) else amqp_connector
+    if isinstance(settings, CliSettings):
+        return settings.connector
+    if client_name is None:
+        return amqp_connector
+    return functools.partial(amqp_connector, client_name=client_name)
 
 
 async def open_connection(ctx: typer.Context, urls: Sequence[str]) -> Connection:

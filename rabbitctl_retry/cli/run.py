@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -75,7 +76,7 @@ def run_command(
         topology: Topology | None = load_file(topology_file) if topology_file else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
 
-    connector = connector_of(ctx)
+    connector = connector_of(ctx, client_name=f"rr run {handlers.module} on {socket.gethostname()}")
 
     async def connect() -> Connection:
         return await connect_any(connector, broker_urls)

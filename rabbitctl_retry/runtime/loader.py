@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from rabbitctl_retry.errors import HandlerLoadError
 from rabbitctl_retry.runtime.handlers import Hook, Subscriber, hook_kind, subscriber_queue
+
+log = logging.getLogger("rr.runtime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +110,11 @@ def _import(location: str) -> ModuleType:
                 f"no module named {location!r} (looked in the current directory and on "
                 "sys.path; a file path like path/to/service.py works too)"
             ) from None
-        raise HandlerLoadError(f"importing {location!r} failed: {error}") from None
+        raise _failed(repr(location), error, f"{error}") from None
     except (HandlerLoadError, KeyboardInterrupt):
         raise
     except BaseException as error:  # SystemExit and friends at import are load failures too
-        raise HandlerLoadError(
-            f"importing {location!r} failed: {type(error).__name__}: {error}"
-        ) from None
+        raise _failed(repr(location), error, f"{type(error).__name__}: {error}") from None
 
 
 def _import_file(path: Path) -> ModuleType:
@@ -138,7 +140,27 @@ def _import_file(path: Path) -> ModuleType:
         raise
     except BaseException as error:  # SystemExit and friends at import are load failures too
         sys.modules.pop(name, None)
-        raise HandlerLoadError(
-            f"importing {path} failed: {type(error).__name__}: {error}"
-        ) from None
+        raise _failed(str(path), error, f"{type(error).__name__}: {error}") from None
     return module
+
+
+def _failed(what: str, error: BaseException, text: str) -> HandlerLoadError:
+    """``importing X failed: TEXT (at FILE:LINE, in FUNCTION)``; the traceback is logged at
+    debug level (``rr run --log-level debug``)."""
+    log.debug("importing %s failed", what, exc_info=(type(error), error, error.__traceback__))
+    return HandlerLoadError(f"importing {what} failed: {text}{_where(error)}")
+
+
+def _where(error: BaseException) -> str:
+    """Where in the handler's code ``error`` was raised: its file and line."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" (at {error.filename}:{error.lineno})"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith("<frozen") and "importlib" not in frame.filename
+    ]
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno}, in {last.name})"

@@ -218,6 +218,7 @@ class Service:
                 stopped = await self._wait(connection)
                 if stopped:
                     await self._graceful_stop(connection)
+                    log.info("stopped", extra={"rr": {"connections": self.stats.connections}})
                     return
             except BaseException:
                 self._drop_consumers()
@@ -225,7 +226,13 @@ class Service:
                 raise
             log.warning(
                 "connection lost; deliveries in flight return to their queues",
-                extra={"rr": {"in_flight": self.in_flight}},
+                extra={
+                    "rr": {
+                        "url": connection.url,
+                        "reason": connection.close_reason or "closed",
+                        "in_flight": self.in_flight,
+                    }
+                },
             )
             self._drop_consumers()
             await connection.close()
@@ -374,6 +381,8 @@ class Service:
 
     async def _graceful_stop(self, connection: Connection) -> None:
         """Stop within ``shutdown_timeout_s``, whatever the broker does (module doc)."""
+        timeout_s = self.options.shutdown_timeout_s
+        log.info("stopping", extra={"rr": {"in_flight": self.in_flight, "timeout_s": timeout_s}})
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.shutdown_timeout_s
         try:

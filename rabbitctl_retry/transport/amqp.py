@@ -194,6 +194,13 @@ class AmqpConnection:
     def is_closed(self) -> bool:
         return self._connection.is_closed
 
+    @property
+    def close_reason(self) -> str | None:
+        cause = _close_cause(self._connection)
+        if cause is None:
+            return None
+        return censor_urls(str(cause) or type(cause).__name__)
+
     async def channel(self, *, confirms: bool = False) -> AmqpChannel:
         """A new channel; with ``confirms`` every publish waits for the broker's confirm."""
         what = "open a channel"

@@ -228,6 +228,12 @@ class Connection(Protocol):
     @property
     def is_closed(self) -> bool: ...
 
+    @property
+    def close_reason(self) -> str | None:
+        """Why the broker or the network closed the connection (``CONNECTION_FORCED - ...``),
+        or None (open, or closed by rr)."""
+        ...
+
     async def channel(self, *, confirms: bool = False) -> Channel: ...
 
     def on_blocked(self, listener: BlockedListener) -> None:

@@ -95,3 +95,35 @@ def test_unreachable_broker_exits_69(tmp_path: Path) -> None:
     )
     result = runner.invoke(app, ["run", str(tmp_path / "ok2.py"), "--url", URL])
     assert result.exit_code == 69
+
+
+BUG = "import os\n\n\ndef total():\n    return 1 / 0\n\n\ntotal()\n"
+
+
+def test_a_module_that_fails_at_import_names_the_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "bug_at_import.py").write_text(BUG)
+    target = str(tmp_path / "bug_at_import.py")
+
+    result = runner.invoke(app, ["run", target, "--url", URL])
+
+    assert result.exit_code == 78, result.output
+    assert result.stderr == (
+        f"rr: error: importing {target} failed: ZeroDivisionError: division by zero "
+        f"(at {tmp_path / 'bug_at_import.py'}:5, in total)\n"
+    )
+
+
+def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "bad_syntax.py").write_text("x = 1\ndef f(:\n    pass\n")
+    result = runner.invoke(app, ["run", str(tmp_path / "bad_syntax.py"), "--url", URL])
+    assert result.exit_code == 78
+    assert f"(at {tmp_path / 'bad_syntax.py'}:2)" in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    (tmp_path / "bug_debug.py").write_text(BUG)
+    target = str(tmp_path / "bug_debug.py")
+    result = runner.invoke(app, ["run", target, "--url", URL, "--log-level", "debug"])
+    assert result.exit_code == 78
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "return 1 / 0" in result.stderr

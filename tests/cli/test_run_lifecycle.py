@@ -1,0 +1,121 @@
+"""``rr run`` in production (docs/runtime.md, "Running it"): the connection carries a name
+that says what it is (``rr run MODULE on HOST``), and the log says when rr starts, consumes,
+stops, and why a connection was lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rabbitctl_retry import Outcome
+from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.service import RunOptions, Service
+from tests.backends import EmulatorBackend, RabbitBackend
+from tests.dlq.support import declare
+from tests.shared_node import ctl_command
+
+SERVICE = """
+from rabbitctl_retry import Outcome, subscriber
+
+
+@subscriber("lifecycle")
+async def handle(msg):
+    return Outcome.ack()
+"""
+
+
+@pytest.mark.broker
+async def test_the_connection_is_named_and_start_and_stop_are_logged(
+    amqp_url: str, tmp_path: Path
+) -> None:
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    try:
+        await declare(backend, "lifecycle")
+        (tmp_path / "lifecycle_svc.py").write_text(SERVICE, encoding="utf-8")
+        command = [sys.executable, "-m", "rabbitctl_retry", "run", "lifecycle_svc"]
+        process = subprocess.Popen(
+            [*command, "--url", backend.url, "--log-format", "json"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ},
+        )
+        try:
+            assert process.stderr is not None
+            started = [json.loads(process.stderr.readline()) for _ in range(2)]
+            if process.poll() is not None:
+                pytest.fail(process.communicate()[1])
+            assert [line["event"] for line in started] == ["connected", "consuming"]
+
+            name = f"rr run lifecycle_svc on {socket.gethostname()}"
+            vhost = backend.url.rsplit("/", 1)[1]
+            listed = ""
+            for _ in range(50):  # the management of connections is eventually consistent
+                done = subprocess.run(
+                    ctl_command("list_connections", "-q", "vhost", "client_properties"),
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                listed = done.stdout
+                if name in listed:
+                    break
+                time.sleep(0.1)
+            assert name in listed, (vhost, listed)
+
+            process.send_signal(signal.SIGTERM)
+            _, rest = process.communicate(timeout=30)
+            assert process.returncode == 0, rest
+            messages = [json.loads(line)["event"] for line in rest.splitlines() if line]
+            assert messages[-2:] == ["stopping", "stopped"]
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    finally:
+        await backend.close()
+
+
+async def test_a_lost_connection_is_logged_with_its_reason(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logging.getLogger("rr"), "propagate", True)
+    caplog.set_level(logging.INFO, logger="rr")
+    backend = EmulatorBackend()
+    try:
+        await declare(backend, "lifecycle")
+
+        async def handle(msg: object) -> Outcome:
+            return Outcome.ack()
+
+        service = Service(
+            HandlerSet(module="m", subscribers=(Subscriber("lifecycle", handle, "m:handle"),)),
+            topology=None,
+            connect=backend.connect,
+            options=RunOptions(reconnect_max_s=0.1),
+        )
+        async with service.running():
+            backend.emulator.drop_connections()
+            for _ in range(100):
+                if service.connections >= 2:
+                    break
+                await asyncio.sleep(0.01)
+        lost = [r for r in caplog.records if r.getMessage().startswith("connection lost")]
+        assert len(lost) == 1
+        assert "CONNECTION_FORCED" in lost[0].rr["reason"]  # type: ignore[attr-defined]
+        assert [r.getMessage() for r in caplog.records][-2:] == ["stopping", "stopped"]
+    finally:
+        await backend.close()
