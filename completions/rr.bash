@@ -35,6 +35,7 @@ _rr() {
         "run|--concurrency") return 0 ;;
         "run|--shutdown-timeout") return 0 ;;
         "run|--url") return 0 ;;
+        "run|--metrics-port") return 0 ;;
         "run|--log-format") COMPREPLY=($(compgen -W "text json" -- "$cur")); return 0 ;;
         "run|--log-level") COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return 0 ;;
         "simulate|--publish"|"simulate|-p") return 0 ;;
@@ -79,7 +80,7 @@ _rr() {
     case "$path" in
         "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --log-format --log-level --help" -- "$cur")) ;;
+        "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --metrics-port --log-format --log-level --help" -- "$cur")) ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o --help" -- "$cur")) ;;

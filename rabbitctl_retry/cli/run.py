@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
 from enum import StrEnum
@@ -12,6 +13,7 @@ from typing import Annotated
 import typer
 
 from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_urls, run
+from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
 from rabbitctl_retry.runtime.service import RunOptions, Service
@@ -19,6 +21,8 @@ from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Connection
 from rabbitctl_retry.transport.failover import connect_any
+
+log = logging.getLogger("rr.runtime")
 
 MAX_PREFETCH = 65_535
 """basic.qos prefetch-count is an AMQP short: 0..65535."""
@@ -65,6 +69,17 @@ def run_command(
         typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
     ] = 30.0,
     url: UrlOption = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Serve Prometheus metrics (/metrics) and readiness (/healthz) on this port "
+            "(docs/runtime.md, 'Metrics and health').",
+            show_default=False,
+        ),
+    ] = None,
     log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
     log_level: Annotated[LogLevel, typer.Option("--log-level")] = LogLevel.INFO,
 ) -> None:
@@ -87,7 +102,31 @@ def run_command(
         declare=declare,
         shutdown_timeout_s=shutdown_timeout,
     )
-    run(_serve(Service(handlers, topology=topology, connect=connect, options=options)))
+    if metrics_port is None:
+        run(_serve(Service(handlers, topology=topology, connect=connect, options=options)))
+        return
+    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+
+    metrics = RunMetrics()
+    service = Service(
+        metrics.timed(handlers),
+        topology=topology,
+        connect=connect,
+        options=options,
+        listener=metrics.on_decision,
+    )
+    metrics.watch(service)
+    with guard():
+        try:
+            server = MetricsServer(metrics, metrics_port)
+        except OSError as error:
+            raise RrError(f"cannot serve metrics on port {metrics_port}: {error}") from None
+    server.start()
+    log.info("serving metrics", extra={"rr": {"port": server.port}})
+    try:
+        run(_serve(service))
+    finally:
+        server.stop()
 
 
 async def _serve(service: Service) -> None:

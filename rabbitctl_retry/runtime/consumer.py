@@ -453,6 +453,7 @@ class QueueConsumer:
         refusals = 0
         held_s = 0.0
         while True:
+            self.stats.copies_published += 1
             try:
                 await self._publisher.publish(copy, delivery, confirm=self._confirm)
             except PublishFailed as error:
@@ -480,6 +481,7 @@ class QueueConsumer:
                         extra={"rr": self._fields(delivery, decision) | {"error": str(error)}},
                     )
                 return False
+            self.stats.copies_confirmed += 1
             if destination in self._refusing:
                 refused = self._refusing.pop(destination)
                 log.info(

@@ -148,6 +148,11 @@ class Service:
             await task
 
     @property
+    def consuming(self) -> bool:
+        """Connected, with every consumer started, and not stopping (``/healthz``)."""
+        return bool(self._consumers) and not self._stop.is_set()
+
+    @property
     def in_flight(self) -> int:
         return sum(consumer.in_flight for consumer in self._consumers)
 

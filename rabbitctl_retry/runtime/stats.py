@@ -1,4 +1,5 @@
-"""Counters of what ``rr run`` went through, for logs, tests and (later) metrics."""
+"""Counters of what ``rr run`` went through, for logs, tests and the metrics endpoint
+(``runtime/metrics.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ class RuntimeStats:
     """Connections made (1 + reconnects)."""
     consumer_restarts: int = 0
     """Consumers started again after their channel closed or the broker cancelled them."""
+    copies_published: int = 0
+    """Copies (retries, dead letters) published, each try counted."""
+    copies_confirmed: int = 0
+    """Copies the broker confirmed (or accepted, without confirms)."""
     copies_refused: int = 0
     """Publishes of a copy that the broker returned (unroutable) or refused (nack)."""
     interrupted_deliveries: int = 0

@@ -1,0 +1,175 @@
+"""``rr run --metrics-port PORT``: Prometheus metrics and a readiness probe over HTTP
+(docs/runtime.md, "Metrics and health").
+
+``GET /metrics`` is the Prometheus text format of the standard ``prometheus_client`` library:
+deliveries and decisions by queue and outcome, handler latency, copies published, confirmed
+and refused, dead letters, connections and consumer restarts, in-flight deliveries.
+``GET /healthz`` answers 200 ``consuming`` while every consumer consumes, 503 otherwise
+(connecting, reconnecting, stopping). The server runs in a daemon thread: it never waits on
+the event loop, and the event loop never waits on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from rabbitctl_retry.retry.policy import Decision
+from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.loader import HandlerSet
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.runtime.service import Service
+    from rabbitctl_retry.transport.base import Delivery
+
+
+class RunMetrics:
+    """The metrics of one ``rr run``, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.decisions = Counter(
+            "rr_decisions",
+            "Deliveries handled, by queue and what rr did with them (acked, retried, delayed, "
+            "dead-lettered, dropped, requeued, spent).",
+            ["queue", "outcome"],
+            registry=self.registry,
+        )
+        self.handler_seconds = Histogram(
+            "rr_handler_seconds",
+            "Time in the handler, by queue (an exception counts too).",
+            ["queue"],
+            registry=self.registry,
+        )
+        self._service: Service | None = None
+        self.registry.register(_StatsCollector(self))
+
+    def watch(self, service: Service) -> None:
+        """Report ``service``'s counters and in-flight deliveries too."""
+        self._service = service
+
+    def on_decision(self, queue: str, delivery: Delivery, decision: Decision) -> None:
+        """The runtime's decision listener."""
+        self.decisions.labels(queue, decision.event.value).inc()
+
+    def timed(self, handlers: HandlerSet) -> HandlerSet:
+        """``handlers`` with each handler's time observed (sync and async alike)."""
+        return replace(
+            handlers, subscribers=tuple(self._timed(item) for item in handlers.subscribers)
+        )
+
+    def _timed(self, item: Subscriber) -> Subscriber:
+        histogram = self.handler_seconds.labels(item.queue)
+        handler: Any = item.handler
+        if inspect.iscoroutinefunction(handler):
+
+            @functools.wraps(handler)
+            async def timed_async(msg: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    return await handler(msg)
+                finally:
+                    histogram.observe(time.perf_counter() - started)
+
+            return replace(item, handler=timed_async)
+
+        @functools.wraps(handler)
+        def timed_sync(msg: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return handler(msg)
+            finally:
+                histogram.observe(time.perf_counter() - started)
+
+        return replace(item, handler=timed_sync)
+
+    def page(self) -> bytes:
+        return generate_latest(self.registry)
+
+    @property
+    def ready(self) -> bool:
+        return self._service is not None and self._service.consuming
+
+
+class _StatsCollector:
+    """The service's own counters (``RuntimeStats``), read at scrape time."""
+
+    def __init__(self, metrics: RunMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterable[Any]:
+        service = self._metrics._service
+        stats = service.stats if service is not None else None
+        counters = (
+            ("rr_connections", "Connections made (1 + reconnects).", "connections"),
+            ("rr_consumer_restarts", "Consumers started again.", "consumer_restarts"),
+            ("rr_copies_published", "Copies (retries, dead letters) sent.", "copies_published"),
+            ("rr_copies_confirmed", "Copies the broker confirmed.", "copies_confirmed"),
+            ("rr_copies_refused", "Copies the broker returned or refused.", "copies_refused"),
+            ("rr_blocked", "Times the broker blocked the connection.", "blocked"),
+        )
+        for name, text, field in counters:
+            family = CounterMetricFamily(name, text)
+            family.add_metric([], float(getattr(stats, field)) if stats is not None else 0.0)
+            yield family
+        in_flight = GaugeMetricFamily("rr_in_flight", "Deliveries being handled or settled.")
+        in_flight.add_metric([], float(service.in_flight) if service is not None else 0.0)
+        yield in_flight
+        ready = GaugeMetricFamily("rr_consuming", "1 while every consumer consumes, else 0.")
+        ready.add_metric([], 1.0 if self._metrics.ready else 0.0)
+        yield ready
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""
+
+
+class MetricsServer:
+    """``/metrics`` and ``/healthz`` on ``host:port``, in a daemon thread."""
+
+    def __init__(self, metrics: RunMetrics, port: int, host: str = "0.0.0.0") -> None:
+        self._metrics = metrics
+        self._server: WSGIServer = make_server(host, port, self._app, handler_class=_QuietHandler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="rr-metrics", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            body = self._metrics.page()
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+        elif path == "/healthz":
+            ready = self._metrics.ready
+            body = b"consuming\n" if ready else b"not consuming\n"
+            status = "200 OK" if ready else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        else:
+            body = b"rr run: /metrics and /healthz\n"
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        yield body
+
+
+__all__ = ["MetricsServer", "RunMetrics"]

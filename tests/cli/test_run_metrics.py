@@ -1,0 +1,152 @@
+"""``rr run --metrics-port`` (docs/runtime.md, "Metrics and health"): the Prometheus page
+counts exactly what rr did, and ``/healthz`` says whether rr consumes; scraped from a real
+``rr run`` process on RabbitMQ."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rabbitctl_retry.transport.base import Properties
+from tests.backends import RabbitBackend
+from tests.dlq.support import publish_all
+
+SERVICE = """
+from rabbitctl_retry import Outcome, subscriber
+
+
+@subscriber("metered")
+async def handle(msg):
+    return Outcome.retry() if msg.body == b"bad" else Outcome.ack()
+"""
+
+TOPOLOGY = """
+[queues.metered]
+max_attempts = 2
+dead_letter = "metered.dead"
+
+[queues."metered.dead"]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read().decode()
+
+
+def sample(page: str, name: str, **labels: str) -> float:
+    """The value of one sample of the Prometheus text format."""
+    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+    for line in page.splitlines():
+        match = re.fullmatch(r"([a-z_]+)(?:\{(.*)\})? (\S+)", line)
+        if match and match[1] == name and (match[2] or "") == wanted:
+            return float(match[3])
+    return 0.0
+
+
+@pytest.mark.broker
+async def test_the_metrics_count_what_rr_did_and_healthz_says_it_consumes(
+    amqp_url: str, tmp_path: Path
+) -> None:
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    port = free_port()
+    (tmp_path / "metered_svc.py").write_text(SERVICE, encoding="utf-8")
+    (tmp_path / "topology.toml").write_text(TOPOLOGY, encoding="utf-8")
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", "metered_svc", "-t", "topology.toml"]
+    process = subprocess.Popen(
+        [*command, "--url", backend.url, "--metrics-port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            if process.poll() is not None:
+                pytest.fail(process.communicate()[1])
+            try:
+                if get(f"{base}/healthz") == (200, "consuming\n"):
+                    break
+            except OSError:
+                pass  # not listening yet
+            time.sleep(0.05)
+        assert get(f"{base}/healthz") == (200, "consuming\n")
+
+        bodies = [b"ok", b"ok", b"ok", b"bad"]
+        await publish_all(backend, "metered", [(body, Properties()) for body in bodies])
+        page = ""
+        for _ in range(200):
+            page = get(f"{base}/metrics")[1]
+            if sample(page, "rr_decisions_total", queue="metered", outcome="dead-lettered"):
+                break
+            time.sleep(0.05)
+
+        def decisions(outcome: str) -> float:
+            return sample(page, "rr_decisions_total", queue="metered", outcome=outcome)
+
+        assert (decisions("acked"), decisions("retried"), decisions("dead-lettered")) == (3, 1, 1)
+        assert sample(page, "rr_handler_seconds_count", queue="metered") == 5
+        assert sample(page, "rr_copies_published_total") == 2  # the retry and the dead letter
+        assert sample(page, "rr_copies_confirmed_total") == 2
+        assert sample(page, "rr_copies_refused_total") == 0
+        assert sample(page, "rr_connections_total") == 1
+        assert sample(page, "rr_consuming") == 1
+        assert get(f"{base}/nowhere")[0] == 404
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        await backend.close()
+    assert process.returncode == 0
+
+
+def test_healthz_is_503_until_rr_consumes() -> None:
+    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+
+    server = MetricsServer(RunMetrics(), 0, host="127.0.0.1")
+    server.start()
+    try:
+        assert get(f"http://127.0.0.1:{server.port}/healthz") == (503, "not consuming\n")
+        page = get(f"http://127.0.0.1:{server.port}/metrics")[1]
+        assert sample(page, "rr_consuming") == 0
+    finally:
+        server.stop()
+
+
+def test_a_busy_port_is_one_error_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "busy_svc.py").write_text(SERVICE, encoding="utf-8")
+        command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "busy_svc.py")]
+        done = subprocess.run(
+            [*command, "--url", "amqp://guest:guest@127.0.0.1:1/", "--metrics-port", str(port)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"rr: error: cannot serve metrics on port {port}: ")
