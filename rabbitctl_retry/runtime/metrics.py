@@ -97,6 +97,11 @@ class RunMetrics:
         return generate_latest(self.registry)
 
     @property
+    def service(self) -> Service | None:
+        """The service watched (:meth:`watch`), if any."""
+        return self._service
+
+    @property
     def ready(self) -> bool:
         return self._service is not None and self._service.consuming
 
@@ -108,7 +113,7 @@ class _StatsCollector:
         self._metrics = metrics
 
     def collect(self) -> Iterable[Any]:
-        service = self._metrics._service
+        service = self._metrics.service
         stats = service.stats if service is not None else None
         counters = (
             ("rr_connections", "Connections made (1 + reconnects).", "connections"),
