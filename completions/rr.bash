@@ -58,10 +58,13 @@ _rr() {
         "dlq export|--limit"|"dlq export|-n") return 0 ;;
         "dlq export|--topology"|"dlq export|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq export|--url") return 0 ;;
+        "dlq export|--output"|"dlq export|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "dlq import|--to") return 0 ;;
         "dlq import|--from-line") return 0 ;;
         "dlq import|--url") return 0 ;;
+        "dlq import|--output"|"dlq import|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "dlq purge|--url") return 0 ;;
+        "dlq purge|--output"|"dlq purge|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "dlq replay|--to") return 0 ;;
         "dlq replay|--limit"|"dlq replay|-n") return 0 ;;
         "dlq replay|--where"|"dlq replay|-w") return 0 ;;
@@ -91,9 +94,9 @@ _rr() {
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq") COMPREPLY=($(compgen -W "inspect export import purge replay move --help" -- "$cur")) ;;
         "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url --help" -- "$cur")) ;;
-        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --help" -- "$cur")) ;;
+        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --output -o --help" -- "$cur")) ;;
         "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
         "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
     esac

@@ -73,15 +73,18 @@ complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_f
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -l yes -s y -d 'Do not ask; go ahead (needed without a terminal).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -l topology -s t -r -F -d 'The topology file: its retry header, wait queues, dead-letter queues and URL.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -F
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l to -r -d 'The queue to publish into.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l from-line -r -d 'Publish the messages from this line of the file on (1-based; the lines before it are checked, not published): resume an import that stopped.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -F
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -l yes -s y -d 'Do not ask; go ahead (needed without a terminal).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l to -r -d 'Send every copy to this queue, not to its origin queue.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l limit -s n -r -d 'Attempt at most this many (failed ones count, skipped ones do not).'

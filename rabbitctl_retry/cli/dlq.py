@@ -41,7 +41,7 @@ from rabbitctl_retry.cli.dlq_common import (
     require_answerable,
 )
 from rabbitctl_retry.cli.dlq_render import inspect_document, inspect_footer, inspect_table, letters
-from rabbitctl_retry.cli.dlq_report import import_failure, import_summary
+from rabbitctl_retry.cli.dlq_report import import_document, import_failure, import_summary
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import UsageError
@@ -126,6 +126,7 @@ def export_command(
     yes: YesOption = False,
     topology_file: TopologyOption = None,
     url: UrlOption = None,
+    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Copy messages to a file, one JSON object per line; the queue keeps them all.
 
@@ -138,6 +139,8 @@ def export_command(
     with guard():
         if not to_stdout and file.exists():
             raise UsageError(f"{file} exists; rr does not overwrite an export: choose another name")
+        if to_stdout and output is OutputFormat.JSON:
+            raise UsageError("an export to stdout (-) is the output itself: -o json needs a file")
 
     async def export() -> shell.ReadResult:
         connection = await open_connection(ctx, broker_urls)
@@ -174,6 +177,16 @@ def export_command(
             await connection.close()
 
     read = run(export())
+    if output is OutputFormat.JSON:
+        print_json(
+            {
+                "queue": queue,
+                "file": str(file),
+                "exported": len(read.deliveries),
+                "in_queue": read.in_queue,
+            }
+        )
+        return
     console = stderr_console() if to_stdout else stdout_console()
     console.print(
         cell(
@@ -198,6 +211,7 @@ def import_command(
         ),
     ] = 1,
     url: UrlOption = None,
+    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Publish every message of an export file into a queue, with publisher confirms.
 
@@ -229,7 +243,10 @@ def import_command(
             await connection.close()
 
     report = run(import_())
-    stdout_console().print(cell(import_summary(report)))
+    if output is OutputFormat.JSON:
+        print_json(import_document(report))
+    else:
+        stdout_console().print(cell(import_summary(report)))
     dropped = report.checked.user_ids_dropped
     if dropped:
         who = f"{user!r}, the user rr logs in as" if user else "the user rr logs in as"
@@ -251,6 +268,7 @@ def purge_command(
     queue: Annotated[str, typer.Argument(help="The queue to empty.")],
     yes: YesOption = False,
     url: UrlOption = None,
+    output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy."""
     with guard():
@@ -271,6 +289,9 @@ def purge_command(
             await connection.close()
 
     purged = run(purge())
+    if output is OutputFormat.JSON:
+        print_json({"queue": queue, "purged": purged})
+        return
     stdout_console().print(cell(f"purged {purged:,} message(s) from {queue!r}"))
 
 

@@ -135,6 +135,23 @@ def import_summary(report: ImportReport) -> str:
     return text
 
 
+def import_document(report: ImportReport) -> dict[str, Any]:
+    """``rr dlq import --output json`` (docs/dlq.md, "JSON output")."""
+    checked = report.checked
+    return {
+        "file": str(report.path),
+        "to": report.to,
+        "messages": checked.messages,
+        "from_line": checked.from_line,
+        "to_publish": checked.to_publish,
+        "imported": report.published,
+        "first_not_imported": report.first_not_imported,
+        "reason": report.reason,
+        "unconfirmed": list(report.unconfirmed),
+        "user_ids_dropped": checked.user_ids_dropped,
+    }
+
+
 def import_failure(report: ImportReport) -> RrError | None:
     """The one error line (and exit code) of an import that stopped, or None when every
     message was imported: 77 for a refused permission, 69 when the connection dropped, 3 when

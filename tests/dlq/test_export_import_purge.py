@@ -12,6 +12,7 @@ from tests.backends import Backend
 from tests.dlq.support import (
     declare,
     interactive,
+    json_of,
     no_client_message_ids,
     publish_all,
     rr,
@@ -141,6 +142,37 @@ async def test_export_to_stdout_writes_the_same_lines_and_keeps_stdout_clean(
     ]
     assert "exported 4 message(s) of 4 from 'dead' to stdout" in to_stdout.stderr
     assert to_file.exit_code == 0
+    assert await depth(backend, "dead") == 4
+
+
+async def test_export_import_and_purge_speak_json(backend: Backend, tmp_path: Path) -> None:
+    await declare(backend, "dead", "restored")
+    await publish_all(
+        backend, "dead", [(b"body %d" % n, Properties(message_id=f"m{n}")) for n in range(4)]
+    )
+    file = tmp_path / "dead.jsonl"
+
+    exported = await rr(backend, "dlq", "export", "dead", str(file), "-o", "json")
+    imported = await rr(backend, "dlq", "import", str(file), "--to", "restored", "-o", "json")
+    purged = await rr(backend, "dlq", "purge", "restored", "--yes", "-o", "json")
+    both = await rr(backend, "dlq", "export", "dead", "-", "-o", "json")
+
+    assert json_of(exported) == {"queue": "dead", "file": str(file), "exported": 4, "in_queue": 4}
+    assert json_of(imported) == {
+        "file": str(file),
+        "to": "restored",
+        "messages": 4,
+        "from_line": 1,
+        "to_publish": 4,
+        "imported": 4,
+        "first_not_imported": None,
+        "reason": None,
+        "unconfirmed": [],
+        "user_ids_dropped": 0,
+    }
+    assert json_of(purged) == {"queue": "restored", "purged": 4}
+    assert both.exit_code == 2
+    assert "-o json needs a file" in both.stderr
     assert await depth(backend, "dead") == 4
 
 
