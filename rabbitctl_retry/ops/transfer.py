@@ -206,7 +206,10 @@ class Transfer:
         try:
             info = await depth_on(connection, consume, source)
             self._in_queue = info.message_count
-            self._progress.begin(self._in_queue, f"{self._reasons.doing} {source}")
+            # With --limit the bar counts the messages attempted, up to the limit; else every
+            # message read, up to the depth.
+            total = self._in_queue if self._limit is None else min(self._limit, self._in_queue)
+            self._progress.begin(total, f"{self._reasons.doing} {source}")
             if self._in_queue:
                 self._confirm = await connection.channel(confirms=True)
                 self._sender = CopySender(
@@ -315,7 +318,8 @@ class Transfer:
             self._hold()
             return
         self._examined += 1
-        self._progress.advance()
+        if attempt or self._limit is None:
+            self._progress.advance()
         slot = _Slot(delivery.properties.message_id)
         self._slots.append(slot)
         last = self._examined >= self._in_queue
