@@ -81,24 +81,24 @@ _rr() {
         "dlq move|--url") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version --help" -- "$cur")) ;;
-        "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "run") COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --metrics-port --log-format --log-level --help" -- "$cur")) ;;
-        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o --help" -- "$cur")) ;;
-        "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o --help" -- "$cur")) ;;
-        "completion") COMPREPLY=($(compgen -W "bash zsh fish --help" -- "$cur")) ;;
-        "topology") COMPREPLY=($(compgen -W "validate show export --help" -- "$cur")) ;;
-        "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq") COMPREPLY=($(compgen -W "inspect export import purge replay move --help" -- "$cur")) ;;
-        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url --help" -- "$cur")) ;;
-        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --output -o --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --output -o --help" -- "$cur")) ;;
-        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
-        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --yes -y --topology -t --output -o --url --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version -h --help" -- "$cur")) ;;
+        "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --url --metrics-port --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o -h --help" -- "$cur")) ;;
+        "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o -h --help" -- "$cur")) ;;
+        "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
+        "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;
+        "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "-h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq") COMPREPLY=($(compgen -W "inspect export import purge replay move -h --help" -- "$cur")) ;;
+        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url -h --help" -- "$cur")) ;;
+        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --output -o -h --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url -h --help" -- "$cur")) ;;
+        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --yes -y --topology -t --output -o --url -h --help" -- "$cur")) ;;
     esac
 }
 complete -o filenames -F _rr rr

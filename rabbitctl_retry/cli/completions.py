@@ -51,6 +51,11 @@ def command_specs(app: typer.Typer) -> list[CommandSpec]:
     return specs
 
 
+FILE_TARGETS = frozenset({("run", "target"), ("simulate", "target")})
+"""(command path, argument) pairs that take a module or a file (``rr run path/to/svc.py``):
+completed with file names."""
+
+
 def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None:
     subcommands: dict[str, Any] = {}
     if hasattr(command, "list_commands"):  # a group: its commands, loaded (cli/lazy.py)
@@ -64,7 +69,7 @@ def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None
         annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
         is_path = isinstance(annotation, type) and issubclass(annotation, Path)
         if getattr(param, "param_type_name", "") == "argument":
-            files = files or is_path
+            files = files or is_path or (*path, param.name) in FILE_TARGETS
             if isinstance(annotation, type) and issubclass(annotation, Enum):
                 argument_choices = tuple(str(member.value) for member in annotation)
             continue
@@ -82,7 +87,7 @@ def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None
                 help=_first_line(getattr(param, "help", None) or ""),
             )
         )
-    options.append(OptionSpec(("--help",), False, (), False, "Show help and exit."))
+    options.append(OptionSpec(("-h", "--help"), False, (), False, "Show help and exit."))
     specs.append(
         CommandSpec(
             path=path,

@@ -75,3 +75,19 @@ def _bash_complete(words: list[str]) -> list[str]:
 def test_bash_completes(words: list[str], expected: list[str]) -> None:
     words = [word if word else "''" for word in words]
     assert _bash_complete(words) == expected
+
+
+def test_bash_completes_a_file_target_for_rr_run(tmp_path: Path) -> None:
+    (tmp_path / "refunds_service.py").write_text("")
+    binary = _need("bash")
+    script = (
+        f"source {COMPLETIONS / 'rr.bash'}\n"
+        "COMP_WORDS=(rr run refunds_s)\n"
+        "COMP_CWORD=2\n"
+        "_rr\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    result = subprocess.run(
+        [binary, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert result.stdout.split() == ["refunds_service.py"]
