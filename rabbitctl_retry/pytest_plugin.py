@@ -9,18 +9,33 @@
         await rr_broker.advance(30)
 
 ``rr_broker`` is a :class:`rabbitctl_retry.testing.TestBroker`, entered and, after the test,
-stopped. The optional ``rr_topology`` mark names a topology file (or holds TOML text) to
-declare first; the ini option ``rr_server_version`` (e.g. ``3.10.8``) the RabbitMQ version it
-emulates. Async fixtures need pytest-asyncio.
+stopped. The optional ``rr_topology`` mark names a topology file (relative to the test
+file) or holds TOML text to declare first; the ini option ``rr_server_version`` (e.g.
+``3.10.8``) the RabbitMQ version it emulates. Async fixtures need pytest-asyncio, and async
+tests its ``asyncio_mode = "auto"`` (or ``@pytest.mark.asyncio`` on each).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from rabbitctl_retry.testing import DEFAULT_SERVER_VERSION, TestBroker
+
+
+def beside_the_test(topology: str | Path, test_file: Path) -> str | Path:
+    """A relative topology path of the ``rr_topology`` mark is read beside the test file
+    (when a file of that name is there), whatever the working directory; TOML text and other
+    paths are left as they are."""
+    if isinstance(topology, str) and ("\n" in topology or "=" in topology):
+        return topology  # TOML text
+    path = Path(topology)
+    if path.is_absolute():
+        return topology
+    beside = test_file.parent / path
+    return beside if beside.is_file() else topology
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,6 +63,8 @@ else:
         """An in-memory RabbitMQ with a virtual clock (see ``rabbitctl_retry.testing``)."""
         marker = request.node.get_closest_marker("rr_topology")
         topology = marker.args[0] if marker is not None and marker.args else None
+        if isinstance(topology, str | Path):
+            topology = beside_the_test(topology, Path(request.path))
         version = str(request.config.getini("rr_server_version"))
         async with TestBroker(topology, server_version=version) as broker:
             yield broker

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from rabbitctl_retry import Message, Outcome, subscriber
@@ -88,3 +92,27 @@ async def test_memory_delays_run_on_the_virtual_clock() -> None:
         assert len(calls) == 2
         assert calls[1] - calls[0] == 30
         assert broker.messages("jobs.dead") == []
+
+
+def test_the_rr_topology_mark_reads_its_file_beside_the_test(tmp_path: Path) -> None:
+    """docs/testing.md, "The pytest fixture": the path is relative to the test file, not to
+    the directory pytest runs in."""
+    suite = tmp_path / "service" / "tests"
+    suite.mkdir(parents=True)
+    (suite / "topology.toml").write_text("[queues.orders]\nmax_attempts = 2\n")
+    (suite / "test_beside.py").write_text(
+        "import pytest\n\n\n"
+        '@pytest.mark.rr_topology("topology.toml")\n'
+        "async def test_declared(rr_broker):\n"
+        '    assert "orders" in rr_broker.emulator.queue_names()\n'
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "service/tests"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
