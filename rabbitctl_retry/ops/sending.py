@@ -12,14 +12,19 @@ copies published ``mandatory`` on one confirm channel, and what became of each.
   under it: it may have arrived). A refusal of access to the first copy, alone in flight,
   reached no queue; one while others were in flight is counted as cut.
 
-The AMQP adapter keeps two publishes with the same ``message_id`` from being in flight at once
-(``transport/amqp.py``).
+* **In order.** Copies go out in the order of their turns (:meth:`CopySender.turn`). A copy
+  whose ``message_id`` is already in flight waits for that copy's answer, and the copies
+  behind it wait too: the target queue gets them in the caller's order (an import keeps its
+  file's order, repeated ids included). The AMQP adapter also keeps two publishes with the
+  same ``message_id`` from being in flight at once (``transport/amqp.py``); without this rule
+  its wait would let later copies overtake.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -49,18 +54,27 @@ class SendResult:
 class Turn:
     """One copy's place in the sender's order (see :meth:`CopySender.turn`)."""
 
-    __slots__ = ("_sender", "first")
+    __slots__ = ("_sender", "after", "first", "gone")
 
-    def __init__(self, sender: CopySender, first: bool) -> None:
+    def __init__(self, sender: CopySender, first: bool, after: asyncio.Future[None] | None) -> None:
         self._sender = sender
         self.first = first
+        self.after = after
+        """Done once the copy before this one went out (or never will)."""
+        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Done once this copy went out (or never will): the next one may go."""
 
     def __enter__(self) -> Turn:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.let_next_go()
         if self.first:
             self._sender.first_answered()
+
+    def let_next_go(self) -> None:
+        if not self.gone.done():
+            self.gone.set_result(None)
 
 
 class CopySender:
@@ -79,13 +93,18 @@ class CopySender:
         """Set by the caller to wake copies waiting for their ``--rate`` slot."""
         self._first_taken = False
         self._first_done = asyncio.Event()
+        self._last: Turn | None = None
+        self._in_flight: dict[str, asyncio.Future[None]] = {}
+        """message_id -> done when the copy in flight with it is answered."""
 
     def turn(self) -> Turn:
         """Take the next place, before any ``await`` (so places follow the caller's order);
         use it as a context manager around :meth:`wait` and :meth:`publish`."""
         first = not self._first_taken
         self._first_taken = True
-        return Turn(self, first)
+        turn = Turn(self, first, self._last.gone if self._last is not None else None)
+        self._last = turn
+        return turn
 
     def first_answered(self) -> None:
         """The first copy is confirmed, returned or refused (or was never sent): the others go."""
@@ -102,10 +121,30 @@ class CopySender:
             await self._first_done.wait()
 
     async def publish(self, turn: Turn, body: bytes, to: str, properties: Properties) -> SendResult:
-        """Publish one copy to queue ``to`` (default exchange, ``mandatory``) and classify
-        what became of it."""
+        """Publish one copy to queue ``to`` (default exchange, ``mandatory``), in its turn,
+        and classify what became of it."""
+        if turn.after is not None:
+            await turn.after  # the copies before this one went out
+        message_id = properties.message_id
+        answered: asyncio.Future[None] | None = None
+        if message_id:
+            while (earlier := self._in_flight.get(message_id)) is not None:
+                await earlier  # holding the turn: the copies behind wait too
+            answered = self._in_flight[message_id] = asyncio.get_running_loop().create_future()
+        publishing = self._channel.publish(
+            body, routing_key=to, properties=properties, mandatory=True
+        )
+        turn.let_next_go()
         try:
-            await self._channel.publish(body, routing_key=to, properties=properties, mandatory=True)
+            return await self._classified(turn, publishing)
+        finally:
+            if message_id and answered is not None:
+                del self._in_flight[message_id]
+                answered.set_result(None)
+
+    async def _classified(self, turn: Turn, publishing: Awaitable[None]) -> SendResult:
+        try:
+            await publishing
         except PublishFailed as error:
             return SendResult(Sent.REFUSED, error)
         except AccessRefused as error:

@@ -176,6 +176,31 @@ async def test_export_import_and_purge_speak_json(backend: Backend, tmp_path: Pa
     assert await depth(backend, "dead") == 4
 
 
+async def test_import_keeps_file_order_with_repeated_message_ids(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """A message id that comes again waits for the confirm of its first copy (docs/dlq.md,
+    "Import"); the messages behind it wait too, so the queue holds them in file order."""
+    await declare(backend, "dead", "restored")
+    ids = ["a", "a", "b", "a", "c", "b", "b", "d"]
+    await publish_all(
+        backend,
+        "dead",
+        [(f"{n}:{i}".encode(), Properties(message_id=i)) for n, i in enumerate(ids)],
+        window=1,  # one by one: the file must hold them in this order
+    )
+    file = tmp_path / "dead.jsonl"
+    assert (await rr(backend, "dlq", "export", "dead", str(file))).exit_code == 0
+
+    imported = await rr(backend, "dlq", "import", str(file), "--to", "restored")
+
+    assert imported.exit_code == 0, imported.output
+    lines = file.read_text().splitlines()
+    assert [json.loads(line)["properties"]["message_id"] for line in lines] == ids
+    bodies = [d.body for d in await read_all(backend, "restored")]
+    assert bodies == [f"{n}:{i}".encode() for n, i in enumerate(ids)]
+
+
 async def test_a_damaged_file_publishes_nothing(backend: Backend, tmp_path: Path) -> None:
     await declare(backend, "restored")
     file = tmp_path / "bad.jsonl"
