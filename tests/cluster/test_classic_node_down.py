@@ -95,11 +95,14 @@ async def test_rr_run_waits_for_the_node_and_names_it(
     unavailable = f"home node 'rrc3@localhost' of durable queue '{prefix}.refunds"
 
     def waiting_logged() -> list[str]:
-        return [
-            r.getMessage() + " " + str(getattr(r, "rr", ""))
+        # distinct records (a logger configured by an earlier in-process command may reach
+        # the capture twice)
+        lines = {
+            (r.created, r.getMessage() + " " + str(getattr(r, "rr", "")))
             for r in caplog.records
             if r.name == "rr.runtime" and unavailable in str(getattr(r, "rr", ""))
-        ]
+        }
+        return [line for _, line in sorted(lines)]
 
     async with service.running():
         await publish_ids(via(cluster, 2), queue, before)
