@@ -25,7 +25,7 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
-from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.base import Connection, Properties
 from tests.faults.conftest import FaultVhost
 from tests.ledger import Ledger, OutcomeOf, Verdict, message_ids, publish_ids, take_ids
 
@@ -115,19 +115,28 @@ async def serving(
         yield service
 
 
-async def declare_late_queue(url: str, late_by_ms: int) -> None:
-    """``work.late``: what is published there moves into ``work`` after ``late_by_ms``."""
+async def publish_late(url: str, ids: list[str], first_ms: int, over_ms: int) -> None:
+    """Publish ``ids`` to ``work.late``, whence they move into ``work`` one after another, from
+    ``first_ms`` to ``first_ms + over_ms`` after now: each has its own expiration, rising in
+    publish order (RabbitMQ expires per-message TTLs at the head), and ``work.late``
+    dead-letters into ``work`` (the broker moves them: no client publishes)."""
     connection = await direct(url)()
     try:
-        channel = await connection.channel()
+        channel = await connection.channel(confirms=True)
         await channel.queue_declare(
             "work.late",
-            arguments={
-                "x-message-ttl": late_by_ms,
-                "x-dead-letter-exchange": "",
-                "x-dead-letter-routing-key": "work",
-            },
+            arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"},
         )
+        step_ms = over_ms // max(1, len(ids))
+        for number, message_id in enumerate(ids):
+            properties = Properties(
+                message_id=message_id,
+                delivery_mode=2,
+                expiration=str(first_ms + number * step_ms),
+            )
+            await channel.publish(
+                message_id.encode(), routing_key="work.late", properties=properties, mandatory=True
+            )
     finally:
         await connection.close()
 
@@ -243,14 +252,15 @@ async def run_with_fault(
     options: RunOptions | None = None,
     settle_s: float = 0.0,
     arriving_late: int = 0,
-    late_by_ms: int = 3000,
+    late_by_ms: int = 2000,
+    late_over_ms: int = 15_000,
 ) -> FaultResult:
     """One run of ``count`` messages with ``fault`` injected after ``start_after`` handler calls.
 
-    ``arriving_late``: the last that many messages reach ``work`` only ``late_by_ms`` after
-    they were published (they wait in ``work.late``, whose TTL dead-letters them into
-    ``work``: the broker moves them, no client publishes), so rr is still handling, and
-    publishing copies, while a fault that blocks publishers is on."""
+    ``arriving_late``: the last that many messages reach ``work`` one by one, from
+    ``late_by_ms`` to ``late_by_ms + late_over_ms`` after they were published (they wait in
+    ``work.late``, see :func:`publish_late`), so rr is still handling them, and publishing
+    copies, while a fault that blocks publishers is on, however long it takes to raise it."""
     ledger = Ledger(outcome_of=outcome_of, max_attempts=3)
     timeline = Timeline()
     ids = message_ids(f"{fault_name}-{queue_type}", count)
@@ -261,8 +271,7 @@ async def run_with_fault(
         await asyncio.sleep(settle_s)  # a fresh quorum queue may lose messages on a crash
         on_time, late = ids[: count - arriving_late], ids[count - arriving_late :]
         if late:
-            await declare_late_queue(vhost.url, late_by_ms)
-            await publish_ids(direct(vhost.url), "work.late", late)
+            await publish_late(vhost.url, late, late_by_ms, late_over_ms)
         await publish_ids(direct(vhost.url), "work", on_time)
         await wait_handled(ledger, min(start_after, count))
         ended_at = await fault(service, ledger)

@@ -155,7 +155,11 @@ async def test_memory_alarm(
 ) -> None:
     async def fault(service: Service, ledger: Ledger) -> float:
         await asyncio.to_thread(fault_node.set_memory_alarm, True)
-        await asyncio.sleep(5)
+        for _ in range(300):  # rr is blocked on its next publish (a late message's copy)
+            if service.stats.blocked >= 1:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(5)  # and stays blocked for 5 s
         await asyncio.to_thread(fault_node.set_memory_alarm, False)
         assert service.stats.blocked >= 1, "connection.blocked was not noticed"
         return now()
@@ -167,8 +171,8 @@ async def test_memory_alarm(
         queue_type=queue_type,
         outcome_of=mixed_outcome,
         # RabbitMQ blocks (and tells) only a connection that publishes during the alarm: the
-        # last 500 reach rr 3 s after publishing, while the alarm is on, and their retries
-        # make rr publish copies.
+        # last 500 reach rr one by one over 15 s, while the alarm is raised and on, and their
+        # retries make rr publish copies.
         arriving_late=500,
     )
     assert_no_loss(result, interruptions=1)
