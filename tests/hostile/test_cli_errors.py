@@ -97,12 +97,16 @@ def test_bad_run_options_are_one_line_and_exit_2(
     [
         (
             'raise BaseException("at import")\n',
-            "rr: error: importing 'bad' failed: BaseException: at import",
+            "rr: error: importing 'bad' failed: BaseException: at import "
+            "(at {file}:1, in <module>)",
         ),
-        ("import sys\nsys.exit(3)\n", "rr: error: importing 'bad' failed: SystemExit: 3"),
+        (
+            "import sys\nsys.exit(3)\n",
+            "rr: error: importing 'bad' failed: SystemExit: 3 (at {file}:2, in <module>)",
+        ),
         (
             "raise GeneratorExit()\n",
-            "rr: error: importing 'bad' failed: GeneratorExit: ",
+            "rr: error: importing 'bad' failed: GeneratorExit:  (at {file}:1, in <module>)",
         ),
     ],
     ids=["BaseException", "SystemExit", "GeneratorExit"],
@@ -112,7 +116,7 @@ def test_a_module_that_raises_anything_at_import_is_a_load_failure(
 ) -> None:
     result = rr("run", module(tmp_path, "bad", source), cwd=tmp_path)
     assert result.returncode == 78
-    assert one_error_line(result) == expected
+    assert one_error_line(result) == expected.format(file=(tmp_path / "bad.py").resolve())
 
 
 def test_a_raising_startup_hook_stops_rr_run_with_one_line(tmp_path: Path) -> None:

@@ -177,7 +177,8 @@ def test_exception_text_is_one_escaped_line(tmp_path: Path) -> None:
     assert result.returncode == 78
     assert safe_text(result.stdout) == ""
     assert safe_text(result.stderr) == (
-        f"rr: error: importing {module} failed: RuntimeError: {ESCAPED_TEXT}\n"
+        f"rr: error: importing {module} failed: RuntimeError: {ESCAPED_TEXT} "
+        f"(at {module.resolve()}:1, in <module>)\n"
     )
 
 
