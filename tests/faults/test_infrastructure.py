@@ -151,7 +151,16 @@ async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
     await asyncio.to_thread(fault_node.restart)
     assert fault_node.is_running()
     assert fault_node.pid != old_pid
-    assert await asyncio.to_thread(fault_node.queues, fault_vhost.name) == {"infra.durable": (1, 0)}
+    # The node answers before its vhosts finished recovering their queues (slowly, on a loaded
+    # machine): look until the queue is back, for up to 30 s.
+    expected = {"infra.durable": (1, 0)}
+    queues: dict[str, tuple[int, int]] = {}
+    for _ in range(60):
+        queues = await asyncio.to_thread(fault_node.queues, fault_vhost.name)
+        if queues == expected:
+            break
+        await asyncio.sleep(0.5)
+    assert queues == expected
     async with connected(fault_vhost.proxy_url) as conn:
         ch = await conn.channel()
         delivery = await ch.get("infra.durable", no_ack=True)
