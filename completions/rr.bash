@@ -52,8 +52,9 @@ _rr() {
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
         "topology export|--vhost") return 0 ;;
         "dlq inspect|--limit"|"dlq inspect|-n") return 0 ;;
+        "dlq inspect|--format") COMPREPLY=($(compgen -W "table lines" -- "$cur")); return 0 ;;
         "dlq inspect|--topology"|"dlq inspect|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "dlq inspect|--output"|"dlq inspect|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "dlq inspect|--output"|"dlq inspect|-o") COMPREPLY=($(compgen -W "table json jsonl" -- "$cur")); return 0 ;;
         "dlq inspect|--url") return 0 ;;
         "dlq export|--limit"|"dlq export|-n") return 0 ;;
         "dlq export|--topology"|"dlq export|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
@@ -93,7 +94,7 @@ _rr() {
         "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq") COMPREPLY=($(compgen -W "inspect export import purge replay move -h --help" -- "$cur")) ;;
-        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --topology -t --output -o --body --no-body --yes -y --url -h --help" -- "$cur")) ;;
+        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --summary --format --topology -t --output -o --body --no-body --yes -y --url -h --help" -- "$cur")) ;;
         "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --output -o -h --help" -- "$cur")) ;;

@@ -153,6 +153,15 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
+def print_json_line(document: Any) -> None:
+    """One JSON document on one line of stdout (``--output jsonl``), escaped as
+    :func:`print_json` escapes."""
+    from rabbitctl_retry.dlq.jsonl import escape_unsafe
+
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=str)
+    sys.stdout.write(escape_unsafe(text) + "\n")
+
+
 def fail(error: BaseException) -> NoReturn:
     """Print ``error`` on stderr as one line and exit with its code.
 

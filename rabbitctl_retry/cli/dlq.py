@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from rabbitctl_retry.cli import dlq_inspect  # noqa: F401  (registers inspect, first)
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
@@ -40,74 +41,10 @@ from rabbitctl_retry.cli.dlq_common import (
     quorum_warning,
     require_answerable,
 )
-from rabbitctl_retry.cli.dlq_render import inspect_document, inspect_footer, inspect_table, letters
 from rabbitctl_retry.cli.dlq_report import import_document, import_failure, import_summary
 from rabbitctl_retry.cli.render import cell
-from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
-
-DEFAULT_INSPECT_LIMIT = 1000
-
-
-# --------------------------------------------------------------------------- inspect
-
-
-@app.command("inspect")
-def inspect_command(
-    ctx: typer.Context,
-    queue: Annotated[str, typer.Argument(help="The dead-letter queue.")],
-    limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, help="Read at most this many messages.")
-    ] = DEFAULT_INSPECT_LIMIT,
-    topology_file: TopologyOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    body: Annotated[bool, typer.Option("--body/--no-body", help="Show message bodies.")] = True,
-    yes: YesOption = False,
-    url: UrlOption = None,
-) -> None:
-    """Show dead letters without taking them: the queue keeps the same messages, in order.
-
-    Each message: position, message id, origin queue and reason, retry count, delivery
-    count, the x-death timeline, rr's error headers, and the body (text, pretty JSON, or
-    base64; long bodies are cut). On a quorum queue every look counts as a delivery: rr says
-    so and asks first.
-    """
-    topology = load_topology(topology_file)
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
-
-    async def inspect() -> shell.ReadResult:
-        connection = await open_connection(ctx, broker_urls)
-        try:
-            state = await shell.queue_state(connection, queue)
-            warning = quorum_warning(
-                state, min(limit, state.message_count), str(connection.server_version)
-            )
-            if warning is not None:
-                note(warning)
-                await ask("Read them anyway?", yes, f"inspect {queue!r}")
-            with progress_bar(output) as progress:
-                return await shell.read_messages(connection, queue, limit=limit, progress=progress)
-        finally:
-            await connection.close()
-
-    read = run(inspect())
-    found = letters(read.deliveries, retry_header=retry_header, wait_queues=WaitQueues.of(topology))
-    if output is OutputFormat.JSON:
-        print_json(inspect_document(queue, found, with_body=body))
-    else:
-        console = stdout_console()
-        if found:
-            console.print(inspect_table(found, with_body=body))
-        console.print(cell(inspect_footer(queue, found, read.in_queue)))
-    if not read.complete:
-        note(
-            f"only {len(found):,} message(s) came before the queue went quiet: another consumer "
-            "may be taking them"
-        )
-
 
 # --------------------------------------------------------------------------- export / import
 

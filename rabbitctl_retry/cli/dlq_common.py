@@ -87,9 +87,14 @@ class _BarProgress:
 
 
 @contextmanager
-def progress_bar(output: OutputFormat) -> Iterator[shell.ProgressSink]:
-    """A progress bar on stderr when it is a terminal and the output is a table."""
-    if output is OutputFormat.JSON or not sys.stderr.isatty():
+def progress_bar(output: OutputFormat, *, streaming: bool = False) -> Iterator[shell.ProgressSink]:
+    """A progress bar on stderr when it is a terminal and the output is a table; with
+    ``streaming`` output (printed while reading) only when stdout is not that terminal."""
+    if (
+        output is OutputFormat.JSON
+        or not sys.stderr.isatty()
+        or (streaming and sys.stdout.isatty())
+    ):
         yield shell.NO_PROGRESS
         return
     bar = Progress(

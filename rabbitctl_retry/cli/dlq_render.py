@@ -7,7 +7,6 @@ characters are escaped and nothing is read as markup.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,10 +14,11 @@ from rich.table import Table
 
 from rabbitctl_retry.cli.dlq_report import inspect_summary, outcome_text
 from rabbitctl_retry.cli.render import cell, json_value
-from rabbitctl_retry.dlq.origin import WaitQueues, death_reason, origin_queue
+from rabbitctl_retry.dlq.letter import Letter, letter_of
+from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.report import TransferOutcome, TransferReport, group_counts, target_counts
 from rabbitctl_retry.dlq.view import death_line, encode_body, error_lines, show_body
-from rabbitctl_retry.retry.headers import count_value, deaths, delivery_count
+from rabbitctl_retry.retry.headers import deaths
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Delivery
 
@@ -32,38 +32,14 @@ FAILURES_SHOWN = 50
 """Failed dead letters a replay table lists one by one (JSON lists all)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Letter:
-    """One dead letter as inspect shows it."""
-
-    position: int
-    delivery: Delivery
-    retry_count: int | None
-    delivery_count: int | None
-    origin: str | None
-    reason: str | None
-
-
 def letters(
     deliveries: Sequence[Delivery], *, retry_header: str, wait_queues: WaitQueues
-) -> list[Letter]:
+) -> list[Letter[Delivery]]:
     """The read deliveries, numbered from 1 in queue order, with what rr reads from them."""
-    result = []
-    for position, delivery in enumerate(deliveries, start=1):
-        headers = delivery.properties.headers or {}
-        origin = origin_queue(headers, wait_queues)
-        raw_retry = headers.get(retry_header)
-        result.append(
-            Letter(
-                position=position,
-                delivery=delivery,
-                retry_count=count_value(raw_retry) if raw_retry is not None else None,
-                delivery_count=delivery_count(headers),
-                origin=origin,
-                reason=death_reason(headers, origin),
-            )
-        )
-    return result
+    return [
+        letter_of(position, delivery, retry_header=retry_header, wait_queues=wait_queues)
+        for position, delivery in enumerate(deliveries, start=1)
+    ]
 
 
 def properties_document(delivery: Delivery) -> dict[str, Any]:
@@ -78,51 +54,59 @@ def properties_document(delivery: Delivery) -> dict[str, Any]:
 
 
 def inspect_document(
-    queue: str, found: Sequence[Letter], *, with_body: bool = True
+    queue: str, found: Sequence[Letter[Delivery]], *, in_queue: int, with_body: bool = True
 ) -> dict[str, Any]:
-    """``rr dlq inspect --output json`` (docs/dlq.md); ``count``: the messages listed."""
-    messages = []
-    for letter in found:
-        delivery = letter.delivery
-        headers = delivery.properties.headers or {}
-        body, encoding = encode_body(delivery.body) if with_body else ("", "utf-8")
-        messages.append(
+    """``rr dlq inspect --output json`` (docs/dlq.md); ``count``: the messages listed,
+    ``in_queue``: the queue's depth when the read started."""
+    messages = [message_document(letter, with_body=with_body) for letter in found]
+    return {"queue": queue, "in_queue": in_queue, "count": len(messages), "messages": messages}
+
+
+def message_document(letter: Letter[Delivery], *, with_body: bool = True) -> dict[str, Any]:
+    """One dead letter of ``--output json`` (and one line of ``--output jsonl``)."""
+    delivery = letter.delivery
+    headers = delivery.properties.headers or {}
+    body, encoding = encode_body(delivery.body) if with_body else ("", "utf-8")
+    return {
+        "position": letter.position,
+        "message_id": delivery.properties.message_id,
+        "exchange": delivery.exchange,
+        "routing_key": delivery.routing_key,
+        "redelivered": delivery.redelivered,
+        "properties": properties_document(delivery),
+        "headers": {key: json_value(value) for key, value in headers.items()},
+        "retry_count": letter.retry_count,
+        "delivery_count": letter.delivery_count,
+        "origin_queue": letter.origin,
+        "reason": letter.reason,
+        "failed_at": _time(letter.failed_at),
+        "undecodable": list(delivery.properties.undecodable),
+        "deaths": [
             {
-                "position": letter.position,
-                "message_id": delivery.properties.message_id,
-                "exchange": delivery.exchange,
-                "routing_key": delivery.routing_key,
-                "redelivered": delivery.redelivered,
-                "properties": properties_document(delivery),
-                "headers": {key: json_value(value) for key, value in headers.items()},
-                "retry_count": letter.retry_count,
-                "delivery_count": letter.delivery_count,
-                "origin_queue": letter.origin,
-                "undecodable": list(delivery.properties.undecodable),
-                "deaths": [
-                    {
-                        "queue": death.queue,
-                        "reason": death.reason,
-                        "count": death.count,
-                        "exchange": death.exchange,
-                        "routing_keys": list(death.routing_keys),
-                        "time": death.time.isoformat() if death.time is not None else None,
-                    }
-                    for death in deaths(headers)
-                ],
-                "body": body,
-                "body_encoding": encoding,
-                "body_size": len(delivery.body),
+                "queue": death.queue,
+                "reason": death.reason,
+                "count": death.count,
+                "exchange": death.exchange,
+                "routing_keys": list(death.routing_keys),
+                "time": _time(death.time),
             }
-        )
-    return {"queue": queue, "count": len(messages), "messages": messages}
+            for death in deaths(headers)
+        ],
+        "body": body,
+        "body_encoding": encoding,
+        "body_size": len(delivery.body),
+    }
+
+
+def _time(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def _count(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def inspect_table(found: Sequence[Letter], *, with_body: bool = True) -> Table:
+def inspect_table(found: Sequence[Letter[Delivery]], *, with_body: bool = True) -> Table:
     """One row per dead letter: position, what rr reads from it, x-death, body."""
     table = Table(show_edge=False, pad_edge=False, header_style="bold", show_lines=True)
     table.add_column("#", justify="right", no_wrap=True)
@@ -157,7 +141,7 @@ def _undecodable_lines(delivery: Delivery) -> list[str]:
     return [f"undecodable: {', '.join(undecodable)} (replay --undecodable moves it aside)"]
 
 
-def inspect_footer(queue: str, found: Sequence[Letter], in_queue: int) -> str:
+def inspect_footer(queue: str, found: Sequence[Letter[Delivery]], in_queue: int) -> str:
     groups = group_counts((letter.origin, letter.reason) for letter in found)
     return inspect_summary(queue, len(found), in_queue, groups)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import FAILED_AT_HEADER, ORIGIN_QUEUE_HEADER, deaths
+from rabbitctl_retry.retry.headers import FAILED_AT_HEADER, ORIGIN_QUEUE_HEADER, Death, deaths
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.naming import is_derived_wait_queue
 
@@ -106,7 +106,12 @@ def death_reason(headers: Mapping[str, FieldValue] | None, origin: str | None) -
     ``expired``, ``maxlen``); for rr's own copies :data:`REASON_MAX_ATTEMPTS`; else the
     newest entry's reason; ``None`` when nothing says.
     """
-    history = deaths(headers)
+    return _reason(deaths(headers), headers, origin)
+
+
+def _reason(
+    history: tuple[Death, ...], headers: Mapping[str, FieldValue] | None, origin: str | None
+) -> str | None:
     if origin is not None:
         for death in history:
             if death.queue == origin and death.reason:
@@ -131,7 +136,13 @@ def parse_time(text: str) -> datetime | None:
 def failed_at(headers: Mapping[str, FieldValue] | None) -> datetime | None:
     """When the message was last dead-lettered: the newest ``x-death`` time or
     ``rr-failed-at``, whichever is later; ``None`` when neither is there."""
-    times = [death.time for death in deaths(headers) if death.time is not None]
+    return _failed_at(deaths(headers), headers)
+
+
+def _failed_at(
+    history: tuple[Death, ...], headers: Mapping[str, FieldValue] | None
+) -> datetime | None:
+    times = [death.time for death in history if death.time is not None]
     stamp = _text((headers or {}).get(FAILED_AT_HEADER))
     if stamp:
         parsed = parse_time(stamp)
@@ -157,14 +168,15 @@ def facts(headers: Mapping[str, FieldValue] | None, wait_queues: WaitQueues) -> 
     """The :class:`Facts` of a dead letter with ``headers``."""
     table: Mapping[str, FieldValue] = headers or {}
     origin = origin_queue(table, wait_queues)
-    queues = {death.queue for death in deaths(table) if death.queue}
+    history = deaths(table)
+    queues = {death.queue for death in history if death.queue}
     named = _text(table.get(ORIGIN_QUEUE_HEADER))
     if named:
         queues.add(named)
     return Facts(
         origin=origin,
-        reason=death_reason(table, origin),
+        reason=_reason(history, table, origin),
         queues=frozenset(queues),
-        failed_at=failed_at(table),
+        failed_at=_failed_at(history, table),
         headers=table,
     )

@@ -115,12 +115,65 @@ async def purge(connection: Connection, queue: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class ScanResult:
+    in_queue: int
+    """Messages ready in the queue when the read started."""
+    read: int
+    """Deliveries handed to the callback."""
+    complete: bool
+    """False when the read stopped early: no delivery came for a while (another consumer)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReadResult:
     in_queue: int
     """Messages ready in the queue when the read started."""
     deliveries: tuple[Delivery, ...]
     complete: bool
     """False when the read stopped early: no delivery came for a while (another consumer)."""
+
+
+async def scan_messages(
+    connection: Connection,
+    queue: str,
+    on_delivery: Callable[[Delivery], bool],
+    *,
+    limit: int | None = None,
+    progress: ProgressSink = NO_PROGRESS,
+    idle_s: float = IDLE_S,
+) -> ScanResult:
+    """Hand up to ``limit`` messages of ``queue`` to ``on_delivery``, in queue order, without
+    taking them (see the module doc); nothing keeps them here, so a caller that does not keep
+    them reads any number in constant memory.
+
+    ``on_delivery`` returning False stops the read after that delivery. Afterwards the queue
+    holds every message again. :class:`NotFound` when the queue is missing.
+    """
+    channel = await connection.channel()
+    try:
+        info = await depth_on(connection, channel, queue)
+        wanted = info.message_count if limit is None else min(limit, info.message_count)
+        progress.begin(wanted, f"reading {queue}")
+        if wanted <= 0:
+            return ScanResult(info.message_count, 0, True)
+        read = 0
+        enough = asyncio.Event()
+
+        async def on_message(delivery: Delivery) -> None:
+            nonlocal read
+            if enough.is_set():
+                return  # past the end (only with prefetch 0): it goes back at close
+            read += 1
+            progress.advance()
+            if not on_delivery(delivery) or read >= wanted:
+                enough.set()
+
+        await channel.qos(wanted if wanted <= MAX_PREFETCH else 0)
+        await channel.consume(queue, on_message)
+        complete = await _wait_for(enough, connection, lambda: read, idle_s)
+        return ScanResult(info.message_count, read, complete)
+    finally:
+        await channel.close()
 
 
 async def read_messages(
@@ -132,37 +185,21 @@ async def read_messages(
     progress: ProgressSink = NO_PROGRESS,
     idle_s: float = IDLE_S,
 ) -> ReadResult:
-    """Read up to ``limit`` messages of ``queue`` without taking them (see the module doc).
+    """:func:`scan_messages`, keeping the deliveries: returns them in queue order.
 
     ``keep_going`` is called with each delivery in order; returning False stops the read
-    after that one. Returns the deliveries in queue order; afterwards the queue holds them
-    again. :class:`NotFound` when the queue is missing.
+    after that one.
     """
-    channel = await connection.channel()
-    try:
-        info = await depth_on(connection, channel, queue)
-        wanted = info.message_count if limit is None else min(limit, info.message_count)
-        progress.begin(wanted, f"reading {queue}")
-        if wanted <= 0:
-            return ReadResult(info.message_count, (), True)
-        got: list[Delivery] = []
-        enough = asyncio.Event()
+    got: list[Delivery] = []
 
-        async def on_delivery(delivery: Delivery) -> None:
-            if enough.is_set():
-                return  # past the end (only with prefetch 0): it goes back at close
-            got.append(delivery)
-            progress.advance()
-            more = keep_going(delivery) if keep_going is not None else True
-            if not more or len(got) >= wanted:
-                enough.set()
+    def keep(delivery: Delivery) -> bool:
+        got.append(delivery)
+        return keep_going(delivery) if keep_going is not None else True
 
-        await channel.qos(wanted if wanted <= MAX_PREFETCH else 0)
-        await channel.consume(queue, on_delivery)
-        complete = await _wait_for(enough, connection, lambda: len(got), idle_s)
-        return ReadResult(info.message_count, tuple(got), complete)
-    finally:
-        await channel.close()
+    scan = await scan_messages(
+        connection, queue, keep, limit=limit, progress=progress, idle_s=idle_s
+    )
+    return ReadResult(scan.in_queue, tuple(got), scan.complete)
 
 
 async def _wait_for(
@@ -426,6 +463,7 @@ __all__ = [
     "ProgressSink",
     "QueueState",
     "ReadResult",
+    "ScanResult",
     "check_file",
     "export_queue",
     "import_file",
@@ -435,4 +473,5 @@ __all__ = [
     "read_messages",
     "read_records",
     "record_of",
+    "scan_messages",
 ]

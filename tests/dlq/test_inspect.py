@@ -40,6 +40,7 @@ async def test_300_dead_letters_from_rr_and_the_server_in_order(
     document = json_of(result)
     assert document["queue"] == "dead"
     assert document["count"] == 300
+    assert document["in_queue"] == 300
     messages = document["messages"]
     assert [m["position"] for m in messages] == list(range(1, 301))
     assert [m["message_id"] for m in messages] == before
@@ -49,6 +50,9 @@ async def test_300_dead_letters_from_rr_and_the_server_in_order(
         number = int(message_id.split("-")[1])
         assert letter["retry_count"] == 3  # rr wrote max_attempts into the copy
         assert letter["origin_queue"] == "refunds"
+        assert letter["reason"] == "max_attempts"
+        failed_at = datetime.fromisoformat(letter["failed_at"])
+        assert failed_at == datetime.fromisoformat(letter["headers"]["rr-failed-at"])
         assert letter["deaths"] == []  # rr's copy carries no x-death
         assert letter["headers"]["rr-origin-queue"] == "refunds"
         if number % 2:
@@ -60,6 +64,7 @@ async def test_300_dead_letters_from_rr_and_the_server_in_order(
         letter = by_id[message_id]
         assert letter["retry_count"] is None
         assert letter["origin_queue"] == "payouts"
+        assert letter["reason"] == "delivery_limit"
         [entry] = letter["deaths"]
         assert (entry["queue"], entry["reason"], entry["count"]) == ("payouts", "delivery_limit", 1)
         assert entry["routing_keys"] == ["payouts"]
@@ -68,6 +73,7 @@ async def test_300_dead_letters_from_rr_and_the_server_in_order(
         letter = by_id[message_id]
         assert letter["retry_count"] == 1  # the one delayed copy
         assert letter["origin_queue"] == "payouts"  # not payouts.retry, x-first-death-queue
+        assert letter["reason"] == "rejected"
         assert letter["headers"]["x-first-death-queue"] == "payouts.retry"
         assert [(d["queue"], d["reason"]) for d in letter["deaths"]] == [
             ("payouts", "rejected"),
@@ -225,6 +231,6 @@ async def test_a_missing_queue_is_a_clear_error(backend: Backend) -> None:
 async def test_an_empty_queue(backend: Backend) -> None:
     await declare(backend, "empty.dead")
     document = json_of(await rr(backend, "dlq", "inspect", "empty.dead", "-o", "json"))
-    assert document == {"queue": "empty.dead", "count": 0, "messages": []}
+    assert document == {"queue": "empty.dead", "in_queue": 0, "count": 0, "messages": []}
     table = await rr(backend, "dlq", "inspect", "empty.dead")
     assert "0 dead letters shown of 0 in 'empty.dead'" in table.stdout

@@ -1,0 +1,242 @@
+"""``rr dlq inspect``: dead letters without taking them, as a table, one line each, JSON, JSON
+lines, or a summary of counts (docs/dlq.md, "Inspect" and "Big queues").
+
+The table and ``--output json`` keep what they read until the end; ``--format lines`` and
+``--output jsonl`` print each message as it is read and ``--summary`` only counts, so those
+three read any number of dead letters in constant memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from rabbitctl_retry.cli._common import (
+    OutputFormat,
+    UrlOption,
+    guard,
+    open_connection,
+    print_json,
+    print_json_line,
+    resolve_urls,
+    run,
+    stdout_console,
+)
+from rabbitctl_retry.cli.dlq_common import (
+    TopologyOption,
+    YesOption,
+    app,
+    ask,
+    load_topology,
+    note,
+    progress_bar,
+    quorum_warning,
+)
+from rabbitctl_retry.cli.dlq_render import (
+    inspect_document,
+    inspect_footer,
+    inspect_table,
+    message_document,
+)
+from rabbitctl_retry.cli.dlq_summary import summary_document, summary_head, summary_view
+from rabbitctl_retry.cli.render import cell, printable
+from rabbitctl_retry.dlq.letter import Letter, letter_of
+from rabbitctl_retry.dlq.oneline import letter_line
+from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.dlq.summary import Summary
+from rabbitctl_retry.errors import UsageError
+from rabbitctl_retry.ops import dlq as shell
+from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.transport.base import Delivery
+
+DEFAULT_INSPECT_LIMIT = 1000
+"""Messages inspect reads without --limit (--summary: the whole queue)."""
+
+
+class InspectOutput(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+class InspectFormat(StrEnum):
+    TABLE = "table"
+    LINES = "lines"
+
+
+@app.command("inspect")
+def inspect_command(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="The dead-letter queue.", metavar="QUEUE")],
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            "-n",
+            min=1,
+            metavar="N",
+            help=f"Read at most N messages [default: {DEFAULT_INSPECT_LIMIT:,}; with --summary "
+            "the whole queue].",
+            show_default=False,
+        ),
+    ] = None,
+    summary: Annotated[
+        bool,
+        typer.Option(
+            "--summary",
+            help="Counts by origin, reason, retry count and age, the oldest and newest; no "
+            'bodies, constant memory (docs/dlq.md, "Big queues").',
+        ),
+    ] = False,
+    view: Annotated[
+        InspectFormat,
+        typer.Option("--format", help="table, or lines: one line per message, printed as read."),
+    ] = InspectFormat.TABLE,
+    topology_file: TopologyOption = None,
+    output: Annotated[
+        InspectOutput,
+        typer.Option(
+            "--output",
+            "-o",
+            help="table for people, json for scripts, jsonl: one message per line, printed "
+            "as read.",
+        ),
+    ] = InspectOutput.TABLE,
+    body: Annotated[bool, typer.Option("--body/--no-body", help="Show message bodies.")] = True,
+    yes: YesOption = False,
+    url: UrlOption = None,
+) -> None:
+    """Show dead letters without taking them: the queue keeps the same messages, in order.
+
+    Each message: position, message id, origin queue and reason, retry count, delivery
+    count, the x-death timeline, rr's error headers, and the body (text, pretty JSON, or
+    base64; long bodies are cut). For big queues: --summary (counts only), --format lines,
+    --output jsonl. On a quorum queue every look counts as a delivery: rr says so and asks
+    first.
+    """
+    problem = inspect_usage_problem(summary=summary, view=view, output=output)
+    if problem is not None:
+        with guard():
+            raise UsageError(problem)
+    topology = load_topology(topology_file)
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    reading = InspectReading(
+        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        wait_queues=WaitQueues.of(topology),
+        now=datetime.now(UTC),
+    )
+    wanted = limit if limit is not None else (None if summary else DEFAULT_INSPECT_LIMIT)
+    streaming = output is InspectOutput.JSONL or view is InspectFormat.LINES
+    if summary:
+        tally = Summary(now=reading.now)
+        take: Callable[[Letter[Delivery]], None] = tally.add
+    elif output is InspectOutput.JSONL:
+        take = functools.partial(_print_message_line, with_body=body)
+    elif view is InspectFormat.LINES:
+        take = functools.partial(_print_letter_line, now=reading.now, with_body=body)
+    else:
+        found: list[Letter[Delivery]] = []
+        take = found.append
+    bar_output = OutputFormat.JSON if output is InspectOutput.JSON else OutputFormat.TABLE
+
+    async def inspect() -> shell.ScanResult:
+        connection = await open_connection(ctx, broker_urls)
+        try:
+            state = await shell.queue_state(connection, queue)
+            count = state.message_count if wanted is None else min(wanted, state.message_count)
+            warning = quorum_warning(state, count, str(connection.server_version))
+            if warning is not None:
+                note(warning)
+                await ask("Read them anyway?", yes, f"inspect {queue!r}")
+            with progress_bar(bar_output, streaming=streaming) as progress:
+                return await shell.scan_messages(
+                    connection, queue, reading.taker(take), limit=wanted, progress=progress
+                )
+        finally:
+            await connection.close()
+
+    scan = run(inspect())
+    if summary:
+        if output is InspectOutput.JSON:
+            print_json(
+                summary_document(queue, tally, in_queue=scan.in_queue, complete=scan.complete)
+            )
+        else:
+            console = stdout_console()
+            console.print(cell(summary_head(queue, tally, scan.in_queue)))
+            if tally.count:
+                console.print(summary_view(tally))
+    elif output is InspectOutput.JSON:
+        print_json(inspect_document(queue, found, in_queue=scan.in_queue, with_body=body))
+    elif not streaming:
+        console = stdout_console()
+        if found:
+            console.print(inspect_table(found, with_body=body))
+        console.print(cell(inspect_footer(queue, found, scan.in_queue)))
+    elif view is InspectFormat.LINES:
+        note(f"{scan.read:,} dead letter(s) shown of {scan.in_queue:,} in {queue!r}")
+    if not scan.complete:
+        note(
+            f"only {scan.read:,} message(s) came before the queue went quiet: another consumer "
+            "may be taking them"
+        )
+
+
+def inspect_usage_problem(
+    *, summary: bool, view: InspectFormat, output: InspectOutput
+) -> str | None:
+    """Why these inspect options do not go together, or None."""
+    if summary and view is InspectFormat.LINES:
+        return "--summary and --format lines are two different views: pick one"
+    if summary and output is InspectOutput.JSONL:
+        return "--summary prints one document: use --output json (or table), not jsonl"
+    if view is InspectFormat.LINES and output is not InspectOutput.TABLE:
+        return f"--format lines is a view for people: drop it with --output {output.value}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class InspectReading:
+    """What turns each delivery read into a :class:`Letter`."""
+
+    retry_header: str
+    wait_queues: WaitQueues
+    now: datetime
+    """When the read started: ages are measured from it."""
+
+    def taker(self, take: Callable[[Letter[Delivery]], None]) -> Callable[[Delivery], bool]:
+        """A :func:`~rabbitctl_retry.ops.dlq.scan_messages` callback numbering the deliveries
+        from 1 and giving each one's letter to ``take``; the read goes on to the end."""
+        positions = itertools.count(1)
+
+        def on_delivery(delivery: Delivery) -> bool:
+            take(
+                letter_of(
+                    next(positions),
+                    delivery,
+                    retry_header=self.retry_header,
+                    wait_queues=self.wait_queues,
+                )
+            )
+            return True
+
+        return on_delivery
+
+
+def _print_message_line(letter: Letter[Delivery], *, with_body: bool) -> None:
+    print_json_line(message_document(letter, with_body=with_body))
+
+
+def _print_letter_line(letter: Letter[Delivery], *, now: datetime, with_body: bool) -> None:
+    sys.stdout.write(printable(letter_line(letter, now, with_body=with_body)) + "\n")
+
+
+__all__ = ["inspect_command"]
