@@ -32,6 +32,8 @@ class LazyCommand:
     """The first paragraph of the command's help, as the command itself gives it."""
 
     def load(self) -> _click.Command:
+        from rabbitctl_retry.cli.plain_help import plain_help
+
         found = getattr(importlib.import_module(self.module), self.attribute)
         if isinstance(found, typer.Typer):
             command: _click.Command = typer.main.get_group(found)
@@ -40,7 +42,7 @@ class LazyCommand:
             single.command(name=self.name)(found)
             command = typer.main.get_command(single)
         command.name = self.name
-        return command
+        return plain_help(command)
 
 
 COMMANDS = (

@@ -45,3 +45,41 @@ def test_dash_h_is_help_everywhere(command: list[str]) -> None:
     assert short.exit_code == 0, short.output
     assert short.stdout == long.stdout
     assert short.stdout.startswith("Usage: ")
+
+
+def every_command() -> list[list[str]]:
+    """Every command path of rr, groups included, from the loaded command tree."""
+    from typer.core import TyperGroup
+    from typer.main import get_command
+
+    found: list[list[str]] = []
+
+    def walk(command: object, path: list[str]) -> None:
+        found.append(path)
+        if isinstance(command, TyperGroup):
+            context = command.make_context("rr", ["--help"], resilient_parsing=True)
+            for name in command.list_commands(context):
+                walk(command.get_command(context, name), [*path, name])
+
+    walk(get_command(app), [])
+    return found
+
+
+def test_every_command_is_found() -> None:
+    paths = {" ".join(path) for path in every_command()}
+    assert {"", "declare", "dlq", "dlq inspect", "topology validate", "status"} <= paths
+    assert len(paths) >= 18, sorted(paths)
+
+
+@pytest.mark.parametrize("command", every_command(), ids=lambda path: " ".join(path) or "rr")
+def test_help_names_values_in_plain_capitals(command: list[str]) -> None:
+    """docs/cli.md, "Help": ``QUEUE``, ``--url URL``, ``[table|json]``; never typer's
+    ``{queue}``, ``<str>``, ``<list[str]>`` or ``<int range>``."""
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert not re.search(r"\{[a-z_]+\}", text), text
+    assert not re.search(r"<[a-z][a-z_ \[\]|]*>", text), text
+    usage = text.splitlines()[0]
+    for word in usage.split()[2 + len(command) :]:
+        assert word.strip("[].") == word.strip("[].").upper(), usage
