@@ -170,7 +170,7 @@ def replay_command(
         for state in states:
             if state.quorum is not False and state.message_count:
                 note(_quorum_note(state, "dead letter", "replay"))
-        await ask(_replay_question(states, to, limit), yes, "replay")
+        await ask(_replay_question(states, to, limit, where or []), yes, "replay")
         if undecodable and to is None:
             await _declare_set_aside_queues(connection, [plan.source for plan in plans])
 
@@ -293,14 +293,24 @@ async def _declare_set_aside_queues(connection: Connection, sources: list[str]) 
         await channel.close()
 
 
-def _replay_question(states: list[shell.QueueState], to: str | None, limit: int | None) -> str:
+def _replay_question(
+    states: list[shell.QueueState], to: str | None, limit: int | None, where: list[str]
+) -> str:
     listed = ", ".join(f"{state.name!r} ({state.message_count:,})" for state in states)
-    where = f"to {to!r}" if to else "to the queues they failed in"
-    bound = f" (at most {limit:,})" if limit is not None else ""
+    target = f"to {to!r}" if to else "to the queues they failed in"
     return (
-        f"Replay the dead letters of {listed}{bound} {where}? Each is removed once the "
-        "broker confirmed its copy"
+        f"Replay the dead letters of {listed}{_bounds(limit, where)} {target}? Each is removed "
+        "once the broker confirmed its copy"
     )
+
+
+def _bounds(limit: int | None, where: list[str]) -> str:
+    """`` (at most 10) matching origin=refunds and age>1h``: what a question's run is limited
+    to, so the answer covers exactly what will happen."""
+    text = f" (at most {limit:,})" if limit is not None else ""
+    if where:
+        text += " matching " + " and ".join(where)
+    return text
 
 
 def _print_reports(reports: list[TransferReport], output: OutputFormat, *, several: bool) -> None:
@@ -376,9 +386,9 @@ def move_command(
         (state,) = states
         if state.quorum is not False and state.message_count:
             note(_quorum_note(state, "message", "move"))
-        bound = f" (at most {limit:,})" if limit is not None else ""
         await ask(
-            f"Move the messages of {queue!r} ({state.message_count:,}){bound} to {to!r}? "
+            f"Move the messages of {queue!r} ({state.message_count:,}){_bounds(limit, where or [])}"
+            f" to {to!r}? "
             "Each is removed once the broker confirmed its copy",
             yes,
             "move",

@@ -353,6 +353,34 @@ async def test_it_asks_first_and_refuses_without_a_terminal(backend: Backend) ->
     assert "Replay the dead letters of 'dead' (1)" in declined.stderr
     assert await depth(backend, "dead") == 1
     with interactive(True):
+        bounded = await rr(
+            backend,
+            "dlq",
+            "replay",
+            "dead",
+            "--limit",
+            "5",
+            "-w",
+            "origin=refunds",
+            "-w",
+            "age>1h",
+            input="n\n",
+        )
+    assert bounded.exit_code == 1
+    assert (
+        "Replay the dead letters of 'dead' (1) (at most 5) matching origin=refunds and age>1h to "
+        "the queues they failed in?"
+    ) in " ".join(bounded.stderr.split())
+    with interactive(True):
+        move = await rr(
+            backend, "dlq", "move", "dead", "--to", "refunds", "-w", "reason=rejected", input="n\n"
+        )
+    assert move.exit_code == 1
+    assert "Move the messages of 'dead' (1) matching reason=rejected to 'refunds'?" in " ".join(
+        move.stderr.split()
+    )
+    assert await depth(backend, "dead") == 1
+    with interactive(True):
         agreed = await rr(backend, "dlq", "replay", "dead", input="y\n")
     assert agreed.exit_code == 0, agreed.output
     assert await depth(backend, "refunds") == 1
