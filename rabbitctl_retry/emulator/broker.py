@@ -150,7 +150,7 @@ class Broker(Settlement):
     ) -> QueueInfo:
         self.activity += 1
         if passive:
-            return _info(self._queue(channel, name))
+            return self._info(self._queue(channel, name))
         if name == "":
             name = self._generated_name()
         elif name.startswith("amq."):
@@ -182,7 +182,7 @@ class Broker(Settlement):
             )
             if problem is not None:
                 raise PreconditionFailed(problem)
-            return _info(existing)
+            return self._info(existing)
         settings = validate_queue(
             name,
             durable=durable,
@@ -192,7 +192,7 @@ class Broker(Settlement):
             server_version=self.server_version,
         )
         q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
-        return _info(q)
+        return self._info(q)
 
     def _create_queue(
         self,
@@ -215,6 +215,32 @@ class Broker(Settlement):
         self.queues[name] = q
         return q
 
+    def _info(self, q: EmulatedQueue) -> QueueInfo:
+        return QueueInfo(
+            name=q.name, message_count=len(q.ready), consumer_count=self._consumer_count(q)
+        )
+
+    def _consumer_count(self, q: EmulatedQueue) -> int:
+        """queue.declare-ok's consumer count: the queue's consumers; for a quorum queue also
+        each channel holding an unacked ``basic.get`` of it, and each cancelled consumer still
+        holding unacked deliveries, until they are settled or their channel closes (measured
+        on RabbitMQ 3.10.8 and 4.0.5: the queue keeps a consumer for them)."""
+        count = len(q.consumers)
+        if not q.is_quorum or not q.unacked:
+            return count
+        holders: set[tuple[int, int, str | None]] = set()
+        for connection in self.connections:
+            for channel in connection.channels.values():
+                for item in channel.unacked.values():
+                    if item.queue is not q:
+                        continue
+                    consumer = item.consumer
+                    if consumer is not None and channel.consumers.get(consumer.tag) is consumer:
+                        continue  # an active consumer: counted above
+                    tag = consumer.tag if consumer is not None else None
+                    holders.add((connection.number, channel.number, tag))
+        return count + len(holders)
+
     def _generated_name(self) -> str:
         while True:
             name = f"amq.gen-{next(self._generated_names):022d}"
@@ -231,6 +257,15 @@ class Broker(Settlement):
         if q is None:
             return 0  # deleting a missing queue is not an error (3.10)
         self._check_access(channel, q)
+        if q.is_quorum and (if_unused or if_empty):
+            # RabbitMQ 3.10.8 and 4.0.5 (rabbit_quorum_queue:delete): a connection error
+            flag = "if-unused" if if_unused else "if-empty"
+            raise ConnectionFault(
+                540,
+                f"NOT_IMPLEMENTED - cannot delete queue '{name}' in vhost '{VHOST}'. "
+                f"queue.delete operations with {flag} flag set are not supported by quorum "
+                "queues",
+            )
         if if_unused and q.consumers:
             raise PreconditionFailed(
                 f"PRECONDITION_FAILED - queue '{name}' in vhost '{VHOST}' in use"
@@ -425,10 +460,6 @@ def _erlang(value: FieldValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _info(q: EmulatedQueue) -> QueueInfo:
-    return QueueInfo(name=q.name, message_count=len(q.ready), consumer_count=len(q.consumers))
 
 
 def _locked(name: str) -> ResourceLocked:

@@ -11,7 +11,13 @@ Measured on RabbitMQ 3.10.8 (and where 4.0.5 differs, said so):
   never delivered), and counts the return either way: past ``x-delivery-limit`` returns it is
   dead-lettered (``delivery_limit``) instead. From 4.3 a basic.nack no longer counts.
   From 4.0 a quorum queue puts every returned message at the front, rejected and nacked
-  ones too (behind others returned, in the order they came back).
+  ones too (behind others returned, in the order they came back); 3.10 does too when the
+  queue has a delivery limit.
+* RabbitMQ 3.10: a consumer whose rejected or nacked message the delivery limit dead-letters
+  gets one more message of credit, for good: with prefetch 1 it then holds two at a time
+  (4.0.5 does not).
+* A classic queue applies ``drop-head`` to what comes back, then delivers; a quorum queue
+  delivers first, then applies its limit to what is left.
 * A closing channel cancels its consumers first, then returns its unacked deliveries in
   delivery-tag order (a quorum queue serves them in that order, before anything else).
 * Cancelling the last consumer of an auto-delete queue deletes the queue.
@@ -78,27 +84,34 @@ class Settlement(Flow):
         method: Literal["reject", "nack"],
     ) -> None:
         self.activity += 1
-        taken = self._settled(channel, tag, multiple)
-        touched: dict[int, EmulatedQueue] = {}
-        for settled_tag, item in taken:
-            q, entry = item.queue, item.entry
-            self._emit(
-                Rejected(
-                    self.clock.now_s, entry.message.number, q.name, settled_tag, requeue, method
+        with self.dead_letters_afterwards():
+            taken = self._settled(channel, tag, multiple)
+            touched: dict[int, EmulatedQueue] = {}
+            for settled_tag, item in taken:
+                q, entry = item.queue, item.entry
+                self._emit(
+                    Rejected(
+                        self.clock.now_s, entry.message.number, q.name, settled_tag, requeue, method
+                    )
                 )
-            )
-            if requeue:
-                self._return(q, entry, method)
-            else:
-                self._dead_letter_entry(q, entry, "rejected")
-            touched[id(q)] = q
-        for q in touched.values():
-            self._dispatch(q)
+                if requeue:
+                    kept = self._return(q, entry, method)
+                    consumer = item.consumer
+                    leaks = self._limit_drop_leaks_credit and not kept
+                    if leaks and consumer is not None and consumer.prefetch_count:
+                        consumer.prefetch_count += 1
+                else:
+                    self._dead_letter_entry(q, entry, "rejected")
+                touched[id(q)] = q
+            for q in touched.values():
+                self._dispatch_returned(q)
 
-    def _return(self, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> None:
+    def _return(self, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> bool:
+        """Put a delivered message back; False when it did not come back (its queue is gone,
+        or the delivery limit dead-lettered it)."""
         if q.deleted:
             self._emit(Dropped(self.clock.now_s, entry.message.number, q.name, "queue_deleted"))
-            return
+            return False
         entry.redelivered = True
         if q.is_quorum:
             if cause != "nack" or self._nack_counts:
@@ -106,8 +119,15 @@ class Settlement(Flow):
                 limit = q.settings.delivery_limit
                 if limit is not None and entry.delivery_count > limit:
                     self._dead_letter_entry(q, entry, "delivery_limit")
-                    return
-            if cause == "channel_closed" or self._quorum_requeue_to_front:
+                    return False
+            # rabbit_fifo keeps returns apart and serves them first; 3.10 re-enqueues a message
+            # rejected or nacked with requeue at the back, unless the queue has a delivery
+            # limit (measured on 3.10.8)
+            if (
+                cause == "channel_closed"
+                or self._quorum_requeue_to_front
+                or q.settings.delivery_limit is not None
+            ):
                 q.push_returned(entry)
             else:
                 q.push(entry)
@@ -116,9 +136,20 @@ class Settlement(Flow):
         self._emit(
             Requeued(self.clock.now_s, entry.message.number, q.name, cause, entry.delivery_count)
         )
-        if q.settings.overflow == "drop-head" and q.over_limit():
+        # a classic queue applies drop-head to what comes back before it delivers again; a
+        # quorum queue delivers first (_dispatch_returned)
+        if not q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
             self._trim(q)
         self._expire_head(q)
+        return True
+
+    def _dispatch_returned(self, q: EmulatedQueue) -> None:
+        """Deliver after messages came back to ``q``; a quorum queue applies its drop-head
+        limit only then, to what its consumers did not take (rabbit_fifo: checkout, then the
+        limit; measured on 3.10.8 and 4.0.5)."""
+        self._dispatch(q)
+        if q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
+            self._trim(q)
 
     def release_channel(self, channel: ChannelState) -> None:
         """A closing channel: cancel its consumers, return its unacked deliveries in order."""
@@ -137,7 +168,7 @@ class Settlement(Flow):
             self._return(item.queue, item.entry, "channel_closed")
             touched[id(item.queue)] = item.queue
         for q in touched.values():
-            self._dispatch(q)
+            self._dispatch_returned(q)
         listeners, channel.close_listeners = channel.close_listeners, []
         for listener in listeners:
             listener()

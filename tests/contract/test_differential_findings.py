@@ -1,0 +1,213 @@
+"""Scenarios the randomized differential test found (tests/contract/test_random.py), each reduced
+to its minimal form and checked on the emulator and on RabbitMQ 3.10.8 and 4.0.5: where the
+emulator once differed from the server, the server was right.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Channel, Properties
+from tests.backends import Backend
+from tests.contract.support import bodies, delivery_count, drain
+from tests.observe import Recorder, depth
+
+
+async def publish_all(channel: Channel, queue: str, *names: str, exchange: str = "") -> list[str]:
+    """Publish each name as a body (confirmed); return each publish's outcome."""
+    outcomes = []
+    for name in names:
+        outcome = await channel.publish(
+            name.encode(), exchange=exchange, routing_key=queue, properties=Properties()
+        )
+        outcomes.append(str(outcome))
+    return outcomes
+
+
+async def settle(backend: Backend, channel: Channel, queue: str, ready: int) -> None:
+    async def there() -> bool:
+        return await depth(channel, queue) == ready
+
+    await backend.until(there, f"{ready} ready in {queue!r}")
+
+
+@pytest.mark.parametrize("limit", [None, 5])
+async def test_quorum_requeue_goes_to_the_head_with_a_delivery_limit(
+    backend: Backend, limit: int | None
+) -> None:
+    """A quorum queue: get m1, reject it with requeue; the next get. RabbitMQ 3.10 puts m1
+    back at the head when the queue has a delivery limit, at the back without one; 4.0 at the
+    head either way."""
+    channel = await backend.channel()
+    arguments: dict[str, FieldValue] = {"x-queue-type": "quorum"}
+    if limit is not None:
+        arguments["x-delivery-limit"] = limit
+    await channel.queue_declare("q", durable=True, arguments=arguments)
+    await publish_all(channel, "q", "m1", "m2")
+    first = await channel.get("q")
+    assert first is not None
+    await channel.reject(first.delivery_tag, requeue=True)
+    await settle(backend, channel, "q", 2)
+    again = await channel.get("q", no_ack=True)
+    assert again is not None
+    head_first = limit is not None or backend.version != "3.10"
+    if head_first:
+        assert (again.body, again.redelivered, delivery_count(again)) == (b"m1", True, 1)
+        assert await bodies(channel, "q") == ["m2"]
+    else:
+        assert again.body == b"m2"
+        assert await bodies(channel, "q") == ["m1"]
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_a_length_limit_and_a_requeued_message(backend: Backend, kind: str) -> None:
+    """x-max-length 1 (drop-head, dead-lettering to ``dead``): a consumer (prefetch 1) holds
+    m1, m2 is ready; nack m1 with requeue. A classic queue applies its limit to what comes
+    back before it delivers again: it drops its head (m1, back at its old place) and delivers
+    m2. A quorum queue delivers first and then applies the limit: the consumer takes one of
+    the two, the other stays ready, none is dropped (tests/emulator/test_emulator_deadletter.py
+    has the case without a consumer, where the quorum queue drops its head)."""
+    channel = await backend.channel()
+    await channel.queue_declare("dead")
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={
+            "x-queue-type": kind,
+            "x-max-length": 1,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    await publish_all(channel, "q", "m1")
+    consuming = await backend.channel(confirms=False)
+    await consuming.qos(1)
+    recorder = Recorder(consuming, "hold")
+    await consuming.consume("q", recorder)
+
+    async def delivered(n: int) -> bool:
+        return len(recorder.deliveries) == n
+
+    await backend.until(lambda: delivered(1), "m1 delivered")
+    await publish_all(channel, "q", "m2")
+    await settle(backend, channel, "q", 1)
+    await consuming.nack(recorder.deliveries[0].delivery_tag, requeue=True)
+    await backend.until(lambda: delivered(2), "a second delivery")
+    await backend.elapse(0.2)
+    second = recorder.deliveries[1]
+    if kind == "quorum":
+        # 3.10 puts a nacked message at the back (no delivery limit), 4.0 at the front
+        if backend.version == "3.10":
+            assert (second.body, second.redelivered) == (b"m2", False)
+            assert await bodies(channel, "q") == ["m1"]
+        else:
+            assert (second.body, second.redelivered) == (b"m1", True)
+            assert await bodies(channel, "q") == ["m2"]
+        assert await depth(channel, "dead") == 0
+    else:
+        assert (second.body, second.redelivered) == (b"m2", False)
+        assert await depth(channel, "q") == 0
+        assert await bodies(channel, "dead") == ["m1"]
+
+
+async def test_a_publish_reaches_every_queue_before_the_dead_letters_it_causes(
+    backend: Backend,
+) -> None:
+    """A fanout with q0 (x-max-length 1, dead-lettering back to the same fanout) bound before
+    q2. m1, m2, then m3: q0 drops m1 to the fanout, which reaches q2 after m3 did."""
+    channel = await backend.channel()
+    await channel.exchange_declare("fan", type="fanout")
+    await channel.queue_declare(
+        "q0", arguments={"x-max-length": 1, "x-dead-letter-exchange": "fan"}
+    )
+    await channel.queue_declare("q2")
+    await channel.queue_bind("q0", "fan", "")
+    await channel.queue_bind("q2", "fan", "")
+    # each publish settles before the next (RabbitMQ sends a dead letter on its own time)
+    for name, in_q2 in (("m1", 1), ("m2", 3), ("m3", 5)):
+        await channel.publish(
+            name.encode(), exchange="fan", routing_key="", properties=Properties()
+        )
+        await settle(backend, channel, "q2", in_q2)
+    # m2 reaches q0 and q2; q0, over its limit, drops m1 to the fanout: not back to q0 (it died
+    # there of maxlen: a cycle), so to q2 only, behind m2
+    assert await bodies(channel, "q2") == ["m1", "m2", "m1", "m3", "m2"]
+    assert await bodies(channel, "q0") == ["m3"]
+
+
+async def test_a_nacked_message_dead_letters_back_after_the_next_dispatch(
+    backend: Backend,
+) -> None:
+    """A classic queue dead-lettering to itself, x-max-length-bytes 3: a consumer (prefetch 1)
+    holds m1, m2 is ready; nack m1 without requeue. The freed consumer gets m2 first; m1's dead
+    letter then comes back to the queue and waits there (nothing is over the limit)."""
+    channel = await backend.channel()
+    await channel.queue_declare(
+        "q0",
+        arguments={
+            "x-max-length-bytes": 3,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "q0",
+        },
+    )
+    await publish_all(channel, "q0", "m1")
+    consuming = await backend.channel(confirms=False)
+    await consuming.qos(1)
+    recorder = Recorder(consuming, "hold")
+    await consuming.consume("q0", recorder)
+
+    async def delivered(n: int) -> bool:
+        return len(recorder.deliveries) == n
+
+    await backend.until(lambda: delivered(1), "m1 delivered")
+    await publish_all(channel, "q0", "m2")
+    await settle(backend, channel, "q0", 1)
+    await consuming.nack(recorder.deliveries[0].delivery_tag, requeue=False)
+    await backend.until(lambda: delivered(2), "a second delivery")
+    await settle(backend, channel, "q0", 1)
+    assert recorder.bodies == [b"m1", b"m2"]
+    [back] = await drain(channel, "q0")
+    assert back.body == b"m1"
+    x_death = (back.properties.headers or {}).get("x-death")
+    assert isinstance(x_death, list)
+    assert [(e["queue"], e["reason"]) for e in x_death if isinstance(e, dict)] == [
+        ("q0", "rejected")
+    ]
+
+
+async def test_a_return_the_delivery_limit_drops_and_the_consumers_credit(
+    backend: Backend,
+) -> None:
+    """A quorum queue with x-delivery-limit 0 holding m1-m6; a consumer with prefetch 1 gets
+    m1 and nacks it with requeue: the limit drops m1. RabbitMQ 3.10 then gives that consumer
+    one more message of credit for good (it holds m2 and m3, then two at a time); 4.0 keeps it
+    at one."""
+    channel = await backend.channel()
+    await channel.queue_declare(
+        "q", durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 0}
+    )
+    await publish_all(channel, "q", "m1", "m2", "m3", "m4", "m5", "m6")
+    consuming = await backend.channel(confirms=False)
+    await consuming.qos(1)
+    recorder = Recorder(consuming, "hold")
+    await consuming.consume("q", recorder)
+    leaked = backend.version == "3.10"
+
+    async def holds(n: int) -> None:
+        async def there() -> bool:
+            return len(recorder.deliveries) == n
+
+        await backend.until(there, f"{n} deliveries")
+        await backend.elapse(0.3)  # and no more
+        assert len(recorder.deliveries) == n, recorder.bodies
+
+    await holds(1)
+    await consuming.nack(recorder.deliveries[0].delivery_tag, requeue=True)
+    await holds(3 if leaked else 2)
+    await consuming.ack(recorder.deliveries[1].delivery_tag)
+    await holds(4 if leaked else 3)
+    await consuming.ack(recorder.deliveries[-1].delivery_tag, multiple=True)
+    await holds(6 if leaked else 4)
+    assert recorder.bodies == [b"m1", b"m2", b"m3", b"m4", b"m5", b"m6"][: len(recorder.bodies)]
+    assert await depth(channel, "q") == (0 if leaked else 2)
