@@ -31,7 +31,13 @@ from rabbitctl_retry.emulator.model import (
 )
 from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
 from rabbitctl_retry.emulator.settle import Settlement
-from rabbitctl_retry.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
+from rabbitctl_retry.errors import (
+    AccessRefused,
+    ConfigError,
+    NotFound,
+    PreconditionFailed,
+    ResourceLocked,
+)
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import Delivery, QueueInfo, ServerVersion
 
@@ -46,6 +52,11 @@ _SYSTEM_EXCHANGES = (
     ("amq.match", "headers"),
     ("amq.rabbitmq.trace", "topic"),  # internal: the firehose
 )
+
+
+class NotModelled(ConfigError):
+    """A declaration the server accepts whose behaviour the emulator does not model: it refuses
+    it clearly instead of behaving differently from RabbitMQ."""
 
 
 class ConnectionFault(Exception):
@@ -191,6 +202,12 @@ class Broker(Settlement):
             arguments=args,
             server_version=self.server_version,
         )
+        if settings.kind == "classic" and "x-max-priority" in args:
+            raise NotModelled(
+                f"the emulator does not model message priorities: queue {name!r} declares "
+                'x-max-priority; test it on RabbitMQ (docs/testing.md, "What the emulator '
+                'models")'
+            )
         q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
         return self._info(q)
 
