@@ -152,7 +152,10 @@ class Flow:
         body: bytes,
         properties: Properties,
         mandatory: bool,
+        publisher: object = None,
     ) -> PublishOutcome:
+        """Route and enqueue one message; ``publisher`` (the channel) is who a quorum queue
+        blocks when it refuses the message (reject-publish)."""
         self.activity += 1
         x = self.exchanges.get(exchange)
         if x is None:
@@ -205,7 +208,7 @@ class Flow:
         accepted = True
         with self.dead_letters_afterwards():
             for queue in queues:
-                accepted = self._enqueue(queue, message) and accepted
+                accepted = self._enqueue(queue, message, publisher) and accepted
         return "ack" if accepted else "nack"
 
     @contextmanager
@@ -299,10 +302,10 @@ class Flow:
 
     # -- queues ------------------------------------------------------------------------------
 
-    def _enqueue(self, q: EmulatedQueue, message: StoredMessage) -> bool:
+    def _enqueue(self, q: EmulatedQueue, message: StoredMessage, publisher: object = None) -> bool:
         """Put ``message`` in ``q`` (or straight to a consumer); False if the queue refused it."""
         settings = q.settings
-        if settings.overflow != "drop-head" and self._refuses(q, message):
+        if settings.overflow != "drop-head" and self._refuses(q, message, publisher):
             if settings.overflow == "reject-publish-dlx":
                 self._dead_letter(q, message, "maxlen")
             else:
@@ -325,11 +328,8 @@ class Flow:
                 self._deliver(q, entry, consumer)
                 return True
         q.push(entry)
-        if q.over_limit():
-            if settings.overflow == "drop-head":
-                self._trim(q)
-            else:
-                q.rejecting = True  # quorum: refuse publishes from now on
+        if q.over_limit() and settings.overflow == "drop-head":
+            self._trim(q)
         ready = q.ready
         if ready and ready[0].expires_at_s is not None:
             self._expire_head(q)
@@ -342,18 +342,26 @@ class Flow:
             self._dead_letter_entry(q, q.pop(), "maxlen")
         self._expire_head(q)
 
-    def _refuses(self, q: EmulatedQueue, message: StoredMessage) -> bool:
-        """reject-publish: does ``q`` refuse ``message``?
+    def _refuses(self, q: EmulatedQueue, message: StoredMessage, publisher: object) -> bool:
+        """reject-publish: does ``q`` refuse ``message`` from ``publisher``?
 
         A classic queue refuses a message that would take it over its limit. A quorum queue
-        (3.10) takes it, goes over by one, and then refuses everything until its ready
-        messages fall to 80 % of the limit (``rabbit_fifo``'s soft limit).
+        (``rabbit_fifo``) takes a message while it is not over its limit, so it goes over by
+        one; over it, it refuses the message and blocks that publisher, which stays refused
+        until the queue's ready messages fall to 80 % of the limit (the soft limit), while
+        another publisher is refused only when the queue is over its limit (measured on
+        3.10.8 and 4.0.5; the emulator unblocks when a blocked publisher publishes again).
         """
         if not q.is_quorum:
             return _would_overflow(q, message)
-        if q.rejecting and _below_soft_limit(q):
-            q.rejecting = False
-        return q.rejecting
+        if q.blocked and _below_soft_limit(q):
+            q.blocked.clear()
+        if publisher in q.blocked:
+            return True
+        if q.over_limit():
+            q.blocked.add(publisher)
+            return True
+        return False
 
     def _expire_head(self, q: EmulatedQueue) -> None:
         """Expire from the head while due; arm the timer for the head's expiry."""
@@ -541,7 +549,7 @@ class Flow:
         def send() -> None:
             for target in targets:
                 if target.name in keep and not target.deleted:
-                    if q.settings.dead_letter_at_least_once and self._refuses(target, dead):
+                    if q.settings.dead_letter_at_least_once and self._refuses(target, dead, q):
                         self._keep_dead_letter(q, target, dead)
                     else:
                         self._enqueue(target, dead)
@@ -564,7 +572,7 @@ class Flow:
             self.kept_dead_letters -= 1
             if self.queues.get(source.name) is not source or self.queues.get(target.name) is None:
                 return  # deleted: the worker and what it kept go with the queue
-            if self._refuses(target, dead):
+            if self._refuses(target, dead, source):
                 self._keep_dead_letter(source, target, dead)
             else:
                 self._enqueue(target, dead)

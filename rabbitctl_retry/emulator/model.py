@@ -109,8 +109,9 @@ class EmulatedQueue:
     unacked: int = 0
     ttl_timer: TimerHandle | None = None
     deleted: bool = False
-    rejecting: bool = False
-    """Quorum reject-publish: over the limit, refusing publishes until below 80 % of it."""
+    blocked: set[object] = field(default_factory=set)
+    """Quorum reject-publish: the publishers (channels, dead-letter sources) the queue refused
+    a message; each stays refused until the queue falls to 80 % of its limit."""
 
     @property
     def is_quorum(self) -> bool:

@@ -306,7 +306,9 @@ class EmulatedChannel:
             sent = with_message_id(sent, self._emulator.next_message_id())
 
         def publish() -> PublishOutcome:
-            return self._broker.publish(exchange, routing_key, body, sent, mandatory)
+            return self._broker.publish(
+                exchange, routing_key, body, sent, mandatory, publisher=self._state
+            )
 
         if not self._state.confirms:
             self._send(what, publish)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from rabbitctl_retry.errors import PublishFailed
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import Channel, Properties
 from tests.backends import Backend
@@ -211,3 +212,39 @@ async def test_a_return_the_delivery_limit_drops_and_the_consumers_credit(
     await holds(6 if leaked else 4)
     assert recorder.bodies == [b"m1", b"m2", b"m3", b"m4", b"m5", b"m6"][: len(recorder.bodies)]
     assert await depth(channel, "q") == (0 if leaked else 2)
+
+
+async def confirmed(channel: Channel, queue: str, body: str) -> bool:
+    """Publish ``body`` on a confirm channel: True when acked, False when nacked."""
+    try:
+        await channel.publish(body.encode(), routing_key=queue, properties=Properties())
+    except PublishFailed:
+        return False
+    return True
+
+
+async def test_quorum_reject_publish_blocks_the_channel_it_refused(backend: Backend) -> None:
+    """A quorum queue with x-max-length 2, x-overflow reject-publish takes m1-m3 (it goes over
+    by one) and refuses m4. A get brings it back to 2 ready: the channel it refused is still
+    refused (m5) until the queue falls below 80 % of its limit, while a new channel's m6 is
+    taken (the queue is not over its limit)."""
+    channel = await backend.channel()
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={"x-queue-type": "quorum", "x-max-length": 2, "x-overflow": "reject-publish"},
+    )
+    assert [await confirmed(channel, "q", f"m{n}") for n in (1, 2, 3, 4)] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert await channel.get("q", no_ack=True) is not None
+    await settle(backend, channel, "q", 2)
+    assert await confirmed(channel, "q", "m5") is False
+    other = await backend.channel()
+    assert await confirmed(other, "q", "m6") is True
+    assert await confirmed(other, "q", "m7") is False
+    assert await bodies(channel, "q") == ["m2", "m3", "m6"]
+    assert await confirmed(channel, "q", "m8") is True  # empty now: below the soft limit
