@@ -239,24 +239,24 @@ class Broker(Settlement):
 
     def _consumer_count(self, q: EmulatedQueue) -> int:
         """queue.declare-ok's consumer count: the queue's consumers; for a quorum queue also
-        each channel holding an unacked ``basic.get`` of it, and each cancelled consumer still
-        holding unacked deliveries, until they are settled or their channel closes (measured
-        on RabbitMQ 3.10.8 and 4.0.5: the queue keeps a consumer for them)."""
+        each unacked ``basic.get`` delivery of it, and each cancelled consumer still holding
+        unacked deliveries, until they are settled or their channel closes (measured on
+        RabbitMQ 3.10.8 and 4.0.5: the queue keeps a consumer for each)."""
         count = len(q.consumers)
         if not q.is_quorum or not q.unacked:
             return count
-        holders: set[tuple[int, int, str | None]] = set()
+        cancelled: set[int] = set()
         for connection in self.connections:
             for channel in connection.channels.values():
                 for item in channel.unacked.values():
                     if item.queue is not q:
                         continue
                     consumer = item.consumer
-                    if consumer is not None and channel.consumers.get(consumer.tag) is consumer:
-                        continue  # an active consumer: counted above
-                    tag = consumer.tag if consumer is not None else None
-                    holders.add((connection.number, channel.number, tag))
-        return count + len(holders)
+                    if consumer is None:
+                        count += 1  # one per basic.get
+                    elif channel.consumers.get(consumer.tag) is not consumer:
+                        cancelled.add(id(consumer))
+        return count + len(cancelled)
 
     def _generated_name(self) -> str:
         while True:

@@ -126,6 +126,10 @@ class Flow:
         # RabbitMQ 3.10 (measured on 3.10.8): a return the delivery limit dead-letters gives
         # the consumer one more message of credit, for good (settle.py); 4.0.5 does not
         self._limit_drop_leaks_credit = version < (4, 0)
+        # RabbitMQ 4.0 (measured on 4.0.5, message containers): a quorum queue's rejection
+        # without requeue adds one to the message's delivery count, which travels with the dead
+        # letter: a quorum queue it reaches shows it as x-delivery-count (StoredMessage)
+        self._rejections_travel = version >= (4, 0)
         self._held_dead_letters: deque[Callable[[], None]] | None = None
         """Dead letters waiting for the operation that caused them (dead_letters_afterwards)."""
         self.dead_letter_retry_s = DEAD_LETTER_RETRY_S
@@ -321,6 +325,7 @@ class Flow:
             seq=next(self._seq),
             expires_at_s=None if ttl_ms is None else on_grid(now_s + ttl_ms / 1000),
             enqueued_at_s=now_s,
+            delivery_count=message.quorum_rejections if q.is_quorum else 0,
         )
         if q.consumers and not q.ready:
             consumer = q.next_consumer()
@@ -527,6 +532,9 @@ class Flow:
         dlrk = q.settings.dead_letter_routing_key
         if dlrk is not None and self._dead_letter_key_drops_cc and "CC" in headers:
             headers = {name: value for name, value in headers.items() if name != "CC"}
+        rejections = message.quorum_rejections
+        if self._rejections_travel and q.is_quorum and reason == "rejected":
+            rejections += 1
         dead = DeadLetter(
             number=message.number,
             body=message.body,
@@ -534,9 +542,16 @@ class Flow:
             exchange=dlx_name,
             routing_keys=(dlrk,) if dlrk is not None else message.routing_keys,
             ttl_ms=None,
+            quorum_rejections=rejections,
         )
         dlx = self.exchanges.get(dlx_name)
         targets = self._route(dlx, dead)[0] if dlx is not None else []
+        if not targets and q.settings.dead_letter_at_least_once:
+            self._emit(
+                DeadLettered(now_s, message.number, reason, q.name, dlx_name, dead.routing_keys, ())
+            )
+            self._keep_unroutable(q, dlx_name, dead)
+            return
         keep, cycling = without_cycles(reason, headers, _names(targets))
         self._emit(
             DeadLettered(
@@ -576,6 +591,30 @@ class Flow:
                 self._keep_dead_letter(source, target, dead)
             else:
                 self._enqueue(target, dead)
+
+        self.clock.call_later(self.dead_letter_retry_s, again)
+
+    def _keep_unroutable(self, source: EmulatedQueue, dlx_name: str, dead: StoredMessage) -> None:
+        """At-least-once: no queue takes the dead letter (its exchange is missing or routes it
+        nowhere); ``source`` keeps it and the dead-letter worker routes it again every
+        ``dead_letter_retry_s`` until a queue takes it or ``source`` is deleted (measured on
+        3.10.8 and 4.0.5: it arrives once a queue is bound)."""
+        self.kept_dead_letters += 1
+
+        def again() -> None:
+            self.kept_dead_letters -= 1
+            if self.queues.get(source.name) is not source:
+                return
+            dlx = self.exchanges.get(dlx_name)
+            targets = self._route(dlx, dead)[0] if dlx is not None else []
+            if not targets:
+                self._keep_unroutable(source, dlx_name, dead)
+                return
+            for target in targets:
+                if self._refuses(target, dead, source):
+                    self._keep_dead_letter(source, target, dead)
+                else:
+                    self._enqueue(target, dead)
 
         self.clock.call_later(self.dead_letter_retry_s, again)
 

@@ -28,6 +28,9 @@ class StoredMessage:
     """The first is the publish routing key (``x-death`` ``routing-keys``)."""
     ttl_ms: int | None
     """From the ``expiration`` property."""
+    quorum_rejections: int = 0
+    """RabbitMQ 4.0: how often a quorum queue rejected it (no requeue) before it was
+    dead-lettered here; a quorum queue shows it as its first ``x-delivery-count``."""
 
 
 @dataclass(slots=True, eq=False)
