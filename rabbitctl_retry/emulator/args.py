@@ -92,6 +92,9 @@ class QueueSettings:
     """Quorum with ``x-dead-letter-strategy = at-least-once`` and ``x-overflow =
     reject-publish`` (RabbitMQ falls back to at-most-once without the latter): a dead letter
     its target refuses is kept by the queue and sent again later, never dropped."""
+    expires_ms: int | None = None
+    """``x-expires``: the queue is deleted after this long unused (no consumer, no
+    basic.get, not redeclared)."""
 
 
 def amqp_type_name(value: FieldValue) -> str:
@@ -250,6 +253,7 @@ def validate_queue(
     ttl = arguments.get("x-message-ttl")
     max_length = arguments.get("x-max-length")
     max_bytes = arguments.get("x-max-length-bytes")
+    expires = arguments.get("x-expires")
     return QueueSettings(
         kind=kind,
         message_ttl_ms=ttl if isinstance(ttl, int) else None,
@@ -262,6 +266,7 @@ def validate_queue(
         dead_letter_at_least_once=kind == "quorum"
         and arguments.get("x-dead-letter-strategy") == "at-least-once"
         and overflow == "reject-publish",
+        expires_ms=expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
     )
 
 

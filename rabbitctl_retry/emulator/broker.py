@@ -163,6 +163,12 @@ class Broker(Settlement):
         if passive:
             return self._info(self._queue(channel, name))
         if name == "":
+            if (arguments or {}).get("x-queue-type") == "quorum":
+                # measured on 3.10.8 and 4.0.5: the channel is closed
+                raise PreconditionFailed(
+                    "PRECONDITION_FAILED - Cannot declare a server-named queue for type "
+                    "rabbit_quorum_queue"
+                )
             name = self._generated_name()
         elif name.startswith("amq."):
             raise AccessRefused(
@@ -193,6 +199,7 @@ class Broker(Settlement):
             )
             if problem is not None:
                 raise PreconditionFailed(problem)
+            self.mark_used(existing)
             return self._info(existing)
         settings = validate_queue(
             name,
@@ -209,6 +216,7 @@ class Broker(Settlement):
                 'models")'
             )
         q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
+        self.mark_used(q)
         return self._info(q)
 
     def _create_queue(
@@ -457,6 +465,7 @@ class Broker(Settlement):
         channel.consumers[tag] = consumer
         q.consumers.append(consumer)
         q.had_consumer = True
+        self.mark_used(q)
         self._dispatch(q)
         return tag
 

@@ -111,6 +111,8 @@ class EmulatedQueue:
     had_consumer: bool = False
     unacked: int = 0
     ttl_timer: TimerHandle | None = None
+    expiry_timer: TimerHandle | None = None
+    """``x-expires``: armed while the queue is unused."""
     deleted: bool = False
     blocked: set[object] = field(default_factory=set)
     """Quorum reject-publish: the publishers (channels, dead-letter sources) the queue refused

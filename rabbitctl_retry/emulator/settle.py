@@ -182,3 +182,5 @@ class Settlement(Flow):
             return
         if q.auto_delete and not q.consumers and q.had_consumer and not q.deleted:
             self.delete_queue(q)
+        elif not q.consumers and not q.deleted:
+            self.mark_used(q)

@@ -58,11 +58,16 @@ MAX_DELAY_MS = 4_294_967_295
 """The delayed-message exchange delays only ``0 < x-delay <= 2**32 - 1`` (Erlang's timer)."""
 
 
+MAX_EXPIRATION_MS = 10 * 365 * 24 * 60 * 60 * 1000
+"""The longest per-message TTL RabbitMQ takes: ten years (measured on 3.10.8 and 4.0.5)."""
+
+
 def parse_expiration(expiration: str | None) -> int | None:
     """The per-message TTL in ms from the ``expiration`` property; None when absent.
 
     Raises :class:`ValueError` with the server's reason (``no_integer``,
-    ``{value_negative,-5}``) for anything but a decimal integer >= 0.
+    ``{value_negative,-5}``, ``{value_too_large,N}``) for anything but a decimal integer from 0
+    to :data:`MAX_EXPIRATION_MS`.
     """
     if expiration is None:
         return None
@@ -73,6 +78,8 @@ def parse_expiration(expiration: str | None) -> int | None:
     value = int(text)
     if value < 0:
         raise ValueError(f"{{value_negative,{value}}}")
+    if value > MAX_EXPIRATION_MS:
+        raise ValueError(f"{{value_too_large,{value}}}")
     return value
 
 
