@@ -7,6 +7,8 @@ words instead of zero or more. The expected result is the one RabbitMQ gives
 Each check runs on the emulator set to each release line, and the suite also tells the lines
 apart: an emulator at one version with the other's headers-exchange number rule does not pass
 the headers scenario of its version (``test_headers_routing[rabbitmq-*]`` checks both tables).
+And RabbitMQ's own cases, ported (tests/contract/rabbitmq_suite/), catch an emulator without
+its CC routing or with BCC keys in ``x-death``.
 """
 
 from __future__ import annotations
@@ -98,3 +100,47 @@ async def test_the_headers_scenario_catches_the_other_versions_number_rule(versi
     assert differing == {"int", "float", "stamp", "millis"}
     other = next(line for line in EMULATED if line != version)
     assert observed == expected_headers(other)  # and gives the other server's table exactly
+
+
+async def run_ported_header_case(version: str, header: str) -> None:
+    """RabbitMQ's dead_lettering_SUITE:dead_letter_routing_key_header_``header`` (ported in
+    tests/contract/rabbitmq_suite/) on a fresh emulator, classic queues."""
+    from tests.contract.rabbitmq_suite.support import CLASSIC, Scenario
+    from tests.contract.rabbitmq_suite.test_dead_lettering import routed_by_header
+
+    backend = EmulatorBackend(version, rounds=1)
+    try:
+        scenario = await Scenario.open(backend, CLASSIC, f"dead_letter_routing_key_header_{header}")
+        await routed_by_header(scenario, header)
+    finally:
+        await backend.close()
+
+
+@VERSIONS
+async def test_a_ported_rabbitmq_case_catches_an_emulator_without_cc_routing(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sender-selected distribution removed (the CC header routes nothing): RabbitMQ's own
+    dead_letter_routing_key_header_CC, ported, fails on that emulator."""
+    from rabbitctl_retry.emulator import flow
+
+    await run_ported_header_case(version, "CC")
+
+    monkeypatch.setattr(flow, "_sender_selected", lambda properties: (properties, ()))
+    with pytest.raises(AssertionError):
+        await run_ported_header_case(version, "CC")
+
+
+@VERSIONS
+async def test_a_ported_rabbitmq_case_catches_bcc_keys_in_x_death(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The x-death rule removed (routing-keys list every key the message was routed by, BCC's
+    too): the ported dead_letter_routing_key_header_BCC fails on that emulator."""
+    from rabbitctl_retry.emulator import flow
+
+    await run_ported_header_case(version, "BCC")
+
+    monkeypatch.setattr(flow, "_death_routing_keys", lambda message: message.routing_keys)
+    with pytest.raises(AssertionError, match="x-death"):
+        await run_ported_header_case(version, "BCC")
