@@ -12,7 +12,7 @@ import functools
 import itertools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
@@ -134,17 +134,9 @@ def inspect_command(
         now=datetime.now(UTC),
     )
     wanted = limit if limit is not None else (None if summary else DEFAULT_INSPECT_LIMIT)
+    kept = Kept(summary=Summary(now=reading.now) if summary else None)
+    take = kept.taker(output=output, view=view, with_body=body, now=reading.now)
     streaming = output is InspectOutput.JSONL or view is InspectFormat.LINES
-    if summary:
-        tally = Summary(now=reading.now)
-        take: Callable[[Letter[Delivery]], None] = tally.add
-    elif output is InspectOutput.JSONL:
-        take = functools.partial(_print_message_line, with_body=body)
-    elif view is InspectFormat.LINES:
-        take = functools.partial(_print_letter_line, now=reading.now, with_body=body)
-    else:
-        found: list[Letter[Delivery]] = []
-        take = found.append
     bar_output = OutputFormat.JSON if output is InspectOutput.JSON else OutputFormat.TABLE
 
     async def inspect() -> shell.ScanResult:
@@ -164,30 +156,66 @@ def inspect_command(
             await connection.close()
 
     scan = run(inspect())
-    if summary:
-        if output is InspectOutput.JSON:
-            print_json(
-                summary_document(queue, tally, in_queue=scan.in_queue, complete=scan.complete)
-            )
-        else:
-            console = stdout_console()
-            console.print(cell(summary_head(queue, tally, scan.in_queue)))
-            if tally.count:
-                console.print(summary_view(tally))
-    elif output is InspectOutput.JSON:
-        print_json(inspect_document(queue, found, in_queue=scan.in_queue, with_body=body))
-    elif not streaming:
-        console = stdout_console()
-        if found:
-            console.print(inspect_table(found, with_body=body))
-        console.print(cell(inspect_footer(queue, found, scan.in_queue)))
-    elif view is InspectFormat.LINES:
-        note(f"{scan.read:,} dead letter(s) shown of {scan.in_queue:,} in {queue!r}")
+    kept.show(queue, scan, output=output, view=view, with_body=body)
     if not scan.complete:
         note(
             f"only {scan.read:,} message(s) came before the queue went quiet: another consumer "
             "may be taking them"
         )
+
+
+@dataclass(slots=True)
+class Kept:
+    """What inspect keeps of the letters it reads: counters (``--summary``), every letter (the
+    table, ``--output json``), or nothing (the views printed as read)."""
+
+    summary: Summary | None = None
+    letters: list[Letter[Delivery]] = field(default_factory=list)
+
+    def taker(
+        self, *, output: InspectOutput, view: InspectFormat, with_body: bool, now: datetime
+    ) -> Callable[[Letter[Delivery]], None]:
+        """What is done with each letter as it is read."""
+        if self.summary is not None:
+            return self.summary.add
+        if output is InspectOutput.JSONL:
+            return functools.partial(_print_message_line, with_body=with_body)
+        if view is InspectFormat.LINES:
+            return functools.partial(_print_letter_line, now=now, with_body=with_body)
+        return self.letters.append
+
+    def show(
+        self,
+        queue: str,
+        scan: shell.ScanResult,
+        *,
+        output: InspectOutput,
+        view: InspectFormat,
+        with_body: bool,
+    ) -> None:
+        """Print what was kept, once the read is over."""
+        tally = self.summary
+        if tally is not None:
+            if output is InspectOutput.JSON:
+                print_json(
+                    summary_document(queue, tally, in_queue=scan.in_queue, complete=scan.complete)
+                )
+                return
+            console = stdout_console()
+            console.print(cell(summary_head(queue, tally, scan.in_queue)))
+            if tally.count:
+                console.print(summary_view(tally))
+        elif output is InspectOutput.JSON:
+            print_json(
+                inspect_document(queue, self.letters, in_queue=scan.in_queue, with_body=with_body)
+            )
+        elif view is InspectFormat.LINES:
+            note(f"{scan.read:,} dead letter(s) shown of {scan.in_queue:,} in {queue!r}")
+        elif output is InspectOutput.TABLE:
+            console = stdout_console()
+            if self.letters:
+                console.print(inspect_table(self.letters, with_body=with_body))
+            console.print(cell(inspect_footer(queue, self.letters, scan.in_queue)))
 
 
 def inspect_usage_problem(
