@@ -26,10 +26,16 @@ say() { echo "rabbitmq4: $*" >&2; }
 mounted() { mountpoint -q "$ROOT/$1"; }
 
 mount_all() {
-  mounted proc || mount -t proc proc "$ROOT/proc"
-  mounted dev || mount --bind /dev "$ROOT/dev"
-  # the host's /tmp, so that rabbitmqctl import_definitions /tmp/x.json finds the host's file
-  mounted tmp || mount --bind /tmp "$ROOT/tmp"
+  mounted proc && mounted dev && mounted tmp && return 0
+  # under a lock: parallel test workers (pytest -n) run `ctl-raw` at the same time, and two
+  # that both found a folder unmounted would mount it twice
+  (
+    flock 9
+    mounted proc || mount -t proc proc "$ROOT/proc"
+    mounted dev || mount --bind /dev "$ROOT/dev"
+    # the host's /tmp, so that rabbitmqctl import_definitions /tmp/x.json finds the host's file
+    mounted tmp || mount --bind /tmp "$ROOT/tmp"
+  ) 9>"$ROOT.mount.lock"
 }
 
 in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq "$@"; }

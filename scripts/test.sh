@@ -3,6 +3,9 @@
 # This is the README's test command, and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Cached bytecode: without it every run recompiles rr and the tests, and so does each of the
+# hundreds of `rr` processes the tests start (5 s of collection alone on a 2-core machine).
+unset PYTHONDONTWRITEBYTECODE
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
@@ -15,4 +18,8 @@ fi
 ruff check .
 ruff format --check .
 mypy
-pytest "$@"
+# In 5 processes (pytest-xdist; --dist loadgroup from pyproject.toml runs the tests of one
+# xdist_group on one worker, one after the other: the cluster tests, the two halves of the
+# fault tests, ...; docs/testing.md, "Running rr's own suite"). Most broker tests wait on
+# RabbitMQ, so more processes than the 2 cores help. A later -n in "$@" wins (-n 0: one).
+pytest -n 5 "$@"

@@ -9,24 +9,27 @@ it reads the same on both (docs/testing.md):
   ``rounds`` times. The contract suite asks for one round: the emulator must be right as
   soon as it settled, with no help from waiting. rr's own service runs tasks of its own
   between two settles, so the runtime suites give it more.
-* :class:`RabbitBackend`: the real server (tests/shared_node.py), in a vhost of its own:
-  made by :meth:`RabbitBackend.setup` and deleted by :meth:`RabbitBackend.close`, or taken
-  from a :class:`VhostPool` and given back to it. ``elapse`` sleeps for real and ``until``
-  polls, because a real broker needs a moment to move a message between queues or to a
-  consumer.
+* :class:`RabbitBackend`: the real server (tests/shared_node.py), in a vhost of its own,
+  taken from a :class:`VhostPool` (by :meth:`RabbitBackend.setup`, or given by the caller)
+  and given back to it by :meth:`RabbitBackend.close`. ``elapse`` sleeps for real and
+  ``until`` polls, because a real broker needs a moment to move a message between queues or
+  to a consumer.
 
-``rabbitmqctl`` costs about 0.4 s a call, so :class:`VhostPool` creates vhosts a few tests
-ahead in worker threads and deletes them in the background: every test still gets a fresh,
-never used vhost, but does not wait for ``rabbitmqctl``.
+``rabbitmqctl`` costs most of a second of CPU a call (it starts an Erlang VM), which made
+vhosts the suite's biggest cost on a 2-core machine (three calls per test). So
+:class:`VhostPool` makes vhosts a batch at a time, ahead of use, in a background thread, with
+one ``rabbitmqctl eval`` per batch, and deletes the vhosts given back a batch at a time: every
+test still gets a fresh, never used vhost, and no vhost outlives the session (the pools are
+closed at its end, tests/conftest.py). :func:`vhost_pool` gives the process's pool of a
+server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import inspect
-import shutil
-import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,6 +57,10 @@ DEADLINE_S = 60.0
 true."""
 
 DELAYED_PLUGIN = "rabbitmq_delayed_message_exchange"
+
+NODE_SETTINGS = "rabbitmq-node-settings"
+"""The xdist group of the tests that change a setting of a whole shared node
+(:meth:`RabbitBackend.set_dead_letter_retry`): run on one worker, one after the other."""
 
 Check = Callable[[], bool | Awaitable[bool]]
 """What :meth:`Backend.until` waits for: a plain or an async function without arguments."""
@@ -169,9 +176,9 @@ class RabbitBackend:
     """The real RabbitMQ, in a vhost of its own.
 
     ``broker``: a shared server, or the URL of the current one (the ``amqp_url`` fixture).
-    Without ``pool`` the backend names a fresh vhost, :meth:`setup` makes it and
-    :meth:`close` deletes it; with ``pool``, ``vhost`` is one :meth:`VhostPool.take` gave and
-    :meth:`close` gives it back. ``deadline_s``: how long :meth:`until` polls.
+    Without ``pool``, :meth:`setup` takes a fresh vhost from the server's :func:`vhost_pool`;
+    with ``pool``, ``vhost`` is one :meth:`VhostPool.take` gave. :meth:`close` gives it back
+    (the pool deletes it). ``deadline_s``: how long :meth:`until` polls.
     """
 
     name = "rabbitmq"
@@ -186,12 +193,13 @@ class RabbitBackend:
     ) -> None:
         self.broker = broker if isinstance(broker, SharedBroker) else current()
         self.version = self.broker.version
-        base_url = broker if isinstance(broker, str) else broker.url
+        self._base_url = broker if isinstance(broker, str) else broker.url
         if (pool is None) != (vhost is None):
             raise ValueError("a pooled vhost needs both pool= and vhost=")
-        self.vhost = vhost or f"rr-test-{uuid4().hex[:12]}"
-        self.url = vhost_url(base_url, self.vhost)
-        self.user = urlsplit(base_url).username or "guest"
+        self.vhost = vhost or ""
+        """The vhost (empty until :meth:`setup` when the backend takes its own)."""
+        self.url = vhost_url(self._base_url, self.vhost) if vhost else ""
+        self.user = urlsplit(self._base_url).username or "guest"
         self.clock: Clock = WallClock()
         self.deadline_s = deadline_s
         self._pool = pool
@@ -199,11 +207,13 @@ class RabbitBackend:
         self._connections = _Connections()
 
     def setup(self) -> None:
-        """Make the backend's own vhost, with full permissions for the URL's user."""
+        """Take a fresh vhost (full permissions for the URL's user) from the server's pool."""
         if self._pool is not None:
             raise RuntimeError(f"{self.vhost} comes from a pool, made already")
-        self.ctl("add_vhost", self.vhost)
-        self.ctl("set_permissions", "-p", self.vhost, self.user, ".*", ".*", ".*")
+        pool = vhost_pool(self.broker)
+        self.vhost = pool.take_now()
+        self.url = vhost_url(self._base_url, self.vhost)
+        self._pool = pool
 
     async def connect(self) -> Connection:
         # RabbitMQ 4.0.5 as built here (scripts/rabbitmq4.sh) leaves about one in 55 rapid
@@ -236,7 +246,10 @@ class RabbitBackend:
             await asyncio.sleep(0.01)
 
     def set_dead_letter_retry(self, seconds: float) -> None:
-        # a node-wide setting, read by each worker when its queue starts; put back in close()
+        # A node-wide setting, read by each worker when its queue starts; put back in close().
+        # Tests that call this must not run at the same time as each other on one node (two
+        # of them would put back each other's value): they share the xdist_group
+        # NODE_SETTINGS, so pytest-xdist runs them on one worker, one after the other.
         if self._dead_letter_retry_before is None:
             self._dead_letter_retry_before = _eval(
                 self.broker, f"application:get_env(rabbit, {_RETRY_KEY})."
@@ -244,20 +257,29 @@ class RabbitBackend:
         _eval(self.broker, f"application:set_env(rabbit, {_RETRY_KEY}, {int(seconds * 1000)}).")
 
     async def close(self) -> None:
-        await self._connections.close_all()
+        """Close the connections, put back the node setting, delete (or give back) the vhost:
+        each step runs even when an earlier one fails (then the first failure is raised)."""
+        try:
+            await self._connections.close_all()
+        finally:
+            try:
+                self._restore_dead_letter_retry()
+            finally:
+                if self._pool is not None:
+                    self._pool.give_back(self.vhost)
+
+    def _restore_dead_letter_retry(self) -> None:
         before = self._dead_letter_retry_before
-        if before is not None:
-            value = before.removeprefix("{ok,").removesuffix("}")
-            restore = (
-                f"application:set_env(rabbit, {_RETRY_KEY}, {value})."
-                if before.startswith("{ok,")
-                else f"application:unset_env(rabbit, {_RETRY_KEY})."
-            )
-            _eval(self.broker, restore)
-        if self._pool is not None:
-            self._pool.give_back(self.vhost)
-        else:
-            self.ctl("delete_vhost", self.vhost)
+        if before is None:
+            return
+        self._dead_letter_retry_before = None
+        value = before.removeprefix("{ok,").removesuffix("}")
+        restore = (
+            f"application:set_env(rabbit, {_RETRY_KEY}, {value})."
+            if before.startswith("{ok,")
+            else f"application:unset_env(rabbit, {_RETRY_KEY})."
+        )
+        _eval(self.broker, restore)
 
     def close_all_connections(self) -> None:
         """Force-close every client connection of this vhost (as an operator would)."""
@@ -269,44 +291,212 @@ class RabbitBackend:
 
 
 class VhostPool:
-    """Fresh vhosts on the real broker, made ahead of use and deleted in the background."""
+    """Fresh vhosts on a shared server, made ahead of use and deleted once given back, a
+    batch at a time (see the module doc): one ``rabbitmqctl eval`` in a background thread
+    deletes the vhosts given back so far and, when ``low`` or fewer are left, makes the next
+    ``batch``; it runs when those are needed, or when ``delete_after`` wait to be deleted.
 
-    def __init__(self, broker: SharedBroker, *, ahead: int = 2) -> None:
+    Not thread-safe: take and give back from one thread (the tests'); only the
+    ``rabbitmqctl`` calls run in the background.
+    """
+
+    def __init__(
+        self, broker: SharedBroker, *, batch: int = 12, low: int = 3, delete_after: int = 12
+    ) -> None:
         self.broker = broker
         self.user = urlsplit(broker.url).username or "guest"
-        self._ahead = ahead
-        self._workers = ThreadPoolExecutor(max_workers=ahead + 1, thread_name_prefix="rr-vhost")
-        self._ready: deque[Future[str]] = deque()
-        self._deleting: list[Future[str]] = []
+        self._batch = batch
+        self._low = low
+        self._delete_after = delete_after
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rr-vhost")
+        self._ready: deque[str] = deque()
+        self._given_back: list[str] = []
+        self._job: Future[list[str]] | None = None
+        self._failures: list[BaseException] = []
+        self._closed = False
 
     async def take(self) -> str:
         """A vhost no test has used, with full permissions for the URL's user."""
-        self._fill()
-        vhost = await asyncio.wrap_future(self._ready.popleft())
-        self._fill()
-        return vhost
+        while not self._collect():
+            self._kick(make=True)
+            assert self._job is not None
+            await asyncio.wrap_future(self._job)
+        return self._pop()
+
+    def take_now(self) -> str:
+        """:meth:`take`, for code outside an event loop (waits for a batch if none is left)."""
+        while not self._collect():
+            self._kick(make=True)
+            assert self._job is not None
+            self._job.result()
+        return self._pop()
 
     def give_back(self, vhost: str) -> None:
-        self._deleting.append(self._workers.submit(ctl, self.broker, "delete_vhost", vhost))
+        """Have ``vhost`` deleted (with the next batch)."""
+        self._given_back.append(vhost)
+        self._collect()
+        self._kick()
 
     def close(self) -> None:
-        """Delete every vhost made (wait for it); raise if a deletion failed."""
-        for made in self._ready:
-            self.give_back(made.result())
+        """Delete every vhost made, wait for it; raise the first failure once all were
+        tried. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._job is not None:
+            try:
+                self._job.result()
+            except Exception as error:
+                self._failures.append(error)
+            self._collect()
+        leftover, self._given_back = [*self._given_back, *self._ready], []
         self._ready.clear()
-        for deletion in self._deleting:
-            deletion.result()
-        self._workers.shutdown()
+        try:
+            _, error = maintain_vhosts(self.broker, self.user, delete=leftover, make=[])
+            if error is not None:
+                self._failures.append(error)
+        except Exception as error:
+            self._failures.append(error)
+        self._worker.shutdown()
+        if self._failures:
+            raise self._failures[0]
 
-    def _fill(self) -> None:
-        while len(self._ready) < self._ahead:
-            self._ready.append(self._workers.submit(self._make))
+    def _collect(self) -> int:
+        """Take in the finished background job's vhosts; how many are ready."""
+        if self._job is not None and self._job.done():
+            job, self._job = self._job, None
+            self._ready.extend(job.result())  # raises when its vhosts could not be made
+        return len(self._ready)
 
-    def _make(self) -> str:
-        vhost = f"rr-contract-{uuid4().hex[:12]}"
-        ctl(self.broker, "add_vhost", vhost)
-        ctl(self.broker, "set_permissions", "-p", vhost, self.user, ".*", ".*", ".*")
+    def _pop(self) -> str:
+        vhost = self._ready.popleft()
+        self._kick()
         return vhost
+
+    def _kick(self, *, make: bool = False) -> None:
+        """Start a background job when none runs and there is work for one."""
+        if self._closed:
+            raise RuntimeError("the vhost pool is closed")
+        if self._job is not None:
+            return
+        make = make or len(self._ready) <= self._low
+        if not make and len(self._given_back) < self._delete_after:
+            return
+        names = [f"rr-test-{uuid4().hex[:12]}" for _ in range(self._batch if make else 0)]
+        delete, self._given_back = self._given_back, []
+        self._job = self._worker.submit(self._maintain, delete, names)
+
+    def _maintain(self, delete: list[str], make: list[str]) -> list[str]:
+        made, error = maintain_vhosts(self.broker, self.user, delete=delete, make=make)
+        if error is not None:
+            self._failures.append(error)  # raised by close(): a test's teardown must not fail
+        return made
+
+
+_POOLS: dict[str, VhostPool] = {}
+
+
+def vhost_pool(broker: SharedBroker) -> VhostPool:
+    """This process's pool of fresh vhosts on ``broker`` (made on first use; closed by
+    :func:`close_vhost_pools` at the end of the session, or when the process exits: a script
+    that uses :class:`RabbitBackend` leaves no vhost behind either)."""
+    pool = _POOLS.get(broker.version)
+    if pool is None or pool.broker != broker:
+        if not _POOLS:
+            atexit.register(close_vhost_pools)
+        pool = _POOLS[broker.version] = VhostPool(broker)
+    return pool
+
+
+def close_vhost_pools() -> None:
+    """Delete the vhosts of every pool (tests/conftest.py, at the end of the session)."""
+    pools = list(_POOLS.values())
+    _POOLS.clear()
+    atexit.unregister(close_vhost_pools)
+    failures: list[BaseException] = []
+    for pool in pools:
+        try:
+            pool.close()
+        except Exception as error:
+            failures.append(error)
+    if failures:
+        raise failures[0]
+
+
+_ACTING_USER = "rr-tests"
+"""Who the server's log says made and deleted the vhosts."""
+
+
+def _erlang_binary(text: str) -> str:
+    """``text`` as an Erlang binary of its UTF-8 bytes: ``<<103,117,...>>`` (no quotes for a
+    shell or ``rabbitmqctl``'s wrapper to mangle)."""
+    return "<<" + ",".join(str(byte) for byte in text.encode()) + ">>"
+
+
+def _erlang_list(names: list[str]) -> str:
+    return "[" + ",".join(_erlang_binary(name) for name in names) + "]"
+
+
+def maintain_vhosts(
+    broker: SharedBroker, user: str, *, delete: list[str], make: list[str]
+) -> tuple[list[str], BaseException | None]:
+    """Delete the vhosts ``delete`` and make the vhosts ``make`` on ``broker``'s node, ``user``
+    with full permissions in each, with one ``rabbitmqctl eval`` (rabbit_vhost:delete,
+    rabbit_vhost:add, set_permissions: what ``delete_vhost``, ``add_vhost`` and
+    ``set_permissions`` call). When that fails, one ``rabbitmqctl`` command at a time.
+
+    ``(make, why a deletion failed or None)``; raises (having deleted what it made) when the
+    vhosts ``make`` cannot be made."""
+    if not delete and not make:
+        return make, None
+    expression = (
+        f"A = {_erlang_binary(_ACTING_USER)}, U = {_erlang_binary(user)}, P = <<46,42>>, "
+        f"D = [{{V, R}} || V <- {_erlang_list(delete)}, "
+        "R <- [(catch rabbit_vhost:delete(V, A))], R =/= ok], "
+        f"M = [{{V, R1, R2}} || V <- {_erlang_list(make)}, "
+        "R1 <- [(catch rabbit_vhost:add(V, A))], "
+        "R2 <- [(catch rabbit_auth_backend_internal:set_permissions(U, V, P, P, P, A))], "
+        "{R1, R2} =/= {ok, ok}], "
+        "{D, M}."
+    )
+    done = broker.run_ctl("-q", "eval", expression)
+    if done.returncode == 0 and done.stdout.strip() == "{[],[]}":
+        return make, None
+    # The fast path failed (another RabbitMQ's internals, a vhost deleted already): go slowly.
+    deletion_error: BaseException | None = None
+    try:
+        _delete_each(broker, delete, missing_ok=False)
+    except Exception as error:
+        deletion_error = error
+    _delete_each(broker, make, missing_ok=True)
+    made: list[str] = []
+    try:
+        for name in make:
+            ctl(broker, "add_vhost", name)
+            made.append(name)
+            ctl(broker, "set_permissions", "-p", name, user, ".*", ".*", ".*")
+    except BaseException:
+        _delete_each(broker, made, missing_ok=True)
+        raise
+    return make, deletion_error
+
+
+def _delete_each(broker: SharedBroker, names: list[str], *, missing_ok: bool) -> None:
+    if not names:
+        return
+    present = set(ctl(broker, "list_vhosts", "name").split())
+    failures: list[BaseException] = []
+    for name in names:
+        if name not in present:
+            if not missing_ok:
+                failures.append(RuntimeError(f"vhost {name} was deleted already"))
+            continue
+        try:
+            ctl(broker, "delete_vhost", name)
+        except RuntimeError as error:
+            failures.append(error)
+    if failures:
+        raise failures[0]
 
 
 def vhost_url(base_url: str, vhost: str) -> str:
@@ -337,18 +527,11 @@ def ctl(broker: SharedBroker, *args: str) -> str:
 
 
 @functools.cache
-def delayed_plugin_enabled() -> bool:
-    """Whether the local server runs the delayed-message exchange plugin."""
-    if shutil.which("rabbitmq-plugins") is None:
-        return False
-    done = subprocess.run(
-        ["rabbitmq-plugins", "list", "-e", "-m"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done.returncode == 0 and DELAYED_PLUGIN in done.stdout.split()
+def delayed_plugin_enabled(broker: SharedBroker) -> bool:
+    """Whether ``broker``'s node runs the delayed-message exchange plugin (asked of that
+    node, as ``RR_TEST_NODE`` names it, never of the machine's default one)."""
+    active = _eval(broker, f"lists:member({DELAYED_PLUGIN}, rabbit_plugins:active()).")
+    return active == "true"
 
 
 async def publish(

@@ -9,7 +9,14 @@ the test talks to. Each node is addressed explicitly: the fault suite runs nodes
 on the same machine, and a bare ``rabbitmqctl`` must never reach the wrong one.
 
 ``RR_TEST_BROKERS`` picks the servers (default ``3.10,4.0``); ``RR_TEST_URL`` /
-``RR_TEST_NODE`` and ``RR_TEST_URL_4`` override the 3.10 and 4.0 addresses.
+``RR_TEST_NODE`` and ``RR_TEST_URL_4`` override the 3.10 and 4.0 addresses. A URL's path is
+its vhost (``/`` when it has none, as for rr): the tests that work in the URL's own vhost
+look there (:attr:`SharedBroker.vhost`), never in ``/``.
+
+Only a test marked ``broker`` may talk to these servers: :func:`require_broker` fails any
+other (tests/conftest.py marks the tests that take ``amqp_url`` or a RabbitMQ ``backend``,
+and every ``faults`` and ``cluster`` test), so that ``pytest -m "not broker"`` runs without
+RabbitMQ and never skips a test only because none answered (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from rabbitctl_retry.transport.management import vhost_of
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -37,6 +46,11 @@ class SharedBroker:
     node: str
     ctl_prefix: tuple[str, ...]
     """How to run this node's ``rabbitmqctl`` (the node name is added)."""
+
+    @property
+    def vhost(self) -> str:
+        """The vhost :attr:`url` names (its path; ``/`` when it has none)."""
+        return vhost_of(self.url)
 
     def ctl(self, *args: str) -> list[str]:
         return [*self.ctl_prefix, "-n", self.node, *args]
@@ -105,9 +119,29 @@ def _probe(version: str) -> str | None:
     return _broker_answers(BROKERS[version].url)
 
 
+_running_unmarked: str | None = None
+"""The id of the test running now when it is not marked ``broker`` (set by
+tests/conftest.py before its fixtures are set up), else None."""
+
+
+def running(nodeid: str, *, marked_broker: bool) -> None:
+    """Tell :func:`require_broker` which test runs now and whether it is marked ``broker``."""
+    global _running_unmarked
+    _running_unmarked = None if marked_broker else nodeid
+
+
 def require_broker(version: str) -> SharedBroker:
     """The shared server of ``version``, made current; skips the test when it does not
-    answer, but fails it when ``CI=true`` (CI must never pass by skipping broker tests)."""
+    answer, but fails it when ``CI=true`` (CI must never pass by skipping broker tests).
+
+    Fails a test not marked ``broker`` at once: ``-m "not broker"`` must deselect every test
+    that needs a server, not skip it because none answered."""
+    if _running_unmarked is not None:
+        pytest.fail(
+            f"{_running_unmarked} talks to the shared RabbitMQ but is not marked broker: mark "
+            "it (pytest.mark.broker), or take amqp_url or a backend (tests/conftest.py)",
+            pytrace=False,
+        )
     broker = BROKERS[version]
     problem = _probe(version)
     if problem is not None:

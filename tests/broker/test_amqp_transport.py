@@ -37,9 +37,10 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.transport.amqp import AmqpChannel, AmqpConnection, connect
 from rabbitctl_retry.transport.base import Delivery, Properties, QueueInfo, ServerVersion
-from tests.shared_node import ctl_command
+from tests.shared_node import ctl_command, current
 
-pytestmark = pytest.mark.broker
+# The tests that take amqp_url (or conn, scratch, upstream) are marked broker by it
+# (tests/conftest.py); the others never reach a broker and run without one.
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -68,8 +69,10 @@ def _rabbitmqctl(*args: str) -> str:
     return done.stdout
 
 
-def _queue_arguments(name: str, vhost: str = "/") -> dict[str, tuple[str, object]]:
-    """{argument: (AMQP type, value)} of queue ``name`` as the broker stored them."""
+def _queue_arguments(name: str, vhost: str | None = None) -> dict[str, tuple[str, object]]:
+    """{argument: (AMQP type, value)} of queue ``name`` as the broker stored them, in
+    ``vhost`` (default: the one the test broker's URL names, where ``conn`` declares)."""
+    vhost = current().vhost if vhost is None else vhost
     out = _rabbitmqctl("list_queues", "-q", "-p", vhost, "name", "arguments", "--formatter", "json")
     for row in json.loads(out):
         if row["name"] == name:
@@ -214,7 +217,7 @@ async def test_vhost_comes_from_the_url_path(amqp_url: str, uid: str) -> None:
             info = await channel.queue_declare("in-the-vhost", durable=True)
             assert info == QueueInfo(name="in-the-vhost", message_count=0, consumer_count=0)
             assert "in-the-vhost" in _queue_arguments_names(uid)
-            assert "in-the-vhost" not in _queue_arguments_names("/")
+            assert "in-the-vhost" not in _queue_arguments_names(current().vhost)
         finally:
             await connection.close()
     finally:
@@ -229,11 +232,15 @@ def _queue_arguments_names(vhost: str) -> set[str]:
 async def test_percent_encoded_slash_is_the_default_vhost(
     amqp_url: str, conn: AmqpConnection, scratch: Scratch
 ) -> None:
+    """``/`` when the test broker's URL names the default vhost (``amqp://HOST/``, the
+    default): ``/%2F`` is the same vhost. With ``RR_TEST_URL`` naming another vhost, that
+    one, percent-encoded, is the same vhost as the URL's own path."""
+    vhost = current().vhost
     name = scratch.queue("default-vhost")
     await (await conn.channel()).queue_declare(name, durable=True)
-    explicit = await connect(_with_vhost(amqp_url, "/"))  # .../%2F
+    explicit = await connect(_with_vhost(amqp_url, vhost))  # .../%2F for "/"
     try:
-        assert explicit.url.endswith("/%2F")
+        assert explicit.url.endswith("/" + quote(vhost, safe=""))
         info = await (await explicit.channel()).queue_declare(name, passive=True)
         assert info.name == name
     finally:

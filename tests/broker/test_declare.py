@@ -23,10 +23,12 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
+from tests.backends import delayed_plugin_enabled, vhost_pool
 from tests.contract.versions import expected
-from tests.shared_node import ctl_command
+from tests.shared_node import ctl_command, current
 
-pytestmark = pytest.mark.broker
+# The tests that take amqp_url are marked broker by it (tests/conftest.py); the others never
+# reach a broker and run without one (pytest -m "not broker").
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "refunds" / "topology.toml"
 INTEGER_TYPES = {"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort"}
@@ -75,14 +77,13 @@ def list_exchanges(vhost: str) -> set[str]:
 
 @pytest.fixture
 def vhost(amqp_url: str) -> Iterator[str]:
-    name = f"rr-test-{uuid4().hex[:12]}"
-    rabbitmqctl("add_vhost", name)
-    user = urlsplit(amqp_url).username or "guest"
-    rabbitmqctl("set_permissions", "-p", name, user, ".*", ".*", ".*")
+    """A fresh, empty vhost (full permissions for the URL's user), deleted afterwards."""
+    pool = vhost_pool(current())
+    name = pool.take_now()
     try:
         yield name
     finally:
-        rabbitmqctl("delete_vhost", name)
+        pool.give_back(name)
 
 
 def vhost_url(amqp_url: str, vhost: str) -> str:
@@ -355,17 +356,10 @@ def test_missing_referenced_exchange_is_a_conflict(
     assert list_queues(vhost) == {}
 
 
-def _delayed_plugin_enabled() -> bool:
-    enabled = subprocess.run(
-        ["rabbitmq-plugins", "list", "-e", "-m"], capture_output=True, text=True, timeout=60
-    )
-    return "rabbitmq_delayed_message_exchange" in enabled.stdout
-
-
 def test_plugin_dme_without_the_plugin_changes_nothing(
     amqp_url: str, vhost: str, tmp_path: Path
 ) -> None:
-    if _delayed_plugin_enabled():
+    if delayed_plugin_enabled(current()):
         pytest.skip("the delayed-message plugin is enabled on this broker")
     topology = tmp_path / "topology.toml"
     topology.write_text('[queues.refunds]\ndelay = "plugin-dme"\n', encoding="utf-8")

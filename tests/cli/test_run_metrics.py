@@ -70,6 +70,13 @@ async def test_the_metrics_count_what_rr_did_and_healthz_says_it_consumes(
 ) -> None:
     backend = RabbitBackend(amqp_url)
     backend.setup()
+    try:
+        await _count_and_check(backend, tmp_path)
+    finally:
+        await backend.close()
+
+
+async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
     port = free_port()
     (tmp_path / "metered_svc.py").write_text(SERVICE, encoding="utf-8")
     (tmp_path / "topology.toml").write_text(TOPOLOGY, encoding="utf-8")
@@ -98,9 +105,12 @@ async def test_the_metrics_count_what_rr_did_and_healthz_says_it_consumes(
         bodies = [b"ok", b"ok", b"ok", b"bad"]
         await publish_all(backend, "metered", [(body, Properties()) for body in bodies])
         page = ""
-        for _ in range(200):
+        for _ in range(200):  # until the dead letter is decided and both copies confirmed
             page = get(f"{base}/metrics")[1]
-            if sample(page, "rr_decisions_total", queue="metered", outcome="dead-lettered"):
+            if (
+                sample(page, "rr_decisions_total", queue="metered", outcome="dead-lettered")
+                and sample(page, "rr_copies_confirmed_total") >= 2
+            ):
                 break
             time.sleep(0.05)
 
@@ -118,7 +128,6 @@ async def test_the_metrics_count_what_rr_did_and_healthz_says_it_consumes(
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
-        await backend.close()
     assert process.returncode == 0
 
 

@@ -3,13 +3,18 @@
 ``cluster`` (session)
     Runs ``scripts/cluster.sh up`` (quick when the cluster already runs: it is left running at
     the end of the session, the next one reuses it, and ``scripts/cluster.sh down`` removes it
-    by hand) and yields a :class:`LocalCluster`: the nodes ``rrc1@localhost`` ..
+    by hand; the script takes a file lock, so two pytest processes or xdist workers never
+    start it at once) and yields a :class:`LocalCluster`: the nodes ``rrc1@localhost`` ..
     ``rrc3@localhost`` on AMQP ports 5681..5683 (management API: 15681..15683). Skipped when
     not run as root or when RabbitMQ is not installed, but failed when ``CI=true`` (like
     ``require_broker`` in tests/shared_node.py: CI must never pass by skipping broker tests).
 
 Every command here addresses one of these three nodes by name; the shared nodes
 (``rabbit@localhost``, ``rabbit4@localhost``) are never touched.
+
+Every test here is marked ``cluster``, which tests/conftest.py turns into ``broker`` and
+``xdist_group("cluster")``: under pytest-xdist they all run on one worker, one after the
+other, since they stop and start nodes of the one cluster.
 """
 
 from __future__ import annotations

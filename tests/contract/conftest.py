@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, VhostPool
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, VhostPool, vhost_pool
 from tests.shared_node import chosen_versions, require_broker
 
 UNTIL_DEADLINE_S = 10.0
@@ -22,12 +22,10 @@ emulator gets one settle (tests/backends.py)."""
 
 
 @pytest.fixture(scope="session")
-def vhost_pools() -> Iterator[dict[str, VhostPool]]:
-    """One pool of fresh vhosts per shared server, made on first use."""
-    pools: dict[str, VhostPool] = {}
-    yield pools
-    for pool in pools.values():
-        pool.close()
+def vhost_pools() -> dict[str, VhostPool]:
+    """The pool of fresh vhosts of each shared server, by version, as :func:`_pool_for` takes
+    them (the process's pools, tests/backends.py: closed at the end of the session)."""
+    return {}
 
 
 def _pool_for(version: str, pools: dict[str, VhostPool]) -> VhostPool:
@@ -38,7 +36,7 @@ def _pool_for(version: str, pools: dict[str, VhostPool]) -> VhostPool:
             pytest.fail(message)
         pytest.skip(message)
     if version not in pools:
-        pools[version] = VhostPool(broker)
+        pools[version] = vhost_pool(broker)
     return pools[version]
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.fields import FieldValue
-from tests.backends import Backend
+from tests.backends import NODE_SETTINGS, Backend
 from tests.observe import depth
 
 RETRY_S = 1.0
 
 
+@pytest.mark.xdist_group(NODE_SETTINGS)  # the timeout is node-wide: one test at a time
 @pytest.mark.parametrize("strategy", ["at-least-once", "at-most-once"])
 async def test_a_full_dead_letter_queue(backend: Backend, strategy: str) -> None:
     backend.set_dead_letter_retry(RETRY_S)

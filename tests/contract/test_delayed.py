@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, delayed_plugin_enabled
+from tests.backends import Backend, RabbitBackend, delayed_plugin_enabled
 from tests.contract.support import drain, view
 from tests.observe import depth
 
 
 async def test_delayed_message_exchange(backend: Backend) -> None:
-    if backend.name == "rabbitmq" and not delayed_plugin_enabled():
+    if isinstance(backend, RabbitBackend) and not delayed_plugin_enabled(backend.broker):
         pytest.skip("the delayed-message plugin is not installed on this server")
     channel = await backend.channel()
     await channel.exchange_declare(

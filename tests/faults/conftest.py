@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import pytest
 
+from tests.faults import FAULT_ROWS
 from tests.faults.node import NodeError, PrivateNode, tools_missing
 from tests.faults.proxy import FaultProxy
 
@@ -98,13 +99,23 @@ def fault_vhost(fault_node: PrivateNode, proxy: FaultProxy) -> Iterator[FaultVho
         fault_node.delete_vhost(name)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Every fault run's numbers, as docs/runtime.md quotes them."""
-    from tests.faults.harness import REPORT, REPORT_HEADER
+_reported = 0
+"""How many of :data:`tests.faults.harness.REPORT`'s results went into a test report."""
 
-    if not REPORT:
-        return
-    terminalreporter.section("rr run under faults (lost, duplicated work, recovery)")
-    terminalreporter.write_line(REPORT_HEADER)
-    for result in REPORT:
-        terminalreporter.write_line(result.row())
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Put the rows of the fault runs a test made into its report (``user_properties``), which
+    pytest-xdist sends from the worker to the process that prints the summary: every fault
+    run's numbers, as docs/runtime.md quotes them (tests/conftest.py prints them at the end)."""
+    global _reported
+    if call.when == "call":
+        from tests.faults.harness import REPORT
+
+        rows = [result.row() for result in REPORT[_reported:]]
+        _reported = len(REPORT)
+        if rows:
+            item.user_properties.append((FAULT_ROWS, rows))
+    return (yield)

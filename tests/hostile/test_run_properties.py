@@ -126,8 +126,6 @@ def test_every_message_ends_dead_lettered_once_on_rabbitmq(amqp_url: str, queue_
     rabbit = RabbitBackend(amqp_url)
     rabbit.setup()
     budget = int(os.environ.get("RR_HOSTILE_BROKER_EXAMPLES", "8"))
-    for messages in KNOWN_HOSTILE:
-        asyncio.run(_scenario(rabbit, queue_type, messages))
 
     @settings(max_examples=budget, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(messages=MESSAGES)
@@ -135,6 +133,8 @@ def test_every_message_ends_dead_lettered_once_on_rabbitmq(amqp_url: str, queue_
         asyncio.run(_scenario(rabbit, queue_type, messages))
 
     try:
+        for messages in KNOWN_HOSTILE:
+            asyncio.run(_scenario(rabbit, queue_type, messages))
         check()
     finally:
         asyncio.run(rabbit.close())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, time, timedelta, timezone
@@ -38,7 +37,9 @@ from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import BINDING_KEYS, EXCHANGE_KEYS, QUEUE_KEYS, load_file
 from rabbitctl_retry.transport.values import wire_arguments
-from tests.hostile.broker_state import assert_holds_exactly, ctl
+from tests.backends import vhost_pool
+from tests.hostile.broker_state import assert_holds_exactly
+from tests.shared_node import current
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -469,12 +470,11 @@ def _check_declare(amqp_url: str, path: Path) -> None:
         desired: Desired | None = expand(load_file(path))
     except ConfigError:
         desired = None
-    vhost = f"rr-fuzz-{uuid.uuid4().hex[:10]}"
+    pool = vhost_pool(current())  # a fresh vhost per example
+    vhost = pool.take_now()
     parts = urlsplit(amqp_url)
     url = urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
-    ctl("add_vhost", vhost)
     try:
-        ctl("set_permissions", "-p", vhost, parts.username or "guest", ".*", ".*", ".*")
         result = runner.invoke(app, ["declare", str(path), "--url", url])
         event(f"exit {result.exit_code}")
         if desired is None:
@@ -493,4 +493,4 @@ def _check_declare(amqp_url: str, path: Path) -> None:
             {exchange.name for exchange in desired.exchanges},
         )
     finally:
-        ctl("delete_vhost", vhost)
+        pool.give_back(vhost)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -21,7 +20,9 @@ from rabbitctl_retry.errors import ConfigError, DataError
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.load import MAX_FILE_BYTES
 from rabbitctl_retry.transport import amqp
-from tests.hostile.broker_state import assert_holds_exactly, ctl
+from tests.backends import vhost_pool
+from tests.hostile.broker_state import assert_holds_exactly
+from tests.shared_node import current
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -56,22 +57,16 @@ def validate(path: Path) -> object:
     return runner.invoke(app, ["topology", "validate", str(path)])
 
 
-def _add_vhost(amqp_url: str) -> tuple[str, str]:
-    vhost = f"rr-hostile-{uuid.uuid4().hex[:10]}"
-    parts = urlsplit(amqp_url)
-    ctl("add_vhost", vhost)
-    ctl("set_permissions", "-p", vhost, parts.username or "guest", ".*", ".*", ".*")
-    return vhost, urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
-
-
 @pytest.fixture
 def vhost_url(amqp_url: str) -> Iterator[tuple[str, str]]:
     """A fresh, empty vhost on the broker under test and the URL that reaches it."""
-    vhost, url = _add_vhost(amqp_url)
+    pool = vhost_pool(current())
+    vhost = pool.take_now()
+    parts = urlsplit(amqp_url)
     try:
-        yield vhost, url
+        yield vhost, urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
     finally:
-        ctl("delete_vhost", vhost)
+        pool.give_back(vhost)
 
 
 DEAD_URL = "amqp://guest:guest@127.0.0.1:1/"

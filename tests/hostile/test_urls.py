@@ -389,11 +389,13 @@ def test_the_other_dlq_commands_refuse_the_same_way(
 
 @pytest.fixture
 def broker(amqp_url: str) -> tuple[str, str, str]:
-    """(user, password, host:port) of the test broker."""
+    """(user, password, host:port/vhost) of the test broker: ``host`` ends with the path of
+    its URL (``/`` for the default vhost), so ``amqp://USER:PASSWORD@HOST`` reaches the vhost
+    ``RR_TEST_URL`` names."""
     parts = urlsplit(amqp_url)
     if parts.scheme != "amqp":
         pytest.skip("builds amqp:// URLs to the test broker")
-    host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5672}"
+    host = f"{parts.hostname or '127.0.0.1'}:{parts.port or 5672}{parts.path or '/'}"
     return parts.username or "guest", parts.password or "guest", host
 
 
@@ -403,7 +405,7 @@ def test_wrong_password_is_77_and_the_message_keeps_its_words(
     files: Path, broker: tuple[str, str, str], command: str, source: str
 ) -> None:
     user, _, host = broker
-    url = f"amqp://{user}:wrong{SECRET}@{host}/"
+    url = f"amqp://{user}:wrong{SECRET}@{host}"
     env: dict[str, str | None] = {"RR_URL": None}
     if source == "[broker] url":
         args = _command(command, files, _topology_with_url(files, url))
@@ -417,7 +419,7 @@ def test_wrong_password_is_77_and_the_message_keeps_its_words(
     assert result.exit_code == 77
     assert SECRET not in result.stdout + result.stderr
     assert result.stderr == (
-        f"rr: error: amqp://{user}:******@{host}/ refused the login (wrong user name or "
+        f"rr: error: amqp://{user}:******@{host} refused the login (wrong user name or "
         "password?): ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
         "For details see the broker logfile.\n"
     )
@@ -428,7 +430,7 @@ def test_password_ending_in_a_word_of_the_message_does_not_eat_it(
 ) -> None:
     user, _, host = broker
     result = runner.invoke(
-        app, ["dlq", "inspect", "rr-hostile-url", "--url", f"amqp://{user}:wrong@{host}/"]
+        app, ["dlq", "inspect", "rr-hostile-url", "--url", f"amqp://{user}:wrong@{host}"]
     )
     assert result.exit_code == 77
     assert "(wrong user name or password?)" in result.stderr
@@ -465,7 +467,7 @@ async def test_the_broker_gets_the_heartbeat_the_url_names(
 ) -> None:
     user, password, host = broker
     name = f"rr-heartbeat-{uuid.uuid4().hex[:8]}"
-    url = f"amqp://{user}:{password}@{host}/?name={name}" + (f"&{query}" if query else "")
+    url = f"amqp://{user}:{password}@{host}?name={name}" + (f"&{query}" if query else "")
     connection = await connect(url)
     try:
         timeouts = await asyncio.to_thread(_connection_timeouts, name)
@@ -493,11 +495,11 @@ async def test_no_verify_ssl_1_logs_one_warning_per_connection(
     try:
         for _ in range(2):  # amqps:// to the plain port: the TLS handshake fails
             with pytest.raises(BrokerUnreachable) as caught:
-                await connect(f"amqps://{user}:{SECRET}@{host}/?no_verify_ssl=1", timeout_s=5)
-            shown = f"amqps://{user}:******@{host}/?no_verify_ssl=1"
+                await connect(f"amqps://{user}:{SECRET}@{host}?no_verify_ssl=1", timeout_s=5)
+            shown = f"amqps://{user}:******@{host}?no_verify_ssl=1"
             assert str(caught.value).startswith(f"cannot connect to {shown}: TLS handshake failed")
         with pytest.raises(BrokerUnreachable):
-            await connect(f"amqps://{user}:{SECRET}@{host}/", timeout_s=5)
+            await connect(f"amqps://{user}:{SECRET}@{host}", timeout_s=5)
     finally:
         transport_log.removeHandler(records)
     warnings = [r for r in records.records if r.levelno == logging.WARNING]
