@@ -447,7 +447,9 @@ def after_the_outage(box: Box) -> Iterator[Between | None]:
     came in; they are now in ``refunds.dead`` and ``payouts.dead``."""
     assert box.url is not None
     (box.work / "outage.py").write_text(doc_block("outage.py").text)
-    with rr_running(box, "outage.py", "--topology", TOPOLOGY):
+    # One handler at a time: the doc shows the dead letters in the order they were published,
+    # and concurrent handlers may end a later refund's fifth attempt first.
+    with rr_running(box, "outage.py", "--topology", TOPOLOGY, "--concurrency", "1"):
         refunds = [{"id": i, "card": "4111", "amount_cents": 1000 + i} for i in range(1, 25)]
         publish(box.url, "refunds", [(f"refunds-{body['id']}", body) for body in refunds])
         payouts = [{"id": i, "card": "5500", "amount_cents": 100 * i} for i in range(25, 41)]
