@@ -82,7 +82,9 @@ class Summary:
             mark = Landmark(letter.failed_at, properties.message_id, letter.position)
             if self.oldest is None or mark.failed_at < self.oldest.failed_at:
                 self.oldest = mark
-            if self.newest is None or mark.failed_at > self.newest.failed_at:
+            # Times to the second tie often; a queue holds its dead letters in the order they
+            # came, so the oldest is the first of a tie and the newest the last.
+            if self.newest is None or mark.failed_at >= self.newest.failed_at:
                 self.newest = mark
 
     def retry_rows(self) -> list[tuple[int | None, int]]:

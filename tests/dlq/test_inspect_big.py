@@ -94,13 +94,14 @@ async def test_summary_counts_the_whole_queue_and_takes_nothing(backend: Backend
     counts = [o["count"] for o in document["origins"]]
     assert counts == sorted(counts, reverse=True)
     # the oldest: n = 89 (89 minutes; every n % 90 == 89 is a "waited" letter, the first wins);
-    # the newest: n = 0, rr's copy, whose rr-failed-at keeps the milliseconds
+    # the newest: rr's copies dead-lettered at ``now`` (n % 270 == 0, whose rr-failed-at keeps
+    # the milliseconds): the last of them in the queue, n = 1170
     assert document["oldest"]["message_id"] == "s-waited-89"
     assert document["oldest"]["position"] == 90
     oldest = datetime.fromisoformat(document["oldest"]["failed_at"])
     assert oldest == (now - timedelta(minutes=89)).replace(microsecond=0)
-    assert document["newest"]["message_id"] == "s-rr-0"
-    assert document["newest"]["position"] == 1
+    assert document["newest"]["message_id"] == "s-rr-1170"
+    assert document["newest"]["position"] == 1171
     assert document["undecodable"] == 0
     assert document["body_bytes"] == sum(
         len(synthesized(KINDS[n % 3], n, now)[0]) for n in range(COUNT)

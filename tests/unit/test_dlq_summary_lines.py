@@ -95,6 +95,14 @@ def test_summary_counts_orders_and_finds_the_extremes() -> None:
     assert summary.body_bytes == 10
 
 
+def test_of_letters_dead_lettered_in_the_same_second_the_newest_is_the_last() -> None:
+    summary = Summary(now=NOW)
+    for position in (1, 2, 3):
+        summary.add(letter(position, ago_s=60))
+    assert summary.oldest is not None and summary.newest is not None
+    assert (summary.oldest.position, summary.newest.position) == (1, 3)
+
+
 @given(st.lists(st.integers(min_value=-10, max_value=10**7), max_size=60))
 def test_every_letter_lands_in_exactly_one_age_bucket(ages_s: list[int]) -> None:
     summary = Summary(now=NOW)
