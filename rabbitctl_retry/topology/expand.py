@@ -29,6 +29,9 @@ delay = "dlx-ttl", quorum q     the wait queue is a quorum queue too, with
                                 to ``q`` at least once, even across a broker restart (a
                                 classic wait queue dead-letters at most once, and a copy
                                 that expires while ``q`` is not back yet is lost)
+wait_queue_type = "quorum"      the same for a classic queue's wait queues (a classic wait
+                                queue may lose a copy to a crash of the node the instant
+                                it expires)
 delay_tiers                     one such wait queue per tier, ``<q>.retry.<tier>``, each
                                 with ``x-message-ttl = <tier ms>``
 delay = "plugin-dme"            exchange ``<q>.delay``, type ``x-delayed-message``,
@@ -321,15 +324,14 @@ def expand(topology: Topology) -> Desired:
 
 def _wait_queues(queue: Queue) -> list[QueueEntity]:
     source = key_path("queues", queue.name, "delay")
-    quorum = queue.type is QueueType.QUORUM
+    quorum = queue.effective_wait_queue_type is QueueType.QUORUM
+    replicas = queue.replicas if queue.type is QueueType.QUORUM else None
     if queue.delay_tiers_ms:
         return [
             QueueEntity(
                 name=name,
                 arguments=frozen_mapping(
-                    wait_queue_arguments(
-                        queue.name, tier_ms, quorum=quorum, replicas=queue.replicas
-                    )
+                    wait_queue_arguments(queue.name, tier_ms, quorum=quorum, replicas=replicas)
                 ),
                 role=f"{format_duration_ms(tier_ms)} wait queue of {queue.name}",
                 source=key_path("queues", queue.name, "delay_tiers"),
@@ -343,7 +345,7 @@ def _wait_queues(queue: Queue) -> list[QueueEntity]:
         QueueEntity(
             name=wait_queue,
             arguments=frozen_mapping(
-                wait_queue_arguments(queue.name, quorum=quorum, replicas=queue.replicas)
+                wait_queue_arguments(queue.name, quorum=quorum, replicas=replicas)
             ),
             role=f"wait queue of {queue.name}",
             source=source,

@@ -214,6 +214,8 @@ class Queue:
     delivery_limit: int | None = None
     delay: DelayMode = DelayMode.MEMORY
     wait_queue: str | None = None
+    wait_queue_type: QueueType | None = None
+    """``dlx-ttl`` only: the type of the wait queues; unset means the queue's own type."""
     delay_tiers_ms: tuple[int, ...] = ()
     publish: PublishMode = PublishMode.CONFIRM
     dead_letter_strategy: DeadLetterStrategy | None = None
@@ -382,9 +384,26 @@ class Queue:
                 )
         for derived in self.wait_queue_names:
             check_entity_name(derived, self._path(), "derived wait queue")
+        self._check_wait_queue_type()
         if self.delay is DelayMode.PLUGIN_DME:
             check_entity_name(
                 naming.delay_exchange_name(self.name), self._path(), "derived delay exchange"
+            )
+
+    def _check_wait_queue_type(self) -> None:
+        if self.wait_queue_type is None:
+            return
+        path = self._path("wait_queue_type")
+        if self.delay is not DelayMode.DLX_TTL:
+            raise ConfigError(
+                'wait_queue_type only applies to delay = "dlx-ttl" (or delay_tiers)', path=path
+            )
+        if self.type is QueueType.QUORUM and self.wait_queue_type is not QueueType.QUORUM:
+            raise ConfigError(
+                "the wait queues of a quorum queue are quorum queues: a classic wait queue "
+                "comes back from a restart first and loses the copies that expired meanwhile "
+                "(docs/topology.md, 'What survives a broker restart')",
+                path=path,
             )
 
     def _check_arguments(self) -> None:
@@ -453,6 +472,11 @@ class Queue:
         if self.delay is not DelayMode.DLX_TTL or self.delay_tiers_ms:
             return None
         return self.wait_queue or naming.wait_queue_name(self.name)
+
+    @property
+    def effective_wait_queue_type(self) -> QueueType:
+        """The type of this queue's wait queues: ``wait_queue_type``, else the queue's own."""
+        return self.wait_queue_type or self.type
 
     @property
     def wait_queue_names(self) -> tuple[str, ...]:

@@ -197,6 +197,7 @@ def _queue_value(key: str) -> st.SearchStrategy[Any]:
         "replicas": integers,
         "delay": st.sampled_from(["memory", "dlx-ttl", "plugin-dme"]),
         "wait_queue": names,
+        "wait_queue_type": st.sampled_from(["classic", "quorum", "stream"]),
         "delay_tiers": st.lists(durations, min_size=1, max_size=3),
         "publish": st.sampled_from(["confirm", "fast"]),
         "dead_letter_strategy": st.sampled_from(["at-least-once", "at-most-once"]),

@@ -212,11 +212,19 @@ async def test_an_exception_retries_and_its_type_reaches_the_dead_letter(backend
     assert headers[H] == "2"
 
 
+@pytest.mark.parametrize("wait_queue_type", ["classic", "quorum"])
 async def test_retry_after_waits_on_the_broker_and_dead_letters_after_five(
-    backend: Backend,
+    backend: Backend, wait_queue_type: str
 ) -> None:
+    """The copy waits in ``refunds.retry``: by default a classic queue like ``refunds``, or a
+    quorum queue that dead-letters it back at least once (``wait_queue_type``)."""
     seen = Seen()
-    topology = load_text(GUIDE)
+    topology = load_text(
+        GUIDE.replace(
+            'delay = "dlx-ttl"\n', f'delay = "dlx-ttl"\nwait_queue_type = "{wait_queue_type}"\n'
+        )
+    )
+    assert topology.queues[0].effective_wait_queue_type.value == wait_queue_type
     async with running(
         backend, topology, "refunds", recording(seen, lambda m: Outcome.retry_after(1), backend)
     ):

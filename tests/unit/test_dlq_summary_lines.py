@@ -99,7 +99,8 @@ def test_of_letters_dead_lettered_in_the_same_second_the_newest_is_the_last() ->
     summary = Summary(now=NOW)
     for position in (1, 2, 3):
         summary.add(letter(position, ago_s=60))
-    assert summary.oldest is not None and summary.newest is not None
+    assert summary.oldest is not None
+    assert summary.newest is not None
     assert (summary.oldest.position, summary.newest.position) == (1, 3)
 
 

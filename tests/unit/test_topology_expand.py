@@ -369,6 +369,44 @@ EXPANSIONS = [
         [],
     ),
     (
+        "classic-with-quorum-wait-queues",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\ndelay_tiers = ["1s", "1m"]\n'
+        'wait_queue_type = "quorum"\n',
+        [
+            ("q.dead", True, {}),
+            ("q", True, {}),
+            *(
+                (
+                    f"q.retry.{tier}",
+                    True,
+                    {
+                        "x-dead-letter-exchange": "",
+                        "x-dead-letter-routing-key": "q",
+                        "x-message-ttl": ttl_ms,
+                        "x-queue-type": "quorum",
+                        "x-dead-letter-strategy": "at-least-once",
+                        "x-overflow": "reject-publish",
+                    },
+                )
+                for tier, ttl_ms in (("1s", 1000), ("1m", 60_000))
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-with-its-classic-wait-queue-said",
+        '[queues.q]\ndelay = "dlx-ttl"\nwait_queue_type = "classic"\n',
+        [
+            ("q", True, {}),
+            ("q.retry", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
         "quorum-dlx-ttl-gets-a-quorum-wait-queue",
         '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "q.dead"\n'
         'delay = "dlx-ttl"\n',

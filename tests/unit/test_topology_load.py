@@ -885,7 +885,8 @@ def test_refusal_names_every_known_key() -> None:
     assert error.detail == (
         "unknown key 'max_attemps' (did you mean 'max_attempts'?); known keys: type, durable, "
         "max_attempts, dead_letter, dead_letter_exchange, delivery_limit, delay, wait_queue, "
-        "delay_tiers, publish, dead_letter_strategy, replicas, arguments, bindings"
+        "wait_queue_type, delay_tiers, publish, dead_letter_strategy, replicas, arguments, "
+        "bindings"
     )
 
 
@@ -1051,6 +1052,32 @@ def test_config_error_located_keeps_what_it_had() -> None:
     assert str(located) == "f.toml:3: queues.a: boom"
     assert str(ConfigError("boom", line=4)) == "line 4: boom"
     assert str(ConfigError("boom")) == "boom"
+
+
+# --------------------------------------------------------------------------- wait_queue_type
+
+
+@pytest.mark.parametrize(
+    ("text", "loaded", "in_effect"),
+    [
+        ('[queues.q]\ndelay = "dlx-ttl"\n', None, QueueType.CLASSIC),
+        ('[queues.q]\ndelay = "dlx-ttl"\nwait_queue_type = "quorum"\n', QueueType.QUORUM, None),
+        ('[queues.q]\ntype = "quorum"\ndelay = "dlx-ttl"\n', None, QueueType.QUORUM),
+    ],
+)
+def test_wait_queue_type_loads(
+    text: str, loaded: QueueType | None, in_effect: QueueType | None
+) -> None:
+    queue = load_text(text).queues[0]
+    assert queue.wait_queue_type is loaded
+    assert queue.effective_wait_queue_type is (in_effect or loaded)
+
+
+def test_wait_queue_type_is_classic_or_quorum() -> None:
+    error = load_error('[queues.q]\ndelay = "dlx-ttl"\nwait_queue_type = "stream"\n')
+    assert error.path == "queues.q.wait_queue_type"
+    assert "'classic'" in error.detail
+    assert "'quorum'" in error.detail
 
 
 # --------------------------------------------------------------------------- dead_letter_strategy

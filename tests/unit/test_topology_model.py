@@ -129,6 +129,16 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
             "'q.retry' is this queue's own wait queue",
         ),
         (
+            {"name": "q", "wait_queue_type": QUORUM},
+            "queues.q.wait_queue_type",
+            'only applies to delay = "dlx-ttl"',
+        ),
+        (
+            {"name": "q", "type": QUORUM, "delay": DLX_TTL, "wait_queue_type": CLASSIC},
+            "queues.q.wait_queue_type",
+            "the wait queues of a quorum queue are quorum queues",
+        ),
+        (
             {"name": "q", "delay_tiers_ms": (1000,), "delay": DLX_TTL, "dead_letter": "q.retry.1s"},
             "queues.q.dead_letter",
             "'q.retry.1s' is this queue's own wait queue",
