@@ -344,8 +344,17 @@ class Flow:
         return True
 
     def _trim(self, q: EmulatedQueue) -> None:
+        """drop-head: dead-letter (``maxlen``) from the head until ``q`` is within its limits.
+
+        A classic queue dead-letters them oldest first; a quorum queue that drops several at
+        once dead-letters them newest first (rabbit_fifo gathers the evictions of one command
+        and hands them on in reverse; measured on 3.10.8 and 4.0.5: publishing 2, 2, 2 and
+        11 bytes into ``x-max-length-bytes = 10`` dead-letters m4, m3, m2, m1)."""
+        evicted: list[Entry] = []
         while q.ready and q.over_limit():
-            self._dead_letter_entry(q, q.pop(), "maxlen")
+            evicted.append(q.pop())
+        for entry in reversed(evicted) if q.is_quorum else evicted:
+            self._dead_letter_entry(q, entry, "maxlen")
         self._expire_head(q)
 
     def _refuses(self, q: EmulatedQueue, message: StoredMessage, publisher: object) -> bool:

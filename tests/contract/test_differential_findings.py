@@ -248,3 +248,29 @@ async def test_quorum_reject_publish_blocks_the_channel_it_refused(backend: Back
     assert await confirmed(other, "q", "m7") is False
     assert await bodies(channel, "q") == ["m2", "m3", "m6"]
     assert await confirmed(channel, "q", "m8") is True  # empty now: below the soft limit
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_one_publish_pushing_several_out_dead_letters_them_in_its_queues_order(
+    backend: Backend, kind: str
+) -> None:
+    """x-max-length-bytes 10 (drop-head, dead-lettering to ``dead``): m1, m2, m3 of 2 bytes,
+    then m4 of 11 bytes pushes all four out. A classic queue dead-letters them oldest first;
+    a quorum queue, newest first (seed 14 of the randomized test)."""
+    channel = await backend.channel()
+    await channel.queue_declare("dead")
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={
+            "x-queue-type": kind,
+            "x-max-length-bytes": 10,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    await publish_all(channel, "q", "m1", "m2", "m3", "m4.........")
+    await settle(backend, channel, "dead", 4)
+    order = ["m1", "m2", "m3", "m4........."]
+    assert await bodies(channel, "dead") == (order if kind == "classic" else order[::-1])
+    assert await depth(channel, "q") == 0
