@@ -126,6 +126,12 @@ class Broker(Settlement):
         if connection.closed:
             return
         connection.closed = True
+        # Every consumer of the connection goes first: what one channel gives back is never
+        # delivered to another channel of the same closing connection (the server sends it
+        # nothing more).
+        for channel in connection.channels.values():
+            for consumer in list(channel.consumers.values()):
+                self._remove_consumer(consumer)
         for channel in list(connection.channels.values()):
             self.close_channel(channel)
         for q in list(self.queues.values()):

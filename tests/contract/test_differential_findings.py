@@ -274,3 +274,36 @@ async def test_one_publish_pushing_several_out_dead_letters_them_in_its_queues_o
     order = ["m1", "m2", "m3", "m4........."]
     assert await bodies(channel, "dead") == (order if kind == "classic" else order[::-1])
     assert await depth(channel, "q") == 0
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_a_closing_connection_gets_nothing_its_own_channels_give_back(
+    backend: Backend, kind: str
+) -> None:
+    """One connection: a consumer on channel A takes m1 (prefetch 1) and is cancelled, still
+    holding it; a consumer on channel B comes; the connection closes. m1 goes back to the
+    queue, not to B's consumer (seed 34 of the randomized test)."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": kind})
+    connection = await backend.connect()
+    first, second = await connection.channel(), await connection.channel()
+    await first.qos(1)
+    await second.qos(1)
+    holding, coming = Recorder(first, "hold"), Recorder(second, "hold")
+    tag = await first.consume("q", holding)
+    await publish_all(channel, "q", "m1")
+    await backend.until(lambda: _count(holding, 1), "m1 delivered on channel A")
+    await first.cancel(tag)
+    await second.consume("q", coming)
+    await backend.elapse(0.2)
+    await connection.close()
+    await settle(backend, channel, "q", 1)
+    await backend.elapse(0.2)
+    assert coming.deliveries == []
+    again = await channel.get("q", no_ack=True)
+    assert again is not None
+    assert (again.body, again.redelivered) == (b"m1", True)
+
+
+async def _count(recorder: Recorder, n: int) -> bool:
+    return len(recorder.deliveries) == n
