@@ -95,6 +95,9 @@ class QueueSettings:
     expires_ms: int | None = None
     """``x-expires``: the queue is deleted after this long unused (no consumer, no
     basic.get, not redeclared)."""
+    two_priorities: bool = False
+    """RabbitMQ 4 quorum queues: messages of priority above 4 are served two for every one of
+    the others (:meth:`~rabbitctl_retry.emulator.model.EmulatedQueue.head`)."""
 
 
 def amqp_type_name(value: FieldValue) -> str:
@@ -267,6 +270,7 @@ def validate_queue(
         and arguments.get("x-dead-letter-strategy") == "at-least-once"
         and overflow == "reject-publish",
         expires_ms=expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
+        two_priorities=kind == "quorum" and server_version.major >= 4,
     )
 
 

@@ -336,8 +336,7 @@ class Flow:
         q.push(entry)
         if q.over_limit() and settings.overflow == "drop-head":
             self._trim(q)
-        ready = q.ready
-        if ready and ready[0].expires_at_s is not None:
+        if q.ready and q.head().expires_at_s is not None:
             self._expire_head(q)
         if q.consumers:
             self._dispatch(q)
@@ -380,9 +379,8 @@ class Flow:
 
     def _expire_head(self, q: EmulatedQueue) -> None:
         """Expire from the head while due; arm the timer for the head's expiry."""
-        ready = q.ready
-        while ready:
-            head = ready[0]
+        while q.ready:
+            head = q.head()
             expires_at_s = head.expires_at_s
             if expires_at_s is None:
                 break
@@ -408,13 +406,12 @@ class Flow:
         self._expire_head(q)
 
     def _take(self, q: EmulatedQueue) -> Entry | None:
-        ready = q.ready
-        if ready and ready[0].expires_at_s is not None:
+        if q.ready and q.head().expires_at_s is not None:
             self._expire_head(q)
-        if not ready:
+        if not q.ready:
             return None
         entry = q.pop()
-        if ready and ready[0].expires_at_s is not None:
+        if q.ready and q.head().expires_at_s is not None:
             self._expire_head(q)
         return entry
 

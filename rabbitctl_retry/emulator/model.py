@@ -104,6 +104,9 @@ class EmulatedQueue:
     arguments: FieldTable
     ready: deque[Entry] = field(default_factory=deque)
     ready_bytes: int = 0
+    served_in_turn: int = 0
+    """Two priorities: how many messages were taken since the last turn of the low ones
+    (0 to :data:`PRIORITY_WEIGHT`)."""
     returned: int = 0
     """Quorum: how many entries at the head of ``ready`` a closing channel gave back; they
     are served before everything else, in the order they came back (:meth:`push_returned`)."""
@@ -136,12 +139,48 @@ class EmulatedQueue:
         self.ready.append(entry)
         self.ready_bytes += len(entry.message.body)
 
+    def head(self) -> Entry:
+        """The ready message served next (``ready`` must not be empty)."""
+        return self.ready[self._next_index()]
+
     def pop(self) -> Entry:
-        entry = self.ready.popleft()
+        """Take the ready message served next (``ready`` must not be empty)."""
+        index = self._next_index()
+        if index == 0:
+            entry = self.ready.popleft()
+        else:
+            entry = self.ready[index]
+            del self.ready[index]
         self.ready_bytes -= len(entry.message.body)
         if self.returned:
             self.returned -= 1
+        elif self.settings.two_priorities:
+            self.served_in_turn = (
+                0 if self.served_in_turn == PRIORITY_WEIGHT else (self.served_in_turn + 1)
+            )
         return entry
+
+    def _next_index(self) -> int:
+        """Where in ``ready`` the next message is: the head, except on a queue with two
+        priorities (RabbitMQ 4 quorum queues), past the messages given back (served first):
+        the oldest message of priority above 4, but every third time the oldest of the others
+        if it is older still (so two high ones are served for every low one while both wait,
+        and a high one never overtakes an older low one then)."""
+        if not self.settings.two_priorities or self.returned:
+            return 0
+        high = low = None
+        for index, entry in enumerate(self.ready):
+            if _is_high(entry):
+                high = index if high is None else high
+            else:
+                low = index if low is None else low
+            if high is not None and low is not None:
+                break
+        if high is None or low is None:
+            return 0
+        if self.served_in_turn == PRIORITY_WEIGHT and low < high:
+            return low
+        return high
 
     def push_returned(self, entry: Entry) -> None:
         """Put back a message a closing channel held (quorum): behind the others returned
@@ -170,6 +209,18 @@ class EmulatedQueue:
         return (settings.max_length is not None and len(self.ready) > settings.max_length) or (
             settings.max_length_bytes is not None and self.ready_bytes > settings.max_length_bytes
         )
+
+
+PRIORITY_WEIGHT = 2
+"""RabbitMQ 4 quorum queues serve this many high-priority messages for one low one."""
+
+HIGH_PRIORITY_ABOVE = 4
+"""RabbitMQ 4 quorum queues: a ``priority`` above this is high; anything else (none) is low."""
+
+
+def _is_high(entry: Entry) -> bool:
+    priority = entry.message.properties.priority
+    return priority is not None and priority > HIGH_PRIORITY_ABOVE
 
 
 @dataclass(slots=True, eq=False)

@@ -195,10 +195,5 @@ EMULATOR_GAPS.update(
         "server closes the connection with 541 INTERNAL_ERROR (msg1 and msg2 ready again, "
         "both redelivered); the emulator at 3.10 delivers msg2 as 4.0 does (emulator/broker.py "
         "Broker.consume models no such crash)",
-        "test_quorum_queue.py::test_priority_queue_2_1_ratio[emulator-4.0]": "RabbitMQ 4.0.5 "
-        "quorum queues serve priorities above 4 first, two high for one low (5, 6, 0, 7, 8, "
-        "1, ...); the emulator at 4.0 ignores the priority property (first in, first out, as "
-        "3.10 does: emulator/flow.py Flow._enqueue appends to one ready list whatever the "
-        "priority)",
     }
 )
