@@ -87,6 +87,8 @@ class Broker(Settlement):
         # a classic queue as quorum says "received 'quorum' but current is 'classic'", not
         # 3.10's "received the value 'quorum' of type 'longstr' but current is none"
         self._queue_type_always_set = server_version.major >= 4
+        # RabbitMQ 3.10.8 predates the fix of rabbitmq-server #5927 (Consumer.crashes_its_channel)
+        self._reused_tag_crashes = server_version.major < 4
         self._connection_numbers = itertools.count(1)
         self._consumer_numbers = itertools.count(1)
         self._generated_names = itertools.count(1)
@@ -106,6 +108,7 @@ class Broker(Settlement):
 
     def open_connection(self) -> ConnectionState:
         connection = ConnectionState(number=next(self._connection_numbers))
+        connection.on_fault = lambda reply_code, reply_text: self.close_connection(connection)
         self.connections.append(connection)
         return connection
 
@@ -467,6 +470,7 @@ class Broker(Settlement):
             exclusive=exclusive,
             prefetch_count=channel.prefetch_count,
             on_cancel=on_cancel,
+            crashes_its_channel=self._reused_tag_crashes and _tag_still_holds(channel, q, tag),
         )
         channel.consumers[tag] = consumer
         q.consumers.append(consumer)
@@ -483,6 +487,15 @@ class Broker(Settlement):
 
     def get_from(self, channel: ChannelState, queue: str, *, no_ack: bool) -> Delivery | None:
         return self.get(channel, self._queue(channel, queue), no_ack)
+
+
+def _tag_still_holds(channel: ChannelState, q: EmulatedQueue, tag: str) -> bool:
+    """A cancelled consumer of quorum queue ``q`` on ``channel``, tagged ``tag``, still holds
+    deliveries."""
+    return q.is_quorum and any(
+        held.consumer is not None and held.consumer.tag == tag and held.queue is q
+        for held in channel.unacked.values()
+    )
 
 
 def _erlang(value: FieldValue) -> str:

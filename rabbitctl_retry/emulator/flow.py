@@ -127,8 +127,9 @@ class Flow:
         # the consumer one more message of credit, for good (settle.py); 4.0.5 does not
         self._limit_drop_leaks_credit = version < (4, 0)
         # RabbitMQ 4.0 (measured on 4.0.5, message containers): a quorum queue's rejection
-        # without requeue adds one to the message's delivery count, which travels with the dead
-        # letter: a quorum queue it reaches shows it as x-delivery-count (StoredMessage)
+        # without requeue, and its return of a closing channel's delivery, add one to the
+        # message's delivery count, which travels with the dead letter: a quorum queue it
+        # reaches shows it as x-delivery-count (Entry.failed_deliveries); a requeue does not
         self._rejections_travel = version >= (4, 0)
         self._held_dead_letters: deque[Callable[[], None]] | None = None
         """Dead letters waiting for the operation that caused them (dead_letters_afterwards)."""
@@ -327,6 +328,7 @@ class Flow:
             enqueued_at_s=now_s,
             delivery_count=message.quorum_rejections if q.is_quorum else 0,
             redelivered=q.is_quorum and message.quorum_rejections > 0,
+            failed_deliveries=message.quorum_rejections,
         )
         if q.consumers and not q.ready:
             consumer = q.next_consumer()
@@ -433,6 +435,11 @@ class Flow:
             channel.unacked[tag] = Unacked(q, entry, consumer)
             consumer.unacked += 1
             q.unacked += 1
+        if consumer.crashes_its_channel:
+            # the server closes the connection: the message never reaches the client and goes
+            # back to the queue with the connection's other unacked messages
+            channel.connection.on_fault(541, "INTERNAL_ERROR")
+            return
         delivery = self._delivery(q, entry, tag, consumer.tag, None, via_get=False)
         if self._record:
             self.events.append(
@@ -505,9 +512,16 @@ class Flow:
     # -- dead letters, purge, delete ---------------------------------------------------------
 
     def _dead_letter_entry(self, q: EmulatedQueue, entry: Entry, reason: DeathReason) -> None:
-        self._dead_letter(q, entry.message, reason)
+        self._dead_letter(q, entry.message, reason, failed_deliveries=entry.failed_deliveries)
 
-    def _dead_letter(self, q: EmulatedQueue, message: StoredMessage, reason: DeathReason) -> None:
+    def _dead_letter(
+        self,
+        q: EmulatedQueue,
+        message: StoredMessage,
+        reason: DeathReason,
+        *,
+        failed_deliveries: int | None = None,
+    ) -> None:
         now_s = self.clock.now_s
         dlx_name = q.settings.dead_letter_exchange
         if dlx_name is None:
@@ -540,7 +554,7 @@ class Flow:
         dlrk = q.settings.dead_letter_routing_key
         if dlrk is not None and self._dead_letter_key_drops_cc and "CC" in headers:
             headers = {name: value for name, value in headers.items() if name != "CC"}
-        rejections = message.quorum_rejections
+        rejections = message.quorum_rejections if failed_deliveries is None else failed_deliveries
         if self._rejections_travel and q.is_quorum and reason == "rejected":
             rejections += 1
         dead = DeadLetter(

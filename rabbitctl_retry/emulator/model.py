@@ -29,8 +29,9 @@ class StoredMessage:
     ttl_ms: int | None
     """From the ``expiration`` property."""
     quorum_rejections: int = 0
-    """RabbitMQ 4.0: how often a quorum queue rejected it (no requeue) before it was
-    dead-lettered here; a quorum queue shows it as its first ``x-delivery-count``."""
+    """RabbitMQ 4.0: the failed deliveries (rejections without requeue, returns of a closing
+    channel) of quorum queues it was dead-lettered from; a quorum queue shows it as its
+    first ``x-delivery-count`` (:attr:`Entry.failed_deliveries`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -45,6 +46,11 @@ class Entry:
     """Counted returns (quorum queues)."""
     redelivered: bool = False
     enqueued_at_s: float = 0.0
+    failed_deliveries: int = 0
+    """RabbitMQ 4.0: the failed deliveries a dead letter of this message carries (those it
+    came with, and a quorum queue's returns of a closing channel; rejections without requeue
+    are added when it is dead-lettered), shown by a quorum queue it reaches as
+    ``x-delivery-count``. A requeue by basic.reject or basic.nack is not one."""
 
 
 @dataclass(slots=True, eq=False)
@@ -86,6 +92,10 @@ class Consumer:
     unacked: int = 0
     on_cancel: Callable[[str], None] | None = None
     """Told the tag when the broker cancels the consumer (its queue was deleted)."""
+    crashes_its_channel: bool = False
+    """RabbitMQ 3.10 (before rabbitmq-server #5927): a quorum consumer re-created on a channel
+    with the tag of a cancelled one that still holds deliveries; the first message the queue
+    delivers to it crashes the channel, and the server closes the connection (541)."""
 
     def has_capacity(self) -> bool:
         return self.no_ack or self.prefetch_count == 0 or self.unacked < self.prefetch_count
@@ -236,6 +246,9 @@ class ConnectionState:
     channels: dict[int, ChannelState] = field(default_factory=dict)
     closed: bool = False
     next_channel: int = 1
+    on_fault: Callable[[int, str], None] = lambda reply_code, reply_text: None
+    """Closes the connection with this reply code and text when the broker does so on its
+    own (set by whoever opens it: the broker closes it, the transport also tells its client)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -35,7 +35,7 @@ E = TypeVar("E", bound=Event)
 DEFAULT_SERVER_VERSION = ServerVersion(3, 10, 8)
 """The server the emulator's behaviour was measured on."""
 
-_FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown' (320)"
+_FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
 
 class Emulator:
@@ -102,7 +102,7 @@ class Emulator:
     def drop_connections(self) -> None:
         """Close every open connection as a broker shutdown does (unacked messages return)."""
         for connection in list(self._connections):
-            connection._shut(_FORCED_CLOSE)
+            connection._shut(_FORCED_CLOSE, 320)
 
     def forget(self, connection: EmulatedConnection) -> None:
         if connection in self._connections:

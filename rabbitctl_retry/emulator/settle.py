@@ -114,6 +114,8 @@ class Settlement(Flow):
             return False
         entry.redelivered = True
         if q.is_quorum:
+            if cause == "channel_closed" and self._rejections_travel:
+                entry.failed_deliveries += 1
             if cause != "nack" or self._nack_counts:
                 entry.delivery_count += 1
                 limit = q.settings.delivery_limit

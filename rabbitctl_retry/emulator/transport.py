@@ -77,9 +77,12 @@ class EmulatedConnection:
     def __init__(self, emulator: Host) -> None:
         self._emulator = emulator
         self._state: ConnectionState = emulator.broker.open_connection()
+        self._state.on_fault = self._closed_by_broker
         self._closed = asyncio.Event()
         self.close_reason: str | None = None
-        """Why the broker closed the connection (``"COMMAND_INVALID - ... (503)"``), if it did."""
+        """Why the broker closed the connection, in its words (``"COMMAND_INVALID - ..."``), if
+        it did."""
+        self._close_code: int | None = None
 
     @property
     def server_version(self) -> ServerVersion:
@@ -109,9 +112,13 @@ class EmulatedConnection:
     async def close(self) -> None:
         self._shut(None)
 
-    def _shut(self, reason: str | None) -> None:
+    def _closed_by_broker(self, reply_code: int, reply_text: str) -> None:
+        """The broker closed the connection on its own (not in answer to a method)."""
+        self._shut(reply_text, reply_code)
+
+    def _shut(self, reason: str | None, reply_code: int | None = None) -> None:
         if not self._state.closed:
-            self.close_reason = reason
+            self.close_reason, self._close_code = reason, reply_code
         self._emulator.broker.close_connection(self._state)
         self._closed.set()
         self._emulator.forget(self)
@@ -120,7 +127,14 @@ class EmulatedConnection:
         """What the aiormq adapter raises for ``what`` once this connection is closed."""
         if self.close_reason is None:
             return ChannelClosed(f"{what}: the {resource} is closed")
-        return BrokerUnreachable(f"{what}: connection closed by the broker: {self.close_reason}")
+        return BrokerUnreachable(f"{what}: connection closed by the broker: {self.described}")
+
+    @property
+    def described(self) -> str | None:
+        """Why the broker closed the connection, with the code (``"... (503)"``), if it did."""
+        if self.close_reason is None:
+            return None
+        return _describe(self._close_code, self.close_reason)
 
 
 class EmulatedChannel:
@@ -153,7 +167,7 @@ class EmulatedChannel:
         if not self._state.closed:
             return None
         if self._state.connection.closed and self._connection.close_reason is not None:
-            return f"connection closed by the broker: {self._connection.close_reason}"
+            return f"connection closed by the broker: {self._connection.described}"
         return self._close_reason or "closed"
 
     async def wait_closed(self) -> None:
@@ -183,7 +197,7 @@ class EmulatedChannel:
             return operation()
         except ConnectionFault as fault:
             reason = _describe(fault.reply_code, fault.reply_text)
-            self._connection._shut(reason)
+            self._connection._shut(fault.reply_text, fault.reply_code)
             cls = error_class_for(fault.reply_code, connection=True)
             raise cls(f"{what}: connection closed by the broker: {reason}") from None
         except TransportError as error:

@@ -307,3 +307,44 @@ async def test_a_closing_connection_gets_nothing_its_own_channels_give_back(
 
 async def _count(recorder: Recorder, n: int) -> bool:
     return len(recorder.deliveries) == n
+
+
+@pytest.mark.parametrize("returned_by", ["a closing channel", "basic.reject(requeue)"])
+async def test_what_a_dead_letter_carries_of_the_returns_before_it(
+    backend: Backend, returned_by: str
+) -> None:
+    """Quorum q (x-delivery-limit 0) dead-lettering to quorum ``dead``: m1 is delivered once
+    and comes back, which spends the limit. On 4.0 a return of a closing channel travels with
+    the dead letter (``dead`` hands it out redelivered, x-delivery-count 1), a requeue by
+    basic.reject does not; 3.10 carries neither (seed 151 of the randomized test)."""
+    channel = await backend.channel()
+    await channel.queue_declare("dead", durable=True, arguments={"x-queue-type": "quorum"})
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={
+            "x-queue-type": "quorum",
+            "x-delivery-limit": 0,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    await publish_all(channel, "q", "m1")
+    connection = await backend.connect()
+    taking = await connection.channel()
+    await taking.qos(1)
+    recorder = Recorder(taking, "hold")
+    await taking.consume("q", recorder)
+    await backend.until(lambda: _count(recorder, 1), "m1 delivered")
+    if returned_by == "a closing channel":
+        await connection.close()
+    else:
+        await taking.reject(recorder.deliveries[0].delivery_tag, requeue=True)
+    await settle(backend, channel, "dead", 1)
+    dead = await channel.get("dead", no_ack=True)
+    assert dead is not None
+    carried = backend.version != "3.10" and returned_by == "a closing channel"
+    count = 1 if carried else (0 if backend.version == "3.10" else "absent")
+    assert (dead.body, dead.redelivered, delivery_count(dead)) == (b"m1", carried, count)
+    if not connection.is_closed:
+        await connection.close()

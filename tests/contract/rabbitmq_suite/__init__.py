@@ -189,11 +189,5 @@ EMULATOR_GAPS.update(
         "test_quorum_queue.ORDER_OF_100_RETURNS_ON_3_10); the emulator at 3.10 redelivers them "
         "in delivery order 1..100, as 4.0 does (emulator/settle.py Settlement.reject returns "
         "the tags of a multiple nack in tag order)",
-        "test_quorum_queue.py::test_cancel_and_consume_with_same_tag[emulator-3.10]": "RabbitMQ "
-        "3.10.8 (before the fix of rabbitmq-server #5927): delivering msg2 to a quorum "
-        "consumer re-created with the tag of a cancelled one crashes the channel and the "
-        "server closes the connection with 541 INTERNAL_ERROR (msg1 and msg2 ready again, "
-        "both redelivered); the emulator at 3.10 delivers msg2 as 4.0 does (emulator/broker.py "
-        "Broker.consume models no such crash)",
     }
 )
