@@ -33,6 +33,24 @@ async def settle(backend: Backend, channel: Channel, queue: str, ready: int) -> 
     await backend.until(there, f"{ready} ready in {queue!r}")
 
 
+async def dead_lettering_queue(
+    channel: Channel, kind: str, *, dead_kind: str = "classic", **limits: FieldValue
+) -> None:
+    """Queue ``q`` of type ``kind`` with ``limits`` (``x-max-length=1``), dead-lettering to
+    ``dead`` (of type ``dead_kind``) on the default exchange."""
+    await channel.queue_declare("dead", durable=True, arguments={"x-queue-type": dead_kind})
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={
+            "x-queue-type": kind,
+            **{name.replace("_", "-"): value for name, value in limits.items()},
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+
+
 @pytest.mark.parametrize("limit", [None, 5])
 async def test_quorum_requeue_goes_to_the_head_with_a_delivery_limit(
     backend: Backend, limit: int | None
@@ -70,17 +88,7 @@ async def test_a_length_limit_and_a_requeued_message(backend: Backend, kind: str
     the two, the other stays ready, none is dropped (tests/emulator/test_emulator_deadletter.py
     has the case without a consumer, where the quorum queue drops its head)."""
     channel = await backend.channel()
-    await channel.queue_declare("dead")
-    await channel.queue_declare(
-        "q",
-        durable=True,
-        arguments={
-            "x-queue-type": kind,
-            "x-max-length": 1,
-            "x-dead-letter-exchange": "",
-            "x-dead-letter-routing-key": "dead",
-        },
-    )
+    await dead_lettering_queue(channel, kind, x_max_length=1)
     await publish_all(channel, "q", "m1")
     consuming = await backend.channel(confirms=False)
     await consuming.qos(1)
@@ -258,17 +266,7 @@ async def test_one_publish_pushing_several_out_dead_letters_them_in_its_queues_o
     then m4 of 11 bytes pushes all four out. A classic queue dead-letters them oldest first;
     a quorum queue, newest first (seed 14 of the randomized test)."""
     channel = await backend.channel()
-    await channel.queue_declare("dead")
-    await channel.queue_declare(
-        "q",
-        durable=True,
-        arguments={
-            "x-queue-type": kind,
-            "x-max-length-bytes": 10,
-            "x-dead-letter-exchange": "",
-            "x-dead-letter-routing-key": "dead",
-        },
-    )
+    await dead_lettering_queue(channel, kind, x_max_length_bytes=10)
     await publish_all(channel, "q", "m1", "m2", "m3", "m4.........")
     await settle(backend, channel, "dead", 4)
     order = ["m1", "m2", "m3", "m4........."]
@@ -318,17 +316,7 @@ async def test_what_a_dead_letter_carries_of_the_returns_before_it(
     the dead letter (``dead`` hands it out redelivered, x-delivery-count 1), a requeue by
     basic.reject does not; 3.10 carries neither (seed 151 of the randomized test)."""
     channel = await backend.channel()
-    await channel.queue_declare("dead", durable=True, arguments={"x-queue-type": "quorum"})
-    await channel.queue_declare(
-        "q",
-        durable=True,
-        arguments={
-            "x-queue-type": "quorum",
-            "x-delivery-limit": 0,
-            "x-dead-letter-exchange": "",
-            "x-dead-letter-routing-key": "dead",
-        },
-    )
+    await dead_lettering_queue(channel, "quorum", dead_kind="quorum", x_delivery_limit=0)
     await publish_all(channel, "q", "m1")
     connection = await backend.connect()
     taking = await connection.channel()
