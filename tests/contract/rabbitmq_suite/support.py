@@ -23,6 +23,7 @@ from rabbitctl_retry.transport.base import Channel, Delivery, Properties, QueueI
 from tests.backends import Backend
 from tests.contract.support import death, first_death
 from tests.contract.versions import Difference, last_death
+from tests.observe import Recorder
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,19 @@ class Scenario:
         """``consume_empty``: basic.get-empty."""
         delivery = await self.channel.get(queue)
         assert delivery is None, f"{queue!r} still holds {delivery.body!r}"
+
+    async def reject_all(self, queue: str, count: int) -> list[bytes]:
+        """A consumer rejects (no requeue) each delivery of ``queue`` until ``count`` came, and
+        is cancelled; the bodies in delivery order."""
+        recorder = Recorder(self.channel, "drop")
+        tag = await self.channel.consume(queue, recorder)
+
+        async def all_rejected() -> bool:
+            return len(recorder.deliveries) == count
+
+        await self.backend.until(all_rejected, f"{count} deliveries rejected")
+        await self.channel.cancel(tag)
+        return recorder.bodies
 
     async def nack(self, delivery: Delivery, *, multiple: bool = False, requeue: bool) -> None:
         await self.channel.nack(delivery.delivery_tag, multiple=multiple, requeue=requeue)

@@ -46,7 +46,6 @@ from tests.contract.rabbitmq_suite.support import (
 )
 from tests.contract.support import death, first_death, view
 from tests.contract.versions import last_death
-from tests.observe import Recorder
 
 SUITE = "dead_lettering_SUITE"
 
@@ -238,15 +237,7 @@ async def test_dead_letter_reject_many(backend: Backend, s: Scenario) -> None:
     payloads = [str(n) for n in range(1, 101)]
     await s.publish(q, payloads)
     await s.wait_for_messages(q, 100)
-    recorder = Recorder(s.channel, "drop")
-    tag = await s.channel.consume(q, recorder)
-
-    async def all_rejected() -> bool:
-        return len(recorder.deliveries) == 100
-
-    await backend.until(all_rejected, "100 deliveries rejected")
-    await s.channel.cancel(tag)
-    assert bodies_of(recorder.deliveries) == payloads
+    assert [body.decode() for body in await s.reject_all(q, 100)] == payloads
     await s.wait_for_messages(dlq, 100)
     await s.consume(dlq, payloads)
     await s.consume_empty(dlq)
@@ -853,15 +844,7 @@ async def test_metric_rejected(backend: Backend, s: Scenario) -> None:
     payloads = [str(n) for n in range(1, 1001)]
     await s.publish(q, payloads)
     await s.wait_for_messages(q, 1000)
-    recorder = Recorder(s.channel, "drop")
-    tag = await s.channel.consume(q, recorder)
-
-    async def all_rejected() -> bool:
-        return len(recorder.deliveries) == 1000
-
-    await backend.until(all_rejected, "1000 deliveries rejected")
-    await s.channel.cancel(tag)
-    assert bodies_of(recorder.deliveries) == payloads
+    assert [body.decode() for body in await s.reject_all(q, 1000)] == payloads
     await s.wait_for_messages(q, 0)
     await s.consume_empty(q)
 
