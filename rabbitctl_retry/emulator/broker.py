@@ -129,14 +129,12 @@ class Broker(Settlement):
         if connection.closed:
             return
         connection.closed = True
-        # Every consumer of the connection goes first: what one channel gives back is never
-        # delivered to another channel of the same closing connection (the server sends it
-        # nothing more).
-        for channel in connection.channels.values():
-            for consumer in list(channel.consumers.values()):
-                self._remove_consumer(consumer)
-        for channel in list(connection.channels.values()):
-            self.close_channel(channel)
+        # Its channels close together: every consumer goes first (what one channel gives back
+        # is never delivered to another channel of the same closing connection: the server
+        # sends it nothing more), then all come back before a queue expires or delivers.
+        closing = [channel for channel in connection.channels.values() if not channel.closed]
+        self.release_channels(closing)
+        connection.channels.clear()
         for q in list(self.queues.values()):
             if q.exclusive_owner is connection:
                 self.delete_queue(q)

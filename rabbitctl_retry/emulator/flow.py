@@ -131,6 +131,9 @@ class Flow:
         # message's delivery count, which travels with the dead letter: a quorum queue it
         # reaches shows it as x-delivery-count (Entry.failed_deliveries); a requeue does not
         self._rejections_travel = version >= (4, 0)
+        # a closing channel gives back what basic.get took before what consumers took on 3.10,
+        # after it on 4.0 (settle.py, Settlement._return_order)
+        self._gets_return_first = version < (4, 0)
         self._held_dead_letters: deque[Callable[[], None]] | None = None
         """Dead letters waiting for the operation that caused them (dead_letters_afterwards)."""
         self.dead_letter_retry_s = DEAD_LETTER_RETRY_S

@@ -103,8 +103,7 @@ class Settlement(Flow):
                 else:
                     self._dead_letter_entry(q, entry, "rejected")
                 touched[id(q)] = q
-            for q in touched.values():
-                self._dispatch_returned(q)
+            self._after_returns(touched)
 
     def _return(self, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> bool:
         """Put a delivered message back; False when it did not come back (its queue is gone,
@@ -142,8 +141,15 @@ class Settlement(Flow):
         # quorum queue delivers first (_dispatch_returned)
         if not q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
             self._trim(q)
-        self._expire_head(q)
         return True
+
+    def _after_returns(self, touched: dict[int, EmulatedQueue]) -> None:
+        """Once every message of one settlement or one closing channel is back: expire what is
+        due at each queue's head (a message that expired while out counts only when it is the
+        head then, as on the server), then deliver."""
+        for q in touched.values():
+            self._expire_head(q)
+            self._dispatch_returned(q)
 
     def _dispatch_returned(self, q: EmulatedQueue) -> None:
         """Deliver after messages came back to ``q``; a quorum queue applies its drop-head
@@ -155,25 +161,42 @@ class Settlement(Flow):
 
     def release_channel(self, channel: ChannelState) -> None:
         """A closing channel: cancel its consumers, return its unacked deliveries in order."""
+        self.release_channels([channel])
+
+    def release_channels(self, channels: list[ChannelState]) -> None:
+        """Channels closing together (a closing connection's): cancel their consumers, return
+        what each held (channel by channel, :meth:`_return_order`), and only then expire and
+        deliver, as after one settlement."""
         self.activity += 1
-        channel.closed = True
-        for consumer in list(channel.consumers.values()):
-            self._remove_consumer(consumer)
-        channel.consumers.clear()
-        taken = list(channel.unacked.items())
-        channel.unacked.clear()
         touched: dict[int, EmulatedQueue] = {}
-        for _, item in taken:
-            item.queue.unacked -= 1
-            if item.consumer is not None:
-                item.consumer.unacked -= 1
-            self._return(item.queue, item.entry, "channel_closed")
-            touched[id(item.queue)] = item.queue
-        for q in touched.values():
-            self._dispatch_returned(q)
-        listeners, channel.close_listeners = channel.close_listeners, []
-        for listener in listeners:
-            listener()
+        for channel in channels:
+            channel.closed = True
+            for consumer in list(channel.consumers.values()):
+                self._remove_consumer(consumer)
+            channel.consumers.clear()
+        for channel in channels:
+            taken = sorted(channel.unacked.items(), key=self._return_order)
+            channel.unacked.clear()
+            for _, item in taken:
+                item.queue.unacked -= 1
+                if item.consumer is not None:
+                    item.consumer.unacked -= 1
+                self._return(item.queue, item.entry, "channel_closed")
+                touched[id(item.queue)] = item.queue
+        self._after_returns(touched)
+        for channel in channels:
+            listeners, channel.close_listeners = channel.close_listeners, []
+            for listener in listeners:
+                listener()
+
+    def _return_order(self, held: tuple[int, Unacked]) -> tuple[bool, int]:
+        """The order a closing channel gives back what it held: what basic.get took, then
+        what consumers took (RabbitMQ 3.10; 4.0 the other way round), each in delivery
+        order (measured on 3.10.8 and 4.0.5 with quorum queues; a classic queue puts every
+        message back in its old place anyway)."""
+        tag, unacked = held
+        taken_by_get = unacked.consumer is None
+        return (taken_by_get != self._gets_return_first, tag)
 
     def _remove_consumer(self, consumer: Consumer) -> None:
         q = consumer.queue

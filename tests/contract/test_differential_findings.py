@@ -336,3 +336,60 @@ async def test_what_a_dead_letter_carries_of_the_returns_before_it(
     assert (dead.body, dead.redelivered, delivery_count(dead)) == (b"m1", carried, count)
     if not connection.is_closed:
         await connection.close()
+
+
+async def test_what_a_closing_channel_gives_back_to_a_quorum_queue_and_in_what_order(
+    backend: Backend,
+) -> None:
+    """A channel takes m1 with basic.get, m2 with a consumer (prefetch 1), m3 with basic.get,
+    and its connection closes. RabbitMQ 3.10 puts back what basic.get took first (m1, m3, m2),
+    4.0 what the consumer took first (m2, m1, m3); each in delivery order (seed 223)."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": "quorum"})
+    connection = await backend.connect()
+    taking = await connection.channel()
+    await taking.qos(1)
+    recorder = Recorder(taking, "hold")
+    await publish_all(channel, "q", "m1")
+    assert (await get_body(taking)) == b"m1"
+    await taking.consume("q", recorder)
+    await publish_all(channel, "q", "m2")
+    await backend.until(lambda: _count(recorder, 1), "m2 delivered")
+    await publish_all(channel, "q", "m3")
+    assert (await get_body(taking)) == b"m3"
+    await connection.close()
+    await settle(backend, channel, "q", 3)
+    order = ["m1", "m3", "m2"] if backend.version == "3.10" else ["m2", "m1", "m3"]
+    assert await bodies(channel, "q") == order
+
+
+async def get_body(channel: Channel) -> bytes | None:
+    delivery = await channel.get("q")
+    return None if delivery is None else delivery.body
+
+
+async def test_a_message_that_expired_while_out_expires_only_at_the_head(
+    backend: Backend,
+) -> None:
+    """Classic q: m1, then m2 with a 300 ms expiration. Channel A takes m2, then m1 (which
+    another channel took first and gave back); both are out when m2's time is up. A's channel
+    closes: m1 and m2 come back together, m1 at the head, so m2 stays (counted) until it is
+    the head (seed 427)."""
+    channel = await backend.channel()
+    await channel.queue_declare("q")
+    await publish_all(channel, "q", "m1")
+    await channel.publish(
+        b"m2", exchange="", routing_key="q", properties=Properties(expiration="300")
+    )
+    other = await backend.channel(confirms=False)
+    first = await other.get("q")
+    assert first is not None
+    closing = await backend.channel(confirms=False)
+    assert await get_body(closing) == b"m2"
+    await other.reject(first.delivery_tag, requeue=True)
+    await settle(backend, channel, "q", 1)
+    assert await get_body(closing) == b"m1"
+    await backend.elapse(0.4)
+    await closing.close()
+    await settle(backend, channel, "q", 2)
+    assert await bodies(channel, "q") == ["m1"]
