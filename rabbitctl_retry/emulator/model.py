@@ -117,6 +117,8 @@ class EmulatedQueue:
     served_in_turn: int = 0
     """Two priorities: how many messages were taken since the last turn of the low ones
     (0 to :data:`PRIORITY_WEIGHT`)."""
+    high_ready: int = 0
+    """Two priorities: how many ready messages are of high priority (none: plain FIFO)."""
     returned: int = 0
     """Quorum: how many entries at the head of ``ready`` a closing channel gave back; they
     are served before everything else, in the order they came back (:meth:`push_returned`)."""
@@ -147,7 +149,12 @@ class EmulatedQueue:
 
     def push(self, entry: Entry) -> None:
         self.ready.append(entry)
+        self._count_in(entry)
+
+    def _count_in(self, entry: Entry) -> None:
         self.ready_bytes += len(entry.message.body)
+        if self.settings.two_priorities and _is_high(entry):
+            self.high_ready += 1
 
     def head(self) -> Entry:
         """The ready message served next (``ready`` must not be empty)."""
@@ -162,6 +169,8 @@ class EmulatedQueue:
             entry = self.ready[index]
             del self.ready[index]
         self.ready_bytes -= len(entry.message.body)
+        if self.settings.two_priorities and _is_high(entry):
+            self.high_ready -= 1
         if self.returned:
             self.returned -= 1
         elif self.settings.two_priorities:
@@ -176,7 +185,7 @@ class EmulatedQueue:
         the oldest message of priority above 4, but every third time the oldest of the others
         if it is older still (so two high ones are served for every low one while both wait,
         and a high one never overtakes an older low one then)."""
-        if not self.settings.two_priorities or self.returned:
+        if not self.high_ready or self.high_ready == len(self.ready) or self.returned:
             return 0
         high = low = None
         for index, entry in enumerate(self.ready):
@@ -197,11 +206,12 @@ class EmulatedQueue:
         that way, ahead of every message never delivered."""
         self.ready.insert(self.returned, entry)
         self.returned += 1
-        self.ready_bytes += len(entry.message.body)
+        self._count_in(entry)
 
     def clear(self) -> None:
         self.ready.clear()
         self.ready_bytes = 0
+        self.high_ready = 0
         self.returned = 0
 
     def insert_by_seq(self, entry: Entry) -> None:
@@ -212,7 +222,7 @@ class EmulatedQueue:
                 break
             index += 1
         self.ready.insert(index, entry)
-        self.ready_bytes += len(entry.message.body)
+        self._count_in(entry)
 
     def over_limit(self) -> bool:
         settings = self.settings
