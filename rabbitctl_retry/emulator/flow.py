@@ -329,7 +329,6 @@ class Flow:
             seq=next(self._seq),
             expires_at_s=None if ttl_ms is None else on_grid(now_s + ttl_ms / 1000),
             enqueued_at_s=now_s,
-            delivery_count=message.quorum_rejections if q.is_quorum else 0,
             redelivered=q.is_quorum and message.quorum_rejections > 0,
             failed_deliveries=message.quorum_rejections,
         )
@@ -470,9 +469,10 @@ class Flow:
     ) -> Delivery:
         message = entry.message
         properties = message.properties
-        if q.is_quorum and (entry.delivery_count > 0 or (via_get and self._get_shows_zero_count)):
+        shown = entry.shown_delivery_count
+        if q.is_quorum and (shown > 0 or (via_get and self._get_shows_zero_count)):
             headers = copy_table(properties.headers) if properties.headers else {}
-            headers["x-delivery-count"] = entry.delivery_count
+            headers["x-delivery-count"] = shown
             # the server adds the header with set_table_value, which sorts the table
             properties = with_headers(properties, dict(sorted(headers.items())))
         elif properties.headers is not None:

@@ -253,7 +253,7 @@ def _snapshot(entry: Entry) -> QueuedMessage:
         exchange=message.exchange,
         routing_key=message.routing_keys[0],
         redelivered=entry.redelivered,
-        delivery_count=entry.delivery_count,
+        delivery_count=entry.shown_delivery_count,
         enqueued_at_s=entry.enqueued_at_s,
         expires_at_s=entry.expires_at_s,
     )

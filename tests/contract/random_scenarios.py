@@ -1044,6 +1044,10 @@ class Interpreter:
         self.observer: Connection | None = None
         self.observing: Channel | None = None
         self.slots = {name: _Slot() for name in ("p", *SLOTS)}
+        self.consumers = 0
+        """Consumers started so far: their tags (``c1-003``) sort in the order they came, as
+        RabbitMQ 3.10 orders a quorum queue's consumers when a closing channel gives back
+        what each held (a server-named tag would sort at random)."""
         self.steps: list[Step] = []
         self.missed = False
         """A step did not reach its target: the run stops."""
@@ -1327,10 +1331,12 @@ class Interpreter:
                 channel = await self.channel(op.slot)
                 await channel.qos(op.prefetch)
                 slot = self.slots[op.slot]
+                self.consumers += 1
                 slot.consumer = await channel.consume(
                     self.name(op.queue),
                     self._callback(slot, op.no_ack),
                     no_ack=op.no_ack,
+                    consumer_tag=f"{op.slot}-{self.consumers:03d}",
                     on_cancel=self._on_cancel(slot),
                 )
                 return "ok"

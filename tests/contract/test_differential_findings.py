@@ -393,3 +393,43 @@ async def test_a_message_that_expired_while_out_expires_only_at_the_head(
     await closing.close()
     await settle(backend, channel, "q", 2)
     assert await bodies(channel, "q") == ["m1"]
+
+
+async def test_a_quorum_queue_shows_its_own_count_once_it_counted_a_return(
+    backend: Backend,
+) -> None:
+    """m1 rejected (no requeue) by quorum ``src`` reaches quorum ``q``; a consumer takes it
+    twice, each time its connection closes. RabbitMQ 4.0 shows the count the dead letter came
+    with (1), then its own (1, 2); 3.10 carries nothing (0, 1, 2 as basic.get and consumers
+    show it: absent, 1, 2) (seed 279)."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": "quorum"})
+    await channel.queue_declare(
+        "src",
+        durable=True,
+        arguments={
+            "x-queue-type": "quorum",
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "q",
+        },
+    )
+    await publish_all(channel, "src", "m1")
+    taken = await channel.get("src")
+    assert taken is not None
+    await channel.reject(taken.delivery_tag, requeue=False)
+    await settle(backend, channel, "q", 1)
+    shown = []
+    for _ in range(2):
+        connection = await backend.connect()
+        taking = await connection.channel()
+        await taking.qos(1)
+        recorder = Recorder(taking, "hold")
+        await taking.consume("q", recorder)
+        await backend.until(lambda r=recorder: _count(r, 1), "m1 delivered")
+        shown.append(delivery_count(recorder.deliveries[0]))
+        await connection.close()
+        await settle(backend, channel, "q", 1)
+    last = await channel.get("q", no_ack=True)
+    assert last is not None
+    shown.append(delivery_count(last))
+    assert shown == ([1, 1, 2] if backend.version != "3.10" else ["absent", 1, 2])
