@@ -7,11 +7,9 @@ observable step by step. The first disagreeing seed is shrunk to a minimal repro
 as Python-like steps with the first difference (docs/testing.md, "The randomized differential
 test").
 
-Against RabbitMQ it runs only when ``RR_RANDOM_SEEDS`` is set (opt-in while the emulator still
-disagrees on some seeds: issue 16). ``RR_RANDOM_SEEDS`` (20 is the intended default) seeds from
-``RR_RANDOM_FIRST_SEED`` (default 0) run on each server; ``RR_RANDOM_SHRINK_S`` (default 120)
-bounds the shrinking. The cases without a server check the generator and the harness on the
-emulator alone.
+``RR_RANDOM_SEEDS`` seeds (default 20) from ``RR_RANDOM_FIRST_SEED`` (default 0) run on each
+server; ``RR_RANDOM_SHRINK_S`` (default 120) bounds the shrinking. The cases without a server
+check the generator and the harness on the emulator alone.
 """
 
 from __future__ import annotations
@@ -76,10 +74,6 @@ async def rabbitmq(
 
 @pytest.mark.timeout(120 + 10 * SEEDS + SHRINK_S)
 async def test_random_scenarios_agree(rabbitmq: RabbitBackend) -> None:
-    if "RR_RANDOM_SEEDS" not in os.environ:
-        # Opt-in until the emulator agrees on the default seeds (issue 16 is open: seed 14
-        # still disagrees on the order of two dead letters pushed out of a full queue).
-        pytest.skip("the differential run against RabbitMQ is opt-in: set RR_RANDOM_SEEDS=20")
     version = rabbitmq.version
     disagreeing: list[Outcome] = []
     for seed in CHOSEN:
