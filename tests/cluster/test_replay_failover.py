@@ -22,6 +22,7 @@ from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferReport
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.declare import declare_topology
+from rabbitctl_retry.ops.dlq import REPLAY_WINDOW
 from rabbitctl_retry.ops.transfer import new_run_id, replay_queue
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Connection, Properties
@@ -140,7 +141,9 @@ async def test_replay_reruns_after_a_node_stops_and_loses_nothing(
     await stopper.stopping
     await connection.close()
     assert first.interrupted is not None, "node 1 stopped: the first run must end interrupted"
-    assert STOP_AT <= first.sent < COUNT, first.sent
+    # The stop begins once STOP_AT dead letters were read; what was sent by then may lag the
+    # reading by the in-flight window (the replay's prefetch), if the node goes quickly.
+    assert STOP_AT - REPLAY_WINDOW <= first.sent < COUNT, first.sent
 
     # Reruns, right away and through any node, until one ends neither interrupted nor refused.
     reruns: list[TransferReport] = []
