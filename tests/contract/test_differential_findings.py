@@ -51,6 +51,14 @@ async def dead_lettering_queue(
     )
 
 
+async def holding(channel: Channel, queue: str) -> Recorder:
+    """A consumer of ``queue`` on ``channel`` with prefetch 1 that settles nothing."""
+    await channel.qos(1)
+    recorder = Recorder(channel, "hold")
+    await channel.consume(queue, recorder)
+    return recorder
+
+
 @pytest.mark.parametrize("limit", [None, 5])
 async def test_quorum_requeue_goes_to_the_head_with_a_delivery_limit(
     backend: Backend, limit: int | None
@@ -91,18 +99,12 @@ async def test_a_length_limit_and_a_requeued_message(backend: Backend, kind: str
     await dead_lettering_queue(channel, kind, x_max_length=1)
     await publish_all(channel, "q", "m1")
     consuming = await backend.channel(confirms=False)
-    await consuming.qos(1)
-    recorder = Recorder(consuming, "hold")
-    await consuming.consume("q", recorder)
-
-    async def delivered(n: int) -> bool:
-        return len(recorder.deliveries) == n
-
-    await backend.until(lambda: delivered(1), "m1 delivered")
+    recorder = await holding(consuming, "q")
+    await backend.until(lambda: _count(recorder, 1), "m1 delivered")
     await publish_all(channel, "q", "m2")
     await settle(backend, channel, "q", 1)
     await consuming.nack(recorder.deliveries[0].delivery_tag, requeue=True)
-    await backend.until(lambda: delivered(2), "a second delivery")
+    await backend.until(lambda: _count(recorder, 2), "a second delivery")
     await backend.elapse(0.2)
     second = recorder.deliveries[1]
     if kind == "quorum":
@@ -162,18 +164,12 @@ async def test_a_nacked_message_dead_letters_back_after_the_next_dispatch(
     )
     await publish_all(channel, "q0", "m1")
     consuming = await backend.channel(confirms=False)
-    await consuming.qos(1)
-    recorder = Recorder(consuming, "hold")
-    await consuming.consume("q0", recorder)
-
-    async def delivered(n: int) -> bool:
-        return len(recorder.deliveries) == n
-
-    await backend.until(lambda: delivered(1), "m1 delivered")
+    recorder = await holding(consuming, "q0")
+    await backend.until(lambda: _count(recorder, 1), "m1 delivered")
     await publish_all(channel, "q0", "m2")
     await settle(backend, channel, "q0", 1)
     await consuming.nack(recorder.deliveries[0].delivery_tag, requeue=False)
-    await backend.until(lambda: delivered(2), "a second delivery")
+    await backend.until(lambda: _count(recorder, 2), "a second delivery")
     await settle(backend, channel, "q0", 1)
     assert recorder.bodies == [b"m1", b"m2"]
     [back] = await drain(channel, "q0")
@@ -198,9 +194,7 @@ async def test_a_return_the_delivery_limit_drops_and_the_consumers_credit(
     )
     await publish_all(channel, "q", "m1", "m2", "m3", "m4", "m5", "m6")
     consuming = await backend.channel(confirms=False)
-    await consuming.qos(1)
-    recorder = Recorder(consuming, "hold")
-    await consuming.consume("q", recorder)
+    recorder = await holding(consuming, "q")
     leaked = backend.version == "3.10"
 
     async def holds(n: int) -> None:
@@ -320,9 +314,7 @@ async def test_what_a_dead_letter_carries_of_the_returns_before_it(
     await publish_all(channel, "q", "m1")
     connection = await backend.connect()
     taking = await connection.channel()
-    await taking.qos(1)
-    recorder = Recorder(taking, "hold")
-    await taking.consume("q", recorder)
+    recorder = await holding(taking, "q")
     await backend.until(lambda: _count(recorder, 1), "m1 delivered")
     if returned_by == "a closing channel":
         await connection.close()
@@ -422,9 +414,7 @@ async def test_a_quorum_queue_shows_its_own_count_once_it_counted_a_return(
     for _ in range(2):
         connection = await backend.connect()
         taking = await connection.channel()
-        await taking.qos(1)
-        recorder = Recorder(taking, "hold")
-        await taking.consume("q", recorder)
+        recorder = await holding(taking, "q")
         await backend.until(lambda r=recorder: _count(r, 1), "m1 delivered")
         shown.append(delivery_count(recorder.deliveries[0]))
         await connection.close()
