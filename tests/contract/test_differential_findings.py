@@ -363,7 +363,7 @@ async def get_body(channel: Channel) -> bytes | None:
 async def test_a_message_that_expired_while_out_expires_only_at_the_head(
     backend: Backend,
 ) -> None:
-    """Classic q: m1, then m2 with a 300 ms expiration. Channel A takes m2, then m1 (which
+    """Classic q: m1, then m2 with a 1.5 s expiration. Channel A takes m2, then m1 (which
     another channel took first and gave back); both are out when m2's time is up. A's channel
     closes: m1 and m2 come back together, m1 at the head, so m2 stays (counted) until it is
     the head (seed 427)."""
@@ -371,7 +371,7 @@ async def test_a_message_that_expired_while_out_expires_only_at_the_head(
     await channel.queue_declare("q")
     await publish_all(channel, "q", "m1")
     await channel.publish(
-        b"m2", exchange="", routing_key="q", properties=Properties(expiration="300")
+        b"m2", exchange="", routing_key="q", properties=Properties(expiration="1500")
     )
     other = await backend.channel(confirms=False)
     first = await other.get("q")
@@ -381,7 +381,7 @@ async def test_a_message_that_expired_while_out_expires_only_at_the_head(
     await other.reject(first.delivery_tag, requeue=True)
     await settle(backend, channel, "q", 1)
     assert await get_body(closing) == b"m1"
-    await backend.elapse(0.4)
+    await backend.elapse(1.6)
     await closing.close()
     await settle(backend, channel, "q", 2)
     assert await bodies(channel, "q") == ["m1"]

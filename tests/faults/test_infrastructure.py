@@ -134,6 +134,7 @@ async def test_half_open_silences_old_connections_but_not_new_ones(
     assert await asyncio.to_thread(fault_node.queues, fault_vhost.name) == {"infra.half": (1, 0)}
 
 
+@pytest.mark.timeout(300)
 async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
     fault_node: PrivateNode, proxy: FaultProxy, fault_vhost: FaultVhost
 ) -> None:
@@ -152,10 +153,12 @@ async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
     assert fault_node.is_running()
     assert fault_node.pid != old_pid
     # The node answers before its vhosts finished recovering their queues (slowly, on a loaded
-    # machine): look until the queue is back, for up to 30 s.
+    # machine, where each rabbitmqctl call takes seconds too): look until the queue is back,
+    # for up to 90 s.
     expected = {"infra.durable": (1, 0)}
     queues: dict[str, tuple[int, int]] = {}
-    for _ in range(60):
+    deadline = asyncio.get_running_loop().time() + 90
+    while asyncio.get_running_loop().time() < deadline:
         queues = await asyncio.to_thread(fault_node.queues, fault_vhost.name)
         if queues == expected:
             break
