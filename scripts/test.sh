@@ -22,4 +22,5 @@ mypy
 # xdist_group on one worker, one after the other: the cluster tests, the two halves of the
 # fault tests, ...; docs/testing.md, "Running rr's own suite"). Most broker tests wait on
 # RabbitMQ, so more processes than the 2 cores help. A later -n in "$@" wins (-n 0: one).
-pytest -n 5 "$@"
+# The 15 slowest tests are listed at the end: where the suite's time goes.
+pytest -n 5 --durations=15 "$@"
