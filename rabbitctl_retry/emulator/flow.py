@@ -95,6 +95,11 @@ DEAD_LETTER_RETRY_S = 180.0
 at-least-once dead-letter worker waits before it sends a refused dead letter again."""
 
 
+AT_MOST_ONCE = object()
+"""The publisher of an at-most-once dead letter: the server sends it untracked, and a quorum
+queue's ``reject-publish`` never refuses it (:meth:`Flow._refuses`)."""
+
+
 class Flow:
     """The broker's state and the message rules over it."""
 
@@ -338,6 +343,7 @@ class Flow:
                 self._deliver(q, entry, consumer)
                 return True
         q.push(entry)
+        self._block_publishers(q)
         if q.over_limit() and settings.overflow == "drop-head":
             self._trim(q)
         if q.ready and q.head().expires_at_s is not None:
@@ -365,21 +371,36 @@ class Flow:
 
         A classic queue refuses a message that would take it over its limit. A quorum queue
         (``rabbit_fifo``) takes a message while it is not over its limit, so it goes over by
-        one; over it, it refuses the message and blocks that publisher, which stays refused
-        until the queue's ready messages fall to 80 % of the limit (the soft limit), while
-        another publisher is refused only when the queue is over its limit (measured on
-        3.10.8 and 4.0.5; the emulator unblocks when a blocked publisher publishes again).
+        one. The message that takes it over its limit makes it refuse every publisher that
+        published to it before (each stays refused until the queue's ready messages fall to
+        80 % of the limit, the soft limit: :meth:`_block_publishers`), and a publisher it
+        refuses for being over is refused likewise; a publisher new to it is refused only
+        while the queue is over its limit (measured on 3.10.8 and 4.0.5; the emulator
+        unblocks when a blocked publisher publishes again). An
+        at-most-once dead letter (:data:`AT_MOST_ONCE`) is never refused by a quorum queue: it
+        takes it over its limit (measured on 3.10.8 and 4.0.5: four dead letters into
+        ``x-max-length = 1`` are four ready messages).
         """
         if not q.is_quorum:
             return _would_overflow(q, message)
+        if publisher is AT_MOST_ONCE:
+            return False
         if q.blocked and _below_soft_limit(q):
             q.blocked.clear()
         if publisher in q.blocked:
             return True
+        q.enqueuers.add(publisher)
         if q.over_limit():
             q.blocked.add(publisher)
             return True
         return False
+
+    @staticmethod
+    def _block_publishers(q: EmulatedQueue) -> None:
+        """Quorum reject-publish: a message took ``q`` over its limit; it tells every publisher
+        it knows to stop (rabbit_fifo's reject_publish status)."""
+        if q.is_quorum and q.settings.overflow == "reject-publish" and q.over_limit():
+            q.blocked |= q.enqueuers
 
     def _expire_head(self, q: EmulatedQueue) -> None:
         """Expire from the head while due; arm the timer for the head's expiry."""
@@ -589,7 +610,9 @@ class Flow:
         def send() -> None:
             for target in targets:
                 if target.name in keep and not target.deleted:
-                    if q.settings.dead_letter_at_least_once and self._refuses(target, dead, q):
+                    if not q.settings.dead_letter_at_least_once:
+                        self._enqueue(target, dead, AT_MOST_ONCE)
+                    elif self._refuses(target, dead, q):
                         self._keep_dead_letter(q, target, dead)
                     else:
                         self._enqueue(target, dead)

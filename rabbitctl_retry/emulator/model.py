@@ -139,6 +139,9 @@ class EmulatedQueue:
     blocked: set[object] = field(default_factory=set)
     """Quorum reject-publish: the publishers (channels, dead-letter sources) the queue refused
     a message; each stays refused until the queue falls to 80 % of its limit."""
+    enqueuers: set[object] = field(default_factory=set)
+    """Quorum reject-publish: the publishers that published to the queue; when a message takes
+    the queue over its limit, every one of them is refused from then on (``blocked``)."""
 
     @property
     def is_quorum(self) -> bool:

@@ -423,3 +423,55 @@ async def test_a_quorum_queue_shows_its_own_count_once_it_counted_a_return(
     assert last is not None
     shown.append(delivery_count(last))
     assert shown == ([1, 1, 2] if backend.version != "3.10" else ["absent", 1, 2])
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_a_full_quorum_queue_takes_every_dead_letter_sent_at_most_once(
+    backend: Backend, kind: str
+) -> None:
+    """Quorum ``dead`` with x-max-length 1 and reject-publish; ``q`` (classic, or quorum
+    dead-lettering at most once) rejects four messages to it: all four arrive, over the limit
+    (the server sends such dead letters untracked; seed 673)."""
+    channel = await backend.channel()
+    await channel.queue_declare(
+        "dead",
+        durable=True,
+        arguments={"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "reject-publish"},
+    )
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={
+            "x-queue-type": kind,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    await publish_all(channel, "q", "m1", "m2", "m3", "m4")
+    for _ in range(4):
+        taken = await channel.get("q")
+        assert taken is not None
+        await channel.reject(taken.delivery_tag, requeue=False)
+    await settle(backend, channel, "dead", 4)
+    assert await bodies(channel, "dead") == ["m1", "m2", "m3", "m4"]
+
+
+async def test_the_message_that_takes_a_quorum_queue_over_stops_its_publishers(
+    backend: Backend,
+) -> None:
+    """Quorum q, x-max-length 2, reject-publish: m1, m2, m3 are all taken (the third takes it
+    over its limit); a basic.get brings it back to 2 ready, above the soft limit. Its publisher
+    stays refused (m4 nacked); a channel new to the queue is not (m5 taken) (seed 980)."""
+    channel = await backend.channel()
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={"x-queue-type": "quorum", "x-max-length": 2, "x-overflow": "reject-publish"},
+    )
+    assert [await confirmed(channel, "q", body) for body in ("m1", "m2", "m3")] == [True] * 3
+    taking = await backend.channel(confirms=False)
+    assert await get_body(taking) == b"m1"
+    await settle(backend, channel, "q", 2)
+    assert not await confirmed(channel, "q", "m4")
+    assert await confirmed(await backend.channel(), "q", "m5")
+    assert await bodies(channel, "q") == ["m2", "m3", "m5"]
