@@ -274,7 +274,9 @@ async def test_a_closing_connection_gets_nothing_its_own_channels_give_back(
 ) -> None:
     """One connection: a consumer on channel A takes m1 (prefetch 1) and is cancelled, still
     holding it; a consumer on channel B comes; the connection closes. m1 goes back to the
-    queue, not to B's consumer (seed 34 of the randomized test)."""
+    queue. Whether the server hands it to B's consumer on the way (B closes too, so it comes
+    back once more) is a race: seed 34 saw it not, seed 525 saw it; the emulator never does
+    (the randomized test's rule R11 keeps such closes out)."""
     channel = await backend.channel()
     await channel.queue_declare("q", durable=True, arguments={"x-queue-type": kind})
     connection = await backend.connect()
@@ -291,7 +293,8 @@ async def test_a_closing_connection_gets_nothing_its_own_channels_give_back(
     await connection.close()
     await settle(backend, channel, "q", 1)
     await backend.elapse(0.2)
-    assert coming.deliveries == []
+    if backend.name == "emulator":
+        assert coming.deliveries == []
     again = await channel.get("q", no_ack=True)
     assert again is not None
     assert (again.body, again.redelivered) == (b"m1", True)
