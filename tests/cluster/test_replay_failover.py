@@ -10,6 +10,7 @@ first run reported as possible duplicates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from rabbitctl_retry.ops.declare import declare_topology
 from rabbitctl_retry.ops.dlq import REPLAY_WINDOW
 from rabbitctl_retry.ops.transfer import new_run_id, replay_queue
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.base import Connection, Properties
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
 from rabbitctl_retry.transport.failover import connect_any
 from tests.cluster.conftest import LocalCluster
 from tests.dlq.support import death
@@ -83,9 +84,11 @@ async def publish_dead_letters(connection: Connection, queue: str, origin: str) 
 
 
 async def take_all(cluster: LocalCluster, queue: str, *, timeout_s: float = 180.0) -> Counter[str]:
-    """Every message of ``queue`` by id, taken (basic.get, no-ack) through whichever node
-    answers; a connection the cluster closes mid-way (541 while the queue elects a leader) is
-    retried, and what was taken before it is kept. Ends on a get-empty."""
+    """Every message of ``queue`` by id, taken through whichever node answers: a consumer
+    without acks takes what the queue held when it started (thousands of basic.get round
+    trips to a three-replica queue took a minute), then basic.get until get-empty. A
+    connection the cluster closes mid-way (541 while the queue elects a leader) is retried,
+    and what was taken before it is kept."""
     found: Counter[str] = Counter()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -94,6 +97,7 @@ async def take_all(cluster: LocalCluster, queue: str, *, timeout_s: float = 180.
             connection = await connect_any(amqp_connector, cluster.urls)
             try:
                 channel = await connection.channel()
+                await _consume_what_is_there(channel, queue, found, deadline)
                 while (delivery := await channel.get(queue, no_ack=True)) is not None:
                     found[delivery.properties.message_id or ""] += 1
                 return found
@@ -103,6 +107,32 @@ async def take_all(cluster: LocalCluster, queue: str, *, timeout_s: float = 180.
             if loop.time() > deadline:
                 raise
             await asyncio.sleep(1.0)
+
+
+async def _consume_what_is_there(
+    channel: Channel, queue: str, found: Counter[str], deadline: float
+) -> None:
+    there = (await channel.queue_declare(queue, passive=True)).message_count
+    taken = 0
+    done = asyncio.Event()
+
+    async def take(delivery: Delivery) -> None:
+        nonlocal taken
+        found[delivery.properties.message_id or ""] += 1
+        taken += 1
+        if taken >= there:
+            done.set()
+
+    if there == 0:
+        return
+    await channel.qos(1000)
+    tag = await channel.consume(queue, take, no_ack=True)
+    loop = asyncio.get_running_loop()
+    while not done.is_set() and loop.time() < deadline and not channel.is_closed:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=1.0)
+    if not channel.is_closed:
+        await channel.cancel(tag)
 
 
 class StopNodeAt:
