@@ -34,11 +34,18 @@ async def settle(backend: Backend, channel: Channel, queue: str, ready: int) -> 
 
 
 async def dead_lettering_queue(
-    channel: Channel, kind: str, *, dead_kind: str = "classic", **limits: FieldValue
+    channel: Channel,
+    kind: str,
+    *,
+    dead_kind: str = "classic",
+    dead_arguments: dict[str, FieldValue] | None = None,
+    **limits: FieldValue,
 ) -> None:
     """Queue ``q`` of type ``kind`` with ``limits`` (``x-max-length=1``), dead-lettering to
-    ``dead`` (of type ``dead_kind``) on the default exchange."""
-    await channel.queue_declare("dead", durable=True, arguments={"x-queue-type": dead_kind})
+    ``dead`` (of type ``dead_kind``, with ``dead_arguments``) on the default exchange."""
+    await channel.queue_declare(
+        "dead", durable=True, arguments={"x-queue-type": dead_kind, **(dead_arguments or {})}
+    )
     await channel.queue_declare(
         "q",
         durable=True,
@@ -436,19 +443,11 @@ async def test_a_full_quorum_queue_takes_every_dead_letter_sent_at_most_once(
     dead-lettering at most once) rejects four messages to it: all four arrive, over the limit
     (the server sends such dead letters untracked; seed 673)."""
     channel = await backend.channel()
-    await channel.queue_declare(
-        "dead",
-        durable=True,
-        arguments={"x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "reject-publish"},
-    )
-    await channel.queue_declare(
-        "q",
-        durable=True,
-        arguments={
-            "x-queue-type": kind,
-            "x-dead-letter-exchange": "",
-            "x-dead-letter-routing-key": "dead",
-        },
+    await dead_lettering_queue(
+        channel,
+        kind,
+        dead_kind="quorum",
+        dead_arguments={"x-max-length": 1, "x-overflow": "reject-publish"},
     )
     await publish_all(channel, "q", "m1", "m2", "m3", "m4")
     for _ in range(4):
