@@ -17,6 +17,7 @@ failed in CI. Every test that needs RabbitMQ carries the ``broker`` mark, so tha
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -118,6 +119,23 @@ def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     running(item.nodeid, marked_broker=item.get_closest_marker("broker") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """Give every test the logging it found: a command run in-process (``rr simulate`` sets
+    the ``rr`` logger to ERROR, ``rr run`` installs its handler) must not silence or redirect
+    a later test's records on the same worker."""
+    rr_log = logging.getLogger("rr")
+    aiormq_log = logging.getLogger("aiormq")
+    saved = (rr_log.level, rr_log.handlers[:], rr_log.propagate, aiormq_log.level)
+    last_resort = logging.lastResort
+    yield
+    rr_log.setLevel(saved[0])
+    rr_log.handlers[:] = saved[1]
+    rr_log.propagate = saved[2]
+    aiormq_log.setLevel(saved[3])
+    logging.lastResort = last_resort
 
 
 @pytest.fixture(scope="session", autouse=True)
