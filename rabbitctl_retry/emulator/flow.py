@@ -139,6 +139,11 @@ class Flow:
         # a closing channel gives back what basic.get took before what consumers took on 3.10,
         # after it on 4.0 (settle.py, Settlement._return_order)
         self._gets_return_first = version < (4, 0)
+        # RabbitMQ 3.10 (measured on 3.10.8): a quorum queue with a delivery limit takes back
+        # a consumer's messages of one basic.reject / nack with requeue in the order of an
+        # Erlang map of their message ids (settle.py, Settlement._settlement_order); 4.0 in
+        # delivery order
+        self._returns_in_map_order = version < (4, 0)
         self._held_dead_letters: deque[Callable[[], None]] | None = None
         """Dead letters waiting for the operation that caused them (dead_letters_afterwards)."""
         self.dead_letter_retry_s = DEAD_LETTER_RETRY_S
@@ -455,9 +460,10 @@ class Flow:
         tag = channel.next_tag
         channel.next_tag = tag + 1
         if not consumer.no_ack:
-            channel.unacked[tag] = Unacked(q, entry, consumer)
+            channel.unacked[tag] = Unacked(q, entry, consumer, consumer.next_msg_id)
             consumer.unacked += 1
             q.unacked += 1
+        consumer.next_msg_id += 1
         if consumer.crashes_its_channel:
             # the server closes the connection: the message never reaches the client and goes
             # back to the queue with the connection's other unacked messages

@@ -97,6 +97,9 @@ class Consumer:
     prefetch_count: int
     """Captured at basic.consume (basic.qos global=false: a per-consumer limit)."""
     unacked: int = 0
+    next_msg_id: int = 0
+    """The number its next delivery gets: a quorum queue numbers each consumer's deliveries
+    from 0 (rabbit_fifo's message ids, whose map order RabbitMQ 3.10 returns in; settle.py)."""
     on_cancel: Callable[[str], None] | None = None
     """Told the tag when the broker cancels the consumer (its queue was deleted)."""
     crashes_its_channel: bool = False
@@ -258,6 +261,8 @@ class Unacked:
     queue: EmulatedQueue
     entry: Entry
     consumer: Consumer | None
+    msg_id: int = 0
+    """The consumer's number for this delivery (Consumer.next_msg_id; 0 for basic.get)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from typing import Literal
 
+from rabbitctl_retry.emulator.erlang_maps import fold_order
 from rabbitctl_retry.emulator.events import Acked, Dropped, Rejected, RequeueCause, Requeued
 from rabbitctl_retry.emulator.flow import Flow
 from rabbitctl_retry.emulator.model import ChannelState, Consumer, EmulatedQueue, Entry, Unacked
@@ -85,7 +86,7 @@ class Settlement(Flow):
     ) -> None:
         self.activity += 1
         with self.dead_letters_afterwards():
-            taken = self._settled(channel, tag, multiple)
+            taken = self._settlement_order(self._settled(channel, tag, multiple), requeue)
             touched: dict[int, EmulatedQueue] = {}
             for settled_tag, item in taken:
                 q, entry = item.queue, item.entry
@@ -104,6 +105,43 @@ class Settlement(Flow):
                     self._dead_letter_entry(q, entry, "rejected")
                 touched[id(q)] = q
             self._after_returns(touched)
+
+    def _settlement_order(
+        self, taken: list[tuple[int, Unacked]], requeue: bool
+    ) -> list[tuple[int, Unacked]]:
+        """The order the server settles the deliveries of one basic.reject / nack in: queue by
+        queue (in the order of their first delivery tag; between queues the server races),
+        in each what basic.get took (by delivery tag), then each consumer's (by consumer tag,
+        compared as bytes): the channel settles them as one command per queue and consumer
+        tag, a basic.get being a consumer tagged with its delivery tag (measured on 3.10.8 and
+        4.0.5). A consumer's messages in delivery order, except that RabbitMQ 3.10 takes back
+        more than 32 of them into a quorum queue with a delivery limit in the order of an
+        Erlang map of their message ids (emulator/erlang_maps.py)."""
+        first_tag: dict[int, int] = {}
+        groups: dict[tuple[int, int, int, bytes], list[tuple[int, Unacked]]] = {}
+        for tag, item in taken:
+            queue_rank = first_tag.setdefault(id(item.queue), tag)
+            consumer = item.consumer
+            if consumer is None:
+                group = (queue_rank, 0, tag, b"")
+            else:
+                group = (queue_rank, 1, 0, consumer.tag.encode())
+            groups.setdefault(group, []).append((tag, item))
+        ordered: list[tuple[int, Unacked]] = []
+        for group in sorted(groups):
+            members = groups[group]
+            q = members[0][1].queue
+            in_map_order = (
+                requeue
+                and self._returns_in_map_order
+                and q.is_quorum
+                and q.settings.delivery_limit is not None
+            )
+            if in_map_order:
+                by_msg_id = {item.msg_id: (tag, item) for tag, item in members}
+                members = [by_msg_id[msg_id] for msg_id in fold_order(by_msg_id)]
+            ordered.extend(members)
+        return ordered
 
     def _return(self, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> bool:
         """Put a delivered message back; False when it did not come back (its queue is gone,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.transport.base import Delivery
+from rabbitctl_retry.transport.base import Channel, Delivery
 from tests.backends import Backend
 from tests.contract.support import delivery_count, drain
 from tests.contract.versions import expected
@@ -232,3 +232,114 @@ async def test_rejected_out_of_order(backend: Backend, kind: str) -> None:
     assert await ready_again(backend, 4) == quorum_or(
         backend, kind, AFTER_REJECTS_OUT_OF_ORDER, "quorum-after-rejects-out-of-order"
     )
+
+
+# -- one basic.nack over several consumers and basic.gets -------------------------------------
+
+# fmt: off
+ORDER_OF_40_RETURNS_ON_3_10 = (
+    16, 18, 5, 19, 27, 35, 10, 24, 36, 4, 21, 22, 17, 3, 8, 1, 7, 2, 14, 15,
+    20, 13, 38, 0, 6, 28, 25, 34, 32, 9, 37, 11, 31, 26, 39, 30, 29, 23, 12, 33,
+)
+# fmt: on
+"""The order in which RabbitMQ 3.10.8 takes back the 40 messages z0..z39 of one consumer, nacked
+together into a quorum queue with a delivery limit (measured; the order of an Erlang map of the
+consumer's message ids 0..39, emulator/erlang_maps.py)."""
+
+
+async def holding_all(backend: Backend, channel: Channel, tag: str, bodies: list[str]) -> None:
+    """A consumer tagged ``tag`` on ``channel`` takes ``bodies`` published to ``q`` and keeps
+    them; then it is cancelled (what it holds stays unacked)."""
+    recorder = Recorder(channel, "hold")
+    await channel.consume("q", recorder, consumer_tag=tag)
+    publishing = await backend.channel()
+    for body in bodies:
+        await publishing.publish(body.encode(), routing_key="q")
+
+    async def all_held() -> bool:
+        return len(recorder.deliveries) == len(bodies)
+
+    await backend.until(all_held, f"{tag} holds {len(bodies)}")
+    await channel.cancel(tag)
+
+
+async def got_by_basic_get(backend: Backend, channel: Channel, body: str) -> None:
+    await (await backend.channel()).publish(body.encode(), routing_key="q")
+    delivery = await channel.get("q")
+    assert delivery is not None
+    assert delivery.body == body.encode()
+
+
+@pytest.mark.parametrize("held", [3, 40])
+@pytest.mark.parametrize("limit", [None, 5])
+async def test_one_nack_returns_gets_then_each_consumer_by_tag(
+    backend: Backend, limit: int | None, held: int
+) -> None:
+    """One channel: consumer "zz" takes z0..z(held-1), basic.get g1, consumer "aa" a0 a1,
+    basic.get g2; "rest" waits in the quorum queue; then one basic.nack(0, multiple, requeue).
+    The channel settles per consumer tag, a basic.get being tagged with its delivery tag: g1,
+    g2, then "aa"'s, then "zz"'s, on 3.10 and 4.0. RabbitMQ 3.10 puts them behind "rest" when
+    the queue has no delivery limit, and takes back more than 32 messages of one consumer in its
+    own order when it has one (ORDER_OF_40_RETURNS_ON_3_10)."""
+    channel = await backend.channel()
+    arguments: dict[str, FieldValue] = {"x-queue-type": "quorum"}
+    if limit is not None:
+        arguments["x-delivery-limit"] = limit
+    await channel.queue_declare("q", durable=True, arguments=arguments)
+    taking = await backend.channel(confirms=False)
+    await holding_all(backend, taking, "zz", [f"z{n}" for n in range(held)])
+    await got_by_basic_get(backend, taking, "g1")
+    await holding_all(backend, taking, "aa", ["a0", "a1"])
+    await got_by_basic_get(backend, taking, "g2")
+    await channel.publish(b"rest", routing_key="q")
+    await taking.nack(0, multiple=True, requeue=True)
+    in_map_order = backend.version == "3.10" and limit is not None and held == 40
+    zz: Sequence[int] = ORDER_OF_40_RETURNS_ON_3_10 if in_map_order else range(held)
+    returned = ["g1", "g2", "a0", "a1", *(f"z{n}" for n in zz)]
+    behind_rest = backend.version == "3.10" and limit is None
+    expected_order = ["rest", *returned] if behind_rest else [*returned, "rest"]
+    assert [d.body.decode() for d in await drained_when(backend, held + 5)] == expected_order
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_one_nack_dead_letters_gets_then_each_consumer_by_tag(
+    backend: Backend, kind: str
+) -> None:
+    """The same without requeue, dead-lettering to "dead": within the queue, g1, g2, then
+    consumer "aa"'s, then "zz"'s, each consumer's in delivery order (3.10 and 4.0)."""
+    channel = await backend.channel()
+    await channel.queue_declare("dead", durable=True)
+    await channel.queue_declare(
+        "q",
+        durable=True,
+        arguments={
+            **QUEUE_ARGUMENTS[kind],
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    taking = await backend.channel(confirms=False)
+    await holding_all(backend, taking, "zz", [f"z{n}" for n in range(40)])
+    await got_by_basic_get(backend, taking, "g1")
+    await holding_all(backend, taking, "aa", ["a0", "a1"])
+    await got_by_basic_get(backend, taking, "g2")
+    await taking.nack(0, multiple=True, requeue=False)
+    dead = await drained_when(backend, 44, queue="dead")
+    assert [d.body.decode() for d in dead] == [
+        "g1",
+        "g2",
+        "a0",
+        "a1",
+        *(f"z{n}" for n in range(40)),
+    ]
+
+
+async def drained_when(backend: Backend, ready: int, queue: str = "q") -> list[Delivery]:
+    """Every message of ``queue``, head first, once ``ready`` are there."""
+    channel = await backend.channel()
+
+    async def there() -> bool:
+        return await depth(channel, queue) == ready
+
+    await backend.until(there, f"{ready} ready in {queue!r}")
+    return await drain(channel, queue)

@@ -181,14 +181,5 @@ NOT_PORTED.update(
     }
 )
 
-EMULATOR_GAPS.update(
-    {
-        "test_quorum_queue.py::test_requeue_multiple_true[emulator-3.10]": "RabbitMQ 3.10.8 "
-        "redelivers the 100 messages one basic.nack(multiple, requeue) returned in a fixed "
-        "order of its own (the reverse of the key order of an Erlang 25 map of the consumer's "
-        "message ids 0..99, which erl prints for maps:keys: 17, 80, 19, 55, ...; "
-        "test_quorum_queue.ORDER_OF_100_RETURNS_ON_3_10); the emulator at 3.10 redelivers them "
-        "in delivery order 1..100, as 4.0 does (emulator/settle.py Settlement.reject returns "
-        "the tags of a multiple nack in tag order)",
-    }
-)
+# -- quorum_queue_SUITE: no emulator gap left (the last, 3.10's order of a multiple nack's
+# returns, is modelled: emulator/erlang_maps.py) --

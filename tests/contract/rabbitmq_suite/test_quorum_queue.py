@@ -280,9 +280,10 @@ VERSIONED: dict[str, Difference] = {
             "4.0": [str(n) for n in range(1, 101)],
         },
         "RabbitMQ 4.0 returns the messages of one basic.nack(multiple) in delivery order. 3.10 "
-        "returns them in the order of the channel's map of the consumer's message ids (over "
-        "32 keys, a hash order): the same order on every run for 100 messages (measured "
-        "in three runs on 3.10.8: ORDER_OF_100_RETURNS_ON_3_10), not delivery order.",
+        "returns them in the order of an Erlang map of the consumer's message ids (over 32 "
+        "keys, a hash order, which the emulator models: emulator/erlang_maps.py): the same "
+        "order on every run for 100 messages (measured in three runs on 3.10.8: "
+        "ORDER_OF_100_RETURNS_ON_3_10), not delivery order.",
     ),
     "requeue-multiple-false": Difference(
         # requeue_multiple_false: the 100 redeliveries, nacked one by one in a shuffled order
