@@ -155,29 +155,40 @@ class InMemoryDelays:
         pending.publishing = True
         task = asyncio.ensure_future(self._publish(key, pending))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda done: self._publish_ended(key, pending, done))
 
     async def _publish(self, key: int, pending: _Pending) -> None:
+        publisher = self._publisher
+        if publisher is None:
+            # Reconnecting: keep it, and look again in a moment.
+            pending.timer = self._clock.call_later(1.0, lambda: self._due(key))
+            return
         try:
-            publisher = self._publisher
-            if publisher is None:
-                # Reconnecting: keep it, and look again in a moment.
-                pending.timer = self._clock.call_later(1.0, lambda: self._due(key))
-                return
-            try:
-                async with asyncio.timeout(PUBLISH_TIMEOUT_S):
-                    await publisher.publish(pending.copy, pending.original)
-            except asyncio.CancelledError:
-                self._again(key, pending, "the connection closed")
-                raise
-            except (TransportError, TimeoutError) as error:
-                self._again(key, pending, str(error) or "no answer")
-                return
-            self._pending.pop(key, None)
-            if pending.failures:
-                log.info("delayed copy published after all", extra={"rr": self._fields(pending)})
-        finally:
-            pending.publishing = False
+            async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+                await publisher.publish(pending.copy, pending.original)
+        except (TransportError, TimeoutError) as error:
+            self._again(key, pending, str(error) or "no answer")
+            return
+        self._pending.pop(key, None)
+        if pending.failures:
+            log.info("delayed copy published after all", extra={"rr": self._fields(pending)})
+
+    def _publish_ended(self, key: int, pending: _Pending, task: asyncio.Future[None]) -> None:
+        """Whatever ended the publish, a copy still pending and not waiting for a timer is
+        tried again: one cancelled because the connection went (:meth:`attach`), even before
+        its first line ran, or one that failed in a way not foreseen (logged)."""
+        self._tasks.discard(task)
+        pending.publishing = False
+        error = None if task.cancelled() else task.exception()
+        if key not in self._pending or pending.timer is not None:
+            return
+        if error is not None:
+            log.error(
+                "delayed copy not published (unexpected error); it is kept and tried again",
+                exc_info=error,
+                extra={"rr": self._fields(pending)},
+            )
+        self._again(key, pending, "the connection closed" if error is None else repr(error))
 
     def _again(self, key: int, pending: _Pending, error: str) -> None:
         """The publish failed: keep the copy and try again later (backoff)."""

@@ -1,0 +1,157 @@
+"""In-memory delayed copies (runtime/copies.py InMemoryDelays): a due copy stays until the
+broker has it, whatever happens to the publish that was to send it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from rabbitctl_retry.errors import TransportError
+from rabbitctl_retry.retry.policy import Copy, CopyPurpose
+from rabbitctl_retry.runtime.copies import InMemoryDelays
+from rabbitctl_retry.transport.base import Delivery, Properties
+
+
+class ManualTimer:
+    def __init__(self, clock: ManualClock, due_s: float, callback: Callable[[], None]) -> None:
+        self.clock, self.due_s, self.callback, self.cancelled = clock, due_s, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualClock:
+    """Timers fire only when the test moves the clock (:meth:`advance`)."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+        self.timers: list[ManualTimer] = []
+
+    def now(self) -> object:
+        raise NotImplementedError
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> ManualTimer:
+        timer = ManualTimer(self, self.now_s + delay_s, callback)
+        self.timers.append(timer)
+        return timer
+
+    async def sleep(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    def advance(self, seconds: float) -> None:
+        self.now_s += seconds
+        due = [t for t in self.timers if t.due_s <= self.now_s and not t.cancelled]
+        self.timers = [t for t in self.timers if t not in due]
+        for timer in due:
+            timer.callback()
+
+
+class RecordingPublisher:
+    """Stands where a CopyPublisher goes: records each copy's body, or fails as told."""
+
+    def __init__(self, fail_with: BaseException | None = None) -> None:
+        self.published: list[bytes] = []
+        self.fail_with = fail_with
+
+    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> None:
+        await asyncio.sleep(0)
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.published.append(original.body)
+
+
+def copy_of(body: bytes) -> tuple[Copy, Delivery]:
+    copy = Copy(exchange="", routing_key="work", headers={}, purpose=CopyPurpose.RETRY)
+    return copy, Delivery(body=body, properties=Properties(message_id=body.decode()))
+
+
+def delays_with(clock: ManualClock, publisher: RecordingPublisher) -> InMemoryDelays:
+    delays = InMemoryDelays(clock)
+    delays.attach(publisher)  # type: ignore[arg-type]
+    return delays
+
+
+async def settle_tasks() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_due_copy_is_published_and_forgotten() -> None:
+    clock, publisher = ManualClock(), RecordingPublisher()
+    delays = delays_with(clock, publisher)
+    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
+    clock.advance(0.9)
+    await settle_tasks()
+    assert publisher.published == []
+    clock.advance(0.1)
+    await settle_tasks()
+    assert publisher.published == [b"m1"]
+    assert len(delays) == 0
+
+
+async def test_a_publish_cancelled_before_it_started_is_tried_again() -> None:
+    """The connection goes (attach(None) cancels the publishes under way) in the same loop
+    iteration as the copy fell due: its publish never ran a line. The copy must still go out
+    once a connection is back (it stayed pending for good: a lost retry)."""
+    clock, publisher = ManualClock(), RecordingPublisher()
+    delays = delays_with(clock, publisher)
+    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
+    clock.advance(1.0)  # due: its publish task is created, not started
+    delays.attach(None)
+    await settle_tasks()
+    assert publisher.published == []
+    assert len(delays) == 1
+    delays.attach(publisher)  # type: ignore[arg-type]
+    clock.advance(60)
+    await settle_tasks()
+    assert publisher.published == [b"m1"]
+    assert len(delays) == 0
+
+
+async def test_a_publish_cancelled_while_it_waits_is_tried_again() -> None:
+    clock = ManualClock()
+    publisher = RecordingPublisher()
+    delays = delays_with(clock, publisher)
+    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
+    clock.advance(1.0)
+    await asyncio.sleep(0)  # started, waiting inside publish
+    delays.attach(None)
+    await settle_tasks()
+    assert (publisher.published, len(delays)) == ([], 1)
+    delays.attach(publisher)  # type: ignore[arg-type]
+    clock.advance(60)
+    await settle_tasks()
+    assert publisher.published == [b"m1"]
+
+
+async def test_a_publish_failing_in_an_unforeseen_way_is_tried_again() -> None:
+    clock = ManualClock()
+    failing = RecordingPublisher(fail_with=RuntimeError("a bug in a driver"))
+    delays = delays_with(clock, failing)
+    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
+    clock.advance(1.0)
+    await settle_tasks()
+    assert (failing.published, len(delays)) == ([], 1)
+    working = RecordingPublisher()
+    delays.attach(working)  # type: ignore[arg-type]
+    clock.advance(60)
+    await settle_tasks()
+    assert working.published == [b"m1"]
+    assert len(delays) == 0
+
+
+async def test_a_refused_publish_is_tried_again_with_backoff() -> None:
+    clock = ManualClock()
+    failing = RecordingPublisher(fail_with=TransportError("channel closed"))
+    delays = delays_with(clock, failing)
+    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
+    clock.advance(1.0)
+    await settle_tasks()
+    assert delays.retried == 1
+    failing.fail_with = None
+    clock.advance(0.5)
+    await settle_tasks()
+    assert failing.published == []  # the first retry waits a second
+    clock.advance(1.0)
+    await settle_tasks()
+    assert failing.published == [b"m1"]
