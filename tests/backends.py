@@ -48,6 +48,7 @@ from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Channel, Connection, Properties, ServerVersion
 from tests.shared_node import SharedBroker, current
+from tests.vhost_eval import ALL_DONE, vhost_batch
 
 EMULATED = {"3.10": ServerVersion(3, 10, 8), "4.0": ServerVersion(4, 0, 5)}
 """The exact releases the emulator stands in for, per release line the suites run."""
@@ -423,20 +424,6 @@ def close_vhost_pools() -> None:
         raise failures[0]
 
 
-_ACTING_USER = "rr-tests"
-"""Who the server's log says made and deleted the vhosts."""
-
-
-def _erlang_binary(text: str) -> str:
-    """``text`` as an Erlang binary of its UTF-8 bytes: ``<<103,117,...>>`` (no quotes for a
-    shell or ``rabbitmqctl``'s wrapper to mangle)."""
-    return "<<" + ",".join(str(byte) for byte in text.encode()) + ">>"
-
-
-def _erlang_list(names: list[str]) -> str:
-    return "[" + ",".join(_erlang_binary(name) for name in names) + "]"
-
-
 def maintain_vhosts(
     broker: SharedBroker, user: str, *, delete: list[str], make: list[str]
 ) -> tuple[list[str], BaseException | None]:
@@ -449,18 +436,9 @@ def maintain_vhosts(
     vhosts ``make`` cannot be made."""
     if not delete and not make:
         return make, None
-    expression = (
-        f"A = {_erlang_binary(_ACTING_USER)}, U = {_erlang_binary(user)}, P = <<46,42>>, "
-        f"D = [{{V, R}} || V <- {_erlang_list(delete)}, "
-        "R <- [(catch rabbit_vhost:delete(V, A))], R =/= ok], "
-        f"M = [{{V, R1, R2}} || V <- {_erlang_list(make)}, "
-        "R1 <- [(catch rabbit_vhost:add(V, A))], "
-        "R2 <- [(catch rabbit_auth_backend_internal:set_permissions(U, V, P, P, P, A))], "
-        "{R1, R2} =/= {ok, ok}], "
-        "{D, M}."
-    )
+    expression = vhost_batch(user, delete=delete, make=make)
     done = broker.run_ctl("-q", "eval", expression)
-    if done.returncode == 0 and done.stdout.strip() == "{[],[]}":
+    if done.returncode == 0 and done.stdout.strip() == ALL_DONE:
         return make, None
     # The fast path failed (another RabbitMQ's internals, a vhost deleted already): go slowly.
     deletion_error: BaseException | None = None

@@ -46,10 +46,10 @@ delay = "dlx-ttl"
 def prefix(cluster: LocalCluster) -> Iterator[str]:
     name = f"rr-classic-down-{secrets.token_hex(4)}"
     yield name
-    for node in (1, 2, 3):
-        cluster.start_app(node)
-    for suffix in ("refunds", "refunds.retry", "refunds.dead"):
-        cluster.ctl(1, "delete_queue", f"{name}.{suffix}")
+    cluster.ensure_running()  # whatever happened, the next test finds three nodes
+    cluster.delete_queues(
+        f"{name}.{suffix}" for suffix in ("refunds", "refunds.retry", "refunds.dead")
+    )
 
 
 def service_on_nodes_1_and_2(

@@ -31,10 +31,7 @@ def names(cluster: LocalCluster) -> Iterator[str]:
     """A fresh queue name prefix; every queue under it is deleted afterwards."""
     prefix = f"rr-cluster-cli-{secrets.token_hex(4)}"
     yield prefix
-    listed = cluster.ctl(1, "list_queues", "name", "--formatter", "json")
-    for row in json.loads(listed or "[]"):
-        if str(row["name"]).startswith(prefix):
-            cluster.ctl(1, "delete_queue", str(row["name"]))
+    cluster.delete_queues(cluster.queue_names(prefix))
 
 
 def url_arguments(cluster: LocalCluster) -> list[str]:

@@ -78,10 +78,10 @@ async def take_into(found: Counter[str], connect: Connect, queue: str) -> None:
 def prefix(cluster: LocalCluster) -> Iterator[str]:
     name = f"rr-failover-{secrets.token_hex(4)}"
     yield name
-    for node in (1, 2, 3):  # whatever happened, the next test finds three nodes
-        cluster.start_app(node)
-    for suffix in ("payouts", "payouts.retry", "payouts.dead"):
-        cluster.ctl(1, "delete_queue", f"{name}.{suffix}")
+    cluster.ensure_running()  # whatever happened, the next test finds three nodes
+    cluster.delete_queues(
+        f"{name}.{suffix}" for suffix in ("payouts", "payouts.retry", "payouts.dead")
+    )
 
 
 def leader_of(cluster: LocalCluster, queue: str) -> str:

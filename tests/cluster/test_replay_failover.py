@@ -53,10 +53,8 @@ replicas = 3
 def prefix(cluster: LocalCluster) -> Iterator[str]:
     name = f"rr-replay-failover-{secrets.token_hex(4)}"
     yield name
-    for node in (1, 2, 3):  # whatever happened, the next test finds three nodes
-        cluster.start_app(node)
-    for suffix in ("payouts", "payouts.dead"):
-        cluster.ctl(1, "delete_queue", f"{name}.{suffix}")
+    cluster.ensure_running()  # whatever happened, the next test finds three nodes
+    cluster.delete_queues(f"{name}.{suffix}" for suffix in ("payouts", "payouts.dead"))
 
 
 async def publish_dead_letters(connection: Connection, queue: str, origin: str) -> None:

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tests.vhost_eval import ALL_DONE, vhost_batch
+
 __all__ = ["NodeError", "PrivateNode", "find_tools", "free_port", "tools_missing"]
 
 MARKER_VARIABLE = "RR_FAULT_NODE"
@@ -512,9 +514,11 @@ class PrivateNode:
     # --- vhosts -----------------------------------------------------------------------
 
     def add_vhost(self, vhost: str, user: str = "guest") -> None:
-        """Create ``vhost`` and give ``user`` full permissions on it."""
-        self._ctl_run("add_vhost", vhost)
-        self._ctl_run("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        """Create ``vhost`` and give ``user`` full permissions on it (one ``rabbitmqctl``
+        run, tests/vhost_eval.py)."""
+        answer = self._ctl_run("-q", "eval", vhost_batch(user, delete=[], make=[vhost])).strip()
+        if answer != ALL_DONE:
+            raise NodeError(f"could not make vhost {vhost!r} on {self.name}: {answer}")
 
     def delete_vhost(self, vhost: str) -> None:
         """Delete ``vhost`` with its queues and exchanges (its connections are closed)."""
