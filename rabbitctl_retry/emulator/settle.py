@@ -227,14 +227,17 @@ class Settlement(Flow):
             for listener in listeners:
                 listener()
 
-    def _return_order(self, held: tuple[int, Unacked]) -> tuple[bool, int]:
-        """The order a closing channel gives back what it held: what basic.get took, then
-        what consumers took (RabbitMQ 3.10; 4.0 the other way round), each in delivery
-        order (measured on 3.10.8 and 4.0.5 with quorum queues; a classic queue puts every
-        message back in its old place anyway)."""
+    def _return_order(self, held: tuple[int, Unacked]) -> tuple[bool, bytes, int]:
+        """The order a closing channel gives back what it held (measured on 3.10.8 and 4.0.5
+        with quorum queues; a classic queue puts every message back in its old place anyway):
+        RabbitMQ 3.10 what basic.get took first, by delivery tag, then each consumer's by
+        consumer tag (compared as bytes), in delivery order; 4.0 what consumers took first,
+        then what basic.get took, each in delivery order."""
         tag, unacked = held
-        taken_by_get = unacked.consumer is None
-        return (taken_by_get != self._gets_return_first, tag)
+        consumer = unacked.consumer
+        if self._gets_return_first:
+            return (consumer is not None, b"" if consumer is None else consumer.tag.encode(), tag)
+        return (consumer is None, b"", tag)
 
     def _remove_consumer(self, consumer: Consumer) -> None:
         q = consumer.queue

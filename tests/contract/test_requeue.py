@@ -334,6 +334,32 @@ async def test_one_nack_dead_letters_gets_then_each_consumer_by_tag(
     ]
 
 
+@pytest.mark.parametrize(("first", "second"), [("zz", "aa"), ("aa", "zz")])
+async def test_a_closing_channel_returns_gets_and_consumers_in_the_servers_order(
+    backend: Backend, first: str, second: str
+) -> None:
+    """A channel: consumer ``first`` takes two messages, basic.get g1, consumer ``second``
+    two, basic.get g2; the channel closes. RabbitMQ 3.10 gives back g1, g2, then each
+    consumer's by consumer tag ("aa" before "zz", whichever came first); 4.0 the consumers'
+    in delivery order, then g1, g2."""
+    channel = await backend.channel()
+    await channel.queue_declare(
+        "q", durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 5}
+    )
+    taking = await backend.channel(confirms=False)
+    await holding_all(backend, taking, first, [f"{first}0", f"{first}1"])
+    await got_by_basic_get(backend, taking, "g1")
+    await holding_all(backend, taking, second, [f"{second}0", f"{second}1"])
+    await got_by_basic_get(backend, taking, "g2")
+    await taking.close()
+    held = {tag: [f"{tag}0", f"{tag}1"] for tag in (first, second)}
+    if backend.version == "3.10":
+        expected_order = ["g1", "g2", *held["aa"], *held["zz"]]
+    else:
+        expected_order = [*held[first], *held[second], "g1", "g2"]
+    assert [d.body.decode() for d in await drained_when(backend, 6)] == expected_order
+
+
 async def drained_when(backend: Backend, ready: int, queue: str = "q") -> list[Delivery]:
     """Every message of ``queue``, head first, once ``ready`` are there."""
     channel = await backend.channel()
