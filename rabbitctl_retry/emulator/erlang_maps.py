@@ -38,27 +38,22 @@ _LEVELS_PER_HASH = 8
 """4 bits a level: one 32-bit hash serves 8 levels of the trie."""
 
 
+_MIX_SHIFTS = (13, -8, 13, 12, -16, 5, 3, -10, 15)
+"""The nine steps of the mix, one word each in turn (a, b, c, a, ...): how far the step
+shifts the word it mixes in last (right; negative: left)."""
+
+
 def _mix(a: int, b: int, c: int) -> int:
-    """Bob Jenkins' lookup2 mix of three 32-bit words; the third word after mixing."""
-    a = (a - b - c) & _MASK32
-    a ^= c >> 13
-    b = (b - c - a) & _MASK32
-    b ^= (a << 8) & _MASK32
-    c = (c - a - b) & _MASK32
-    c ^= b >> 13
-    a = (a - b - c) & _MASK32
-    a ^= c >> 12
-    b = (b - c - a) & _MASK32
-    b ^= (a << 16) & _MASK32
-    c = (c - a - b) & _MASK32
-    c ^= b >> 5
-    a = (a - b - c) & _MASK32
-    a ^= c >> 3
-    b = (b - c - a) & _MASK32
-    b ^= (a << 10) & _MASK32
-    c = (c - a - b) & _MASK32
-    c ^= b >> 15
-    return c
+    """Bob Jenkins' lookup2 mix of three 32-bit words; the third word after mixing. Each step
+    is ``x -= y; x -= z; x ^= z shifted`` for the words x, y, z in turn (``a -= b; a -= c;
+    a ^= c >> 13``, then ``b -= c; b -= a; b ^= a << 8``, ...)."""
+    words = [a, b, c]
+    for step, shift in enumerate(_MIX_SHIFTS):
+        x, y, z = step % 3, (step + 1) % 3, (step + 2) % 3
+        mixed = (words[x] - words[y] - words[z]) & _MASK32
+        last = words[z]
+        words[x] = mixed ^ (last >> shift if shift > 0 else (last << -shift) & _MASK32)
+    return words[2]
 
 
 def internal_hash(key: int, depth: int = 0) -> int:

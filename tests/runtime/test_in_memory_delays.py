@@ -76,6 +76,25 @@ async def settle_tasks() -> None:
         await asyncio.sleep(0)
 
 
+def one_copy_due(clock: ManualClock, publisher: RecordingPublisher) -> InMemoryDelays:
+    """Delays holding copy m1 of 1 s, the clock moved to when it is due (its publish task
+    made, not started)."""
+    delays = delays_with(clock, publisher)
+    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
+    clock.advance(1.0)
+    return delays
+
+
+async def published_once_reconnected(
+    delays: InMemoryDelays, clock: ManualClock, publisher: RecordingPublisher
+) -> list[bytes]:
+    """Attach ``publisher`` (a connection is back), let a minute pass; what it published."""
+    delays.attach(publisher)  # type: ignore[arg-type]
+    clock.advance(60)
+    await settle_tasks()
+    return publisher.published
+
+
 async def test_a_due_copy_is_published_and_forgotten() -> None:
     clock, publisher = ManualClock(), RecordingPublisher()
     delays = delays_with(clock, publisher)
@@ -94,58 +113,39 @@ async def test_a_publish_cancelled_before_it_started_is_tried_again() -> None:
     iteration as the copy fell due: its publish never ran a line. The copy must still go out
     once a connection is back (it stayed pending for good: a lost retry)."""
     clock, publisher = ManualClock(), RecordingPublisher()
-    delays = delays_with(clock, publisher)
-    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
-    clock.advance(1.0)  # due: its publish task is created, not started
+    delays = one_copy_due(clock, publisher)
     delays.attach(None)
     await settle_tasks()
-    assert publisher.published == []
-    assert len(delays) == 1
-    delays.attach(publisher)  # type: ignore[arg-type]
-    clock.advance(60)
-    await settle_tasks()
-    assert publisher.published == [b"m1"]
+    assert (publisher.published, len(delays)) == ([], 1)
+    assert await published_once_reconnected(delays, clock, publisher) == [b"m1"]
     assert len(delays) == 0
 
 
 async def test_a_publish_cancelled_while_it_waits_is_tried_again() -> None:
-    clock = ManualClock()
-    publisher = RecordingPublisher()
-    delays = delays_with(clock, publisher)
-    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
-    clock.advance(1.0)
+    clock, publisher = ManualClock(), RecordingPublisher()
+    delays = one_copy_due(clock, publisher)
     await asyncio.sleep(0)  # started, waiting inside publish
     delays.attach(None)
     await settle_tasks()
     assert (publisher.published, len(delays)) == ([], 1)
-    delays.attach(publisher)  # type: ignore[arg-type]
-    clock.advance(60)
-    await settle_tasks()
-    assert publisher.published == [b"m1"]
+    assert await published_once_reconnected(delays, clock, publisher) == [b"m1"]
+    assert len(delays) == 0
 
 
 async def test_a_publish_failing_in_an_unforeseen_way_is_tried_again() -> None:
     clock = ManualClock()
     failing = RecordingPublisher(fail_with=RuntimeError("a bug in a driver"))
-    delays = delays_with(clock, failing)
-    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
-    clock.advance(1.0)
+    delays = one_copy_due(clock, failing)
     await settle_tasks()
     assert (failing.published, len(delays)) == ([], 1)
-    working = RecordingPublisher()
-    delays.attach(working)  # type: ignore[arg-type]
-    clock.advance(60)
-    await settle_tasks()
-    assert working.published == [b"m1"]
+    assert await published_once_reconnected(delays, clock, RecordingPublisher()) == [b"m1"]
     assert len(delays) == 0
 
 
 async def test_a_refused_publish_is_tried_again_with_backoff() -> None:
     clock = ManualClock()
     failing = RecordingPublisher(fail_with=TransportError("channel closed"))
-    delays = delays_with(clock, failing)
-    delays.schedule(*copy_of(b"m1"), queue="work", delay_ms=1000)
-    clock.advance(1.0)
+    delays = one_copy_due(clock, failing)
     await settle_tasks()
     assert delays.retried == 1
     failing.fail_with = None
