@@ -399,6 +399,13 @@ class PrivateNode:
         self._require_started()
         self._kill_everything(timeout_s=timeout_s)
 
+    def sync_metadata(self) -> None:
+        """Have the node write its definitions to disk now (``mnesia:sync_log()``). Mnesia
+        logs a committed change asynchronously: a SIGKILL in the instant after it can lose a
+        queue or a vhost just made (RabbitMQ 3.10; docs/topology.md, "What survives a broker
+        restart")."""
+        self._ctl_run("eval", "mnesia:sync_log().")
+
     def terminate(self, *, timeout_s: float = 30.0) -> None:
         """SIGTERM the node's Erlang VM (an orderly shutdown) and wait until it exited."""
         self._require_started()

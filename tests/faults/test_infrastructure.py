@@ -142,6 +142,9 @@ async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
         ch = await conn.channel(confirms=True)
         await ch.queue_declare("infra.durable", durable=True)
         await ch.publish(b"survivor", routing_key="infra.durable", properties=PERSISTENT)
+    # The vhost and the queue were made a moment ago: on disk only once Mnesia's log is (in
+    # CI, a kill right after them once lost both).
+    await asyncio.to_thread(fault_node.sync_metadata)
     async with connected(fault_vhost.proxy_url) as watcher:
         await watcher.channel()
         old_pid = fault_node.pid
