@@ -1,8 +1,10 @@
-"""A RabbitMQ node of the fault suite's own, started from the machine's RabbitMQ package.
+"""A RabbitMQ node of the fault suite's own, started from the machine's RabbitMQ package
+(``server="3.10"``) or from the RabbitMQ 4.0 chroot of ``scripts/rabbitmq4.sh``
+(``server="4.0"``).
 
-The suite never touches the shared broker (``rabbit@localhost``): every operation here
-addresses only the private node by name (``rabbitmqctl -n NODE ...``) or by the OS processes
-that carry this node's marker in their environment.
+The suite never touches the shared brokers (``rabbit@localhost``, ``rabbit4@localhost``):
+every operation here addresses only the private node by name (``rabbitmqctl -n NODE ...``) or
+by the OS processes that carry this node's marker in their environment.
 
 A :class:`PrivateNode` has
 
@@ -13,6 +15,16 @@ A :class:`PrivateNode` has
   ``/usr/sbin/rabbitmq-server`` runs the server as that user through ``su``);
 * its own ``rabbitmq.conf`` and ``rabbitmq-env.conf`` (the machine's files pin the shared
   node's listener and node name) and an empty plugin list (fast start-up).
+
+A 4.0 node runs inside the chroot (``$RR_RABBITMQ4_ROOT``, default ``/var/tmp/rr-rabbitmq4``),
+which has the host's ``/proc``, ``/dev`` and ``/tmp`` mounted (so the data folder, under
+``/tmp``, has the same path on both sides) and shares the host's epmd and process table.
+Every command runs as ``chroot --userspec=<the chroot's rabbitmq> ROOT /usr/bin/env -i ...``
+with exactly the environment given (the marker among it), and calls the scripts in
+``/usr/lib/rabbitmq/bin`` rather than the Debian wrapper, which would ``cd /var/lib/rabbitmq``
+and take the shared 4.0 node's cookie (and its ``startup_log``). The node and ``rabbitmqctl``
+share a cookie of the node's own (``HOME`` is the data folder's ``home``): no command of
+ours can reach the shared 4.0 node. Needs root.
 
 Cleanup happens three ways: :meth:`PrivateNode.stop` (the fixture's finalizer), an ``atexit``
 hook, and a watchdog process that kills the node and removes its folder when the Python
@@ -39,14 +51,27 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from tests.vhost_eval import ALL_DONE, vhost_batch
 
-__all__ = ["NodeError", "PrivateNode", "find_tools", "free_port", "tools_missing"]
+__all__ = [
+    "SERVERS",
+    "NodeError",
+    "PrivateNode",
+    "find_tools",
+    "free_port",
+    "rabbitmq4_root",
+    "tools_missing",
+]
+
+SERVERS = ("3.10", "4.0")
+"""The RabbitMQ lines a private node runs: the machine's package (3.10.8) or the chroot's
+(4.0.5)."""
 
 GONE_FOR_S = 3.0
 """How long a starting node may show no process before its start counts as failed."""
@@ -60,6 +85,13 @@ ALARM_WATERMARK = "0.000001"
 
 _SEARCH_PATH = ("/usr/sbin", "/usr/local/sbin", "/usr/lib/rabbitmq/bin")
 _DEBIAN_WRAPPER_MARK = b"Only root or rabbitmq should run"
+
+RABBITMQ4_ROOT_VARIABLE = "RR_RABBITMQ4_ROOT"
+DEFAULT_RABBITMQ4_ROOT = "/var/tmp/rr-rabbitmq4"
+"""The RabbitMQ 4.0 chroot's folder, as in scripts/rabbitmq4.sh."""
+
+_CHROOT_SCRIPTS = "/usr/lib/rabbitmq/bin"
+_CHROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class NodeError(RuntimeError):
@@ -79,13 +111,80 @@ def find_tools() -> tuple[str, str] | None:
     return server, ctl
 
 
-def tools_missing() -> str | None:
-    """Why a private node cannot be started here, or None when it can (as far as we can tell)."""
+def rabbitmq4_root() -> Path:
+    """The RabbitMQ 4.0 chroot: ``$RR_RABBITMQ4_ROOT``, default ``/var/tmp/rr-rabbitmq4``."""
+    return Path(os.environ.get(RABBITMQ4_ROOT_VARIABLE) or DEFAULT_RABBITMQ4_ROOT)
+
+
+def _check_server(server: str) -> None:
+    if server not in SERVERS:
+        raise ValueError(f"server {server!r}: expected one of {', '.join(SERVERS)}")
+
+
+def tools_missing(server: str = "3.10") -> str | None:
+    """Why a private node of ``server`` cannot be started here, or None when it can (as far as
+    we can tell)."""
+    _check_server(server)
     if sys.platform != "linux":
         return f"private RabbitMQ nodes need Linux (/proc), not {sys.platform}"
+    if server == "4.0":
+        found = _Chroot.find(rabbitmq4_root())
+        return found if isinstance(found, str) else None
     if find_tools() is None:
         return "rabbitmq-server/rabbitmqctl are not installed (apt-get install rabbitmq-server)"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Chroot:
+    """The RabbitMQ 4.0 chroot of scripts/rabbitmq4.sh, and its ``rabbitmq`` user's ids."""
+
+    root: Path
+    binary: str
+    uid: int
+    gid: int
+
+    @classmethod
+    def find(cls, root: Path) -> _Chroot | str:
+        """The chroot at ``root``, or why a node cannot run in it."""
+        if os.geteuid() != 0:
+            return "a RabbitMQ 4.0 node runs in a chroot: the fault tests must run as root"
+        if not (root / _CHROOT_SCRIPTS.lstrip("/") / "rabbitmq-server").is_file():
+            return f"no RabbitMQ 4.0 chroot in {root} (scripts/rabbitmq4.sh up builds it)"
+        search = os.pathsep.join([os.environ.get("PATH", ""), *_SEARCH_PATH])
+        binary = shutil.which("chroot", path=search)
+        if binary is None:
+            return "chroot (coreutils) is not installed"
+        for mount in ("proc", "dev"):
+            if not os.path.ismount(root / mount):
+                return f"{root / mount} is not mounted (scripts/rabbitmq4.sh up mounts it)"
+        try:
+            shared_tmp = os.path.samefile(root / "tmp", "/tmp")
+        except OSError:
+            shared_tmp = False
+        if not shared_tmp:
+            return f"{root / 'tmp'} is not the host's /tmp (scripts/rabbitmq4.sh up mounts it)"
+        with contextlib.suppress(OSError):
+            for line in (root / "etc" / "passwd").read_text().splitlines():
+                fields = line.split(":")
+                if fields[0] == "rabbitmq" and len(fields) > 3:
+                    return cls(root, binary, int(fields[2]), int(fields[3]))
+        return f"{root}/etc/passwd has no rabbitmq user"
+
+    def command(self, program: str, args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        """Run ``program ARGS`` inside the chroot as its ``rabbitmq`` user, with exactly
+        ``env`` as its environment."""
+        return [
+            self.binary,
+            f"--userspec={self.uid}:{self.gid}",
+            f"--groups={self.gid}",
+            str(self.root),
+            "/usr/bin/env",
+            "-i",
+            *(f"{key}={value}" for key, value in env.items()),
+            program,
+            *args,
+        ]
 
 
 def _ephemeral_low() -> int:
@@ -257,8 +356,8 @@ class PrivateNode:
 
     ::
 
-        node = PrivateNode()
-        node.start()            # ~5 s
+        node = PrivateNode()    # server="4.0": the chroot's RabbitMQ 4.0.5
+        node.start()            # ~5 s (4.0: ~2 s)
         ... amqp.connect(node.url) ...
         node.kill(); node.restart()
         node.stop()             # also removes the data folder
@@ -267,14 +366,27 @@ class PrivateNode:
     def __init__(
         self,
         *,
+        server: str = "3.10",
         prefix: str = "rrfault",
         start_timeout_s: float = 60.0,
         advanced_config: str | None = None,
     ) -> None:
-        tools = find_tools()
-        if tools is None:
-            raise NodeError(tools_missing() or "RabbitMQ tools not found")
-        self._server, self._ctl = tools
+        _check_server(server)
+        self.server = server
+        """The RabbitMQ line: ``"3.10"`` (the machine's package) or ``"4.0"`` (the chroot's)."""
+        self._chroot: _Chroot | None = None
+        if server == "4.0":
+            chroot = _Chroot.find(rabbitmq4_root())
+            if isinstance(chroot, str):
+                raise NodeError(chroot)
+            self._chroot = chroot
+            self._server = f"{_CHROOT_SCRIPTS}/rabbitmq-server"
+            self._ctl = f"{_CHROOT_SCRIPTS}/rabbitmqctl"
+        else:
+            tools = find_tools()
+            if tools is None:
+                raise NodeError(tools_missing() or "RabbitMQ tools not found")
+            self._server, self._ctl = tools
         self._prefix = prefix
         self._start_timeout_s = start_timeout_s
         self._advanced_config = advanced_config
@@ -287,6 +399,8 @@ class PrivateNode:
         self.dist_port = 0
         """The Erlang distribution port, picked at the first start."""
         self._data_dir: Path | None = None
+        self._owner: tuple[int, int] | None = None
+        """The uid and gid the node runs as, when its folder must be theirs (we run as root)."""
         self._direct_scripts = False
         self._pid: int | None = None
         self._app_stopped = False
@@ -413,7 +527,8 @@ class PrivateNode:
         """Have the node write its definitions to disk now (``mnesia:sync_log()``). Mnesia
         logs a committed change asynchronously: a SIGKILL in the instant after it can lose a
         queue or a vhost just made (RabbitMQ 3.10; docs/topology.md, "What survives a broker
-        restart")."""
+        restart"). RabbitMQ 4.0 keeps its definitions in Mnesia too: Khepri is the feature
+        flag ``khepri_db``, disabled on a new 4.0 node."""
         self._ctl_run("eval", "mnesia:sync_log().")
 
     def terminate(self, *, timeout_s: float = 30.0) -> None:
@@ -559,24 +674,32 @@ class PrivateNode:
         except (OSError, ValueError):
             return None
 
+    def _node_user(self) -> tuple[int, int] | None:
+        """The uid and gid of the ``rabbitmq`` user the node runs as when we run as root (the
+        chroot's own user for a 4.0 node), or None."""
+        if self._chroot is not None:
+            return self._chroot.uid, self._chroot.gid
+        if os.geteuid() != 0:
+            return None
+        try:
+            user = pwd.getpwnam("rabbitmq")
+        except KeyError:
+            return None
+        return user.pw_uid, user.pw_gid
+
     def _create_folder(self) -> None:
-        as_root = os.geteuid() == 0
-        owner: pwd.struct_passwd | None = None
-        if as_root:
-            try:
-                owner = pwd.getpwnam("rabbitmq")
-            except KeyError:
-                owner = None
+        owner = self._owner = self._node_user()
         # The Debian wrapper refuses users other than root and rabbitmq: run its scripts
-        # directly, as ourselves, then.
+        # directly, as ourselves, then. (A 4.0 node needs root, and never uses the wrapper.)
         wrapper = Path(self._server).read_bytes() if Path(self._server).is_file() else b""
-        other_user = not as_root and pwd.getpwuid(os.geteuid()).pw_name != "rabbitmq"
+        other_user = os.geteuid() != 0 and pwd.getpwuid(os.geteuid()).pw_name != "rabbitmq"
         if other_user and _DEBIAN_WRAPPER_MARK in wrapper:
             scripts = Path("/usr/lib/rabbitmq/bin")
             self._server = str(scripts / "rabbitmq-server")
             self._ctl = str(scripts / "rabbitmqctl")
             self._direct_scripts = True
-        # /tmp rather than $TMPDIR: the rabbitmq user must be able to reach the folder.
+        # /tmp rather than $TMPDIR: the rabbitmq user must be able to reach the folder (and
+        # the chroot sees the host's /tmp at the same path).
         base = "/tmp" if owner is not None and Path("/tmp").is_dir() else None
         data_dir = Path(tempfile.mkdtemp(prefix=f"{self._short_name}-", dir=base))
         data_dir.chmod(0o755)
@@ -587,9 +710,14 @@ class PrivateNode:
         (data_dir / "rabbitmq-env.conf").write_text("# the fault suite's node: no settings\n")
         if self._advanced_config is not None:
             (data_dir / "advanced.config").write_text(self._advanced_config)
+        if self._chroot is not None:
+            # The node's own Erlang cookie, for the server and rabbitmqctl (_chroot_env).
+            cookie = data_dir / "home" / ".erlang.cookie"
+            cookie.write_text(secrets.token_hex(20).upper())
+            cookie.chmod(0o400)
         if owner is not None:
             for path in [data_dir, *data_dir.rglob("*")]:
-                os.chown(path, owner.pw_uid, owner.pw_gid)
+                os.chown(path, *owner)
         self._data_dir = data_dir
 
     def _pick_ports(self) -> None:
@@ -605,15 +733,16 @@ class PrivateNode:
             "log.console = false\n"
             "log.file.level = info\n"
         )
-        if os.geteuid() == 0:
-            with contextlib.suppress(KeyError):
-                owner = pwd.getpwnam("rabbitmq")
-                os.chown(config, owner.pw_uid, owner.pw_gid)
+        if self._owner is not None:
+            os.chown(config, *self._owner)
 
     def _server_env(self) -> dict[str, str]:
         assert self._data_dir is not None
         data = self._data_dir
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
+        if self._chroot is not None:
+            env = self._chroot_env()
+        else:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))}
         env.update(
             {
                 MARKER_VARIABLE: self.name,
@@ -640,6 +769,8 @@ class PrivateNode:
         return env
 
     def _ctl_env(self) -> dict[str, str]:
+        if self._chroot is not None:
+            return self._chroot_env()
         env = {
             k: v
             for k, v in os.environ.items()
@@ -649,16 +780,33 @@ class PrivateNode:
             env["HOME"] = str(self._data_dir / "home")
         return env
 
+    def _chroot_env(self) -> dict[str, str]:
+        """The whole environment of a command in the chroot (``env -i``): its PATH, a UTF-8
+        locale (the 4.0 CLI warns without one), and HOME holding the node's own cookie."""
+        assert self._data_dir is not None
+        return {"PATH": _CHROOT_PATH, "LANG": "C.UTF-8", "HOME": str(self._data_dir / "home")}
+
+    def _command(
+        self, program: str, args: Sequence[str], env: dict[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that run ``program ARGS`` with ``env``: on the host, or
+        inside the chroot (then ``env`` goes through ``env -i``, and the ``chroot`` command
+        itself gets an empty environment)."""
+        if self._chroot is None:
+            return [program, *args], env
+        return self._chroot.command(program, args, env), {}
+
     def _start_once(self) -> None:
         started = time.monotonic()
         self._clear_pid_file()
         self._wait_epmd_forgets(timeout_s=5.0)
         data = self.data_dir
+        command, env = self._command(self._server, ["-detached"], self._server_env())
         with (data / "startup.log").open("ab") as output:
             try:
                 done = subprocess.run(
-                    [self._server, "-detached"],
-                    env=self._server_env(),
+                    command,
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=output,
                     stderr=subprocess.STDOUT,
@@ -755,10 +903,10 @@ class PrivateNode:
 
     def _ctl_run(self, *args: str, timeout_s: float = 30.0) -> str:
         """``rabbitmqctl -n NODE ARGS`` within ``timeout_s``; its stdout, or NodeError."""
-        command = [self._ctl, "-n", self.name, *args]
+        command, env = self._command(self._ctl, ["-n", self.name, *args], self._ctl_env())
         process = subprocess.Popen(
             command,
-            env=self._ctl_env(),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -838,4 +986,4 @@ class PrivateNode:
 
     def __repr__(self) -> str:
         state = "running" if self._data_dir is not None and self.is_running() else "down"
-        return f"<PrivateNode {self.name} amqp={self.port} {state}>"
+        return f"<PrivateNode {self.server} {self.name} amqp={self.port} {state}>"

@@ -1,26 +1,43 @@
-"""The fault suite's own infrastructure works: the private node, the proxy, the fixtures.
+"""The fault suite's own infrastructure works: the private nodes, the proxy, the fixtures.
 
 Each test here can fail: it checks that the fault really happened, as the client sees it.
+The tests of a node's faults run on the private node of each server (``any_fault_node``:
+RabbitMQ 3.10 and 4.0); those of the proxy on the 3.10 node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Properties
 from tests.faults.conftest import FaultVhost
-from tests.faults.node import PrivateNode
+from tests.faults.node import (
+    PrivateNode,
+    _descendants,
+    _epmd_port,
+    _marked_pids,
+    _pid_alive,
+)
 from tests.faults.proxy import FaultProxy
 
 pytestmark = pytest.mark.faults
 
 PERSISTENT = Properties(delivery_mode=2)
+
+ON_4_0 = pytest.mark.parametrize("any_fault_node", ["4.0"], indirect=True)
+"""Run a test on the private RabbitMQ 4.0 node only."""
 
 
 @asynccontextmanager
@@ -32,25 +49,63 @@ async def connected(url: str) -> AsyncIterator[amqp.AmqpConnection]:
         await conn.close()
 
 
+def _unmarked(pid: int, node_name: str) -> list[int]:
+    """The processes under ``pid`` (the node's VM) that do not carry the node's marker (the
+    disk monitor's ``df`` may exit between the two looks: only those still running count)."""
+    tree = _descendants(pid)
+    marked = set(_marked_pids(node_name))
+    return [child for child in tree if child not in marked and _pid_alive(child)]
+
+
 async def stalls(task: asyncio.Task[None], seconds: float) -> bool:
     """Whether ``task`` is still pending after ``seconds`` (it is not cancelled)."""
     done, _ = await asyncio.wait([task], timeout=seconds)
     return not done
 
 
-def test_the_node_is_private(fault_node: PrivateNode) -> None:
-    assert fault_node.name.startswith("rrfault-")
-    assert fault_node.name != "rabbit@localhost"
-    assert fault_node.port not in (5672, 0)
-    assert fault_node.dist_port not in (25672, 0)
-    assert fault_node.url == f"amqp://guest:guest@127.0.0.1:{fault_node.port}/"
-    assert fault_node.is_running()
-    assert fault_node.data_dir.is_dir()
+def test_the_node_is_private(any_fault_node: PrivateNode) -> None:
+    node = any_fault_node
+    assert node.name.startswith("rrfault-")
+    assert node.name not in ("rabbit@localhost", "rabbit4@localhost")
+    assert node.port not in (5672, 5674, 0)
+    assert node.dist_port not in (25672, 25674, 0)
+    assert node.url == f"amqp://guest:guest@127.0.0.1:{node.port}/"
+    assert node.is_running()
+    assert node.data_dir.is_dir()
+    # Every OS process of the node carries its marker (kill() and the watchdog find them so).
+    assert node.pid is not None
+    assert _unmarked(node.pid, node.name) == []
+
+
+@pytest.mark.parametrize("any_fault_node", ["3.10"], indirect=True)
+def test_any_fault_node_on_3_10_is_the_fault_node(
+    fault_node: PrivateNode, any_fault_node: PrivateNode
+) -> None:
+    assert any_fault_node is fault_node
+    assert fault_node.server == "3.10"
+
+
+async def test_the_node_answers_amqp_with_its_server_version(
+    any_fault_node: PrivateNode, any_fault_vhost: FaultVhost
+) -> None:
+    async with connected(any_fault_vhost.proxy_url) as conn:
+        version = conn.server_version
+    assert f"{version.major}.{version.minor}" == any_fault_node.server
+
+
+@ON_4_0
+def test_the_4_0_node_keeps_its_definitions_in_mnesia(any_fault_node: PrivateNode) -> None:
+    """So ``sync_metadata()`` (``mnesia:sync_log()``) applies on 4.0 as on 3.10: Khepri is a
+    feature flag a new 4.0 node leaves disabled."""
+    assert any_fault_node.ctl("eval", "rabbit_khepri:is_enabled().").strip() == "false"
+    assert any_fault_node.ctl("eval", "mnesia:system_info(is_running).").strip() == "yes"
+    assert any_fault_node.ctl("eval", "mnesia:sync_log().").strip() == "ok"
 
 
 async def test_a_client_talks_to_the_node_through_the_proxy(
-    fault_node: PrivateNode, proxy: FaultProxy, fault_vhost: FaultVhost
+    any_fault_node: PrivateNode, any_proxy: FaultProxy, any_fault_vhost: FaultVhost
 ) -> None:
+    fault_node, proxy, fault_vhost = any_fault_node, any_proxy, any_fault_vhost
     async with connected(fault_vhost.proxy_url) as conn:
         ch = await conn.channel(confirms=True)
         await ch.queue_declare("infra.q", durable=True)
@@ -136,14 +191,15 @@ async def test_half_open_silences_old_connections_but_not_new_ones(
 
 @pytest.mark.timeout(300)
 async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
-    fault_node: PrivateNode, proxy: FaultProxy, fault_vhost: FaultVhost
+    any_fault_node: PrivateNode, any_fault_vhost: FaultVhost
 ) -> None:
+    fault_node, fault_vhost = any_fault_node, any_fault_vhost
     async with connected(fault_vhost.url) as conn:
         ch = await conn.channel(confirms=True)
         await ch.queue_declare("infra.durable", durable=True)
         await ch.publish(b"survivor", routing_key="infra.durable", properties=PERSISTENT)
     # The vhost and the queue were made a moment ago: on disk only once Mnesia's log is (in
-    # CI, a kill right after them once lost both).
+    # CI, a kill right after them once lost both; 4.0 keeps them in Mnesia too).
     await asyncio.to_thread(fault_node.sync_metadata)
     async with connected(fault_vhost.proxy_url) as watcher:
         await watcher.channel()
@@ -176,10 +232,11 @@ async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
 
 
 async def test_a_memory_alarm_blocks_a_publisher_until_cleared(
-    fault_node: PrivateNode,
-    fault_vhost: FaultVhost,
+    any_fault_node: PrivateNode,
+    any_fault_vhost: FaultVhost,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    fault_node, fault_vhost = any_fault_node, any_fault_vhost
     caplog.set_level(logging.WARNING, logger="aiormq.connection")
     async with connected(fault_vhost.proxy_url) as conn:
         ch = await conn.channel(confirms=True)
@@ -205,8 +262,9 @@ async def test_a_memory_alarm_blocks_a_publisher_until_cleared(
 
 
 async def test_close_all_connections_reaches_the_client(
-    fault_node: PrivateNode, fault_vhost: FaultVhost
+    any_fault_node: PrivateNode, any_fault_vhost: FaultVhost
 ) -> None:
+    fault_node, fault_vhost = any_fault_node, any_fault_vhost
     async with connected(fault_vhost.url) as conn:
         await conn.channel()
         await asyncio.to_thread(fault_node.close_all_connections, "infra test")
@@ -215,7 +273,10 @@ async def test_close_all_connections_reaches_the_client(
     assert await asyncio.to_thread(fault_node.connection_count) == 0
 
 
-async def test_stop_app_and_start_app(fault_node: PrivateNode, fault_vhost: FaultVhost) -> None:
+async def test_stop_app_and_start_app(
+    any_fault_node: PrivateNode, any_fault_vhost: FaultVhost
+) -> None:
+    fault_node, fault_vhost = any_fault_node, any_fault_vhost
     async with connected(fault_vhost.url) as conn:
         await conn.channel()
         await asyncio.to_thread(fault_node.stop_app)
@@ -225,3 +286,71 @@ async def test_stop_app_and_start_app(fault_node: PrivateNode, fault_vhost: Faul
     await asyncio.to_thread(fault_node.start_app)
     async with connected(fault_vhost.url) as conn:
         await conn.channel()
+
+
+def _gone(node_name: str, pids: set[int], data_dir: Path) -> bool:
+    """No process of the node runs (by pid or by marker), epmd forgot it, its folder is gone."""
+    return (
+        not any(_pid_alive(pid) for pid in pids)
+        and not _marked_pids(node_name)
+        and _epmd_port(node_name.partition("@")[0]) is None
+        and not data_dir.exists()
+    )
+
+
+@pytest.mark.timeout(180)
+async def test_stop_leaves_no_process_and_no_folder(any_fault_node: PrivateNode) -> None:
+    """A node of its own (of the server of ``any_fault_node``), stopped gracefully."""
+    node = PrivateNode(server=any_fault_node.server)
+    try:
+        await asyncio.to_thread(node.start)
+        assert node.pid is not None
+        pids = set(_descendants(node.pid)) | set(_marked_pids(node.name))
+        data_dir = node.data_dir
+        assert len(pids) > 1  # the VM and its helpers (erl_child_setup, inet_gethost, ...)
+    finally:
+        await asyncio.to_thread(node.stop)
+    assert _gone(node.name, pids, data_dir)
+
+
+_ORPHAN = """
+import json, sys
+from tests.faults.node import PrivateNode
+node = PrivateNode(server=sys.argv[1])
+node.start()
+print(json.dumps({"name": node.name, "pid": node.pid, "data_dir": str(node.data_dir)}))
+sys.stdout.flush()
+sys.stdin.read()  # until the test kills us
+"""
+
+
+@pytest.mark.timeout(180)
+async def test_the_watchdog_cleans_up_after_a_killed_session(
+    any_fault_node: PrivateNode,
+) -> None:
+    """The process that started a node dies by SIGKILL (no ``stop()``, no ``atexit``): its
+    watchdog kills the node and removes the folder."""
+    orphan = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _ORPHAN,
+        any_fault_node.server,
+        cwd=Path(__file__).resolve().parents[2],
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(120):
+            line = await orphan.stdout.readline() if orphan.stdout else b""
+        assert line, "the orphan did not start its node (its stderr is above)"
+        started = json.loads(line)
+        pids = set(_descendants(started["pid"]))
+        assert _unmarked(started["pid"], started["name"]) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orphan.pid, signal.SIGKILL)
+        await orphan.wait()
+    data_dir = Path(started["data_dir"])
+    async with asyncio.timeout(60):
+        while not _gone(started["name"], pids, data_dir):
+            await asyncio.sleep(0.1)
