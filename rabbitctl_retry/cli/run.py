@@ -68,6 +68,15 @@ def run_command(
         float,
         typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
     ] = 30.0,
+    pending_dir: Annotated[
+        Path,
+        typer.Option(
+            "--pending-dir",
+            file_okay=False,
+            help="Where a stop saves the in-memory delayed copies the broker did not confirm "
+            "in time, for rr dlq import (docs/runtime.md, 'What is guaranteed').",
+        ),
+    ] = Path(),
     url: UrlOption = None,
     metrics_port: Annotated[
         int | None,
@@ -90,6 +99,7 @@ def run_command(
         handlers = load_target(target)
         topology: Topology | None = load_file(topology_file) if topology_file else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    _warn_without_heartbeat(broker_urls)
 
     connector = connector_of(ctx, client_name=f"rr run {handlers.module} on {socket.gethostname()}")
 
@@ -101,6 +111,7 @@ def run_command(
         concurrency=concurrency,
         declare=declare,
         shutdown_timeout_s=shutdown_timeout,
+        pending_dir=pending_dir,
     )
     if metrics_port is None:
         run(_serve(Service(handlers, topology=topology, connect=connect, options=options)))
@@ -127,6 +138,22 @@ def run_command(
         run(_serve(service))
     finally:
         server.stop()
+
+
+def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
+    """``heartbeat=0`` turns off the only way to notice a connection that went silent
+    without closing: rr run would wait on it for good (docs/runtime.md, "Running it")."""
+    from rabbitctl_retry.transport.url import parse_broker_url
+
+    for url in urls:
+        target = parse_broker_url(url)
+        if target.heartbeat_s == 0:
+            log.warning(
+                "heartbeat=0: a connection that goes silent without closing (a half-open TCP "
+                "connection: a peer or a NAT gone without a word) is never noticed, and rr run "
+                "waits on it for good, holding its deliveries; leave heartbeats on",
+                extra={"rr": {"url": target.shown}},
+            )
 
 
 async def _serve(service: Service) -> None:

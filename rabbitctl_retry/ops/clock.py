@@ -8,7 +8,7 @@ the emulator a 30 s in-memory delay fires when the test advances the virtual clo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -57,3 +57,13 @@ async def sleep_unless(clock: Clock, delay_s: float, stop: asyncio.Event) -> Non
     finally:
         for wait in waits:
             wait.cancel()
+
+
+async def first_of(*waits: Awaitable[object]) -> None:
+    """Wait until one of ``waits`` is done; cancel the others."""
+    futures = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in futures:
+            future.cancel()

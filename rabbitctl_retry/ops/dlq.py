@@ -230,17 +230,34 @@ async def _wait_for(
 
 def record_of(delivery: Delivery) -> Record:
     """A delivery as one export record."""
-    properties = delivery.properties
+    return message_record(
+        delivery.body,
+        delivery.properties,
+        exchange=delivery.exchange,
+        routing_key=delivery.routing_key,
+        redelivered=delivery.redelivered,
+    )
+
+
+def message_record(
+    body: bytes,
+    properties: Properties,
+    *,
+    exchange: str,
+    routing_key: str,
+    redelivered: bool = False,
+) -> Record:
+    """A message (its body, properties and where it goes or came from) as one export record."""
     values = {
         name: getattr(properties, name)
         for name in PROPERTY_NAMES
         if getattr(properties, name) is not None
     }
     return Record(
-        body=delivery.body,
-        exchange=delivery.exchange,
-        routing_key=delivery.routing_key,
-        redelivered=delivery.redelivered,
+        body=body,
+        exchange=exchange,
+        routing_key=routing_key,
+        redelivered=redelivered,
         properties=values,
         headers=properties.headers,
     )

@@ -140,11 +140,13 @@ class SettleWindow:
                 out.append(RejectFrame(tag, decision == _REQUEUE))
                 self._loose_rejects -= 1
 
-    def forget(self) -> None:
-        """The channel closed: every unsettled delivery went back to its queue."""
+    def forget(self) -> int:
+        """The channel closed: every unsettled delivery went back to its queue; how many."""
+        given_back = len(self._unsent)
         self._unsent.clear()
         self._loose_acks = 0
         self._loose_rejects = 0
+        return given_back
 
     def __len__(self) -> int:
         """Deliveries not sent yet (undecided or decided)."""

@@ -40,6 +40,7 @@ class ChannelSettler:
         "_tasks",
         "_window",
         "force_singles",
+        "given_back",
     )
 
     def __init__(
@@ -60,6 +61,9 @@ class ChannelSettler:
         self.force_singles = False
         """Ack every decided delivery at once, one by one, even behind an undecided one
         (for callers that leave some deliveries unsettled on purpose)."""
+        self.given_back = 0
+        """Deliveries unsettled when the channel went (:meth:`forget`): the broker gave them
+        back to their queues."""
 
     @property
     def channel(self) -> Channel:
@@ -74,6 +78,11 @@ class ChannelSettler:
     def unsent(self) -> int:
         """Decisions recorded and not yet written."""
         return self._window.unsent
+
+    @property
+    def unsettled(self) -> int:
+        """Deliveries whose settlement frame is not written yet (undecided, or decided)."""
+        return len(self._window)
 
     def delivered(self, tag: int) -> None:
         """Record a delivery; call it first thing, in delivery order."""
@@ -113,6 +122,10 @@ class ChannelSettler:
         self._scheduled = False
         async with self._lock:
             while not self._closed:
+                if self._channel.is_closed:
+                    # a frame written now would go nowhere: the broker gave these back
+                    self.forget()
+                    return
                 window = self._window
                 frames = window.frames(
                     singles=self.force_singles or window.pending_acks >= self._singles_threshold
@@ -142,4 +155,4 @@ class ChannelSettler:
     def forget(self) -> None:
         """The channel is gone: its unsettled deliveries are back in their queues."""
         self._closed = True
-        self._window.forget()
+        self.given_back += self._window.forget()

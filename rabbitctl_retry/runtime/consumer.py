@@ -39,7 +39,7 @@ from typing import Any, assert_never
 
 from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.ops.clock import Clock, sleep_unless
+from rabbitctl_retry.ops.clock import Clock, first_of, sleep_unless
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
 from rabbitctl_retry.retry.headers import malformed_counts
@@ -56,7 +56,8 @@ from rabbitctl_retry.retry.policy import (
     decide,
 )
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
+from rabbitctl_retry.runtime.copies import CopyPublisher
+from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.runtime.stats import RuntimeStats
@@ -160,6 +161,17 @@ class QueueConsumer:
         return self._in_flight
 
     @property
+    def unsettled(self) -> int:
+        """Deliveries of the current channel not settled on the wire yet."""
+        return 0 if self._settler is None else self._settler.unsettled
+
+    @property
+    def given_back(self) -> int:
+        """Deliveries the current channel had not settled when it went (0 while it is open):
+        the broker gives them back to their queues."""
+        return 0 if self._settler is None else self._settler.given_back
+
+    @property
     def channel(self) -> Channel | None:
         """The channel the consumer consumes on now."""
         return self._channel
@@ -194,20 +206,21 @@ class QueueConsumer:
         while not self._stopping.is_set():
             channel = self._channel
             assert channel is not None
-            await _first_of(channel.wait_closed(), self._cancelled.wait(), self._stopping.wait())
+            await first_of(channel.wait_closed(), self._cancelled.wait(), self._stopping.wait())
             if self._stopping.is_set() or self._connection.is_closed:
                 return
+            fields: dict[str, object] = {"queue": self.policy.queue}
             if channel.is_closed:
-                reason = f"the channel closed: {channel.close_reason}"
+                fields["reason"] = f"the channel closed: {channel.close_reason}"
                 if self._settler is not None:
                     self._settler.forget()
+                    fields["in_flight"] = self._settler.given_back  # back in the queue
             else:
-                reason = "the broker cancelled the consumer (queue deleted, or its node down)"
+                fields["reason"] = (
+                    "the broker cancelled the consumer (queue deleted, or its node down)"
+                )
             self.stats.consumer_restarts += 1
-            log.warning(
-                "consumer stopped; starting it again",
-                extra={"rr": {"queue": self.policy.queue, "reason": reason}},
-            )
+            log.warning("consumer stopped; starting it again", extra={"rr": fields})
             await self._restart()
 
     async def _restart(self) -> None:
@@ -460,14 +473,20 @@ class QueueConsumer:
                 refusals += 1
                 self.stats.copies_refused += 1
                 self._refused(destination, delivery, decision, error)
-                delay_s = REFUSAL_BACKOFF.delay_s(refusals)
-                if held_s + delay_s > self._hold_max_s or self._stopping.is_set():
+                # tried again after 0.5 s, 1 s, 2 s, ... (at most 30 s apart), the last try
+                # hold_max_s after the first; then the original goes back
+                remaining_s = self._hold_max_s - held_s
+                if remaining_s <= 0 or self._stopping.is_set():
                     if settler.reject(tag, requeue=True):
                         log.warning(
                             "copy still refused; the original goes back to its queue",
-                            extra={"rr": self._fields(delivery, decision) | {"to": destination}},
+                            extra={
+                                "rr": self._fields(delivery, decision)
+                                | {"to": destination, "held_s": round(held_s, 1)}
+                            },
                         )
                     return False
+                delay_s = min(REFUSAL_BACKOFF.delay_s(refusals), remaining_s)
                 held_s += delay_s
                 await sleep_unless(self._clock, delay_s, self._stopping)
                 if settler.closed:
@@ -536,13 +555,3 @@ class QueueConsumer:
             message = "rejected to the queue's dead-letter route"
             fields["outcome"] = "rejected-to-dead-letter-route"
         log.log(level, message, extra={"rr": fields})
-
-
-async def _first_of(*waits: Awaitable[object]) -> None:
-    """Wait until one of ``waits`` is done; cancel the others."""
-    futures = [asyncio.ensure_future(wait) for wait in waits]
-    try:
-        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for future in futures:
-            future.cancel()

@@ -6,10 +6,14 @@ Lifecycle::
     loop:  connect -> declare topology (or, with declare off, check it) -> start consumers
            wait until stop is requested or the connection drops
            dropped:   log, wait (backoff 0.5 s doubling to 30 s), reconnect
-           stop:      basic.cancel every consumer, let in-flight handlers finish, send
-                      pending acks, publish pending in-memory delayed copies at once, close
-                      — all within shutdown_timeout_s; past it, what is unfinished goes back
-                      to its queue and the connection is closed regardless
+           stop:      publish every in-memory delayed copy now (pipelined), basic.cancel
+                      every consumer, let in-flight handlers finish, send pending acks,
+                      close — all within shutdown_timeout_s; past it, unsettled deliveries
+                      go back to their queue and the connection is closed regardless
+    a stop while there is no connection (rr waits to reconnect): connect again, within
+    shutdown_timeout_s, only to publish the delayed copies
+    whatever ends the run: the delayed copies the broker has not confirmed are saved to a
+    file (runtime/pending.py), or logged one by one as lost if even that fails
     shutdown hooks
 
 Meanwhile each consumer watches its own channel and consumer and starts again (re-declaring
@@ -30,6 +34,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -39,14 +44,16 @@ from rabbitctl_retry.errors import (
     RrError,
     TransportError,
 )
-from rabbitctl_retry.ops.clock import Clock, WallClock
+from rabbitctl_retry.ops.clock import Clock, WallClock, first_of
 from rabbitctl_retry.ops.declare import observe, provision
 from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
-from rabbitctl_retry.runtime.copies import CopyPublisher, InMemoryDelays
+from rabbitctl_retry.runtime.copies import CopyPublisher
+from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.pending import save_pending, saved_files
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.model import PublishMode, Queue, QueueType, Topology
@@ -70,6 +77,9 @@ class RunOptions:
     reconnect_max_s: float = 30.0
     copy_hold_max_s: float = HOLD_MAX_S
     """How long a delivery is held while the broker refuses its copy (then it is requeued)."""
+    pending_dir: Path = Path()
+    """Where a stop saves the in-memory delayed copies it could not publish
+    (``runtime/pending.py``); default: the current directory."""
 
 
 def policy_for(queue: str, topology: Topology | None) -> RetryPolicy:
@@ -105,6 +115,7 @@ class Service:
         self.delays = InMemoryDelays(self.clock)
         self._consumers: list[QueueConsumer] = []
         self._publisher: CopyPublisher | None = None
+        self._published_before_stop = 0
         self._executor: ThreadPoolExecutor | None = None
         self.stats = RuntimeStats()
 
@@ -163,10 +174,14 @@ class Service:
                 max_workers=min(concurrency * len(self.handlers.subscribers), 64),
                 thread_name_prefix="rr-handler",
             )
+        self._tell_saved_files()
         try:
             await call_hooks(self.handlers.startup, "startup")
             try:
-                await self._run_connected(concurrency)
+                try:
+                    await self._run_connected(concurrency)
+                finally:
+                    self._keep_pending()
             except BaseException:
                 with contextlib.suppress(HookFailed):  # logged; the first error is the story
                     await call_hooks(self.handlers.shutdown, "shutdown")
@@ -223,32 +238,42 @@ class Service:
                 stopped = await self._wait(connection)
                 if stopped:
                     await self._graceful_stop(connection)
-                    log.info("stopped", extra={"rr": {"connections": self.stats.connections}})
                     return
             except BaseException:
                 self._drop_consumers()
                 await connection.close()
                 raise
+            given_back = self._drop_consumers()
             log.warning(
                 "connection lost; deliveries in flight return to their queues",
                 extra={
                     "rr": {
                         "url": connection.url,
                         "reason": connection.close_reason or "closed",
-                        "in_flight": self.in_flight,
+                        "in_flight": given_back,
+                        "delayed": len(self.delays),
                     }
                 },
             )
-            self._drop_consumers()
             await connection.close()
             if not self.options.reconnect:
                 raise BrokerUnreachable("the connection to the broker was lost")
             failures += 1
             await self._sleep(backoff.delay_s(failures))
+        # Stopped while there was no connection (waiting to reconnect): the delayed copies
+        # still need the broker.
+        await self._stop_disconnected()
 
-    async def _back_off(self, what: str, error: BaseException, delay_s: float) -> None:
+    async def _back_off(
+        self, what: str, error: BaseException, delay_s: float, *, when_stopping: bool = False
+    ) -> None:
+        """Log ``what`` failed and wait ``delay_s`` (cut short by a stop, unless
+        ``when_stopping``: the stop itself is waiting)."""
         log.warning(what, extra={"rr": {"error": str(error), "retry_in_s": delay_s}})
-        await self._sleep(delay_s)
+        if when_stopping:
+            await asyncio.sleep(delay_s)
+        else:
+            await self._sleep(delay_s)
 
     def _on_blocked(self, reason: str | None) -> None:
         if reason is None:
@@ -378,18 +403,46 @@ class Service:
             extra={"rr": {"queues": list(self.handlers.queues), "prefetch": self.options.prefetch}},
         )
 
-    def _drop_consumers(self) -> None:
+    def _drop_consumers(self) -> int:
+        """Forget the consumers of a connection that is gone or closing; return how many
+        deliveries they had not settled (the broker gives those back to their queues)."""
         self.delays.attach(None)
+        given_back = 0
         for consumer in self._consumers:
             consumer.abandon()
+            given_back += consumer.given_back
         self._consumers = []
+        self._publisher = None
+        return given_back
+
+    def _stopping(self) -> float:
+        """Log the stop and start publishing every delayed copy; return the stop's deadline
+        (loop time)."""
+        timeout_s = self.options.shutdown_timeout_s
+        log.info(
+            "stopping",
+            extra={
+                "rr": {
+                    "in_flight": self.in_flight,
+                    "delayed": len(self.delays),
+                    "timeout_s": timeout_s,
+                }
+            },
+        )
+        self._published_before_stop = self.delays.published
+        self.delays.hurry()
+        return asyncio.get_running_loop().time() + timeout_s
+
+    def _stopped(self) -> None:
+        published = self.delays.published - self._published_before_stop
+        if published:
+            log.info("published pending delayed copies", extra={"rr": {"count": published}})
+        log.info("stopped", extra={"rr": {"connections": self.stats.connections}})
 
     async def _graceful_stop(self, connection: Connection) -> None:
         """Stop within ``shutdown_timeout_s``, whatever the broker does (module doc)."""
-        timeout_s = self.options.shutdown_timeout_s
-        log.info("stopping", extra={"rr": {"in_flight": self.in_flight, "timeout_s": timeout_s}})
+        deadline = self._stopping()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.shutdown_timeout_s
         try:
             async with asyncio.timeout_at(deadline):
                 for consumer in self._consumers:
@@ -406,18 +459,110 @@ class Service:
                                 }
                             },
                         )
-                flushed = await self.delays.flush()
-                if flushed:
-                    log.info("published pending delayed copies", extra={"rr": {"count": flushed}})
+                await self._publish_pending(connection)
                 for consumer in self._consumers:
                     await consumer.close()
                 if self._publisher is not None:
                     await self._publisher.close()
         except TimeoutError:
-            log.warning(
-                "shutdown timeout: the broker did not answer in time; closing the connection "
-                "(unsettled deliveries go back to their queues)",
-                extra={"rr": {"in_flight": self.in_flight, "delayed": len(self.delays)}},
+            self._timed_out(unsettled=sum(c.unsettled for c in self._consumers))
+        finally:
+            await connection.close()
+            self._drop_consumers()
+        self._stopped()
+
+    async def _stop_disconnected(self) -> None:
+        """A stop while rr waits to reconnect: connect only to publish the delayed copies."""
+        deadline = self._stopping()
+        if len(self.delays):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._publish_pending(None)
+            except TimeoutError:
+                self._timed_out(unsettled=0)
+        self._stopped()
+
+    async def _publish_pending(self, connection: Connection | None) -> None:
+        """Until the broker confirmed every delayed copy: publish them on ``connection``, and
+        on a new connection whenever there is none (a connection made here only publishes,
+        and is closed before this returns)."""
+        backoff = Backoff(initial_s=0.5, max_s=5.0)
+        failures = 0
+        made: Connection | None = None
+        try:
+            while len(self.delays):
+                if connection is None or connection.is_closed:
+                    self.delays.attach(None)
+                    if made is not None:
+                        await made.close()
+                    try:
+                        connection = made = await self._connect()
+                    except TransportError as error:
+                        failures += 1
+                        await self._back_off(
+                            "cannot publish the delayed copies yet: connecting failed",
+                            error,
+                            backoff.delay_s(failures),
+                            when_stopping=True,
+                        )
+                        continue
+                    self.stats.connections += 1
+                    log.info(
+                        "connected to publish the delayed copies",
+                        extra={"rr": {"url": connection.url, "delayed": len(self.delays)}},
+                    )
+                    self._publisher = CopyPublisher(connection)
+                    self.delays.attach(self._publisher)
+                await first_of(self.delays.wait_empty(), connection.wait_closed())
+        finally:
+            if made is not None:
+                self.delays.attach(None)
+                await made.close()
+
+    def _timed_out(self, *, unsettled: int) -> None:
+        log.warning(
+            "shutdown timeout: closing the connection (unsettled deliveries go back to their "
+            "queues; delayed copies the broker did not confirm are saved to a file)",
+            extra={
+                "rr": {
+                    "in_flight": self.in_flight,
+                    "unsettled": unsettled,
+                    "delayed": len(self.delays),
+                }
+            },
+        )
+
+    def _keep_pending(self) -> None:
+        """The run is over: save the delayed copies the broker has not confirmed, so that
+        ``rr dlq import`` can publish them (runtime/pending.py); log each one that could not
+        be saved as lost."""
+        left = self.delays.take_all()
+        if not left:
+            return
+        result = save_pending(left, self.options.pending_dir, now=self.clock.now())
+        for saved in result.saved:
+            log.error(
+                "delayed copies not published before the stop; saved to a file: "
+                "rr dlq import FILE --to QUEUE publishes them",
+                extra={"rr": {"queue": saved.queue, "count": saved.count, "file": str(saved.path)}},
             )
-        await connection.close()
-        self._drop_consumers()
+        for pending in result.lost:
+            log.error(
+                "delayed copy lost: it could not be published nor saved before the process ends",
+                extra={
+                    "rr": {
+                        "queue": pending.queue,
+                        "message_id": pending.message_id,
+                        "error": result.error,
+                    }
+                },
+            )
+
+    def _tell_saved_files(self) -> None:
+        """Copies an earlier stop saved, still waiting to be imported (runtime/pending.py)."""
+        for path in saved_files(self.options.pending_dir):
+            log.warning(
+                "delayed copies saved by an earlier stop wait in a file: "
+                "rr dlq import FILE --to QUEUE publishes them (then delete the file)",
+                extra={"rr": {"file": str(path.absolute())}},
+            )

@@ -155,6 +155,12 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
     return AmqpConnection(connection, shown)
 
 
+HEARTBEAT_LOST = (
+    "no frame from the broker for about three heartbeat timeouts ({seconds} s each): the "
+    "connection is taken for dead (a half-open connection, or a frozen network or broker)"
+)
+
+
 def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _Connection:
     """aiormq's connection for a checked URL, with the heartbeat rr checked."""
     try:
@@ -199,6 +205,12 @@ class AmqpConnection:
         cause = _close_cause(self._connection)
         if cause is None:
             return None
+        if isinstance(cause, asyncio.CancelledError):
+            # aiormq stops its reader (a cancellation) when the heartbeat finds the
+            # connection silent, and says so nowhere else
+            if self._connection.is_connection_was_stuck:
+                return HEARTBEAT_LOST.format(seconds=self._connection.heartbeat_timeout)
+            return "the connection's reader stopped"
         return censor_urls(str(cause) or type(cause).__name__)
 
     async def channel(self, *, confirms: bool = False) -> AmqpChannel:

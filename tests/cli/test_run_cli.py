@@ -127,3 +127,15 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 78
     assert "Traceback (most recent call last)" in result.stderr
     assert "return 1 / 0" in result.stderr
+
+
+def test_heartbeat_0_is_warned_about(tmp_path: Path) -> None:
+    """A half-open connection is noticed by the heartbeat only: without it rr run waits on a
+    dead connection for good (docs/runtime.md, "Running it")."""
+    (tmp_path / "ok3.py").write_text(ONE_HANDLER)
+    without = runner.invoke(app, ["run", str(tmp_path / "ok3.py"), "--url", URL + "?heartbeat=0"])
+    assert without.exit_code == 69  # nothing answers on port 1
+    assert "heartbeat=0: a connection that goes silent" in without.stderr
+    assert "guest:guest" not in without.stderr  # the URL is shown censored
+    default = runner.invoke(app, ["run", str(tmp_path / "ok3.py"), "--url", URL])
+    assert "heartbeat=0" not in default.stderr

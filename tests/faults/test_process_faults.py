@@ -5,27 +5,20 @@ handler appends to."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
+from tests.faults import process
 from tests.faults.conftest import FaultVhost
 from tests.faults.harness import Collector, assert_no_loss_in, direct
 from tests.faults.node import PrivateNode
+from tests.faults.process import RrRun, handled, stop, until
 from tests.ledger import Ledger, always_retry, message_ids, mixed_outcome, publish_ids
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
-
-REPO = Path(__file__).parents[2]
 
 TOPOLOGY = """
 [queues.work]
@@ -67,44 +60,17 @@ def ledger_from(path: Path, outcome_name: str) -> Ledger:
     return ledger
 
 
-@dataclass
-class RrRun:
-    process: subprocess.Popen[bytes]
-    log: Path
-    """Its stdout and stderr (a file, not a pipe: a pipe nobody reads would fill up and
-    stall rr run's logging)."""
-
-
-@contextmanager
 def rr_run(
     tmp_path: Path, url: str, outcome: str, *, sleep_s: float, shutdown_timeout_s: float
-) -> Iterator[RrRun]:
-    (tmp_path / "topology.toml").write_text(TOPOLOGY)
-    (tmp_path / "fault_handlers.py").write_text(textwrap.dedent(HANDLERS))
-    env = dict(os.environ)
-    env.update(
-        RR_FAULT_CALLS=str(tmp_path / "calls.txt"),
-        RR_FAULT_OUTCOME=outcome,
-        RR_FAULT_SLEEP_S=str(sleep_s),
-        RR_URL=url,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+) -> AbstractContextManager[RrRun]:
+    return process.rr_run(
+        tmp_path,
+        url,
+        topology=TOPOLOGY,
+        handlers=HANDLERS,
+        env={"RR_FAULT_OUTCOME": outcome, "RR_FAULT_SLEEP_S": str(sleep_s)},
+        args=["--shutdown-timeout", str(shutdown_timeout_s)],
     )
-    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "fault_handlers.py")]
-    command += ["--topology", str(tmp_path / "topology.toml")]
-    command += ["--shutdown-timeout", str(shutdown_timeout_s)]
-    log = tmp_path / f"rr-run-{len(list(tmp_path.glob('rr-run-*.log')))}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
-        try:
-            yield RrRun(process, log)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(10)
-
-
-def handled(path: Path) -> int:
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 async def declared(collector: Collector) -> None:
@@ -113,22 +79,6 @@ async def declared(collector: Collector) -> None:
     while not await collector.exists("work.retry"):
         assert time.monotonic() < deadline, "rr run did not declare its queues"
         await asyncio.sleep(0.1)
-
-
-async def until(predicate: object, what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def stop(run: RrRun) -> tuple[int, float, str]:
-    """SIGTERM; (exit code, seconds it took to exit, its output)."""
-    started = time.monotonic()
-    run.process.send_signal(signal.SIGTERM)
-    code = await asyncio.to_thread(run.process.wait, 120)
-    return code, time.monotonic() - started, run.log.read_text(errors="replace")
 
 
 async def test_sigterm_mid_run_then_a_new_rr_run_loses_nothing(

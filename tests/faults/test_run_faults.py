@@ -15,12 +15,13 @@ from collections import Counter
 
 import pytest
 
-from rabbitctl_retry import Outcome
+from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.service import Service
 from rabbitctl_retry.transport.base import Properties
 from tests.faults.conftest import FaultVhost
 from tests.faults.harness import (
+    PREFETCH,
     TOPOLOGY,
     Collector,
     Timeline,
@@ -211,10 +212,12 @@ async def test_traffic_freeze(fault_vhost: FaultVhost, proxy: FaultProxy) -> Non
 
 
 async def test_half_open_connection_is_noticed_and_replaced(
-    fault_vhost: FaultVhost, proxy: FaultProxy
+    fault_vhost: FaultVhost, proxy: FaultProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The connection goes silent without being closed (a dead peer behind a NAT): the
-    heartbeat notices it (default 10 s: about 33 s) and rr reconnects."""
+    heartbeat notices it (default 10 s: about 33 s) and rr reconnects, and says why (it said
+    ``CancelledError``)."""
+    caplog.set_level(logging.INFO, logger="rr")
 
     async def fault(service: Service, ledger: Ledger) -> float:
         started = now()
@@ -233,6 +236,46 @@ async def test_half_open_connection_is_noticed_and_replaced(
     )
     assert_no_loss(result, interruptions=1)
     assert result.connections >= 2
+    lost = [r for r in caplog.records if r.getMessage().startswith("connection lost")]
+    reasons = {str(r.rr["reason"]) for r in lost}  # type: ignore[attr-defined]
+    assert reasons, "no connection lost line"
+    assert all("heartbeat" in reason for reason in reasons), reasons
+
+
+async def test_a_lost_connection_says_how_many_deliveries_go_back(
+    fault_node: PrivateNode, fault_vhost: FaultVhost, caplog: pytest.LogCaptureFixture
+) -> None:
+    """100 deliveries in rr's hands (the prefetch; their handlers wait) when the broker
+    closes the connection: the log line says 100 go back (it always said 0), and they do."""
+    caplog.set_level(logging.INFO, logger="rr")
+    release = asyncio.Event()
+    ledger = Ledger(outcome_of=always_ack, max_attempts=3)
+    handle = ledger.handler()
+
+    async def held(msg: Message) -> object:
+        await release.wait()
+        return await handle(msg)
+
+    ids = message_ids("held", 300)
+    topology = '[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n'
+    async with serving(fault_vhost.proxy_url, topology, held) as service:
+        await publish_ids(direct(fault_vhost.url), "work", ids)
+
+        async def window_full() -> bool:
+            return service.in_flight == PREFETCH
+
+        await wait_until(window_full, "the prefetch window in the handlers", timeout_s=60)
+        await asyncio.to_thread(fault_node.close_all_connections, "fault suite: forced close")
+        await reconnected(service, 2)
+        release.set()
+        await wait_until(
+            lambda: asyncio.sleep(0, len(ledger.acked) == len(ids)),
+            "every message acked",
+            timeout_s=60,
+        )
+    lost = [r for r in caplog.records if r.getMessage().startswith("connection lost")]
+    assert [r.rr["in_flight"] for r in lost] == [PREFETCH]  # type: ignore[attr-defined]
+    assert "CONNECTION_FORCED" in str(lost[0].rr["reason"])  # type: ignore[attr-defined]
 
 
 async def test_consumed_queue_deleted_and_recreated(

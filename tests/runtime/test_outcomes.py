@@ -24,7 +24,7 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, publish
+from tests.backends import Backend, EmulatorBackend, publish
 from tests.observe import depth, peek
 
 H = "x-ruststream-retry-count"
@@ -440,6 +440,32 @@ async def test_a_copy_refused_past_the_hold_limit_sends_the_original_back(
     assert "copy still refused; the original goes back to its queue" in _runtime_logs(
         caplog, "WARNING"
     )
+
+
+async def test_a_refused_copy_holds_its_original_for_the_whole_hold_limit() -> None:
+    """The default hold is 60 s (docs/runtime.md): tries after 0.5, 1, 2, 4, 8, 16 and 28.5 s
+    (the last one cut to end the hold), then the original goes back and the handler runs
+    again. (The last wait used to be skipped: the original went back after 31.5 s.)"""
+    backend = EmulatorBackend()
+    seen = Seen()
+    topology = load_text('[queues.src]\nmax_attempts = 1\ndead_letter = "src.dead"\n')
+    try:
+        async with running(
+            backend, topology, "src", recording(seen, lambda m: Outcome.retry(), backend)
+        ) as service:
+            channel = await backend.channel()
+            await channel.queue_delete("src.dead")
+            await publish(backend, "src", BODY, ORIGINAL)
+            for _ in range(200):
+                if len(seen) >= 2:
+                    break
+                await backend.elapse(0.5)
+            refused = service.stats.copies_refused
+    finally:
+        await backend.close()
+    assert seen.redelivered[:2] == [False, True]
+    assert 60 <= seen.times[1] - seen.times[0] < 60.5
+    assert refused == 8 + 1  # the first hold's tries, and the redelivery's first
 
 
 async def test_fast_publish_mode_still_moves_the_copy(backend: Backend) -> None:

@@ -173,6 +173,10 @@ class SlowChannel:
         self.frames: list[SettleFrame] = []
         self.error: AssertionError | None = None
 
+    @property
+    def is_closed(self) -> bool:
+        return self.error is not None
+
     async def _write(self, frame: SettleFrame) -> None:
         for _ in range(self.random.randint(0, 3)):
             await asyncio.sleep(0)
