@@ -17,7 +17,6 @@ from collections.abc import Iterator
 import pytest
 
 from rabbitctl_retry.cli._common import amqp_connector
-from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.declare import declare_topology
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -26,8 +25,8 @@ from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Connection
 from rabbitctl_retry.transport.failover import connect_any
 from tests.cluster.conftest import LocalCluster
+from tests.cluster.queues import take_into
 from tests.ledger import (
-    Connect,
     Ledger,
     message_ids,
     mixed_outcome,
@@ -53,25 +52,6 @@ replicas = 3
 type = "quorum"
 replicas = 3
 """
-
-
-async def take_into(found: Counter[str], connect: Connect, queue: str) -> None:
-    """Empty ``queue`` into ``found`` (by message id), as far as the cluster lets us now:
-    while a quorum queue elects a new leader, a ``basic.get`` closes the connection (541
-    INTERNAL_ERROR, ``noproc``); what was taken before that is kept, the rest waits for the
-    next poll."""
-    try:
-        connection = await connect()
-    except TransportError:
-        return
-    try:
-        channel = await connection.channel()
-        while (delivery := await channel.get(queue, no_ack=True)) is not None:
-            found[delivery.properties.message_id or ""] += 1
-    except TransportError:
-        return
-    finally:
-        await connection.close()
 
 
 @pytest.fixture
