@@ -90,6 +90,19 @@ async def until(check: Callable[[], bool], what: str, timeout_s: float = 60) -> 
         await asyncio.sleep(0.01)
 
 
+async def copies_pending_and_broker_gone(
+    backend: EmulatorBackend, switch: Switch, service: Service, ids: list[str]
+) -> None:
+    """Publish ``ids``, wait until the service holds a copy of each (the originals acked),
+    then take the broker away: rr has lost its connection and failed to reconnect once."""
+    await publish_ids(backend.connect, "work", ids)
+    await until(lambda: len(service.delays) == len(ids), "the copies pending")
+    await backend.emulator.settle()  # the originals' acks reach the broker
+    switch.down = True
+    backend.emulator.drop_connections()
+    await until(lambda: switch.refused >= 1, "a failed reconnect")
+
+
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
     return list(dict.fromkeys(r.getMessage() for r in caplog.records if r.name == "rr.runtime"))
 
@@ -132,12 +145,7 @@ async def test_a_stop_while_rr_waits_to_reconnect_publishes_on_a_new_connection(
     switch = Switch(backend)
     try:
         async with service_of(switch, seen, pending_dir=tmp_path) as (service, task):
-            await publish_ids(backend.connect, "work", ids)
-            await until(lambda: len(service.delays) == len(ids), "the copies pending")
-            await backend.emulator.settle()  # the originals' acks reach the broker
-            switch.down = True
-            backend.emulator.drop_connections()
-            await until(lambda: switch.refused >= 1, "a failed reconnect")
+            await copies_pending_and_broker_gone(backend, switch, service, ids)
             service.stop()
             await until(lambda: switch.refused >= 2, "the stop trying to connect")
             switch.down = False
@@ -162,12 +170,7 @@ async def test_copies_the_broker_never_took_are_saved_and_rr_dlq_import_puts_the
     switch = Switch(backend)
     try:
         async with service_of(switch, seen, pending_dir=tmp_path, timeout_s=0.5) as (service, task):
-            await publish_ids(backend.connect, "work", ids)
-            await until(lambda: len(service.delays) == len(ids), "the copies pending")
-            await backend.emulator.settle()  # the originals' acks reach the broker
-            switch.down = True
-            backend.emulator.drop_connections()
-            await until(lambda: switch.refused >= 1, "a failed reconnect")
+            await copies_pending_and_broker_gone(backend, switch, service, ids)
             service.stop()
             await task
         files = sorted(tmp_path.iterdir())
