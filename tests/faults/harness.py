@@ -325,9 +325,9 @@ dead letters a quorum queue's at-least-once dead-letter worker has in flight at 
 def assert_no_loss(result: FaultResult, *, interruptions: int, crashes: int = 0) -> None:
     """0 lost; duplicated work only on messages of the in-flight window (the prefetch) of
     each interruption (a redelivered message may also take another path: a quorum queue
-    counts the redelivery as an attempt), and, for each crash of the broker, of the
-    dead letters its quorum wait queues were moving back at least once (a move the crash cut
-    is made again)."""
+    counts the redelivery as an attempt), and, for each crash or stop of the broker, of the
+    dead letters its quorum wait queues were moving back at least once (a move the crash or
+    stop cut is made again)."""
     verdict = result.verdict
     assert verdict.lost == [], verdict.summary()
     if interruptions == 0:

@@ -134,7 +134,10 @@ async def test_stop_app_and_start_app(
         queue_type=queue_type,
         outcome_of=mixed_outcome,
     )
-    assert_no_loss(result, interruptions=1)
+    # A quorum queue's wait queue moves its expired copies back at least once: a stop of the
+    # broker cuts those under way (up to 32) and they are moved again, as after a crash (seen
+    # on a loaded machine: 101 ids with duplicated work, one dead-lettered twice).
+    assert_no_loss(result, interruptions=1, crashes=1 if queue_type == "quorum" else 0)
     assert result.connections >= 2
 
 

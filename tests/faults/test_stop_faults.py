@@ -283,7 +283,11 @@ async def test_sigterm_publishes_every_pending_copy(
     assert copies.wrong == []
     assert not said(output, "delayed copy lost"), output[-3000:]
     published = said(output, "published pending delayed copies")
-    assert [line.split("count=")[-1] for line in published] == [str(sum(copies.queued.values()))]
+    assert len(published) == 1, output[-3000:]
+    # in the queue: the copies the broker confirmed, and those it took as the timeout cut
+    # their publish (saved too: the duplicates)
+    in_both = len(set(copies.queued) & set(copies.saved))
+    assert sum(copies.queued.values()) == int(published[0].split("count=")[-1]) + in_both
     if shutdown_timeout_s is None:  # 30 s: time enough on any machine
         assert files == []
         assert copies.queued == Counter(dict.fromkeys(copies.all_ids(), 1))
