@@ -17,11 +17,12 @@ from rabbitctl_retry.cli._common import (
     print_json,
     resolve_urls,
     run,
+    stderr_console,
     stdout_console,
 )
 from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
 from rabbitctl_retry.cli.topology import load_checked
-from rabbitctl_retry.errors import ConflictError
+from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
 from rabbitctl_retry.ops.declare import declare_topology
 from rabbitctl_retry.transport.management import check_management_url
 
@@ -55,11 +56,15 @@ def declare(
     """
     with guard():
         # Checked and every frame encoded before the first one is sent (docs/topology.md,
-        # "Malformed files").
+        # "Malformed files"); the management URL by the rules of broker URLs (docs/cli.md,
+        # "Malformed input").
         topology, _ = load_checked(topology_file)
         if management_url is not None:
-            check_management_url(management_url)
-    result = run(
+            try:
+                check_management_url(management_url)
+            except UsageError as error:
+                fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
+    declared = run(
         declare_topology(
             topology,
             resolve_urls(url, topology.broker.urls),
@@ -68,12 +73,26 @@ def declare(
             management_url=management_url or topology.broker.management_url,
         )
     )
+    result = declared.plan
+    problem = declared.placement_problem
     if output is OutputFormat.JSON:
-        print_json(plan_document(result, dry_run=dry_run))
+        document = plan_document(result, dry_run=dry_run)
+        if problem is not None:
+            document["placement_error"] = censor_urls(str(problem))
+        print_json(document)
     else:
         console = stdout_console()
         console.print(plan_table(result))
         console.print(plan_summary(result, dry_run=dry_run))
+    if problem is not None:
+        # The apply is done and stands; only the report of where the queues live is
+        # missing: a warning, exit 0 (docs/cluster.md, "Replicas").
+        warn(f"the declare is done, but where the queues live could not be read: {problem}")
     if result.conflicts:
         names = ", ".join(sorted({op.name for op in result.conflicts}))
         fail(ConflictError(f"the broker conflicts with the file ({names}); nothing was changed"))
+
+
+def warn(message: str) -> None:
+    """One ``rr: warning:`` line on stderr, censored and escaped as ``fail`` writes errors."""
+    stderr_console().print(f"rr: warning: {escape_unprintable(censor_urls(message))}")

@@ -3,38 +3,48 @@ form the cluster, and which of them hold each queue (docs/cluster.md, "Replicas"
 
 rr asks only when it is given a management URL (``--management-url``,
 ``$RR_MANAGEMENT_URL`` or ``[broker] management_url``), with the plugin's own credentials
-in it: ``http://user:password@mq1:15672/``. Requests are plain ``urllib`` GETs with basic
-auth, run in a thread so the event loop never waits on a socket. A refused login raises
-:class:`AccessRefused` (exit 77); anything else that keeps rr from an answer raises
-:class:`BrokerUnreachable` (exit 69), naming the censored URL.
+in it: ``http://user:password@mq1:15672/``, checked by
+:func:`~rabbitctl_retry.topology.urls.parse_management_url` (the rules of broker URLs).
+Requests are plain ``urllib`` GETs with basic auth, run in a thread so the event loop never
+waits on a socket.
+
+What the API answers is taken only in the shape it documents (docs/cluster.md): a redirect
+is never followed (the credentials would go to wherever it points), and an answer that is
+not JSON, is nested deeper than Python can read or is bigger than :data:`MAX_ANSWER_BYTES`,
+or lacks a key or holds one of the wrong type is refused. A refused login raises
+:class:`AccessRefused` (exit 77); anything else that keeps rr from an answer it can use
+raises :class:`BrokerUnreachable` (exit 69). Every message names the censored URL.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
+import http.client
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from collections.abc import Mapping
+from email.message import Message
+from typing import IO, Any
 
-from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, UsageError, censor_url
+from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, censor_url, escape_unprintable
 from rabbitctl_retry.topology.plan import Placement
+from rabbitctl_retry.topology.urls import parse_management_url
 
 TIMEOUT_S = 10.0
 
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most rr reads of one answer: ``/api/nodes`` of a cluster of hundreds of nodes is a
+few MiB."""
+
+_MAX_LOCATION_CHARS = 200
+
 
 def check_management_url(url: str) -> str:
-    """``url`` if rr can use it as a management API base, else :class:`UsageError`."""
-    if not url.isprintable() or " " in url:
-        raise UsageError("management URL holds a space or a control character")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            "management URL must be http://HOST:PORT/ or https://HOST:PORT/ (the management "
-            "plugin's address, e.g. http://guest:guest@localhost:15672/)"
-        )
+    """``url`` if rr can use it as a management API base, else :class:`UsageError`
+    (:func:`~rabbitctl_retry.topology.urls.parse_management_url`)."""
+    parse_management_url(url)
     return url
 
 
@@ -45,31 +55,56 @@ def vhost_of(amqp_url: str) -> str:
     return urllib.parse.unquote(path[1:]) if len(path) > 1 else "/"
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: the 3xx answer becomes an :class:`urllib.error.HTTPError`."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Message,
+        newurl: str,
+    ) -> None:
+        return None
+
+
 class ManagementApi:
     """The management API at ``url``, for queues of ``vhost``."""
 
-    def __init__(self, url: str, *, vhost: str, timeout_s: float = TIMEOUT_S) -> None:
-        parts = urllib.parse.urlsplit(check_management_url(url))
-        netloc = parts.hostname or ""
-        if ":" in netloc:  # an IPv6 address
-            netloc = f"[{netloc}]"
-        if parts.port is not None:
-            netloc = f"{netloc}:{parts.port}"
-        self._base = f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
-        user = urllib.parse.unquote(parts.username or "")
-        password = urllib.parse.unquote(parts.password or "")
-        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        self._headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
-        self._shown = censor_url(url)
+    def __init__(
+        self,
+        url: str,
+        *,
+        vhost: str,
+        timeout_s: float = TIMEOUT_S,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
+        checked = parse_management_url(url)
+        self._base = checked.base
+        self._headers = {"Accept": "application/json"}
+        if checked.authorization is not None:
+            self._headers["Authorization"] = checked.authorization
+        self._shown = checked.shown
         self._vhost = vhost
         self._timeout_s = timeout_s
+        self._max_answer_bytes = max_answer_bytes
+        self._opener = urllib.request.build_opener(_NoRedirects)
 
     async def nodes(self) -> tuple[str, ...]:
         """The names of every node of the cluster, running or not, sorted."""
-        listed = await self._get("/api/nodes")
-        if not isinstance(listed, list):
-            raise self._unexpected("/api/nodes")
-        return tuple(sorted(str(node["name"]) for node in listed if isinstance(node, dict)))
+        path = "/api/nodes"
+        listed = await self._get(path)
+        if not isinstance(listed, list) or not listed:
+            raise self._unexpected(path, "not a list of nodes")
+        names = []
+        for node in listed:
+            name = node.get("name") if isinstance(node, dict) else None
+            if not isinstance(name, str) or not name:
+                raise self._unexpected(path, "a node without a 'name'")
+            names.append(name)
+        return tuple(sorted(names))
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives, or None when the API does not know it (404)."""
@@ -80,16 +115,11 @@ class ManagementApi:
         if found is None:
             return None
         if not isinstance(found, dict):
-            raise self._unexpected(path)
-        members = found.get("members")
-        if isinstance(members, list):  # a quorum queue (or a stream)
-            leader = found.get("leader")
-            return Placement(
-                leader=str(leader) if leader else None,
-                members=tuple(sorted(str(member) for member in members)),
-            )
-        node = found.get("node")
-        return Placement(leader=str(node) if node else None, members=(str(node),) if node else ())
+            raise self._unexpected(path, "not a queue")
+        placement = _placement_of(found)
+        if placement is None:
+            raise self._unexpected(path, _PLACEMENT_SHAPE)
+        return placement
 
     async def _get(self, path: str, *, missing_ok: bool = False) -> Any:
         return await asyncio.to_thread(self._get_blocking, path, missing_ok)
@@ -97,33 +127,88 @@ class ManagementApi:
     def _get_blocking(self, path: str, missing_ok: bool) -> Any:
         request = urllib.request.Request(self._base + path, headers=self._headers)
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                return json.loads(response.read())
+            with self._opener.open(request, timeout=self._timeout_s) as response:
+                body: bytes = response.read(self._max_answer_bytes + 1)
         except urllib.error.HTTPError as error:
             error.close()  # it holds the response's socket
             if error.code == 404 and missing_ok:
                 return None
-            if error.code in (401, 403):
-                raise AccessRefused(
-                    f"the management API at {self._shown} refused the login ({error.code}): "
-                    "its user needs the management (or monitoring) tag"
-                ) from None
-            raise BrokerUnreachable(
-                f"the management API at {self._shown} answered {error.code} to GET {path}"
-            ) from None
-        except (urllib.error.URLError, OSError, TimeoutError) as error:
+            raise self._refused(error.code, error.headers, path) from None
+        except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise BrokerUnreachable(
                 f"cannot reach the management API at {self._shown}: {reason}"
             ) from None
-        except ValueError:
-            raise self._unexpected(path) from None
+        except http.client.HTTPException as error:
+            raise BrokerUnreachable(
+                f"the management API at {self._shown} gave a broken HTTP answer to GET {path} "
+                f"({type(error).__name__})"
+            ) from None
+        if len(body) > self._max_answer_bytes:
+            raise self._unexpected(path, f"more than {self._max_answer_bytes} bytes")
+        try:
+            return json.loads(body)
+        except RecursionError:
+            raise self._unexpected(path, "JSON nested too deep") from None
+        except ValueError:  # not UTF-8, not JSON, an integer of too many digits
+            raise self._unexpected(path, "not JSON") from None
 
-    def _unexpected(self, path: str) -> BrokerUnreachable:
+    def _refused(self, code: int, headers: Message | None, path: str) -> Exception:
+        if code in (401, 403):
+            return AccessRefused(
+                f"the management API at {self._shown} refused the login ({code}) to GET "
+                f"{path}: its user needs the management (or monitoring) tag"
+            )
+        if 300 <= code < 400:
+            location = headers.get("Location") if headers is not None else None
+            to = f" to {_shown_location(location)}" if location else ""
+            return BrokerUnreachable(
+                f"the management API at {self._shown} answered GET {path} with a redirect "
+                f"({code}){to}: rr follows no redirect (give it the URL of the API itself)"
+            )
+        return BrokerUnreachable(
+            f"the management API at {self._shown} answered {code} to GET {path}"
+        )
+
+    def _unexpected(self, path: str, what: str) -> BrokerUnreachable:
         return BrokerUnreachable(
             f"the management API at {self._shown} gave an unexpected answer to GET {path} "
-            "(is it RabbitMQ's management plugin?)"
+            f"({what}; is it RabbitMQ's management plugin?)"
         )
 
 
-__all__ = ["ManagementApi", "check_management_url", "vhost_of"]
+_PLACEMENT_SHAPE = "no 'node' text, or 'members' that is not a list of texts"
+
+
+def _placement_of(queue: Mapping[str, Any]) -> Placement | None:
+    """Where a queue object of the API says the queue lives; None when it is not of the
+    documented shape: ``node`` a text (a classic queue's node, a quorum queue's leader), and
+    for a quorum queue (or a stream) ``members`` a list of texts and ``leader`` a text."""
+    members = queue.get("members")
+    node = queue.get("node")
+    if members is not None:
+        leader = queue.get("leader", node)
+        if not isinstance(members, list) or not all(_is_name(m) for m in members):
+            return None
+        if leader is not None and not isinstance(leader, str):
+            return None
+        return Placement(leader=leader or None, members=tuple(sorted(members)))
+    if not isinstance(node, str) or not node:
+        return None
+    return Placement(leader=node, members=(node,))
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _shown_location(location: str) -> str:
+    """A redirect's target as a message may show it: censored (then clipped: clipping
+    first could cut the ``@`` that ends a password off), escaped."""
+    shown = censor_url(location)
+    if len(shown) > _MAX_LOCATION_CHARS:
+        shown = shown[:_MAX_LOCATION_CHARS] + "..."
+    return escape_unprintable(shown)
+
+
+__all__ = ["MAX_ANSWER_BYTES", "ManagementApi", "check_management_url", "vhost_of"]

@@ -6,7 +6,10 @@ password are percent-encoded, and the query options rr documents, each with a ch
 Anything else is a :class:`~rabbitctl_retry.errors.UsageError` whose message says what is
 wrong and never repeats the URL: a URL that cannot be parsed may hold a password where a
 parser expects a host, a path or a query, so no part of it is echoed (query option names and
-values are named, since they can only follow the ``@``).
+values are named, since they can only follow the ``@``). The rules of the scheme, the user
+name and password, the host and the port are those every URL rr takes shares, management
+URLs too (``topology/urls.py`` :func:`~rabbitctl_retry.topology.urls.split_url`); the query
+options are checked here.
 
 Why so strict: aiormq reads what it cannot parse as "off" — ``no_verify_ssl=false`` (or
 ``no``, or an empty value) turns certificate verification off, ``heartbeat=abc``, ``-5`` or
@@ -17,14 +20,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 from urllib.parse import parse_qsl
 
-from rabbitctl_retry.errors import UsageError, censor_url
+from rabbitctl_retry.errors import censor_url
+from rabbitctl_retry.topology.urls import AMQP_URL, split_url
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -53,10 +56,7 @@ NO_VERIFY_SSL_OFF = "1"
 
 AUTH_MECHANISMS = ("plain", "external")
 
-_SCHEMES = {"amqp": 5672, "amqps": 5671}
 _DIGITS = re.compile(r"[0-9]+")
-_HOST_NAME = re.compile(r"[^/?#@\[\]:\\]+")
-_PERCENT_HINT = "percent-encode / ? # @ in the user name and password as %2F %3F %23 %40"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,36 +79,18 @@ class BrokerUrl:
 
 def parse_broker_url(url: str) -> BrokerUrl:
     """Check ``url``; raise :class:`UsageError` (without the URL) on what rr refuses."""
-    if not url:
-        _refuse("is empty")
-    if not url.isprintable() or " " in url:
-        _refuse("holds a space or a control character (percent-encode it)")
-    scheme, separator, rest = url.partition("://")
-    scheme = scheme.lower()
-    if not separator or scheme not in _SCHEMES:
-        _refuse("must start with amqp:// or amqps:// (AMQP URLs: docs/cli.md, 'Connecting')")
-    if "#" in rest:
-        _refuse(
-            f"holds a '#' (a broker URL has no #fragment: a '#' in the password? {_PERCENT_HINT})"
-        )
-    authority_end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
-    authority, after = rest[:authority_end], rest[authority_end:]
-    if "@" in after:
-        _refuse(f"holds an '@' after the host (a '/' or '?' in the password? {_PERCENT_HINT})")
-    userinfo, at, host_port = authority.rpartition("@")
-    if at and "@" in userinfo:
-        _refuse(f"holds more than one '@' (an '@' in the password? {_PERCENT_HINT})")
-    host, port = _host_and_port(host_port, _SCHEMES[scheme])
-    _, _, query = after.partition("?")
-    options = _query_options(query, tls=scheme == "amqps")
+    parts = split_url(url, AMQP_URL)
+    tls = parts.scheme == "amqps"
+    _, _, query = parts.after.partition("?")
+    options = _query_options(query, tls=tls)
     heartbeat_s = _heartbeat_s(options.get("heartbeat"))
     verify_tls = "no_verify_ssl" not in options
     return BrokerUrl(
         url=url if "heartbeat" in options else _with_query(url, f"heartbeat={heartbeat_s}"),
         shown=censor_url(url),
-        tls=scheme == "amqps",
-        host=host,
-        port=port,
+        tls=tls,
+        host=parts.host,
+        port=parts.port,
         heartbeat_s=heartbeat_s,
         verify_tls=verify_tls,
         connection_name=options.get("name"),
@@ -116,34 +98,7 @@ def parse_broker_url(url: str) -> BrokerUrl:
 
 
 def _refuse(problem: str) -> NoReturn:
-    raise UsageError(f"broker URL {problem}")
-
-
-def _host_and_port(host_port: str, default_port: int) -> tuple[str, int]:
-    if host_port.startswith("["):
-        address, bracket, port_part = host_port[1:].partition("]")
-        if not bracket:
-            _refuse("has an IPv6 address without its closing ']'")
-        try:
-            ipaddress.IPv6Address(address)
-        except ValueError:
-            _refuse("has no valid IPv6 address between '[' and ']'")
-        host = address
-        if port_part and not port_part.startswith(":"):
-            _refuse("has text after the IPv6 address's ']' (expected ':PORT')")
-        port_text = port_part[1:] if port_part else None
-    else:
-        host, colon, port_text_or_empty = host_port.partition(":")
-        port_text = port_text_or_empty if colon else None
-        if not host:
-            _refuse("names no host (amqp://USER:PASSWORD@HOST:PORT/VHOST)")
-        if not _HOST_NAME.fullmatch(host):
-            _refuse("has a host name with characters a host name cannot hold")
-    if port_text is None:
-        return host, default_port
-    if not _DIGITS.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
-        _refuse("has a port that is not a number 1..65535")
-    return host, int(port_text)
+    AMQP_URL.refuse(problem)
 
 
 def _query_options(query: str, *, tls: bool) -> Mapping[str, str]:

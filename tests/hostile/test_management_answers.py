@@ -1,0 +1,421 @@
+"""Hostile management APIs (docs/cluster.md, "Replicas"), played by a fake one of the test's
+own (tests/hostile/fake_management.py).
+
+rr never follows a redirect (no second request, so the credentials go nowhere else); an
+answer that is not what the API documents — not JSON, nested too deep, too big, a key
+missing or of the wrong type, an error status — is one clear error line (401/403: exit 77,
+the rest 69), never 70; and when the API fails only after the declare applied its changes,
+rr still prints the plan of what it did, warns in one line that the placement could not be
+read, and exits 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import pytest
+
+from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
+from rabbitctl_retry.topology.plan import Placement
+from rabbitctl_retry.transport.management import ManagementApi
+from tests.backends import vhost_pool
+from tests.hostile.fake_management import (
+    FAKE_NODE,
+    SECRET,
+    Answer,
+    FakeManagement,
+    connections_made,
+    listening_socket,
+)
+from tests.shared_node import ctl_command, current
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+"""The issue's 200,000-deep JSON document."""
+
+
+@pytest.fixture
+def api() -> Iterator[FakeManagement]:
+    with FakeManagement() as fake:
+        yield fake
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[FakeManagement]:
+    """A second fake API: where a redirect points. It must never be asked anything."""
+    with FakeManagement() as fake:
+        yield fake
+
+
+def _client(fake: FakeManagement, **kwargs: Any) -> ManagementApi:
+    return ManagementApi(fake.url(), vhost="shop", timeout_s=10, **kwargs)
+
+
+async def _failure(fake: FakeManagement, ask: str = "nodes", **kwargs: Any) -> TransportError:
+    """The error rr's client raises for what ``fake`` answers to ``ask``."""
+    client = _client(fake, **kwargs)
+    with pytest.raises(TransportError) as caught:
+        await (client.nodes() if ask == "nodes" else client.placement("q1"))
+    assert SECRET not in str(caught.value)
+    assert f"the management API at http://svc:******@127.0.0.1:{fake.port}/" in str(caught.value)
+    return caught.value
+
+
+# --- redirects: never followed ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_a_redirect_is_an_error_and_the_credentials_go_nowhere_else(
+    api: FakeManagement, elsewhere: FakeManagement, status: int
+) -> None:
+    api.answer("/api/nodes", Answer.redirect(f"{elsewhere.base()}/api/nodes", status))
+
+    error = await _failure(api)
+
+    assert isinstance(error, BrokerUnreachable)
+    assert exit_code_for(error) == 69
+    assert str(error) == (
+        f"the management API at http://svc:******@127.0.0.1:{api.port}/ answered GET "
+        f"/api/nodes with a redirect ({status}) to {elsewhere.base()}/api/nodes: rr follows "
+        "no redirect (give it the URL of the API itself)"
+    )
+    assert elsewhere.seen() == []
+    assert [seen.path for seen in api.seen()] == ["/api/nodes"]
+
+
+async def test_a_redirect_to_ftp_opens_no_connection(api: FakeManagement) -> None:
+    with listening_socket() as ftp:
+        port = ftp.getsockname()[1]
+        api.answer("/api/nodes", Answer.redirect(f"ftp://127.0.0.1:{port}/nodes.json"))
+
+        error = await _failure(api)
+
+        assert f"with a redirect (302) to ftp://127.0.0.1:{port}/nodes.json" in str(error)
+        assert connections_made(ftp) == 0
+
+
+async def test_a_relative_redirect_is_not_followed_either(api: FakeManagement) -> None:
+    api.answer("/api/nodes", Answer.redirect("/login?next=/api/nodes", 303))
+
+    error = await _failure(api)
+
+    assert "with a redirect (303) to /login?next=/api/nodes" in str(error)
+    assert [seen.path for seen in api.seen()] == ["/api/nodes"]
+
+
+async def test_a_redirects_location_is_shown_censored(api: FakeManagement) -> None:
+    api.answer("/api/nodes", Answer.redirect(f"http://evil:{SECRET}x@127.0.0.1:1/" + "a" * 500))
+
+    error = await _failure(api)
+
+    assert "to http://evil:******@127.0.0.1:1/aaa" in str(error)
+    assert str(error).count("a" * 100) == 1  # clipped
+
+
+# --- answers that are not what the API documents -----------------------------------------------
+
+NODE_ANSWERS = [
+    pytest.param(Answer(body=DEEP), "JSON nested too deep", id="200000-deep"),
+    pytest.param(Answer.json([{"nom": "x"}]), "a node without a 'name'", id="no-name"),
+    pytest.param(Answer.json([{"name": 5}]), "a node without a 'name'", id="name-not-text"),
+    pytest.param(Answer.json([{"name": ""}]), "a node without a 'name'", id="empty-name"),
+    pytest.param(Answer.json(["rabbit@a"]), "a node without a 'name'", id="not-objects"),
+    pytest.param(Answer.json([]), "not a list of nodes", id="no-nodes"),
+    pytest.param(Answer.json({"name": "x"}), "not a list of nodes", id="an-object"),
+    pytest.param(Answer.json(None), "not a list of nodes", id="null"),
+    pytest.param(Answer(body=b"<html>login</html>"), "not JSON", id="html"),
+    pytest.param(Answer(body=b""), "not JSON", id="empty"),
+    pytest.param(Answer(body=b'["\xff\xfe"]'), "not JSON", id="not-utf8"),
+    pytest.param(Answer(body=b"1" * 5000), "not JSON", id="huge-integer"),
+]
+
+
+@pytest.mark.parametrize(("answer", "what"), NODE_ANSWERS)
+async def test_a_nodes_answer_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, answer: Answer, what: str
+) -> None:
+    api.answer("/api/nodes", answer)
+
+    error = await _failure(api)
+
+    assert isinstance(error, BrokerUnreachable)
+    assert str(error) == (
+        f"the management API at http://svc:******@127.0.0.1:{api.port}/ gave an unexpected "
+        f"answer to GET /api/nodes ({what}; is it RabbitMQ's management plugin?)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "exit_code", "words"),
+    [
+        (401, 77, "refused the login (401) to GET /api/nodes"),
+        (403, 77, "refused the login (403) to GET /api/nodes"),
+        (404, 69, "answered 404 to GET /api/nodes"),
+        (500, 69, "answered 500 to GET /api/nodes"),
+        (503, 69, "answered 503 to GET /api/nodes"),
+        (418, 69, "answered 418 to GET /api/nodes"),
+    ],
+)
+async def test_an_error_status_is_named_with_its_exit_code(
+    api: FakeManagement, status: int, exit_code: int, words: str
+) -> None:
+    api.answer("/api/nodes", Answer.json({"error": "x"}, status=status))
+
+    error = await _failure(api)
+
+    assert exit_code_for(error) == exit_code
+    assert isinstance(error, AccessRefused if exit_code == 77 else BrokerUnreachable)
+    assert words in str(error)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(Answer(raw=b"garbage\r\n\r\n"), id="no-status-line"),
+        pytest.param(Answer(body=b"[]", content_length=1000), id="body-shorter-than-said"),
+    ],
+)
+async def test_a_broken_http_answer_is_exit_69(api: FakeManagement, answer: Answer) -> None:
+    api.answer("/api/nodes", answer)
+
+    error = await _failure(api)
+
+    assert isinstance(error, BrokerUnreachable)
+
+
+async def test_an_answer_bigger_than_rr_reads_is_refused(api: FakeManagement) -> None:
+    nodes = json.dumps([{"name": FAKE_NODE}]).encode()
+    api.answer("/api/nodes", Answer(body=nodes))
+    assert await _client(api, max_answer_bytes=len(nodes)).nodes() == (FAKE_NODE,)
+
+    error = await _failure(api, max_answer_bytes=len(nodes) - 1)
+
+    assert f"(more than {len(nodes) - 1} bytes;" in str(error)
+
+
+PLACEMENT_ANSWERS = [
+    pytest.param(Answer(body=DEEP), "JSON nested too deep", id="200000-deep"),
+    pytest.param(Answer.json([]), "not a queue", id="a-list"),
+    pytest.param(Answer.json({}), "no 'node' text", id="no-node"),
+    pytest.param(Answer.json({"node": {"x": 1}}), "no 'node' text", id="node-not-text"),
+    pytest.param(Answer.json({"members": "rabbit@a"}), "no 'node' text", id="members-a-text"),
+    pytest.param(Answer.json({"members": [1, 2]}), "no 'node' text", id="members-not-texts"),
+    pytest.param(
+        Answer.json({"members": ["rabbit@a"], "leader": 5}), "no 'node' text", id="leader-5"
+    ),
+    pytest.param(Answer(body=b"nope"), "not JSON", id="not-json"),
+]
+
+
+@pytest.mark.parametrize(("answer", "what"), PLACEMENT_ANSWERS)
+async def test_a_queue_answer_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, answer: Answer, what: str
+) -> None:
+    api.answer("/api/queues/shop/q1", answer)
+
+    error = await _failure(api, ask="placement")
+
+    assert isinstance(error, BrokerUnreachable)
+    assert f"gave an unexpected answer to GET /api/queues/shop/q1 ({what}" in str(error)
+
+
+async def test_the_documented_answers_are_read(api: FakeManagement) -> None:
+    api.answer("/api/nodes", Answer.json([{"name": "rabbit@b"}, {"name": "rabbit@a"}]))
+    api.answer("/api/queues/shop/q1", Answer.json({"node": "rabbit@a", "name": "q1"}))
+    api.answer(
+        "/api/queues/shop/q2",
+        Answer.json({"node": "rabbit@b", "leader": "rabbit@b", "members": ["rabbit@b", "a@x"]}),
+    )
+    api.answer("/api/queues/shop/missing", Answer.json({"error": "Object Not Found"}, 404))
+    client = _client(api)
+
+    assert await client.nodes() == ("rabbit@a", "rabbit@b")
+    assert await client.placement("q1") == Placement(leader="rabbit@a", members=("rabbit@a",))
+    assert await client.placement("q2") == Placement(leader="rabbit@b", members=("a@x", "rabbit@b"))
+    assert await client.placement("missing") is None
+
+
+async def test_the_credentials_go_as_basic_auth_decoded(api: FakeManagement) -> None:
+    await ManagementApi(api.url("svc", f"{SECRET}%2Fpw"), vhost="/").nodes()
+    await ManagementApi(f"{api.base()}/", vhost="/").nodes()
+
+    first, second = api.seen()
+    token = base64.b64encode(f"svc:{SECRET}/pw".encode()).decode()
+    assert first.headers["authorization"] == f"Basic {token}"
+    assert "authorization" not in second.headers
+
+
+# --- rr declare through the fake API, against the real broker -----------------------------------
+
+TOPOLOGY = "[queues.rr-mgmt]\n\n[queues.rr-mgmt-2]\n"
+
+
+@pytest.fixture
+def vhost_url(amqp_url: str) -> Iterator[str]:
+    """The test broker's URL with a fresh, empty vhost of the test's own as its path."""
+    pool = vhost_pool(current())
+    name = pool.take_now()
+    parts = urlsplit(amqp_url)
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, "/" + quote(name, safe=""), "", ""))
+    finally:
+        pool.give_back(name)
+
+
+def _queues(url: str) -> list[str]:
+    vhost = urlsplit(url).path[1:]
+    result = subprocess.run(
+        ctl_command("-q", "list_queues", "-p", vhost, "name", "--formatter", "json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return sorted(row["name"] for row in json.loads(result.stdout or "[]"))
+
+
+def _rr_declare(
+    tmp_path: Path, url: str, management_url: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    topology = tmp_path / "topology.toml"
+    topology.write_text(TOPOLOGY, encoding="utf-8")
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("RR_URL", "RR_MANAGEMENT_URL", "RR_TRACEBACK", "COLUMNS")
+    }
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rabbitctl_retry",
+            "declare",
+            str(topology),
+            "--url",
+            url,
+            "--management-url",
+            management_url,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+
+
+def test_rr_declare_follows_no_redirect_and_changes_nothing(
+    tmp_path: Path, vhost_url: str, api: FakeManagement, elsewhere: FakeManagement
+) -> None:
+    api.answer("/api/nodes", Answer.redirect(f"{elsewhere.base()}/api/nodes"))
+
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 69, result.stderr
+    assert result.stderr.startswith("rr: error: the management API at ")
+    assert "with a redirect (302)" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert SECRET not in result.stdout + result.stderr
+    assert elsewhere.seen() == []
+    assert _queues(vhost_url) == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(Answer(body=DEEP), id="200000-deep"),
+        pytest.param(Answer.json([{"nom": "x"}]), id="no-name"),
+        pytest.param(Answer.json({"error": "x"}, status=500), id="500"),
+    ],
+)
+def test_rr_declare_refuses_a_bad_nodes_answer_before_changing_anything(
+    tmp_path: Path, vhost_url: str, api: FakeManagement, answer: Answer
+) -> None:
+    api.answer("/api/nodes", answer)
+
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 69, result.stderr
+    assert result.stderr.startswith("rr: error: the management API at ")
+    assert result.stderr.count("\n") == 1
+    assert "internal error" not in result.stderr
+    assert SECRET not in result.stdout + result.stderr
+    assert _queues(vhost_url) == []
+
+
+AFTER_APPLY = [
+    pytest.param(Answer.json({"error": "x"}, status=500), "answered 500", id="500"),
+    pytest.param(Answer(body=DEEP), "JSON nested too deep", id="200000-deep"),
+    pytest.param(Answer.json({"members": "rabbit@a"}), "no 'node' text", id="wrong-shape"),
+    pytest.param(Answer.json({}, status=403), "refused the login (403)", id="403"),
+]
+
+
+@pytest.mark.parametrize(("answer", "words"), AFTER_APPLY)
+def test_a_management_failure_after_the_apply_still_prints_the_plan_json(
+    tmp_path: Path, vhost_url: str, api: FakeManagement, answer: Answer, words: str
+) -> None:
+    api.answer("/api/queues/", answer, prefix=True)
+
+    result = _rr_declare(tmp_path, vhost_url, api.url(), "--output", "json")
+
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [(op["name"], op["status"], op["placement"]) for op in document["operations"]] == [
+        ("rr-mgmt", "created", None),
+        ("rr-mgmt-2", "created", None),
+    ]
+    assert words in document["placement_error"]
+    assert result.stderr.startswith(
+        "rr: warning: the declare is done, but where the queues live could not be read: "
+        f"the management API at http://svc:******@127.0.0.1:{api.port}/ "
+    )
+    assert words in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert SECRET not in result.stdout + result.stderr
+    assert _queues(vhost_url) == ["rr-mgmt", "rr-mgmt-2"]
+
+
+def _columns(header: str) -> list[str]:
+    return [word for word in header.split() if word != "┃"]
+
+
+def test_a_management_failure_after_the_apply_still_prints_the_plan_table(
+    tmp_path: Path, vhost_url: str, api: FakeManagement
+) -> None:
+    api.answer("/api/queues/", Answer.json({"error": "x"}, status=500), prefix=True)
+
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert _columns(header) == ["op", "name", "status", "arguments", "detail"]  # no members
+    assert sum("rr-mgmt" in row and "created" in row for row in rows) == 2
+    assert result.stderr.startswith("rr: warning: the declare is done, but where the queues ")
+    assert "answered 500 to GET /api/queues/" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert _queues(vhost_url) == ["rr-mgmt", "rr-mgmt-2"]
+
+
+def test_the_placement_is_shown_when_the_api_answers(
+    tmp_path: Path, vhost_url: str, api: FakeManagement
+) -> None:
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert _columns(result.stdout.splitlines()[0])[-1] == "members"
+    assert result.stdout.count(FAKE_NODE) == 2
+    vhost = urlsplit(vhost_url).path[1:]
+    assert sorted(seen.path for seen in api.seen()) == [
+        "/api/nodes",
+        f"/api/queues/{vhost}/rr-mgmt",
+        f"/api/queues/{vhost}/rr-mgmt-2",
+    ]
