@@ -4,9 +4,10 @@ messages").
 Two kinds, both settled by a fixed rule so that one bad message never holds back another:
 
 * **undecodable**: the codec could not decode some of its properties (a ``timestamp`` in
-  nanoseconds, a header field type it does not know). The handler never sees it. A classic
-  queue with a dead-letter queue ``D``: rr copies it to ``D`` byte for byte (confirmed), then
-  acks; otherwise ``basic.reject(requeue=false)``, so the queue's own dead-letter route (a
+  nanoseconds, a header field type it does not know) or of its ``basic.deliver`` fields (a
+  routing key that is not UTF-8). The handler never sees it. A classic queue with a
+  dead-letter queue ``D``: rr copies it to ``D`` byte for byte (confirmed), then acks;
+  otherwise ``basic.reject(requeue=false)``, so the queue's own dead-letter route (a
   quorum queue's ``D``) takes it, or, with none, it is dropped.
 * **interrupted**: rr's own code failed for it (an exception rr did not expect). The first
   time, it goes back to its queue (``basic.reject(requeue=true)``); a delivery the broker

@@ -46,7 +46,8 @@ The TLS options (all but ``auth``, ``heartbeat`` and ``name``) need ``amqps://``
 broker's certificate is checked against the URL's host: use the name the certificate
 carries (``localhost`` or the IP in its subjectAltName).
 
-Wire notes, all aiormq's or pamqp's behaviour:
+Wire notes, aiormq's or pamqp's behaviour as rr's codec corrects it (``transport/codec.py``,
+in force as soon as ``transport/values.py`` is imported):
 
 * Every message published without a ``message_id`` gets a random one (aiormq matches a
   ``basic.return`` to its publish by it).
@@ -55,9 +56,12 @@ Wire notes, all aiormq's or pamqp's behaviour:
 * Field tables (arguments, headers): ``int`` goes as the smallest signed AMQP integer that
   holds it, ``bool`` as boolean, ``str`` as long string, ``bytes`` as byte array, ``datetime``
   as timestamp (whole seconds; naive means UTC), ``None`` as void, lists as arrays, dicts as
-  tables, and ``float`` as a 32-bit float (pamqp's choice: about 7 significant digits).
-  Read back, byte arrays (and long strings that are not UTF-8) are ``bytes``, decimals are
-  ``float`` and timestamps are aware UTC datetimes.
+  tables, and ``float`` as a 64-bit double. Read back, byte arrays (and long strings that are
+  not UTF-8) are ``bytes``, decimals are ``float`` and timestamps are aware UTC datetimes.
+* A delivery whose properties, exchange, routing key or consumer tag cannot be decoded (a
+  routing key that is not UTF-8) arrives with their names in ``properties.undecodable`` and
+  its property bytes in ``properties.raw``; the connection stays up (docs/runtime.md,
+  "Malformed messages").
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ from rabbitctl_retry.errors import (
     censor_urls,
 )
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.transport import codec, values
+from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
@@ -106,9 +110,6 @@ if TYPE_CHECKING:
     from rabbitctl_retry.transport.base import Channel, Connection
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "TLS_NOT_VERIFIED", "AmqpChannel", "AmqpConnection", "connect"]
-
-codec.install()  # pamqp corrected: undecodable headers, doubles, whole and non-ASCII names
-
 
 log = logging.getLogger("rr.transport")
 
@@ -422,7 +423,7 @@ class AmqpChannel:
             return None
         return Delivery(
             body=message.body,
-            properties=values.properties_from_header(message.header),
+            properties=values.properties_from_header(message.header, frame),
             exchange=frame.exchange,
             routing_key=frame.routing_key or "",
             redelivered=frame.redelivered,
@@ -654,7 +655,7 @@ def _delivery(message: DeliveredMessage) -> Delivery:
     frame = cast(spec.Basic.Deliver, message.delivery)
     return Delivery(
         body=message.body,
-        properties=values.properties_from_header(message.header),
+        properties=values.properties_from_header(message.header, frame),
         exchange=frame.exchange,
         routing_key=cast(str, frame.routing_key),
         redelivered=frame.redelivered,

@@ -30,12 +30,32 @@ length is known from its type) and named in :attr:`LenientContentHeader.undecoda
 header keeps the raw property bytes, so rr can tell the message apart, settle it by its
 documented rule and, when asked, move it aside byte for byte. Every other frame, and every
 header pamqp decodes, is exactly what pamqp returns.
+
+**Method frames that carry a message are decoded as far as possible too.** The routing key of
+``basic.deliver``, ``basic.get-ok`` and ``basic.return`` is whatever the publisher wrote:
+RabbitMQ takes one that is not UTF-8 (``b"\\xff\\xfe"``; it refuses such exchange names), and
+pamqp refuses the whole frame, with the same result as above. :func:`unmarshal_frame` decodes
+such a frame field by field instead: a short string that is not UTF-8 (``exchange``,
+``routing_key``, ``consumer_tag``, ``reply_text``) is read with each byte that is not UTF-8
+written as the four characters ``\\xff``, and named in the frame's ``undecodable``
+(a :class:`LenientDeliver`, :class:`LenientGetOk` or :class:`LenientReturn`); the content
+header that follows it on its channel keeps its raw property bytes (a
+:class:`LenientContentHeader` with nothing undecodable), so such a message is set aside byte
+for byte as well (docs/runtime.md, "Malformed messages"). Which channels wait for such a
+header is known per connection: aiormq reads each connection's frames in one task of its
+own, and the set lives in a context variable of that task.
+
+The corrections are made when this module is first imported (:func:`install`). Every rr module
+that builds or reads frames imports it, directly or through ``transport/values.py``, so every
+command has them, whatever it imported first (``rr topology validate`` builds frames without
+the AMQP client; docs/topology.md, "Queue and exchange names").
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from contextvars import ContextVar
 from typing import Final
 
 import pamqp.frame
@@ -67,6 +87,48 @@ class LenientContentHeader(header.ContentHeader):
         self.class_id = commands.Basic.frame_id  # type: ignore[assignment]
         self.undecodable = undecodable
         self.raw_properties = raw_properties
+
+
+class LenientDeliver(commands.Basic.Deliver):
+    """``basic.deliver`` with short strings that are not UTF-8, named in ``undecodable``."""
+
+    undecodable: tuple[str, ...] = ()
+
+
+class LenientGetOk(commands.Basic.GetOk):
+    """``basic.get-ok`` with short strings that are not UTF-8, named in ``undecodable``."""
+
+    undecodable: tuple[str, ...] = ()
+
+
+class LenientReturn(commands.Basic.Return):
+    """``basic.return`` with short strings that are not UTF-8, named in ``undecodable``."""
+
+    undecodable: tuple[str, ...] = ()
+
+
+LenientMethod = LenientDeliver | LenientGetOk | LenientReturn
+
+_LENIENT_METHODS: Final[dict[int, type[LenientMethod]]] = {
+    commands.Basic.Deliver.index: LenientDeliver,
+    commands.Basic.GetOk.index: LenientGetOk,
+    commands.Basic.Return.index: LenientReturn,
+}
+"""The methods a message's content follows, by pamqp's method index."""
+
+_channels_keeping_raw_header: ContextVar[frozenset[int]] = ContextVar(
+    "rr_channels_keeping_raw_header", default=frozenset()
+)
+"""The channels of this connection (its reader task's context) whose next content header
+follows a lenient method frame (module docstring)."""
+
+
+def undecodable_fields(method: object) -> tuple[str, ...]:
+    """The fields of a method frame :func:`unmarshal_frame` could not decode (pamqp's names:
+    ``routing_key``), ``()`` for any other frame."""
+    if isinstance(method, LenientDeliver | LenientGetOk | LenientReturn):
+        return method.undecodable
+    return ()
 
 
 class RawProperties(commands.Basic.Properties):
@@ -112,19 +174,113 @@ def encode_table_value(value: common.FieldArray | common.FieldTable | common.Fie
 
 
 def unmarshal_frame(data_in: bytes) -> tuple[int, int, FrameTypes]:
-    """pamqp's ``frame.unmarshal``, lenient about the properties of content headers."""
+    """pamqp's ``frame.unmarshal``, lenient about content headers and the method frames of a
+    message (module docstring)."""
     try:
-        return _strict_unmarshal(data_in)
+        decoded = _strict_unmarshal(data_in)
     except exceptions.UnmarshalingException:
-        frame_type, channel_id, frame_size = pamqp.frame.frame_parts(data_in)
-        if frame_type != constants.FRAME_HEADER or frame_size is None:
+        lenient = _lenient_unmarshal(data_in)
+        if lenient is None:
             raise
-        start = constants.FRAME_HEADER_SIZE
-        frame_data = data_in[start : start + frame_size]
-        content_header = decode_content_header(frame_data)
-        if content_header is None:
-            raise
-        return start + frame_size + 1, channel_id, content_header
+        return lenient
+    keeping = _channels_keeping_raw_header.get()
+    if not keeping:
+        return decoded
+    consumed, channel_id, frame = decoded
+    if channel_id not in keeping or not isinstance(frame, header.ContentHeader):
+        return decoded
+    _channels_keeping_raw_header.set(keeping - {channel_id})
+    raw = data_in[constants.FRAME_HEADER_SIZE + 12 : consumed - 1]
+    return consumed, channel_id, _with_raw(frame, raw)
+
+
+def _lenient_unmarshal(data_in: bytes) -> tuple[int, int, FrameTypes] | None:
+    """What :func:`unmarshal_frame` makes of a frame pamqp refused; ``None`` if nothing."""
+    frame_type, channel_id, frame_size = pamqp.frame.frame_parts(data_in)
+    start = constants.FRAME_HEADER_SIZE
+    if frame_size is None or len(data_in) <= start + frame_size:
+        return None
+    if data_in[start + frame_size] != constants.FRAME_END:
+        return None
+    frame_data = data_in[start : start + frame_size]
+    decoded: FrameTypes | None = None
+    if frame_type == constants.FRAME_HEADER:
+        decoded = decode_content_header(frame_data)
+        keeping = _channels_keeping_raw_header.get()
+        if decoded is not None and channel_id in keeping:
+            _channels_keeping_raw_header.set(keeping - {channel_id})
+    elif frame_type == constants.FRAME_METHOD:
+        decoded = decode_method(frame_data)
+        if decoded is not None:
+            keeping = _channels_keeping_raw_header.get()
+            _channels_keeping_raw_header.set(keeping | {channel_id})
+    if decoded is None:
+        return None
+    return start + frame_size + 1, channel_id, decoded
+
+
+def _with_raw(content_header: header.ContentHeader, raw: bytes) -> LenientContentHeader:
+    """A content header pamqp decoded, with its raw property bytes kept."""
+    return LenientContentHeader(
+        body_size=content_header.body_size,
+        properties=content_header.properties,
+        undecodable=(),
+        raw_properties=raw,
+    )
+
+
+def decode_method(frame_data: bytes) -> LenientMethod | None:
+    """Decode ``basic.deliver``, ``basic.get-ok`` or ``basic.return`` field by field, short
+    strings that are not UTF-8 included (module docstring); ``None`` for any other method, or
+    when the frame cannot be read even so."""
+    try:
+        (index,) = struct.unpack_from(">I", frame_data, 0)
+    except struct.error:
+        return None
+    kind = _LENIENT_METHODS.get(index)
+    if kind is None:
+        return None
+    method = kind()
+    undecodable: list[str] = []
+    data = frame_data[4:]
+    bit, in_bits = 0, False
+    try:
+        for name in method.__slots__:
+            data_type = method.amqp_type(name)
+            if in_bits and (data_type != "bit" or bit == 8):
+                data, bit, in_bits = data[1:], 0, False
+            if data_type == "bit":
+                setattr(method, name, decode.bit(data, bit)[1])
+                bit, in_bits = bit + 1, True
+                continue
+            if data_type == "shortstr":
+                consumed, text, decodable = _short_string(data)
+                if not decodable:
+                    undecodable.append(name)
+                setattr(method, name, text)
+            else:
+                consumed, value = decode.by_type(data, data_type)
+                setattr(method, name, value)
+            data = data[consumed:]
+    except (ValueError, struct.error):
+        return None
+    if not undecodable:
+        return None  # pamqp refused it for another reason: not rr's to read
+    method.undecodable = tuple(undecodable)
+    return method
+
+
+def _short_string(data: bytes) -> tuple[int, str, bool]:
+    """A short string: bytes consumed, its text (bytes that are not UTF-8 written ``\\xff``),
+    and whether it was UTF-8."""
+    (length,) = struct.unpack_from(">B", data, 0)
+    raw = data[1 : 1 + length]
+    if len(raw) < length:
+        raise ValueError("short string cut short")
+    try:
+        return 1 + length, raw.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return 1 + length, raw.decode("utf-8", "backslashreplace"), False
 
 
 def decode_content_header(frame_data: bytes) -> LenientContentHeader | None:
@@ -188,12 +344,14 @@ def _encoded_size(data: bytes, offset: int, data_type: str) -> int | None:
 
 
 def install() -> None:
-    """Make pamqp read frames with :func:`unmarshal_frame` and write tables with
-    :func:`field_table` and :func:`encode_table_value` (idempotent).
+    """Make pamqp read frames with :func:`unmarshal_frame`, write tables with
+    :func:`field_table` and :func:`encode_table_value`, and take non-ASCII names
+    (idempotent; done when this module is imported).
 
     aiormq calls ``pamqp.frame.unmarshal`` by attribute, and pamqp's table encoders call
-    ``encode_table_value`` by module global; the replacements only differ for a content
-    header pamqp would refuse (a :class:`LenientContentHeader` instead of an exception), for
+    ``encode_table_value`` by module global; the replacements only differ for a frame pamqp
+    would refuse (a :class:`LenientContentHeader` or a lenient method frame instead of an
+    exception), for the content header after such a method frame (its raw bytes kept), for
     floats (``d`` instead of ``f``) and for keys of 129 to 255 bytes (kept whole).
     """
     pamqp.frame.unmarshal = unmarshal_frame
@@ -202,3 +360,6 @@ def install() -> None:
         constants.DOMAIN_REGEX[domain] = _NAME_WITH_NON_ASCII
     encode.field_table = field_table
     encode.METHODS["table"] = field_table
+
+
+install()  # on import: whoever builds a frame has the corrections (module docstring)

@@ -94,14 +94,21 @@ def basic_properties(properties: Properties) -> spec.Basic.Properties:
     )
 
 
-def properties_from_header(content_header: ContentHeader) -> Properties:
+def properties_from_header(content_header: ContentHeader, method: object = None) -> Properties:
+    """A message's properties, from its content header and the method frame before it.
+
+    ``undecodable`` names what the codec could not decode: the method frame's fields first
+    (``routing_key``, as :class:`~rabbitctl_retry.transport.base.Delivery` names them), then
+    the properties; ``raw`` keeps the property bytes as received whenever it names any
+    (docs/runtime.md, "Malformed messages").
+    """
     properties = content_header.properties
     headers = properties.headers
-    undecodable: tuple[str, ...] = ()
+    undecodable = codec.undecodable_fields(method)
     raw: bytes | None = None
     if isinstance(content_header, codec.LenientContentHeader):
-        undecodable = tuple(_RR_NAMES.get(name, name) for name in content_header.undecodable)
-        raw = content_header.raw_properties
+        undecodable += tuple(_RR_NAMES.get(name, name) for name in content_header.undecodable)
+        raw = content_header.raw_properties if undecodable else None
     return Properties(
         content_type=properties.content_type,
         content_encoding=properties.content_encoding,
