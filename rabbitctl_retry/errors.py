@@ -11,6 +11,7 @@ classes, so callers never see a driver exception.
     ├── UsageError                   2  bad command-line use
     ├── PartialFailure               3  some items failed, some succeeded
     ├── DataError                   65  a message or file that cannot be read
+    ├── WriteError                  74  rr's output (stdout, an export file) cannot be written
     ├── ConfigError                 78  invalid topology file (key path, file, line)
     ├── HandlerLoadError            78  module / attribute / subscribers not found
     ├── ConflictError                1  the broker holds an entity that differs from the plan
@@ -22,10 +23,13 @@ classes, so callers never see a driver exception.
         ├── ResourceLocked           1  405: exclusive queue of another connection
         ├── ChannelClosed            1  any other channel-level close
         └── PublishFailed            1  a publish was returned (unroutable) or nacked
+
+    ReaderGone                     141  not an RrError: stdout's reader closed the pipe (quiet)
 """
 
 from __future__ import annotations
 
+import errno
 import re
 from enum import IntEnum
 
@@ -41,8 +45,13 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 69
     INTERNAL = 70
     """A bug in rr: an exception it did not expect (one line; RR_TRACEBACK=1 shows where)."""
+    IO_ERROR = 74
+    """rr's output cannot be written: stdout or an export file (sysexits' EX_IOERR)."""
     NO_PERMISSION = 77
     CONFIG = 78
+    PIPE_CLOSED = 141
+    """stdout's reader closed the pipe (``rr ... | head``): rr stops quietly, with the code a
+    shell reports for a Unix tool stopped by SIGPIPE (128 + 13)."""
 
 
 class RrError(Exception):
@@ -68,6 +77,32 @@ class PartialFailure(RrError):
 
 class DataError(RrError):
     exit_code = ExitCode.DATA
+
+
+class WriteError(RrError):
+    """Output that cannot be written: no space left, an I/O error, stdout closed, a missing
+    folder or no permission for an export file (docs/cli.md, "Output")."""
+
+    exit_code = ExitCode.IO_ERROR
+
+
+STDOUT = "stdout"
+"""The name :func:`write_failure` gives standard output."""
+
+
+class ReaderGone(Exception):
+    """stdout's reader closed the pipe (``rr ... | head``): not an error, and no rr error
+    line; the command ends quietly with exit 141 (:data:`ExitCode.PIPE_CLOSED`)."""
+
+
+def write_failure(error: OSError, target: str) -> WriteError | ReaderGone:
+    """What a failed write of rr's output to ``target`` (:data:`STDOUT`, or an export file's
+    name) means: a closed pipe on stdout is :class:`ReaderGone`, anything else (no space, an
+    I/O error, a missing folder, no permission) a :class:`WriteError` (docs/cli.md,
+    "Output")."""
+    if target == STDOUT and (isinstance(error, BrokenPipeError) or error.errno == errno.EPIPE):
+        return ReaderGone()
+    return WriteError(f"cannot write to {target}: {error.strerror or error}")
 
 
 class ConfigError(RrError):

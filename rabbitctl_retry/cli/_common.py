@@ -123,23 +123,37 @@ def resolve_urls(
 
     Every URL is checked here, before anything else happens (``transport/url.py``): one that
     rr refuses ends the command with one ``rr: error:`` line that does not repeat it, exit 2
-    from ``--url`` / ``$RR_URL`` (usage), 78 from ``[broker] url`` (the topology file is
-    invalid); docs/cli.md, "Malformed input".
+    from ``--url`` / ``$RR_URL`` (usage; the line says which: ``given by --url number 2``,
+    ``given by $RR_URL``), 78 from ``[broker] url`` (the topology file is invalid);
+    docs/cli.md, "Malformed input". ``--url`` is one URL a value; ``$RR_URL``'s URLs are
+    separated by spaces (``cli/given_urls.py``).
     """
+    from rabbitctl_retry.cli.given_urls import env_urls, flag_urls, url_label
     from rabbitctl_retry.transport.url import parse_broker_url
 
-    given = tuple(part for value in flag_or_env or () for part in value.split())
+    from_env = _urls_from_env()
+    given = (env_urls if from_env else flag_urls)(flag_or_env or ())
     urls = given or tuple(topology_urls) or (DEFAULT_URL,)
     for index, url in enumerate(urls):
         try:
             parse_broker_url(url)
         except UsageError as error:
             if given:
-                which = f"--url number {index + 1}" if len(urls) > 1 else "--url or $" + URL_ENV
+                which = url_label(from_env=from_env, index=index, count=len(urls))
                 fail(UsageError(f"{error} (given by {which})"))
             where = "broker.url" if len(urls) == 1 else f"broker.url[{index}]"
             fail(ConfigError(str(error), path=where))
     return urls
+
+
+def _urls_from_env() -> bool:
+    """Whether the running command's ``--url`` values came from ``$RR_URL`` (else from the
+    command line, or none)."""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source("url") is ParameterSource.ENVIRONMENT
 
 
 def print_json(document: Any) -> None:

@@ -8,9 +8,7 @@ Safe by default: ``inspect`` and ``export`` take nothing from the queue; ``repla
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -42,7 +40,11 @@ from rabbitctl_retry.cli.dlq_common import (
     require_answerable,
 )
 from rabbitctl_retry.cli.dlq_report import import_document, import_failure, import_summary
+from rabbitctl_retry.cli.export_file import ExportFile
+from rabbitctl_retry.cli.output import require_stdout
+from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
+from rabbitctl_retry.dlq.jsonl import short_string_problem
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 
@@ -70,14 +72,17 @@ def export_command(
     Each line holds the body (base64), every property and every header, typed, so that
     `rr dlq import` restores them exactly.
     """
+    with guard():
+        check_queue_names([queue])
     topology = load_topology(topology_file)
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     to_stdout = str(file) == "-"
-    with guard():
-        if not to_stdout and file.exists():
-            raise UsageError(f"{file} exists; rr does not overwrite an export: choose another name")
+    with guard():  # every check, and the file made, before rr connects (cli/export_file.py)
         if to_stdout and output is OutputFormat.JSON:
             raise UsageError("an export to stdout (-) is the output itself: -o json needs a file")
+        if to_stdout:
+            require_stdout()
+        target = None if to_stdout else ExportFile(file)
 
     async def export() -> shell.ReadResult:
         connection = await open_connection(ctx, broker_urls)
@@ -88,32 +93,23 @@ def export_command(
             if warning is not None:
                 note(warning)
                 await ask("Read them anyway?", yes, f"export {queue!r}")
-            if to_stdout:  # streamed as read: the lines are the output, the summary goes to stderr
-                with progress_bar(OutputFormat.TABLE) as progress:
-                    read = await shell.export_queue(
-                        connection, queue, sys.stdout, limit=limit, progress=progress
-                    )
-                sys.stdout.flush()
-                return read
-            directory = file.parent if str(file.parent) else Path(".")
-            handle, temporary = tempfile.mkstemp(prefix=f".{file.name}.", dir=directory)
-            try:
-                with (
-                    os.fdopen(handle, "w", encoding="utf-8") as out,
-                    progress_bar(OutputFormat.TABLE) as progress,
-                ):
-                    read = await shell.export_queue(
-                        connection, queue, out, limit=limit, progress=progress
-                    )
-                os.replace(temporary, file)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
-            return read
+            # to stdout, the lines are the output and the summary goes to stderr
+            out = sys.stdout if target is None else target.stream
+            with progress_bar(OutputFormat.TABLE) as progress:
+                return await shell.export_queue(
+                    connection, queue, out, limit=limit, progress=progress
+                )
         finally:
             await connection.close()
 
-    read = run(export())
+    try:
+        read = run(export())
+        if target is not None:
+            with guard():
+                target.commit()
+    finally:
+        if target is not None:
+            target.discard()
     if output is OutputFormat.JSON:
         print_json(
             {
@@ -158,6 +154,9 @@ def import_command(
     user_id that is not the login user's is left out). An import the broker stops half-way
     names the first line not imported: rerun with --from-line (docs/dlq.md, "Import").
     """
+    with guard():
+        if short_string_problem(to) is None:  # else check_file says what AMQP cannot carry
+            check_queue_names([to], "--to")
     broker_urls = resolve_urls(url)
     user = shell.login_user(broker_urls[0])  # the nodes of one cluster share their users
     with guard():  # the whole file, before connecting: a bad line is exit 65 even offline
@@ -209,6 +208,7 @@ def purge_command(
 ) -> None:
     """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy."""
     with guard():
+        check_queue_names([queue])
         require_answerable(yes, f"purge {queue!r}")
 
     async def purge() -> int:

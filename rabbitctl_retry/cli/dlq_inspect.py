@@ -3,7 +3,8 @@ lines, or a summary of counts (docs/dlq.md, "Inspect" and "Big queues").
 
 The table and ``--output json`` keep what they read until the end; ``--format lines`` and
 ``--output jsonl`` print each message as it is read and ``--summary`` only counts, so those
-three read any number of dead letters in constant memory.
+three read any number of dead letters in constant memory. A line that cannot be written stops
+the read (cli/output.py: exit 74, or 141 quietly when stdout's reader went away).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from rabbitctl_retry.cli.dlq_render import (
     message_document,
 )
 from rabbitctl_retry.cli.dlq_summary import summary_document, summary_head, summary_view
+from rabbitctl_retry.cli.output import FirstFailure
+from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.oneline import letter_line
@@ -123,9 +126,10 @@ def inspect_command(
     first.
     """
     problem = inspect_usage_problem(summary=summary, view=view, output=output)
-    if problem is not None:
-        with guard():
+    with guard():
+        if problem is not None:
             raise UsageError(problem)
+        check_queue_names([queue])
     topology = load_topology(topology_file)
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     reading = InspectReading(
@@ -138,6 +142,7 @@ def inspect_command(
     take = kept.taker(output=output, view=view, with_body=body, now=reading.now)
     streaming = output is InspectOutput.JSONL or view is InspectFormat.LINES
     bar_output = OutputFormat.JSON if output is InspectOutput.JSON else OutputFormat.TABLE
+    written = FirstFailure()
 
     async def inspect() -> shell.ScanResult:
         connection = await open_connection(ctx, broker_urls)
@@ -149,11 +154,17 @@ def inspect_command(
                 note(warning)
                 await ask("Read them anyway?", yes, f"inspect {queue!r}")
             with progress_bar(bar_output, streaming=streaming) as progress:
-                return await shell.scan_messages(
-                    connection, queue, reading.taker(take), limit=wanted, progress=progress
+                scan = await shell.scan_messages(
+                    connection,
+                    queue,
+                    reading.taker(take, written),
+                    limit=wanted,
+                    progress=progress,
                 )
         finally:
             await connection.close()
+        written.raise_first()
+        return scan
 
     scan = run(inspect())
     kept.show(queue, scan, output=output, view=view, with_body=body)
@@ -240,21 +251,24 @@ class InspectReading:
     now: datetime
     """When the read started: ages are measured from it."""
 
-    def taker(self, take: Callable[[Letter[Delivery]], None]) -> Callable[[Delivery], bool]:
+    def taker(
+        self, take: Callable[[Letter[Delivery]], None], written: FirstFailure | None = None
+    ) -> Callable[[Delivery], bool]:
         """A :func:`~rabbitctl_retry.ops.dlq.scan_messages` callback numbering the deliveries
-        from 1 and giving each one's letter to ``take``; the read goes on to the end."""
+        from 1 and giving each one's letter to ``take``; the read goes on to the end, or stops
+        at the first output ``take`` cannot write (kept in ``written``: the transport would
+        drop an exception raised here)."""
         positions = itertools.count(1)
+        failures = written if written is not None else FirstFailure()
 
         def on_delivery(delivery: Delivery) -> bool:
-            take(
-                letter_of(
-                    next(positions),
-                    delivery,
-                    retry_header=self.retry_header,
-                    wait_queues=self.wait_queues,
-                )
+            letter = letter_of(
+                next(positions),
+                delivery,
+                retry_header=self.retry_header,
+                wait_queues=self.wait_queues,
             )
-            return True
+            return failures.attempt(functools.partial(take, letter))
 
         return on_delivery
 

@@ -1,8 +1,13 @@
 """``rr status [QUEUE...] [--topology T] [--watch SECONDS]``: depth, consumers and drift of
-each queue, from passive declares (docs/cli.md, "rr status")."""
+each queue, from passive declares (docs/cli.md, "rr status").
+
+Ctrl-C ends ``--watch`` with exit 0 whenever it comes, during a reading too; a plain
+``rr status`` interrupted prints ``rr: interrupted`` and exits 130 (docs/cli.md, "Exit
+codes")."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -44,11 +49,10 @@ def status_command(
         ),
     ] = None,
     watch: Annotated[
-        float | None,
+        str | None,
         typer.Option(
             "--watch",
             "-w",
-            min=0.5,
             help="Show it again every this many seconds, until Ctrl-C.",
             show_default=False,
         ),
@@ -58,11 +62,15 @@ def status_command(
 ) -> None:
     """Show each queue's messages, consumers and type, and whether it matches the topology
     file; exit 1 when a queue is missing or differs from the file."""
+    from rabbitctl_retry.cli.queue_names import check_queue_names
+    from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.errors import UsageError
     from rabbitctl_retry.topology.expand import QueueEntity, expand
     from rabbitctl_retry.topology.load import load_file
 
     with guard():
+        watch_s = parse_watch_s(watch) if watch is not None else None
+        check_queue_names(queues or ())
         topology = load_file(topology_file) if topology_file is not None else None
         if topology is None and not queues:
             raise UsageError("name the queues to show, or give --topology")
@@ -70,7 +78,7 @@ def status_command(
     in_file = {queue.name for queue in listed}
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    if watch is None:
+    if watch_s is None:
         statuses = run(_read(ctx, broker_urls, listed, named))
         _show(statuses, output, one_line=False)
         if not all(status.ok for status in statuses):
@@ -78,11 +86,28 @@ def status_command(
         return
     try:
         while True:
-            statuses = run(_read(ctx, broker_urls, listed, named))
+            statuses = _watched_read(ctx, broker_urls, listed, named)
             _show(statuses, output, one_line=True, clear=True)
-            time.sleep(watch)
+            time.sleep(watch_s)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+
+
+def _watched_read(
+    ctx: typer.Context,
+    broker_urls: tuple[str, ...],
+    listed: list[QueueEntity],
+    named: list[QueueEntity],
+) -> list[QueueStatus]:
+    """One reading of ``--watch``: rr errors end the command as usual, but Ctrl-C during the
+    reading is the end of the watch (exit 0), as between two readings."""
+    import asyncio
+
+    with guard():
+        try:
+            return asyncio.run(_read(ctx, broker_urls, listed, named))
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
 
 
 async def _read(
@@ -113,7 +138,9 @@ def _show(
 
             from rabbitctl_retry.dlq.jsonl import escape_unsafe
 
-            typer.echo(escape_unsafe(json.dumps(document, ensure_ascii=False, default=str)))
+            sys.stdout.write(escape_unsafe(json.dumps(document, ensure_ascii=False, default=str)))
+            sys.stdout.write("\n")
+            sys.stdout.flush()
         else:
             print_json(document)
         return

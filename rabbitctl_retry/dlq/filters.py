@@ -16,7 +16,10 @@ Several ``--where`` must all hold. A malformed expression is a usage error (exit
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
 ``<`` and ``>`` after the key, so a value cannot start with one of them), a reason that
 neither RabbitMQ nor rr gives (:data:`KNOWN_REASONS`), an empty origin or queue, a bad
-duration (docs/dlq.md, "--where").
+duration, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS` (docs/dlq.md, "--where").
+
+An expression is read in one pass (:func:`split_expression`): its time grows with its length,
+never with the square of it, whatever it holds.
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ TextKey = Literal["origin", "reason", "queue"]
 AgeOp = Literal["<", "<=", ">", ">="]
 
 _TEXT_KEYS: tuple[TextKey, ...] = ("origin", "reason", "queue")
-_EXPRESSION = re.compile(
-    r"\A\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*(?:\.[^=!<>]+)?)\s*(?P<op>[=!<>]+)(?P<value>.*)\Z",
-    re.DOTALL,
-)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPERATOR_CHARACTERS = "=!<>"
 _OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+
+MAX_EXPRESSION_CHARACTERS = 4096
+"""The longest ``--where`` expression rr reads: room for a header name of 255 bytes and a long
+value; a longer one is a usage error (docs/dlq.md, "--where")."""
+_SHOWN_CHARACTERS = 60
+"""How much of a long expression an error message quotes."""
 
 KNOWN_REASONS = ("delivery_limit", "rejected", "expired", "maxlen", "max_attempts")
 """Every reason a dead letter can have: RabbitMQ's (``x-death``) and rr's own
@@ -79,42 +86,89 @@ _USAGE = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """An expression cut in three: ``key`` (``origin``, ``header.NAME``), ``op`` (every ``=``,
+    ``!``, ``<``, ``>`` after the key) and ``value`` (the rest, as given)."""
+
+    key: str
+    op: str
+    value: str
+
+
+def split_expression(text: str) -> Parts | None:
+    """``text`` as key, operator and value, or ``None`` when it is not ``KEY OP VALUE``.
+
+    The key is a name (``[A-Za-z_][A-Za-z0-9_]*``), optionally followed by ``.`` and any
+    characters but the operator's; white space around it is left out. One pass over
+    ``text`` (a few ``str`` scans, no backtracking): linear in its length. Pure.
+    """
+    at = min(
+        (found for found in map(text.find, _OPERATOR_CHARACTERS) if found >= 0),
+        default=-1,
+    )
+    if at < 0:
+        return None
+    end = at
+    while end < len(text) and text[end] in _OPERATOR_CHARACTERS:
+        end += 1
+    head = text[:at].lstrip()
+    name, dot, after_dot = head.partition(".")
+    if _IDENTIFIER.fullmatch(name if dot else name.rstrip()) is None or (dot and not after_dot):
+        return None
+    return Parts(key=head.rstrip(), op=text[at:end], value=text[end:])
+
+
+def shown_expression(text: str) -> str:
+    """``text`` (an expression, or a part of one) quoted for an error message, cut after
+    :data:`_SHOWN_CHARACTERS`."""
+    if len(text) <= _SHOWN_CHARACTERS:
+        return repr(text)
+    return f"{text[:_SHOWN_CHARACTERS]!r}... ({len(text):,} characters)"
+
+
 def parse_where(text: str) -> Condition:
     """One ``--where`` expression -> a :class:`Condition`; :class:`UsageError` if malformed."""
-    match = _EXPRESSION.match(text)
-    if match is None:
-        raise UsageError(f"--where {text!r}: not an expression; {_USAGE}")
-    key, op, value = match.group("key"), match.group("op"), match.group("value").strip()
+    shown = shown_expression(text)
+    if len(text) > MAX_EXPRESSION_CHARACTERS:
+        raise UsageError(
+            f"--where {shown}: too long; an expression is at most "
+            f"{MAX_EXPRESSION_CHARACTERS:,} characters"
+        )
+    parts = split_expression(text)
+    if parts is None:
+        raise UsageError(f"--where {shown}: not an expression; {_USAGE}")
+    key, op, value = parts.key, parts.op, parts.value.strip()
     if op not in _OPERATORS:
-        raise UsageError(f"--where {text!r}: unknown operator {op!r}; {_USAGE}")
+        raise UsageError(f"--where {shown}: unknown operator {op!r}; {_USAGE}")
     if key == "age":
         age_op = _AGE_OPS.get(op)
         if age_op is None:
-            raise UsageError(f"--where {text!r}: compare age with <, <=, > or >=; {_USAGE}")
+            raise UsageError(f"--where {shown}: compare age with <, <=, > or >=; {_USAGE}")
         try:
             ms = parse_duration_ms(value)
         except ValueError as error:
-            raise UsageError(f"--where {text!r}: {error}") from None
+            raise UsageError(f"--where {shown}: {error}") from None
         return AgeCondition(op=age_op, ms=ms, text=text)
     if op not in ("=", "!="):
-        raise UsageError(f"--where {text!r}: only age compares with < or >; {_USAGE}")
+        raise UsageError(f"--where {shown}: only age compares with < or >; {_USAGE}")
     negate = op == "!="
     if key.startswith("header."):
         name = key.removeprefix("header.").strip()
         if not name:
-            raise UsageError(f"--where {text!r}: name the header (header.NAME=VALUE)")
+            raise UsageError(f"--where {shown}: name the header (header.NAME=VALUE)")
         return HeaderCondition(name=name, value=value, negate=negate, text=text)
     for known in _TEXT_KEYS:
         if key == known:
             if not value:
-                raise UsageError(f"--where {text!r}: give a value after {op}")
+                raise UsageError(f"--where {shown}: give a value after {op}")
             if known == "reason" and value not in KNOWN_REASONS:
                 raise UsageError(
-                    f"--where {text!r}: unknown reason {value!r}; a dead letter's reason is "
-                    f"one of {', '.join(KNOWN_REASONS)}"
+                    f"--where {shown}: unknown reason {shown_expression(value)}; a dead "
+                    f"letter's reason is one of {', '.join(KNOWN_REASONS)}"
                 )
             return TextCondition(key=known, value=value, negate=negate, text=text)
-    raise UsageError(f"--where {text!r}: unknown key {key!r}; {_USAGE}")
+    raise UsageError(f"--where {shown}: unknown key {shown_expression(key)}; {_USAGE}")
 
 
 def parse_all(texts: Iterable[str]) -> tuple[Condition, ...]:
