@@ -37,10 +37,12 @@ _rr() {
         "run|--pending-dir") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "run|--url") return 0 ;;
         "run|--metrics-port") return 0 ;;
+        "run|--metrics-bind") return 0 ;;
         "run|--log-format") COMPREPLY=($(compgen -W "text json" -- "$cur")); return 0 ;;
         "run|--log-level") COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return 0 ;;
         "simulate|--publish"|"simulate|-p") return 0 ;;
         "simulate|--for") return 0 ;;
+        "simulate|--handler-timeout") return 0 ;;
         "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "status|--watch"|"status|-w") return 0 ;;
@@ -85,8 +87,8 @@ _rr() {
     case "$path" in
         "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --pending-dir --url --metrics-port --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --pending-dir --url --metrics-port --metrics-bind --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --handler-timeout --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;

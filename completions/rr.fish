@@ -24,12 +24,14 @@ complete -c rr -n '__fish_seen_subcommand_from run' -l shutdown-timeout -r -d 'S
 complete -c rr -n '__fish_seen_subcommand_from run' -l pending-dir -r -F -d 'Where a stop saves the in-memory delayed copies the broker did not confirm in time, for rr dlq import (docs/runtime.md, What is guaranteed).'
 complete -c rr -n '__fish_seen_subcommand_from run' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
 complete -c rr -n '__fish_seen_subcommand_from run' -l metrics-port -r -d 'Serve Prometheus metrics (/metrics) and readiness (/healthz) on this port (docs/runtime.md, Metrics and health).'
+complete -c rr -n '__fish_seen_subcommand_from run' -l metrics-bind -r -d 'The address --metrics-port listens on (127.0.0.1: this host only; :: for IPv6) [default: 0.0.0.0, every interface: probes and scrapers come from outside].'
 complete -c rr -n '__fish_seen_subcommand_from run' -l log-format -r -a 'text json' -d ''
 complete -c rr -n '__fish_seen_subcommand_from run' -l log-level -r -a 'debug info warning error' -d ''
 complete -c rr -n '__fish_seen_subcommand_from run' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from run' -F
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish -s p -r -d 'QUEUE=BODY to publish (JSON bodies stay JSON).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l for -r -d 'How much virtual time to simulate, e.g. 30s, 5m, 1h.'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l handler-timeout -r -d 'Real time a handler call may take before the run stops (the virtual clock waits for it), e.g. 30s.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -F

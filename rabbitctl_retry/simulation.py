@@ -11,24 +11,31 @@ at once, again and again (a handler that fails on a queue without ``max_attempts
 the clock from moving, so the run stops once one message was handled
 :data:`MAX_HANDLINGS_PER_INSTANT` times at one virtual instant, or after
 :data:`MAX_HANDLINGS` handlings in all, with :class:`SimulationLooped` naming the queue and
-the message.
+the message. A handler call that has not returned after :data:`HANDLER_TIMEOUT_S` seconds of
+real time stops it too (the virtual clock cannot move while a handler runs, and what a
+handler awaits in a simulation may never come): :class:`SimulationLooped` names the handler,
+the queue and the message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import time
 from collections import Counter
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rabbitctl_retry.emulator.events import DeadLettered, Dropped, Published, Returned
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.headers import delivery_count, retry_count
 from rabbitctl_retry.retry.policy import Decision
+from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.testing import TestBroker
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Delivery, Properties
@@ -62,6 +69,89 @@ MAX_HANDLINGS_PER_INSTANT = 1000
 """One message handled this many times with the clock standing still: it loops."""
 MAX_HANDLINGS = 1_000_000
 """Handlings in one run, all messages together."""
+
+
+HANDLER_TIMEOUT_S = 30.0
+"""Real seconds a handler call may take before the run stops."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    started_s: float
+    """``time.monotonic()`` when it started."""
+    subscriber: Subscriber
+    message_id: str | None
+    task: asyncio.Future[Any] | None
+    """An async handler's own task (cancelled when the run stops); None for a sync one."""
+
+
+class HandlerWatch:
+    """The handler calls under way, to stop a run on one that never returns."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _Call] = {}
+        self._keys = itertools.count()
+        self._refusing = False
+
+    @property
+    def threads_running(self) -> int:
+        """Sync handler calls still running (Python cannot stop their threads)."""
+        return sum(1 for call in list(self._calls.values()) if call.task is None)
+
+    def watched(self, handlers: HandlerSet) -> HandlerSet:
+        return replace(handlers, subscribers=tuple(map(self._watched, handlers.subscribers)))
+
+    def _watched(self, item: Subscriber) -> Subscriber:
+        handler, calls, keys = item.handler, self._calls, self._keys
+        if item.is_async:
+
+            async def call_async(msg: Message) -> Any:
+                self._refuse_when_stopped()
+                key = next(keys)
+                task = asyncio.ensure_future(handler(msg))  # type: ignore[arg-type]
+                calls[key] = _Call(time.monotonic(), item, msg.message_id, task)
+                try:
+                    return await task
+                finally:
+                    calls.pop(key, None)
+
+            return replace(item, handler=call_async)
+
+        def call_sync(msg: Message) -> Any:
+            self._refuse_when_stopped()
+            key = next(keys)
+            calls[key] = _Call(time.monotonic(), item, msg.message_id, None)
+            try:
+                return handler(msg)
+            finally:
+                calls.pop(key, None)
+
+        return replace(item, handler=call_sync)
+
+    def overdue(self, timeout_s: float) -> str | None:
+        """Why the run must stop, if a call has run longer than ``timeout_s``."""
+        now_s = time.monotonic()
+        for call in list(self._calls.values()):
+            if now_s - call.started_s > timeout_s:
+                shown = repr(call.message_id) if call.message_id is not None else "(no id)"
+                return (
+                    f"handler {call.subscriber.name} has not returned for message {shown} on "
+                    f"queue {call.subscriber.queue!r} after {timeout_s:g} s of real time: the "
+                    "virtual clock cannot move while it runs (what does it wait for?)"
+                )
+        return None
+
+    def stop(self) -> None:
+        """The run stops on a call that never returns: cancel the async calls under way (a
+        sync one cannot be stopped), and let no handler start again."""
+        self._refusing = True
+        for call in list(self._calls.values()):
+            if call.task is not None:
+                call.task.cancel()
+
+    def _refuse_when_stopped(self) -> None:
+        if self._refusing:
+            raise RuntimeError("rr simulate stopped: no handler runs any more")
 
 
 class SimulationLooped(RrError):
@@ -135,9 +225,15 @@ async def simulate(
     publishes: Sequence[tuple[str, bytes, bool]],
     *,
     horizon_s: float,
+    watch: HandlerWatch | None = None,
+    handler_timeout_s: float = HANDLER_TIMEOUT_S,
 ) -> Simulation:
-    """Run ``handlers`` on ``topology`` in the emulator for up to ``horizon_s`` virtual s."""
+    """Run ``handlers`` on ``topology`` in the emulator for up to ``horizon_s`` virtual s
+    (``watch``: the handler calls, seen from outside; a call longer than
+    ``handler_timeout_s`` real seconds stops the run)."""
     result = Simulation()
+    watch = watch or HandlerWatch()
+    handlers = watch.watched(handlers)
     async with TestBroker(topology) as broker:
         start_s = broker.clock.now_s
         first_event = len(broker.history)
@@ -194,7 +290,7 @@ async def simulate(
                 stuck.set()
 
         async def steps() -> None:
-            await broker.run(handlers, listener=on_decision)
+            await broker.run(handlers, listener=on_decision, shutdown_timeout_s=1.0)
             drain()
             for number, (queue, body, is_json) in enumerate(publishes, start=1):
                 message_id = f"m{number}"
@@ -217,7 +313,19 @@ async def simulate(
                 await broker.advance(max(0.0, due - broker.clock.now_s))
                 drain()
 
-        await _until_done_or_stuck(steps(), stuck)
+        async def watching() -> None:
+            while (problem := watch.overdue(handler_timeout_s)) is None:
+                await asyncio.sleep(min(0.1, handler_timeout_s / 10))
+            looped.append(problem)
+            stuck.set()
+            watch.stop()
+            broker.emulator.cancel_callbacks()  # a delivery waiting on a thread never ends
+
+        watcher = asyncio.ensure_future(watching())
+        try:
+            await _until_done_or_stuck(steps(), stuck)
+        finally:
+            watcher.cancel()
         result.elapsed_s = horizon_s if not looped else broker.clock.now_s - start_s
         result.last_event_s = result.rows[-1].time_s if result.rows else 0.0
         await broker.stop()

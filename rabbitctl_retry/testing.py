@@ -205,6 +205,7 @@ class TestBroker:
         prefetch: int = 100,
         concurrency: int | None = None,
         listener: EventListener | None = None,
+        shutdown_timeout_s: float = RunOptions().shutdown_timeout_s,
     ) -> Service:
         """Run handlers on the emulated broker with the ``rr run`` runtime, until the test
         ends: a module, a ``@subscriber`` function (or several), or a target string as
@@ -214,7 +215,12 @@ class TestBroker:
             handlers,
             topology=self.topology,
             connect=self.connect,
-            options=RunOptions(prefetch=prefetch, concurrency=concurrency, reconnect=False),
+            options=RunOptions(
+                prefetch=prefetch,
+                concurrency=concurrency,
+                reconnect=False,
+                shutdown_timeout_s=shutdown_timeout_s,
+            ),
             clock=self.clock,
             listener=listener,
         )

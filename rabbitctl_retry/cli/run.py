@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_urls, run
+from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
@@ -23,6 +24,11 @@ from rabbitctl_retry.transport.base import Connection
 from rabbitctl_retry.transport.failover import connect_any
 
 log = logging.getLogger("rr.runtime")
+
+DEFAULT_BIND = "0.0.0.0"
+"""Where --metrics-port listens by default: every interface, since an orchestrator's probes
+and a Prometheus scraper connect from outside the process's own host or network namespace
+(docs/runtime.md, "Metrics and health")."""
 
 MAX_PREFETCH = 65_535
 """basic.qos prefetch-count is an AMQP short: 0..65535."""
@@ -89,6 +95,15 @@ def run_command(
             show_default=False,
         ),
     ] = None,
+    metrics_bind: Annotated[
+        str,
+        typer.Option(
+            "--metrics-bind",
+            help="The address --metrics-port listens on (127.0.0.1: this host only; :: for "
+            "IPv6) [default: 0.0.0.0, every interface: probes and scrapers come from outside].",
+            show_default=False,
+        ),
+    ] = DEFAULT_BIND,
     log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
     log_level: Annotated[LogLevel, typer.Option("--log-level")] = LogLevel.INFO,
 ) -> None:
@@ -114,7 +129,7 @@ def run_command(
         pending_dir=pending_dir,
     )
     if metrics_port is None:
-        run(_serve(Service(handlers, topology=topology, connect=connect, options=options)))
+        _serve_to_the_end(Service(handlers, topology=topology, connect=connect, options=options))
         return
     from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
 
@@ -129,13 +144,18 @@ def run_command(
     metrics.watch(service)
     with guard():
         try:
-            server = MetricsServer(metrics, metrics_port)
+            server = MetricsServer(metrics, metrics_port, metrics_bind)
         except OSError as error:
-            raise RrError(f"cannot serve metrics on port {metrics_port}: {error}") from None
+            where = (
+                f"port {metrics_port}"
+                if metrics_bind == DEFAULT_BIND
+                else (f"{metrics_bind} port {metrics_port}")
+            )
+            raise RrError(f"cannot serve metrics on {where}: {error}") from None
     server.start()
-    log.info("serving metrics", extra={"rr": {"port": server.port}})
+    log.info("serving metrics", extra={"rr": {"bind": metrics_bind, "port": server.port}})
     try:
-        run(_serve(service))
+        _serve_to_the_end(service)
     finally:
         server.stop()
 
@@ -154,6 +174,28 @@ def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
                 "waits on it for good, holding its deliveries; leave heartbeats on",
                 extra={"rr": {"url": target.shown}},
             )
+
+
+def _serve_to_the_end(service: Service) -> None:
+    """Run the service; then end the process without waiting for handler threads that never
+    returned (cli/threads.py)."""
+    try:
+        run(_serve(service))
+    except typer.Exit as stop:
+        _leave(service, stop.exit_code)
+        raise
+    _leave(service, 0)
+
+
+def _leave(service: Service, code: int) -> None:
+    running = service.thread_calls.running
+    if running:
+        log.warning(
+            "synchronous handlers still run after the stop (a thread cannot be stopped): "
+            "exiting without them; their deliveries went back to their queues",
+            extra={"rr": {"handlers": running}},
+        )
+        exit_without_joining(running, code)
 
 
 async def _serve(service: Service) -> None:

@@ -17,10 +17,17 @@ from rabbitctl_retry.cli._common import (
     stdout_console,
 )
 from rabbitctl_retry.cli.render import cell
+from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
-from rabbitctl_retry.simulation import Simulation, parse_publish, simulate
+from rabbitctl_retry.simulation import (
+    HANDLER_TIMEOUT_S,
+    HandlerWatch,
+    Simulation,
+    parse_publish,
+    simulate,
+)
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.naming import parse_duration_ms
 
@@ -35,6 +42,14 @@ def simulate_command(
     horizon: Annotated[
         str, typer.Option("--for", help="How much virtual time to simulate, e.g. 30s, 5m, 1h.")
     ] = "1h",
+    handler_timeout: Annotated[
+        str,
+        typer.Option(
+            "--handler-timeout",
+            help="Real time a handler call may take before the run stops (the virtual clock "
+            "waits for it), e.g. 30s.",
+        ),
+    ] = f"{HANDLER_TIMEOUT_S:g}s",
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Run handlers on the built-in emulator with a virtual clock and print the timeline:
@@ -46,9 +61,25 @@ def simulate_command(
         try:
             publishes = [parse_publish(spec) for spec in publish or []]
             horizon_s = parse_duration_ms(horizon) / 1000
+            handler_timeout_s = parse_duration_ms(handler_timeout) / 1000
         except ValueError as error:
             raise UsageError(str(error)) from None
-    result = run(simulate(topology, handlers, publishes, horizon_s=horizon_s))
+        if handler_timeout_s <= 0:
+            raise UsageError("--handler-timeout must be longer than 0s")
+    watch = HandlerWatch()
+    simulation = simulate(
+        topology,
+        handlers,
+        publishes,
+        horizon_s=horizon_s,
+        watch=watch,
+        handler_timeout_s=handler_timeout_s,
+    )
+    try:
+        result = run(simulation)
+    except typer.Exit as stop:
+        exit_without_joining(watch.threads_running, stop.exit_code)  # cli/threads.py
+        raise
     if output is OutputFormat.JSON:
         print_json(simulation_document(result))
         return

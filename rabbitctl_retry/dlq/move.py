@@ -30,7 +30,7 @@ from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts
 from rabbitctl_retry.dlq.replay import RR_DEATH_HEADERS, name_problem
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import ROUTING_HEADERS, copy_headers
+from rabbitctl_retry.retry.headers import copy_headers, without_routing_headers
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 
@@ -63,7 +63,7 @@ def moved_headers(
     """The headers of a moved copy (see the module doc)."""
     if reset_retries:
         return copy_headers(headers, {}, remove=RR_DEATH_HEADERS | {retry_header})
-    return {name: value for name, value in (headers or {}).items() if name not in ROUTING_HEADERS}
+    return without_routing_headers(headers)
 
 
 def choose_move(

@@ -145,6 +145,12 @@ class Emulator:
     def pending_callbacks(self) -> int:
         return len(self._tasks)
 
+    def cancel_callbacks(self) -> None:
+        """Cancel every consumer callback still running (a handler that never returns would
+        keep :meth:`settle` waiting for good)."""
+        for task in list(self._tasks):
+            task.cancel()
+
     async def settle(self) -> None:
         """Run until nothing moves: no broker activity and no callback finishing for a few
         event-loop turns, and every pending callback (or tracked task) either done or asleep

@@ -16,8 +16,10 @@ Given the management API's URL, the cluster's nodes and each queue's members com
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import assert_never
 
+from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.probe import (
     Connect,
     compare_exchange,
@@ -43,7 +45,8 @@ from rabbitctl_retry.topology.plan import (
     Status,
     plan,
 )
-from rabbitctl_retry.transport.base import Connection, Connector
+from rabbitctl_retry.topology.urls import parse_management_url
+from rabbitctl_retry.transport.base import Channel, Connection, Connector
 from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import ManagementApi, vhost_of
 
@@ -111,35 +114,77 @@ async def _observe_exchange(
 
 
 async def apply(connection: Connection, result: Plan) -> None:
-    """Declare every planned or unchanged entity of a conflict-free plan, in order."""
+    """Declare every planned or unchanged entity of a conflict-free plan, in order.
+
+    A step the broker refuses ends the apply with the broker's error, its text saying which
+    step failed, what was declared before it and what was not (every step is idempotent:
+    ``rr declare`` again goes on from there)."""
     if not result.can_apply:
         raise ValueError("a plan with conflicts is never applied")
+    steps = [op.entity for op in result.operations if op.status is not Status.CONFLICT]
     channel = await connection.channel()
     try:
-        for operation in result.operations:
-            if operation.status is Status.CONFLICT:
-                continue
-            entity = operation.entity
-            match entity:
-                case ExchangeEntity():
-                    await channel.exchange_declare(
-                        entity.name,
-                        type=entity.type,
-                        durable=entity.durable,
-                        arguments=entity.arguments,
-                    )
-                case QueueEntity():
-                    await channel.queue_declare(
-                        entity.name, durable=entity.durable, arguments=entity.arguments
-                    )
-                case BindingEntity():
-                    await channel.queue_bind(
-                        entity.queue, entity.exchange, entity.routing_key, entity.arguments
-                    )
-                case _:
-                    assert_never(entity)
+        for done, entity in enumerate(steps):
+            try:
+                await _declare(channel, entity)
+            except TransportError as error:
+                raise type(error)(_stopped_at(steps, done, error)) from error
     finally:
         await channel.close()
+
+
+async def _declare(channel: Channel, entity: ExchangeEntity | QueueEntity | BindingEntity) -> None:
+    match entity:
+        case ExchangeEntity():
+            await channel.exchange_declare(
+                entity.name, type=entity.type, durable=entity.durable, arguments=entity.arguments
+            )
+        case QueueEntity():
+            await channel.queue_declare(
+                entity.name, durable=entity.durable, arguments=entity.arguments
+            )
+        case BindingEntity():
+            await channel.queue_bind(
+                entity.queue, entity.exchange, entity.routing_key, entity.arguments
+            )
+        case _:
+            assert_never(entity)
+
+
+def _stopped_at(
+    steps: Sequence[ExchangeEntity | QueueEntity | BindingEntity], failed: int, error: Exception
+) -> str:
+    """What an apply that failed at step ``failed`` did and did not do. Pure."""
+    before = ", ".join(_step(entity) for entity in steps[:failed]) or "nothing"
+    after = ", ".join(_step(entity) for entity in steps[failed + 1 :]) or "nothing"
+    return (
+        f"the declare stopped at {_step(steps[failed])}: {error}; declared before it: "
+        f"{before}; not declared: {after} (rr declare again goes on from there)"
+    )
+
+
+def _step(entity: ExchangeEntity | QueueEntity | BindingEntity) -> str:
+    match entity:
+        case ExchangeEntity():
+            return f"exchange {entity.name!r}"
+        case QueueEntity():
+            return f"queue {entity.name!r}"
+        case BindingEntity():
+            return f"binding of {entity.queue!r} to {entity.exchange!r} ({entity.routing_key!r})"
+        case _:
+            assert_never(entity)
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What ``rr declare`` did (docs/cluster.md, "Replicas")."""
+
+    plan: Plan
+    """The final plan; with the placements when the management API told them."""
+    placement_problem: TransportError | None = None
+    """Why the management API could not tell where the queues live after the apply (the
+    apply itself is done): a refused login, an error answer, an answer of the wrong shape.
+    None when it told, or was not asked."""
 
 
 async def declare_topology(
@@ -149,14 +194,18 @@ async def declare_topology(
     dry_run: bool,
     connector: Connector,
     management_url: str | None = None,
-) -> Plan:
+) -> Declared:
     """``rr declare``: connect to the first of ``urls`` that answers, provision ``topology``,
     close.
 
     With ``management_url`` (docs/cluster.md, "Replicas"), the cluster's nodes are read first
-    (a ``replicas`` the cluster cannot meet is a conflict: nothing is changed), and after an
-    apply the plan says where each queue lives.
+    (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not answer
+    ends the command: nothing is changed), and after an apply the plan says where each
+    queue lives. When the API fails only then, the apply stands: the plan comes back
+    without placements, with the reason in ``placement_problem``.
     """
+    if management_url is not None:
+        parse_management_url(management_url)  # refused before anything connects
 
     async def connect() -> Connection:
         return await connect_any(connector, urls)
@@ -176,10 +225,13 @@ async def declare_topology(
     finally:
         await connection.close()
     if api is None or dry_run or result.conflicts:
-        return result
+        return Declared(plan=result)
     placements = {}
-    for queue in desired.queues:
-        placement = await api.placement(queue.name)
-        if placement is not None:
-            placements[queue.name] = placement
-    return result.placed(placements)
+    try:
+        for queue in desired.queues:
+            placement = await api.placement(queue.name)
+            if placement is not None:
+                placements[queue.name] = placement
+    except TransportError as error:
+        return Declared(plan=result, placement_problem=error)
+    return Declared(plan=result.placed(placements))

@@ -31,6 +31,7 @@ Importing all or nothing, then resuming (docs/dlq.md, "Import")
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,7 @@ from rabbitctl_retry.ops.probe import (
 
 # QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
 from rabbitctl_retry.ops.sending import CopySender, Sent, Turn
+from rabbitctl_retry.retry.headers import ROUTING_HEADERS, without_routing_headers
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 from rabbitctl_retry.transport.values import encoding_problem
@@ -311,7 +313,10 @@ def login_user(url: str) -> str | None:
 def prepared(record: Record, user: str | None) -> tuple[Record, bool]:
     """``record`` as import publishes it, and whether its ``user_id`` was dropped: RabbitMQ
     refuses (406, closing the channel) a ``user_id`` other than the publisher's login, so one
-    that is not ``user`` goes (docs/dlq.md, "Import")."""
+    that is not ``user`` goes; and never with ``CC`` or ``BCC``, which would send it to the
+    queues they name too (docs/dlq.md, "Import")."""
+    if record.headers and ROUTING_HEADERS & record.headers.keys():
+        record = dataclasses.replace(record, headers=without_routing_headers(record.headers))
     user_id = record.properties.get("user_id")
     if user_id is None or (user is not None and user_id == user):
         return record, False

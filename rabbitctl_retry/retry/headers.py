@@ -124,6 +124,15 @@ def is_broker_header(name: str) -> bool:
     return name in BROKER_HEADERS or name.startswith(BROKER_HEADER_PREFIXES)
 
 
+def without_routing_headers(
+    headers: Mapping[str, FieldValue] | None,
+) -> dict[str, FieldValue]:
+    """``headers`` without the sender-selected distribution headers ``CC`` and ``BCC``: a
+    copy that carried them would reach the queues they name too (every copy rr publishes:
+    retries, dead letters, replays, moves, imports)."""
+    return {name: value for name, value in (headers or {}).items() if name not in ROUTING_HEADERS}
+
+
 def copy_headers(
     headers: Mapping[str, FieldValue] | None,
     updates: Mapping[str, FieldValue],

@@ -383,7 +383,8 @@ class QueueConsumer:
             self._log(delivery, decision)
 
     async def _set_aside(self, settler: ChannelSettler, delivery: Delivery) -> None:
-        """Properties the codec could not decode: never handled, dead-lettered at once."""
+        """Properties (or a routing key, exchange, consumer tag) the codec could not decode:
+        never handled, dead-lettered at once (docs/runtime.md, "Malformed messages")."""
         self.stats.undecodable_deliveries += 1
         decision = poison.decide_undecodable(self.policy)
         log.error(

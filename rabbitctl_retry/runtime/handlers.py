@@ -8,8 +8,10 @@ other. The loader finds the marked functions of a module.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -57,6 +59,36 @@ def subscriber(queue: str) -> Callable[[_F], _F]:
         return handler
 
     return mark
+
+
+class ThreadCalls:
+    """Synchronous handler calls running in worker threads. Python cannot stop a thread: a
+    handler that never returns outlives the stop, and ``rr run`` must not wait for it at exit
+    (docs/runtime.md, "Running it")."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return self._running
+
+    def counted(self, handler: Handler) -> Handler:
+        """``handler``, counted while it runs."""
+
+        @functools.wraps(handler)
+        def call(message: Message) -> Any:
+            with self._lock:
+                self._running += 1
+            try:
+                return handler(message)
+            finally:
+                with self._lock:
+                    self._running -= 1
+
+        return call
 
 
 def on_startup(hook: _F) -> _F:

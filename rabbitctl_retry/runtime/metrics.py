@@ -5,14 +5,20 @@
 deliveries and decisions by queue and outcome, handler latency, copies published, confirmed
 and refused, dead letters, connections and consumer restarts, in-flight deliveries.
 ``GET /healthz`` answers 200 ``consuming`` while every consumer consumes, 503 otherwise
-(connecting, reconnecting, stopping). The server runs in a daemon thread: it never waits on
-the event loop, and the event loop never waits on it.
+(connecting, reconnecting, stopping). The server runs in daemon threads, one per client
+connection, each of which gives up on a client that sends nothing for
+:data:`CLIENT_TIMEOUT_S`: it never waits on the event loop, the event loop never waits on it,
+and a client that connects and says nothing cannot make ``/healthz`` time out for the others.
+Label values (queue names) have every character a terminal could act on escaped, as rr's
+logs do (``\u202e``, ``\x9b``).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from rabbitctl_retry.errors import escape_unprintable
 from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -60,7 +67,7 @@ class RunMetrics:
 
     def on_decision(self, queue: str, delivery: Delivery, decision: Decision) -> None:
         """The runtime's decision listener."""
-        self.decisions.labels(queue, decision.event.value).inc()
+        self.decisions.labels(escape_unprintable(queue), decision.event.value).inc()
 
     def timed(self, handlers: HandlerSet) -> HandlerSet:
         """``handlers`` with each handler's time observed (sync and async alike)."""
@@ -69,7 +76,7 @@ class RunMetrics:
         )
 
     def _timed(self, item: Subscriber) -> Subscriber:
-        histogram = self.handler_seconds.labels(item.queue)
+        histogram = self.handler_seconds.labels(escape_unprintable(item.queue))
         handler: Any = item.handler
         if inspect.iscoroutinefunction(handler):
 
@@ -135,17 +142,38 @@ class _StatsCollector:
         yield ready
 
 
+CLIENT_TIMEOUT_S = 5.0
+"""A client connection that sends nothing for this long is closed."""
+
+
 class _QuietHandler(WSGIRequestHandler):
+    timeout = CLIENT_TIMEOUT_S
+
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not logged."""
 
 
-class MetricsServer:
-    """``/metrics`` and ``/healthz`` on ``host:port``, in a daemon thread."""
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    block_on_close = False
 
-    def __init__(self, metrics: RunMetrics, port: int, host: str = "0.0.0.0") -> None:
+
+class _ThreadingServer6(_ThreadingServer):
+    address_family = socket.AF_INET6
+
+
+class MetricsServer:
+    """``/metrics`` and ``/healthz`` on ``host:port``, a daemon thread per client."""
+
+    def __init__(self, metrics: RunMetrics, port: int, host: str) -> None:
         self._metrics = metrics
-        self._server: WSGIServer = make_server(host, port, self._app, handler_class=_QuietHandler)
+        self._server: WSGIServer = make_server(
+            host,
+            port,
+            self._app,
+            server_class=_ThreadingServer6 if ":" in host else _ThreadingServer,
+            handler_class=_QuietHandler,
+        )
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="rr-metrics", daemon=True
         )

@@ -33,7 +33,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rabbitctl_retry.errors import (
@@ -51,7 +51,7 @@ from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
 from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.delays import InMemoryDelays
-from rabbitctl_retry.runtime.handlers import HookFailed, call_hooks
+from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.pending import save_pending, saved_files
 from rabbitctl_retry.runtime.stats import RuntimeStats
@@ -117,6 +117,8 @@ class Service:
         self._publisher: CopyPublisher | None = None
         self._published_before_stop = 0
         self._executor: ThreadPoolExecutor | None = None
+        self.thread_calls = ThreadCalls()
+        """Synchronous handler calls still running (after a stop: those that never return)."""
         self.stats = RuntimeStats()
 
     @property
@@ -379,6 +381,8 @@ class Service:
         consumers = []
         for item in self.handlers.subscribers:
             listed = self.topology.queue(item.queue) if self.topology else None
+            if not item.is_async:
+                item = replace(item, handler=self.thread_calls.counted(item.handler))
             consumer = QueueConsumer(
                 subscriber=item,
                 policy=policy_for(item.queue, self.topology),

@@ -9,17 +9,17 @@ refuse, plus what would silently lose messages (a quorum delivery limit without 
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.errors import ConfigError, UsageError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology import naming
 from rabbitctl_retry.topology.arguments import check_queue_argument
 from rabbitctl_retry.topology.keypath import key_path
+from rabbitctl_retry.topology.urls import parse_management_url
 from rabbitctl_retry.topology.wire import (
     MAX_FIELD_NAME_BYTES,
     MAX_QUEUE_NAME_BYTES,
@@ -40,6 +40,10 @@ X_MATCH_VALUES = ("all", "any", "all-with-x", "any-with-x")
 """What RabbitMQ takes for a binding's ``x-match`` (it refuses any other value)."""
 
 BUILTIN_EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
+MIN_EXPIRES_MS = 60_000
+"""The shortest ``x-expires`` rr takes: RabbitMQ deletes a queue unused for that long, and
+between declaring a queue and binding it (or a consumer coming) more can pass on a busy
+broker; a queue gone in between leaves a declare half done (docs/topology.md)."""
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 
 _EMPTY: Mapping[str, FieldValue] = MappingProxyType({})
@@ -412,6 +416,7 @@ class Queue:
             problem = check_queue_argument(name, value, self.type.value)
             if problem is not None:
                 raise ConfigError(f"{name} {problem}", path=self._path("arguments", name))
+        self._check_expires()
         if (
             self.type is QueueType.QUORUM
             and self.dead_letter is not None
@@ -426,6 +431,28 @@ class Queue:
                 "x-dead-letter-routing-key needs dead_letter_exchange: RabbitMQ refuses a "
                 "dead-letter routing key without a dead-letter exchange",
                 path=self._path("arguments", "x-dead-letter-routing-key"),
+            )
+
+    def _check_expires(self) -> None:
+        """``x-expires`` (RabbitMQ deletes the queue once unused that long): at least
+        :data:`MIN_EXPIRES_MS`, and never on a queue whose delayed copies wait outside it."""
+        expires = self.arguments.get("x-expires")
+        if not isinstance(expires, int) or isinstance(expires, bool):
+            return
+        path = self._path("arguments", "x-expires")
+        if expires < MIN_EXPIRES_MS:
+            raise ConfigError(
+                f"x-expires {expires} ms is shorter than rr takes: RabbitMQ would delete the "
+                "queue before rr has bound it or a consumer came (a declare left half done); "
+                f"at least {MIN_EXPIRES_MS} (one minute)",
+                path=path,
+            )
+        if self.wait_queue_names or self.delay_exchange is not None:
+            raise ConfigError(
+                "x-expires on a queue with delayed retries on the broker: RabbitMQ would "
+                "delete the queue while copies wait for it, and they would come back to "
+                'nothing (lost); drop x-expires, or use delay = "memory"',
+                path=path,
             )
 
     def _check_strategy(self) -> None:
@@ -529,14 +556,12 @@ class Broker:
             if not url.startswith(("amqp://", "amqps://")):
                 raise ConfigError("must start with amqp:// or amqps://", path=where)
         if self.management_url is not None:
-            where = "broker.management_url"
-            if not self.management_url.isprintable() or " " in self.management_url:
-                raise ConfigError("must not hold spaces, control or format characters", path=where)
-            parts = urllib.parse.urlsplit(self.management_url)
-            if parts.scheme not in ("http", "https"):
-                raise ConfigError("must start with http:// or https://", path=where)
-            if not parts.hostname:
-                raise ConfigError("must name a host: http://HOST:PORT/", path=where)
+            # The one parser of management URLs, so `rr topology validate` refuses what
+            # `rr declare` would (docs/cli.md, "Malformed input").
+            try:
+                parse_management_url(self.management_url)
+            except UsageError as error:
+                raise ConfigError(str(error), path="broker.management_url") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -574,7 +599,14 @@ class Topology:
                     "do not list it under [exchanges]",
                     path=key_path("exchanges", delay_exchange),
                 )
+        expiring = {queue.name for queue in self.queues if "x-expires" in queue.arguments}
         for queue in self.queues:
+            if queue.dead_letter is not None and queue.dead_letter in expiring:
+                raise ConfigError(
+                    f"{queue.dead_letter!r} has x-expires: RabbitMQ would delete it while "
+                    f"unused, and the dead letters of {queue.name!r} sent then would be lost",
+                    path=key_path("queues", queue.dead_letter, "arguments", "x-expires"),
+                )
             if queue.dead_letter is not None and queue.dead_letter in owner_of_wait_queue:
                 raise ConfigError(
                     f"{queue.dead_letter!r} is the wait queue of "

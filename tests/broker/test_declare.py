@@ -23,7 +23,12 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
-from tests.backends import delayed_plugin_enabled, vhost_pool
+from rabbitctl_retry.errors import NotFound
+from rabbitctl_retry.ops.declare import apply, observe
+from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
+from rabbitctl_retry.topology.plan import plan
+from rabbitctl_retry.transport import amqp
+from tests.backends import RabbitBackend, delayed_plugin_enabled, vhost_pool
 from tests.contract.versions import expected
 from tests.shared_node import ctl_command, current
 
@@ -478,4 +483,42 @@ def test_a_management_url_that_is_not_http_is_a_usage_error() -> None:
     )
 
     assert result.exit_code == 2, result.output
-    assert "management URL must be http://HOST:PORT/" in result.stderr
+    assert result.stderr.startswith("rr: error: management URL must start with http:// or https://")
+    assert result.stderr.endswith(" (given by --management-url or $RR_MANAGEMENT_URL)\n")
+
+
+async def test_an_apply_the_broker_stops_half_way_says_what_it_left(amqp_url: str) -> None:
+    """The broker changes between the plan and the apply (an exchange deleted meanwhile):
+    the error names the step that failed, what was declared before it and what was not,
+    and a rerun can go on."""
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    try:
+        desired = Desired(
+            queues=(QueueEntity(name="first"), QueueEntity(name="third")),
+            bindings=(BindingEntity(queue="first", exchange="gone", routing_key="k"),),
+        )
+        channel = await backend.channel()
+        await channel.exchange_declare("gone", type="direct")
+        connection = await backend.connect()
+
+        async def connect() -> amqp.AmqpConnection:
+            return await amqp.connect(backend.url)
+
+        result = plan(
+            desired,
+            await observe(connection, desired, connect=connect),
+            server_major=connection.server_version.major,
+        )
+        await channel.exchange_delete("gone")
+        with pytest.raises(NotFound) as stopped:
+            await apply(connection, result)
+    finally:
+        await backend.close()
+    text = str(stopped.value)
+    assert text.startswith("the declare stopped at binding of 'first' to 'gone' ('k'): ")
+    assert "NOT_FOUND - no exchange 'gone'" in text
+    assert text.endswith(
+        "; declared before it: queue 'first', queue 'third'; not declared: nothing "
+        "(rr declare again goes on from there)"
+    )

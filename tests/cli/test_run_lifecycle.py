@@ -123,3 +123,54 @@ async def test_a_lost_connection_is_logged_with_its_reason(
         assert [message for message, _ in seen][-2:] == ["stopping", "stopped"]
     finally:
         await backend.close()
+
+
+STUCK_SERVICE = """
+import pathlib, time
+from rabbitctl_retry import subscriber
+
+
+@subscriber("lifecycle")
+def stuck(msg):
+    pathlib.Path("started").write_text("")
+    time.sleep(3600)
+"""
+
+
+@pytest.mark.broker
+async def test_a_sync_handler_that_never_returns_does_not_keep_rr_run_alive(
+    amqp_url: str, tmp_path: Path
+) -> None:
+    """A thread cannot be stopped, and Python waits for its worker threads at exit: rr run
+    stayed alive (here: an hour) after it logged `stopped`. It now ends at once after the
+    stop, and says so; the delivery went back to its queue."""
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    try:
+        await declare(backend, "lifecycle")
+        (tmp_path / "stuck_svc.py").write_text(STUCK_SERVICE, encoding="utf-8")
+        command = [sys.executable, "-m", "rabbitctl_retry", "run", "stuck_svc"]
+        command += ["--url", backend.url, "--shutdown-timeout", "1"]
+        with (tmp_path / "rr.log").open("wb") as log:
+            process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=log)
+        try:
+            channel = await backend.channel()
+            await channel.publish(b"x", routing_key="lifecycle")
+            await backend.until(lambda: (tmp_path / "started").exists(), "the handler to start")
+            process.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(process.wait, 120)  # an hour before
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        output = (tmp_path / "rr.log").read_text()
+        assert code == 0, output
+        assert "synchronous handlers still run after the stop" in output
+        assert output.index("stopped") < output.index("synchronous handlers still run")
+
+        async def back() -> bool:
+            return (await channel.queue_declare("lifecycle", passive=True)).message_count == 1
+
+        await backend.until(back, "the message back in its queue")
+    finally:
+        await backend.close()

@@ -159,3 +159,70 @@ def test_a_busy_port_is_one_error_line(tmp_path: Path) -> None:
         )
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith(f"rr: error: cannot serve metrics on port {port}: ")
+
+
+def test_a_client_that_says_nothing_does_not_silence_the_others() -> None:
+    """One connection that sends half a request and waits held the one-threaded server:
+    /healthz timed out for every probe until it closed (an orchestrator then kills the
+    service). Each client now has a thread of its own, and a silent one is dropped."""
+    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+
+    server = MetricsServer(RunMetrics(), 0, host="127.0.0.1")
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)) as idle:
+            idle.sendall(b"GET /metr")
+            for _ in range(3):
+                assert get(f"http://127.0.0.1:{server.port}/healthz")[0] == 503
+            idle.settimeout(60)
+            assert idle.recv(1024) == b""  # the server gave up on the silent client
+    finally:
+        server.stop()
+
+
+def test_queue_names_reach_the_page_escaped() -> None:
+    from rabbitctl_retry.retry.policy import Decision, Event, RejectAction
+    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+
+    metrics = RunMetrics()
+    hostile = "q\u202eevil\x9b2028\u2028x"
+    decision = Decision(action=RejectAction(requeue=True), event=Event.REQUEUED, attempt=1)
+    metrics.on_decision(hostile, None, decision)  # type: ignore[arg-type]
+    server = MetricsServer(metrics, 0, host="127.0.0.1")
+    server.start()
+    try:
+        page = get(f"http://127.0.0.1:{server.port}/metrics")[1]
+    finally:
+        server.stop()
+    assert "\u202e" not in page
+    assert "\x9b" not in page
+    assert "\u2028" not in page
+    assert (
+        sample(
+            page, "rr_decisions_total", queue=r"q\\u202eevil\\x9b2028\\u2028x", outcome="requeued"
+        )
+        == 1
+    )
+
+
+def test_metrics_bind_chooses_the_address(tmp_path: Path) -> None:
+    """--metrics-bind 127.0.0.1 listens there only (the default is every interface)."""
+    (tmp_path / "bind_svc.py").write_text(SERVICE, encoding="utf-8")
+    port = free_port()
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "bind_svc.py")]
+    command += ["--url", "amqp://guest:guest@127.0.0.1:1/", "--metrics-port", str(port)]
+    with socket.socket() as taken:  # the port is taken on another address than 127.0.0.1
+        taken.bind(("127.0.0.2", port))
+        taken.listen()
+        done = subprocess.run(
+            [*command, "--metrics-bind", "127.0.0.1"], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 69, done.stderr  # it listened, then found no broker on :1
+        everywhere = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert everywhere.returncode == 1, everywhere.stderr
+    assert everywhere.stderr.startswith(f"rr: error: cannot serve metrics on port {port}: ")
+    bad = subprocess.run(
+        [*command, "--metrics-bind", "no such host!"], capture_output=True, text=True, check=False
+    )
+    assert bad.returncode == 1, bad.stderr
+    assert bad.stderr.startswith(f"rr: error: cannot serve metrics on no such host! port {port}")

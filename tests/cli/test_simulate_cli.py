@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
@@ -108,3 +111,27 @@ def test_bad_publish_spec_is_a_usage_error() -> None:
     )
     assert result.exit_code == 2
     assert "QUEUE=BODY" in result.stderr
+
+
+HANGING = {
+    "async": "import asyncio\n@subscriber('work')\nasync def stuck(msg):\n"
+    "    await asyncio.Event().wait()\n",
+    "sync": "import time\n@subscriber('work')\ndef stuck(msg):\n    time.sleep(3600)\n",
+}
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_a_handler_that_never_returns_stops_the_run(tmp_path: Path, kind: str) -> None:
+    """The virtual clock waits for a handler: one awaiting what never comes (or a thread that
+    sleeps for an hour) kept rr simulate running for good. Now it stops after
+    --handler-timeout, names the handler, and the process ends (a thread is not waited for)."""
+    (tmp_path / "topo.toml").write_text("[queues.work]\n")
+    (tmp_path / "h_hang.py").write_text("from rabbitctl_retry import subscriber\n" + HANGING[kind])
+    command = [sys.executable, "-m", "rabbitctl_retry", "simulate", "topo.toml", "h_hang.py"]
+    command += ["--publish", "work=x", "--handler-timeout", "1s"]
+    done = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert "handler h_hang:stuck has not returned for message 'm1' on queue 'work'" in done.stderr
+    assert "Traceback" not in done.stderr

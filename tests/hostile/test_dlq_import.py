@@ -207,6 +207,25 @@ async def test_a_foreign_user_id_is_left_out_with_a_note(backend: Backend, tmp_p
     assert found == {"own": "guest", "foreign": None, "none": None}
 
 
+async def test_cc_and_bcc_do_not_travel_with_an_import(backend: Backend, tmp_path: Path) -> None:
+    """A letter exported with ``CC``/``BCC`` headers (sender-selected distribution): RabbitMQ
+    would deliver the imported copy to the queues they name too, as it would a replayed or
+    moved one; import drops them as replay and move do."""
+    for queue in ("restored", "cc.target", "bcc.target"):
+        await declare(backend, queue)
+    lines = [line("cc", headers={"CC": ["cc.target"], "BCC": ["bcc.target"], "x-keep": 1})]
+    file = write(tmp_path / "dead.jsonl", lines)
+
+    result = await rr(backend, "dlq", "import", str(file), "--to", "restored")
+
+    assert result.exit_code == 0, result.output
+    assert await depth(backend, "cc.target") == 0
+    assert await depth(backend, "bcc.target") == 0
+    imported = await peek(backend, "restored")
+    assert [d.properties.message_id for d in imported] == ["cc"]
+    assert imported[0].properties.headers == {"x-tenant": "acme", "x-keep": 1}
+
+
 async def test_an_import_the_broker_stops_half_way_resumes_with_from_line(
     backend: Backend, tmp_path: Path
 ) -> None:

@@ -184,6 +184,44 @@ async def test_a_wait_queue_is_never_a_target(backend: Backend, tmp_path: Path) 
     assert await ids_in(backend, "dead") == ["wait-origin", "wait-origin-bytes", "only-wait-deaths"]
 
 
+async def test_a_dry_run_reports_what_the_run_does_with_an_origin_rr_cannot_send(
+    backend: Backend,
+) -> None:
+    """An ``rr-origin-queue`` holding ESC (or ``!``): the dry run exited 65 ("cannot encode")
+    with no report while the run replayed the others and failed that one. Both now fail it
+    alone, for the same reason, and replay the rest."""
+    await declare(backend, "dead", "orders")
+    letters = [
+        letter("good-1", {"rr-origin-queue": "orders"}),
+        letter("escape", {"rr-origin-queue": "orders\x1b[31m"}),
+        letter("bang", {"rr-origin-queue": "orders!"}),
+        letter("good-2", {"rr-origin-queue": "orders"}),
+    ]
+    await publish_all(backend, "dead", letters)
+
+    looked = await rr(backend, "dlq", "replay", "dead", "--dry-run", "-o", "json")
+    done = await rr(backend, "dlq", "replay", "dead", "--yes", "-o", "json")
+
+    assert (looked.exit_code, done.exit_code) == (3, 3), looked.output + done.output
+    outcomes = [
+        [(r["message_id"], r["outcome"], r["reason"]) for r in json_of(result)["results"]]
+        for result in (looked, done)
+    ]
+    assert outcomes[0] == outcomes[1]
+    assert [(message_id, outcome) for message_id, outcome, _ in outcomes[1]] == [
+        ("good-1", "replayed"),
+        ("escape", "failed"),
+        ("bang", "failed"),
+        ("good-2", "replayed"),
+    ]
+    assert outcomes[1][1][2] == (
+        "its origin queue name holds U+001B, which rr's AMQP client does not send in a queue "
+        "name; pass --to QUEUE"
+    )
+    assert await ids_in(backend, "orders") == ["good-1", "good-2"]
+    assert await ids_in(backend, "dead") == ["escape", "bang"]
+
+
 # --------------------------------------------------------- --limit counts what it attempts
 
 

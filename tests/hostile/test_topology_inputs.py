@@ -520,12 +520,30 @@ MID_DECLARE_CASES = [
         "[exchanges.e]\narguments = { alternate-exchange = 5 }\n",
         ["exchanges.e.arguments.alternate-exchange", "must be the name of an exchange"],
     ),
+    (  # the file: the queue was gone before rr bound it
+        "[exchanges.x]\n[queues.exp]\nmax_attempts = 3\ndead_letter = 'exp.dead'\n"
+        "delay = 'dlx-ttl'\narguments = { x-expires = 1 }\n"
+        "bindings = [{ exchange = 'x', routing_key = 'k' }]\n",
+        ["queues.exp.arguments.x-expires", "x-expires 1 ms is shorter than rr takes"],
+    ),
+    (
+        "[queues.exp]\ndelay = 'dlx-ttl'\narguments = { x-expires = 600000 }\n",
+        ["queues.exp.arguments.x-expires", "copies wait for it"],
+    ),
+    (
+        "[queues.work]\nmax_attempts = 2\ndead_letter = 'work.dead'\n"
+        "[queues.'work.dead']\narguments = { x-expires = 600000 }\n",
+        ['queues."work.dead".arguments.x-expires', "dead letters of 'work' sent then"],
+    ),
 ]
 MID_DECLARE_IDS = [
     "leader-locator-on-classic",
     "dlx-routing-key-alone",
     "x-match",
     "alternate-exchange",
+    "expires-too-short",
+    "expires-with-a-wait-queue",
+    "expires-on-a-dead-letter-queue",
 ]
 
 
@@ -555,8 +573,7 @@ def test_a_file_at_every_limit_validates_and_declares_whole(
         "arguments = { alternate-exchange = 'amq.fanout', ratio = 0.5, "
         f"big = 9223372036854775807, small = -9223372036854775808, deep = {deep} }}\n"
         f"[queues.{'q' * 249}]\ndelay = 'dlx-ttl'\n"
-        "arguments = { x-message-ttl = 4294967295, x-expires = 4294967295, "
-        "x-max-length = 9223372036854775807 }\n"
+        "arguments = { x-message-ttl = 4294967295, x-max-length = 9223372036854775807 }\n"
         "[queues.tiers]\ndelay_tiers = ['1s', '4294967295ms']\n"
         "max_attempts = 9223372036854775807\n"
         "[queues.quorum]\ntype = 'quorum'\nmax_attempts = 9223372036854775807\n"
@@ -564,7 +581,7 @@ def test_a_file_at_every_limit_validates_and_declares_whole(
         "arguments = { x-queue-leader-locator = 'balanced' }\n"
         '[queues."café"]\nmax_attempts = 2\ndead_letter = "café.mort"\n'
         f'[exchanges."{"é" * 85}"]\n'
-        "[queues.bound]\n"
+        "[queues.bound]\narguments = { x-expires = 4294967295 }\n"
         f"bindings = [{{ exchange = '{'e' * 127}', routing_key = 'é.日本', "
         "arguments = { x-match = 'any', h = 'é', f = 1.5 } }]\n"
     )
