@@ -101,8 +101,8 @@ _rr() {
         "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --yes -y --topology -t --url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq purge") COMPREPLY=($(compgen -W "--yes -y --url --output -o -h --help" -- "$cur")) ;;
-        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --yes -y --topology -t --output -o --url -h --help" -- "$cur")) ;;
-        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --yes -y --topology -t --output -o --url -h --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --output -o --url -h --help" -- "$cur")) ;;
+        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --force --yes -y --topology -t --output -o --url -h --help" -- "$cur")) ;;
     esac
 }
 complete -o filenames -F _rr rr

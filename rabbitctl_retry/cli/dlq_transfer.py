@@ -36,6 +36,7 @@ from rabbitctl_retry.cli.dlq_common import (
 )
 from rabbitctl_retry.cli.dlq_render import transfer_table
 from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
+from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.filters import parse_all
@@ -45,7 +46,7 @@ from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.replay import ReplayPlan, choose, set_aside_queue, to_problem
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
-from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, UsageError
+from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.transfer import TransferOptions
@@ -99,6 +100,29 @@ def _sources(queue: str | None, topology: Topology | None) -> list[str]:
     return names
 
 
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Send to a --to that drops messages over its length limit (x-overflow = "
+        "drop-head) all the same (docs/dlq.md).",
+    ),
+]
+
+
+async def _check_target(connection: Connection, to: str | None, force: bool) -> None:
+    """A --to that confirms copies and then drops them is refused unless --force, with what
+    it would do (dlq/target.py); with --force, a note says so."""
+    if to is None:
+        return
+    drops = await shell.target_drops(connection, to)
+    if drops is None:
+        return
+    if not force:
+        raise RrError(f"--to {to!r} {drops}; nothing was moved (--force sends to it anyway)")
+    note(f"--to {to!r} {drops} (--force: sending to it anyway)")
+
+
 @app.command("replay")
 def replay_command(
     ctx: typer.Context,
@@ -124,6 +148,7 @@ def replay_command(
             "byte, to --to (default: QUEUE.undecodable, declared if missing).",
         ),
     ] = False,
+    force: ForceOption = False,
     yes: YesOption = False,
     topology_file: TopologyOption = None,
     output: OutputOption = OutputFormat.TABLE,
@@ -143,6 +168,7 @@ def replay_command(
         conditions = parse_all(where or [])
         rate_per_s = parse_rate(rate) if rate is not None else None
         sources = _sources(queue, topology)
+        check_queue_names(sources)
         to_wrong = to_problem(to, sources) if to is not None else None
         if to_wrong is not None:
             raise UsageError(to_wrong)
@@ -165,6 +191,7 @@ def replay_command(
     jobs: list[tuple[str, Chooser]] = [(plan.source, partial(choose, plan)) for plan in plans]
 
     async def prepare(connection: Connection, states: list[shell.QueueState]) -> None:
+        await _check_target(connection, None if undecodable else to, force)
         if dry_run:
             return
         for state in states:
@@ -349,6 +376,7 @@ def move_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would move; move nothing.")
     ] = False,
+    force: ForceOption = False,
     yes: YesOption = False,
     topology_file: TopologyOption = None,
     output: OutputOption = OutputFormat.TABLE,
@@ -365,6 +393,7 @@ def move_command(
     with guard():
         conditions = parse_all(where or [])
         rate_per_s = parse_rate(rate) if rate is not None else None
+        check_queue_names([queue])
         to_wrong = move_to_problem(queue, to)
         if to_wrong is not None:
             raise UsageError(to_wrong)
@@ -381,6 +410,7 @@ def move_command(
     )
 
     async def prepare(connection: Connection, states: list[shell.QueueState]) -> None:
+        await _check_target(connection, to, force)
         if dry_run:
             return
         (state,) = states

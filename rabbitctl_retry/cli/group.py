@@ -216,13 +216,21 @@ def guarded_stdout() -> Iterator[None]:
             _point_at_devnull(original)
 
 
+def release_stdout() -> None:
+    """Give the command the stream stdout was (``rr run``: stdout is its handlers', not rr's
+    output: a handler's ``print()`` must behave as Python's, not fail its message)."""
+    stdout = sys.stdout
+    if isinstance(stdout, GuardedOutput):
+        sys.stdout = cast(TextIO, stdout.stream)
+
+
 def flush_stdout(*, code: int) -> None:
     """Write out what stdout still holds, under the rule: the last write of a command that
     ended with exit ``code``. A failure seen before is raised again only when the command
     ended well (someone swallowed it); else it was reported when it happened."""
     stdout = sys.stdout
-    if code != 0 and isinstance(stdout, GuardedOutput) and stdout.failed:
-        return
+    if stdout is None or (code != 0 and isinstance(stdout, GuardedOutput) and stdout.failed):
+        return  # None: released (release_stdout) with stdout closed
     stdout.flush()
 
 

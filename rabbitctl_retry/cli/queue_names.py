@@ -11,34 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rabbitctl_retry.errors import UsageError
-from rabbitctl_retry.topology.wire import (
-    MAX_QUEUE_NAME_BYTES,
-    NAME_ASCII_CHARACTERS,
-    describe_text,
-)
+from rabbitctl_retry.topology.wire import describe_text, sendable_queue_name_problem
 
-_ALLOWED = "letters, digits, - _ . : @ # , / + space and non-ASCII characters"
-
-
-def queue_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be sent as a queue name, or ``None``. Pure."""
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError as error:
-        bad = name[error.start]
-        return (
-            f"is not UTF-8 text (it holds U+{ord(bad):04X}: a byte the command line could not "
-            "decode)"
-        )
-    if size == 0:
-        return f"is empty; a queue name is 1 to {MAX_QUEUE_NAME_BYTES} bytes"
-    if size > MAX_QUEUE_NAME_BYTES:
-        return f"is {size:,} bytes long; a queue name is at most {MAX_QUEUE_NAME_BYTES}"
-    for char in name:
-        if char < "\x80" and char not in NAME_ASCII_CHARACTERS:
-            shown = repr(char) if char.isprintable() else f"U+{ord(char):04X}"
-            return f"holds {shown}; a queue name rr can send holds only {_ALLOWED}"
-    return None
+queue_name_problem = sendable_queue_name_problem
+"""Why ``name`` cannot be sent as a queue name, or ``None`` (``topology/wire.py``). Pure."""
 
 
 def check_queue_names(names: Iterable[str], what: str = "queue") -> None:

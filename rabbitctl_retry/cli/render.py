@@ -15,6 +15,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
@@ -209,50 +210,68 @@ def _counted_by(queue_type: QueueType, max_attempts: int | None) -> str | None:
     return "server" if queue_type is QueueType.QUORUM else "rr"
 
 
-def topology_tables(topology: Topology, desired: Desired) -> list[Table]:
-    """``rr topology show``: one table of retry policies, one of entities."""
-    policies = Table(title="retry policies", show_edge=False, header_style="bold")
-    for column in ("queue", "type", "attempts", "counted by", "dead letter", "delay"):
-        policies.add_column(column, overflow="fold")
+def topology_rows(topology: Topology, desired: Desired) -> tuple[Rows, Rows]:
+    """``rr topology show``: the retry policies and the entities, as text (control characters
+    escaped, line breaks kept)."""
+    policies = []
     for queue in topology.queues:
         delay = queue.delay.value
         if queue.wait_queue_names:
             delay += " via " + ", ".join(queue.wait_queue_names)
         elif queue.delay_exchange:
             delay += " via " + queue.delay_exchange
-        policies.add_row(
-            cell(queue.name),
-            cell(queue.type.value),
-            cell("unlimited" if queue.max_attempts is None else str(queue.max_attempts)),
-            cell(_counted_by(queue.type, queue.max_attempts) or "-"),
-            cell(queue.dead_letter or "-"),
-            cell(delay),
+        policies.append(
+            (
+                queue.name,
+                queue.type.value,
+                "unlimited" if queue.max_attempts is None else str(queue.max_attempts),
+                _counted_by(queue.type, queue.max_attempts) or "-",
+                queue.dead_letter or "-",
+                delay,
+            )
         )
-    entities = Table(title="entities", show_edge=False, header_style="bold")
-    for column in ("kind", "name", "durable", "arguments", "role"):
-        entities.add_column(column, overflow="fold")
-    for exchange in desired.exchanges:
-        entities.add_row(
-            cell(f"exchange ({exchange.type})"),
-            cell(exchange.name),
-            cell(display_value(exchange.durable)),
-            cell(format_arguments(exchange.arguments)),
-            cell(exchange.role),
+    entities = [
+        (
+            f"exchange ({exchange.type})",
+            exchange.name,
+            display_value(exchange.durable),
+            format_arguments(exchange.arguments),
+            exchange.role,
         )
-    for entity in desired.queues:
-        entities.add_row(
-            cell("queue"),
-            cell(entity.name),
-            cell(display_value(entity.durable)),
-            cell(format_arguments(entity.arguments)),
-            cell(entity.role),
+        for exchange in desired.exchanges
+    ]
+    entities += [
+        (
+            "queue",
+            entity.name,
+            display_value(entity.durable),
+            format_arguments(entity.arguments),
+            entity.role,
         )
-    for binding in desired.bindings:
-        entities.add_row(
-            cell("binding"),
-            cell(binding.name),
-            cell(""),
-            cell(format_arguments(binding.arguments)),
-            cell(binding.role),
-        )
-    return [policies, entities]
+        for entity in desired.queues
+    ]
+    entities += [
+        ("binding", b.name, "", format_arguments(b.arguments), b.role) for b in desired.bindings
+    ]
+    return (
+        Rows("retry policies", POLICY_COLUMNS, [_escaped(row) for row in policies]),
+        Rows("entities", ENTITY_COLUMNS, [_escaped(row) for row in entities]),
+    )
+
+
+POLICY_COLUMNS = ("queue", "type", "attempts", "counted by", "dead letter", "delay")
+ENTITY_COLUMNS = ("kind", "name", "durable", "arguments", "role")
+
+
+def _escaped(row: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple("\n".join(printable(line) for line in text.split("\n")) for text in row)
+
+
+def rich_table(rows: Rows) -> Table:
+    """``rows`` as a rich table (``show_edge=False``, cells folded to fit)."""
+    table = Table(title=rows.title, show_edge=False, header_style="bold")
+    for column in rows.columns:
+        table.add_column(column, overflow="fold")
+    for row in rows.rows:
+        table.add_row(*(Text(text) for text in row))
+    return table

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_urls, run
+from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.runtime.loader import load_target
@@ -109,6 +110,7 @@ def run_command(
 ) -> None:
     """Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their
     messages as the topology says. SIGINT/SIGTERM stop gracefully."""
+    release_stdout()  # the handlers' own (cli/group.py)
     configure_logging(log_level.value, log_format)
     with guard():
         handlers = load_target(target)

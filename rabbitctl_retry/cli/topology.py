@@ -9,6 +9,7 @@ refused before the first frame goes out (exit 78), never half way through a decl
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from enum import StrEnum
 from functools import partial
@@ -26,7 +27,8 @@ from rabbitctl_retry.cli._common import (
     print_json,
     stdout_console,
 )
-from rabbitctl_retry.cli.render import printable, topology_document, topology_tables
+from rabbitctl_retry.cli.plain_table import LARGE_TABLE_ROWS, plain_lines
+from rabbitctl_retry.cli.render import printable, rich_table, topology_document, topology_rows
 from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology.definitions import to_definitions
 from rabbitctl_retry.topology.expand import (
@@ -173,8 +175,11 @@ def show(topology_file: TopologyArgument, output: OutputOption = OutputFormat.TA
         print_json(topology_document(topology, desired))
         return
     console = stdout_console()
-    for table in topology_tables(topology, desired):
-        console.print(table)
+    for rows in topology_rows(topology, desired):
+        if len(rows.rows) > LARGE_TABLE_ROWS:  # rich would take minutes (cli/plain_table.py)
+            sys.stdout.writelines(f"{line}\n" for line in plain_lines(rows))
+        else:
+            console.print(rich_table(rows))
         console.print()
     if desired.referenced_exchanges:
         console.print(

@@ -47,7 +47,7 @@ from rabbitctl_retry.retry.headers import (
 )
 from rabbitctl_retry.topology.model import MAX_NAME_BYTES
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.topology.wire import NAME_ASCII_CHARACTERS
+from rabbitctl_retry.topology.wire import sendable_queue_name_problem
 
 RUN_HEADER = "rr-replay-run"
 """The id of the replay run that made a copy: a delivery carrying the current run's id came
@@ -108,17 +108,13 @@ def replay_headers(
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` is not a queue name rr can send a copy to, or ``None``: RabbitMQ takes 1
-    to 255 bytes, and rr's AMQP client (which must look the queue up) only the ASCII
-    characters of ``topology/wire.py``'s name rule. A dry run and a real run refuse the same
-    names."""
+    to 255 bytes, and rr's AMQP client (which must look the queue up) only the names of
+    ``topology/wire.py``'s :func:`sendable_queue_name_problem`. A dry run and a real run refuse
+    the same names."""
     size = len(name.encode("utf-8", "replace"))
     if not name or size > MAX_NAME_BYTES:
         return f"is {size} bytes, not a queue name RabbitMQ accepts (1 to {MAX_NAME_BYTES} bytes)"
-    for char in name:
-        if char < "\x80" and char not in NAME_ASCII_CHARACTERS:
-            held = repr(char) if char.isprintable() else f"U+{ord(char):04X}"
-            return f"holds {held}, which rr's AMQP client does not send in a queue name"
-    return None
+    return sendable_queue_name_problem(name)
 
 
 def to_problem(to: str, sources: Iterable[str]) -> str | None:

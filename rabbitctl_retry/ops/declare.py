@@ -15,8 +15,10 @@ Given the management API's URL, the cluster's nodes and each queue's members com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import assert_never
 
 from rabbitctl_retry.errors import TransportError
@@ -81,21 +83,62 @@ async def provision(
     return result.applied()
 
 
+OBSERVERS = 8
+"""Connections that look entities up at once when there are many: a file of 30,000 queues is
+observed in a fraction of the 30,000 round trips one after the other. (Each look-up runs on
+a channel of its own, and a connection opens them one at a time: aiormq reuses a channel
+number the broker has not finished closing when several open at once.)"""
+LOOKS_PER_OBSERVER = 200
+"""Below this many look-ups per extra connection, the given connection does them alone."""
+
+
+Look = Callable[[Connection], Awaitable[Observation]]
+
+
 async def observe(
     connection: Connection, desired: Desired, *, connect: Connect
 ) -> dict[ObservationKey, Observation]:
-    """What the broker holds for every queue and exchange of ``desired``."""
+    """What the broker holds for every queue and exchange of ``desired``; with many, on up to
+    :data:`OBSERVERS` connections at once (``connect`` opens the extra ones)."""
+    looks: list[tuple[ObservationKey, Look]] = [
+        (("exchange", name), partial(_exchange_exists, name=name))
+        for name in desired.referenced_exchanges
+    ]
+    looks += [
+        (x.key, partial(_observe_exchange, exchange=x, connect=connect)) for x in desired.exchanges
+    ]
+    looks += [(q.key, partial(_observe_queue, queue=q)) for q in desired.queues]
+    extra = min(OBSERVERS - 1, len(looks) // LOOKS_PER_OBSERVER)
     observed: dict[ObservationKey, Observation] = {}
-    for name in desired.referenced_exchanges:
-        observed[("exchange", name)] = await exchange_exists(connection, name)
-    for exchange in desired.exchanges:
-        observed[exchange.key] = await _observe_exchange(connection, exchange, connect)
-    for queue in desired.queues:
-        observed[queue.key] = await _observe_queue(connection, queue)
-    return observed
+    pending = iter(looks)
+
+    async def work(on: Connection) -> None:
+        for key, look in pending:  # one shared iterator: each look-up is taken once
+            observed[key] = await look(on)
+
+    async def work_on_own_connection() -> None:
+        own = await connect()
+        try:
+            await work(own)
+        finally:
+            await own.close()
+
+    workers = [asyncio.ensure_future(work(connection))]
+    workers += [asyncio.ensure_future(work_on_own_connection()) for _ in range(extra)]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    return {key: observed[key] for key, _ in looks}
 
 
-async def _observe_queue(connection: Connection, queue: QueueEntity) -> Observation:
+async def _exchange_exists(connection: Connection, *, name: str) -> Observation:
+    return await exchange_exists(connection, name)
+
+
+async def _observe_queue(connection: Connection, *, queue: QueueEntity) -> Observation:
     presence = await queue_exists(connection, queue.name)
     if not isinstance(presence, Matches):
         return presence
@@ -103,7 +146,7 @@ async def _observe_queue(connection: Connection, queue: QueueEntity) -> Observat
 
 
 async def _observe_exchange(
-    connection: Connection, exchange: ExchangeEntity, connect: Connect
+    connection: Connection, *, exchange: ExchangeEntity, connect: Connect
 ) -> Observation:
     presence = await exchange_exists(connection, exchange.name)
     if isinstance(presence, Absent) and exchange.type not in BUILTIN_EXCHANGE_TYPES:

@@ -46,6 +46,7 @@ from rabbitctl_retry.dlq.jsonl import (
     short_string_problem,
     without_user_id,
 )
+from rabbitctl_retry.dlq.target import drops_on_overflow
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
@@ -58,6 +59,7 @@ from rabbitctl_retry.ops.probe import (
     QueueState,
     depth_on,
     missing_queue_error,
+    queue_arguments,
     queue_missing,
     queue_state,
 )
@@ -225,6 +227,15 @@ async def _wait_for(
         return True
     finally:
         closed.cancel()
+
+
+async def target_drops(connection: Connection, queue: str) -> str | None:
+    """How ``queue`` (a replay's or move's ``--to``) drops copies it confirmed, or ``None``:
+    also when it does not exist yet or the broker will not say (``dlq/target.py``)."""
+    if await queue_missing(connection, queue) is not None:
+        return None
+    arguments = await queue_arguments(connection, queue)
+    return None if arguments is None else drops_on_overflow(arguments)
 
 
 # --------------------------------------------------------------------------- export / import

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -32,6 +32,7 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     TransportError,
 )
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import ExchangeEntity, QueueEntity
 from rabbitctl_retry.topology.inequivalence import (
     Declaration,
@@ -176,15 +177,15 @@ async def queue_state(connection: Connection, queue: str) -> QueueState:
     )
 
 
-async def queue_type(connection: Connection, queue: str) -> tuple[bool | None, int | None]:
-    """(is ``queue`` a quorum queue, its ``x-delivery-limit``), or None for what the broker
-    would not say.
+async def queue_arguments(connection: Connection, queue: str) -> Mapping[str, FieldValue] | None:
+    """The arguments of the existing ``queue`` that RabbitMQ checks on a re-declare (its type,
+    limits, overflow, dead-letter route, ...), or None when the broker would not say.
 
     The queue is re-declared as a durable quorum queue, taking the broker's value for each
     argument its 406 names, until the broker accepts (:func:`_redeclare_until_accepted`): the
-    accepted ``x-queue-type`` and ``x-delivery-limit`` are the queue's, and the accepted
-    re-declare changes nothing. (None, None) when a 406 cannot be read or adopted, or any other
-    refusal (403, 404, 405) ends the probe.
+    accepted arguments are the queue's, and the accepted re-declare changes nothing. None when
+    a 406 cannot be read or adopted, or any other refusal (403, 404, 405) ends the probe. Look
+    the queue up first (a re-declare of a missing queue would make it).
     """
 
     async def redeclare(channel: Channel, current: Declaration) -> None:
@@ -197,9 +198,15 @@ async def queue_type(connection: Connection, queue: str) -> tuple[bool | None, i
 
     declaration = Declaration(durable=True, arguments={"x-queue-type": "quorum"})
     learned = await _redeclare_until_accepted(connection, declaration, redeclare)
-    if learned.accepted is None:
+    return None if learned.accepted is None else learned.accepted.arguments
+
+
+async def queue_type(connection: Connection, queue: str) -> tuple[bool | None, int | None]:
+    """(is ``queue`` a quorum queue, its ``x-delivery-limit``), or None for what the broker
+    would not say (:func:`queue_arguments`)."""
+    arguments = await queue_arguments(connection, queue)
+    if arguments is None:
         return None, None
-    arguments = learned.accepted.arguments
     limit = arguments.get("x-delivery-limit")
     quorum = arguments.get("x-queue-type") == "quorum"
     return quorum, limit if isinstance(limit, int) and not isinstance(limit, bool) else None
@@ -369,6 +376,7 @@ __all__ = [
     "exchange_exists",
     "exchange_type",
     "missing_queue_error",
+    "queue_arguments",
     "queue_exists",
     "queue_info",
     "queue_info_on",

@@ -90,6 +90,33 @@ def unprintable_character(text: str) -> str | None:
     return None  # pragma: no cover - isprintable() said otherwise
 
 
+SENDABLE_CHARACTERS = "letters, digits, - _ . : @ # , / + space and non-ASCII characters"
+
+
+def sendable_queue_name_problem(name: str) -> str | None:
+    """Why rr's AMQP client cannot send ``name`` as a queue name, or ``None``: UTF-8 of 1 to
+    255 bytes whose ASCII characters keep to the client's name grammar (any other character
+    but a lone surrogate goes). Looser than :func:`name_problem` (the rule of names rr
+    declares): a queue someone else made can be read whenever its name can be sent."""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        bad = name[error.start]
+        return (
+            f"is not UTF-8 text (it holds U+{ord(bad):04X}: a byte the command line could not "
+            "decode)"
+        )
+    if size == 0:
+        return f"is empty; a queue name is 1 to {MAX_QUEUE_NAME_BYTES} bytes"
+    if size > MAX_QUEUE_NAME_BYTES:
+        return f"is {size:,} bytes long; a queue name is at most {MAX_QUEUE_NAME_BYTES}"
+    for char in name:
+        if char < "\x80" and char not in NAME_ASCII_CHARACTERS:
+            shown = repr(char) if char.isprintable() else f"U+{ord(char):04X}"
+            return f"holds {shown}; a queue name rr can send holds only {SENDABLE_CHARACTERS}"
+    return None
+
+
 def name_problem(name: str, *, exchange: bool = False) -> str | None:
     """Why ``name`` cannot be a queue (or ``exchange``) name on the wire (module docstring)."""
     size = len(name.encode("utf-8"))

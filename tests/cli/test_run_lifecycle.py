@@ -174,3 +174,55 @@ async def test_a_sync_handler_that_never_returns_does_not_keep_rr_run_alive(
         await backend.until(back, "the message back in its queue")
     finally:
         await backend.close()
+
+
+PRINTING_SERVICE = """
+import pathlib
+from rabbitctl_retry import subscriber
+
+
+@subscriber("lifecycle")
+def printing(msg):
+    with pathlib.Path("calls").open("a") as calls:
+        calls.write("call\\n")
+    print("handled", msg.message_id)
+"""
+
+
+@pytest.mark.broker
+async def test_a_handler_that_prints_with_stdout_closed_is_not_failed(
+    amqp_url: str, tmp_path: Path
+) -> None:
+    """stdout is the handlers' in rr run: a print() with stdout closed does nothing, as in
+    Python, and never fails the message (rr's rule for its own output does not apply)."""
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    try:
+        await declare(backend, "lifecycle")
+        (tmp_path / "printing_svc.py").write_text(PRINTING_SERVICE, encoding="utf-8")
+        command = [sys.executable, "-m", "rabbitctl_retry", "run", "printing_svc"]
+        command += ["--url", backend.url]
+        with (tmp_path / "rr.log").open("wb") as log:
+            process = subprocess.Popen(
+                command, cwd=tmp_path, stderr=log, preexec_fn=lambda: os.close(1)
+            )
+        try:
+            channel = await backend.channel()
+            await channel.publish(b"x", routing_key="lifecycle")
+
+            async def acked() -> bool:
+                info = await channel.queue_declare("lifecycle", passive=True)
+                return (tmp_path / "calls").exists() and info.message_count == 0
+
+            await backend.until(acked, "the message handled")
+            process.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(process.wait, 60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        await backend.close()
+    output = (tmp_path / "rr.log").read_text()
+    assert code == 0, output
+    assert (tmp_path / "calls").read_text() == "call\n", output  # handled once, not retried

@@ -214,3 +214,35 @@ async def test_the_target_must_be_another_queue_and_asking_needs_a_terminal(
         declined = await rr(backend, "dlq", "move", "src", "--to", "dst", input="n\n")
     assert declined.exit_code == 1
     assert await depth(backend, "src") == 1
+
+
+async def test_a_target_that_drops_on_overflow_is_refused_unless_forced(backend: Backend) -> None:
+    """RabbitMQ confirms a message to a length-limited drop-head queue and then drops the
+    oldest: a move of 6 into ``x-max-length = 2`` said "moved 6 of 6" while 4 were gone. It is
+    now refused (dry run too), nothing moved; --force moves all the same, with a note."""
+    await declare(backend, "held")
+    channel = await backend.channel()
+    await channel.queue_declare("small", arguments={"x-max-length": 2})
+    await channel.queue_declare(
+        "small.safe", arguments={"x-max-length": 2, "x-overflow": "reject-publish"}
+    )
+    await publish_all(backend, "held", [message(n) for n in range(6)])
+
+    for extra in (["--dry-run"], ["--yes"]):
+        refused = await rr(backend, "dlq", "move", "held", "--to", "small", *extra)
+        assert refused.exit_code == 1, refused.output
+        assert refused.stderr.startswith(
+            "rr: error: --to 'small' has x-max-length = 2 with x-overflow = drop-head "
+            "(RabbitMQ's default): RabbitMQ confirms a copy, then drops the oldest"
+        )
+        assert await depth(backend, "held") == 6
+        assert await depth(backend, "small") == 0
+
+    safe = await rr(backend, "dlq", "move", "held", "--to", "small.safe", "--dry-run")
+    assert safe.exit_code == 0, safe.output  # reject-publish refuses instead: nothing silent
+
+    forced = await rr(backend, "dlq", "move", "held", "--to", "small", "--yes", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert "--force: sending to it anyway" in forced.stderr
+    assert await depth(backend, "small") == 2
+    assert await depth(backend, "held") == 0

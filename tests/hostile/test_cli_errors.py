@@ -196,7 +196,7 @@ def test_simulate_publishes_any_body_as_given(tmp_path: Path, body: str) -> None
     assert '"event": "acked"' in result.stdout
 
 
-def test_an_unexpected_exception_is_one_line_and_exit_70() -> None:
+def test_an_unexpected_exception_is_one_line_and_exit_70(internal_errors_allowed: None) -> None:
     app = typer.Typer(cls=RrGroup, add_completion=False)
 
     @app.command()

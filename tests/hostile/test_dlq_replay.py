@@ -215,8 +215,8 @@ async def test_a_dry_run_reports_what_the_run_does_with_an_origin_rr_cannot_send
         ("good-2", "replayed"),
     ]
     assert outcomes[1][1][2] == (
-        "its origin queue name holds U+001B, which rr's AMQP client does not send in a queue "
-        "name; pass --to QUEUE"
+        "its origin queue name holds U+001B; a queue name rr can send holds only letters, "
+        "digits, - _ . : @ # , / + space and non-ASCII characters; pass --to QUEUE"
     )
     assert await ids_in(backend, "orders") == ["good-1", "good-2"]
     assert await ids_in(backend, "dead") == ["escape", "bang"]

@@ -33,11 +33,13 @@ def commands(name: str, tmp_path: Path) -> dict[str, list[str]]:
         "export": ["dlq", "export", name, str(tmp_path / "out.jsonl")],
         "export -": ["dlq", "export", name, "-"],
         "purge": ["dlq", "purge", name, "--yes"],
+        "replay": ["dlq", "replay", name, "--yes"],
+        "move": ["dlq", "move", name, "--to", "elsewhere", "--yes"],
         "import --to": ["dlq", "import", str(tmp_path / "in.jsonl"), "--to", name],
     }
 
 
-COMMANDS = ["status", "inspect", "export", "export -", "purge", "import --to"]
+COMMANDS = ["status", "inspect", "export", "export -", "purge", "replay", "move", "import --to"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
