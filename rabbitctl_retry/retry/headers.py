@@ -22,6 +22,9 @@ from datetime import UTC, datetime
 from rabbitctl_retry.fields import FieldValue
 
 DELIVERY_COUNT_HEADER = "x-delivery-count"
+ACQUIRED_COUNT_HEADER = "x-acquired-count"
+"""RabbitMQ 4.3's count of every time a quorum queue handed the message out (requeues by
+``basic.nack`` included, which ``x-delivery-count`` no longer counts)."""
 DELAY_HEADER = "x-delay"
 ORIGIN_QUEUE_HEADER = "rr-origin-queue"
 FAILED_AT_HEADER = "rr-failed-at"
@@ -30,7 +33,7 @@ ERROR_MESSAGE_HEADER = "rr-error-message"
 REPLAYED_COUNT_HEADER = "rr-replayed-count"
 REPLAYED_AT_HEADER = "rr-replayed-at"
 
-BROKER_HEADERS = frozenset({"x-death", DELIVERY_COUNT_HEADER, "x-acquired-count", DELAY_HEADER})
+BROKER_HEADERS = frozenset({"x-death", DELIVERY_COUNT_HEADER, ACQUIRED_COUNT_HEADER, DELAY_HEADER})
 ROUTING_HEADERS = frozenset({"CC", "BCC"})
 """Sender-selected distribution: RabbitMQ routes a message to the queues these name as well
 as to its routing key. A delivered message may still carry ``CC``; a copy rr makes must go to
@@ -79,7 +82,7 @@ def count_value(value: object) -> int | None:
     return number if number <= MAX_COUNT else None
 
 
-COUNT_HEADERS = (DELIVERY_COUNT_HEADER, REPLAYED_COUNT_HEADER)
+COUNT_HEADERS = (DELIVERY_COUNT_HEADER, ACQUIRED_COUNT_HEADER, REPLAYED_COUNT_HEADER)
 """Numeric headers rr reads besides the retry header (and the counts inside ``x-death``)."""
 
 
@@ -113,6 +116,14 @@ def delivery_count(headers: Mapping[str, FieldValue] | None) -> int | None:
     if not headers:
         return None
     return count_value(headers.get(DELIVERY_COUNT_HEADER))
+
+
+def acquired_count(headers: Mapping[str, FieldValue] | None) -> int | None:
+    """RabbitMQ 4.3's ``x-acquired-count``, or ``None`` (older servers, classic queues, first
+    deliveries). Information only: rr counts attempts by ``x-delivery-count``."""
+    if not headers:
+        return None
+    return count_value(headers.get(ACQUIRED_COUNT_HEADER))
 
 
 def attempt_of(headers: Mapping[str, FieldValue] | None, header: str) -> int:

@@ -10,7 +10,14 @@ from typing import Any
 
 from rabbitctl_retry.errors import DataError
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import Death, attempt_of, deaths, delivery_count, retry_count
+from rabbitctl_retry.retry.headers import (
+    Death,
+    acquired_count,
+    attempt_of,
+    deaths,
+    delivery_count,
+    retry_count,
+)
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery, Properties
 
@@ -21,8 +28,9 @@ class Message:
 
     ``retry_count`` is the retry header (copies before this one), ``delivery_count`` the
     quorum queue's ``x-delivery-count`` (``None`` on classic queues and first deliveries),
-    and ``attempt`` is ``1 + retry_count + (delivery_count or 0)``: 1 on the first delivery,
-    ``max_attempts`` on the last.
+    ``acquired_count`` RabbitMQ 4.3's ``x-acquired-count``, and ``attempt`` is
+    ``1 + retry_count + (delivery_count or 0)``: 1 on the first delivery, ``max_attempts`` on
+    the last.
     """
 
     delivery: Delivery
@@ -79,6 +87,12 @@ class Message:
     @property
     def delivery_count(self) -> int | None:
         return delivery_count(self.delivery.properties.headers)
+
+    @property
+    def acquired_count(self) -> int | None:
+        """RabbitMQ 4.3's ``x-acquired-count`` (every hand-out, requeues by ``basic.nack``
+        included), or ``None`` where the server does not send it."""
+        return acquired_count(self.delivery.properties.headers)
 
     @property
     def attempt(self) -> int:

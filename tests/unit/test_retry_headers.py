@@ -89,3 +89,17 @@ def test_attempt_never_raises(headers: dict[str, Any]) -> None:
 )
 def test_malformed_counts(headers: dict[str, Any] | None, malformed: list[str]) -> None:
     assert malformed_counts(headers, H) == malformed
+
+
+def test_the_acquired_count_is_read_and_never_counts_as_an_attempt() -> None:
+    """RabbitMQ 4.3's x-acquired-count counts every hand-out (nacks too); attempts stay
+    1 + retry header + x-delivery-count, and a malformed one is named like the others."""
+    from rabbitctl_retry.runtime.message import Message
+    from rabbitctl_retry.transport.base import Delivery, Properties
+
+    headers: dict[str, Any] = {"x-acquired-count": 7, "x-delivery-count": 1, H: "1"}
+    message = Message(Delivery(body=b"", properties=Properties(headers=headers)), "q", H)
+    assert (message.acquired_count, message.delivery_count, message.attempt) == (7, 1, 3)
+    bare = Message(Delivery(body=b"", properties=Properties()), "q", H)
+    assert bare.acquired_count is None
+    assert malformed_counts({"x-acquired-count": "lots"}, H) == ["x-acquired-count"]
