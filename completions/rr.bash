@@ -34,6 +34,7 @@ _rr() {
         "run|--prefetch") return 0 ;;
         "run|--concurrency") return 0 ;;
         "run|--shutdown-timeout") return 0 ;;
+        "run|--handler-timeout") return 0 ;;
         "run|--pending-dir") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "run|--url") return 0 ;;
         "run|--metrics-port") return 0 ;;
@@ -87,7 +88,7 @@ _rr() {
     case "$path" in
         "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --pending-dir --url --metrics-port --metrics-bind --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --handler-timeout --pending-dir --url --metrics-port --metrics-bind --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --handler-timeout --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o -h --help" -- "$cur")) ;;

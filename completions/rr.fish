@@ -21,6 +21,7 @@ complete -c rr -n '__fish_seen_subcommand_from run' -l prefetch -r -d 'basic.qos
 complete -c rr -n '__fish_seen_subcommand_from run' -l concurrency -r -d 'Handlers running at once per queue [default: prefetch].'
 complete -c rr -n '__fish_seen_subcommand_from run' -l declare -l no-declare -d 'Declare the topology at start, or only check that it is there.'
 complete -c rr -n '__fish_seen_subcommand_from run' -l shutdown-timeout -r -d 'Seconds in-flight handlers get on stop.'
+complete -c rr -n '__fish_seen_subcommand_from run' -l handler-timeout -r -d 'Seconds one handler call may take (unless its @subscriber(timeout=) says); past it the call counts as failed, so max_attempts ends a handler that hangs (docs/runtime.md, Handlers).'
 complete -c rr -n '__fish_seen_subcommand_from run' -l pending-dir -r -F -d 'Where a stop saves the in-memory delayed copies the broker did not confirm in time, for rr dlq import (docs/runtime.md, What is guaranteed).'
 complete -c rr -n '__fish_seen_subcommand_from run' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
 complete -c rr -n '__fish_seen_subcommand_from run' -l metrics-port -r -d 'Serve Prometheus metrics (/metrics) and readiness (/healthz) on this port (docs/runtime.md, Metrics and health).'

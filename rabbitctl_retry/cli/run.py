@@ -75,6 +75,17 @@ def run_command(
         float,
         typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
     ] = 30.0,
+    handler_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--handler-timeout",
+            min=0.001,
+            help="Seconds one handler call may take (unless its @subscriber(timeout=) says); "
+            "past it the call counts as failed, so max_attempts ends a handler that hangs "
+            "(docs/runtime.md, 'Handlers').",
+            show_default=False,
+        ),
+    ] = None,
     pending_dir: Annotated[
         Path,
         typer.Option(
@@ -128,6 +139,7 @@ def run_command(
         concurrency=concurrency,
         declare=declare,
         shutdown_timeout_s=shutdown_timeout,
+        handler_timeout_s=handler_timeout,
         pending_dir=pending_dir,
     )
     if metrics_port is None:

@@ -89,6 +89,8 @@ EventListener = Callable[[str, Delivery, Decision], None]
 Recover = Callable[[], Awaitable[None]]
 """Re-declares (or checks) what a consumer needs before it consumes again."""
 
+HANDLER_TIMEOUT_TYPE = "rr.HandlerTimeout"
+"""``rr-error-type`` of a call that did not return within its timeout."""
 REFUSAL_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
 RESTART_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
 REFUSAL_LOG_INTERVAL_S = 60.0
@@ -126,6 +128,7 @@ class QueueConsumer:
         recover: Recover = _nothing_to_recover,
         stats: RuntimeStats | None = None,
         hold_max_s: float = HOLD_MAX_S,
+        handler_timeout_s: float | None = None,
     ) -> None:
         self.subscriber = subscriber
         self.policy = policy
@@ -155,6 +158,10 @@ class QueueConsumer:
         self._refusal_logged: dict[str, float] = {}
         """Destination -> when (loop time) a refusal was last logged as an error."""
         self._handler_is_async = subscriber.is_async
+        self._handler_timeout_s = (
+            subscriber.timeout_s if subscriber.timeout_s is not None else handler_timeout_s
+        )
+        """How long one handler call may take (the subscriber's own, else rr run's)."""
 
     @property
     def in_flight(self) -> int:
@@ -216,8 +223,10 @@ class QueueConsumer:
                     self._settler.forget()
                     fields["in_flight"] = self._settler.given_back  # back in the queue
             else:
+                self.stats.consumer_cancels += 1
                 fields["reason"] = (
-                    "the broker cancelled the consumer (queue deleted, or its node down)"
+                    "the broker cancelled the consumer (its queue deleted, its node down, or "
+                    "a delivery held past the consumer timeout)"
                 )
             self.stats.consumer_restarts += 1
             log.warning("consumer stopped; starting it again", extra={"rr": fields})
@@ -412,6 +421,27 @@ class QueueConsumer:
 
     async def _run_handler(self, delivery: Delivery) -> AnyOutcome:
         message = Message(delivery, self.policy.queue, self.policy.retry_header)
+        timeout_s = self._handler_timeout_s
+        if timeout_s is None:
+            return await self._outcome_of(message)
+        deadline = asyncio.timeout(timeout_s)
+        try:
+            async with deadline:
+                return await self._outcome_of(message)
+        except TimeoutError:
+            if not deadline.expired():  # pragma: no cover - _outcome_of catches the handler's
+                raise
+            # Cancelled (an async handler), or left to run on in its thread (a sync one): the
+            # call failed, and the failure counts, so max_attempts ends a hanging message.
+            self.stats.handler_timeouts += 1
+            return Retry(
+                failure=Failure(
+                    type=HANDLER_TIMEOUT_TYPE,
+                    message=f"{self.subscriber.name} did not return within {timeout_s:g} s",
+                )
+            )
+
+    async def _outcome_of(self, message: Message) -> AnyOutcome:
         handler = self.subscriber.handler
         try:
             if self._handler_is_async:

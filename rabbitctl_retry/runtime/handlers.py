@@ -27,6 +27,7 @@ Handler = Callable[[Message], HandlerResult | Awaitable[HandlerResult]]
 Hook = Callable[[], Any]
 
 _SUBSCRIBER = "__rr_subscriber__"
+_TIMEOUT = "__rr_timeout__"
 _HOOK = "__rr_hook__"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -44,18 +45,33 @@ class Subscriber:
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.handler)
 
+    @property
+    def timeout_s(self) -> float | None:
+        """``@subscriber(..., timeout=S)``: how long one call may take, or None."""
+        value = getattr(self.handler, _TIMEOUT, None)
+        return float(value) if isinstance(value, int | float) else None
 
-def subscriber(queue: str) -> Callable[[_F], _F]:
+
+def subscriber(queue: str, *, timeout: float | None = None) -> Callable[[_F], _F]:
     """Mark ``handler`` as the consumer of ``queue``.
 
     The handler takes a :class:`Message` and returns an ``Outcome`` (or ``None``, which acks);
     it may be ``async`` or a plain function (run in a worker thread). An exception retries.
+    ``timeout``: seconds one call may take; past it the call counts as failed (a retry, with
+    ``rr-error-type = rr.HandlerTimeout``), so ``max_attempts`` ends a message whose handler
+    hangs (docs/runtime.md, "Handlers").
     """
     if not isinstance(queue, str) or not queue:
         raise TypeError("@subscriber needs a queue name, e.g. @subscriber('refunds')")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise TypeError(f"@subscriber timeout must be a number of seconds above 0, not {timeout!r}")
 
     def mark(handler: _F) -> _F:
         setattr(handler, _SUBSCRIBER, queue)
+        if timeout is not None:
+            setattr(handler, _TIMEOUT, timeout)
         return handler
 
     return mark

@@ -129,6 +129,16 @@ class _StatsCollector:
             ("rr_copies_confirmed", "Copies the broker confirmed.", "copies_confirmed"),
             ("rr_copies_refused", "Copies the broker returned or refused.", "copies_refused"),
             ("rr_blocked", "Times the broker blocked the connection.", "blocked"),
+            (
+                "rr_consumer_cancels",
+                "Consumers the broker cancelled (queue deleted, node down, consumer timeout).",
+                "consumer_cancels",
+            ),
+            (
+                "rr_handler_timeouts",
+                "Handler calls that did not return within their timeout.",
+                "handler_timeouts",
+            ),
         )
         for name, text, field in counters:
             family = CounterMetricFamily(name, text)

@@ -77,6 +77,9 @@ class RunOptions:
     reconnect_max_s: float = 30.0
     copy_hold_max_s: float = HOLD_MAX_S
     """How long a delivery is held while the broker refuses its copy (then it is requeued)."""
+    handler_timeout_s: float | None = None
+    """How long one handler call may take, unless its ``@subscriber(timeout=...)`` says;
+    None: as long as it likes."""
     pending_dir: Path = Path()
     """Where a stop saves the in-memory delayed copies it could not publish
     (``runtime/pending.py``); default: the current directory."""
@@ -398,6 +401,7 @@ class Service:
                 recover=self._recover_for(connection, item.queue),
                 stats=self.stats,
                 hold_max_s=self.options.copy_hold_max_s,
+                handler_timeout_s=self.options.handler_timeout_s,
             )
             consumers.append(consumer)
             await consumer.start()

@@ -12,6 +12,9 @@ class RuntimeStats:
     """Connections made (1 + reconnects)."""
     consumer_restarts: int = 0
     """Consumers started again after their channel closed or the broker cancelled them."""
+    consumer_cancels: int = 0
+    """Consumers the broker cancelled (``basic.cancel``: their queue deleted, its node down,
+    or RabbitMQ 4.3's consumer timeout on a quorum queue)."""
     copies_published: int = 0
     """Copies (retries, dead letters) published, each try counted."""
     copies_confirmed: int = 0
@@ -25,3 +28,5 @@ class RuntimeStats:
     """Deliveries whose properties could not be decoded (set aside, never handled)."""
     blocked: int = 0
     """Times the broker blocked the connection (a resource alarm)."""
+    handler_timeouts: int = 0
+    """Handler calls that did not return within their timeout (each a failed attempt)."""
