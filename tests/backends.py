@@ -47,11 +47,16 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Channel, Connection, Properties, ServerVersion
-from tests.shared_node import SharedBroker, current
+from tests.shared_node import BROKERS, DEFAULT_BROKERS, SharedBroker, chosen_versions, current
 from tests.vhost_eval import ALL_DONE, vhost_batch
 
-EMULATED = {"3.10": ServerVersion(3, 10, 8), "4.0": ServerVersion(4, 0, 5)}
-"""The exact releases the emulator stands in for, per release line the suites run."""
+EMULATED: dict[str, ServerVersion] = {
+    version: BROKERS[version].server_version
+    for version in dict.fromkeys([*DEFAULT_BROKERS, *chosen_versions()])
+}
+"""The exact releases the emulator stands in for, per release line the suites run: the
+default servers and any other ``RR_TEST_BROKERS`` names (tests/shared_node.py's table;
+tests/contract/test_suite_can_fail.py checks each)."""
 
 DEADLINE_S = 60.0
 """How long the real broker may take, by default, to make an :meth:`Backend.until` check
@@ -71,7 +76,7 @@ class Backend(Protocol):
     name: str
     """``"emulator"`` or ``"rabbitmq"``."""
     version: str
-    """The server release line: ``3.10`` or ``4.0`` (the real server's, or the one the
+    """The server release line: ``3.10``, ``4.0``, ``4.3`` (the real server's, or the one the
     emulator is set to); see tests/contract/versions.py."""
     vhost: str
     """The vhost the test runs in (the server names it in error texts)."""
@@ -140,7 +145,7 @@ class EmulatorBackend:
 
     def __init__(self, version: str = "3.10", *, rounds: int = 100) -> None:
         self.version = version
-        self.emulator = Emulator(server_version=EMULATED[version])
+        self.emulator = Emulator(server_version=BROKERS[version].server_version)
         self.clock: Clock = self.emulator.clock
         self.rounds = rounds
         self._connections = _Connections()

@@ -153,9 +153,10 @@ def _vhost_pools() -> Iterator[None]:
 )
 def amqp_url(request: pytest.FixtureRequest) -> str:
     """The broker URL for broker tests: each runs on every server of ``RR_TEST_BROKERS``
-    (RabbitMQ 3.10 and 4.0 by default; tests/shared_node.py), whose node becomes the one
-    ``ctl_command`` addresses. The URL's path is the vhost the test works in
-    (``RR_TEST_URL``; ``current().vhost``).
+    (the table's :data:`~tests.shared_node.DEFAULT_BROKERS` by default, RabbitMQ 3.10 and
+    4.0; tests/shared_node.py), whose node becomes the one ``ctl_command`` addresses. The
+    URL's path is the vhost the test works in (``RR_TEST_URL_3_10`` and the like;
+    ``current().vhost``).
 
     Skips the test when no broker answers there, but fails it when ``CI=true``: CI must
     never pass by skipping the broker tests.
@@ -165,7 +166,8 @@ def amqp_url(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def broker_version(amqp_url: str) -> str:
-    """The release line of the server the test talks to: ``3.10`` or ``4.0``."""
+    """The release line of the server the test talks to: ``3.10``, ``4.0``, ``4.3`` (what
+    it is, major and minor, is :func:`~tests.shared_node.current`'s)."""
     return current().version
 
 

@@ -1,17 +1,36 @@
-"""The shared RabbitMQ nodes the broker tests use (docs/testing.md, "Two servers").
+"""The shared RabbitMQ servers the broker tests use: one table (docs/testing.md, "Three
+servers").
 
-Every machine has RabbitMQ 3.10.8 on 127.0.0.1:5672 (node ``rabbit@localhost``, the host's
-``rabbitmqctl``) and, built and started by ``scripts/rabbitmq4.sh``, RabbitMQ 4.0.5 on
-127.0.0.1:5674 (node ``rabbit4@localhost``, whose ``rabbitmqctl`` runs inside its chroot).
-Broker tests run on each: the ``amqp_url`` fixture (tests/conftest.py) is parametrized by
-server and makes its node the current one, so :func:`ctl_command` always addresses the node
-the test talks to. Each node is addressed explicitly: the fault suite runs nodes of its own
-on the same machine, and a bare ``rabbitmqctl`` must never reach the wrong one.
+:data:`BROKERS` holds every server the suite knows, by release line: its exact release, its
+AMQP URL, its node name and how ``rabbitmqctl`` reaches that node, and (for the lines built
+by ``scripts/rabbitmq-chroot.sh``) the chroot its ``rabbitmq-server`` is installed in, which
+the fault suite's private nodes start from (tests/faults/node.py):
 
-``RR_TEST_BROKERS`` picks the servers (default ``3.10,4.0``); ``RR_TEST_URL`` /
-``RR_TEST_NODE`` and ``RR_TEST_URL_4`` override the 3.10 and 4.0 addresses. A URL's path is
-its vhost (``/`` when it has none, as for rr): the tests that work in the URL's own vhost
-look there (:attr:`SharedBroker.vhost`), never in ``/``.
+======  =======  ===================  ================  ==========================================
+line    release  node                 AMQP              rabbitmqctl
+======  =======  ===================  ================  ==========================================
+3.10    3.10.8   rabbit@localhost     127.0.0.1:5672    the machine's ``rabbitmqctl``
+4.0     4.0.5    rabbit4@localhost    127.0.0.1:5674    ``scripts/rabbitmq4.sh ctl-raw`` (chroot)
+4.3     4.3.6    rabbit43@localhost   127.0.0.1:5675    ``scripts/rabbitmq43.sh ctl-raw`` (chroot)
+======  =======  ===================  ================  ==========================================
+
+Nothing else in the suite names these nodes or ports: a test asks the table (or the current
+server, :func:`current`) for them, and for what a line is (``major``, ``minor``), never
+assumes that ``4.0`` is the newest.
+
+For a contributor's own servers, each entry is overridden by environment (``V`` is the line
+with ``_`` for ``.``: ``3_10``, ``4_0``, ``4_3``): ``RR_TEST_URL_V`` (the URL; its path is
+the vhost the tests that work in the URL's own vhost use, ``/`` when it has none),
+``RR_TEST_NODE_V`` (the node name) and ``RR_TEST_CTL_V`` (the command that runs that node's
+``rabbitmqctl``, split like a shell line; the suite adds ``-n NODE`` and the arguments). The
+older names ``RR_TEST_URL`` / ``RR_TEST_NODE`` (3.10) and ``RR_TEST_URL_4`` (4.0) still work.
+``RR_TEST_BROKERS`` picks the lines a run tests on (default :data:`DEFAULT_BROKERS`).
+
+Broker tests run on each chosen server: the ``amqp_url`` fixture (tests/conftest.py) is
+parametrized by server and makes its node the current one, so :func:`ctl_command` always
+addresses the node the test talks to. Each node is addressed explicitly: the fault suite runs
+nodes of its own on the same machine, and a bare ``rabbitmqctl`` must never reach the wrong
+one.
 
 Only a test marked ``broker`` may talk to these servers: :func:`require_broker` fails any
 other (tests/conftest.py marks the tests that take ``amqp_url`` or a RabbitMQ ``backend``,
@@ -24,6 +43,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import shlex
 import socket
 import ssl
 import subprocess
@@ -33,24 +53,52 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from rabbitctl_retry.transport.base import ServerVersion
 from rabbitctl_retry.transport.management import vhost_of
 
 REPO = Path(__file__).resolve().parents[1]
+
+DEFAULT_BROKERS = ("3.10", "4.0")
+"""The lines a run tests on when ``RR_TEST_BROKERS`` is not set. 4.3 is in the table (and
+``.ci/run`` starts it) but joins this list once the contract suite models it
+(docs/testing.md, "Three servers")."""
 
 
 @dataclass(frozen=True, slots=True)
 class SharedBroker:
     version: str
-    """The release line, as test ids and expectation tables name it: ``3.10``, ``4.0``."""
+    """The release line, as test ids and expectation tables name it: ``3.10``, ``4.0``,
+    ``4.3``."""
+    release: str
+    """The exact release the line runs here (and the emulator stands in for): ``4.0.5``."""
     url: str
     node: str
     ctl_prefix: tuple[str, ...]
     """How to run this node's ``rabbitmqctl`` (the node name is added)."""
+    script: str | None = None
+    """The script that builds and starts it (``scripts/rabbitmq4.sh``), None for the
+    machine's own server."""
+    chroot: Path | None = None
+    """The chroot this line's ``rabbitmq-server`` is installed in (None: the machine's
+    package): the fault suite's private nodes of this line start from it."""
 
     @property
     def vhost(self) -> str:
         """The vhost :attr:`url` names (its path; ``/`` when it has none)."""
         return vhost_of(self.url)
+
+    @property
+    def server_version(self) -> ServerVersion:
+        """:attr:`release` as the transport port reports a server's version."""
+        return ServerVersion.parse(self.release)
+
+    @property
+    def major(self) -> int:
+        return self.server_version.major
+
+    @property
+    def minor(self) -> int:
+        return self.server_version.minor
 
     def ctl(self, *args: str) -> list[str]:
         return [*self.ctl_prefix, "-n", self.node, *args]
@@ -74,29 +122,92 @@ class SharedBroker:
             )
 
 
+def _setting(version: str, name: str, default: str, *older: str) -> str:
+    """``RR_TEST_<name>_<V>`` (``V``: ``version`` with ``_`` for ``.``), else the first of the
+    ``older`` variable names that is set, else ``default``."""
+    for variable in (f"RR_TEST_{name}_{version.replace('.', '_')}", *older):
+        value = os.environ.get(variable)
+        if value:
+            return value
+    return default
+
+
+def _server(
+    version: str,
+    release: str,
+    *,
+    port: int,
+    node: str,
+    script: str | None = None,
+    chroot: tuple[str, str] | None = None,
+    older_url: tuple[str, ...] = (),
+    older_node: tuple[str, ...] = (),
+) -> SharedBroker:
+    """The table's entry of ``version``, with the environment's overrides (module doc).
+    ``chroot``: the variable naming the chroot's folder, and its default (as in the
+    script)."""
+    default_ctl = (
+        "rabbitmqctl" if script is None else f"{shlex.quote(str(REPO / script))} ctl-raw"
+    )
+    return SharedBroker(
+        version=version,
+        release=release,
+        url=_setting(version, "URL", f"amqp://guest:guest@127.0.0.1:{port}/", *older_url),
+        node=_setting(version, "NODE", node, *older_node),
+        ctl_prefix=tuple(shlex.split(_setting(version, "CTL", default_ctl))),
+        script=script,
+        chroot=None if chroot is None else Path(os.environ.get(chroot[0]) or chroot[1]),
+    )
+
+
 BROKERS = {
-    "3.10": SharedBroker(
-        version="3.10",
-        url=os.environ.get("RR_TEST_URL", "amqp://guest:guest@127.0.0.1:5672/"),
-        node=os.environ.get("RR_TEST_NODE", "rabbit@localhost"),
-        ctl_prefix=("rabbitmqctl",),
-    ),
-    "4.0": SharedBroker(
-        version="4.0",
-        url=os.environ.get("RR_TEST_URL_4", "amqp://guest:guest@127.0.0.1:5674/"),
-        node="rabbit4@localhost",
-        ctl_prefix=(str(REPO / "scripts" / "rabbitmq4.sh"), "ctl-raw"),
-    ),
+    broker.version: broker
+    for broker in (
+        _server(
+            "3.10",
+            "3.10.8",
+            port=5672,
+            node="rabbit@localhost",
+            older_url=("RR_TEST_URL",),
+            older_node=("RR_TEST_NODE",),
+        ),
+        _server(
+            "4.0",
+            "4.0.5",
+            port=5674,
+            node="rabbit4@localhost",
+            script="scripts/rabbitmq4.sh",
+            chroot=("RR_RABBITMQ4_ROOT", "/var/tmp/rr-rabbitmq4"),
+            older_url=("RR_TEST_URL_4",),
+        ),
+        _server(
+            "4.3",
+            "4.3.6",
+            port=5675,
+            node="rabbit43@localhost",
+            script="scripts/rabbitmq43.sh",
+            chroot=("RR_RABBITMQ43_ROOT", "/var/tmp/rr-rabbitmq43"),
+        ),
+    )
 }
+"""Every server the suite knows, by release line (the module doc's table)."""
 
 
 def chosen_versions() -> list[str]:
-    """The servers this run tests on (``RR_TEST_BROKERS``, default both)."""
-    names = os.environ.get("RR_TEST_BROKERS", "3.10,4.0")
-    return [name.strip() for name in names.split(",") if name.strip()]
+    """The lines this run tests on: ``RR_TEST_BROKERS`` (comma-separated), default
+    :data:`DEFAULT_BROKERS`. A name the table does not have stops the run."""
+    names = os.environ.get("RR_TEST_BROKERS", ",".join(DEFAULT_BROKERS))
+    chosen = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in BROKERS]
+    if unknown:
+        raise pytest.UsageError(
+            f"RR_TEST_BROKERS names {', '.join(map(repr, unknown))}: the suite knows the "
+            f"servers {', '.join(BROKERS)} (tests/shared_node.py)"
+        )
+    return list(dict.fromkeys(chosen))
 
 
-_current = BROKERS["3.10"]
+_current = BROKERS[DEFAULT_BROKERS[0]]
 
 
 def use(broker: SharedBroker) -> None:
@@ -146,8 +257,8 @@ def require_broker(version: str) -> SharedBroker:
     problem = _probe(version)
     if problem is not None:
         message = f"no RabbitMQ {broker.version} for the broker tests: {problem}"
-        if broker.version == "4.0":
-            message += " (scripts/rabbitmq4.sh builds and starts it)"
+        if broker.script is not None:
+            message += f" ({broker.script} builds and starts it)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

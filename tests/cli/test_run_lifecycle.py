@@ -13,7 +13,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,6 +129,44 @@ async def test_a_lost_connection_is_logged_with_its_reason(
         await backend.close()
 
 
+@dataclass
+class RunningModule:
+    backend: RabbitBackend
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    async def stop(self) -> int:
+        """SIGTERM; the exit code (within a minute)."""
+        self.process.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.process.wait, 60)
+
+
+@asynccontextmanager
+async def running_module(
+    amqp_url: str, tmp_path: Path, source: str, *args: str, **popen: Any
+) -> AsyncIterator[RunningModule]:
+    """``rr run`` of ``source`` (a module of its own) on queue ``lifecycle`` of a fresh vhost,
+    its output in ``tmp_path/rr.log``; killed at the end if still running."""
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    try:
+        await declare(backend, "lifecycle")
+        (tmp_path / "lifecycle_module.py").write_text(source, encoding="utf-8")
+        command = [sys.executable, "-m", "rabbitctl_retry", "run", "lifecycle_module"]
+        with (tmp_path / "rr.log").open("wb") as log:
+            process = subprocess.Popen(
+                [*command, "--url", backend.url, *args], cwd=tmp_path, stderr=log, **popen
+            )
+        try:
+            yield RunningModule(backend, process, tmp_path / "rr.log")
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        await backend.close()
+
+
 STUCK_SERVICE = """
 import pathlib, time
 from rabbitctl_retry import subscriber
@@ -144,26 +186,14 @@ async def test_a_sync_handler_that_never_returns_does_not_keep_rr_run_alive(
     """A thread cannot be stopped, and Python waits for its worker threads at exit: rr run
     stayed alive (here: an hour) after it logged `stopped`. It now ends at once after the
     stop, and says so; the delivery went back to its queue."""
-    backend = RabbitBackend(amqp_url)
-    backend.setup()
-    try:
-        await declare(backend, "lifecycle")
-        (tmp_path / "stuck_svc.py").write_text(STUCK_SERVICE, encoding="utf-8")
-        command = [sys.executable, "-m", "rabbitctl_retry", "run", "stuck_svc"]
-        command += ["--url", backend.url, "--shutdown-timeout", "1"]
-        with (tmp_path / "rr.log").open("wb") as log:
-            process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=log)
-        try:
-            channel = await backend.channel()
-            await channel.publish(b"x", routing_key="lifecycle")
-            await backend.until(lambda: (tmp_path / "started").exists(), "the handler to start")
-            process.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(process.wait, 120)  # an hour before
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        output = (tmp_path / "rr.log").read_text()
+    async with running_module(
+        amqp_url, tmp_path, STUCK_SERVICE, "--shutdown-timeout", "1", stdout=subprocess.DEVNULL
+    ) as run:
+        channel = await run.backend.channel()
+        await channel.publish(b"x", routing_key="lifecycle")
+        await run.backend.until(lambda: (tmp_path / "started").exists(), "the handler to start")
+        code = await run.stop()  # it took an hour before
+        output = run.log.read_text()
         assert code == 0, output
         assert "synchronous handlers still run after the stop" in output
         assert output.index("stopped") < output.index("synchronous handlers still run")
@@ -171,9 +201,7 @@ async def test_a_sync_handler_that_never_returns_does_not_keep_rr_run_alive(
         async def back() -> bool:
             return (await channel.queue_declare("lifecycle", passive=True)).message_count == 1
 
-        await backend.until(back, "the message back in its queue")
-    finally:
-        await backend.close()
+        await run.backend.until(back, "the message back in its queue")
 
 
 PRINTING_SERVICE = """
@@ -195,34 +223,18 @@ async def test_a_handler_that_prints_with_stdout_closed_is_not_failed(
 ) -> None:
     """stdout is the handlers' in rr run: a print() with stdout closed does nothing, as in
     Python, and never fails the message (rr's rule for its own output does not apply)."""
-    backend = RabbitBackend(amqp_url)
-    backend.setup()
-    try:
-        await declare(backend, "lifecycle")
-        (tmp_path / "printing_svc.py").write_text(PRINTING_SERVICE, encoding="utf-8")
-        command = [sys.executable, "-m", "rabbitctl_retry", "run", "printing_svc"]
-        command += ["--url", backend.url]
-        with (tmp_path / "rr.log").open("wb") as log:
-            process = subprocess.Popen(
-                command, cwd=tmp_path, stderr=log, preexec_fn=lambda: os.close(1)
-            )
-        try:
-            channel = await backend.channel()
-            await channel.publish(b"x", routing_key="lifecycle")
+    async with running_module(
+        amqp_url, tmp_path, PRINTING_SERVICE, preexec_fn=lambda: os.close(1)
+    ) as run:
+        channel = await run.backend.channel()
+        await channel.publish(b"x", routing_key="lifecycle")
 
-            async def acked() -> bool:
-                info = await channel.queue_declare("lifecycle", passive=True)
-                return (tmp_path / "calls").exists() and info.message_count == 0
+        async def acked() -> bool:
+            info = await channel.queue_declare("lifecycle", passive=True)
+            return (tmp_path / "calls").exists() and info.message_count == 0
 
-            await backend.until(acked, "the message handled")
-            process.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(process.wait, 60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    finally:
-        await backend.close()
-    output = (tmp_path / "rr.log").read_text()
+        await run.backend.until(acked, "the message handled")
+        code = await run.stop()
+        output = run.log.read_text()
     assert code == 0, output
     assert (tmp_path / "calls").read_text() == "call\n", output  # handled once, not retried

@@ -156,22 +156,31 @@ class Wire:
         ]
 
 
-class _Channel:
-    """A channel of the port that tells the wire what passes (everything else delegated)."""
+class _Delegating:
+    """Everything delegated to ``inner`` (the port's properties spelled out for mypy)."""
 
-    def __init__(self, inner: Channel, wire: Wire, connection: int, number: int) -> None:
-        self._inner, self._wire, self._connection, self._number = inner, wire, connection, number
+    def __init__(self, inner: Channel | Connection) -> None:
+        self._inner: Any = inner
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     @property
     def is_closed(self) -> bool:
-        return self._inner.is_closed
+        return bool(self._inner.is_closed)
 
     @property
     def close_reason(self) -> str | None:
-        return self._inner.close_reason
+        reason: str | None = self._inner.close_reason
+        return reason
+
+
+class _Channel(_Delegating):
+    """A channel of the port that tells the wire what passes (everything else delegated)."""
+
+    def __init__(self, inner: Channel, wire: Wire, connection: int, number: int) -> None:
+        super().__init__(inner)
+        self._wire, self._connection, self._number = wire, connection, number
 
     async def consume(self, queue: str, callback: Any, **options: Any) -> str:
         async def traced(delivery: Delivery) -> None:
@@ -212,20 +221,10 @@ class _Channel:
         self._wire.copies.append((message_id, key, True))
 
 
-class _Connection:
+class _Connection(_Delegating):
     def __init__(self, inner: Connection, wire: Wire, number: int) -> None:
-        self._inner, self._wire, self._number = inner, wire, number
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    @property
-    def is_closed(self) -> bool:
-        return self._inner.is_closed
-
-    @property
-    def close_reason(self) -> str | None:
-        return self._inner.close_reason
+        super().__init__(inner)
+        self._wire, self._number = wire, number
 
     @property
     def url(self) -> str:
