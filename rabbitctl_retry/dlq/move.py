@@ -28,9 +28,9 @@ from datetime import datetime
 from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, shown
 from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts
-from rabbitctl_retry.dlq.replay import RR_DEATH_HEADERS, name_problem
+from rabbitctl_retry.dlq.replay import name_problem
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import copy_headers, without_routing_headers
+from rabbitctl_retry.retry.headers import RR_DEATH_HEADERS, copy_headers, without_routing_headers
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 

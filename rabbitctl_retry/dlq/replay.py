@@ -35,12 +35,9 @@ from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue, wait_queue_named
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
-    ERROR_MESSAGE_HEADER,
-    ERROR_TYPE_HEADER,
-    FAILED_AT_HEADER,
-    ORIGIN_QUEUE_HEADER,
     REPLAYED_AT_HEADER,
     REPLAYED_COUNT_HEADER,
+    RR_DEATH_HEADERS,
     copy_headers,
     count_value,
     utc_stamp,
@@ -52,10 +49,6 @@ from rabbitctl_retry.topology.wire import sendable_queue_name_problem
 RUN_HEADER = "rr-replay-run"
 """The id of the replay run that made a copy: a delivery carrying the current run's id came
 round again."""
-
-RR_DEATH_HEADERS = frozenset(
-    {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

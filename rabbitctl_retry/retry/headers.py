@@ -30,6 +30,10 @@ ORIGIN_QUEUE_HEADER = "rr-origin-queue"
 FAILED_AT_HEADER = "rr-failed-at"
 ERROR_TYPE_HEADER = "rr-error-type"
 ERROR_MESSAGE_HEADER = "rr-error-message"
+RR_DEATH_HEADERS = frozenset(
+    {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}
+)
+"""What rr writes on a dead letter about where and why it failed."""
 REPLAYED_COUNT_HEADER = "rr-replayed-count"
 REPLAYED_AT_HEADER = "rr-replayed-at"
 
@@ -126,9 +130,23 @@ def acquired_count(headers: Mapping[str, FieldValue] | None) -> int | None:
     return count_value(headers.get(ACQUIRED_COUNT_HEADER))
 
 
-def attempt_of(headers: Mapping[str, FieldValue] | None, header: str) -> int:
-    """``1 + retry header + x-delivery-count``: every delivery counts, the first is 1."""
-    return 1 + retry_count(headers, header) + (delivery_count(headers) or 0)
+def counted_copies(headers: Mapping[str, FieldValue] | None, header: str, queue: str) -> int:
+    """The copies that count as attempts of ``queue``: the retry header, unless the message
+    is a dead letter of another queue (``rr-origin-queue`` names one): that queue's attempts
+    are spent, and ``queue``'s start afresh (docs/runtime.md, "Attempts")."""
+    if headers:
+        origin = headers.get(ORIGIN_QUEUE_HEADER)
+        if isinstance(origin, bytes):
+            origin = origin.decode("utf-8", "replace")
+        if isinstance(origin, str) and origin != queue:
+            return 0
+    return retry_count(headers, header)
+
+
+def attempt_of(headers: Mapping[str, FieldValue] | None, header: str, queue: str) -> int:
+    """``1 + copies counted in queue + x-delivery-count``: every delivery counts, the first
+    is 1 (:func:`counted_copies`)."""
+    return 1 + counted_copies(headers, header, queue) + (delivery_count(headers) or 0)
 
 
 def is_broker_header(name: str) -> bool:

@@ -66,7 +66,7 @@ def decide_interrupted(
         return Decision(
             action=RejectAction(requeue=True), event=Event.REQUEUED, attempt=0, failure=failure
         )
-    attempt = attempt_of(headers, policy.retry_header)
+    attempt = attempt_of(headers, policy.retry_header, policy.queue)
     if policy.dead_letter is None:
         return Decision(
             action=RejectAction(requeue=False),

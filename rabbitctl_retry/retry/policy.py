@@ -2,7 +2,8 @@
 
 ``decide()`` owns the whole table. ``N`` is ``max_attempts``, ``D`` is ``dead_letter``,
 ``attempt = 1 + retry header + x-delivery-count`` and ``copies`` is the retry header (how
-many copies came before this delivery).
+many copies came before this delivery); a retry header of another queue's dead letter
+(``rr-origin-queue`` names another queue) counts 0 here: attempts count per queue.
 
 =================  =========================  ==============================================
 outcome            queue / state              action
@@ -24,6 +25,9 @@ retry              quorum, copies = 0         ``basic.reject(requeue=true)``: th
 retry              quorum, copies > 0,        ``basic.reject(requeue=false)``: the server's
                    attempt >= N               count restarted with the copy, so rr ends the
                                               loop; the queue's DLX moves it to D (rejected)
+retry              quorum, attempt >= N,      copy to D, header = N, ``rr-origin-queue``,
+                   D retries (a chain)        ``rr-failed-at``; ack: D's attempts start
+                                              afresh (a server dead letter carries its count)
 retry              quorum, otherwise          ``basic.reject(requeue=true)``
 retry_after(d)     at the cap (as retry)      exactly what retry does at the cap
 retry_after(d)     d = 0                      copy to the queue now, header = attempt; ack
@@ -58,6 +62,7 @@ from rabbitctl_retry.retry.headers import (
     ERROR_TYPE_HEADER,
     FAILED_AT_HEADER,
     ORIGIN_QUEUE_HEADER,
+    RR_DEATH_HEADERS,
     attempt_of,
     copy_headers,
     retry_count,
@@ -82,11 +87,19 @@ class RetryPolicy:
     """``(tier_ms, wait queue)``, shortest first."""
     delay_exchange: str | None = None
     retry_header: str = DEFAULT_RETRY_HEADER
+    hands_off: bool = False
+    """``dead_letter`` is a queue with a retry policy of its own (a chain): rr dead-letters
+    into it by a copy, also from a quorum queue, so that its attempts start afresh (a
+    server-side dead letter carries its delivery count into a quorum target on RabbitMQ 4.3,
+    which counts it against the next queue's limit)."""
 
     @classmethod
-    def of(cls, queue: Queue, *, retry_header: str = DEFAULT_RETRY_HEADER) -> RetryPolicy:
-        """The policy a topology queue declares."""
+    def of(
+        cls, queue: Queue, *, retry_header: str = DEFAULT_RETRY_HEADER, hands_off: bool = False
+    ) -> RetryPolicy:
+        """The policy a topology queue declares (``hands_off``: see the attribute)."""
         return cls(
+            hands_off=hands_off and queue.dead_letter is not None,
             queue=queue.name,
             quorum=queue.type is QueueType.QUORUM,
             max_attempts=queue.max_attempts,
@@ -195,7 +208,7 @@ def decide(
         outcome: what the handler returned.
         now: the current time, written into ``rr-failed-at`` of dead-letter copies.
     """
-    attempt = attempt_of(headers, policy.retry_header)
+    attempt = attempt_of(headers, policy.retry_header, policy.queue)
     match outcome:
         case Ack():
             return Decision(action=AckAction(), event=Event.ACKED, attempt=attempt)
@@ -233,7 +246,7 @@ def _retry(
             failure=failure,
         )
     if policy.quorum:
-        return _quorum_retry(policy, headers, attempt, failure)
+        return _quorum_retry(policy, headers, attempt, failure, now)
     if _at_cap(policy, attempt):
         return spend(policy, headers, attempt, failure, now)
     return Decision(
@@ -252,6 +265,7 @@ def _quorum_retry(
     headers: Mapping[str, FieldValue] | None,
     attempt: int,
     failure: Failure | None,
+    now: datetime,
 ) -> Decision:
     if not _at_cap(policy, attempt):
         return Decision(
@@ -261,6 +275,8 @@ def _quorum_retry(
             destination=policy.queue,
             failure=failure,
         )
+    if policy.hands_off:  # into a queue that counts again: by copy, never by the server
+        return spend(policy, headers, attempt, failure, now)
     # At the cap. Without copies the server's own count reached its limit (N - 1 returns),
     # so this requeue is the one it dead-letters (reason delivery_limit). With copies, the
     # count restarted at each copy: rr rejects without requeue and the queue's dead-letter
@@ -323,7 +339,7 @@ def _retry_after(
 ) -> Decision:
     if _at_cap(policy, attempt):
         if policy.quorum:
-            return _quorum_retry(policy, headers, attempt, None)
+            return _quorum_retry(policy, headers, attempt, None, now)
         return spend(policy, headers, attempt, None, now)
     if delay_ms == 0:
         copy = build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
@@ -409,6 +425,10 @@ def build_copy(
     updates: dict[str, FieldValue] = {policy.retry_header: str(count)}
     if extra:
         updates.update(extra)
+    if purpose is not CopyPurpose.DEAD_LETTER:
+        # the retry header now counts this queue's attempts: no other queue's death may say
+        # it belongs elsewhere (retry/headers.py counted_copies)
+        remove = remove | RR_DEATH_HEADERS
     return Copy(
         exchange=exchange,
         routing_key=routing_key,

@@ -96,7 +96,7 @@ class Message:
 
     @property
     def attempt(self) -> int:
-        return attempt_of(self.delivery.properties.headers, self.retry_header)
+        return attempt_of(self.delivery.properties.headers, self.retry_header, self.queue)
 
     @cached_property
     def deaths(self) -> tuple[Death, ...]:

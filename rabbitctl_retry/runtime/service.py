@@ -89,9 +89,11 @@ def policy_for(queue: str, topology: Topology | None) -> RetryPolicy:
     """The retry policy of ``queue`` in ``topology``, or a bare one (no cap, no delay)."""
     header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
     listed = topology.queue(queue) if topology else None
-    if listed is None:
+    if listed is None or topology is None:
         return RetryPolicy(queue=queue, retry_header=header)
-    return RetryPolicy.of(listed, retry_header=header)
+    target = topology.queue(listed.dead_letter) if listed.dead_letter else None
+    hands_off = target is not None and target.max_attempts is not None
+    return RetryPolicy.of(listed, retry_header=header, hands_off=hands_off)
 
 
 class Service:

@@ -98,7 +98,7 @@ async def _scenario(
     for message_id, headers in zip(ids, messages, strict=True):
         assert 1 <= calls[message_id] <= MAX_ATTEMPTS, (message_id, headers, calls)
         if queue_type == "classic":  # rr counts: attempt = 1 + retry header + x-delivery-count
-            first_attempt = attempt_of(headers, DEFAULT_RETRY_HEADER)
+            first_attempt = attempt_of(headers, DEFAULT_RETRY_HEADER, work)
             assert calls[message_id] == max(1, MAX_ATTEMPTS - first_attempt + 1), (
                 message_id,
                 headers,

@@ -82,6 +82,15 @@ PAYOUTS_TTL = RetryPolicy.of(
         delay=DelayMode.DLX_TTL,
     )
 )
+JOBS_CHAIN = RetryPolicy.of(
+    Queue(name="jobs", type=QueueType.QUORUM, max_attempts=3, dead_letter="jobs.second"),
+    hands_off=True,
+)
+"""Quorum, dead-lettering into a queue with max_attempts of its own (a chain)."""
+SECOND = RetryPolicy.of(
+    Queue(name="jobs.second", type=QueueType.QUORUM, max_attempts=3, dead_letter="jobs.dead")
+)
+CLASSIC_SECOND = RetryPolicy.of(Queue(name="jobs.second", max_attempts=3, dead_letter="jobs.dead"))
 AUDIT = RetryPolicy.of(Queue(name="audit", type=QueueType.QUORUM))
 """Quorum, no cap, no dead-letter queue."""
 
@@ -349,6 +358,53 @@ TABLE = [
             destination="payouts.dead",
         ),
         id="retry-quorum-copies-past-cap",
+    ),
+    # ---- retry, quorum, attempt >= N, D retries (a chain) ----------------------------------
+    # runtime.md "Attempts": into a queue with max_attempts of its own rr dead-letters by copy,
+    # also from a quorum queue (a server dead letter carries its count on RabbitMQ 4.3).
+    pytest.param(
+        ("retry", "quorum, attempt >= N, D retries (a chain)"), {RETRY_ROW}, JOBS_CHAIN,
+        {"x-delivery-count": 2, "x-tenant": "acme"}, Retry(BOOM),
+        Decision(
+            action=RepublishAction(
+                dead_letter_copy(
+                    "jobs",
+                    "jobs.second",
+                    **{
+                        "x-tenant": "acme",
+                        H: "3",
+                        "rr-error-type": BOOM.type,
+                        "rr-error-message": BOOM.message,
+                    },
+                )
+            ),
+            event=Event.DEAD_LETTERED, attempt=3, destination="jobs.second", failure=BOOM,
+        ),
+        id="retry-quorum-at-cap-into-a-chain",
+    ),
+    # The next queue of the chain: the retry header of jobs' dead letter counts 0 there.
+    pytest.param(
+        ("retry", "quorum, otherwise"), {RETRY_ROW}, SECOND,
+        {H: "3", "rr-origin-queue": "jobs", "rr-failed-at": STAMP}, Retry(),
+        Decision(
+            action=RejectAction(requeue=True), event=Event.RETRIED, attempt=1,
+            destination="jobs.second",
+        ),
+        id="retry-quorum-first-delivery-of-another-queues-dead-letter",
+    ),
+    pytest.param(
+        ("retry", "classic, attempt < N"), {RETRY_ROW}, CLASSIC_SECOND,
+        {H: "3", "rr-origin-queue": "jobs", "rr-failed-at": STAMP, "x-tenant": "acme"}, Retry(),
+        Decision(
+            action=RepublishAction(
+                Copy(
+                    exchange="", routing_key="jobs.second", headers={H: "1", "x-tenant": "acme"},
+                    purpose=CopyPurpose.RETRY,
+                )
+            ),
+            event=Event.RETRIED, attempt=1, destination="jobs.second",
+        ),
+        id="retry-classic-another-queues-dead-letter-starts-afresh",
     ),
     # ---- retry, quorum, otherwise ----------------------------------------------------------
     # runtime.md outcome table, `Outcome.retry()`: quorum: basic.reject(requeue=true).
@@ -649,7 +705,7 @@ def test_the_table_covers_every_row() -> None:
     assert len({param.id for param in TABLE}) == len(TABLE)
     # Every row of the policy.py table, and only those.
     assert rules == _policy_table_rows()
-    assert len(rules) == 15
+    assert len(rules) == 16
     # Every row of docs/runtime.md's outcome and delay tables, and only those.
     assert docs == _runtime_table_rows("| outcome | frame | effect |") | _runtime_table_rows(
         "| `delay` | where the copy waits | guarantees |"

@@ -145,7 +145,7 @@ def test_header_hygiene_keeps_application_headers_and_drops_the_brokers() -> Non
 
 @pytest.mark.parametrize(("header", "attempt"), [("abc", 1), ("-1", 1), ("", 1), (3, 4), (b"2", 3)])
 def test_malformed_or_typed_header(header: object, attempt: int) -> None:
-    assert attempt_of({H: header}, H) == attempt  # type: ignore[dict-item]
+    assert attempt_of({H: header}, H, "q") == attempt  # type: ignore[dict-item]
 
 
 def test_published_with_header_4_goes_straight_to_the_dead_letter_queue() -> None:
