@@ -135,3 +135,47 @@ def test_a_handler_that_never_returns_stops_the_run(tmp_path: Path, kind: str) -
     assert done.returncode == 1, done.stderr
     assert "handler h_hang:stuck has not returned for message 'm1' on queue 'work'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+CHAIN = """
+[queues.jobs]
+type = "{kind}"
+max_attempts = 3
+dead_letter = "jobs.second"
+
+[queues."jobs.second"]
+type = "{kind}"
+max_attempts = 3
+dead_letter = "jobs.dead"
+
+[queues."jobs.dead"]
+"""
+
+CHAIN_HANDLERS = """
+from rabbitctl_retry import Outcome, subscriber
+
+
+@subscriber("jobs")
+async def first(msg):
+    return Outcome.retry()
+
+
+@subscriber("jobs.second")
+async def second(msg):
+    return Outcome.retry()
+"""
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_a_chain_gives_each_queue_its_own_attempts(tmp_path: Path, kind: str) -> None:
+    (tmp_path / "chain.toml").write_text(CHAIN.format(kind=kind))
+    (tmp_path / "chain_handlers.py").write_text(CHAIN_HANDLERS)
+    args = ["simulate", str(tmp_path / "chain.toml"), str(tmp_path / "chain_handlers.py")]
+    result = runner.invoke(app, [*args, "--publish", "jobs=x", "--output", "json"])
+    assert result.exit_code == 0, result.output
+    handled = [
+        (event["queue"], event["attempt"])
+        for event in json.loads(result.stdout)["events"]
+        if event["attempt"] is not None
+    ]
+    assert handled == [(queue, n) for queue in ("jobs", "jobs.second") for n in (1, 2, 3)]
