@@ -90,9 +90,12 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
         )
         findings.append(
             Finding(
-                "transient-queues-refused",
+                "transient-queues-deprecated",
                 Level.INFO,
-                "transient (non-durable) non-exclusive queues are refused",
+                "transient (non-durable) non-exclusive queues are a deprecated feature "
+                "(transient_nonexcl_queues): permitted by default on 4.0 to 4.3, refused where "
+                "the operator denies it (rabbitmqctl list_deprecated_features tells; AMQP "
+                "does not)",
             )
         )
     counted = (
@@ -130,9 +133,10 @@ def topology_findings(desired: Desired, facts: ServerFacts) -> list[Finding]:
             findings.append(
                 Finding(
                     "transient-queue",
-                    Level.UNSAFE,
-                    f"{queue.name!r} is transient (durable = false): RabbitMQ {version} "
-                    "refuses to declare it; make it durable",
+                    Level.INFO,
+                    f"{queue.name!r} is transient (durable = false): a deprecated feature on "
+                    f"RabbitMQ {version}, refused where the operator denies it; make it "
+                    "durable",
                     queue.name,
                 )
             )

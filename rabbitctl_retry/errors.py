@@ -166,6 +166,14 @@ class BrokerUnreachable(TransportError):
     exit_code = ExitCode.UNAVAILABLE
 
 
+class BrokerRefused(TransportError):
+    """The broker refused a command by closing the connection (540 NOT_IMPLEMENTED, 541
+    INTERNAL_ERROR: a feature it denies, an operation a queue type does not implement): the
+    broker answered, so it is reachable; what was asked is what failed (exit 1)."""
+
+    exit_code = ExitCode.FAILURE
+
+
 class AccessRefused(TransportError):
     exit_code = ExitCode.NO_PERMISSION
 

@@ -86,6 +86,26 @@ def _priority(value: object) -> str | None:
     return problem
 
 
+def _denied_master_locator(value: object) -> str | None:
+    """A deprecated feature (``queue_master_locator``) that RabbitMQ 4.3 denies: its declare
+    closes the whole connection (541). rr refuses it on every server, so that a file works on
+    the release users upgrade to."""
+    return (
+        "is a deprecated feature (queue_master_locator) that RabbitMQ 4.3 denies, closing the "
+        "connection; drop it (a policy's queue-leader-locator places classic queues on 4.x)"
+    )
+
+
+def _queue_version(value: object) -> str | None:
+    """Classic queue version 2 only: RabbitMQ 4.3 has no version 1 (406)."""
+    if value == 1 and type(value) is int:
+        return (
+            "1 is refused by RabbitMQ 4.3, which has no classic queue version 1 (406); use 2, "
+            "or drop it"
+        )
+    return _one_of(1, 2)(value)
+
+
 def _type_name(value: object) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
     return names.get(type(value), type(value).__name__)
@@ -116,12 +136,10 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
     "x-single-active-consumer": ArgumentRule(_boolean, _BOTH),
     # RabbitMQ 3.10 refuses x-queue-leader-locator on a classic queue (measured).
     "x-queue-leader-locator": ArgumentRule(_one_of("client-local", "balanced"), _QUORUM_ONLY),
-    "x-queue-master-locator": ArgumentRule(
-        _one_of("client-local", "min-masters", "random"), _CLASSIC_ONLY
-    ),
+    "x-queue-master-locator": ArgumentRule(_denied_master_locator, _CLASSIC_ONLY),
     "x-max-priority": ArgumentRule(_priority, _CLASSIC_ONLY),
     "x-queue-mode": ArgumentRule(_one_of("default", "lazy"), _CLASSIC_ONLY),
-    "x-queue-version": ArgumentRule(_one_of(1, 2), _CLASSIC_ONLY),
+    "x-queue-version": ArgumentRule(_queue_version, _CLASSIC_ONLY),
     "x-delivery-limit": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delivery_limit"),
     "x-dead-letter-strategy": ArgumentRule(
         _one_of("at-most-once", "at-least-once"), _QUORUM_ONLY, managed_by="dead_letter_strategy"

@@ -99,8 +99,8 @@ def to_rr_error(
                 detail = f"{where} refused the virtual host: {text}"
             else:
                 detail = f"connection closed by {where}: {_describe(code, text)}"
-            if code == 541 and "noproc" in text:
-                detail += f"; {_NO_LEADER}"
+            if code == 541 and "noproc" in text:  # a quorum queue electing: it will be back
+                return BrokerUnreachable(_join(what, f"{detail}; {_NO_LEADER}"))
             return cls(_join(what, detail))
         case TimeoutError():  # before OSError: TimeoutError is one
             return BrokerUnreachable(_join(what, f"no answer from {where} in time"))

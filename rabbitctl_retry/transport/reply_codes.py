@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from rabbitctl_retry.errors import (
     AccessRefused,
+    BrokerRefused,
     BrokerUnreachable,
     ChannelClosed,
     NotFound,
@@ -39,8 +40,8 @@ REPLY_CODE_ERRORS: Mapping[int, type[TransportError]] = MappingProxyType(
         505: BrokerUnreachable,  # unexpected-frame
         506: BrokerUnreachable,  # resource-error
         530: AccessRefused,  # not-allowed: RabbitMQ's answer to a missing or forbidden vhost
-        540: BrokerUnreachable,  # not-implemented
-        541: BrokerUnreachable,  # internal-error
+        540: BrokerRefused,  # not-implemented: e.g. queue.delete if-unused on a quorum queue
+        541: BrokerRefused,  # internal-error: e.g. a deprecated feature RabbitMQ 4.3 denies
     }
 )
 """AMQP reply code -> rr error class. Frozen: the emulator raises from the same table."""

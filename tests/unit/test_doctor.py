@@ -37,7 +37,7 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
                 "server-version",
                 "last-death-headers",
                 "quorum-default-delivery-limit",
-                "transient-queues-refused",
+                "transient-queues-deprecated",
                 "quorum-return-counting",
             ],
         ),
@@ -74,7 +74,8 @@ def test_a_quorum_dlq_with_a_route_is_safe_on_4() -> None:
     assert "quorum-default-limit" in found
 
 
-def test_a_transient_queue_is_unsafe_on_4() -> None:
+def test_a_transient_queue_is_named_on_4() -> None:
+    """Deprecated, not refused: 4.0.5 and 4.3.6 permit it by default (measured)."""
     transient = "[queues.scratch]\ndurable = false\n"
     assert "transient-queue" not in codes("3.10.8", transient)
     assert "transient-queue" in codes("4.0.5", transient)

@@ -780,7 +780,14 @@ def test_two_queues_may_share_a_dead_letter_queue() -> None:
         ("x-single-active-consumer", True, "quorum", None),
         ("x-single-active-consumer", 1, "classic", "must be true or false, not an integer"),
         ("x-queue-leader-locator", "balanced", "quorum", None),
-        ("x-queue-master-locator", "min-masters", "classic", None),
+        (
+            "x-queue-master-locator",
+            "min-masters",
+            "classic",
+            "is a deprecated feature (queue_master_locator) that RabbitMQ 4.3 denies, closing "
+            "the connection; drop it (a policy's queue-leader-locator places classic queues "
+            "on 4.x)",
+        ),
         (
             "x-queue-master-locator",
             "min-masters",
@@ -798,6 +805,13 @@ def test_two_queues_may_share_a_dead_letter_queue() -> None:
         ),
         ("x-queue-mode", "lazy", "classic", None),
         ("x-queue-version", 2, "classic", None),
+        (
+            "x-queue-version",
+            1,
+            "classic",
+            "1 is refused by RabbitMQ 4.3, which has no classic queue version 1 (406); use 2, or "
+            "drop it",
+        ),
         ("x-queue-version", 3, "classic", "must be one of 1, 2, not 3"),
         ("x-queue-version", True, "classic", "must be one of 1, 2, not True"),
         ("x-queue-version", 1.0, "classic", "must be one of 1, 2, not 1.0"),

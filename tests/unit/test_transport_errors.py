@@ -14,6 +14,7 @@ from pamqp.header import ContentHeader
 
 from rabbitctl_retry.errors import (
     AccessRefused,
+    BrokerRefused,
     BrokerUnreachable,
     ChannelClosed,
     ExitCode,
@@ -54,8 +55,8 @@ def test_reply_code_table_is_exactly_this() -> None:
         505: BrokerUnreachable,
         506: BrokerUnreachable,
         530: AccessRefused,
-        540: BrokerUnreachable,
-        541: BrokerUnreachable,
+        540: BrokerRefused,
+        541: BrokerRefused,
     }
 
 
@@ -156,6 +157,14 @@ def test_error_class_for(code: int | None, connection: bool, expected: type[RrEr
             "a message from queue 'queue 'p' in vhost '/'': noproc (541); a quorum queue has no "
             "leader just now (a node went away and its members are electing another, which "
             'takes seconds): try again (docs/cli.md, "Several hosts")',
+        ),
+        (  # RabbitMQ 4.3 denying a deprecated feature: it answered, and refused (exit 1)
+            aiormq.ConnectionClosed(
+                541, "INTERNAL_ERROR - Feature `queue_master_locator` is deprecated."
+            ),
+            BrokerRefused,
+            "declare queue 'orders': connection closed by the broker: INTERNAL_ERROR - Feature "
+            "`queue_master_locator` is deprecated. (541)",
         ),
     ],
 )
