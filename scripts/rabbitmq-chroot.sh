@@ -94,9 +94,17 @@ PY
 
 hosts_file() {
   # sid's minbase has no netbase, so no /etc/hosts: Erlang cannot resolve localhost and the
-  # node dies at boot with {epmd_error,"localhost",nxdomain} (only in erl_crash.dump)
-  grep -qsE '^127\.0\.0\.1[[:space:]]+(.*[[:space:]])?localhost([[:space:]]|$)' "$ROOT/etc/hosts" ||
-    echo "127.0.0.1 localhost" >>"$ROOT/etc/hosts"
+  # node dies at boot with {epmd_error,"localhost",nxdomain} (only in erl_crash.dump). And the
+  # machine's host name: without it the node's lookups of it go to DNS, and on this machine
+  # about one in 30 waits 5 s, which made about one connection in 55 get its connection.start
+  # 5 s late (docs/testing.md, "Three servers"). Added when missing, also to a running node's
+  # chroot (no restart needed).
+  local name
+  name=$(hostname 2>/dev/null || true)
+  for entry in localhost ${name:+"$name"}; do
+    awk -v name="$entry" '$1 == "127.0.0.1" { for (i = 2; i <= NF; i++) if ($i == name) found = 1 }
+      END { exit !found }' "$ROOT/etc/hosts" 2>/dev/null || echo "127.0.0.1 $entry" >>"$ROOT/etc/hosts"
+  done
 }
 
 installed_release() { in_root dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || true; }
@@ -127,7 +135,6 @@ build() {
 }
 
 configure() {
-  hosts_file
   cat >"$ROOT/etc/rabbitmq/rabbitmq-env.conf" <<EOF
 NODENAME=$NODE
 NODE_PORT=$PORT
@@ -165,7 +172,7 @@ start() {
 }
 
 case "${1:-up}" in
-  up) build && start ;;
+  up) build && hosts_file && start ;;
   ctl) shift; mount_all; ctl "$@" ;;
   ctl-raw) shift; mount_all; in_root rabbitmqctl "$@" ;;
   stop) if answers; then ctl stop >>"$LOG" 2>&1 || true; fi ;;

@@ -10,10 +10,14 @@ python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[dev]'
-# RabbitMQ 4.0 for the broker tests' second server (docs/testing.md, "Two servers"): built
-# once into a chroot, which needs root; without it the 4.0 tests skip (and fail in CI).
+# RabbitMQ 4.0 and 4.3 for the broker tests' other servers (docs/testing.md, "Three
+# servers"): each built once into a chroot, which needs root; without one its tests skip
+# (and fail in CI).
 if [ "$(id -u)" = 0 ]; then
-  scripts/rabbitmq4.sh up || echo "RabbitMQ 4.0 is not available; its tests will skip" >&2
+  for release in $(scripts/rabbitmq-chroot.sh releases); do
+    scripts/rabbitmq-chroot.sh "$release" up ||
+      echo "RabbitMQ $release is not available; its tests will skip" >&2
+  done
 fi
 ruff check .
 ruff format --check .

@@ -222,10 +222,11 @@ class RabbitBackend:
         self._pool = pool
 
     async def connect(self) -> Connection:
-        # RabbitMQ 4.0.5 as built here (scripts/rabbitmq4.sh) leaves about one in 55 rapid
-        # back-to-back TCP connections without its connection.start (measured: none with 50 ms
-        # between them, none on 3.10); a test that opens one connection per publish retries
-        # such a stalled handshake instead of failing on the server's quirk.
+        # A RabbitMQ in a chroot without the machine's host name in its /etc/hosts gave about
+        # one in 55 rapid back-to-back TCP connections its connection.start 5 s late (docs/
+        # testing.md, "Three servers": scripts/rabbitmq-chroot.sh adds the name now); a test
+        # that opens one connection per publish still retries such a stalled handshake
+        # instead of failing on a server's quirk.
         for attempt in range(3):
             try:
                 connection = await amqp.connect(self.url, timeout_s=2.0 if attempt < 2 else 5.0)

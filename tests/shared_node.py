@@ -47,6 +47,7 @@ import shlex
 import socket
 import ssl
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -122,17 +123,18 @@ class SharedBroker:
             )
 
 
-def _setting(version: str, name: str, default: str, *older: str) -> str:
+def _setting(environ: Mapping[str, str], version: str, name: str, default: str, *older: str) -> str:
     """``RR_TEST_<name>_<V>`` (``V``: ``version`` with ``_`` for ``.``), else the first of the
     ``older`` variable names that is set, else ``default``."""
     for variable in (f"RR_TEST_{name}_{version.replace('.', '_')}", *older):
-        value = os.environ.get(variable)
+        value = environ.get(variable)
         if value:
             return value
     return default
 
 
 def _server(
+    environ: Mapping[str, str],
     version: str,
     release: str,
     *,
@@ -143,27 +145,28 @@ def _server(
     older_url: tuple[str, ...] = (),
     older_node: tuple[str, ...] = (),
 ) -> SharedBroker:
-    """The table's entry of ``version``, with the environment's overrides (module doc).
+    """The table's entry of ``version``, with the overrides ``environ`` holds (module doc).
     ``chroot``: the variable naming the chroot's folder, and its default (as in the
     script)."""
-    default_ctl = (
-        "rabbitmqctl" if script is None else f"{shlex.quote(str(REPO / script))} ctl-raw"
-    )
+    default_ctl = "rabbitmqctl" if script is None else f"{shlex.quote(str(REPO / script))} ctl-raw"
+    url = _setting(environ, version, "URL", f"amqp://guest:guest@127.0.0.1:{port}/", *older_url)
     return SharedBroker(
         version=version,
         release=release,
-        url=_setting(version, "URL", f"amqp://guest:guest@127.0.0.1:{port}/", *older_url),
-        node=_setting(version, "NODE", node, *older_node),
-        ctl_prefix=tuple(shlex.split(_setting(version, "CTL", default_ctl))),
+        url=url,
+        node=_setting(environ, version, "NODE", node, *older_node),
+        ctl_prefix=tuple(shlex.split(_setting(environ, version, "CTL", default_ctl))),
         script=script,
-        chroot=None if chroot is None else Path(os.environ.get(chroot[0]) or chroot[1]),
+        chroot=None if chroot is None else Path(environ.get(chroot[0]) or chroot[1]),
     )
 
 
-BROKERS = {
-    broker.version: broker
-    for broker in (
+def servers(environ: Mapping[str, str]) -> dict[str, SharedBroker]:
+    """Every server the suite knows, by release line (the module doc's table), with the
+    overrides ``environ`` holds."""
+    table = (
         _server(
+            environ,
             "3.10",
             "3.10.8",
             port=5672,
@@ -172,6 +175,7 @@ BROKERS = {
             older_node=("RR_TEST_NODE",),
         ),
         _server(
+            environ,
             "4.0",
             "4.0.5",
             port=5674,
@@ -181,6 +185,7 @@ BROKERS = {
             older_url=("RR_TEST_URL_4",),
         ),
         _server(
+            environ,
             "4.3",
             "4.3.6",
             port=5675,
@@ -189,14 +194,17 @@ BROKERS = {
             chroot=("RR_RABBITMQ43_ROOT", "/var/tmp/rr-rabbitmq43"),
         ),
     )
-}
-"""Every server the suite knows, by release line (the module doc's table)."""
+    return {broker.version: broker for broker in table}
 
 
-def chosen_versions() -> list[str]:
+BROKERS = servers(os.environ)
+"""This run's servers: :func:`servers` of the environment."""
+
+
+def chosen_versions(environ: Mapping[str, str] = os.environ) -> list[str]:
     """The lines this run tests on: ``RR_TEST_BROKERS`` (comma-separated), default
     :data:`DEFAULT_BROKERS`. A name the table does not have stops the run."""
-    names = os.environ.get("RR_TEST_BROKERS", ",".join(DEFAULT_BROKERS))
+    names = environ.get("RR_TEST_BROKERS", ",".join(DEFAULT_BROKERS))
     chosen = [name.strip() for name in names.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in BROKERS]
     if unknown:

@@ -10,17 +10,19 @@
     A fresh vhost on the node (guest has full permissions), deleted after the test, with
     its URL direct and through ``proxy``.
 ``any_fault_node``, ``any_proxy``, ``any_fault_vhost`` (function)
-    The same on the private node of each server: parametrized with the ids ``3.10`` (the
-    ``fault_node`` itself) and ``4.0`` (a node from the chroot of scripts/rabbitmq4.sh;
-    skipped without it, failed when ``CI=true``). ``@pytest.mark.parametrize("any_fault_node",
+    The same on the private node of each server the run tests on (``RR_TEST_BROKERS``,
+    tests/shared_node.py): parametrized with the ids ``3.10`` (the ``fault_node`` itself),
+    ``4.0`` and ``4.3`` (a node from that line's chroot, scripts/rabbitmq-chroot.sh; skipped
+    without it, failed when ``CI=true``). ``@pytest.mark.parametrize("any_fault_node",
     ["4.0"], indirect=True)`` runs a test on one of them only.
 ``fault_nodes`` (session)
     The registry behind them: a node per server, started on first use, stopped at the end.
 
 Before and after every test here every node started so far is healed (restarted after a
 kill, app started, memory alarm cleared), so one test's fault does not leak into the next.
-Healing never starts a node. The ``4.0`` variants all go into the ``xdist_group``
-``faults-4.0`` (see :func:`pytest_collection_modifyitems`): one worker starts a 4.0 node.
+Healing never starts a node. The variants of each chroot line go into an ``xdist_group`` of
+that line, ``faults-4.0`` and ``faults-4.3`` (see :func:`pytest_collection_modifyitems`): one
+worker starts a node of that line.
 """
 
 from __future__ import annotations
@@ -37,11 +39,15 @@ import pytest
 
 from tests.conftest import FAULT_GROUPS
 from tests.faults import FAULT_ROWS
-from tests.faults.node import SERVERS, NodeError, PrivateNode, tools_missing
+from tests.faults.node import SERVERS, NodeError, PrivateNode, chroot_of, tools_missing
 from tests.faults.proxy import FaultProxy
+from tests.shared_node import chosen_versions
 
-FAULT_GROUP_4 = "faults-4.0"
-"""The ``xdist_group`` of every test on the private 4.0 node."""
+
+def fault_group_of(server: str) -> str:
+    """The ``xdist_group`` of every test on the private node of a chroot line ``server``:
+    ``faults-4.0``, ``faults-4.3``."""
+    return f"faults-{server}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +81,8 @@ class FaultNodes:
         self._failed: dict[str, str] = {}
 
     def get(self, server: str) -> PrivateNode:
-        """The running node of ``server`` (``"3.10"`` or ``"4.0"``), started now if it is the
-        first ask. Skips (fails when ``CI=true``) when the server is not here; a start that
+        """The running node of ``server`` (``"3.10"``, ``"4.0"``, ``"4.3"``), started now if it
+        is the first ask. Skips (fails when ``CI=true``) when the server is not here; a start that
         failed fails every later ask at once, rather than trying again for each test."""
         node = self._nodes.get(server)
         if node is not None:
@@ -126,9 +132,10 @@ def fault_node(fault_nodes: FaultNodes) -> PrivateNode:
     return fault_nodes.get("3.10")
 
 
-@pytest.fixture(params=SERVERS)
+@pytest.fixture(params=[server for server in chosen_versions() if server in SERVERS])
 def any_fault_node(request: pytest.FixtureRequest, fault_nodes: FaultNodes) -> PrivateNode:
-    """The private node of each server (ids ``3.10`` and ``4.0``), started on first use."""
+    """The private node of each server the run tests on (ids ``3.10``, ``4.0``, ``4.3``),
+    started on first use."""
     server: str = request.param
     return fault_nodes.get(server)
 
@@ -199,19 +206,21 @@ def _fault_group(mark: pytest.Mark) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every fault test on the 4.0 node into the ``xdist_group`` ``faults-4.0`` and deal
-    the others into ``faults-1``.. again, in order (as tests/conftest.py dealt them all before
-    this hook: its own runs first, ``tryfirst``). So a run starts one private 4.0 node, on
-    one worker, and the 3.10 tests stay as balanced as before; without 4.0 tests the groups
-    come out as tests/conftest.py made them. (Before ``-m`` deselects and before
-    tests/conftest.py's ``_GroupIds`` passes the groups to xdist, ``trylast``.)"""
+    """Put every fault test on the node of a chroot line into that line's ``xdist_group``
+    (:func:`fault_group_of`) and deal the others into ``faults-1``.. again, in order (as
+    tests/conftest.py dealt them all before this hook: its own runs first, ``tryfirst``). So a
+    run starts one private node of each such line, on one worker, and the 3.10 tests stay as
+    balanced as before; without such tests the groups come out as tests/conftest.py made
+    them. (Before ``-m`` deselects and before tests/conftest.py's ``_GroupIds`` passes the
+    groups to xdist, ``trylast``.)"""
     dealt = 0
     for item in items:
         if item.get_closest_marker("faults") is None:
             continue  # this hook sees the whole session's items
         item.own_markers[:] = [mark for mark in item.own_markers if not _fault_group(mark)]
-        if _server_of(item) == "4.0":
-            item.add_marker(pytest.mark.xdist_group(FAULT_GROUP_4))
+        server = _server_of(item)
+        if chroot_of(server) is not None:
+            item.add_marker(pytest.mark.xdist_group(fault_group_of(server)))
         else:
             item.add_marker(pytest.mark.xdist_group(f"faults-{dealt % FAULT_GROUPS + 1}"))
             dealt += 1

@@ -1,10 +1,11 @@
 """A RabbitMQ node of the fault suite's own, started from the machine's RabbitMQ package
-(``server="3.10"``) or from the RabbitMQ 4.0 chroot of ``scripts/rabbitmq4.sh``
-(``server="4.0"``).
+(``server="3.10"``) or from the chroot of a newer line built by ``scripts/rabbitmq-chroot.sh``
+(``server="4.0"``, ``server="4.3"``): the chroot of that line in tests/shared_node.py's table.
 
-The suite never touches the shared brokers (``rabbit@localhost``, ``rabbit4@localhost``):
-every operation here addresses only the private node by name (``rabbitmqctl -n NODE ...``) or
-by the OS processes that carry this node's marker in their environment.
+The suite never touches the shared brokers (the table's nodes: ``rabbit@localhost``,
+``rabbit4@localhost``, ``rabbit43@localhost``): every operation here addresses only the
+private node by name (``rabbitmqctl -n NODE ...``) or by the OS processes that carry this
+node's marker in their environment.
 
 A :class:`PrivateNode` has
 
@@ -16,15 +17,16 @@ A :class:`PrivateNode` has
 * its own ``rabbitmq.conf`` and ``rabbitmq-env.conf`` (the machine's files pin the shared
   node's listener and node name) and an empty plugin list (fast start-up).
 
-A 4.0 node runs inside the chroot (``$RR_RABBITMQ4_ROOT``, default ``/var/tmp/rr-rabbitmq4``),
-which has the host's ``/proc``, ``/dev`` and ``/tmp`` mounted (so the data folder, under
-``/tmp``, has the same path on both sides) and shares the host's epmd and process table.
+A 4.0 or 4.3 node runs inside its line's chroot (``$RR_RABBITMQ4_ROOT``, default
+``/var/tmp/rr-rabbitmq4``; ``$RR_RABBITMQ43_ROOT``, default ``/var/tmp/rr-rabbitmq43``), which
+has the host's ``/proc``, ``/dev`` and ``/tmp`` mounted (so the data folder, under ``/tmp``,
+has the same path on both sides) and shares the host's epmd and process table.
 Every command runs as ``chroot --userspec=<the chroot's rabbitmq> ROOT /usr/bin/env -i ...``
 with exactly the environment given (the marker among it), and calls the scripts in
 ``/usr/lib/rabbitmq/bin`` rather than the Debian wrapper, which would ``cd /var/lib/rabbitmq``
-and take the shared 4.0 node's cookie (and its ``startup_log``). The node and ``rabbitmqctl``
+and take the shared node's cookie (and its ``startup_log``). The node and ``rabbitmqctl``
 share a cookie of the node's own (``HOME`` is the data folder's ``home``): no command of
-ours can reach the shared 4.0 node. Needs root.
+ours can reach the chroot's shared node. Needs root.
 
 Cleanup happens three ways: :meth:`PrivateNode.stop` (the fixture's finalizer), an ``atexit``
 hook, and a watchdog process that kills the node and removes its folder when the Python
@@ -57,21 +59,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tests.shared_node import BROKERS
 from tests.vhost_eval import ALL_DONE, vhost_batch
 
 __all__ = [
     "SERVERS",
     "NodeError",
     "PrivateNode",
+    "chroot_of",
     "find_tools",
     "free_port",
-    "rabbitmq4_root",
     "tools_missing",
 ]
 
-SERVERS = ("3.10", "4.0")
-"""The RabbitMQ lines a private node runs: the machine's package (3.10.8) or the chroot's
-(4.0.5)."""
+SERVERS = tuple(BROKERS)
+"""The RabbitMQ lines a private node runs (tests/shared_node.py's table): the machine's
+package (3.10.8), or a line's chroot (4.0.5, 4.3.6)."""
 
 GONE_FOR_S = 3.0
 """How long a starting node may show no process before its start counts as failed."""
@@ -86,12 +89,21 @@ ALARM_WATERMARK = "0.000001"
 _SEARCH_PATH = ("/usr/sbin", "/usr/local/sbin", "/usr/lib/rabbitmq/bin")
 _DEBIAN_WRAPPER_MARK = b"Only root or rabbitmq should run"
 
-RABBITMQ4_ROOT_VARIABLE = "RR_RABBITMQ4_ROOT"
-DEFAULT_RABBITMQ4_ROOT = "/var/tmp/rr-rabbitmq4"
-"""The RabbitMQ 4.0 chroot's folder, as in scripts/rabbitmq4.sh."""
-
 _CHROOT_SCRIPTS = "/usr/lib/rabbitmq/bin"
 _CHROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+_METADATA_STORE = (
+    "case code:ensure_loaded(rabbit_khepri) =:= {module, rabbit_khepri} "
+    "andalso rabbit_khepri:is_enabled() of true -> khepri; false -> mnesia end."
+)
+"""Erlang: the store a node keeps its definitions in (3.10 has no ``rabbit_khepri``)."""
+_SYNC_METADATA = (
+    "case code:ensure_loaded(rabbit_khepri) =:= {module, rabbit_khepri} "
+    "andalso rabbit_khepri:is_enabled() of true -> khepri; "
+    "false -> ok = mnesia:sync_log(), mnesia end."
+)
+"""Erlang: ``mnesia:sync_log()`` on a node on Mnesia; the store's name."""
 
 
 class NodeError(RuntimeError):
@@ -111,9 +123,11 @@ def find_tools() -> tuple[str, str] | None:
     return server, ctl
 
 
-def rabbitmq4_root() -> Path:
-    """The RabbitMQ 4.0 chroot: ``$RR_RABBITMQ4_ROOT``, default ``/var/tmp/rr-rabbitmq4``."""
-    return Path(os.environ.get(RABBITMQ4_ROOT_VARIABLE) or DEFAULT_RABBITMQ4_ROOT)
+def chroot_of(server: str) -> Path | None:
+    """The chroot the private nodes of ``server`` start from (the table's, as
+    scripts/rabbitmq-chroot.sh builds it), or None: the machine's package."""
+    _check_server(server)
+    return BROKERS[server].chroot
 
 
 def _check_server(server: str) -> None:
@@ -124,11 +138,11 @@ def _check_server(server: str) -> None:
 def tools_missing(server: str = "3.10") -> str | None:
     """Why a private node of ``server`` cannot be started here, or None when it can (as far as
     we can tell)."""
-    _check_server(server)
+    root = chroot_of(server)
     if sys.platform != "linux":
         return f"private RabbitMQ nodes need Linux (/proc), not {sys.platform}"
-    if server == "4.0":
-        found = _Chroot.find(rabbitmq4_root())
+    if root is not None:
+        found = _Chroot.find(server, root)
         return found if isinstance(found, str) else None
     if find_tools() is None:
         return "rabbitmq-server/rabbitmqctl are not installed (apt-get install rabbitmq-server)"
@@ -137,7 +151,8 @@ def tools_missing(server: str = "3.10") -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class _Chroot:
-    """The RabbitMQ 4.0 chroot of scripts/rabbitmq4.sh, and its ``rabbitmq`` user's ids."""
+    """The chroot of a RabbitMQ line (scripts/rabbitmq-chroot.sh), and its ``rabbitmq``
+    user's ids."""
 
     root: Path
     binary: str
@@ -145,25 +160,26 @@ class _Chroot:
     gid: int
 
     @classmethod
-    def find(cls, root: Path) -> _Chroot | str:
-        """The chroot at ``root``, or why a node cannot run in it."""
+    def find(cls, server: str, root: Path) -> _Chroot | str:
+        """The chroot of ``server`` at ``root``, or why a node cannot run in it."""
+        script = BROKERS[server].script or "scripts/rabbitmq-chroot.sh"
         if os.geteuid() != 0:
-            return "a RabbitMQ 4.0 node runs in a chroot: the fault tests must run as root"
+            return f"a RabbitMQ {server} node runs in a chroot: the fault tests must run as root"
         if not (root / _CHROOT_SCRIPTS.lstrip("/") / "rabbitmq-server").is_file():
-            return f"no RabbitMQ 4.0 chroot in {root} (scripts/rabbitmq4.sh up builds it)"
+            return f"no RabbitMQ {server} chroot in {root} ({script} up builds it)"
         search = os.pathsep.join([os.environ.get("PATH", ""), *_SEARCH_PATH])
         binary = shutil.which("chroot", path=search)
         if binary is None:
             return "chroot (coreutils) is not installed"
         for mount in ("proc", "dev"):
             if not os.path.ismount(root / mount):
-                return f"{root / mount} is not mounted (scripts/rabbitmq4.sh up mounts it)"
+                return f"{root / mount} is not mounted ({script} up mounts it)"
         try:
             shared_tmp = os.path.samefile(root / "tmp", "/tmp")
         except OSError:
             shared_tmp = False
         if not shared_tmp:
-            return f"{root / 'tmp'} is not the host's /tmp (scripts/rabbitmq4.sh up mounts it)"
+            return f"{root / 'tmp'} is not the host's /tmp ({script} up mounts it)"
         with contextlib.suppress(OSError):
             for line in (root / "etc" / "passwd").read_text().splitlines():
                 fields = line.split(":")
@@ -356,7 +372,7 @@ class PrivateNode:
 
     ::
 
-        node = PrivateNode()    # server="4.0": the chroot's RabbitMQ 4.0.5
+        node = PrivateNode()    # server="4.0" / "4.3": the chroot's RabbitMQ 4.0.5 / 4.3.6
         node.start()            # ~5 s (4.0: ~2 s)
         ... amqp.connect(node.url) ...
         node.kill(); node.restart()
@@ -373,10 +389,12 @@ class PrivateNode:
     ) -> None:
         _check_server(server)
         self.server = server
-        """The RabbitMQ line: ``"3.10"`` (the machine's package) or ``"4.0"`` (the chroot's)."""
+        """The RabbitMQ line: ``"3.10"`` (the machine's package), ``"4.0"`` or ``"4.3"`` (its
+        chroot's)."""
         self._chroot: _Chroot | None = None
-        if server == "4.0":
-            chroot = _Chroot.find(rabbitmq4_root())
+        root = chroot_of(server)
+        if root is not None:
+            chroot = _Chroot.find(server, root)
             if isinstance(chroot, str):
                 raise NodeError(chroot)
             self._chroot = chroot
@@ -524,12 +542,23 @@ class PrivateNode:
         self._kill_everything(timeout_s=timeout_s)
 
     def sync_metadata(self) -> None:
-        """Have the node write its definitions to disk now (``mnesia:sync_log()``). Mnesia
-        logs a committed change asynchronously: a SIGKILL in the instant after it can lose a
-        queue or a vhost just made (RabbitMQ 3.10; docs/topology.md, "What survives a broker
-        restart"). RabbitMQ 4.0 keeps its definitions in Mnesia too: Khepri is the feature
-        flag ``khepri_db``, disabled on a new 4.0 node."""
-        self._ctl_run("eval", "mnesia:sync_log().")
+        """Have the node's definitions on disk now. Mnesia logs a committed change
+        asynchronously: a SIGKILL in the instant after it can lose a queue or a vhost just
+        made (RabbitMQ 3.10; docs/topology.md, "What survives a broker restart"), so a node
+        on Mnesia runs ``mnesia:sync_log()``. RabbitMQ 4.0 keeps its definitions in Mnesia
+        too (Khepri is the feature flag ``khepri_db``, disabled on a new 4.0 node); a new 4.3
+        node keeps them in Khepri, whose Raft log has a change on disk before the client is
+        answered: nothing to do there (:meth:`metadata_store` says which)."""
+        answer = self._ctl_run("eval", _SYNC_METADATA).strip()
+        if answer not in ("mnesia", "khepri"):
+            raise NodeError(f"could not sync the definitions of {self.name}: {answer}")
+
+    def metadata_store(self) -> str:
+        """Where the node keeps its definitions: ``"mnesia"`` or ``"khepri"``."""
+        answer = self._ctl_run("eval", _METADATA_STORE).strip()
+        if answer not in ("mnesia", "khepri"):
+            raise NodeError(f"{self.name} keeps its definitions in neither store: {answer}")
+        return answer
 
     def terminate(self, *, timeout_s: float = 30.0) -> None:
         """SIGTERM the node's Erlang VM (an orderly shutdown) and wait until it exited."""
@@ -676,7 +705,7 @@ class PrivateNode:
 
     def _node_user(self) -> tuple[int, int] | None:
         """The uid and gid of the ``rabbitmq`` user the node runs as when we run as root (the
-        chroot's own user for a 4.0 node), or None."""
+        chroot's own user for a 4.0 or 4.3 node), or None."""
         if self._chroot is not None:
             return self._chroot.uid, self._chroot.gid
         if os.geteuid() != 0:
@@ -690,7 +719,7 @@ class PrivateNode:
     def _create_folder(self) -> None:
         owner = self._owner = self._node_user()
         # The Debian wrapper refuses users other than root and rabbitmq: run its scripts
-        # directly, as ourselves, then. (A 4.0 node needs root, and never uses the wrapper.)
+        # directly, as ourselves, then. (A chroot's node needs root, and never uses the wrapper.)
         wrapper = Path(self._server).read_bytes() if Path(self._server).is_file() else b""
         other_user = os.geteuid() != 0 and pwd.getpwuid(os.geteuid()).pw_name != "rabbitmq"
         if other_user and _DEBIAN_WRAPPER_MARK in wrapper:
@@ -782,7 +811,7 @@ class PrivateNode:
 
     def _chroot_env(self) -> dict[str, str]:
         """The whole environment of a command in the chroot (``env -i``): its PATH, a UTF-8
-        locale (the 4.0 CLI warns without one), and HOME holding the node's own cookie."""
+        locale (the 4.x CLI warns without one), and HOME holding the node's own cookie."""
         assert self._data_dir is not None
         return {"PATH": _CHROOT_PATH, "LANG": "C.UTF-8", "HOME": str(self._data_dir / "home")}
 

@@ -2,7 +2,8 @@
 
 Each test here can fail: it checks that the fault really happened, as the client sees it.
 The tests of a node's faults run on the private node of each server (``any_fault_node``:
-RabbitMQ 3.10 and 4.0); those of the proxy on the 3.10 node.
+RabbitMQ 3.10, 4.0 and 4.3, as ``RR_TEST_BROKERS`` chooses); those of the proxy on the 3.10
+node.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -31,6 +33,7 @@ from tests.faults.node import (
     _pid_alive,
 )
 from tests.faults.proxy import FaultProxy
+from tests.shared_node import BROKERS
 
 pytestmark = pytest.mark.faults
 
@@ -38,6 +41,9 @@ PERSISTENT = Properties(delivery_mode=2)
 
 ON_4_0 = pytest.mark.parametrize("any_fault_node", ["4.0"], indirect=True)
 """Run a test on the private RabbitMQ 4.0 node only."""
+
+SHARED_PORTS = {urlsplit(broker.url).port for broker in BROKERS.values()}
+"""The AMQP ports of the shared servers (tests/shared_node.py's table)."""
 
 
 @asynccontextmanager
@@ -66,9 +72,10 @@ async def stalls(task: asyncio.Task[None], seconds: float) -> bool:
 def test_the_node_is_private(any_fault_node: PrivateNode) -> None:
     node = any_fault_node
     assert node.name.startswith("rrfault-")
-    assert node.name not in ("rabbit@localhost", "rabbit4@localhost")
-    assert node.port not in (5672, 5674, 0)
-    assert node.dist_port not in (25672, 25674, 0)
+    assert node.name not in {broker.node for broker in BROKERS.values()}
+    assert node.port not in {*SHARED_PORTS, 0}
+    # RabbitMQ's distribution port is its AMQP port + 20000 unless set (as the shared ones are)
+    assert node.dist_port not in {*(port + 20000 for port in SHARED_PORTS if port), 0}
     assert node.url == f"amqp://guest:guest@127.0.0.1:{node.port}/"
     assert node.is_running()
     assert node.data_dir.is_dir()
@@ -100,6 +107,24 @@ def test_the_4_0_node_keeps_its_definitions_in_mnesia(any_fault_node: PrivateNod
     assert any_fault_node.ctl("eval", "rabbit_khepri:is_enabled().").strip() == "false"
     assert any_fault_node.ctl("eval", "mnesia:system_info(is_running).").strip() == "yes"
     assert any_fault_node.ctl("eval", "mnesia:sync_log().").strip() == "ok"
+
+
+METADATA_STORE = {"3.10": "mnesia", "4.0": "mnesia", "4.3": "khepri"}
+"""Where a new node of each line keeps its definitions: Khepri is the feature flag
+``khepri_db``, which a new 4.0 node leaves disabled and a new 4.3 node enables."""
+
+
+def test_sync_metadata_applies_to_the_store_the_node_keeps_its_definitions_in(
+    any_fault_node: PrivateNode,
+) -> None:
+    """``sync_metadata()`` flushes Mnesia's log on a node on Mnesia, and does nothing on a
+    node on Khepri (whose Raft log has a change on disk before the client is answered; Mnesia
+    does not run there)."""
+    store = any_fault_node.metadata_store()
+    assert store == METADATA_STORE[any_fault_node.server]
+    mnesia = any_fault_node.ctl("eval", "mnesia:system_info(is_running).").strip()
+    assert mnesia == ("yes" if store == "mnesia" else "no")
+    any_fault_node.sync_metadata()
 
 
 async def test_a_client_talks_to_the_node_through_the_proxy(
@@ -199,7 +224,8 @@ async def test_kill_and_restart_keep_a_durable_queue_and_a_persistent_message(
         await ch.queue_declare("infra.durable", durable=True)
         await ch.publish(b"survivor", routing_key="infra.durable", properties=PERSISTENT)
     # The vhost and the queue were made a moment ago: on disk only once Mnesia's log is (in
-    # CI, a kill right after them once lost both; 4.0 keeps them in Mnesia too).
+    # CI, a kill right after them once lost both; 4.0 keeps them in Mnesia too, 4.3 in
+    # Khepri, where they are on disk already).
     await asyncio.to_thread(fault_node.sync_metadata)
     async with connected(fault_vhost.proxy_url) as watcher:
         await watcher.channel()
