@@ -33,6 +33,7 @@ from pamqp import commands as spec
 
 from rabbitctl_retry.errors import (
     AccessRefused,
+    BrokerRefused,
     BrokerUnreachable,
     ChannelClosed,
     PublishFailed,
@@ -136,7 +137,7 @@ def closed_error(
     reason = None if cause is None else to_rr_error(cause)
     if cause is None or reason is None or _closed_by_client(cause):
         return ChannelClosed(_join(what, f"the {resource} is closed"))
-    if isinstance(reason, BrokerUnreachable):
+    if isinstance(reason, BrokerUnreachable | BrokerRefused):  # the connection is gone
         return BrokerUnreachable(_join(what, reason.message))
     return ChannelClosed(_join(what, f"the {resource} was closed earlier: {reason.message}"))
 

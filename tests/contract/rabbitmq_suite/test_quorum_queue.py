@@ -977,7 +977,7 @@ async def delete_with_flag(backend: Backend, queue: str, flag: str) -> None:
     channel = await connection.channel(confirms=True)
     flags = {"if_empty": flag == "if-empty", "if_unused": flag == "if-unused"}
     assert await refused(channel.queue_delete(queue, **flags)) == (
-        f"BrokerUnreachable: delete queue '{queue}': connection closed by the broker: "
+        f"BrokerRefused: delete queue '{queue}': connection closed by the broker: "
         f"NOT_IMPLEMENTED - cannot delete queue '{queue}' in vhost '{backend.vhost}'. "
         f"queue.delete operations with {flag} flag set are not supported by quorum queues (540)"
     )
