@@ -39,7 +39,7 @@ from rabbitctl_retry.transport.base import (
     QueueInfo,
     ServerVersion,
 )
-from rabbitctl_retry.transport.reply_codes import error_class_for
+from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_for
 
 
 class Host(Protocol):
@@ -134,7 +134,7 @@ class EmulatedConnection:
         """Why the broker closed the connection, with the code (``"... (503)"``), if it did."""
         if self.close_reason is None:
             return None
-        return _describe(self._close_code, self.close_reason)
+        return describe_reply(self._close_code, self.close_reason)
 
 
 class EmulatedChannel:
@@ -196,12 +196,12 @@ class EmulatedChannel:
         try:
             return operation()
         except ConnectionFault as fault:
-            reason = _describe(fault.reply_code, fault.reply_text)
+            reason = describe_reply(fault.reply_code, fault.reply_text)
             self._connection._shut(fault.reply_text, fault.reply_code)
             cls = error_class_for(fault.reply_code, connection=True)
             raise cls(f"{what}: connection closed by the broker: {reason}") from None
         except TransportError as error:
-            reason = _describe(_REPLY_CODES.get(type(error)), error.message)
+            reason = describe_reply(_REPLY_CODES.get(type(error)), error.message)
             self._close_reason = reason
             self._broker.close_channel(self._state)
             raise type(error)(f"{what}: {reason}") from None
@@ -213,7 +213,7 @@ class EmulatedChannel:
         try:
             operation()
         except TransportError as error:
-            self._close_reason = _describe(_REPLY_CODES.get(type(error)), error.message)
+            self._close_reason = describe_reply(_REPLY_CODES.get(type(error)), error.message)
             self._broker.close_channel(self._state)
 
     async def queue_declare(
@@ -443,13 +443,6 @@ def _encodable(
         problem = name_problem("exchange", exchange)
     if problem is not None:
         raise DataError(f"{what}: cannot encode: {problem}")
-
-
-def _describe(code: int | None, text: str) -> str:
-    """The reply as the adapter words it: RabbitMQ's text, then the code."""
-    if code is None or str(code) in text or not text:
-        return text or f"reply code {code}"
-    return f"{text} ({code})"
 
 
 def _publish_what(exchange: str, routing_key: str) -> str:

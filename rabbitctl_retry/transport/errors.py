@@ -41,7 +41,11 @@ from rabbitctl_retry.errors import (
     TransportError,
     censor_url,
 )
-from rabbitctl_retry.transport.reply_codes import REPLY_CODE_ERRORS, error_class_for
+from rabbitctl_retry.transport.reply_codes import (
+    REPLY_CODE_ERRORS,
+    describe_reply,
+    error_class_for,
+)
 
 __all__ = [
     "REPLY_CODE_ERRORS",
@@ -85,7 +89,7 @@ def to_rr_error(
             return ChannelClosed(_join(what, "the channel is closed"))
         case amqp_exc.AMQPChannelError():
             code, text = _reply(exc)
-            return error_class_for(code)(_join(what, _describe(code, text)))
+            return error_class_for(code)(_join(what, describe_reply(code, text)))
         case amqp_exc.ProbableAuthenticationError():
             _, text = _reply(exc)
             return AccessRefused(
@@ -99,7 +103,7 @@ def to_rr_error(
             if code == 530:
                 detail = f"{where} refused the virtual host: {text}"
             else:
-                detail = f"connection closed by {where}: {_describe(code, text)}"
+                detail = f"connection closed by {where}: {describe_reply(code, text)}"
             if code == 541 and "noproc" in text:  # a quorum queue electing: it will be back
                 return BrokerUnreachable(_join(what, f"{detail}; {_NO_LEADER}"))
             return cls(_join(what, detail))
@@ -193,13 +197,6 @@ _NO_LEADER = (
 )
 """Measured on RabbitMQ 3.10 (tests/cluster): while a quorum queue elects a leader, a
 ``basic.get`` on it closes the connection with 541 INTERNAL_ERROR ``... noproc``."""
-
-
-def _describe(code: int | None, text: str) -> str:
-    if code is None or str(code) in text or not text:
-        return text or f"reply code {code}"
-    # RabbitMQ's text starts with the code's name (NOT_FOUND - ...); add the number.
-    return f"{text} ({code})"
 
 
 def _network_reason(exc: BaseException) -> str:

@@ -53,3 +53,14 @@ def error_class_for(reply_code: int | None, *, connection: bool = False) -> type
     if reply_code is None:
         return default
     return REPLY_CODE_ERRORS.get(reply_code, default)
+
+
+def describe_reply(code: int | None, text: str) -> str:
+    """A broker's reply as rr words it: RabbitMQ's text, then the code in parentheses
+    (``NOT_FOUND - no queue 'q' in vhost '/' (404)``), unless already there. A text may hold
+    the digits elsewhere: a vhost named ``rr-test-4069`` must not cost its reply the code."""
+    if not text:
+        return f"reply code {code}"
+    if code is None or text.endswith(f"({code})"):
+        return text
+    return f"{text} ({code})"

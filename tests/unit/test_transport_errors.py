@@ -399,3 +399,14 @@ def test_closed_error(cause: BaseException | None, expected: type[RrError], mess
 def test_closed_error_names_the_connection() -> None:
     error = closed_error("open a channel", None, resource="connection")
     assert str(error) == "open a channel: the connection is closed"
+
+
+def test_a_reply_keeps_its_code_whatever_digits_its_text_holds() -> None:
+    """A vhost named rr-test-4069 made a 406's text lose its "(406)" (seen in CI)."""
+    from rabbitctl_retry.transport.reply_codes import describe_reply
+
+    text = "PRECONDITION_FAILED - inequivalent arg 'x' for queue 'q' in vhost 'rr-test-4069'"
+    assert describe_reply(406, text) == text + " (406)"
+    assert describe_reply(406, text + " (406)") == text + " (406)"
+    assert describe_reply(404, "") == "reply code 404"
+    assert describe_reply(None, "gone") == "gone"
