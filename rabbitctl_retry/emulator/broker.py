@@ -216,12 +216,6 @@ class Broker(Settlement):
             arguments=args,
             server_version=self.server_version,
         )
-        if settings.kind == "classic" and "x-max-priority" in args:
-            raise NotModelled(
-                f"the emulator does not model message priorities: queue {name!r} declares "
-                'x-max-priority; test it on RabbitMQ (docs/testing.md, "What the emulator '
-                'models")'
-            )
         q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
         self.mark_used(q)
         return self._info(q)

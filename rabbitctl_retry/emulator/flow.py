@@ -122,7 +122,17 @@ class Flow:
         # the broker keeps a message's deaths itself and ignores an x-death a client
         # published; x-death is most recent first, without 3.10's regrouping (deadletter.py)
         self._broker_keeps_deaths = version >= (4, 0)
+        # RabbitMQ 4.3 (measured on 4.3.6): a basic.nack no longer counts as a delivery (only
+        # basic.reject and a closing channel do); every message carries its delivery count in
+        # queues of either type, a basic.reject without requeue adds one, and the dead letter
+        # takes it along: a queue it reaches marks it redelivered, a quorum queue counts on
+        # from it (its delivery limit too) and shows it as x-delivery-count and as the start
+        # of x-acquired-count (every return raises that one)
         self._nack_counts = version < (4, 3)
+        self._counts_travel_everywhere = version >= (4, 3)
+        # a quorum queue's drop-head evictions of one command are dead-lettered newest first
+        # before 4.3 (measured on 3.10.8 and 4.0.5), oldest first on 4.3.6 (_trim)
+        self._evictions_newest_first = version < (4, 3)
         self._get_shows_zero_count = server_version.major < 4
         # RabbitMQ 4.0 (measured on 4.0.5; message containers): the headers exchange compares a
         # header with =:= on its converted value: an integer no longer matches a float (3.10:
@@ -339,12 +349,15 @@ class Flow:
             seq=next(self._seq),
             expires_at_s=None if ttl_ms is None else on_grid(now_s + ttl_ms / 1000),
             enqueued_at_s=now_s,
-            redelivered=q.is_quorum and message.quorum_rejections > 0,
-            failed_deliveries=message.quorum_rejections,
         )
+        self._start_counts(q, entry)
         if q.consumers and not q.ready:
             consumer = q.next_consumer()
             if consumer is not None:
+                if not q.is_quorum:
+                    # RabbitMQ 4.3: a classic queue hands a carrying dead letter straight to a
+                    # waiting consumer as not redelivered (measured on 4.3.6, seed 60)
+                    entry.redelivered = False
                 self._deliver(q, entry, consumer)
                 return True
         q.push(entry)
@@ -357,17 +370,30 @@ class Flow:
             self._dispatch(q)
         return True
 
+    def _start_counts(self, q: EmulatedQueue, entry: Entry) -> None:
+        """What a message arriving in ``q`` starts with of the count it carries."""
+        carried = entry.message.carried_count
+        if self._counts_travel_everywhere:
+            entry.delivery_count = carried
+            entry.acquired_before = carried
+            entry.redelivered = carried > 0
+        else:
+            entry.failed_deliveries = carried
+            entry.redelivered = q.is_quorum and carried > 0
+
     def _trim(self, q: EmulatedQueue) -> None:
         """drop-head: dead-letter (``maxlen``) from the head until ``q`` is within its limits.
 
         A classic queue dead-letters them oldest first; a quorum queue that drops several at
         once dead-letters them newest first (rabbit_fifo gathers the evictions of one command
         and hands them on in reverse; measured on 3.10.8 and 4.0.5: publishing 2, 2, 2 and
-        11 bytes into ``x-max-length-bytes = 10`` dead-letters m4, m3, m2, m1)."""
+        11 bytes into ``x-max-length-bytes = 10`` dead-letters m4, m3, m2, m1). RabbitMQ 4.3
+        hands them on oldest first, as a classic queue (measured on 4.3.6)."""
         evicted: list[Entry] = []
         while q.ready and q.over_limit():
             evicted.append(q.pop())
-        for entry in reversed(evicted) if q.is_quorum else evicted:
+        newest_first = q.is_quorum and self._evictions_newest_first
+        for entry in reversed(evicted) if newest_first else evicted:
             self._dead_letter_entry(q, entry, "maxlen")
         self._expire_head(q)
 
@@ -497,9 +523,13 @@ class Flow:
         message = entry.message
         properties = message.properties
         shown = entry.shown_delivery_count
-        if q.is_quorum and (shown > 0 or (via_get and self._get_shows_zero_count)):
+        acquired = entry.acquired_before if self._counts_travel_everywhere else 0
+        if q.is_quorum and (shown > 0 or acquired > 0 or (via_get and self._get_shows_zero_count)):
             headers = copy_table(properties.headers) if properties.headers else {}
-            headers["x-delivery-count"] = shown
+            if shown > 0 or not self._counts_travel_everywhere:
+                headers["x-delivery-count"] = shown
+            if acquired > 0:
+                headers["x-acquired-count"] = acquired
             # the server adds the header with set_table_value, which sorts the table
             properties = with_headers(properties, dict(sorted(headers.items())))
         elif properties.headers is not None:
@@ -541,8 +571,28 @@ class Flow:
 
     # -- dead letters, purge, delete ---------------------------------------------------------
 
-    def _dead_letter_entry(self, q: EmulatedQueue, entry: Entry, reason: DeathReason) -> None:
-        self._dead_letter(q, entry.message, reason, failed_deliveries=entry.failed_deliveries)
+    def _dead_letter_entry(
+        self,
+        q: EmulatedQueue,
+        entry: Entry,
+        reason: DeathReason,
+        *,
+        rejected_by: Literal["reject", "nack"] | None = None,
+    ) -> None:
+        """Dead-letter a message of ``q``; ``rejected_by``: the method that rejected it
+        without requeue, if that is why it dies."""
+        self._dead_letter(q, entry.message, reason, carried=self._carried(q, entry, rejected_by))
+
+    def _carried(
+        self, q: EmulatedQueue, entry: Entry, rejected_by: Literal["reject", "nack"] | None
+    ) -> int:
+        """The delivery count the dead letter of ``entry`` takes along (StoredMessage's
+        ``carried_count``): on 4.3 its count, one more when a basic.reject made it die; on
+        4.0 its failed deliveries, one more when a quorum queue's rejection did."""
+        if self._counts_travel_everywhere:
+            return entry.delivery_count + (rejected_by == "reject")
+        quorum_rejection = self._rejections_travel and q.is_quorum and rejected_by is not None
+        return entry.failed_deliveries + quorum_rejection
 
     def _dead_letter(
         self,
@@ -550,7 +600,7 @@ class Flow:
         message: StoredMessage,
         reason: DeathReason,
         *,
-        failed_deliveries: int | None = None,
+        carried: int | None = None,
     ) -> None:
         now_s = self.clock.now_s
         dlx_name = q.settings.dead_letter_exchange
@@ -584,9 +634,6 @@ class Flow:
         dlrk = q.settings.dead_letter_routing_key
         if dlrk is not None and self._dead_letter_key_drops_cc and "CC" in headers:
             headers = {name: value for name, value in headers.items() if name != "CC"}
-        rejections = message.quorum_rejections if failed_deliveries is None else failed_deliveries
-        if self._rejections_travel and q.is_quorum and reason == "rejected":
-            rejections += 1
         dead = DeadLetter(
             number=message.number,
             body=message.body,
@@ -594,7 +641,7 @@ class Flow:
             exchange=dlx_name,
             routing_keys=(dlrk,) if dlrk is not None else message.routing_keys,
             ttl_ms=None,
-            quorum_rejections=rejections,
+            carried_count=message.carried_count if carried is None else carried,
         )
         dlx = self.exchanges.get(dlx_name)
         targets = self._route(dlx, dead)[0] if dlx is not None else []

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rabbitctl_retry.emulator.args import QueueSettings
+from rabbitctl_retry.emulator.args import QueueSettings, StrictPriorities
 from rabbitctl_retry.emulator.clock import TimerHandle
 from rabbitctl_retry.fields import FieldTable
 from rabbitctl_retry.transport.base import Delivery, Properties
@@ -28,10 +28,13 @@ class StoredMessage:
     """The first is the publish routing key (``x-death`` ``routing-keys``)."""
     ttl_ms: int | None
     """From the ``expiration`` property."""
-    quorum_rejections: int = 0
-    """RabbitMQ 4.0: the failed deliveries (rejections without requeue, returns of a closing
-    channel) of quorum queues it was dead-lettered from; a quorum queue shows it as its
-    first ``x-delivery-count`` (:attr:`Entry.failed_deliveries`)."""
+    carried_count: int = 0
+    """The delivery count a dead letter carries from the queues it died in. RabbitMQ 4.0: the
+    failed deliveries (rejections without requeue, returns of a closing channel) of quorum
+    queues; a quorum queue shows it as its first ``x-delivery-count``
+    (:attr:`Entry.failed_deliveries`). RabbitMQ 4.3: every counted return (basic.reject, a
+    closing channel) and a basic.reject without requeue, in queues of either type; the
+    queue it reaches starts counting from it (:attr:`Entry.delivery_count`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -43,7 +46,11 @@ class Entry:
     """Enqueue order; a classic queue puts a requeued message back by it."""
     expires_at_s: float | None
     delivery_count: int = 0
-    """Counted returns in this queue (quorum queues; the delivery limit counts these)."""
+    """Counted returns in this queue (quorum queues; the delivery limit counts these).
+    RabbitMQ 4.3: in queues of either type, from the count the message arrived with."""
+    acquired_before: int = 0
+    """RabbitMQ 4.3: how often the message was delivered before (every return counts), from
+    the count it arrived with; a quorum queue shows it as ``x-acquired-count``."""
     redelivered: bool = False
     enqueued_at_s: float = 0.0
     failed_deliveries: int = 0
@@ -57,7 +64,7 @@ class Entry:
         """The ``x-delivery-count`` a quorum queue shows: its own count once it counted a
         return, else the count the message came with (RabbitMQ 4.0 dead letters; measured on
         4.0.5: a dead letter arriving with 1 shows 1, 1 after one return, 2 after two)."""
-        return self.delivery_count or self.message.quorum_rejections
+        return self.delivery_count or self.message.carried_count
 
 
 @dataclass(slots=True, eq=False)
@@ -129,6 +136,8 @@ class EmulatedQueue:
     (0 to :data:`PRIORITY_WEIGHT`)."""
     high_ready: int = 0
     """Two priorities: how many ready messages are of high priority (none: plain FIFO)."""
+    ready_by_level: dict[int, int] = field(default_factory=dict)
+    """Strict priorities: how many ready messages there are of each priority served."""
     returned: int = 0
     """Quorum: how many entries at the head of ``ready`` a closing channel gave back; they
     are served before everything else, in the order they came back (:meth:`push_returned`)."""
@@ -168,6 +177,10 @@ class EmulatedQueue:
         self.ready_bytes += len(entry.message.body)
         if self.settings.two_priorities and _is_high(entry):
             self.high_ready += 1
+        strict = self.settings.strict_priorities
+        if strict is not None:
+            level = strict.level(entry.message.properties.priority)
+            self.ready_by_level[level] = self.ready_by_level.get(level, 0) + 1
 
     def head(self) -> Entry:
         """The ready message served next (``ready`` must not be empty)."""
@@ -184,6 +197,14 @@ class EmulatedQueue:
         self.ready_bytes -= len(entry.message.body)
         if self.settings.two_priorities and _is_high(entry):
             self.high_ready -= 1
+        strict = self.settings.strict_priorities
+        if strict is not None:
+            level = strict.level(entry.message.properties.priority)
+            left = self.ready_by_level[level] - 1
+            if left:
+                self.ready_by_level[level] = left
+            else:
+                del self.ready_by_level[level]
         if self.returned:
             self.returned -= 1
         elif self.settings.two_priorities:
@@ -197,7 +218,12 @@ class EmulatedQueue:
         priorities (RabbitMQ 4 quorum queues), past the messages given back (served first):
         the oldest message of priority above 4, but every third time the oldest of the others
         if it is older still (so two high ones are served for every low one while both wait,
-        and a high one never overtakes an older low one then)."""
+        and a high one never overtakes an older low one then). With strict priorities
+        (:class:`~rabbitctl_retry.emulator.args.StrictPriorities`), past those given back, the
+        oldest of the highest priority waiting."""
+        strict = self.settings.strict_priorities
+        if strict is not None:
+            return 0 if self.returned else self._strict_index(strict)
         if not self.high_ready or self.high_ready == len(self.ready) or self.returned:
             return 0
         high = low = None
@@ -214,6 +240,15 @@ class EmulatedQueue:
             return low
         return high
 
+    def _strict_index(self, strict: StrictPriorities) -> int:
+        if len(self.ready_by_level) < 2:
+            return 0
+        highest = max(self.ready_by_level)
+        for index, entry in enumerate(self.ready):
+            if strict.level(entry.message.properties.priority) == highest:
+                return index
+        raise AssertionError("ready_by_level counts a priority no ready message has")
+
     def push_returned(self, entry: Entry) -> None:
         """Put back a message a closing channel held (quorum): behind the others returned
         that way, ahead of every message never delivered."""
@@ -225,6 +260,7 @@ class EmulatedQueue:
         self.ready.clear()
         self.ready_bytes = 0
         self.high_ready = 0
+        self.ready_by_level.clear()
         self.returned = 0
 
     def insert_by_seq(self, entry: Entry) -> None:

@@ -42,7 +42,7 @@ class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
 
     ``server_version`` selects version-dependent behaviour, each difference measured on 3.10.8
-    and 4.0.5 and listed in docs/testing.md ("RabbitMQ 3.10 and 4.0"): ``x-last-death-*``
+    and 4.0.5 and listed in docs/testing.md ("RabbitMQ 3.10, 4.0 and 4.3"): ``x-last-death-*``
     headers (3.13+), 4.0's ``x-death`` order and handling of client-written ``x-death``, quorum
     returns served first, the default delivery limit 20, ``x-queue-type`` always set, the
     headers exchange's number rules (4.0+), basic.nack not counting toward the quorum limit

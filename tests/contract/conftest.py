@@ -1,6 +1,6 @@
 """The ``backend`` fixture: every contract scenario runs on the emulator and on RabbitMQ.
 
-Each runs four times: on RabbitMQ 3.10 and 4.0 (each skipped without that server, failed
+Each runs six times: on RabbitMQ 3.10, 4.0 and 4.3 (each skipped without that server, failed
 when ``CI=true``; a fresh vhost per test) and on the emulator set to each of those versions.
 """
 

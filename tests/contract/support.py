@@ -13,6 +13,7 @@ from typing import Any
 
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery
+from tests.contract.versions import expected
 
 TIME = "<datetime>"
 """Stands for the ``time`` of an ``x-death`` entry once it was checked to be a datetime."""
@@ -96,3 +97,12 @@ async def drain(channel: Channel, queue: str) -> list[Delivery]:
 
 async def bodies(channel: Channel, queue: str) -> list[str]:
     return [delivery.body.decode() for delivery in await drain(channel, queue)]
+
+
+async def counted_return(version: str, channel: Channel, tag: int) -> None:
+    """Give a delivery back so that its quorum queue counts it: basic.nack with requeue, or
+    basic.reject where a nack is not counted (versions.py 'counted-return')."""
+    if expected(version, "counted-return") == "nack":
+        await channel.nack(tag, requeue=True)
+    else:
+        await channel.reject(tag, requeue=True)

@@ -10,7 +10,7 @@ from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend
 from tests.contract.support import bodies, death, drain, first_death, view
-from tests.contract.versions import expected, last_death
+from tests.contract.versions import carried_count, dead_letter_redelivered, expected, last_death
 from tests.observe import depth
 
 DLX_TO_WORK: dict[str, FieldValue] = {
@@ -54,6 +54,10 @@ async def test_rejected_and_nacked_without_requeue(backend: Backend) -> None:
 
     await backend.until(all_dead, "three messages in 'dead'")
     dead = await drain(channel, "dead")
+    # a basic.reject counts on 4.3 (the dead letter comes out redelivered), a basic.nack not
+    rejected_redelivered = dead_letter_redelivered(
+        backend.version, carried_count(backend.version, rejects=1, quorum=False), quorum=False
+    )
     rejected = {
         **first_death("rejected", "work", "orders"),
         **last_death(backend.version, "rejected", "work", "orders"),
@@ -63,7 +67,7 @@ async def test_rejected_and_nacked_without_requeue(backend: Backend) -> None:
             "body": "r1",
             "exchange": "graveyard",
             "routing_key": "new",
-            "redelivered": False,
+            "redelivered": rejected_redelivered,
             "headers": {
                 "h": "v",
                 "x-death": [death("rejected", "work", exchange="orders", routing_keys=["new"])],
@@ -75,7 +79,7 @@ async def test_rejected_and_nacked_without_requeue(backend: Backend) -> None:
             "body": "r2",
             "exchange": "graveyard",
             "routing_key": "new",
-            "redelivered": False,
+            "redelivered": rejected_redelivered,
             "headers": {
                 "x-death": [
                     death(
@@ -314,7 +318,10 @@ async def test_the_same_queue_and_reason_merge_into_one_entry(backend: Backend) 
         "body": "m",
         "exchange": "",
         "routing_key": "q",
-        "redelivered": False,
+        # rejected once in q (counted on 4.3), then expired in dlq: the count travels
+        "redelivered": dead_letter_redelivered(
+            version, carried_count(version, rejects=1, quorum=False), quorum=False
+        ),
         "headers": {"x-death": [expired_once, rejected_once], **expired_in_dlq},
         "expiration": None,
     }

@@ -37,6 +37,7 @@ from tests.contract.random_scenarios import (
     Sleep,
     check,
     compare,
+    for_release,
     generate,
     normalized,
     reproducer,
@@ -77,7 +78,7 @@ async def test_random_scenarios_agree(rabbitmq: RabbitBackend) -> None:
     version = rabbitmq.version
     disagreeing: list[Outcome] = []
     for seed in CHOSEN:
-        outcome = await compare(generate(seed), version, rabbitmq)
+        outcome = await compare(for_release(generate(seed), version), version, rabbitmq)
         if not outcome.agree:
             disagreeing.append(outcome)
     if not disagreeing:

@@ -144,3 +144,39 @@ async def test_a_ported_rabbitmq_case_catches_bcc_keys_in_x_death(
     monkeypatch.setattr(flow, "_death_routing_keys", lambda message: message.routing_keys)
     with pytest.raises(AssertionError, match="x-death"):
         await run_ported_header_case(version, "BCC")
+
+
+@pytest.mark.parametrize(
+    ("rule", "scenario"),
+    [
+        ("_nack_counts", "nack"),
+        ("_counts_travel_everywhere", "carried"),
+    ],
+)
+async def test_the_4_3_scenarios_catch_an_emulator_counting_as_4_0(
+    rule: str, scenario: str
+) -> None:
+    """RabbitMQ 4.3 counts deliveries its own way (docs/testing.md): an emulator at 4.3 with
+    one of 4.0's rules back (a nack counted; counts that travel only from quorum
+    rejections) fails the scenario that rule decides, which passes at 4.3."""
+    from tests.contract.test_differential_findings import (
+        test_what_a_dead_letter_carries_of_the_returns_before_it as carried,
+    )
+    from tests.contract.test_requeue import test_nack_multiple_with_requeue as nacked
+
+    async def run(backend: EmulatorBackend) -> None:
+        if scenario == "nack":
+            await nacked(backend, "quorum")
+        else:
+            await carried(backend, "basic.reject(requeue)")
+
+    right = EmulatorBackend("4.3", rounds=1)
+    wrong = EmulatorBackend("4.3", rounds=1)
+    setattr(wrong.emulator.broker, rule, not getattr(wrong.emulator.broker, rule))
+    try:
+        await run(right)
+        with pytest.raises(AssertionError):
+            await run(wrong)
+    finally:
+        await right.close()
+        await wrong.close()

@@ -1,9 +1,9 @@
-"""Where RabbitMQ 3.10 and 4.0 differ: what the contract scenarios expect, in one table.
+"""Where RabbitMQ 3.10, 4.0 and 4.3 differ: what the contract scenarios expect, in one table.
 
-Each entry names a behaviour, gives its value per release line (``backend.version``: "3.10" or
-"4.0"), and cites the release and the change. A scenario reads it with
+Each entry names a behaviour, gives its value per release line (``backend.version``: "3.10", "4.0"
+or "4.3"), and cites the release and the change. A scenario reads it with
 ``expected(backend.version, NAME)``; the emulator models the same differences behind its
-version switches (docs/testing.md, "RabbitMQ 3.10 and 4.0").
+version switches (docs/testing.md, "RabbitMQ 3.10, 4.0 and 4.3").
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def expected(version: str, name: str) -> Any:
 # -- dead-lettering ---------------------------------------------------------------------------
 
 TABLE["last-death-headers"] = Difference(
-    {"3.10": False, "4.0": True},
+    {"3.10": False, "4.0": True, "4.3": True},
     "RabbitMQ 3.13+: every dead letter also carries x-last-death-reason/-queue/-exchange: this "
     "death's reason and queue, and the exchange the message died from (not the exchange of a "
     "merged x-death entry). Measured on 4.0.5.",
@@ -44,6 +44,7 @@ TABLE["x-death-order-three-queues"] = Difference(
     {
         "3.10": ([("qc", 1), ("qa", 1), ("qb", 1)], [("qb", 2), ("qa", 1), ("qc", 1)]),
         "4.0": ([("qc", 1), ("qb", 1), ("qa", 1)], [("qb", 2), ("qc", 1), ("qa", 1)]),
+        "4.3": ([("qc", 1), ("qb", 1), ("qa", 1)], [("qb", 2), ("qc", 1), ("qa", 1)]),
     },
     "RabbitMQ 4.0 (message containers, deaths v2): x-death is strictly most recent first, a "
     "repeated (queue, reason) moves to the front; 3.10 regroups the list before each death, "
@@ -63,13 +64,18 @@ TABLE["x-death-entry-keys"] = Difference(
             ["count", "reason", "queue", "time", "exchange", "routing-keys"],
             ["original-expiration", "count", "reason", "queue", "time", "exchange", "routing-keys"],
         ],
+        "4.3": [
+            ["count", "reason", "queue", "time", "exchange", "routing-keys"],
+            ["count", "reason", "queue", "time", "exchange", "routing-keys"],
+            ["original-expiration", "count", "reason", "queue", "time", "exchange", "routing-keys"],
+        ],
     },
     "RabbitMQ 4.0 renders every x-death entry in one key order (mc_amqpl death_table, "
     "original-expiration first); 3.10 keeps the very first entry as written and sorts the keys "
     "of every entry it rebuilt. Measured on 3.10.8 and 4.0.5.",
 )
 TABLE["client-x-death"] = Difference(
-    {"3.10": "continued", "4.0": "ignored"},
+    {"3.10": "continued", "4.0": "ignored", "4.3": "ignored"},
     "RabbitMQ 4.0: an x-death header a client (re)publishes is no longer interpreted (4.0.1 "
     "release notes, 'AMQP 0.9.1 x-death header'): the first death the broker records replaces "
     "it with a fresh one-entry list and writes x-first-death-*, and it takes no part in cycle "
@@ -88,6 +94,43 @@ def last_death(version: str, reason: str, queue: str, exchange: str) -> dict[str
     }
 
 
+TABLE["dead-letter-carried-count"] = Difference(
+    {
+        "3.10": "none",
+        "4.0": "quorum rejections",
+        "4.3": "basic.reject in any queue",
+    },
+    "What a dead letter's delivery count carries. RabbitMQ 4.0 (message containers): one per "
+    "rejection without requeue (basic.reject or basic.nack) and per return of a closing "
+    "channel in a quorum queue; returns by basic.reject / nack with requeue, a classic "
+    "queue's rejection, expiry and delivery_limit deaths add nothing. RabbitMQ 4.3: one per "
+    "basic.reject (with or without requeue) and per return of a closing channel, in queues "
+    "of either type; basic.nack never counts. A queue the dead letter reaches marks it "
+    "redelivered on 4.3 (4.0: a quorum queue only). Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)
+
+
+def carried_count(version: str, *, nacks: int = 0, rejects: int = 0, quorum: bool) -> int:
+    """The delivery count a dead letter carries after ``nacks`` basic.nack and ``rejects``
+    basic.reject without requeue of it in one queue (a ``quorum`` one or not):
+    "dead-letter-carried-count"."""
+    rule = expected(version, "dead-letter-carried-count")
+    if rule == "none":
+        return 0
+    if rule == "quorum rejections":
+        return nacks + rejects if quorum else 0
+    assert rule == "basic.reject in any queue"
+    return rejects
+
+
+def dead_letter_redelivered(version: str, carried: int, *, quorum: bool) -> bool:
+    """The redelivered flag of a dead letter's first delivery from the queue it reached,
+    given the count it carries ("dead-letter-carried-count")."""
+    if expected(version, "dead-letter-carried-count") == "basic.reject in any queue":
+        return carried > 0
+    return quorum and carried > 0
+
+
 # -- quorum queues: requeues, delivery counts, delivery limits --------------------------------
 # (body, redelivered, x-delivery-count or "absent") of each delivery, as test_requeue.py sees it
 
@@ -96,6 +139,7 @@ TABLE["quorum-after-consumer-close"] = Difference(
     {
         "3.10": [("m1", True, 1), ("m2", True, 1), ("m3", False, 0), ("m4", False, 0)],
         "4.0": [("m1", True, 1), ("m2", True, 1), ("m3", False, "absent"), ("m4", False, "absent")],
+        "4.3": [("m1", True, 1), ("m2", True, 1), ("m3", False, "absent"), ("m4", False, "absent")],
     },
     "RabbitMQ 4.0: basic.get no longer shows x-delivery-count = 0 on a message never returned "
     "(3.x adds it to every basic.get of a quorum queue). Measured on 3.10.8 and 4.0.5.",
@@ -105,6 +149,7 @@ TABLE["quorum-got-by-basic-get"] = Difference(
     {
         "3.10": [("m1", False, 0), ("m2", False, 0), ("m3", False, 0)],
         "4.0": [("m1", False, "absent"), ("m2", False, "absent"), ("m3", False, "absent")],
+        "4.3": [("m1", False, "absent"), ("m2", False, "absent"), ("m3", False, "absent")],
     },
     "RabbitMQ 4.0: no x-delivery-count on a first basic.get (3.x: 0). Measured on both.",
 )
@@ -113,6 +158,7 @@ TABLE["quorum-after-get-and-close"] = Difference(
     {
         "3.10": [("m1", True, 1), ("m3", True, 1), ("m4", False, 0)],
         "4.0": [("m1", True, 1), ("m3", True, 1), ("m4", False, "absent")],
+        "4.3": [("m1", True, 1), ("m3", True, 1), ("m4", False, "absent")],
     },
     "RabbitMQ 4.0: no x-delivery-count on a first basic.get (3.x: 0). Measured on both.",
 )
@@ -135,6 +181,14 @@ TABLE["quorum-after-rejects"] = Difference(
             ("m3", False, "absent"),
             ("m4", False, "absent"),
         ],
+        "4.3": [
+            ("m1", False, "absent"),
+            ("m1", True, 1),
+            ("m1", True, 2),
+            ("m2", False, "absent"),
+            ("m3", False, "absent"),
+            ("m4", False, "absent"),
+        ],
     },
     "RabbitMQ 4.0: a quorum queue puts a message rejected or nacked with requeue at the front "
     "(served before every message never delivered, as one a closing channel returns); 3.10 "
@@ -142,7 +196,7 @@ TABLE["quorum-after-rejects"] = Difference(
 )
 TABLE["quorum-got-after-reject"] = Difference(
     # m1..m5; basic.get takes m1, m2, m3; m2 is rejected with requeue; one more basic.get
-    {"3.10": [("m4", False, 0)], "4.0": [("m2", True, 1)]},
+    {"3.10": [("m4", False, 0)], "4.0": [("m2", True, 1)], "4.3": [("m2", True, 1)]},
     "RabbitMQ 4.0: a rejected message goes back to the front of a quorum queue (3.10: the "
     "back); no x-delivery-count on a first basic.get (3.10: 0). Measured on both.",
 )
@@ -157,6 +211,13 @@ TABLE["quorum-after-reject-and-close"] = Difference(
             ("m2", True, 1),
         ],
         "4.0": [
+            ("m1", True, 1),
+            ("m3", True, 1),
+            ("m2", True, 2),
+            ("m4", False, "absent"),
+            ("m5", False, "absent"),
+        ],
+        "4.3": [
             ("m1", True, 1),
             ("m3", True, 1),
             ("m2", True, 2),
@@ -185,9 +246,17 @@ TABLE["quorum-after-nack-multiple"] = Difference(
             ("m4", False, "absent"),
             ("m5", False, "absent"),
         ],
+        "4.3": [
+            ("m1", True, "absent"),
+            ("m2", True, "absent"),
+            ("m3", True, "absent"),
+            ("m4", False, "absent"),
+            ("m5", False, "absent"),
+        ],
     },
     "RabbitMQ 4.0: nacked messages go back to the front of a quorum queue (3.10: the back). "
-    "Measured on 3.10.8 and 4.0.5.",
+    "RabbitMQ 4.3 does not count a basic.nack: no x-delivery-count (x-acquired-count 1). "
+    "Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
 TABLE["quorum-after-rejects-out-of-order"] = Difference(
     # m1..m4; basic.get takes m1, m2; m2 is rejected with requeue, then m1
@@ -204,18 +273,54 @@ TABLE["quorum-after-rejects-out-of-order"] = Difference(
             ("m3", False, "absent"),
             ("m4", False, "absent"),
         ],
+        "4.3": [
+            ("m2", True, 1),
+            ("m1", True, 1),
+            ("m3", False, "absent"),
+            ("m4", False, "absent"),
+        ],
     },
     "RabbitMQ 4.0: rejected messages go back to the front of a quorum queue in the order they "
     "came back, not to their old places (3.10: to the back). Measured on 3.10.8 and 4.0.5.",
 )
+TABLE["counted-return"] = Difference(
+    # how the delivery-limit cases return a delivery so that the queue counts it
+    {"3.10": "nack", "4.0": "nack", "4.3": "reject"},
+    "RabbitMQ 4.3 no longer counts a basic.nack toward x-delivery-count and the delivery "
+    "limit (only basic.reject and a closing channel; every return raises x-acquired-count): "
+    "a message nacked with requeue forever never reaches its limit. The suite's cases nack; "
+    "on 4.3 they reject, or they would test nothing. Measured on 4.3.6.",
+)
+TABLE["quorum-count-after-a-carried-one"] = Difference(
+    # x-delivery-count of a dead letter carrying 1, as a quorum queue shows it on its first
+    # delivery and after one and two returns of a closing channel
+    {"3.10": ["absent", 1, 2], "4.0": [1, 1, 2], "4.3": [1, 2, 3]},
+    "RabbitMQ 4.0 shows the count a dead letter carries until the queue counted a return of "
+    "its own, then its own; 4.3 counts on from the carried count (its delivery limit too); "
+    "3.10 carries nothing. Measured on 3.10.8, 4.0.5 and 4.3.6 (seed 279).",
+)
+TABLE["quorum-evictions"] = Difference(
+    # the order a quorum queue dead-letters what one publish pushed out with drop-head
+    {"3.10": "newest first", "4.0": "newest first", "4.3": "oldest first"},
+    "RabbitMQ 3.10 and 4.0 quorum queues (rabbit_fifo) gather the evictions of one command and "
+    "hand them on in reverse; 4.3 oldest first, as a classic queue. Measured on 3.10.8, 4.0.5 "
+    "and 4.3.6 (seed 14).",
+)
 TABLE["quorum-default-delivery-limit"] = Difference(
-    {"3.10": None, "4.0": 20},
+    {"3.10": None, "4.0": 20, "4.3": 20},
     "RabbitMQ 4.0: a quorum queue declared without x-delivery-limit gets 20 (4.0.0 release "
     "notes, 'Quorum queues now have a default redelivery limit'); 3.10 has none. Measured: 21 "
     "deliveries on 4.0.5, then dead-lettered (delivery_limit).",
 )
+TABLE["non-integer-delivery-limit"] = Difference(
+    {"3.10": "compared as it is", "4.0": "compared as it is", "4.3": "ignored"},
+    "RabbitMQ 4.3 takes only an integer x-delivery-limit: a float (2.5, 0.5) or a string "
+    "('3') is ignored and the queue gets the default limit (20). 3.10 and 4.0 compare the "
+    "count with a float as a number and never reach a string (every number sorts below a "
+    "binary in Erlang term order). Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)
 TABLE["quorum-negative-delivery-limit"] = Difference(
-    {"3.10": "dead-letters at the first return", "4.0": "no limit"},
+    {"3.10": "dead-letters at the first return", "4.0": "no limit", "4.3": "no limit"},
     "RabbitMQ 4.0: a negative x-delivery-limit (-1, -5, -0.5) means no limit; 3.10 compares "
     "the count with it and dead-letters at the first return. Measured on 3.10.8 and 4.0.5.",
 )
@@ -234,6 +339,10 @@ TABLE["x-queue-type-redeclare"] = Difference(
             "'longstr'",
         },
         "4.0": {
+            "quorum over classic": "received 'quorum' but current is 'classic'",
+            "classic over quorum": "received 'classic' but current is 'quorum'",
+        },
+        "4.3": {
             "quorum over classic": "received 'quorum' but current is 'classic'",
             "classic over quorum": "received 'classic' but current is 'quorum'",
         },
@@ -261,6 +370,12 @@ TABLE["headers-numbers"] = Difference(
             "stamp": ["at-seconds"],
             "millis": ["at-stamp", "at-millis"],
         },
+        "4.3": {
+            "int": ["n-int"],
+            "float": ["n-float"],
+            "stamp": ["at-seconds"],
+            "millis": ["at-stamp", "at-millis"],
+        },
     },
     "RabbitMQ 4.0 (message containers): the headers exchange compares a header's converted "
     "value with =:=, so an integer never matches a float (3.10 compares with ==: 1 matches "
@@ -272,7 +387,7 @@ TABLE["headers-numbers"] = Difference(
 
 TABLE["classic-queue-type-argument"] = Difference(
     # x-queue-type in `rabbitmqctl list_queues arguments` of a classic queue declared without it
-    {"3.10": None, "4.0": "classic"},
+    {"3.10": None, "4.0": "classic", "4.3": "classic"},
     "RabbitMQ 4.0 (rabbitmq-server #11541, #12109): the default type is written into the "
     "queue's arguments, so list_queues shows x-queue-type = classic, and rr's conflict report "
     "names it ('broker 'classic'' instead of 'broker (none)'). Measured on 3.10.8 and 4.0.5.",
@@ -282,7 +397,40 @@ TABLE["access-refused-publish"] = Difference(
     {
         "3.10": "ACCESS_REFUSED - access to exchange",
         "4.0": "ACCESS_REFUSED - write access to exchange",
+        "4.3": "ACCESS_REFUSED - write access to exchange",
     },
     "RabbitMQ 4.0 names the permission that is missing in a 403 on publish ('write access to "
     "exchange ...'); 3.10 says 'access to exchange ...'. Measured on 3.10.8 and 4.0.5.",
+)
+
+# -- priorities -------------------------------------------------------------------------------
+# test_priorities.py: n1 (none), p4, n2 (none), p3, p5, p0, p9, p200 published in that order
+
+TABLE["quorum-priorities"] = Difference(
+    {
+        "3.10": ["n1", "p4", "n2", "p3", "p5", "p0", "p9", "p200"],
+        "4.0": ["p5", "p9", "n1", "p200", "p4", "n2", "p3", "p0"],
+        "4.3": ["p200", "p9", "p5", "n1", "p4", "n2", "p3", "p0"],
+    },
+    "RabbitMQ 4.0 quorum queues have two priorities (above 4: high) and serve two high for "
+    "one low (4.0.0 release notes, 'message priorities'); 3.10 ignores priorities. RabbitMQ "
+    "4.3 serves 32 priorities strictly: highest first, above 31 as 31, a message without one "
+    "as 4. Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)
+TABLE["quorum-priorities-after-returns"] = Difference(
+    # the first three taken by basic.get and rejected with requeue, the last first
+    {
+        "3.10": ["p3", "p5", "p0", "p9", "p200", "n2", "p4", "n1"],
+        "4.0": ["n1", "p9", "p5", "p200", "p4", "n2", "p3", "p0"],
+        "4.3": ["p5", "p9", "p200", "n1", "p4", "n2", "p3", "p0"],
+    },
+    "A quorum queue serves what came back before everything else, in the order it came back "
+    "(4.0 and 4.3), whatever its priority; 3.10 appends it at the back. Measured on 3.10.8, "
+    "4.0.5 and 4.3.6.",
+)
+TABLE["classic-max-priority-0"] = Difference(
+    {"3.10": "no priorities", "4.0": "as 1", "4.3": "as 1"},
+    "A classic queue declared with x-max-priority = 0: RabbitMQ 3.10 has no priorities then "
+    "(first in, first out); 4.0 and 4.3 serve it as x-max-priority = 1 (priority 1 and above "
+    "before 0 and none). Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )

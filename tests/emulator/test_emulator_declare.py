@@ -520,17 +520,3 @@ async def test_names_the_client_library_would_not_encode(channel: EmulatedChanne
         await channel.publish(b"m", routing_key="k" * 256)
     assert not channel.is_closed
     await channel.queue_declare("aZ09-_.:@#,/+ ")
-
-
-async def test_a_classic_priority_queue_is_refused_clearly(
-    emulator: Emulator, channel: EmulatedChannel
-) -> None:
-    """RabbitMQ takes x-max-priority on a classic queue and delivers by priority; the emulator
-    does not model priorities, so it refuses the declaration rather than deliver in another
-    order, and nothing is declared."""
-    from rabbitctl_retry.emulator.broker import NotModelled
-
-    with pytest.raises(NotModelled, match=r"does not model message priorities: queue 'jobs'"):
-        await channel.queue_declare("jobs", arguments={"x-max-priority": 5})
-    assert "jobs" not in emulator.queue_names()
-    await channel.queue_declare("jobs")  # the channel still works

@@ -185,7 +185,7 @@ def test_timestamps_are_whole_utc_seconds() -> None:
         (2**40, "long"),
         (True, "bool"),
         ("x", "longstr"),
-        (1.5, "float"),
+        (1.5, "double"),  # rr encodes a float as a 64-bit double (transport/codec.py)
         (None, "void"),
     ],
 )

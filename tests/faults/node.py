@@ -676,8 +676,11 @@ class PrivateNode:
 
     def add_vhost(self, vhost: str, user: str = "guest") -> None:
         """Create ``vhost`` and give ``user`` full permissions on it (one ``rabbitmqctl``
-        run, tests/vhost_eval.py)."""
-        answer = self._ctl_run("-q", "eval", vhost_batch(user, delete=[], make=[vhost])).strip()
+        run, tests/vhost_eval.py). A vhost starts its message stores: on a node of a busy
+        machine that took over 30 s once (a clean-clone CI run beside other test runs), so the
+        run may take 120 s."""
+        batch = vhost_batch(user, delete=[], make=[vhost])
+        answer = self._ctl_run("-q", "eval", batch, timeout_s=120.0).strip()
         if answer != ALL_DONE:
             raise NodeError(f"could not make vhost {vhost!r} on {self.name}: {answer}")
 

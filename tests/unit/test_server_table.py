@@ -88,7 +88,7 @@ def test_the_older_variable_names_still_work_and_the_new_ones_win() -> None:
 
 
 def test_rr_test_brokers_picks_the_lines_and_refuses_one_the_table_lacks() -> None:
-    assert chosen_versions({}) == list(DEFAULT_BROKERS) == ["3.10", "4.0"]
+    assert chosen_versions({}) == list(DEFAULT_BROKERS) == ["3.10", "4.0", "4.3"]
     assert chosen_versions({"RR_TEST_BROKERS": "3.10, 4.0,4.3"}) == ["3.10", "4.0", "4.3"]
     assert chosen_versions({"RR_TEST_BROKERS": "4.3"}) == ["4.3"]
     with pytest.raises(pytest.UsageError, match=r"'4\.1'.*knows the servers 3\.10, 4\.0, 4\.3"):

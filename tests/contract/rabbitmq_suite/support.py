@@ -22,7 +22,7 @@ from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery, Properties, QueueInfo
 from tests.backends import Backend
 from tests.contract.support import death, first_death
-from tests.contract.versions import Difference, last_death
+from tests.contract.versions import Difference, carried_count, dead_letter_redelivered, last_death
 from tests.observe import Recorder
 
 
@@ -231,13 +231,22 @@ class Scenario:
 
     # -- expected headers --------------------------------------------------------------------
 
-    def got_count(self, queue: str, *, quorum_rejections: int = 0) -> FieldTable:
-        """The ``x-delivery-count`` a basic.get of ``queue`` shows for a message never
-        returned to it (as headers to merge): none from a classic queue,
+    def got_count(self, queue: str, *, nacks: int = 0, rejects: int = 0) -> FieldTable:
+        """The count headers a basic.get of ``queue`` shows for a message never returned to
+        it that ``nacks`` basic.nack and ``rejects`` basic.reject without requeue dead-lettered
+        from ``queue`` before (as headers to merge): none from a classic queue,
         :func:`quorum_get_count` from a quorum queue."""
         if queue not in self.quorum_queues:
             return {}
-        return quorum_get_count(self.backend.version, quorum_rejections=quorum_rejections)
+        carried = carried_count(self.backend.version, nacks=nacks, rejects=rejects, quorum=True)
+        return quorum_get_count(self.backend.version, carried)
+
+    def redelivered(self, source: str, target: str, *, rejects: int) -> bool:
+        """The redelivered flag of a dead letter's first delivery from ``target``, which
+        ``rejects`` basic.reject (with or without requeue) in ``source`` sent there."""
+        version = self.backend.version
+        carried = carried_count(version, rejects=rejects, quorum=source in self.quorum_queues)
+        return dead_letter_redelivered(version, carried, quorum=target in self.quorum_queues)
 
     def died(
         self,
@@ -280,21 +289,23 @@ def expected(version: str, name: str) -> Any:
 
 
 DIFFERENCES["quorum-get-delivery-count"] = Difference(
-    # the x-delivery-count a basic.get from a quorum queue shows for a message never returned
-    # to that queue, given how often it was rejected (basic.reject or basic.nack without
-    # requeue) from quorum queues before it was dead-lettered there
-    {"3.10": "0", "4.0": "quorum rejections, absent when none"},
-    "RabbitMQ 4.0 (message containers): a quorum queue's rejection without requeue adds one "
-    "to the message's delivery-count annotation, which travels with the dead letter; a "
-    "quorum queue the dead letter reaches later (the same or another) shows it as "
-    "x-delivery-count on basic.get and basic.deliver: 1 after one such rejection, 2 after "
-    "two. Returns within a queue, a classic queue's rejection, expiry and delivery_limit "
-    "deaths do not carry over (after two requeues and a rejection: 1). 3.10 shows "
+    # the x-delivery-count (and x-acquired-count) a basic.get from a quorum queue shows for a
+    # message never returned to that queue, given the count it carries as a dead letter
+    # ("dead-letter-carried-count")
+    {
+        "3.10": "0",
+        "4.0": "the carried count, absent when none",
+        "4.3": "the carried count as both counts, absent when none",
+    },
+    "RabbitMQ 4.0 (message containers): a dead letter's delivery-count annotation travels "
+    "with it, and a quorum queue the dead letter reaches (the same or another) shows it as "
+    "x-delivery-count on basic.get and basic.deliver. RabbitMQ 4.3 starts both of its counts "
+    "from it: x-delivery-count and x-acquired-count show the carried count. 3.10 shows "
     "x-delivery-count 0 on every first basic.get from a quorum queue (versions.py "
-    "'quorum-got-by-basic-get'). Measured on 3.10.8 and 4.0.5.",
+    "'quorum-got-by-basic-get'). Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
 DIFFERENCES["dead-letter-key-removes-cc"] = Difference(
-    {"3.10": True, "4.0": False},
+    {"3.10": True, "4.0": False, "4.3": False},
     "RabbitMQ 3.10 removes the CC header of a message dead-lettered with "
     "x-dead-letter-routing-key (rabbit_dead_letter, as dead_letter_headers_CC_with_routing_key "
     "expects); 4.0 keeps it (it only routes by the dead-letter key). Measured on 3.10.8 and "
@@ -302,11 +313,16 @@ DIFFERENCES["dead-letter-key-removes-cc"] = Difference(
 )
 
 
-def quorum_get_count(version: str, *, quorum_rejections: int = 0) -> FieldTable:
-    """The ``x-delivery-count`` header of a basic.get from a quorum queue, of a message never
-    returned to it (as headers to merge: empty when absent); "quorum-get-delivery-count"."""
+def quorum_get_count(version: str, carried: int = 0) -> FieldTable:
+    """The count headers of a basic.get from a quorum queue, of a message never returned to
+    it that carries ``carried`` (as headers to merge: empty when absent);
+    "quorum-get-delivery-count"."""
     rule = expected(version, "quorum-get-delivery-count")
     if rule == "0":
         return {"x-delivery-count": 0}
-    assert rule == "quorum rejections, absent when none"
-    return {"x-delivery-count": quorum_rejections} if quorum_rejections else {}
+    if not carried:
+        return {}
+    if rule == "the carried count, absent when none":
+        return {"x-delivery-count": carried}
+    assert rule == "the carried count as both counts, absent when none"
+    return {"x-acquired-count": carried, "x-delivery-count": carried}

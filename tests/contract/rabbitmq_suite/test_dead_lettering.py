@@ -286,7 +286,7 @@ async def test_dead_letter_reject_requeue_reject_norequeue(backend: Backend, s: 
         "body": "msg",
         "exchange": s.names.dlx_exchange,
         "routing_key": dlq,
-        "redelivered": False,
+        "redelivered": s.redelivered(q, dlq, rejects=2),
         "headers": s.died("rejected", q),
         "expiration": None,
     }
@@ -386,7 +386,7 @@ async def test_dead_letter_missing_exchange(backend: Backend, s: Scenario) -> No
         "body": "msg2",
         "exchange": dlx,
         "routing_key": dlq,
-        "redelivered": False,
+        "redelivered": s.redelivered(q, dlq, rejects=1),
         "headers": s.died("rejected", q),
         "expiration": None,
     }
@@ -534,9 +534,7 @@ async def test_dead_letter_routing_key_cycle_with_reject(backend: Backend, s: Sc
     await s.nack(second, requeue=False)
     await s.wait_for_messages(q, 1)
     [third] = await s.consume(q, ["msg1"])
-    assert view(third)["headers"] == s.died(
-        "rejected", q, count=2, extra=s.got_count(q, quorum_rejections=2)
-    )
+    assert view(third)["headers"] == s.died("rejected", q, count=2, extra=s.got_count(q, nacks=2))
 
 
 # -- headers ----------------------------------------------------------------------------------
@@ -631,14 +629,12 @@ async def test_dead_letter_headers_cycle(backend: Backend, s: Scenario) -> None:
     await s.wait_for_messages(q, 1)
     once = await s.get(q)
     assert once.body == b"msg1"
-    assert view(once)["headers"] == s.died("rejected", q, extra=s.got_count(q, quorum_rejections=1))
+    assert view(once)["headers"] == s.died("rejected", q, extra=s.got_count(q, nacks=1))
     await s.nack(once, requeue=False)
     await s.wait_for_messages(q, 1)
     twice = await s.get(q)
     assert twice.body == b"msg1"
-    assert view(twice)["headers"] == s.died(
-        "rejected", q, count=2, extra=s.got_count(q, quorum_rejections=2)
-    )
+    assert view(twice)["headers"] == s.died("rejected", q, count=2, extra=s.got_count(q, nacks=2))
 
 
 async def copied_by_header(
@@ -761,7 +757,7 @@ async def test_dead_letter_headers_first_death(backend: Backend, s: Scenario) ->
         ],
         **first_death("rejected", q, ""),
         **last_death(backend.version, "rejected", dlq, dlx),
-        **s.got_count(q, quorum_rejections=1),  # its death in q (the queue kind's)
+        **s.got_count(q, nacks=1),  # its death in q (the queue kind's)
     }
 
 

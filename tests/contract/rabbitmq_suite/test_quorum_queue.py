@@ -25,8 +25,9 @@ from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery, Properties, QueueInfo
 from tests.backends import Backend
 from tests.contract.rabbitmq_suite import EMULATOR_GAPS, NOT_PORTED
-from tests.contract.support import death, delivery_count, drain, first_death, view
-from tests.contract.versions import Difference, expected, last_death
+from tests.contract.rabbitmq_suite.support import quorum_get_count
+from tests.contract.support import counted_return, death, delivery_count, drain, first_death, view
+from tests.contract.versions import Difference, dead_letter_redelivered, expected, last_death
 from tests.observe import Recorder, depth
 
 QUORUM: dict[str, FieldValue] = {"x-queue-type": "quorum"}
@@ -228,7 +229,7 @@ basic.nack(multiple, requeue) returned (requeue_multiple_true); the same on ever
 
 VERSIONED: dict[str, Difference] = {
     "first-get-delivery-count": Difference(
-        {"3.10": 0, "4.0": ABSENT},
+        {"3.10": 0, "4.0": ABSENT, "4.3": ABSENT},
         "basic.get of a message never returned: 3.x adds x-delivery-count = 0, 4.0 no header "
         "(as tests/contract/versions.py 'quorum-got-by-basic-get'). Measured on 3.10.8, 4.0.5.",
     ),
@@ -266,6 +267,21 @@ VERSIONED: dict[str, Difference] = {
                     ("m5", True, 1),
                 ],
             ),
+            "4.3": (
+                [(2, 3, 4), (2, 1, 6), (2, 1, 8), (2, 0, 9), (1, 0, 10), (1, 0, 10)],
+                [
+                    ("m1", False, ABSENT),
+                    ("m2", False, ABSENT),
+                    ("m1", True, 1),
+                    ("m2", True, 1),
+                    ("m3", False, ABSENT),
+                    ("m4", False, ABSENT),
+                    ("m3", True, 1),
+                    ("m4", True, 1),
+                    ("m5", False, ABSENT),
+                    ("m5", True, 1),
+                ],
+            ),
         },
         "The credit bug this case was written for: on 3.10, a message dropped at its delivery "
         "limit gives its consumer back one credit too many, so after m1 is dropped the "
@@ -278,6 +294,7 @@ VERSIONED: dict[str, Difference] = {
         {
             "3.10": [str(n) for n in ORDER_OF_100_RETURNS_ON_3_10],
             "4.0": [str(n) for n in range(1, 101)],
+            "4.3": [str(n) for n in range(1, 101)],
         },
         "RabbitMQ 4.0 returns the messages of one basic.nack(multiple) in delivery order. 3.10 "
         "returns them in the order of an Erlang map of the consumer's message ids (over 32 "
@@ -287,7 +304,7 @@ VERSIONED: dict[str, Difference] = {
     ),
     "requeue-multiple-false": Difference(
         # requeue_multiple_false: the 100 redeliveries, nacked one by one in a shuffled order
-        {"3.10": "any order", "4.0": "the order of the nacks"},
+        {"3.10": "any order", "4.0": "the order of the nacks", "4.3": "the order of the nacks"},
         "RabbitMQ 4.0 serves returned messages in the order they came back. 3.10's channel "
         "batches the returns that arrive while one is still in flight and sends each batch in "
         "map order: measured in nack order on one run and not on another (3.10.8), so 3.10 "
@@ -296,15 +313,52 @@ VERSIONED: dict[str, Difference] = {
     "dead-letter-read-from-quorum": Difference(
         # (redelivered, x-delivery-count) of a message rejected (nack, no requeue) after one
         # basic.get from a quorum queue, dead-lettered to a quorum queue and got from there
-        {"3.10": (False, 0), "4.0": (True, 1)},
+        {"3.10": (False, 0), "4.0": (True, 1), "4.3": (False, ABSENT)},
         "RabbitMQ 4.0 (message containers): the dead letter carries the delivery the source "
         "quorum queue counted, so a quorum queue it reaches hands it out as redelivered with "
         "x-delivery-count 1 (a classic queue shows neither; a message dead-lettered for its "
         "delivery limit neither). 3.10 starts afresh: not redelivered, and the first basic.get "
-        "adds x-delivery-count = 0. Measured on 3.10.8 and 4.0.5.",
+        "adds x-delivery-count = 0. RabbitMQ 4.3: a basic.nack is not counted, so the dead "
+        "letter carries nothing (a basic.reject would: versions.py 'dead-letter-carried-count'). "
+        "Measured on 3.10.8, 4.0.5 and 4.3.6.",
+    ),
+    "nacked-count": Difference(
+        # the x-delivery-count of a delivery returned once by basic.nack(requeue)
+        {"3.10": 1, "4.0": 1, "4.3": ABSENT},
+        "RabbitMQ 4.3: a basic.nack is not counted (x-acquired-count 1 instead; "
+        "versions.py 'counted-return'). Measured on 3.10.8, 4.0.5 and 4.3.6.",
+    ),
+    "cancelled-consumer-return-counts": Difference(
+        # whether a delivery that reaches a cancelled consumer, and that its channel gives back,
+        # is counted
+        {"3.10": True, "4.0": True, "4.3": False},
+        "RabbitMQ 4.3 gives back a delivery that reached a consumer already cancelled without "
+        "counting it (a release, not a failed delivery); 3.10 and 4.0 count it as a return. "
+        "Measured on 3.10.8, 4.0.5 and 4.3.6 (cancel_consumer_gh_3729).",
+    ),
+    "limit-dead-letter-carries": Difference(
+        # the delivery count a message dead-lettered for its delivery limit (1) carries after
+        # two counted returns (subscribe_redelivery_limit_with_dead_letter)
+        {"3.10": 0, "4.0": 0, "4.3": 2},
+        "RabbitMQ 4.3: the counted returns travel with the dead letter, whatever it died of, "
+        "so the quorum queue it reaches shows x-delivery-count and x-acquired-count 2 and hands "
+        "it out redelivered; 4.0 carries nothing of returns by basic.nack (versions.py "
+        "'dead-letter-carried-count'). Measured on 3.10.8, 4.0.5 and 4.3.6.",
+    ),
+    "priority-fifo": Difference(
+        # priority_queue_fifo: priorities 5..10 published before 0..4, as consumed
+        {
+            "3.10": [*map(str, range(5, 11)), *map(str, range(5))],
+            "4.0": [*map(str, range(5, 11)), *map(str, range(5))],
+            "4.3": [str(p) for p in range(10, -1, -1)],
+        },
+        "RabbitMQ 4.0 quorum queues have two priorities (above 4: high), so 5..10 published "
+        "first come first; 3.10 has none (first in, first out). RabbitMQ 4.3 serves 32 "
+        "priorities strictly (0..31, higher ones as 31, none as 4), highest first. Measured on "
+        "3.10.8, 4.0.5 and 4.3.6.",
     ),
     "same-tag-reconsume": Difference(
-        {"3.10": "541 INTERNAL_ERROR", "4.0": "delivered"},
+        {"3.10": "541 INTERNAL_ERROR", "4.0": "delivered", "4.3": "delivered"},
         "rabbitmq-server #5927 (fixed after 3.10.8): on 3.10 the first message a quorum queue "
         "delivers to a consumer re-created with the tag of a cancelled one crashes the channel; "
         "the server closes the connection with 541 INTERNAL_ERROR, and both messages are "
@@ -314,10 +368,12 @@ VERSIONED: dict[str, Difference] = {
         {
             "3.10": [str(p) for p in range(15)],
             "4.0": ["5", "6", "0", "7", "8", "1", "9", "10", "2", "11", "12", "3", "13", "14", "4"],
+            "4.3": [str(p) for p in range(14, -1, -1)],
         },
         "RabbitMQ 4.0 quorum queues have two priorities (above 4: high) and serve two high for "
         "one low (4.0.0 release notes, 'message priorities'); 3.10 ignores the priority: first "
-        "in, first out. Measured on 3.10.8 and 4.0.5.",
+        "in, first out. RabbitMQ 4.3 serves 32 priorities strictly, highest first. Measured on "
+        "3.10.8, 4.0.5 and 4.3.6.",
     ),
 }
 
@@ -714,15 +770,15 @@ async def test_consume_redelivery_count(backend: Backend) -> None:
     first = await get_one(channel, queue)
     assert seen([first]) == [("msg", False, on(backend, "first-get-delivery-count"))]
     assert await declared(channel, queue) == (0, 1)
-    await channel.nack(first.delivery_tag, requeue=True)
+    await counted_return(backend.version, channel, first.delivery_tag)
     await until_declared(backend, channel, queue, (1, 0))
     second = await get_one(channel, queue)
     assert seen([second]) == [("msg", True, 1)]
-    await channel.nack(second.delivery_tag, requeue=True)
+    await counted_return(backend.version, channel, second.delivery_tag)
     await until_declared(backend, channel, queue, (1, 0))
     third = await get_one(channel, queue)
     assert seen([third]) == [("msg", True, 2)]
-    await channel.nack(third.delivery_tag, requeue=True)
+    await counted_return(backend.version, channel, third.delivery_tag)
     await until_declared(backend, channel, queue, (1, 0))
 
 
@@ -741,7 +797,7 @@ async def test_subscribe_redelivery_count(backend: Backend) -> None:
     await consuming.consume(queue, recorder, consumer_tag="ctag")
     for count in (1, 2):
         await until_got(backend, recorder, count)
-        await consuming.nack(recorder.deliveries[-1].delivery_tag, requeue=True)
+        await counted_return(backend.version, consuming, recorder.deliveries[-1].delivery_tag)
     await until_got(backend, recorder, 3)
     await consuming.ack(recorder.deliveries[-1].delivery_tag)
     assert seen(recorder.deliveries) == [("msg", False, ABSENT), ("msg", True, 1), ("msg", True, 2)]
@@ -764,10 +820,10 @@ async def test_subscribe_redelivery_limit(backend: Backend) -> None:
     recorder = Recorder(consuming, "hold")
     await consuming.consume(queue, recorder, consumer_tag="ctag")
     await until_got(backend, recorder, 1)
-    await consuming.nack(recorder.deliveries[0].delivery_tag, requeue=True)
+    await counted_return(backend.version, consuming, recorder.deliveries[0].delivery_tag)
     await until_got(backend, recorder, 2)
     assert await declared(channel, queue) == (0, 1)
-    await consuming.nack(recorder.deliveries[1].delivery_tag, requeue=True)
+    await counted_return(backend.version, consuming, recorder.deliveries[1].delivery_tag)
     await until_declared(backend, channel, queue, (0, 1))
     await backend.elapse(0.5)
     assert seen(recorder.deliveries) == [("msg", False, ABSENT), ("msg", True, 1)]
@@ -798,7 +854,9 @@ async def test_subscribe_redelivery_limit_many(backend: Backend) -> None:
     for nacks, ready, delivered in steps:
         for _ in range(nacks):
             await until_got(backend, recorder, nacked + 1)
-            await consuming.nack(recorder.deliveries[nacked].delivery_tag, requeue=True)
+            await counted_return(
+                backend.version, consuming, recorder.deliveries[nacked].delivery_tag
+            )
             nacked += 1
 
         async def step_done(ready: int = ready, delivered: int = delivered) -> bool:
@@ -833,24 +891,23 @@ async def test_subscribe_redelivery_limit_with_dead_letter(backend: Backend) -> 
     await consuming.consume(queue, recorder, consumer_tag="ctag")
     for count in (1, 2):
         await until_got(backend, recorder, count)
-        await consuming.nack(recorder.deliveries[-1].delivery_tag, requeue=True)
+        await counted_return(backend.version, consuming, recorder.deliveries[-1].delivery_tag)
     await until_declared(backend, channel, dlx, (1, 0))
     assert await declared(channel, queue) == (0, 1)
     assert seen(recorder.deliveries) == [("msg", False, ABSENT), ("msg", True, 1)]
     got = await get_one(channel, dlx, no_ack=True)
+    carried = on(backend, "limit-dead-letter-carries")
     assert view(got) == {
         "body": "msg",
         "exchange": "",
         "routing_key": dlx,
-        "redelivered": False,
-        "headers": got_headers(
-            backend,
-            {
-                "x-death": [death("delivery_limit", queue, exchange="", routing_keys=[queue])],
-                **first_death("delivery_limit", queue, ""),
-                **last_death(backend.version, "delivery_limit", queue, ""),
-            },
-        ),
+        "redelivered": dead_letter_redelivered(backend.version, carried, quorum=True),
+        "headers": {
+            "x-death": [death("delivery_limit", queue, exchange="", routing_keys=[queue])],
+            **first_death("delivery_limit", queue, ""),
+            **last_death(backend.version, "delivery_limit", queue, ""),
+            **quorum_get_count(backend.version, carried),
+        },
         "expiration": None,
     }
 
@@ -885,7 +942,8 @@ async def test_requeue_multiple_true(backend: Backend) -> None:
     await recorder.channel.nack(recorder.deliveries[-1].delivery_tag, multiple=True, requeue=True)
     await until_got(backend, recorder, 200)
     order = on(backend, "requeue-multiple-true")
-    assert seen(recorder.deliveries[100:]) == [(body, True, 1) for body in order]
+    count = on(backend, "nacked-count")
+    assert seen(recorder.deliveries[100:]) == [(body, True, count) for body in order]
     assert await channel.queue_delete("requeue_multiple_true") == 0
 
 
@@ -901,7 +959,7 @@ async def test_requeue_multiple_false(backend: Backend) -> None:
         await recorder.channel.nack(delivery.delivery_tag, requeue=True)
     await until_got(backend, recorder, 200)
     again = seen(recorder.deliveries[100:])
-    nacked = [(d.body.decode(), True, 1) for d in shuffled]
+    nacked = [(d.body.decode(), True, on(backend, "nacked-count")) for d in shuffled]
     if on(backend, "requeue-multiple-false") == "any order":
         assert sorted(again) == sorted(nacked)
     else:
@@ -1148,7 +1206,10 @@ async def test_cancel_consumer_gh_3729(backend: Backend) -> None:
     )
     await consuming.close()
     await until_declared(backend, channel, queue, (1, 0))
-    assert seen(await drain(channel, queue)) == [("msg", True, 2)]
+    # returned by the reject, then by the channel: from the cancelled consumer's hands (the
+    # cancel came first) or from the consumer's (the redelivery came first)
+    counted = len(recorder.deliveries) == 2 or on(backend, "cancelled-consumer-return-counts")
+    assert seen(await drain(channel, queue)) == [("msg", True, 2 if counted else 1)]
 
 
 async def test_cancel_consumer_gh_12424(backend: Backend) -> None:
@@ -1293,9 +1354,9 @@ async def test_priority_queue_fifo(backend: Backend) -> None:
     it on 4.x only)."""
     published = [*range(5, 11), *range(5)]
     await priorities_published(backend, "priority_queue_fifo", published)
-    assert await consumed_in_order(backend, "priority_queue_fifo", 11) == [
-        str(p) for p in published
-    ]
+    assert await consumed_in_order(backend, "priority_queue_fifo", 11) == on(
+        backend, "priority-fifo"
+    )
 
 
 async def test_priority_queue_2_1_ratio(backend: Backend) -> None:
