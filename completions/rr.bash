@@ -51,6 +51,7 @@ _rr() {
         "status|--output"|"status|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "doctor|--topology"|"doctor|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "doctor|--url") return 0 ;;
+        "doctor|--management-url") return 0 ;;
         "doctor|--output"|"doctor|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
@@ -91,7 +92,7 @@ _rr() {
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --handler-timeout --pending-dir --url --metrics-port --metrics-bind --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --handler-timeout --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o -h --help" -- "$cur")) ;;
-        "doctor") COMPREPLY=($(compgen -W "--topology -t --url --output -o -h --help" -- "$cur")) ;;
+        "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "-h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;

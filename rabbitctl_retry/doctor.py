@@ -1,37 +1,82 @@
-"""Pure. What a RabbitMQ server's version means for a topology (``rr doctor``, docs/cli.md).
+"""Pure. What a RabbitMQ server means for a topology (``rr doctor``, docs/cli.md).
 
 :func:`examine` takes what ``rr doctor`` read from the server (:class:`ServerFacts`) and,
 optionally, the expansion of a topology file, and returns findings: ``info`` (how this server
-behaves, worth knowing) or ``unsafe`` (the topology would lose or refuse something on this
-server). ``rr doctor`` exits 1 when any finding is unsafe.
+behaves, worth knowing), ``warning`` (a check that could not be made although asked for, or
+something that holds only if the queue's other consumers behave) or ``unsafe`` (the topology
+would lose or refuse something on this server). ``rr doctor`` exits 1 when any finding is
+unsafe.
 
-What changes between the versions rr supports (each cited from the RabbitMQ release notes):
+Which deprecated features the server permits or denies is read from the server when it can be
+(the management API's ``/api/deprecated-features``, ``transport/management.py``): AMQP does
+not tell, and an operator may deny a feature its version permits by default. Without the
+table (no management URL, an API without it, an API that failed) the findings on deprecated
+features are assumed from the version and say so, with a ``deprecated-features-not-checked``
+finding that says why.
+
+What changes between the versions rr supports (each cited from the RabbitMQ release notes,
+measured on 3.10.8, 4.0.5 and 4.3.6):
 
 * 3.13: dead letters carry ``x-last-death-queue/-reason/-exchange`` beside
   ``x-first-death-*``.
 * 4.0: a quorum queue declared without ``x-delivery-limit`` gets a limit of 20: a message
   returned 20 times (``basic.reject``/``nack`` with requeue, a consumer or channel that went
   away, ``rr dlq inspect`` taking and giving back) is dead-lettered, or dropped when the queue
-  has no dead-letter route. Transient (non-durable) non-exclusive queues are refused.
-* 4.3: only ``basic.reject`` counts toward a quorum delivery limit, not
-  ``basic.nack(requeue=true)`` (rr retries with ``basic.reject``, so its counts hold on every
-  version).
+  has no dead-letter route. Transient (non-durable) non-exclusive queues are a deprecated
+  feature (``transient_nonexcl_queues``), permitted by default on 4.0.5 and 4.3.6.
+* 4.3: only ``basic.reject`` and a channel that closes with deliveries unacknowledged count
+  toward a quorum delivery limit (``x-delivery-count``); ``basic.nack`` never does; every
+  return raises ``x-acquired-count``; a dead letter carries its delivery count into the next
+  queue, and a quorum target counts on from it toward its own limit. rr gives messages back
+  and dead-letters them with ``basic.reject`` only (``retry/policy.py``), so its counts hold
+  on every version; a consumer that nacks is never stopped by the limit.
+  ``queue_master_locator`` (``x-queue-master-locator``) is denied by default, and classic
+  queue version 1 is gone: rr refuses both while loading a file, on every server.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rabbitctl_retry.topology.expand import Desired, QueueEntity
 from rabbitctl_retry.transport.base import ServerVersion
+from rabbitctl_retry.transport.management import DEPRECATED_FEATURES_PATH, DeprecatedFeature
 
 QUORUM_DEFAULT_DELIVERY_LIMIT = 20
+
+TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
+"""The deprecated feature a queue declared with ``durable = false`` uses (rr declares no
+exclusive queue)."""
 
 
 class Level(StrEnum):
     INFO = "info"
+    WARNING = "warning"
     UNSAFE = "unsafe"
+
+
+class Unread(StrEnum):
+    """Why the deprecated-features table was not read."""
+
+    NOT_GIVEN = "not-given"
+    """No management URL was given."""
+    MISSING = "missing"
+    """The management API has no such table: it answered 404 or 406 (RabbitMQ 3.10.8's
+    answers 406 to rr, which asks for JSON; measured)."""
+    FAILED = "failed"
+    """The management API could not be reached, refused the login, or answered something
+    that is not the table."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableUnread:
+    """The deprecated-features table was not read, and why."""
+
+    why: Unread = Unread.NOT_GIVEN
+    detail: str = ""
+    """What went wrong (``FAILED``): the error's message, censored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +90,17 @@ class ServerFacts:
     censored."""
     delayed_message_plugin: bool | None = None
     """Whether the ``x-delayed-message`` exchange type exists (``None``: not probed)."""
+    deprecated_features: tuple[DeprecatedFeature, ...] | TableUnread = field(
+        default_factory=TableUnread
+    )
+    """The server's deprecated-features table (its management API), or why it was not read."""
+
+    @property
+    def table(self) -> dict[str, DeprecatedFeature] | None:
+        """The deprecated-features table by name, when it was read."""
+        if isinstance(self.deprecated_features, TableUnread):
+            return None
+        return {feature.name: feature for feature in self.deprecated_features}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +114,109 @@ class Finding:
 
 def _at_least(version: ServerVersion, major: int, minor: int) -> bool:
     return (version.major, version.minor) >= (major, minor)
+
+
+# --- the deprecated-features table ------------------------------------------------------------
+
+
+def _not_checked_note(facts: ServerFacts) -> str:
+    """How a finding assumed from the version says why it was not checked."""
+    unread = facts.deprecated_features
+    assert isinstance(unread, TableUnread)
+    if unread.why is Unread.NOT_GIVEN:
+        return "not checked: give --management-url"
+    if unread.why is Unread.MISSING:
+        return "not checked: the management API has no deprecated-features table"
+    return "not checked: the management API did not answer (deprecated-features-not-checked)"
+
+
+def _state_of(feature: DeprecatedFeature, version: ServerVersion) -> str:
+    """``RabbitMQ 4.3.6 permits transient_nonexcl_queues (permitted_by_default)``."""
+    verb = "permits" if feature.permitted else "denies"
+    phase = f" ({feature.phase})" if feature.phase else ""
+    return f"RabbitMQ {version} {verb} {feature.name}{phase}"
+
+
+def deprecated_features_findings(facts: ServerFacts) -> list[Finding]:
+    """The server's deprecated-features table, or why it could not be read."""
+    table = facts.table
+    unread = facts.deprecated_features
+    if table is None:
+        assert isinstance(unread, TableUnread)
+        return [_not_checked(unread)]
+    denied = sorted(name for name, feature in table.items() if not feature.permitted)
+    permitted = sorted(name for name, feature in table.items() if feature.permitted)
+    if not table:
+        listed = "lists no deprecated feature"
+    else:
+        parts = []
+        if denied:
+            parts.append("denies " + ", ".join(denied))
+        if permitted:
+            parts.append("permits " + ", ".join(permitted))
+        listed = "; ".join(parts)
+    findings = [
+        Finding(
+            "deprecated-features",
+            Level.INFO,
+            f"RabbitMQ {facts.version} (read from its management API) {listed}",
+        )
+    ]
+    transient = table.get(TRANSIENT_QUEUES_FEATURE)
+    if transient is not None:
+        consequence = (
+            "the server accepts such queues, but the feature is deprecated"
+            if transient.permitted
+            else "a declare of such a queue is refused"
+        )
+        findings.append(
+            Finding(
+                "transient-queues-deprecated",
+                Level.INFO,
+                f"transient (non-durable) non-exclusive queues: "
+                f"{_state_of(transient, facts.version)}, read from its management API: "
+                f"{consequence}",
+            )
+        )
+    return findings
+
+
+def _not_checked(unread: TableUnread) -> Finding:
+    what = "which deprecated features this server permits or denies"
+    assumed = "findings on deprecated features are assumed from the version"
+    if unread.why is Unread.NOT_GIVEN:
+        return Finding(
+            "deprecated-features-not-checked",
+            Level.INFO,
+            f"not checked: {what} (AMQP does not tell): give --management-url (or "
+            f"$RR_MANAGEMENT_URL, or [broker] management_url); {assumed}",
+        )
+    if unread.why is Unread.MISSING:
+        return Finding(
+            "deprecated-features-not-checked",
+            Level.INFO,
+            f"not checked: {what}: its management API has no such table (GET "
+            f"{DEPRECATED_FEATURES_PATH} answered 404 or 406, as RabbitMQ 3.10.8's does); "
+            f"{assumed}",
+        )
+    return Finding(
+        "deprecated-features-not-checked",
+        Level.WARNING,
+        f"not checked: {what}: {unread.detail}; {assumed}",
+    )
+
+
+# --- the server ------------------------------------------------------------------------------
+
+QUORUM_COUNTING_4_3 = (
+    "only basic.reject (with or without requeue) and a channel that closes with deliveries "
+    "unacknowledged count toward a quorum queue's x-delivery-limit (x-delivery-count); "
+    "basic.nack never counts; every return raises x-acquired-count; a dead letter carries "
+    "its delivery count into the next queue (a quorum target starts its count, and its "
+    "delivery limit, from it). rr never sends basic.nack: it gives messages back with "
+    "basic.reject(requeue=true), and has the server dead-letter them with "
+    "basic.reject(requeue=false)"
+)
 
 
 def server_findings(facts: ServerFacts) -> list[Finding]:
@@ -88,22 +247,25 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
                 "dead-lettered, or dropped without a dead-letter route",
             )
         )
+    findings.extend(deprecated_features_findings(facts))
+    if facts.table is None and version.major >= 4:
         findings.append(
             Finding(
                 "transient-queues-deprecated",
                 Level.INFO,
                 "transient (non-durable) non-exclusive queues are a deprecated feature "
-                "(transient_nonexcl_queues): permitted by default on 4.0 to 4.3, refused where "
-                "the operator denies it (rabbitmqctl list_deprecated_features tells; AMQP "
-                "does not)",
+                "(transient_nonexcl_queues), assumed from the version "
+                f"({_not_checked_note(facts)}): permitted by default on 4.0.5 and 4.3.6, "
+                "refused where the operator denies it",
             )
         )
     counted = (
-        "basic.reject counts toward a quorum delivery limit, basic.nack(requeue=true) does not"
+        QUORUM_COUNTING_4_3
         if _at_least(version, 4, 3)
-        else "basic.reject and basic.nack(requeue=true) both count toward a quorum delivery limit"
+        else "basic.reject and basic.nack(requeue=true) both count toward a quorum delivery "
+        "limit; rr uses reject"
     )
-    findings.append(Finding("quorum-return-counting", Level.INFO, f"{counted}; rr uses reject"))
+    findings.append(Finding("quorum-return-counting", Level.INFO, counted))
     if facts.delayed_message_plugin is not None:
         findings.append(
             Finding(
@@ -116,6 +278,9 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
     return findings
 
 
+# --- the topology ----------------------------------------------------------------------------
+
+
 def _quorum(queue: QueueEntity) -> bool:
     return queue.arguments.get("x-queue-type") == "quorum"
 
@@ -124,22 +289,146 @@ def _has_dead_letter_route(queue: QueueEntity) -> bool:
     return "x-dead-letter-exchange" in queue.arguments
 
 
-def topology_findings(desired: Desired, facts: ServerFacts) -> list[Finding]:
-    """What this server does to the topology's queues where versions differ."""
+def _delivery_limit(queue: QueueEntity) -> int | None:
+    """A quorum queue's own ``x-delivery-limit``, when it has a whole one."""
+    limit = queue.arguments.get("x-delivery-limit")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        return None
+    return limit
+
+
+def _transient_finding(queue: QueueEntity, facts: ServerFacts) -> Finding | None:
+    version = facts.version
+    table = facts.table
+    if table is None:
+        if version.major < 4:
+            return None
+        return Finding(
+            "transient-queue",
+            Level.INFO,
+            f"{queue.name!r} is transient (durable = false): a deprecated feature on "
+            f"RabbitMQ {version}, refused where the operator denies it "
+            f"(assumed from the version; {_not_checked_note(facts)}); make it durable",
+            queue.name,
+        )
+    feature = table.get(TRANSIENT_QUEUES_FEATURE)
+    if feature is None:  # not a deprecated feature on this server
+        return None
+    state = _state_of(feature, version)
+    if feature.permitted:
+        return Finding(
+            "transient-queue",
+            Level.INFO,
+            f"{queue.name!r} is transient (durable = false): {state}, read from its "
+            "management API: the server accepts it, but the feature is deprecated; make it "
+            "durable",
+            queue.name,
+        )
+    return Finding(
+        "transient-queue-denied",
+        Level.UNSAFE,
+        f"{queue.name!r} is transient (durable = false): {state}, read from its management "
+        "API: its declare is refused; make it durable",
+        queue.name,
+    )
+
+
+def _counting_findings(
+    queue: QueueEntity, facts: ServerFacts, retried_queues: frozenset[str]
+) -> list[Finding]:
+    """RabbitMQ 4.3's counting, for a quorum queue that relies on its delivery limit."""
+    limit = _delivery_limit(queue)
+    if limit is None or not _quorum(queue) or not _at_least(facts.version, 4, 3):
+        return []
+    version = facts.version
+    nack = (
+        "a consumer that gives a message back with basic.nack(requeue=true) is never stopped "
+        "by it (x-acquired-count grows, x-delivery-count does not): that message comes back "
+        "forever"
+    )
+    if queue.name in retried_queues:
+        return [
+            Finding(
+                "quorum-delivery-limit-counting",
+                Level.INFO,
+                f"{queue.name!r} relies on x-delivery-limit = {limit}: on RabbitMQ {version} "
+                "it counts what rr run gives back with basic.reject and what a closing channel "
+                f"returns; {nack}, so a consumer of it other than rr run must use basic.reject",
+                queue.name,
+            )
+        ]
+    return [
+        Finding(
+            "quorum-nack-not-counted",
+            Level.WARNING,
+            f"{queue.name!r} relies on x-delivery-limit = {limit} without a max_attempts of "
+            f"rr's, so consumers other than rr run may read it: on RabbitMQ {version} only "
+            f"basic.reject and a closing channel count toward the limit; {nack}. Its "
+            "consumers must give messages back with basic.reject",
+            queue.name,
+        )
+    ]
+
+
+def _carried_count_findings(desired: Desired, facts: ServerFacts) -> Iterator[Finding]:
+    """RabbitMQ 4.3: a quorum queue that a quorum queue's limit dead-letters into (by the
+    default exchange) counts on from the delivery count the dead letter carries. Measured on
+    4.3.6: a source limit of 2 sends it with x-delivery-count 3, and a target of limit 20
+    drops it at its 18th counted return (20 - 2), not its 21st."""
+    if not _at_least(facts.version, 4, 3):
+        return
+    by_name = {queue.name: queue for queue in desired.queues}
+    for source in desired.queues:
+        source_limit = _delivery_limit(source)
+        target = by_name.get(str(source.arguments.get("x-dead-letter-routing-key", "")))
+        if (
+            source_limit is None
+            or not _quorum(source)
+            or source.arguments.get("x-dead-letter-exchange") != ""
+            or target is None
+            or not _quorum(target)
+        ):
+            continue
+        target_limit = _delivery_limit(target)
+        if target_limit is None:
+            target_limit = QUORUM_DEFAULT_DELIVERY_LIMIT
+        returns = max(target_limit - source_limit, 1)
+        then = "dead-letters" if _has_dead_letter_route(target) else "drops"
+        yield Finding(
+            "dead-letter-carried-count",
+            Level.INFO,
+            f"{target.name!r} gets {source.name!r}'s dead letters: on RabbitMQ {facts.version} "
+            f"each carries its x-delivery-count (up to {source_limit + 1}, its count when "
+            f"{source.name!r}'s x-delivery-limit = {source_limit} sent it) and "
+            f"{target.name!r} counts on from it, so it {then} such a message at its "
+            f"{_ordinal(returns)} counted return rather than its {_ordinal(target_limit + 1)} "
+            "(each rr dlq inspect that reads it is one)",
+            target.name,
+        )
+
+
+def _ordinal(number: int) -> str:
+    if 10 <= number % 100 <= 20:
+        suffix = "th"
+    else:
+        suffix = {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
+
+
+def topology_findings(
+    desired: Desired, facts: ServerFacts, retried_queues: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """What this server does to the topology's queues where versions differ.
+
+    ``retried_queues``: the queues the file gives a ``max_attempts`` (consumed by ``rr run``,
+    which gives messages back with ``basic.reject``)."""
     version = facts.version
     findings: list[Finding] = []
     for queue in desired.queues:
-        if version.major >= 4 and not queue.durable:
-            findings.append(
-                Finding(
-                    "transient-queue",
-                    Level.INFO,
-                    f"{queue.name!r} is transient (durable = false): a deprecated feature on "
-                    f"RabbitMQ {version}, refused where the operator denies it; make it "
-                    "durable",
-                    queue.name,
-                )
-            )
+        if not queue.durable:
+            transient = _transient_finding(queue, facts)
+            if transient is not None:
+                findings.append(transient)
         if version.major >= 4 and _quorum(queue) and "x-delivery-limit" not in queue.arguments:
             if _has_dead_letter_route(queue):
                 findings.append(
@@ -166,6 +455,8 @@ def topology_findings(desired: Desired, facts: ServerFacts) -> list[Finding]:
                         queue.name,
                     )
                 )
+        findings.extend(_counting_findings(queue, facts, retried_queues))
+    findings.extend(_carried_count_findings(desired, facts))
     for exchange in desired.exchanges:
         if exchange.type == "x-delayed-message" and facts.delayed_message_plugin is False:
             findings.append(
@@ -179,11 +470,16 @@ def topology_findings(desired: Desired, facts: ServerFacts) -> list[Finding]:
     return findings
 
 
-def examine(desired: Desired | None, facts: ServerFacts) -> list[Finding]:
-    """Every finding; ``desired`` is the topology's expansion, when one was given."""
+def examine(
+    desired: Desired | None,
+    facts: ServerFacts,
+    retried_queues: frozenset[str] = frozenset(),
+) -> list[Finding]:
+    """Every finding; ``desired`` is the topology's expansion, when one was given
+    (``retried_queues``: see :func:`topology_findings`)."""
     findings = server_findings(facts)
     if desired is not None:
-        findings.extend(topology_findings(desired, facts))
+        findings.extend(topology_findings(desired, facts, retried_queues))
     return findings
 
 

@@ -1,4 +1,12 @@
-"""``rr doctor [--topology T]``: what this RabbitMQ's version means for the topology."""
+"""``rr doctor [--topology T] [--management-url M]``: what this RabbitMQ means for the
+topology (docs/cli.md, "rr doctor").
+
+The version comes from the AMQP handshake; which deprecated features the server permits or
+denies from its management API, when a management URL is given (``--management-url``,
+``$RR_MANAGEMENT_URL`` or ``[broker] management_url``, as for ``rr declare``). An API that
+has no table, cannot be reached, refuses the login or answers something else is a finding
+(the checks it would have made are named as not made), never the end of the command.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ from rabbitctl_retry.cli._common import (
     OutputOption,
     UrlOption,
     connector_of,
+    fail,
     guard,
     print_json,
     resolve_urls,
@@ -21,14 +30,35 @@ from rabbitctl_retry.cli._common import (
     stdout_console,
 )
 from rabbitctl_retry.cli.render import cell
-from rabbitctl_retry.doctor import Finding, Level, ServerFacts, examine, safe
-from rabbitctl_retry.errors import TransportError
+from rabbitctl_retry.doctor import (
+    Finding,
+    Level,
+    ServerFacts,
+    TableUnread,
+    Unread,
+    examine,
+    safe,
+)
+from rabbitctl_retry.errors import (
+    TransportError,
+    UsageError,
+    censor_urls,
+    escape_unprintable,
+)
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.transport.base import Connection, Connector
 from rabbitctl_retry.transport.failover import connect_any
+from rabbitctl_retry.transport.management import (
+    DeprecatedFeature,
+    ManagementApi,
+    check_management_url,
+    vhost_of,
+)
 
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
+MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
+"""The same variable as ``rr declare``'s (docs/cli.md, "The management URL")."""
 
 
 def doctor_command(
@@ -38,6 +68,18 @@ def doctor_command(
         typer.Option("--topology", "-t", help="Also check this topology file's queues."),
     ] = None,
     url: UrlOption = None,
+    management_url: Annotated[
+        str | None,
+        typer.Option(
+            "--management-url",
+            envvar=MANAGEMENT_URL_ENV,
+            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
+            "deprecated features the server permits or denies, which AMQP does not tell "
+            '(docs/cli.md, "rr doctor"). Else [broker] management_url; without one, those '
+            "findings are assumed from the version.",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Print the server's version and every behaviour of it that matters for retries; with
@@ -45,10 +87,21 @@ def doctor_command(
     is unsafe on this server (docs/cli.md, "rr doctor")."""
     with guard():
         topology = load_file(topology_file) if topology_file else None
+        if management_url is not None:
+            try:
+                check_management_url(management_url)
+            except UsageError as error:
+                fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
     desired = expand(topology) if topology is not None else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    facts = run(_read_facts(broker_urls, desired, connector_of(ctx)))
-    findings = examine(desired, facts)
+    api_url = management_url or (topology.broker.management_url if topology else None)
+    facts = run(_read_facts(broker_urls, desired, connector_of(ctx), api_url))
+    retried = frozenset(
+        queue.name
+        for queue in (topology.queues if topology else ())
+        if queue.max_attempts is not None
+    )
+    findings = examine(desired, facts, retried)
     if output is OutputFormat.JSON:
         print_json(_document(facts, findings))
     else:
@@ -62,20 +115,41 @@ def doctor_command(
 
 
 async def _read_facts(
-    urls: tuple[str, ...], desired: Desired | None, connector: Connector
+    urls: tuple[str, ...],
+    desired: Desired | None,
+    connector: Connector,
+    management_url: str | None,
 ) -> ServerFacts:
     connection = await connect_any(connector, urls)
     try:
         plugin: bool | None = None
         if desired is not None and any(x.type == DELAYED_EXCHANGE_TYPE for x in desired.exchanges):
             plugin = await _has_delayed_plugin(connection)
-        return ServerFacts(
-            version=connection.server_version,
-            delayed_message_plugin=plugin,
-            url=connection.url,
-        )
+        version, reached = connection.server_version, connection.url
     finally:
         await connection.close()
+    features = (
+        await _deprecated_features(ManagementApi(management_url, vhost=vhost_of(reached)))
+        if management_url is not None
+        else TableUnread(Unread.NOT_GIVEN)
+    )
+    return ServerFacts(
+        version=version,
+        delayed_message_plugin=plugin,
+        url=reached,
+        deprecated_features=features,
+    )
+
+
+async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:
+    """The server's deprecated-features table, or why it could not be read: an API without
+    it (404 or 406), or one that failed (unreachable, a refused login, an answer of the wrong
+    shape), said in one censored, escaped line."""
+    try:
+        features = await api.deprecated_features()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    return TableUnread(Unread.MISSING) if features is None else features
 
 
 async def _has_delayed_plugin(connection: Connection) -> bool:
@@ -102,7 +176,12 @@ async def _has_delayed_plugin(connection: Connection) -> bool:
 
 def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:
     return {
-        "server": {"product": facts.product, "version": str(facts.version), "url": facts.url},
+        "server": {
+            "product": facts.product,
+            "version": str(facts.version),
+            "url": facts.url,
+            "deprecated_features": _features_document(facts),
+        },
         "safe": safe(findings),
         "findings": [
             {
@@ -116,7 +195,26 @@ def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:
     }
 
 
-_STYLE = {Level.INFO: "", Level.UNSAFE: "bold red"}
+def _features_document(facts: ServerFacts) -> dict[str, Any]:
+    """``{"checked": true, "features": [...]}``, or ``{"checked": false, "not_checked":
+    why, "detail": ...}``."""
+    read = facts.deprecated_features
+    if isinstance(read, TableUnread):
+        return {"checked": False, "not_checked": read.why.value, "detail": read.detail or None}
+    return {
+        "checked": True,
+        "features": [
+            {
+                "name": feature.name,
+                "state": "permitted" if feature.permitted else "denied",
+                "phase": feature.phase,
+            }
+            for feature in read
+        ],
+    }
+
+
+_STYLE = {Level.INFO: "", Level.WARNING: "yellow", Level.UNSAFE: "bold red"}
 
 
 def _table(findings: list[Finding]) -> Table:

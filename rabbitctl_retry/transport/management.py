@@ -1,5 +1,6 @@
-"""RabbitMQ's management HTTP API, for the two things AMQP 0-9-1 cannot tell: which nodes
-form the cluster, and which of them hold each queue (docs/cluster.md, "Replicas").
+"""RabbitMQ's management HTTP API, for what AMQP 0-9-1 cannot tell: which nodes form the
+cluster, which of them hold each queue (docs/cluster.md, "Replicas"), and which deprecated
+features the server permits or denies (``rr doctor``, docs/cli.md).
 
 rr asks only when it is given a management URL (``--management-url``,
 ``$RR_MANAGEMENT_URL`` or ``[broker] management_url``), with the plugin's own credentials
@@ -21,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 from email.message import Message
 from typing import IO, Any
 
@@ -121,17 +124,35 @@ class ManagementApi:
             raise self._unexpected(path, _PLACEMENT_SHAPE)
         return placement
 
-    async def _get(self, path: str, *, missing_ok: bool = False) -> Any:
-        return await asyncio.to_thread(self._get_blocking, path, missing_ok)
+    async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | None:
+        """Every deprecated feature the server knows and whether it permits it (``GET
+        /api/deprecated-features``), sorted by name; None when the API has no such table:
+        404, or 406 (measured on RabbitMQ 3.10.8: a path the API does not know is 406 to a
+        request that accepts only JSON, 404 to one that accepts anything)."""
+        path = DEPRECATED_FEATURES_PATH
+        listed = await self._get(path, missing_ok=True, missing_codes=_NO_SUCH_PATH)
+        if listed is None:
+            return None
+        features, problem = _features_of(listed)
+        if problem is not None:
+            raise self._unexpected(path, problem)
+        return features
 
-    def _get_blocking(self, path: str, missing_ok: bool) -> Any:
+    async def _get(
+        self, path: str, *, missing_ok: bool = False, missing_codes: tuple[int, ...] = (404,)
+    ) -> Any:
+        return await asyncio.to_thread(self._get_blocking, path, missing_ok, missing_codes)
+
+    def _get_blocking(
+        self, path: str, missing_ok: bool, missing_codes: tuple[int, ...] = (404,)
+    ) -> Any:
         request = urllib.request.Request(self._base + path, headers=self._headers)
         try:
             with self._opener.open(request, timeout=self._timeout_s) as response:
                 body: bytes = response.read(self._max_answer_bytes + 1)
         except urllib.error.HTTPError as error:
             error.close()  # it holds the response's socket
-            if error.code == 404 and missing_ok:
+            if error.code in missing_codes and missing_ok:
                 return None
             raise self._refused(error.code, error.headers, path) from None
         except (urllib.error.URLError, OSError) as error:
@@ -202,6 +223,54 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and bool(value)
 
 
+DEPRECATED_FEATURES_PATH = "/api/deprecated-features"
+_NO_SUCH_PATH = (404, 406)
+"""What the management API answers to a path it does not know (rr asks for JSON: 406)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeprecatedFeature:
+    """One row of the server's deprecated-features table (what ``rabbitmqctl
+    list_deprecated_features`` lists)."""
+
+    name: str
+    """``transient_nonexcl_queues``, ``queue_master_locator``, ..."""
+    permitted: bool
+    """``state``: ``permitted`` (True) or ``denied`` (False) on this server now."""
+    phase: str | None = None
+    """``deprecation_phase``: ``permitted_by_default``, ``denied_by_default``,
+    ``disconnected``, ``removed``; None when the answer has none."""
+
+
+_FEATURE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+"""What a feature's name or phase may look like (an Erlang atom such as
+``transient_nonexcl_queues``): nothing a message or a table could not show as it is."""
+_STATES = {"permitted": True, "denied": False}
+
+
+def _features_of(listed: object) -> tuple[tuple[DeprecatedFeature, ...], str | None]:
+    """The table an answer of ``/api/deprecated-features`` holds, or what is wrong with it:
+    a list of objects, each with a ``name`` (a word), a ``state`` (``permitted`` or
+    ``denied``) and, when present, a ``deprecation_phase`` (a word); no name twice."""
+    if not isinstance(listed, list):
+        return (), "not a list of deprecated features"
+    features: dict[str, DeprecatedFeature] = {}
+    for row in listed:
+        if not isinstance(row, dict):
+            return (), "a deprecated feature that is not an object"
+        name, state, phase = row.get("name"), row.get("state"), row.get("deprecation_phase")
+        if not isinstance(name, str) or not _FEATURE_NAME.fullmatch(name):
+            return (), "a deprecated feature without a 'name' (a word: transient_nonexcl_queues)"
+        if not isinstance(state, str) or state not in _STATES:
+            return (), f"deprecated feature {name} without a 'state' of permitted or denied"
+        if phase is not None and (not isinstance(phase, str) or not _FEATURE_NAME.fullmatch(phase)):
+            return (), f"deprecated feature {name} with a 'deprecation_phase' that is not a word"
+        if name in features:
+            return (), f"deprecated feature {name} listed twice"
+        features[name] = DeprecatedFeature(name=name, permitted=_STATES[state], phase=phase)
+    return tuple(features[name] for name in sorted(features)), None
+
+
 def _shown_location(location: str) -> str:
     """A redirect's target as a message may show it: censored (then clipped: clipping
     first could cut the ``@`` that ends a password off), escaped."""
@@ -211,4 +280,11 @@ def _shown_location(location: str) -> str:
     return escape_unprintable(shown)
 
 
-__all__ = ["MAX_ANSWER_BYTES", "ManagementApi", "check_management_url", "vhost_of"]
+__all__ = [
+    "DEPRECATED_FEATURES_PATH",
+    "MAX_ANSWER_BYTES",
+    "DeprecatedFeature",
+    "ManagementApi",
+    "check_management_url",
+    "vhost_of",
+]

@@ -1,4 +1,6 @@
-"""``rr doctor``'s findings, pure: what each server version means for a topology."""
+"""``rr doctor``'s findings, pure: what each server version means for a topology (without a
+management URL: the deprecated-features table is not read; tests/unit/test_doctor_deprecated.py
+has the findings made from it)."""
 
 from __future__ import annotations
 
@@ -29,14 +31,26 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
-        ("3.10.8", ["server-version", "quorum-return-counting"]),
-        ("3.13.7", ["server-version", "last-death-headers", "quorum-return-counting"]),
+        (
+            "3.10.8",
+            ["server-version", "deprecated-features-not-checked", "quorum-return-counting"],
+        ),
+        (
+            "3.13.7",
+            [
+                "server-version",
+                "last-death-headers",
+                "deprecated-features-not-checked",
+                "quorum-return-counting",
+            ],
+        ),
         (
             "4.0.5",
             [
                 "server-version",
                 "last-death-headers",
                 "quorum-default-delivery-limit",
+                "deprecated-features-not-checked",
                 "transient-queues-deprecated",
                 "quorum-return-counting",
             ],
@@ -48,9 +62,23 @@ def test_server_findings_follow_the_version(version: str, expected: list[str]) -
 
 
 def test_nack_stops_counting_from_4_3() -> None:
-    facts = ServerFacts(version=ServerVersion(4, 3, 0))
-    counting = next(f for f in examine(None, facts) if f.code == "quorum-return-counting")
-    assert counting.message.startswith("basic.reject counts toward a quorum delivery limit, ")
+    def counting(version: ServerVersion) -> str:
+        facts = ServerFacts(version=version)
+        return next(f.message for f in examine(None, facts) if f.code == "quorum-return-counting")
+
+    assert counting(ServerVersion(4, 0, 5)) == (
+        "basic.reject and basic.nack(requeue=true) both count toward a quorum delivery limit; "
+        "rr uses reject"
+    )
+    assert counting(ServerVersion(4, 3, 0)) == (
+        "only basic.reject (with or without requeue) and a channel that closes with deliveries "
+        "unacknowledged count toward a quorum queue's x-delivery-limit (x-delivery-count); "
+        "basic.nack never counts; every return raises x-acquired-count; a dead letter carries "
+        "its delivery count into the next queue (a quorum target starts its count, and its "
+        "delivery limit, from it). rr never sends basic.nack: it gives messages back with "
+        "basic.reject(requeue=true), and has the server dead-letter them with "
+        "basic.reject(requeue=false)"
+    )
 
 
 def test_a_quorum_dlq_without_a_route_is_unsafe_on_4_only() -> None:
