@@ -22,9 +22,11 @@ once; dead-lettered when it comes back), as is a delivery whose properties canno
 it never holds back the settlement of the others.
 
 The consumer watches its channel and its consumer: if the broker closes the channel (a
-channel error) or cancels the consumer (its queue was deleted), it logs why, re-declares
-what it needs (``recover``), opens a new channel and consumes again, with backoff. If the
-connection closes, the service reconnects; deliveries in flight went back to their queues.
+channel error) or cancels the consumer (its queue was deleted, or RabbitMQ 4.3's consumer
+timeout), it logs why, re-declares what it needs (``recover``), opens a new channel (or, after
+a cancel, cancels the old consumer itself and acks one by one from then on) and consumes
+again, with backoff. If the connection closes, the service reconnects; deliveries in flight
+went back to their queues.
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class QueueConsumer:
         self._settler: ChannelSettler | None = None
         self._consumer_tag: str | None = None
         self._cancelled = asyncio.Event()
+        self._cancelled_tag: str | None = None
+        """The consumer tag the broker cancelled last (until rr cancelled it too)."""
         self._stopping = asyncio.Event()
         self._watcher: asyncio.Future[None] | None = None
         self._in_flight = 0
@@ -206,7 +210,22 @@ class QueueConsumer:
     def _on_server_cancel(self, consumer_tag: str) -> None:
         if consumer_tag == self._consumer_tag:
             self._consumer_tag = None
+            self._cancelled_tag = consumer_tag
             self._cancelled.set()
+
+    async def _after_server_cancel(self, channel: Channel) -> None:
+        """RabbitMQ 4.3 keeps a quorum queue consumer it cancelled for its consumer timeout,
+        and hands it messages again once the timed-out delivery is acked; rr's client drops
+        those (and a later ``basic.ack(multiple=true)`` would ack them unhandled). So cancel
+        it ourselves, and ack what waits behind the timed-out delivery one by one from now
+        on, before the server times it out too (docs/runtime.md, "Handlers": "On RabbitMQ 4.3")."""
+        tag, self._cancelled_tag = self._cancelled_tag, None
+        if tag is not None and not channel.is_closed:
+            with contextlib.suppress(RrError):
+                await channel.cancel(tag)
+        if self._settler is not None and self._settler.channel is channel:
+            self._settler.force_singles = True
+            await self._settler.flush()
 
     async def _watch(self) -> None:
         """Start the consumer again whenever the broker closes its channel or cancels it."""
@@ -230,6 +249,8 @@ class QueueConsumer:
                 )
             self.stats.consumer_restarts += 1
             log.warning("consumer stopped; starting it again", extra={"rr": fields})
+            if not channel.is_closed:
+                await self._after_server_cancel(channel)
             await self._restart()
 
     async def _restart(self) -> None:
