@@ -9,11 +9,14 @@ the client library invents for a message published without one.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery
 from tests.contract.versions import expected
+
+if TYPE_CHECKING:
+    from tests.backends import Backend
 
 TIME = "<datetime>"
 """Stands for the ``time`` of an ``x-death`` entry once it was checked to be a datetime."""
@@ -106,3 +109,12 @@ async def counted_return(version: str, channel: Channel, tag: int) -> None:
         await channel.nack(tag, requeue=True)
     else:
         await channel.reject(tag, requeue=True)
+
+
+async def settle(backend: Backend, channel: Channel, queue: str, ready: int) -> None:
+    """Wait until ``queue`` holds ``ready`` ready messages."""
+
+    async def there() -> bool:
+        return (await channel.queue_declare(queue, passive=True)).message_count == ready
+
+    await backend.until(there, f"{ready} ready in {queue!r}")

@@ -11,7 +11,7 @@ from rabbitctl_retry.errors import NotFound, PublishFailed
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import Channel, Properties
 from tests.backends import Backend
-from tests.contract.support import bodies, counted_return, delivery_count, drain
+from tests.contract.support import bodies, counted_return, delivery_count, drain, settle
 from tests.contract.versions import expected
 from tests.observe import Recorder, depth
 
@@ -25,13 +25,6 @@ async def publish_all(channel: Channel, queue: str, *names: str, exchange: str =
         )
         outcomes.append(str(outcome))
     return outcomes
-
-
-async def settle(backend: Backend, channel: Channel, queue: str, ready: int) -> None:
-    async def there() -> bool:
-        return await depth(channel, queue) == ready
-
-    await backend.until(there, f"{ready} ready in {queue!r}")
 
 
 async def dead_lettering_queue(

@@ -17,7 +17,7 @@ from rabbitctl_retry.errors import PreconditionFailed
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import Channel, Properties
 from tests.backends import Backend
-from tests.contract.support import bodies
+from tests.contract.support import bodies, settle
 from tests.contract.versions import expected
 
 PUBLISHED: list[tuple[str, int | None]] = [
@@ -40,11 +40,7 @@ async def published(backend: Backend, queue: str, arguments: dict[str, FieldValu
         await channel.publish(
             body.encode(), routing_key=queue, properties=Properties(priority=priority)
         )
-
-    async def all_in() -> bool:
-        return (await channel.queue_declare(queue, passive=True)).message_count == len(PUBLISHED)
-
-    await backend.until(all_in, f"{len(PUBLISHED)} messages in {queue!r}")
+    await settle(backend, channel, queue, len(PUBLISHED))
     return channel
 
 
@@ -83,11 +79,7 @@ async def test_a_classic_priority_queue_puts_what_comes_back_in_its_place(
     for delivery in reversed(taken):
         assert delivery is not None
         await channel.reject(delivery.delivery_tag, requeue=True)
-
-    async def back() -> bool:
-        return (await channel.queue_declare("prio", passive=True)).message_count == 8
-
-    await backend.until(back, "the three back in 'prio'")
+    await settle(backend, channel, "prio", 8)
     assert await bodies(channel, "prio") == ["p5", "p9", "p200", "p4", "p3", "n1", "n2", "p0"]
 
 
@@ -107,11 +99,7 @@ async def test_drop_head_drops_what_a_priority_queue_would_serve_next(backend: B
         await channel.publish(
             body.encode(), routing_key="prio", properties=Properties(priority=priority)
         )
-
-    async def three_dead() -> bool:
-        return (await channel.queue_declare("dead", passive=True)).message_count == 3
-
-    await backend.until(three_dead, "three dead letters")
+    await settle(backend, channel, "dead", 3)
     assert await bodies(channel, "prio") == ["a1", "d1"]
     assert await bodies(channel, "dead") == ["b5", "c3", "e5"]
 
@@ -151,11 +139,7 @@ async def test_a_quorum_queue_serves_what_came_back_first(backend: Backend) -> N
     for delivery in reversed(taken):
         assert delivery is not None
         await channel.reject(delivery.delivery_tag, requeue=True)
-
-    async def back() -> bool:
-        return (await channel.queue_declare("prio", passive=True)).message_count == 8
-
-    await backend.until(back, "the three back in 'prio'")
+    await settle(backend, channel, "prio", 8)
     assert await bodies(channel, "prio") == expected(
         backend.version, "quorum-priorities-after-returns"
     )
