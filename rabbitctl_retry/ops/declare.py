@@ -74,7 +74,7 @@ async def provision(
     result = plan(
         desired,
         observed,
-        server_major=connection.server_version.major,
+        server_version=connection.server_version.release,
         cluster_nodes=cluster_nodes,
     )
     if dry_run or not result.can_apply:

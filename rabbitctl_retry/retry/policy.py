@@ -28,6 +28,9 @@ retry              quorum, copies > 0,        ``basic.reject(requeue=false)``: t
 retry              quorum, attempt >= N,      copy to D, header = N, ``rr-origin-queue``,
                    D retries (a chain)        ``rr-failed-at``; ack: D's attempts start
                                               afresh (a server dead letter carries its count)
+retry              quorum, delay = server,    ``basic.reject(requeue=true)``: counted; the
+                   below the cap (or no N)    server holds it back ``min(delay_min x count,
+                                              delay_max)``, count its x-delivery-count after
 retry              quorum, otherwise          ``basic.reject(requeue=true)``
 retry_after(d)     at the cap (as retry)      exactly what retry does at the cap
 retry_after(d)     d = 0                      copy to the queue now, header = attempt; ack
@@ -39,6 +42,8 @@ retry_after(d)     delay_tiers                copy to the smallest tier >= d (th
                                               tier when d is longer), ``expiration = d``
 retry_after(d)     delay = plugin-dme         copy to ``<queue>.delay`` with ``x-delay = d``;
                                               ack after the confirm
+retry_after(d)     delay = server             exactly what retry does (``d`` is not used: the
+                                              server's schedule decides), at the cap too
 =================  =========================  ==============================================
 
 Every copy keeps the body, the application headers and the kept properties
@@ -65,6 +70,7 @@ from rabbitctl_retry.retry.headers import (
     RR_DEATH_HEADERS,
     attempt_of,
     copy_headers,
+    delivery_count,
     retry_count,
     utc_stamp,
 )
@@ -86,6 +92,9 @@ class RetryPolicy:
     tiers: tuple[tuple[int, str], ...] = ()
     """``(tier_ms, wait queue)``, shortest first."""
     delay_exchange: str | None = None
+    server_delay: tuple[int, int] | None = None
+    """``delay = "server"``: ``(delay_min_ms, delay_max_ms)``, the quorum queue's own delayed
+    retries."""
     retry_header: str = DEFAULT_RETRY_HEADER
     hands_off: bool = False
     """``dead_letter`` is a queue with a retry policy of its own (a chain): rr dead-letters
@@ -110,6 +119,7 @@ class RetryPolicy:
             if queue.delay_tiers_ms
             else (),
             delay_exchange=queue.delay_exchange,
+            server_delay=queue.server_delay,
             retry_header=retry_header,
         )
 
@@ -239,6 +249,8 @@ def _retry(
     now: datetime,
 ) -> Decision:
     if policy.max_attempts is None:
+        if policy.server_delay is not None:
+            return _server_delayed(policy, headers, attempt, failure)
         return Decision(
             action=RejectAction(requeue=True),
             event=Event.REQUEUED,
@@ -268,6 +280,8 @@ def _quorum_retry(
     now: datetime,
 ) -> Decision:
     if not _at_cap(policy, attempt):
+        if policy.server_delay is not None:
+            return _server_delayed(policy, headers, attempt, failure)
         return Decision(
             action=RejectAction(requeue=True),
             event=Event.RETRIED,
@@ -289,6 +303,33 @@ def _quorum_retry(
         destination=policy.dead_letter,
         failure=failure,
     )
+
+
+def _server_delayed(
+    policy: RetryPolicy,
+    headers: Mapping[str, FieldValue] | None,
+    attempt: int,
+    failure: Failure | None,
+) -> Decision:
+    """``delay = "server"`` below the cap: a counted requeue the quorum queue holds back."""
+    assert policy.server_delay is not None
+    delay_min_ms, delay_max_ms = policy.server_delay
+    return Decision(
+        action=RejectAction(requeue=True),
+        event=Event.DELAYED,
+        attempt=attempt,
+        destination=policy.queue,
+        delay_ms=server_delay_ms(delay_min_ms, delay_max_ms, (delivery_count(headers) or 0) + 1),
+        failure=failure,
+    )
+
+
+def server_delay_ms(delay_min_ms: int, delay_max_ms: int, delivery_count: int) -> int:
+    """How long a RabbitMQ 4.3 quorum queue holds a message back once it was returned for the
+    ``delivery_count``-th time (its ``x-delivery-count`` after the return):
+    ``min(delay_min x max(count, 1), delay_max)``, measured on 4.3.6 (docs/topology.md,
+    "Delays")."""
+    return min(delay_min_ms * max(delivery_count, 1), delay_max_ms)
 
 
 def spend(
@@ -337,6 +378,8 @@ def _retry_after(
     delay_ms: int,
     now: datetime,
 ) -> Decision:
+    if policy.delay is DelayMode.SERVER:  # the server's schedule, whatever delay_ms says
+        return _retry(policy, headers, attempt, None, now)
     if _at_cap(policy, attempt):
         if policy.quorum:
             return _quorum_retry(policy, headers, attempt, None, now)

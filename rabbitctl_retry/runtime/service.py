@@ -334,7 +334,7 @@ class Service:
         """With declaring off: every queue and exchange exists as the file says, and quorum
         delivery limits are in force (otherwise the retry policy could not be applied)."""
         observed = await observe(connection, desired, connect=self._connect)
-        result = plan(desired, observed, server_major=connection.server_version.major)
+        result = plan(desired, observed, server_version=connection.server_version.release)
         limited = {
             queue.name
             for queue in self._consumed_queues()

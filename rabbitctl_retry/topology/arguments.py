@@ -146,6 +146,10 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
     ),
     "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY, managed_by="replicas"),
     "x-queue-type": ArgumentRule(_string, _BOTH, managed_by="type"),
+    # RabbitMQ 4.3's delayed retries (docs/topology.md, "Delays"): set by delay = "server".
+    "x-delayed-retry-type": ArgumentRule(_string, _QUORUM_ONLY, managed_by="delay"),
+    "x-delayed-retry-min": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_min"),
+    "x-delayed-retry-max": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_max"),
 }
 
 

@@ -37,6 +37,9 @@ delay_tiers                     one such wait queue per tier, ``<q>.retry.<tier>
 delay = "plugin-dme"            exchange ``<q>.delay``, type ``x-delayed-message``,
                                 ``x-delayed-type = "direct"``, and ``<q>`` bound to it with
                                 routing key ``<q>``
+delay = "server" (quorum)       ``x-delayed-retry-type = "failed"`` (or ``delay_returns``),
+                                ``x-delayed-retry-min`` / ``-max`` = ``delay_min`` /
+                                ``delay_max`` in ms (max defaults to min); no wait queue
 bindings                        one binding each
 ==============================  ==========================================================
 
@@ -59,6 +62,7 @@ from rabbitctl_retry.topology.model import (
     DelayMode,
     Queue,
     QueueType,
+    ServerDelayReturns,
     Topology,
     frozen_mapping,
 )
@@ -151,6 +155,11 @@ def queue_arguments(queue: Queue) -> dict[str, FieldValue]:
             arguments["x-overflow"] = "reject-publish"
         if queue.replicas is not None:
             arguments["x-quorum-initial-group-size"] = queue.replicas
+        server_delay = queue.server_delay
+        if server_delay is not None:
+            returns = queue.delay_returns or ServerDelayReturns.FAILED
+            arguments["x-delayed-retry-type"] = returns.value
+            arguments["x-delayed-retry-min"], arguments["x-delayed-retry-max"] = server_delay
     elif queue.dead_letter_exchange:
         arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
     return arguments

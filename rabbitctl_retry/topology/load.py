@@ -32,6 +32,7 @@ from rabbitctl_retry.topology.model import (
     PublishMode,
     Queue,
     QueueType,
+    ServerDelayReturns,
     Topology,
     frozen_mapping,
 )
@@ -60,6 +61,9 @@ QUEUE_KEYS = (
     "wait_queue",
     "wait_queue_type",
     "delay_tiers",
+    "delay_min",
+    "delay_max",
+    "delay_returns",
     "publish",
     "dead_letter_strategy",
     "replicas",
@@ -70,7 +74,7 @@ BINDING_KEYS = ("exchange", "routing_key", "arguments")
 EXCHANGE_KEYS = ("type", "durable", "arguments")
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
-_E = TypeVar("_E", QueueType, DelayMode, PublishMode, DeadLetterStrategy)
+_E = TypeVar("_E", QueueType, DelayMode, PublishMode, DeadLetterStrategy, ServerDelayReturns)
 
 
 def load_file(path: str | Path) -> Topology:
@@ -251,6 +255,9 @@ def _parse_queue(name: str, table: Mapping[str, Any]) -> Queue:
         wait_queue=_optional(table, "wait_queue", str, at),
         wait_queue_type=_optional_enum(table, "wait_queue_type", QueueType, at),
         delay_tiers_ms=tiers,
+        delay_min_ms=_optional_duration(table, "delay_min", at),
+        delay_max_ms=_optional_duration(table, "delay_max", at),
+        delay_returns=_optional_enum(table, "delay_returns", ServerDelayReturns, at),
         publish=_enum(table, "publish", PublishMode, PublishMode.CONFIRM, at),
         dead_letter_strategy=_optional_enum(table, "dead_letter_strategy", DeadLetterStrategy, at),
         replicas=_optional(table, "replicas", int, at),
@@ -320,18 +327,23 @@ def _delay_tiers(table: Mapping[str, Any], at: tuple[str, ...]) -> tuple[int, ..
         raise ConfigError(
             'must be a non-empty list of durations like ["1s", "30s", "5m"]', path=path
         )
-    tiers = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, str):
-            raise ConfigError(
-                f'must be a duration string like "30s", not {_describe(item)}',
-                path=key_path(*at, "delay_tiers", index),
-            )
-        try:
-            tiers.append(parse_duration_ms(item))
-        except ValueError as error:
-            raise ConfigError(str(error), path=key_path(*at, "delay_tiers", index)) from None
-    return tuple(tiers)
+    return tuple(
+        _duration_ms(item, key_path(*at, "delay_tiers", index)) for index, item in enumerate(raw)
+    )
+
+
+def _optional_duration(table: Mapping[str, Any], key: str, at: tuple[str, ...]) -> int | None:
+    raw = table.get(key)
+    return None if raw is None else _duration_ms(raw, key_path(*at, key))
+
+
+def _duration_ms(raw: object, path: str) -> int:
+    if not isinstance(raw, str):
+        raise ConfigError(f'must be a duration string like "30s", not {_describe(raw)}', path=path)
+    try:
+        return parse_duration_ms(raw)
+    except ValueError as error:
+        raise ConfigError(str(error), path=path) from None
 
 
 def _arguments(table: Mapping[str, Any], at: tuple[str, ...]) -> dict[str, FieldValue]:

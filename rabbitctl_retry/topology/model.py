@@ -60,6 +60,25 @@ class DelayMode(StrEnum):
     MEMORY = "memory"
     DLX_TTL = "dlx-ttl"
     PLUGIN_DME = "plugin-dme"
+    SERVER = "server"
+    """RabbitMQ 4.3's delayed retries of a quorum queue (``x-delayed-retry-*``): a retry is a
+    counted ``basic.reject(requeue=true)`` and the server holds the message back."""
+
+
+class ServerDelayReturns(StrEnum):
+    """Which returns a quorum queue with ``delay = "server"`` holds back
+    (``x-delayed-retry-type``; docs/topology.md, "Delays")."""
+
+    FAILED = "failed"
+    """The counted ones: ``basic.reject`` with requeue (every retry of rr) and a channel or
+    connection that closed with the message unacknowledged."""
+    ALL = "all"
+    """Those and the uncounted ones as well (``basic.nack``, RabbitMQ 4.3's consumer timeout)."""
+
+
+SERVER_DELAY_VERSION = (4, 3)
+"""The first RabbitMQ release with delayed retries on quorum queues (older ones accept the
+``x-delayed-retry-*`` arguments and ignore them)."""
 
 
 class DeadLetterStrategy(StrEnum):
@@ -221,6 +240,13 @@ class Queue:
     wait_queue_type: QueueType | None = None
     """``dlx-ttl`` only: the type of the wait queues; unset means the queue's own type."""
     delay_tiers_ms: tuple[int, ...] = ()
+    delay_min_ms: int | None = None
+    """``delay = "server"`` only: the first retry's wait (``x-delayed-retry-min``)."""
+    delay_max_ms: int | None = None
+    """``delay = "server"`` only: the longest wait (``x-delayed-retry-max``; unset: the same as
+    ``delay_min_ms``, a constant wait, as RabbitMQ does)."""
+    delay_returns: ServerDelayReturns | None = None
+    """``delay = "server"`` only: which returns wait (unset: ``failed``)."""
     publish: PublishMode = PublishMode.CONFIRM
     dead_letter_strategy: DeadLetterStrategy | None = None
     """Quorum queues with a dead-letter route only; unset means at-least-once."""
@@ -389,9 +415,49 @@ class Queue:
         for derived in self.wait_queue_names:
             check_entity_name(derived, self._path(), "derived wait queue")
         self._check_wait_queue_type()
+        self._check_server_delay()
         if self.delay is DelayMode.PLUGIN_DME:
             check_entity_name(
                 naming.delay_exchange_name(self.name), self._path(), "derived delay exchange"
+            )
+
+    def _check_server_delay(self) -> None:
+        server_keys = (
+            ("delay_min", self.delay_min_ms),
+            ("delay_max", self.delay_max_ms),
+            ("delay_returns", self.delay_returns),
+        )
+        if self.delay is not DelayMode.SERVER:
+            for key, value in server_keys:
+                if value is not None:
+                    raise ConfigError(
+                        f'{key} only applies to delay = "server" (RabbitMQ 4.3\'s delayed '
+                        "retries of a quorum queue)",
+                        path=self._path(key),
+                    )
+            return
+        if self.type is not QueueType.QUORUM:
+            raise ConfigError(
+                'delay = "server" is RabbitMQ 4.3\'s delayed retry of a quorum queue: it needs '
+                'type = "quorum" (a classic queue waits with "dlx-ttl" or delay_tiers)',
+                path=self._path("delay"),
+            )
+        if self.delay_min_ms is None:
+            raise ConfigError(
+                'delay = "server" needs delay_min, the first retry\'s wait (RabbitMQ waits '
+                "delay_min x the delivery count, at most delay_max)",
+                path=self._path("delay"),
+            )
+        for key, value in server_keys[:2]:
+            if isinstance(value, int) and not 0 < value <= MAX_TTL_MS:
+                raise ConfigError(
+                    f"must be longer than 0 and at most {MAX_TTL_MS} ms (about 49.7 days)",
+                    path=self._path(key),
+                )
+        if self.delay_max_ms is not None and self.delay_max_ms < self.delay_min_ms:
+            raise ConfigError(
+                "must not be shorter than delay_min (RabbitMQ would cap every wait at it)",
+                path=self._path("delay_max"),
             )
 
     def _check_wait_queue_type(self) -> None:
@@ -520,6 +586,13 @@ class Queue:
         if self.delay is DelayMode.PLUGIN_DME:
             return naming.delay_exchange_name(self.name)
         return None
+
+    @property
+    def server_delay(self) -> tuple[int, int] | None:
+        """``delay = "server"``: ``(delay_min_ms, delay_max_ms)`` as declared, else ``None``."""
+        if self.delay is not DelayMode.SERVER or self.delay_min_ms is None:
+            return None
+        return self.delay_min_ms, self.delay_max_ms or self.delay_min_ms
 
     @property
     def server_delivery_limit(self) -> int | None:

@@ -17,6 +17,9 @@ uses a missing exchange          ``conflict``     (a binding or dead-letter exch
 binding, both ends ``Matches``   ``unchanged``    re-bound (queue.bind is idempotent)
 binding, an end is new           ``planned``      bound
 version refuses the entity       ``conflict``     (e.g. non-durable queues on RabbitMQ 4)
+queue with ``delay = "server"``  ``conflict``     on a server older than RabbitMQ 4.3, whatever
+                                                  the queue's observation: older servers accept
+                                                  ``x-delayed-retry-*`` and ignore it
 new quorum queue, ``replicas``   ``conflict``     (only when the cluster's nodes are known:
 more than the cluster's nodes                     a management URL, docs/cluster.md)
 ===============================  ===============  =======================================
@@ -40,6 +43,7 @@ from rabbitctl_retry.topology.expand import (
     ExchangeEntity,
     QueueEntity,
 )
+from rabbitctl_retry.topology.model import SERVER_DELAY_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +191,7 @@ def plan(
     desired: Desired,
     observed: Mapping[ObservationKey, Observation],
     *,
-    server_major: int,
+    server_version: tuple[int, int, int],
     cluster_nodes: Sequence[str] | None = None,
 ) -> Plan:
     """Decide one operation per entity (table in the module docstring).
@@ -196,8 +200,8 @@ def plan(
         desired: the expansion of the topology.
         observed: what the broker said about each queue and exchange; a missing key counts
             as :class:`Absent`.
-        server_major: the broker's major version (RabbitMQ 4 refuses transient non-exclusive
-            queues).
+        server_version: the broker's release, ``(4, 3, 6)`` (RabbitMQ 4 refuses transient
+            non-exclusive queues; only 4.3 and later hold retries back, ``delay = "server"``).
         cluster_nodes: the cluster's nodes, when known (a management URL was given): a new
             quorum queue may not ask for more replicas than there are nodes.
     """
@@ -213,7 +217,10 @@ def plan(
         )
     for queue in desired.queues:
         operation = _declare_op(OpKind.DECLARE_QUEUE, queue, observed.get(queue.key, Absent()))
-        if not queue.durable and server_major >= 4 and operation.status is Status.PLANNED:
+        server_delay = server_delay_problem(queue, server_version)
+        if server_delay is not None:
+            operation = _conflict(operation, server_delay)
+        if not queue.durable and server_version[0] >= 4 and operation.status is Status.PLANNED:
             operation = _conflict(
                 operation, "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
             )
@@ -230,6 +237,20 @@ def plan(
             operation = _conflict(operation, missing[binding.exchange])
         operations.append(operation)
     return Plan(operations=tuple(operations))
+
+
+def server_delay_problem(queue: QueueEntity, server_version: tuple[int, int, int]) -> str | None:
+    """Why ``queue``'s delayed retries (``x-delayed-retry-type``, ``delay = "server"``) would
+    not work on a server of ``server_version``, or None."""
+    if "x-delayed-retry-type" not in queue.arguments or server_version[:2] >= SERVER_DELAY_VERSION:
+        return None
+    release = ".".join(str(part) for part in server_version)
+    needed = ".".join(str(part) for part in SERVER_DELAY_VERSION)
+    return (
+        f'delay = "server" needs RabbitMQ {needed} or later (delayed retries of quorum '
+        f"queues); this server is {release}, which would ignore x-delayed-retry-* and give "
+        'every retry back at once: use delay = "dlx-ttl" or delay_tiers here'
+    )
 
 
 def replicas_problem(queue: QueueEntity, cluster_nodes: Sequence[str] | None) -> str | None:

@@ -114,6 +114,11 @@ class ServerVersion:
         return f"{self.major}.{self.minor}.{self.patch}"
 
     @property
+    def release(self) -> tuple[int, int, int]:
+        """``(major, minor, patch)``, as the pure core takes a version."""
+        return self.major, self.minor, self.patch
+
+    @property
     def quorum_default_delivery_limit(self) -> int | None:
         """RabbitMQ 4.0+ gives quorum queues declared without a limit ``x-delivery-limit = 20``."""
         return 20 if self.major >= 4 else None

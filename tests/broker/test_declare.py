@@ -508,7 +508,7 @@ async def test_an_apply_the_broker_stops_half_way_says_what_it_left(amqp_url: st
         result = plan(
             desired,
             await observe(connection, desired, connect=connect),
-            server_major=connection.server_version.major,
+            server_version=connection.server_version.release,
         )
         await channel.exchange_delete("gone")
         with pytest.raises(NotFound) as stopped:

@@ -91,6 +91,18 @@ SECOND = RetryPolicy.of(
     Queue(name="jobs.second", type=QueueType.QUORUM, max_attempts=3, dead_letter="jobs.dead")
 )
 CLASSIC_SECOND = RetryPolicy.of(Queue(name="jobs.second", max_attempts=3, dead_letter="jobs.dead"))
+JOBS_SERVER = RetryPolicy.of(
+    Queue(
+        name="jobs",
+        type=QueueType.QUORUM,
+        max_attempts=10,
+        dead_letter="jobs.dead",
+        delay=DelayMode.SERVER,
+        delay_min_ms=1_000,
+        delay_max_ms=5_000,
+    )
+)
+"""Quorum, RabbitMQ 4.3's delayed retries: 1 s x the delivery count, at most 5 s."""
 AUDIT = RetryPolicy.of(Queue(name="audit", type=QueueType.QUORUM))
 """Quorum, no cap, no dead-letter queue."""
 
@@ -103,6 +115,7 @@ MEMORY_ROW = "`memory` (default)"
 DLX_TTL_ROW = "`dlx-ttl`"
 TIERS_ROW = "`delay_tiers`"
 DME_ROW = "`plugin-dme`"
+SERVER_ROW = "`server`"
 
 DEATH = [{"queue": "refunds", "reason": "rejected", "count": 1, "exchange": ""}]
 
@@ -650,6 +663,50 @@ TABLE = [
         ),
         id="retry-after-plugin-dme",
     ),
+    # ---- delay = server (RabbitMQ 4.3's delayed retries) -----------------------------------
+    # runtime.md delay table, `server`: a counted requeue; the server waits 1 s x 3 (the
+    # count after this return), not a copy.
+    pytest.param(
+        ("retry", "quorum, delay = server, below the cap (or no N)"), {RETRY_ROW, SERVER_ROW},
+        JOBS_SERVER, {"x-delivery-count": 2}, Retry(BOOM),
+        Decision(
+            action=RejectAction(requeue=True), event=Event.DELAYED, attempt=3,
+            destination="jobs", delay_ms=3_000, failure=BOOM,
+        ),
+        id="retry-server-delay",
+    ),
+    # runtime.md delay table, `server`: d is not used; the wait is capped at delay_max.
+    pytest.param(
+        ("retry_after(d)", "delay = server"), {RETRY_AFTER_ROW, SERVER_ROW}, JOBS_SERVER,
+        {"x-delivery-count": 7, H: "0"}, RetryAfter(30_000),
+        Decision(
+            action=RejectAction(requeue=True), event=Event.DELAYED, attempt=8,
+            destination="jobs", delay_ms=5_000,
+        ),
+        id="retry-after-server-delay-capped",
+    ),
+    # runtime.md delay table, `server`: retry_after(0) is no copy either: the first return
+    # waits delay_min.
+    pytest.param(
+        ("retry_after(d)", "delay = server"), {RETRY_AFTER_ROW, SERVER_ROW}, JOBS_SERVER,
+        None, RetryAfter(0),
+        Decision(
+            action=RejectAction(requeue=True), event=Event.DELAYED, attempt=1,
+            destination="jobs", delay_ms=1_000,
+        ),
+        id="retry-after-zero-server-delay",
+    ),
+    # runtime.md outcome table, `Outcome.retry_after(d)`: at the cap as retry(): the server's
+    # own limit dead-letters this return (reason delivery_limit), without waiting.
+    pytest.param(
+        ("retry_after(d)", "delay = server"), {RETRY_AFTER_ROW}, JOBS_SERVER,
+        {"x-delivery-count": 9}, RetryAfter(2_000),
+        Decision(
+            action=RejectAction(requeue=True), event=Event.DEAD_LETTERED, attempt=10,
+            destination="jobs.dead",
+        ),
+        id="retry-after-server-delay-at-cap",
+    ),
 ]
 # fmt: on
 
@@ -705,12 +762,12 @@ def test_the_table_covers_every_row() -> None:
     assert len({param.id for param in TABLE}) == len(TABLE)
     # Every row of the policy.py table, and only those.
     assert rules == _policy_table_rows()
-    assert len(rules) == 16
+    assert len(rules) == 18
     # Every row of docs/runtime.md's outcome and delay tables, and only those.
     assert docs == _runtime_table_rows("| outcome | frame | effect |") | _runtime_table_rows(
         "| `delay` | where the copy waits | guarantees |"
     )
-    assert len(docs) == 8
+    assert len(docs) == 9
     # Every outcome kind, a handler exception (Retry with a failure) included.
     assert {type(outcome) for outcome in outcomes} == set(get_args(AnyOutcome))
     assert {Ack, Drop, Retry, RetryAfter} == set(get_args(AnyOutcome))

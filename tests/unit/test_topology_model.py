@@ -35,7 +35,7 @@ AT_MOST_ONCE = DeadLetterStrategy.AT_MOST_ONCE
 
 def test_enum_values_are_the_file_spellings() -> None:
     assert [member.value for member in QueueType] == ["classic", "quorum"]
-    assert [member.value for member in DelayMode] == ["memory", "dlx-ttl", "plugin-dme"]
+    assert [member.value for member in DelayMode] == ["memory", "dlx-ttl", "plugin-dme", "server"]
     assert [member.value for member in PublishMode] == ["confirm", "fast"]
     assert [member.value for member in DeadLetterStrategy] == ["at-most-once", "at-least-once"]
     assert MAX_NAME_BYTES == 255

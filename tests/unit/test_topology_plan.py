@@ -83,7 +83,7 @@ def test_queue_observation(
     observed: dict[ObservationKey, Observation] = {("queue", "q.dead"): Matches()}
     if observation is not None:
         observed[("queue", "q")] = observation
-    result = plan(desired, observed, server_major=3)
+    result = plan(desired, observed, server_version=(3, 10, 8))
     # q.dead, which q dead-letters to, is declared first
     dead, queue = result.operations
     assert (dead.op, dead.name, dead.status.value, dead.detail) == (
@@ -138,7 +138,7 @@ def test_differs_detail_names_every_key_and_both_values() -> None:
 )
 def test_exchange_observation(observation: Observation, status: str, detail: str | None) -> None:
     desired = desired_of('[exchanges.events]\ntype = "topic"\n')
-    result = plan(desired, {("exchange", "events"): observation}, server_major=3)
+    result = plan(desired, {("exchange", "events"): observation}, server_version=(3, 10, 8))
     assert rows(result) == [("declare_exchange", "events", status, detail)]
 
 
@@ -146,7 +146,7 @@ def test_exchange_observation(observation: Observation, status: str, detail: str
 
 
 def test_the_guides_file_on_an_empty_broker_is_all_planned() -> None:
-    result = plan(expand(load_file(EXAMPLE)), {}, server_major=3)
+    result = plan(expand(load_file(EXAMPLE)), {}, server_version=(3, 10, 8))
     assert rows(result) == [
         ("declare_queue", "refunds.dead", "planned", None),
         ("declare_queue", "refunds", "planned", None),
@@ -169,7 +169,7 @@ def test_the_guides_file_on_a_drifted_broker() -> None:
         ("queue", "refunds.dead"): Matches(),
         ("queue", "payouts"): Differs((Difference("x-delivery-limit", "4", "5"),)),
     }
-    result = plan(expand(load_file(EXAMPLE)), observed, server_major=4)
+    result = plan(expand(load_file(EXAMPLE)), observed, server_version=(4, 0, 5))
     assert rows(result) == [
         ("declare_queue", "refunds.dead", "unchanged", None),
         ("declare_queue", "refunds", "unchanged", None),
@@ -187,7 +187,9 @@ def test_the_guides_file_on_a_drifted_broker() -> None:
 
 
 def test_plan_document_is_the_declare_json_of_spec_6() -> None:
-    result = plan(expand(load_file(EXAMPLE)), {("queue", "refunds"): Matches()}, server_major=3)
+    result = plan(
+        expand(load_file(EXAMPLE)), {("queue", "refunds"): Matches()}, server_version=(3, 10, 8)
+    )
     document = json.loads(json.dumps(plan_document(result, dry_run=True)))
     assert document["dry_run"] is True
     assert document["operations"][1] == {
@@ -293,14 +295,14 @@ def test_referenced_exchanges(
         observed[("exchange", "events")] = events
     if dlx is not None:
         observed[("exchange", "dlx")] = dlx
-    result = plan(desired, observed, server_major=3)
+    result = plan(desired, observed, server_version=(3, 10, 8))
     assert rows(result) == expected
     assert result.can_apply is all(row[2] != "conflict" for row in expected)
 
 
 def test_missing_dead_letter_exchange_makes_even_an_existing_queue_a_conflict() -> None:
     desired = desired_of('[queues.b]\ndead_letter_exchange = "dlx"\n')
-    result = plan(desired, {("queue", "b"): Matches()}, server_major=3)
+    result = plan(desired, {("queue", "b"): Matches()}, server_version=(3, 10, 8))
     assert rows(result) == [
         (
             "declare_queue",
@@ -316,7 +318,7 @@ def test_dead_letter_exchange_declared_in_the_file_is_not_missing() -> None:
     desired = desired_of(
         '[exchanges.dlx]\ntype = "fanout"\n[queues.b]\ndead_letter_exchange = "dlx"\n'
     )
-    result = plan(desired, {}, server_major=3)
+    result = plan(desired, {}, server_version=(3, 10, 8))
     assert rows(result) == [
         ("declare_exchange", "dlx", "planned", None),
         ("declare_queue", "b", "planned", None),
@@ -344,7 +346,9 @@ def test_binding_between_declared_entities(
         'arguments = { x-note = "n" } }]\n'
     )
     result = plan(
-        desired, {("queue", "a"): queue, ("exchange", "events"): exchange}, server_major=3
+        desired,
+        {("queue", "a"): queue, ("exchange", "events"): exchange},
+        server_version=(3, 10, 8),
     )
     bind = result.operations[2]
     assert (bind.op, bind.name, bind.status.value, bind.detail) == (
@@ -359,7 +363,7 @@ def test_binding_between_declared_entities(
 
 def test_plugin_dme_plan() -> None:
     desired = desired_of('[queues.q]\ndelay = "plugin-dme"\n')
-    fresh = plan(desired, {}, server_major=3)
+    fresh = plan(desired, {}, server_version=(3, 10, 8))
     assert rows(fresh) == [
         ("declare_exchange", "q.delay", "planned", None),
         ("declare_queue", "q", "planned", None),
@@ -367,13 +371,15 @@ def test_plugin_dme_plan() -> None:
     ]
     assert fresh.operations[0].arguments == {"x-delayed-type": "direct"}
     existing = plan(
-        desired, {("exchange", "q.delay"): Matches(), ("queue", "q"): Matches()}, server_major=3
+        desired,
+        {("exchange", "q.delay"): Matches(), ("queue", "q"): Matches()},
+        server_version=(3, 10, 8),
     )
     assert [op.status for op in existing.operations] == [Status.UNCHANGED] * 3
     refused = plan(
         desired,
         {("exchange", "q.delay"): Refused("the delayed-message plugin is not enabled")},
-        server_major=3,
+        server_version=(3, 10, 8),
     )
     assert rows(refused)[0] == (
         "declare_exchange",
@@ -391,24 +397,28 @@ _RABBITMQ_4 = "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
 
 
 @pytest.mark.parametrize(
-    ("text", "server_major", "observation", "status", "detail"),
+    ("text", "server_version", "observation", "status", "detail"),
     [
-        (_NON_DURABLE, 3, Absent(), "planned", None),
-        (_NON_DURABLE, 4, Absent(), "conflict", _RABBITMQ_4),
-        (_NON_DURABLE, 5, Absent(), "conflict", _RABBITMQ_4),
-        (_NON_DURABLE, 4, Matches(), "unchanged", None),
-        ("[queues.t]\n", 4, Absent(), "planned", None),
+        (_NON_DURABLE, (3, 10, 8), Absent(), "planned", None),
+        (_NON_DURABLE, (4, 0, 5), Absent(), "conflict", _RABBITMQ_4),
+        (_NON_DURABLE, (5, 0, 0), Absent(), "conflict", _RABBITMQ_4),
+        (_NON_DURABLE, (4, 0, 5), Matches(), "unchanged", None),
+        ("[queues.t]\n", (4, 0, 5), Absent(), "planned", None),
     ],
 )
 def test_non_durable_queues_by_server_version(
-    text: str, server_major: int, observation: Observation, status: str, detail: str | None
+    text: str,
+    server_version: tuple[int, int, int],
+    observation: Observation,
+    status: str,
+    detail: str | None,
 ) -> None:
-    result = plan(desired_of(text), {("queue", "t"): observation}, server_major=server_major)
+    result = plan(desired_of(text), {("queue", "t"): observation}, server_version=server_version)
     assert rows(result) == [("declare_queue", "t", status, detail)]
 
 
 def test_non_durable_exchange_is_fine_on_rabbitmq_4() -> None:
-    result = plan(desired_of("[exchanges.e]\ndurable = false\n"), {}, server_major=4)
+    result = plan(desired_of("[exchanges.e]\ndurable = false\n"), {}, server_version=(4, 0, 5))
     assert rows(result) == [("declare_exchange", "e", "planned", None)]
 
 
@@ -426,7 +436,7 @@ def test_applied_turns_only_planned_into_created() -> None:
         ("exchange", "events"): Matches(),
         ("queue", "b"): Matches(),
     }
-    result = plan(desired, observed, server_major=3)
+    result = plan(desired, observed, server_version=(3, 10, 8))
     assert [op.status.value for op in result.operations] == [
         "unchanged",
         "planned",
@@ -453,7 +463,7 @@ def test_applied_turns_only_planned_into_created() -> None:
 
 
 def test_empty_plan() -> None:
-    result = plan(Desired(), {}, server_major=3)
+    result = plan(Desired(), {}, server_version=(3, 10, 8))
     assert result == Plan(operations=())
     assert result.can_apply is True
     assert result.applied() == result
@@ -466,7 +476,7 @@ def test_a_conflict_keeps_every_reason() -> None:
     observed: dict[ObservationKey, Observation] = {
         ("queue", "b"): Differs((Difference("x-dead-letter-exchange", "'dlx'", "'old'"),)),
     }
-    (operation,) = plan(desired, observed, server_major=3).operations
+    (operation,) = plan(desired, observed, server_version=(3, 10, 8)).operations
     assert operation.status is Status.CONFLICT
     assert operation.detail is not None
     assert "x-dead-letter-exchange: file 'dlx', broker 'old'" in operation.detail
@@ -490,13 +500,15 @@ NODES = ("rabbit@mq1", "rabbit@mq2", "rabbit@mq3")
 
 
 def test_replicas_the_cluster_can_hold_are_planned() -> None:
-    result = plan(expand(load_text(REPLICATED)), {}, server_major=3, cluster_nodes=NODES)
+    result = plan(expand(load_text(REPLICATED)), {}, server_version=(3, 10, 8), cluster_nodes=NODES)
     assert result.can_apply
     assert {op.status for op in result.operations} == {Status.PLANNED}
 
 
 def test_more_replicas_than_nodes_is_a_conflict_for_every_new_queue_that_asks() -> None:
-    result = plan(expand(load_text(REPLICATED)), {}, server_major=3, cluster_nodes=NODES[:2])
+    result = plan(
+        expand(load_text(REPLICATED)), {}, server_version=(3, 10, 8), cluster_nodes=NODES[:2]
+    )
     conflicts = {op.name: op.detail for op in result.conflicts}
     assert set(conflicts) == {"payouts", "payouts.retry", "payouts.dead"}
     assert conflicts["payouts"] == (
@@ -507,9 +519,9 @@ def test_more_replicas_than_nodes_is_a_conflict_for_every_new_queue_that_asks() 
 
 def test_replicas_are_not_checked_without_the_nodes_nor_on_existing_queues() -> None:
     desired = expand(load_text(REPLICATED))
-    assert plan(desired, {}, server_major=3).can_apply  # no management URL: not known
+    assert plan(desired, {}, server_version=(3, 10, 8)).can_apply  # no management URL: not known
     existing: dict[ObservationKey, Observation] = {
         ("queue", name): Matches() for name in ("payouts", "payouts.retry", "payouts.dead")
     }
-    result = plan(desired, existing, server_major=3, cluster_nodes=NODES[:1])
+    result = plan(desired, existing, server_version=(3, 10, 8), cluster_nodes=NODES[:1])
     assert result.can_apply  # RabbitMQ never changes the members of a queue that exists
