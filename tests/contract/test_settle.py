@@ -1,0 +1,54 @@
+"""One basic.ack or basic.nack over deliveries of several consumers of one channel.
+
+Measured on RabbitMQ 3.10.8, 4.0.5 and 4.3.6, classic and quorum queues: the channel settles
+what each consumer held as a command of its own, in consumer tag order (compared as bytes;
+docs/testing.md), and the queue runs after each: the consumer settled first takes the next
+waiting message before the next consumer is settled.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rabbitctl_retry.transport.base import Properties
+from tests.backends import Backend
+from tests.contract.support import settle
+from tests.observe import Recorder
+
+
+@pytest.mark.parametrize("method", ["ack", "nack"])
+@pytest.mark.parametrize("first", ["aa", "zz"], ids=["aa-first", "zz-first"])
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_a_multiple_settle_over_two_consumers_runs_the_queue_after_each(
+    backend: Backend, kind: str, first: str, method: str
+) -> None:
+    """One channel, two consumers of q with prefetch 1, tagged "aa" and "zz" (``first``
+    consumes first): m1 and m2 go one to each; m3 and m4 wait. One basic.ack (or basic.nack
+    without requeue) with ``multiple`` settles both: "aa" first, which then takes m3, then
+    "zz", which takes m4 — whichever consumer came first and took m1."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": kind})
+    taking = await backend.channel(confirms=False)
+    await taking.qos(1)
+    second = "zz" if first == "aa" else "aa"
+    recorders = {tag: Recorder(taking, "hold") for tag in (first, second)}
+    for tag in (first, second):
+        await taking.consume("q", recorders[tag], consumer_tag=tag)
+    for body in ("m1", "m2"):
+        await channel.publish(body.encode(), routing_key="q", properties=Properties())
+
+    def holding(*counts: int) -> bool:
+        return [len(recorders[tag].deliveries) for tag in ("aa", "zz")] == list(counts)
+
+    await backend.until(lambda: holding(1, 1), "one message held by each consumer")
+    assert [recorders[tag].deliveries[0].body for tag in (first, second)] == [b"m1", b"m2"]
+    for body in ("m3", "m4"):
+        await channel.publish(body.encode(), routing_key="q", properties=Properties())
+    await settle(backend, channel, "q", 2)
+    if method == "ack":
+        await taking.ack(2, multiple=True)
+    else:
+        await taking.nack(2, multiple=True, requeue=False)
+    await backend.until(lambda: holding(2, 2), "one more message for each consumer")
+    assert [d.body for d in recorders["aa"].deliveries][1:] == [b"m3"]
+    assert [d.body for d in recorders["zz"].deliveries][1:] == [b"m4"]
