@@ -65,6 +65,9 @@ class Unread(StrEnum):
     MISSING = "missing"
     """The management API has no such table: it answered 404 or 406 (RabbitMQ 3.10.8's
     answers 406 to rr, which asks for JSON; measured)."""
+    UNSTATED = "unstated"
+    """The management API lists the deprecated features without saying which the server
+    permits (RabbitMQ 4.0.5's: only each one's phase, measured)."""
     FAILED = "failed"
     """The management API could not be reached, refused the login, or answered something
     that is not the table."""
@@ -127,6 +130,8 @@ def _not_checked_note(facts: ServerFacts) -> str:
         return "not checked: give --management-url"
     if unread.why is Unread.MISSING:
         return "not checked: the management API has no deprecated-features table"
+    if unread.why is Unread.UNSTATED:
+        return "not checked: the management API does not say which features are permitted"
     return "not checked: the management API did not answer (deprecated-features-not-checked)"
 
 
@@ -198,6 +203,14 @@ def _not_checked(unread: TableUnread) -> Finding:
             f"not checked: {what}: its management API has no such table (GET "
             f"{DEPRECATED_FEATURES_PATH} answered 404 or 406, as RabbitMQ 3.10.8's does); "
             f"{assumed}",
+        )
+    if unread.why is Unread.UNSTATED:
+        return Finding(
+            "deprecated-features-not-checked",
+            Level.INFO,
+            f"not checked: {what}: its management API lists them without their state (GET "
+            f"{DEPRECATED_FEATURES_PATH} gives no 'state', as RabbitMQ 4.0.5's does, whose "
+            f"configuration may deny one all the same); {assumed}",
         )
     return Finding(
         "deprecated-features-not-checked",

@@ -52,6 +52,7 @@ from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import (
     DeprecatedFeature,
     ManagementApi,
+    Unstated,
     check_management_url,
     vhost_of,
 )
@@ -143,13 +144,18 @@ async def _read_facts(
 
 async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:
     """The server's deprecated-features table, or why it could not be read: an API without
-    it (404 or 406), or one that failed (unreachable, a refused login, an answer of the wrong
-    shape), said in one censored, escaped line."""
+    it (404 or 406), one that lists no states (RabbitMQ 4.0.5's), or one that failed
+    (unreachable, a refused login, an answer of the wrong shape), said in one censored,
+    escaped line."""
     try:
         features = await api.deprecated_features()
     except TransportError as error:
         return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
-    return TableUnread(Unread.MISSING) if features is None else features
+    if features is None:
+        return TableUnread(Unread.MISSING)
+    if isinstance(features, Unstated):
+        return TableUnread(Unread.UNSTATED)
+    return features
 
 
 async def _has_delayed_plugin(connection: Connection) -> bool:

@@ -124,15 +124,19 @@ class ManagementApi:
             raise self._unexpected(path, _PLACEMENT_SHAPE)
         return placement
 
-    async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | None:
+    async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
         """Every deprecated feature the server knows and whether it permits it (``GET
         /api/deprecated-features``), sorted by name; None when the API has no such table:
         404, or 406 (measured on RabbitMQ 3.10.8: a path the API does not know is 406 to a
-        request that accepts only JSON, 404 to one that accepts anything)."""
+        request that accepts only JSON, 404 to one that accepts anything); :class:`Unstated`
+        when it lists the features without a ``state`` (RabbitMQ 4.0.5's: measured)."""
         path = DEPRECATED_FEATURES_PATH
         listed = await self._get(path, missing_ok=True, missing_codes=_NO_SUCH_PATH)
         if listed is None:
             return None
+        unstated = _unstated_of(listed)
+        if unstated is not None:
+            return unstated
         features, problem = _features_of(listed)
         if problem is not None:
             raise self._unexpected(path, problem)
@@ -242,10 +246,40 @@ class DeprecatedFeature:
     ``disconnected``, ``removed``; None when the answer has none."""
 
 
+@dataclass(frozen=True, slots=True)
+class Unstated:
+    """A deprecated-features table without the ``state`` of any row: which features the
+    server knows, not whether it permits them. RabbitMQ 4.0.5's answers so (measured: each
+    row has a ``name`` and a ``deprecation_phase``, also for a feature its configuration
+    denies), and its ``rabbitmqctl list_deprecated_features`` has no state column either."""
+
+    names: tuple[str, ...]
+    """The features listed, sorted."""
+
+
 _FEATURE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 """What a feature's name or phase may look like (an Erlang atom such as
 ``transient_nonexcl_queues``): nothing a message or a table could not show as it is."""
 _STATES = {"permitted": True, "denied": False}
+
+
+def _unstated_of(listed: object) -> Unstated | None:
+    """The table as :class:`Unstated` when it is a non-empty list of objects each with a
+    ``name`` (a word) and none with a ``state``; else None (then :func:`_features_of` says
+    what it holds, or what is wrong with it)."""
+    if not isinstance(listed, list) or not listed:
+        return None
+    names = []
+    for row in listed:
+        if not isinstance(row, dict) or "state" in row:
+            return None
+        name = row.get("name")
+        if not isinstance(name, str) or not _FEATURE_NAME.fullmatch(name):
+            return None
+        names.append(name)
+    if len(set(names)) != len(names):
+        return None
+    return Unstated(tuple(sorted(names)))
 
 
 def _features_of(listed: object) -> tuple[tuple[DeprecatedFeature, ...], str | None]:
@@ -285,6 +319,7 @@ __all__ = [
     "MAX_ANSWER_BYTES",
     "DeprecatedFeature",
     "ManagementApi",
+    "Unstated",
     "check_management_url",
     "vhost_of",
 ]

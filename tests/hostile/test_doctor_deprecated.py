@@ -106,8 +106,12 @@ MALFORMED = {
         Answer.json([row("global_qos", state=True)]),
         "deprecated feature global_qos without a 'state' of permitted or denied",
     ),
-    "no-state": (
-        Answer.json([{"name": "global_qos"}]),
+    "some-without-state": (
+        Answer.json([row("transient_nonexcl_queues"), {"name": "global_qos"}]),
+        "deprecated feature global_qos without a 'state' of permitted or denied",
+    ),
+    "unstated-named-twice": (
+        Answer.json([{"name": "global_qos"}, {"name": "global_qos"}]),
         "deprecated feature global_qos without a 'state' of permitted or denied",
     ),
     "phase-not-a-word": (
@@ -222,6 +226,43 @@ def test_an_api_without_the_table_is_info(api: FakeManagement, status: int) -> N
     transient = finding(parsed, "transient-queues-deprecated")["message"]
     assert "assumed from the version (not checked: the management API has no deprecated-" in (
         transient
+    )
+
+
+def test_a_table_without_states_is_info(api: FakeManagement) -> None:
+    """RabbitMQ 4.0.5's API lists each feature's name and phase, never its state (measured on
+    a 4.0.5 node whose configuration denied transient_nonexcl_queues: the row still says
+    permitted_by_default): nothing to read, not a broken answer."""
+    api.answer(
+        PATH,
+        Answer.json(
+            [
+                {
+                    "name": "transient_nonexcl_queues",
+                    "desc": "",
+                    "deprecation_phase": "permitted_by_default",
+                    "provided_by": "rabbit",
+                },
+                {"name": "global_qos", "deprecation_phase": "permitted_by_default"},
+            ]
+        ),
+    )
+
+    result = doctor("--management-url", api.url(), "-o", "json")
+
+    assert result.exit_code == 0, result.output
+    parsed = document(result)
+    assert parsed["server"]["deprecated_features"] == {
+        "checked": False,
+        "not_checked": "unstated",
+        "detail": None,
+    }
+    found = finding(parsed, "deprecated-features-not-checked")
+    assert found["level"] == "info"
+    assert "its management API lists them without their state" in found["message"]
+    assert (
+        "assumed from the version (not checked: the management API does not say"
+        in (finding(parsed, "transient-queues-deprecated")["message"])
     )
 
 
