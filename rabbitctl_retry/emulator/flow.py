@@ -17,9 +17,11 @@ Synchronous and single-threaded; the asyncio glue (consumer callbacks as tasks) 
   On 3.x a basic.get shows ``x-delivery-count = 0`` on the first delivery; basic.deliver does
   not. From 4.3 a basic.nack no longer counts.
 * Messages expire from the head only, on both queue types: a short TTL behind a long one
-  waits for it, then both go in order. The TTL is the smaller of the message's ``expiration``
-  and the queue's ``x-message-ttl``; an expiration of ``0`` expires at once unless a consumer
-  takes the message immediately.
+  waits for it, then both go in order. A RabbitMQ 4.3 quorum queue has a head for what was
+  given back and one for the other messages of each priority, and expires at each. The TTL
+  is the smaller of the message's ``expiration`` and the queue's ``x-message-ttl``; an
+  expiration of ``0`` expires at once unless a consumer takes the message immediately. A
+  quorum queue's get-ok counts what expired behind the message it took (unless no_ack).
 * ``x-max-length`` / ``x-max-length-bytes`` count ready messages only; ``drop-head`` removes
   (dead-letters, ``maxlen``) from the head, also after a requeue; ``reject-publish`` refuses the
   new message (a negative confirm), ``reject-publish-dlx`` dead-letters it too. A quorum queue
@@ -133,6 +135,10 @@ class Flow:
         # a quorum queue's drop-head evictions of one command are dead-lettered newest first
         # before 4.3 (measured on 3.10.8 and 4.0.5), oldest first on 4.3.6 (_trim)
         self._evictions_newest_first = version < (4, 3)
+        # RabbitMQ 4.3 (measured on 4.3.6, seeds 118 and 174): a quorum queue expires messages
+        # at the head of those given back and at the head of the others (of each priority)
+        # alike; 3.10 and 4.0 only what they would serve next (_expire_head)
+        self._quorum_expires_at_each_head = version >= (4, 3)
         self._get_shows_zero_count = server_version.major < 4
         # RabbitMQ 4.0 (measured on 4.0.5; message containers): the headers exchange compares a
         # header with =:= on its converted value: an integer no longer matches a float (3.10:
@@ -151,7 +157,7 @@ class Flow:
         self._gets_return_first = version < (4, 0)
         # RabbitMQ 3.10 (measured on 3.10.8): a quorum queue with a delivery limit takes back
         # a consumer's messages of one basic.reject / nack with requeue in the order of an
-        # Erlang map of their message ids (settle.py, Settlement._settlement_order); 4.0 in
+        # Erlang map of their message ids (settle.py, Settlement._commands); 4.0 in
         # delivery order
         self._returns_in_map_order = version < (4, 0)
         self._held_dead_letters: deque[Callable[[], None]] | None = None
@@ -364,8 +370,7 @@ class Flow:
         self._block_publishers(q)
         if q.over_limit() and settings.overflow == "drop-head":
             self._trim(q)
-        if q.ready and q.head().expires_at_s is not None:
-            self._expire_head(q)
+        self._expire_due(q)
         if q.consumers:
             self._dispatch(q)
         return True
@@ -433,26 +438,65 @@ class Flow:
         if q.is_quorum and q.settings.overflow == "reject-publish" and q.over_limit():
             q.blocked |= q.enqueuers
 
+    def _expire_due(self, q: EmulatedQueue) -> None:
+        """:meth:`_expire_head`, when ``q`` may have something to expire."""
+        if q.ready and (self._expires_at_each_head(q) or q.head().expires_at_s is not None):
+            self._expire_head(q)
+
+    def _expires_at_each_head(self, q: EmulatedQueue) -> bool:
+        return q.is_quorum and self._quorum_expires_at_each_head
+
     def _expire_head(self, q: EmulatedQueue) -> None:
-        """Expire from the head while due; arm the timer for the head's expiry."""
+        """Expire from the head while due; arm the timer for the head's expiry.
+
+        The head is the message ``q`` would serve next; on RabbitMQ 4.3 a quorum queue has
+        several (:meth:`_expire_heads`)."""
+        if self._expires_at_each_head(q):
+            self._expire_heads(q)
+            return
         while q.ready:
             head = q.head()
             expires_at_s = head.expires_at_s
             if expires_at_s is None:
                 break
             if expires_at_s > self.clock.now_s:
-                timer = q.ttl_timer
-                if timer is None or timer.cancelled or timer.when_s != expires_at_s:
-                    if timer is not None:
-                        timer.cancel()
-                    q.ttl_timer = self.clock.call_at(expires_at_s, lambda: self._on_ttl(q))
+                self._arm_ttl(q, expires_at_s)
                 return
             q.pop()
             self._emit(Expired(self.clock.now_s, head.message.number, q.name))
             self._dead_letter_entry(q, head, "expired")
-        if q.ttl_timer is not None:
-            q.ttl_timer.cancel()
-            q.ttl_timer = None
+        self._arm_ttl(q, None)
+
+    def _expire_heads(self, q: EmulatedQueue) -> None:
+        """RabbitMQ 4.3 quorum queues: what was given back expires at its head, and the other
+        messages at the head of each priority (EmulatedQueue.expiry_heads): all that is due
+        at each, given back first, then by priority, highest first, each oldest first
+        (measured on 4.3.6: a message given back no longer holds up the expiry of those
+        behind it). The timer is armed for the first of the heads to fall due."""
+        now_s = self.clock.now_s
+        while True:
+            heads = q.expiry_heads()
+            due = [i for i in heads if _due_by(q.ready[i].expires_at_s, now_s)]
+            if not due:
+                break
+            entry = q.remove_at(due[0])
+            self._emit(Expired(now_s, entry.message.number, q.name))
+            self._dead_letter_entry(q, entry, "expired")
+        times = [t for i in heads if (t := q.ready[i].expires_at_s) is not None]
+        self._arm_ttl(q, min(times, default=None))
+
+    def _arm_ttl(self, q: EmulatedQueue, when_s: float | None) -> None:
+        """Arm ``q``'s expiry timer for ``when_s`` (None: no timer)."""
+        timer = q.ttl_timer
+        if when_s is None:
+            if timer is not None:
+                timer.cancel()
+                q.ttl_timer = None
+            return
+        if timer is None or timer.cancelled or timer.when_s != when_s:
+            if timer is not None:
+                timer.cancel()
+            q.ttl_timer = self.clock.call_at(when_s, lambda: self._on_ttl(q))
 
     def _on_ttl(self, q: EmulatedQueue) -> None:
         q.ttl_timer = None
@@ -461,14 +505,15 @@ class Flow:
         self.activity += 1
         self._expire_head(q)
 
-    def _take(self, q: EmulatedQueue) -> Entry | None:
-        if q.ready and q.head().expires_at_s is not None:
-            self._expire_head(q)
+    def _take(self, q: EmulatedQueue, *, expire_after: bool = True) -> Entry | None:
+        """Expire what is due, take the message served next, and (``expire_after``) expire
+        what is due behind it."""
+        self._expire_due(q)
         if not q.ready:
             return None
         entry = q.pop()
-        if q.ready and q.head().expires_at_s is not None:
-            self._expire_head(q)
+        if expire_after:
+            self._expire_due(q)
         return entry
 
     def _dispatch(self, q: EmulatedQueue) -> None:
@@ -546,9 +591,14 @@ class Flow:
         )
 
     def get(self, channel: ChannelState, q: EmulatedQueue, no_ack: bool) -> Delivery | None:
+        """basic.get. Its get-ok's message count: a classic queue drops what is due behind
+        the message taken before it counts; a quorum queue counts it when the message waits
+        for an ack, and drops it just after (a no_ack get settles at once, and the queue runs
+        again before it answers: dropped first). Measured on 3.10.8, 4.0.5 and 4.3.6."""
         self.activity += 1
         self.mark_used(q)
-        entry = self._take(q)
+        counts_expired = q.is_quorum and not no_ack
+        entry = self._take(q, expire_after=not counts_expired)
         if entry is None:
             return None
         tag = channel.next_tag
@@ -567,7 +617,10 @@ class Flow:
                 entry.delivery_count,
             )
         )
-        return self._delivery(q, entry, tag, None, len(q.ready), via_get=True)
+        delivery = self._delivery(q, entry, tag, None, len(q.ready), via_get=True)
+        if counts_expired:
+            self._expire_due(q)
+        return delivery
 
     # -- dead letters, purge, delete ---------------------------------------------------------
 
@@ -789,6 +842,10 @@ class Flow:
 class DeadLetter(StoredMessage):
     """A message the broker dead-lettered: its ``x-death`` is the broker's own record (what
     RabbitMQ 4.0 keeps as a message annotation), unlike one a client published."""
+
+
+def _due_by(expires_at_s: float | None, now_s: float) -> bool:
+    return expires_at_s is not None and expires_at_s <= now_s
 
 
 def _names(queues: list[EmulatedQueue]) -> tuple[str, ...]:

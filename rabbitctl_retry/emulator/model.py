@@ -189,6 +189,16 @@ class EmulatedQueue:
     def pop(self) -> Entry:
         """Take the ready message served next (``ready`` must not be empty)."""
         index = self._next_index()
+        given_back = index < self.returned
+        entry = self.remove_at(index)
+        if not given_back and self.settings.two_priorities:
+            self.served_in_turn = (
+                0 if self.served_in_turn == PRIORITY_WEIGHT else (self.served_in_turn + 1)
+            )
+        return entry
+
+    def remove_at(self, index: int) -> Entry:
+        """Take the ready message at ``index`` out of ``ready``."""
         if index == 0:
             entry = self.ready.popleft()
         else:
@@ -205,13 +215,24 @@ class EmulatedQueue:
                 self.ready_by_level[level] = left
             else:
                 del self.ready_by_level[level]
-        if self.returned:
+        if index < self.returned:
             self.returned -= 1
-        elif self.settings.two_priorities:
-            self.served_in_turn = (
-                0 if self.served_in_turn == PRIORITY_WEIGHT else (self.served_in_turn + 1)
-            )
         return entry
+
+    def expiry_heads(self) -> list[int]:
+        """Where in ``ready`` a RabbitMQ 4.3 quorum queue expires messages: the head of those
+        given back, then the first of each priority among the others, highest first (each a
+        queue of its own on the server, expiring at its head; docs/testing.md)."""
+        heads = [0] if self.returned else []
+        strict = self.settings.strict_priorities
+        if strict is None:
+            return heads + ([self.returned] if len(self.ready) > self.returned else [])
+        firsts: dict[int, int] = {}
+        for index in range(self.returned, len(self.ready)):
+            firsts.setdefault(strict.level(self.ready[index].message.properties.priority), index)
+            if len(firsts) == len(self.ready_by_level):
+                break
+        return heads + [firsts[level] for level in sorted(firsts, reverse=True)]
 
     def _next_index(self) -> int:
         """Where in ``ready`` the next message is: the head, except on a queue with two
