@@ -84,6 +84,8 @@ def declare(
         console = stdout_console()
         console.print(plan_table(result))
         console.print(plan_summary(result, dry_run=dry_run))
+    for warning in result.warnings:  # transient queues on RabbitMQ 4 (docs/topology.md)
+        warn(warning)
     if problem is not None:
         # The apply is done and stands; only the report of where the queues live is
         # missing: a warning, exit 0 (docs/cluster.md, "Replicas").

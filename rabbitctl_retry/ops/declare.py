@@ -10,13 +10,14 @@ leaves a half-provisioned topology; applying is idempotent, so an interrupted ap
 rerun.
 
 Given the management API's URL, the cluster's nodes and each queue's members come from it
-(``transport/management.py``): AMQP cannot tell either.
+(``transport/management.py``): AMQP cannot tell either; so does, for a file with transient
+queues, whether the server denies them (its deprecated-features table, docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import assert_never
@@ -50,7 +51,12 @@ from rabbitctl_retry.topology.plan import (
 from rabbitctl_retry.topology.urls import parse_management_url
 from rabbitctl_retry.transport.base import Channel, Connection, Connector
 from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import ManagementApi, vhost_of
+from rabbitctl_retry.transport.management import (
+    DeprecatedFeature,
+    ManagementApi,
+    Unstated,
+    vhost_of,
+)
 
 
 async def provision(
@@ -60,6 +66,7 @@ async def provision(
     dry_run: bool,
     connect: Connect,
     cluster_nodes: Sequence[str] | None = None,
+    deprecated_features: Mapping[str, bool] | None = None,
 ) -> Plan:
     """Observe, plan, and (unless ``dry_run`` or a conflict) apply; return the final plan.
 
@@ -69,6 +76,8 @@ async def provision(
         dry_run: plan only.
         connect: opens a throwaway connection for exchange-type probes.
         cluster_nodes: the cluster's nodes, when known (``replicas`` is checked against them).
+        deprecated_features: the server's deprecated-features table (name -> permitted), when
+            known: a transient queue is a conflict only where it denies them.
     """
     observed = await observe(connection, desired, connect=connect)
     result = plan(
@@ -76,6 +85,7 @@ async def provision(
         observed,
         server_version=connection.server_version.release,
         cluster_nodes=cluster_nodes,
+        deprecated_features=deprecated_features,
     )
     if dry_run or not result.can_apply:
         return result
@@ -218,6 +228,16 @@ def _step(entity: ExchangeEntity | QueueEntity | BindingEntity) -> str:
             assert_never(entity)
 
 
+def permitted_features(
+    table: tuple[DeprecatedFeature, ...] | Unstated | None,
+) -> dict[str, bool] | None:
+    """A deprecated-features table as the plan takes it (name -> permitted); None when the
+    API has none (404/406: RabbitMQ 3.10.8) or gives no states (RabbitMQ 4.0.5)."""
+    if table is None or isinstance(table, Unstated):
+        return None
+    return {feature.name: feature.permitted for feature in table}
+
+
 @dataclass(frozen=True, slots=True)
 class Declared:
     """What ``rr declare`` did (docs/cluster.md, "Replicas")."""
@@ -243,9 +263,11 @@ async def declare_topology(
 
     With ``management_url`` (docs/cluster.md, "Replicas"), the cluster's nodes are read first
     (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not answer
-    ends the command: nothing is changed), and after an apply the plan says where each
-    queue lives. When the API fails only then, the apply stands: the plan comes back
-    without placements, with the reason in ``placement_problem``.
+    ends the command: nothing is changed), and, when the file has transient queues, the
+    server's deprecated-features table (one that denies them makes them conflicts); after an
+    apply the plan says where each queue lives. When the API fails only then, the apply
+    stands: the plan comes back without placements, with the reason in
+    ``placement_problem``.
     """
     if management_url is not None:
         parse_management_url(management_url)  # refused before anything connects
@@ -262,8 +284,16 @@ async def declare_topology(
         )
         nodes = await api.nodes() if api is not None else None
         desired = expand(topology)
+        features = None
+        if api is not None and any(not queue.durable for queue in desired.queues):
+            features = permitted_features(await api.deprecated_features())
         result = await provision(
-            connection, desired, dry_run=dry_run, connect=connect, cluster_nodes=nodes
+            connection,
+            desired,
+            dry_run=dry_run,
+            connect=connect,
+            cluster_nodes=nodes,
+            deprecated_features=features,
         )
     finally:
         await connection.close()

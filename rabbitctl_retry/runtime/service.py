@@ -125,6 +125,8 @@ class Service:
         self.thread_calls = ThreadCalls()
         """Synchronous handler calls still running (after a stop: those that never return)."""
         self.stats = RuntimeStats()
+        self._declare_warned = False
+        """Whether the declare's warnings (docs/topology.md) were logged: once a run."""
 
     @property
     def connections(self) -> int:
@@ -319,6 +321,10 @@ class Service:
             if result.conflicts:
                 details = "; ".join(f"{op.name}: {op.detail}" for op in result.conflicts)
                 raise ConflictError(f"the broker conflicts with the topology: {details}")
+            if not self._declare_warned:
+                self._declare_warned = True
+                for warning in result.warnings:
+                    log.warning(warning)
             return
         await self._check_declared(connection, desired)
 

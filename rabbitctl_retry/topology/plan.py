@@ -16,7 +16,14 @@ uses a missing exchange          ``conflict``     (a binding or dead-letter exch
                                                   file names but does not declare)
 binding, both ends ``Matches``   ``unchanged``    re-bound (queue.bind is idempotent)
 binding, an end is new           ``planned``      bound
-version refuses the entity       ``conflict``     (e.g. non-durable queues on RabbitMQ 4)
+transient (non-durable) queue    ``conflict``     only where the server's deprecated-features
+the server denies                                 table (its management API) denies
+                                                  ``transient_nonexcl_queues``: its declare
+                                                  would close the connection (541)
+transient queue, RabbitMQ 4      as observed      declared; one warning for them all
+(the table permits it, or is                      (:attr:`Plan.warnings`): a deprecated
+not known)                                        feature, permitted by default on 4.0.5 and
+                                                  4.3.6
 queue with ``delay = "server"``  ``conflict``     on a server older than RabbitMQ 4.3, whatever
                                                   the queue's observation: older servers accept
                                                   ``x-delayed-retry-*`` and ignore it
@@ -125,6 +132,8 @@ class Plan:
     operations: tuple[Operation, ...]
     placements: Mapping[str, Placement] = field(default_factory=dict)
     """Queue name -> where it lives, after an apply with a management URL; else empty."""
+    warnings: tuple[str, ...] = ()
+    """What the plan does but the operator should know (transient queues on RabbitMQ 4)."""
 
     @property
     def conflicts(self) -> tuple[Operation, ...]:
@@ -142,11 +151,14 @@ class Plan:
                 for op in self.operations
             ),
             placements=self.placements,
+            warnings=self.warnings,
         )
 
     def placed(self, placements: Mapping[str, Placement]) -> Plan:
         """This plan with where each queue lives."""
-        return Plan(operations=self.operations, placements=dict(placements))
+        return Plan(
+            operations=self.operations, placements=dict(placements), warnings=self.warnings
+        )
 
 
 def _with_status(op: Operation, status: Status, detail: str | None = None) -> Operation:
@@ -193,6 +205,7 @@ def plan(
     *,
     server_version: tuple[int, int, int],
     cluster_nodes: Sequence[str] | None = None,
+    deprecated_features: Mapping[str, bool] | None = None,
 ) -> Plan:
     """Decide one operation per entity (table in the module docstring).
 
@@ -200,10 +213,14 @@ def plan(
         desired: the expansion of the topology.
         observed: what the broker said about each queue and exchange; a missing key counts
             as :class:`Absent`.
-        server_version: the broker's release, ``(4, 3, 6)`` (RabbitMQ 4 refuses transient
-            non-exclusive queues; only 4.3 and later hold retries back, ``delay = "server"``).
+        server_version: the broker's release, ``(4, 3, 6)`` (transient non-exclusive queues
+            are deprecated from RabbitMQ 4; only 4.3 and later hold retries back, ``delay =
+            "server"``).
         cluster_nodes: the cluster's nodes, when known (a management URL was given): a new
             quorum queue may not ask for more replicas than there are nodes.
+        deprecated_features: the server's deprecated-features table, feature name ->
+            permitted, when read from its management API; None when not known. Only a table
+            that denies ``transient_nonexcl_queues`` makes a transient queue a conflict.
     """
     operations: list[Operation] = []
     missing = {
@@ -220,10 +237,8 @@ def plan(
         server_delay = server_delay_problem(queue, server_version)
         if server_delay is not None:
             operation = _conflict(operation, server_delay)
-        if not queue.durable and server_version[0] >= 4 and operation.status is Status.PLANNED:
-            operation = _conflict(
-                operation, "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
-            )
+        if not queue.durable and _denied(deprecated_features, TRANSIENT_QUEUES_FEATURE):
+            operation = _conflict(operation, TRANSIENT_DENIED)
         too_many = replicas_problem(queue, cluster_nodes)
         if too_many is not None and operation.status is Status.PLANNED:
             operation = _conflict(operation, too_many)
@@ -236,7 +251,57 @@ def plan(
         if binding.exchange in missing:
             operation = _conflict(operation, missing[binding.exchange])
         operations.append(operation)
-    return Plan(operations=tuple(operations))
+    transient = transient_warning(desired, server_version, deprecated_features)
+    return Plan(operations=tuple(operations), warnings=() if transient is None else (transient,))
+
+
+TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
+"""The deprecated feature a queue declared with ``durable = false`` uses (rr declares no
+exclusive queue)."""
+
+TRANSIENT_DENIED = (
+    "the server denies the deprecated feature transient_nonexcl_queues (read from its "
+    "management API): RabbitMQ closes the connection on the declare of a transient "
+    "(non-durable) non-exclusive queue (541 INTERNAL_ERROR); make it durable"
+)
+
+
+def _denied(deprecated_features: Mapping[str, bool] | None, feature: str) -> bool:
+    return deprecated_features is not None and deprecated_features.get(feature) is False
+
+
+def transient_warning(
+    desired: Desired,
+    server_version: tuple[int, int, int],
+    deprecated_features: Mapping[str, bool] | None,
+) -> str | None:
+    """The one warning for the transient (non-durable) queues of ``desired`` that a server
+    of ``server_version`` takes although the feature is deprecated, or None: from RabbitMQ 4
+    when its deprecated-features table is not known, or wherever the table permits
+    ``transient_nonexcl_queues`` (a table that denies it makes them conflicts instead; one
+    that does not list it says they are no deprecated feature there)."""
+    names = [queue.name for queue in desired.queues if not queue.durable]
+    if not names or _denied(deprecated_features, TRANSIENT_QUEUES_FEATURE):
+        return None
+    if deprecated_features is None:
+        if server_version[0] < 4:
+            return None
+        state = (
+            "permitted by default on 4.0.5 and 4.3.6, but a server configured to deny it "
+            "closes the connection on their declare (541; rr checks the server's setting "
+            "when given its management URL, docs/cluster.md)"
+        )
+    elif TRANSIENT_QUEUES_FEATURE in deprecated_features:
+        state = "this server permits it (read from its management API)"
+    else:
+        return None
+    shown = ", ".join(repr(name) for name in names)
+    verb = "is" if len(names) == 1 else "are"
+    return (
+        f"{shown} {verb} transient (durable = false): transient non-exclusive queues are a "
+        f"deprecated feature on RabbitMQ 4 (transient_nonexcl_queues), {state}; make "
+        f"{'it' if len(names) == 1 else 'them'} durable"
+    )
 
 
 def server_delay_problem(queue: QueueEntity, server_version: tuple[int, int, int]) -> str | None:

@@ -123,7 +123,8 @@ async def test_a_transient_queue_is_what_the_table_says(
     backend: RabbitBackend, tmp_path: Path
 ) -> None:
     """Where the table says transient_nonexcl_queues is permitted, the server does accept a
-    transient non-exclusive queue (declared by hand here: rr declare refuses one on 4.x)."""
+    transient non-exclusive queue (declared by hand here; rr declare's own is
+    tests/broker/test_transient_queues.py)."""
     broker = current()
     management_url = MANAGEMENT_URLS.get(broker.version)
     topology = tmp_path / "topology.toml"

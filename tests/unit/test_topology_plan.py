@@ -393,28 +393,80 @@ def test_plugin_dme_plan() -> None:
 # --------------------------------------------------------------------------- server versions
 
 _NON_DURABLE = "[queues.t]\ndurable = false\n"
-_RABBITMQ_4 = "RabbitMQ 4 refuses transient (non-durable) non-exclusive queues"
+_PERMITTED = {"transient_nonexcl_queues": True, "global_qos": False}
+_DENIED = {"transient_nonexcl_queues": False, "global_qos": True}
+_DENIED_DETAIL = (
+    "the server denies the deprecated feature transient_nonexcl_queues (read from its "
+    "management API): RabbitMQ closes the connection on the declare of a transient "
+    "(non-durable) non-exclusive queue (541 INTERNAL_ERROR); make it durable"
+)
+_ASSUMED = (
+    "'t' is transient (durable = false): transient non-exclusive queues are a deprecated "
+    "feature on RabbitMQ 4 (transient_nonexcl_queues), permitted by default on 4.0.5 and "
+    "4.3.6, but a server configured to deny it closes the connection on their declare (541; "
+    "rr checks the server's setting when given its management URL, docs/cluster.md); make it "
+    "durable"
+)
+_READ = (
+    "'t' is transient (durable = false): transient non-exclusive queues are a deprecated "
+    "feature on RabbitMQ 4 (transient_nonexcl_queues), this server permits it (read from its "
+    "management API); make it durable"
+)
 
 
 @pytest.mark.parametrize(
-    ("text", "server_version", "observation", "status", "detail"),
+    ("text", "server_version", "features", "observation", "status", "detail", "warnings"),
     [
-        (_NON_DURABLE, (3, 10, 8), Absent(), "planned", None),
-        (_NON_DURABLE, (4, 0, 5), Absent(), "conflict", _RABBITMQ_4),
-        (_NON_DURABLE, (5, 0, 0), Absent(), "conflict", _RABBITMQ_4),
-        (_NON_DURABLE, (4, 0, 5), Matches(), "unchanged", None),
-        ("[queues.t]\n", (4, 0, 5), Absent(), "planned", None),
+        # without the table (no management URL): declared; a warning from RabbitMQ 4
+        (_NON_DURABLE, (3, 10, 8), None, Absent(), "planned", None, ()),
+        (_NON_DURABLE, (4, 0, 5), None, Absent(), "planned", None, (_ASSUMED,)),
+        (_NON_DURABLE, (4, 3, 6), None, Absent(), "planned", None, (_ASSUMED,)),
+        (_NON_DURABLE, (5, 0, 0), None, Absent(), "planned", None, (_ASSUMED,)),
+        (_NON_DURABLE, (4, 3, 6), None, Matches(), "unchanged", None, (_ASSUMED,)),
+        # the table permits it: declared, with the warning that says so
+        (_NON_DURABLE, (4, 3, 6), _PERMITTED, Absent(), "planned", None, (_READ,)),
+        (_NON_DURABLE, (4, 3, 6), _PERMITTED, Matches(), "unchanged", None, (_READ,)),
+        # the table denies it: refused before any change, whatever the version
+        (_NON_DURABLE, (4, 3, 6), _DENIED, Absent(), "conflict", _DENIED_DETAIL, ()),
+        (_NON_DURABLE, (4, 3, 6), _DENIED, Matches(), "conflict", _DENIED_DETAIL, ()),
+        (_NON_DURABLE, (3, 13, 7), _DENIED, Absent(), "conflict", _DENIED_DETAIL, ()),
+        # a table that does not list it: no deprecated feature there
+        (_NON_DURABLE, (4, 3, 6), {"global_qos": False}, Absent(), "planned", None, ()),
+        # durable queues: nothing to say
+        ("[queues.t]\n", (4, 0, 5), None, Absent(), "planned", None, ()),
+        ("[queues.t]\n", (4, 3, 6), _DENIED, Absent(), "planned", None, ()),
     ],
 )
-def test_non_durable_queues_by_server_version(
+def test_transient_queues_by_server_version_and_deprecated_features(
     text: str,
     server_version: tuple[int, int, int],
+    features: dict[str, bool] | None,
     observation: Observation,
     status: str,
     detail: str | None,
+    warnings: tuple[str, ...],
 ) -> None:
-    result = plan(desired_of(text), {("queue", "t"): observation}, server_version=server_version)
+    result = plan(
+        desired_of(text),
+        {("queue", "t"): observation},
+        server_version=server_version,
+        deprecated_features=features,
+    )
     assert rows(result) == [("declare_queue", "t", status, detail)]
+    assert result.warnings == warnings
+    assert result.applied().warnings == warnings
+    assert result.placed({}).warnings == warnings
+
+
+def test_one_warning_names_every_transient_queue() -> None:
+    desired = desired_of("[queues.a]\ndurable = false\n[queues.b]\n[queues.c]\ndurable = false\n")
+    result = plan(desired, {}, server_version=(4, 3, 6))
+    [warning] = result.warnings
+    assert warning.startswith("'a', 'c' are transient (durable = false): ")
+    assert warning.endswith("; make them durable")
+    denied = plan(desired, {}, server_version=(4, 3, 6), deprecated_features=_DENIED)
+    assert [op.name for op in denied.conflicts] == ["a", "c"]
+    assert denied.warnings == ()
 
 
 def test_non_durable_exchange_is_fine_on_rabbitmq_4() -> None:
