@@ -6,6 +6,7 @@ Plain slotted classes, no behaviour beyond bookkeeping; the rules live in ``flow
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,6 +94,9 @@ class Exchange:
         return self.type == "x-delayed-message"
 
 
+_CONSUMERS_CREATED = itertools.count(1)
+
+
 @dataclass(slots=True, eq=False)
 class Consumer:
     tag: str
@@ -109,6 +113,10 @@ class Consumer:
     from 0 (rabbit_fifo's message ids, whose map order RabbitMQ 3.10 returns in; settle.py)."""
     on_cancel: Callable[[str], None] | None = None
     """Told the tag when the broker cancels the consumer (its queue was deleted)."""
+    created: int = field(default_factory=lambda: next(_CONSUMERS_CREATED))
+    """The order consumers were created in: a RabbitMQ 4 quorum queue keys a consumer by the
+    log index of its basic.consume, and a closing channel gives back what its consumers held
+    in that order (settle.py, Settlement._return_order)."""
     crashes_its_channel: bool = False
     """RabbitMQ 3.10 (before rabbitmq-server #5927): a quorum consumer re-created on a channel
     with the tag of a cancelled one that still holds deliveries; the first message the queue

@@ -244,11 +244,13 @@ class Settlement(Flow):
         with quorum queues; a classic queue puts every message back in its old place anyway):
         RabbitMQ 3.10 what basic.get took first, by delivery tag, then each consumer's by
         consumer tag (compared as bytes), in delivery order; 4.0 what consumers took first,
+        consumer by consumer in the order they were created (measured on 4.0.5 and 4.3.6),
         then what basic.get took, each in delivery order."""
         tag, unacked = held
         if self._gets_return_first:
             return (*_command_of(tag, unacked), tag)
-        return (unacked.consumer is None, 0, b"", tag)
+        consumer = unacked.consumer
+        return (consumer is None, 0 if consumer is None else consumer.created, b"", tag)
 
     def _remove_consumer(self, consumer: Consumer) -> None:
         q = consumer.queue

@@ -360,6 +360,40 @@ async def test_a_closing_channel_returns_gets_and_consumers_in_the_servers_order
     assert [d.body.decode() for d in await drained_when(backend, 6)] == expected_order
 
 
+@pytest.mark.parametrize(("first", "second"), [("zz", "aa"), ("aa", "zz")])
+async def test_a_closing_channel_returns_two_live_consumers_in_the_servers_order(
+    backend: Backend, first: str, second: str
+) -> None:
+    """A channel: consumers ``first`` then ``second`` of a quorum queue, prefetch 1, take m1
+    and m2; ``first`` acks m1 and takes m3 (a later delivery tag than m2); the channel
+    closes. RabbitMQ 3.10 gives back each consumer's by consumer tag ("aa" before "zz");
+    4.0 and 4.3 consumer by consumer in the order they were created, not in delivery order
+    (seed 11 of the randomized test, widened to two consumers of one channel)."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": "quorum"})
+    taking = await backend.channel(confirms=False)
+    await taking.qos(1)
+    recorders = {tag: Recorder(taking, "hold") for tag in (first, second)}
+    for tag in (first, second):
+        await taking.consume("q", recorders[tag], consumer_tag=tag)
+    for body in ("m1", "m2", "m3"):
+        await channel.publish(body.encode(), routing_key="q")
+
+    def held(*counts: int) -> bool:
+        return [len(recorders[tag].deliveries) for tag in (first, second)] == list(counts)
+
+    await backend.until(lambda: held(1, 1), "m1 and m2 held")
+    assert [recorders[tag].deliveries[0].body for tag in (first, second)] == [b"m1", b"m2"]
+    await taking.ack(recorders[first].deliveries[0].delivery_tag)
+    await backend.until(lambda: held(2, 1), "m3 held by the first consumer")
+    await taking.close()
+    holds = {first: "m3", second: "m2"}
+    order = ["aa", "zz"] if backend.version == "3.10" else [first, second]
+    assert [d.body.decode() for d in await drained_when(backend, 2)] == [
+        holds[tag] for tag in order
+    ]
+
+
 async def drained_when(backend: Backend, ready: int, queue: str = "q") -> list[Delivery]:
     """Every message of ``queue``, head first, once ``ready`` are there."""
     channel = await backend.channel()
