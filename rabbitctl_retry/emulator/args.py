@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from rabbitctl_retry.emulator import delayed_retry
+from rabbitctl_retry.emulator.delayed_retry import DelayedRetry
 from rabbitctl_retry.errors import ChannelClosed, PreconditionFailed
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import ServerVersion
@@ -121,6 +123,9 @@ class QueueSettings:
     """RabbitMQ 4.0 quorum queues: messages of priority above 4 are served two for every one
     of the others (:meth:`~rabbitctl_retry.emulator.model.EmulatedQueue.head`)."""
     strict_priorities: StrictPriorities | None = None
+    delayed_retry: DelayedRetry | None = None
+    """RabbitMQ 4.3 quorum queues: the returns held back before they are delivered again
+    (emulator/delayed_retry.py)."""
 
 
 def amqp_type_name(value: FieldValue) -> str:
@@ -277,6 +282,13 @@ def validate_queue(
                     f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{name}' in vhost "
                     f"'{VHOST}' of queue type rabbit_quorum_queue"
                 )
+    if kind == "classic" and version >= (4, 3):
+        refused = delayed_retry.refused_on_classic(arguments)
+        if refused is not None:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - invalid arg '{refused}' for queue '{name}' in vhost "
+                f"'{VHOST}' of queue type rabbit_classic_queue"
+            )
     if kind == "classic" and "x-max-priority" in arguments:
         value = arguments["x-max-priority"]
         if not _is_int(value):
@@ -310,6 +322,9 @@ def validate_queue(
         expires_ms=expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
         two_priorities=kind == "quorum" and (4, 0) <= version < (4, 3),
         strict_priorities=_strict_priorities(kind, arguments.get("x-max-priority"), version),
+        delayed_retry=delayed_retry.delayed_retry_of(arguments)
+        if kind == "quorum" and version >= (4, 3)
+        else None,
     )
 
 
@@ -383,14 +398,21 @@ def queue_inequivalence(
     durable: bool,
     auto_delete: bool,
     arguments: Mapping[str, FieldValue],
+    delayed_retries: bool = False,
 ) -> str | None:
-    """The server's PRECONDITION_FAILED text when a redeclare differs, else None."""
+    """The server's PRECONDITION_FAILED text when a redeclare differs, else None
+    (``delayed_retries``: RabbitMQ 4.3, whose quorum queues compare ``x-delayed-retry-*``
+    too)."""
     problem = _field("durable", "queue", name, durable, current_durable) or _field(
         "auto_delete", "queue", name, auto_delete, current_auto_delete
     )
     if problem:
         return problem
-    keys = _QUORUM_EQUIVALENCE_KEYS if kind == "quorum" else _CLASSIC_EQUIVALENCE_KEYS
+    keys: tuple[str, ...] = (
+        _QUORUM_EQUIVALENCE_KEYS if kind == "quorum" else _CLASSIC_EQUIVALENCE_KEYS
+    )
+    if kind == "quorum" and delayed_retries:
+        keys += delayed_retry.ARGUMENTS
     for key in keys:
         has_new, has_old = key in arguments, key in current_arguments
         new, old = arguments.get(key), current_arguments.get(key)

@@ -87,6 +87,8 @@ class Broker(Settlement):
         # a classic queue as quorum says "received 'quorum' but current is 'classic'", not
         # 3.10's "received the value 'quorum' of type 'longstr' but current is none"
         self._queue_type_always_set = server_version.major >= 4
+        # RabbitMQ 4.3: delayed retries of quorum queues (emulator/delayed_retry.py)
+        self._delayed_retries = (server_version.major, server_version.minor) >= (4, 3)
         # RabbitMQ 3.10.8 predates the fix of rabbitmq-server #5927 (Consumer.crashes_its_channel)
         self._reused_tag_crashes = server_version.major < 4
         self._connection_numbers = itertools.count(1)
@@ -203,6 +205,7 @@ class Broker(Settlement):
                 durable=durable,
                 auto_delete=auto_delete,
                 arguments=compared_args,
+                delayed_retries=self._delayed_retries,
             )
             if problem is not None:
                 raise PreconditionFailed(problem)

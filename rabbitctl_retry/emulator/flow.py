@@ -795,16 +795,18 @@ class Flow:
         q.expiry_timer = self.clock.call_later(expires_ms / 1000, expire)
 
     def purge(self, q: EmulatedQueue) -> int:
+        """Remove ``q``'s ready messages, and those waiting out a delayed retry (RabbitMQ 4.3:
+        a purge counts them too)."""
         self.activity += 1
-        count = len(q.ready)
+        gone = [*q.ready, *q.waiting.clear()]
         now_s = self.clock.now_s
-        for entry in q.ready:
+        for entry in gone:
             self._emit(Dropped(now_s, entry.message.number, q.name, "purged"))
         q.clear()
         if q.ttl_timer is not None:
             q.ttl_timer.cancel()
             q.ttl_timer = None
-        return count
+        return len(gone)
 
     def delete_queue(self, q: EmulatedQueue) -> int:
         """Remove ``q`` with its ready messages, bindings and consumers."""
@@ -819,6 +821,8 @@ class Flow:
             if timer is not None:
                 timer.cancel()
         q.ttl_timer = q.expiry_timer = None
+        for entry in q.waiting.clear():
+            self._emit(Dropped(now_s, entry.message.number, q.name, "queue_deleted"))
         if self.queues.get(q.name) is q:
             del self.queues[q.name]
         cancelled = list(q.consumers)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from rabbitctl_retry.emulator.args import QueueSettings, StrictPriorities
 from rabbitctl_retry.emulator.clock import TimerHandle
+from rabbitctl_retry.emulator.delayed_retry import WaitingRoom
 from rabbitctl_retry.fields import FieldTable
 from rabbitctl_retry.transport.base import Delivery, Properties
 
@@ -162,6 +163,9 @@ class EmulatedQueue:
     enqueuers: set[object] = field(default_factory=set)
     """Quorum reject-publish: the publishers that published to the queue; when a message takes
     the queue over its limit, every one of them is refused from then on (``blocked``)."""
+    waiting: WaitingRoom[Entry] = field(default_factory=WaitingRoom)
+    """RabbitMQ 4.3 quorum queues: returned messages held back by a delayed retry, not ready
+    yet (emulator/delayed_retry.py)."""
 
     @property
     def is_quorum(self) -> bool:

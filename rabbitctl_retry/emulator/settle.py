@@ -172,7 +172,13 @@ class Settlement(Flow):
             # rabbit_fifo keeps returns apart and serves them first; 3.10 re-enqueues a message
             # rejected or nacked with requeue at the back, unless the queue has a delivery
             # limit (measured on 3.10.8)
-            if (
+            delayed = q.settings.delayed_retry
+            wait_ms = (
+                delayed.wait_ms(entry.delivery_count, counted=cause != "nack") if delayed else 0
+            )
+            if wait_ms:
+                self._hold_back(q, entry, wait_ms)
+            elif (
                 cause == "channel_closed"
                 or self._quorum_requeue_to_front
                 or q.settings.delivery_limit is not None
@@ -192,6 +198,19 @@ class Settlement(Flow):
         if not q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
             self._trim(q)
         return True
+
+    def _hold_back(self, q: EmulatedQueue, entry: Entry, wait_ms: int) -> None:
+        """RabbitMQ 4.3's delayed retry: ``entry`` waits out ``wait_ms``, not ready, then comes
+        back as a message given back (emulator/delayed_retry.py)."""
+
+        def due() -> None:
+            if not q.waiting.release(entry) or q.deleted:
+                return
+            self.activity += 1
+            q.push_returned(entry)
+            self._after_returns({id(q): q})
+
+        q.waiting.hold(entry, self.clock.call_later(wait_ms / 1000, due))
 
     def _after_returns(self, touched: dict[int, EmulatedQueue]) -> None:
         """Once every message of one settle command or one closing channel is back: expire

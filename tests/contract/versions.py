@@ -441,3 +441,20 @@ TABLE["classic-max-priority-0"] = Difference(
     "(first in, first out); 4.0 and 4.3 serve it as x-max-priority = 1 (priority 1 and above "
     "before 0 and none). Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
+
+
+# -- RabbitMQ 4.3's delayed retries -----------------------------------------------------------
+
+TABLE["delayed-retries"] = Difference(
+    {"3.10": False, "4.0": False, "4.3": True},
+    "RabbitMQ 4.3.0: a quorum queue with x-delayed-retry-type / -min / -max holds a return "
+    "back min(min x max(count, 1), max) ms before it is ready again (emulator/"
+    "delayed_retry.py); 3.10 and 4.0 take the arguments on any queue and ignore them. "
+    "Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)
+TABLE["delayed-retries-close-count"] = Difference(
+    {"3.10": 3, "4.0": 3, "4.3": 2},
+    "The x-delivery-count of a message nacked, rejected and then given back by a closing "
+    "channel, all with requeue: RabbitMQ 4.3 does not count the nack. Measured on 3.10.8, "
+    "4.0.5 and 4.3.6.",
+)
