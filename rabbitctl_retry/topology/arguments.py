@@ -119,6 +119,8 @@ class ArgumentRule:
     queue_types: frozenset[str]
     managed_by: str | None = None
     """The topology key that sets this argument; giving it raw as well is refused."""
+    other_types: str | None = None
+    """Why a queue of another type may not have it, when there is more to say than that."""
 
 
 _BOTH = frozenset({CLASSIC, QUORUM})
@@ -146,6 +148,14 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
     ),
     "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY, managed_by="replicas"),
     "x-queue-type": ArgumentRule(_string, _BOTH, managed_by="type"),
+    # docs/topology.md, "arguments" (measured on 3.10.8, 4.0.5 and 4.3.6); 0 is refused:
+    # 4.3.6 cancels every consumer of the queue at once.
+    "x-consumer-timeout": ArgumentRule(
+        _ttl_ms(positive=True),
+        _QUORUM_ONLY,
+        other_types="RabbitMQ 4.3 refuses it on a classic queue (406 invalid arg), and times "
+        "out no consumer of one",
+    ),
     # RabbitMQ 4.3's delayed retries (docs/topology.md, "Delays"): set by delay = "server".
     "x-delayed-retry-type": ArgumentRule(_string, _QUORUM_ONLY, managed_by="delay"),
     "x-delayed-retry-min": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_min"),
@@ -165,5 +175,6 @@ def check_queue_argument(name: str, value: object, queue_type: str) -> str | Non
         return f"is set by the key `{rule.managed_by}`, not in `arguments`"
     if queue_type not in rule.queue_types:
         other = next(iter(rule.queue_types))
-        return f"only applies to {other} queues, and this queue is {queue_type}"
+        why = f": {rule.other_types}" if rule.other_types else ""
+        return f"only applies to {other} queues, and this queue is {queue_type}{why}"
     return rule.check(value)

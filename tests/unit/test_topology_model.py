@@ -780,6 +780,29 @@ def test_two_queues_may_share_a_dead_letter_queue() -> None:
         ("x-single-active-consumer", True, "quorum", None),
         ("x-single-active-consumer", 1, "classic", "must be true or false, not an integer"),
         ("x-queue-leader-locator", "balanced", "quorum", None),
+        # x-consumer-timeout: what RabbitMQ 4.3.6 takes (an integer of ms, quorum queues only),
+        # but not 0 (4.3.6 cancels every consumer at once) nor more than a TTL may be
+        ("x-consumer-timeout", 1, "quorum", None),
+        ("x-consumer-timeout", 1_800_000, "quorum", None),
+        ("x-consumer-timeout", 4_294_967_295, "quorum", None),
+        (
+            "x-consumer-timeout",
+            4_294_967_296,
+            "quorum",
+            "must be at most 4294967295 ms (about 49.7 days)",
+        ),
+        ("x-consumer-timeout", 0, "quorum", "must be greater than 0"),
+        ("x-consumer-timeout", -1, "quorum", "must not be negative"),
+        ("x-consumer-timeout", "2000", "quorum", "must be an integer, not a string"),
+        ("x-consumer-timeout", 1.5, "quorum", "must be an integer, not a float"),
+        ("x-consumer-timeout", True, "quorum", "must be an integer, not a boolean"),
+        (
+            "x-consumer-timeout",
+            2000,
+            "classic",
+            "only applies to quorum queues, and this queue is classic: RabbitMQ 4.3 refuses it "
+            "on a classic queue (406 invalid arg), and times out no consumer of one",
+        ),
         (
             "x-queue-master-locator",
             "min-masters",
