@@ -156,9 +156,7 @@ class Plan:
 
     def placed(self, placements: Mapping[str, Placement]) -> Plan:
         """This plan with where each queue lives."""
-        return Plan(
-            operations=self.operations, placements=dict(placements), warnings=self.warnings
-        )
+        return Plan(operations=self.operations, placements=dict(placements), warnings=self.warnings)
 
 
 def _with_status(op: Operation, status: Status, detail: str | None = None) -> Operation:
