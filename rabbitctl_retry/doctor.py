@@ -40,9 +40,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rabbitctl_retry.errors import escape_unprintable
 from rabbitctl_retry.topology.expand import Desired, QueueEntity
-from rabbitctl_retry.transport.base import ServerVersion
-from rabbitctl_retry.transport.management import DEPRECATED_FEATURES_PATH, DeprecatedFeature
+from rabbitctl_retry.topology.plan import server_delay_problem
+from rabbitctl_retry.transport.base import ServerIdentity, ServerVersion
+from rabbitctl_retry.transport.management import (
+    DEPRECATED_FEATURES_PATH,
+    OVERVIEW_PATH,
+    DeprecatedFeature,
+)
 
 QUORUM_DEFAULT_DELIVERY_LIMIT = 20
 
@@ -68,6 +74,9 @@ class Unread(StrEnum):
     UNSTATED = "unstated"
     """The management API lists the deprecated features without saying which the server
     permits (RabbitMQ 4.0.5's: only each one's phase, measured)."""
+    MISMATCH = "mismatch"
+    """The management API answers for another server than the one rr reached over AMQP (its
+    ``/api/overview`` names another cluster or version): none of its answers is used."""
     FAILED = "failed"
     """The management API could not be reached, refused the login, or answered something
     that is not the table."""
@@ -91,6 +100,8 @@ class ServerFacts:
     url: str | None = None
     """The URL of the node rr reached (the first of several that answered), password
     censored."""
+    cluster_name: str | None = None
+    """The cluster's name, as the server said when the connection opened (None: not told)."""
     delayed_message_plugin: bool | None = None
     """Whether the ``x-delayed-message`` exchange type exists (``None``: not probed)."""
     deprecated_features: tuple[DeprecatedFeature, ...] | TableUnread = field(
@@ -132,6 +143,8 @@ def _not_checked_note(facts: ServerFacts) -> str:
         return "not checked: the management API has no deprecated-features table"
     if unread.why is Unread.UNSTATED:
         return "not checked: the management API does not say which features are permitted"
+    if unread.why is Unread.MISMATCH:
+        return "not checked: the management API answers for another server"
     return "not checked: the management API did not answer (deprecated-features-not-checked)"
 
 
@@ -148,6 +161,8 @@ def deprecated_features_findings(facts: ServerFacts) -> list[Finding]:
     unread = facts.deprecated_features
     if table is None:
         assert isinstance(unread, TableUnread)
+        if unread.why is Unread.MISMATCH:
+            return [Finding("management-api-mismatch", Level.WARNING, unread.detail)]
         return [_not_checked(unread)]
     denied = sorted(name for name, feature in table.items() if not feature.permitted)
     permitted = sorted(name for name, feature in table.items() if feature.permitted)
@@ -184,6 +199,44 @@ def deprecated_features_findings(facts: ServerFacts) -> list[Finding]:
             )
         )
     return findings
+
+
+def identity_mismatch(
+    amqp: ServerIdentity, api: ServerIdentity, *, amqp_url: str, api_url: str
+) -> str | None:
+    """What says that the management API at ``api_url`` (its ``/api/overview``: ``api``)
+    does not answer for the server rr reached at ``amqp_url`` (``amqp``), or None when they
+    agree: another cluster name (compared when both tell one), another version. Both URLs
+    come censored; names from the API are escaped and clipped."""
+    differences = []
+    if (
+        amqp.cluster_name is not None
+        and api.cluster_name is not None
+        and amqp.cluster_name != api.cluster_name
+    ):
+        differences.append(
+            f"its cluster is {_shown_name(api.cluster_name)}, the AMQP server's "
+            f"{_shown_name(amqp.cluster_name)}"
+        )
+    if api.version != amqp.version:
+        differences.append(f"it runs RabbitMQ {api.version}, the AMQP server {amqp.version}")
+    if not differences:
+        return None
+    return (
+        f"the management API at {api_url} does not answer for the server rr reached at "
+        f"{amqp_url} ({OVERVIEW_PATH}: {'; '.join(differences)}): rr uses none of its answers, "
+        "and the findings it would have checked are assumed from the version. Give the "
+        "management URL of the server --url reaches"
+    )
+
+
+_MAX_NAME_CHARS = 100
+
+
+def _shown_name(name: str) -> str:
+    """A name an API or a server gave, as a message shows it: quoted, escaped, clipped."""
+    clipped = name if len(name) <= _MAX_NAME_CHARS else name[:_MAX_NAME_CHARS] + "..."
+    return "'" + escape_unprintable(clipped) + "'"
 
 
 def _not_checked(unread: TableUnread) -> Finding:
@@ -428,6 +481,25 @@ def _ordinal(number: int) -> str:
     return f"{number}{suffix}"
 
 
+def _server_delay_finding(queue: QueueEntity, version: ServerVersion) -> Finding | None:
+    """A queue with ``delay = "server"``: refused below RabbitMQ 4.3 (it would retry at once),
+    else how its waits go (docs/runtime.md, "The quorum queue waits")."""
+    if "x-delayed-retry-type" not in queue.arguments:
+        return None
+    problem = server_delay_problem(queue, version.release)
+    if problem is not None:
+        return Finding("server-delay-unsupported", Level.UNSAFE, problem, queue.name)
+    min_ms, max_ms = (queue.arguments.get(f"x-delayed-retry-{end}") for end in ("min", "max"))
+    return Finding(
+        "server-delay",
+        Level.INFO,
+        f"{queue.name!r} waits on the server: a retry is a counted basic.reject, held back "
+        f"min({min_ms!r} ms x x-delivery-count, {max_ms!r} ms) before it is delivered again "
+        "(retry_after's delay is not used); a waiting message is not counted as ready",
+        queue.name,
+    )
+
+
 def topology_findings(
     desired: Desired, facts: ServerFacts, retried_queues: frozenset[str] = frozenset()
 ) -> list[Finding]:
@@ -469,6 +541,9 @@ def topology_findings(
                     )
                 )
         findings.extend(_counting_findings(queue, facts, retried_queues))
+        server_delay = _server_delay_finding(queue, version)
+        if server_delay is not None:
+            findings.append(server_delay)
     findings.extend(_carried_count_findings(desired, facts))
     for exchange in desired.exchanges:
         if exchange.type == "x-delayed-message" and facts.delayed_message_plugin is False:

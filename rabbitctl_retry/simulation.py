@@ -36,7 +36,7 @@ from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.message import Message
-from rabbitctl_retry.testing import TestBroker
+from rabbitctl_retry.testing import TestBroker, release_for
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Delivery, Properties
 
@@ -227,14 +227,17 @@ async def simulate(
     horizon_s: float,
     watch: HandlerWatch | None = None,
     handler_timeout_s: float = HANDLER_TIMEOUT_S,
+    server_version: str | None = None,
 ) -> Simulation:
     """Run ``handlers`` on ``topology`` in the emulator for up to ``horizon_s`` virtual s
     (``watch``: the handler calls, seen from outside; a call longer than
-    ``handler_timeout_s`` real seconds stops the run)."""
+    ``handler_timeout_s`` real seconds stops the run), as ``server_version`` behaves
+    (default: :func:`~rabbitctl_retry.testing.release_for` the topology)."""
     result = Simulation()
     watch = watch or HandlerWatch()
     handlers = watch.watched(handlers)
-    async with TestBroker(topology) as broker:
+    release = server_version or release_for(topology)
+    async with TestBroker(topology, server_version=release) as broker:
         start_s = broker.clock.now_s
         first_event = len(broker.history)
 

@@ -64,6 +64,19 @@ DEFAULT_SERVER_VERSION = "4.0.5"
 """What :class:`TestBroker` emulates unless told otherwise: the newest release it is proven
 against (docs/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
 
+EMULATED_RELEASES = ("3.10.8", "4.0.5", "4.3.6")
+"""The releases the emulator is proven against, one per line (docs/testing.md): the values
+``rr simulate --server-version`` takes."""
+
+
+def release_for(topology: Topology) -> str:
+    """The release a run of ``topology`` is emulated on unless told otherwise: 4.3.6 when a
+    queue waits on the server (``delay = "server"``, RabbitMQ 4.3 and later), else
+    :data:`DEFAULT_SERVER_VERSION`."""
+    if any(queue.server_delay is not None for queue in topology.queues):
+        return "4.3.6"
+    return DEFAULT_SERVER_VERSION
+
 
 class TestBroker:
     """An emulated RabbitMQ for one test; use it as ``async with TestBroker(...) as broker``."""

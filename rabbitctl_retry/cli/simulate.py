@@ -28,6 +28,7 @@ from rabbitctl_retry.simulation import (
     parse_publish,
     simulate,
 )
+from rabbitctl_retry.testing import EMULATED_RELEASES
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.naming import parse_duration_ms
 
@@ -50,6 +51,15 @@ def simulate_command(
             "waits for it), e.g. 30s.",
         ),
     ] = f"{HANDLER_TIMEOUT_S:g}s",
+    server_version: Annotated[
+        str | None,
+        typer.Option(
+            "--server-version",
+            help="The RabbitMQ release the emulator behaves as: "
+            + ", ".join(EMULATED_RELEASES)
+            + ' (default: 4.3.6 when a queue has delay = "server", else 4.0.5).',
+        ),
+    ] = None,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Run handlers on the built-in emulator with a virtual clock and print the timeline:
@@ -66,6 +76,11 @@ def simulate_command(
             raise UsageError(str(error)) from None
         if handler_timeout_s <= 0:
             raise UsageError("--handler-timeout must be longer than 0s")
+        if server_version is not None and server_version not in EMULATED_RELEASES:
+            raise UsageError(
+                f"--server-version must be one of {', '.join(EMULATED_RELEASES)}, not "
+                f"{server_version!r}"
+            )
     watch = HandlerWatch()
     simulation = simulate(
         topology,
@@ -74,6 +89,7 @@ def simulate_command(
         horizon_s=horizon_s,
         watch=watch,
         handler_timeout_s=handler_timeout_s,
+        server_version=server_version,
     )
     try:
         result = run(simulation)

@@ -179,3 +179,60 @@ def test_a_chain_gives_each_queue_its_own_attempts(tmp_path: Path, kind: str) ->
         if event["attempt"] is not None
     ]
     assert handled == [(queue, n) for queue in ("jobs", "jobs.second") for n in (1, 2, 3)]
+
+
+SERVER_DELAY_TOPOLOGY = """
+[queues.jobs]
+type = "quorum"
+max_attempts = 4
+dead_letter = "jobs.dead"
+delay = "server"
+delay_min = "1s"
+delay_max = "5s"
+"""
+
+ALWAYS_LATER = """
+from rabbitctl_retry import Message, Outcome, subscriber
+
+@subscriber("jobs")
+async def jobs(msg: Message):
+    return Outcome.retry_after(30)
+"""
+
+
+def _server_delay_files(tmp_path: Path) -> list[str]:
+    (tmp_path / "topology.toml").write_text(SERVER_DELAY_TOPOLOGY)
+    (tmp_path / "jobs.py").write_text(ALWAYS_LATER)
+    return ["simulate", str(tmp_path / "topology.toml"), str(tmp_path / "jobs.py"), "-p", "jobs=x"]
+
+
+def test_delay_server_waits_the_servers_schedule_on_4_3_by_default(tmp_path: Path) -> None:
+    """retry_after(30) on a queue that waits on the server: 1 s, 2 s, 3 s (RabbitMQ 4.3's
+    min(1 s x count, 5 s)), then the server's limit dead-letters it; emulated as 4.3.6
+    without being asked (docs/runtime.md, "The quorum queue waits")."""
+    result = runner.invoke(app, [*_server_delay_files(tmp_path), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [
+        (e["time_s"], e["event"], e["attempt"], e["delivery_count"], e["detail"])
+        for e in document["events"]
+    ] == [
+        (0.0, "published", None, None, None),
+        (0.0, "delayed", 1, None, "-> jobs in 1s"),
+        (1.0, "delayed", 2, 1, "-> jobs in 2s"),
+        (3.0, "delayed", 3, 2, "-> jobs in 3s"),
+        (6.0, "dead-lettered", 4, 3, "-> jobs.dead"),
+        (6.0, "server dead-lettered (delivery_limit)", None, None, "-> jobs.dead"),
+    ]
+    assert document["queues"] == {"jobs": 0, "jobs.dead": 1}
+
+
+def test_delay_server_on_an_older_release_is_refused(tmp_path: Path) -> None:
+    args = _server_delay_files(tmp_path)
+    older = runner.invoke(app, [*args, "--server-version", "4.0.5"])
+    assert older.exit_code == 1
+    assert 'delay = "server" needs RabbitMQ 4.3 or later' in older.output
+    assert "this server is 4.0.5" in older.output
+    unknown = runner.invoke(app, [*args, "--server-version", "4.2"])
+    assert unknown.exit_code == 2
+    assert "--server-version must be one of 3.10.8, 4.0.5, 4.3.6, not '4.2'" in unknown.output

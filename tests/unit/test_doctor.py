@@ -113,3 +113,40 @@ def test_a_missing_delayed_plugin_is_unsafe_when_the_topology_needs_it() -> None
     delayed = '[queues.work]\nmax_attempts = 3\ndelay = "plugin-dme"\n'
     assert "delayed-message-plugin-missing" in codes("3.10.8", delayed, plugin=False)
     assert "delayed-message-plugin-missing" not in codes("3.10.8", delayed, plugin=True)
+
+
+SERVER_DELAY = """
+[queues.jobs]
+type = "quorum"
+max_attempts = 4
+dead_letter = "jobs.dead"
+delay = "server"
+delay_min = "1s"
+delay_max = "1m"
+"""
+
+
+@pytest.mark.parametrize(("version", "level"), [("3.10.8", "unsafe"), ("4.0.5", "unsafe")])
+def test_delay_server_is_unsafe_below_4_3(version: str, level: str) -> None:
+    findings = examine(
+        expand(load_text(SERVER_DELAY)), ServerFacts(version=ServerVersion.parse(version))
+    )
+    (finding,) = [f for f in findings if f.code.startswith("server-delay")]
+    assert (finding.code, finding.level.value, finding.queue) == (
+        "server-delay-unsupported",
+        level,
+        "jobs",
+    )
+    assert f"this server is {version}, which would ignore x-delayed-retry-*" in finding.message
+    assert not safe(findings)
+
+
+def test_delay_server_on_4_3_says_how_it_waits() -> None:
+    findings = examine(expand(load_text(SERVER_DELAY)), ServerFacts(version=ServerVersion(4, 3, 6)))
+    (finding,) = [f for f in findings if f.code.startswith("server-delay")]
+    assert (finding.code, finding.level) == ("server-delay", Level.INFO)
+    assert finding.message == (
+        "'jobs' waits on the server: a retry is a counted basic.reject, held back "
+        "min(1000 ms x x-delivery-count, 60000 ms) before it is delivered again "
+        "(retry_after's delay is not used); a waiting message is not counted as ready"
+    )
