@@ -19,7 +19,7 @@ from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
-from rabbitctl_retry.topology.model import Queue, QueueType, Topology
+from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns, Topology
 from rabbitctl_retry.topology.naming import format_duration_ms
 from rabbitctl_retry.topology.plan import Operation, OpKind, Placement, Plan, Status
 
@@ -160,6 +160,13 @@ def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
                 "wait_queues": list(queue.wait_queue_names),
                 "delay_tiers": [format_duration_ms(ms) for ms in queue.delay_tiers_ms],
                 "delay_exchange": queue.delay_exchange,
+                "server_delay": None
+                if queue.server_delay is None
+                else {
+                    "min": format_duration_ms(queue.server_delay[0]),
+                    "max": format_duration_ms(queue.server_delay[1]),
+                    "returns": (queue.delay_returns or ServerDelayReturns.FAILED).value,
+                },
                 "publish": queue.publish.value,
                 "dead_letter_strategy": _strategy(queue),
             }
@@ -220,6 +227,8 @@ def topology_rows(topology: Topology, desired: Desired) -> tuple[Rows, Rows]:
             delay += " via " + ", ".join(queue.wait_queue_names)
         elif queue.delay_exchange:
             delay += " via " + queue.delay_exchange
+        elif queue.server_delay is not None:
+            delay += " " + "..".join(format_duration_ms(ms) for ms in queue.server_delay)
         policies.append(
             (
                 queue.name,

@@ -86,6 +86,24 @@ def test_show_json_lists_every_entity_with_exact_arguments() -> None:
     assert document["retry_header"] == "x-ruststream-retry-count"
 
 
+def test_show_says_how_a_queue_waits_on_the_server(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[queues.jobs]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "jobs.dead"\n'
+        'delay = "server"\ndelay_min = "500ms"\ndelay_max = "1m"\ndelay_returns = "all"\n',
+    )
+    document = json.loads(runner.invoke(app, ["topology", "show", str(path), "-o", "json"]).stdout)
+    (jobs,) = [policy for policy in document["policies"] if policy["queue"] == "jobs"]
+    assert (jobs["delay"], jobs["wait_queues"], jobs["server_delay"]) == (
+        "server",
+        [],
+        {"min": "500ms", "max": "1m", "returns": "all"},
+    )
+    table = runner.invoke(app, ["topology", "show", str(path)])
+    assert "server 500ms..1m" in table.stdout
+    assert "x-delayed-retry-type='all'" in table.stdout
+
+
 def test_show_table_names_each_queue_and_its_role() -> None:
     result = runner.invoke(app, ["topology", "show", str(EXAMPLE)])
     assert result.exit_code == 0, result.output
