@@ -37,6 +37,7 @@ from rabbitctl_retry.doctor import (
     TableUnread,
     Unread,
     examine,
+    identity_mismatch,
     safe,
 )
 from rabbitctl_retry.errors import (
@@ -47,7 +48,7 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.transport.base import Connection, Connector
+from rabbitctl_retry.transport.base import Connection, Connector, Identifies, ServerIdentity
 from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import (
     DeprecatedFeature,
@@ -127,19 +128,43 @@ async def _read_facts(
         if desired is not None and any(x.type == DELAYED_EXCHANGE_TYPE for x in desired.exchanges):
             plugin = await _has_delayed_plugin(connection)
         version, reached = connection.server_version, connection.url
+        identity = (
+            connection.server_identity
+            if isinstance(connection, Identifies)
+            else ServerIdentity(version=version)
+        )
     finally:
         await connection.close()
     features = (
-        await _deprecated_features(ManagementApi(management_url, vhost=vhost_of(reached)))
+        await _management_answers(
+            ManagementApi(management_url, vhost=vhost_of(reached)), identity, reached
+        )
         if management_url is not None
         else TableUnread(Unread.NOT_GIVEN)
     )
     return ServerFacts(
         version=version,
+        cluster_name=identity.cluster_name,
         delayed_message_plugin=plugin,
         url=reached,
         deprecated_features=features,
     )
+
+
+async def _management_answers(
+    api: ManagementApi, identity: ServerIdentity, reached: str
+) -> tuple[DeprecatedFeature, ...] | TableUnread:
+    """What the management API says, once its ``/api/overview`` shows it answers for the
+    server AMQP reached (the same cluster name, when both tell one, and the same version):
+    else why none of its answers is used."""
+    try:
+        overview = await api.overview()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    mismatch = identity_mismatch(identity, overview, amqp_url=reached, api_url=api.shown)
+    if mismatch is not None:
+        return TableUnread(Unread.MISMATCH, censor_urls(mismatch))
+    return await _deprecated_features(api)
 
 
 async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:
@@ -186,6 +211,7 @@ def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:
             "product": facts.product,
             "version": str(facts.version),
             "url": facts.url,
+            "cluster_name": facts.cluster_name,
             "deprecated_features": _features_document(facts),
         },
         "safe": safe(findings),

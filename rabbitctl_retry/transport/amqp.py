@@ -100,6 +100,7 @@ from rabbitctl_retry.transport.base import (
     DeliveryCallback,
     Properties,
     QueueInfo,
+    ServerIdentity,
     ServerVersion,
 )
 from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
@@ -175,18 +176,30 @@ def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _C
     return connection
 
 
+def _property_text(properties: Mapping[str, object], key: str) -> str | None:
+    """A server property as text (aiormq gives a long string as ``str`` or ``bytes``), or
+    None when the server sent none or something else."""
+    value = properties.get(key)
+    if isinstance(value, bytes | bytearray):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) and value else None
+
+
 class AmqpConnection:
     """One AMQP connection (implements the port's ``Connection``)."""
 
-    __slots__ = ("_connection", "_server_version", "_url")
+    __slots__ = ("_connection", "_server_identity", "_server_version", "_url")
 
     def __init__(self, connection: _Connection, url: str) -> None:
         self._connection = connection
         self._url = censor_url(url)
-        version = connection.server_properties.get("version")
-        if isinstance(version, bytes | bytearray):
-            version = version.decode("utf-8", "replace")
-        self._server_version = ServerVersion.parse(str(version or ""))
+        properties = connection.server_properties
+        self._server_version = ServerVersion.parse(_property_text(properties, "version") or "")
+        self._server_identity = ServerIdentity(
+            version=self._server_version,
+            product=_property_text(properties, "product"),
+            cluster_name=_property_text(properties, "cluster_name"),
+        )
 
     @property
     def url(self) -> str:
@@ -196,6 +209,11 @@ class AmqpConnection:
     @property
     def server_version(self) -> ServerVersion:
         return self._server_version
+
+    @property
+    def server_identity(self) -> ServerIdentity:
+        """The server's version, product and cluster name, from its server properties."""
+        return self._server_identity
 
     @property
     def is_closed(self) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from rabbitctl_retry.fields import FieldTable, FieldValue
 
@@ -122,6 +122,27 @@ class ServerVersion:
     def quorum_default_delivery_limit(self) -> int | None:
         """RabbitMQ 4.0+ gives quorum queues declared without a limit ``x-delivery-limit = 20``."""
         return 20 if self.major >= 4 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerIdentity:
+    """Which server a connection reached, as it says when the connection opens (its server
+    properties ``product``, ``version`` and ``cluster_name``); ``rr doctor`` checks that a
+    management URL answers for the same one (docs/cli.md, "rr doctor")."""
+
+    version: ServerVersion
+    product: str | None = None
+    cluster_name: str | None = None
+    """``rabbit@mq1``, or the name an operator gave the cluster; None when not told."""
+
+
+@runtime_checkable
+class Identifies(Protocol):
+    """A connection that tells :class:`ServerIdentity` beyond the version (the aiormq
+    adapter's; the emulator's tells only its version)."""
+
+    @property
+    def server_identity(self) -> ServerIdentity: ...
 
 
 class Channel(Protocol):

@@ -1,6 +1,7 @@
 """RabbitMQ's management HTTP API, for what AMQP 0-9-1 cannot tell: which nodes form the
 cluster, which of them hold each queue (docs/cluster.md, "Replicas"), and which deprecated
-features the server permits or denies (``rr doctor``, docs/cli.md).
+features the server permits or denies (``rr doctor``, docs/cli.md, which first checks with
+``/api/overview`` that the API answers for the server AMQP reached).
 
 rr asks only when it is given a management URL (``--management-url``,
 ``$RR_MANAGEMENT_URL`` or ``[broker] management_url``), with the plugin's own credentials
@@ -34,6 +35,7 @@ from typing import IO, Any
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, censor_url, escape_unprintable
 from rabbitctl_retry.topology.plan import Placement
 from rabbitctl_retry.topology.urls import parse_management_url
+from rabbitctl_retry.transport.base import ServerIdentity, ServerVersion
 
 TIMEOUT_S = 10.0
 
@@ -95,6 +97,11 @@ class ManagementApi:
         self._max_answer_bytes = max_answer_bytes
         self._opener = urllib.request.build_opener(_NoRedirects)
 
+    @property
+    def shown(self) -> str:
+        """The API's URL as messages show it (password censored)."""
+        return self._shown
+
     async def nodes(self) -> tuple[str, ...]:
         """The names of every node of the cluster, running or not, sorted."""
         path = "/api/nodes"
@@ -108,6 +115,28 @@ class ManagementApi:
                 raise self._unexpected(path, "a node without a 'name'")
             names.append(name)
         return tuple(sorted(names))
+
+    async def overview(self) -> ServerIdentity:
+        """Which server the API answers for (``GET /api/overview``): its ``rabbitmq_version``
+        (a text), and, when given, its ``cluster_name`` and ``product_name`` (texts)."""
+        path = OVERVIEW_PATH
+        found = await self._get(path)
+        if not isinstance(found, dict):
+            raise self._unexpected(path, "not an object")
+        version = found.get("rabbitmq_version")
+        if not isinstance(version, str) or not version:
+            raise self._unexpected(path, "no 'rabbitmq_version' text")
+        texts = {}
+        for key in ("cluster_name", "product_name"):
+            value = found.get(key)
+            if value is not None and not isinstance(value, str):
+                raise self._unexpected(path, f"a '{key}' that is not a text")
+            texts[key] = value or None
+        return ServerIdentity(
+            version=ServerVersion.parse(version),
+            product=texts["product_name"],
+            cluster_name=texts["cluster_name"],
+        )
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives, or None when the API does not know it (404)."""
@@ -227,6 +256,7 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and bool(value)
 
 
+OVERVIEW_PATH = "/api/overview"
 DEPRECATED_FEATURES_PATH = "/api/deprecated-features"
 _NO_SUCH_PATH = (404, 406)
 """What the management API answers to a path it does not know (rr asks for JSON: 406)."""
@@ -317,6 +347,7 @@ def _shown_location(location: str) -> str:
 __all__ = [
     "DEPRECATED_FEATURES_PATH",
     "MAX_ANSWER_BYTES",
+    "OVERVIEW_PATH",
     "DeprecatedFeature",
     "ManagementApi",
     "Unstated",

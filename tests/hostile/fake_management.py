@@ -2,9 +2,10 @@
 (a free port), answering each path as the test scripted it and recording every request it
 got, headers included (docs/cluster.md, "Replicas").
 
-By default it answers like a one-node RabbitMQ: ``/api/nodes`` lists ``rabbit@fake``, and
-``/api/queues/VHOST/NAME`` says the queue lives there. A test replaces any answer, by exact
-path or by the start of a path (the longest start that matches wins)::
+By default it answers like a one-node RabbitMQ 4.3.6 (the emulator's release in the doctor
+tests): ``/api/overview`` names the cluster ``rabbit@fake``, ``/api/nodes`` lists
+``rabbit@fake``, and ``/api/queues/VHOST/NAME`` says the queue lives there. A test replaces
+any answer, by exact path or by the start of a path (the longest start that matches wins)::
 
     with FakeManagement() as api:
         api.answer("/api/nodes", Answer.redirect("http://elsewhere/"))
@@ -28,6 +29,22 @@ SECRET = "Zq7m4n4g3rPw"
 """The password of every management URL the tests give rr: it must never appear in any output."""
 
 FAKE_NODE = "rabbit@fake"
+FAKE_CLUSTER = "rabbit@fake"
+FAKE_VERSION = "4.3.6"
+
+
+def overview(version: str = FAKE_VERSION, cluster_name: str | None = FAKE_CLUSTER) -> Answer:
+    """What ``/api/overview`` answers for a server of ``version`` in cluster ``cluster_name``
+    (RabbitMQ 4.3.6's keys, measured)."""
+    return Answer.json(
+        {
+            "rabbitmq_version": version,
+            "cluster_name": cluster_name,
+            "product_name": "RabbitMQ",
+            "product_version": version,
+            "node": FAKE_NODE,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,7 @@ class FakeManagement:
     _thread: threading.Thread | None = None
 
     def __post_init__(self) -> None:
+        self.answers.setdefault("/api/overview", overview())
         self.answers.setdefault("/api/nodes", Answer.json([{"name": FAKE_NODE}]))
         self.prefixes.setdefault("/api/queues/", Answer.json({"node": FAKE_NODE}))
 

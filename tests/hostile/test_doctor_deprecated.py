@@ -25,6 +25,7 @@ from rabbitctl_retry.transport.base import Connection
 from tests.hostile.fake_management import SECRET, Answer, FakeManagement
 
 PATH = "/api/deprecated-features"
+OVERVIEW = "/api/overview"
 DEEP = b"[" * 200_000 + b"]" * 200_000
 ASSUMED = "findings on deprecated features are assumed from the version"
 WHAT = "not checked: which deprecated features this server permits or denies"
@@ -148,7 +149,7 @@ def test_a_malformed_table_is_one_warning_not_a_traceback(api: FakeManagement, c
         "message": f"{WHAT}: {detail}; {ASSUMED}",
     }
     assert "\x1b" not in result.output
-    assert [seen.path for seen in api.seen()] == [PATH]
+    assert [seen.path for seen in api.seen()] == [OVERVIEW, PATH]
 
 
 @pytest.mark.parametrize(
@@ -323,7 +324,7 @@ def test_the_url_comes_from_the_environment_and_the_file_as_for_declare(
         "transient_nonexcl_queues, read from its management API"
     )
     seen = api.seen()
-    assert [s.path for s in seen] == [PATH, PATH]
+    assert [s.path for s in seen] == [OVERVIEW, PATH, OVERVIEW, PATH]
     assert all(s.headers["authorization"].startswith("Basic ") for s in seen)
 
 

@@ -13,11 +13,12 @@ from rabbitctl_retry.doctor import (
     TableUnread,
     Unread,
     examine,
+    identity_mismatch,
     safe,
 )
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.base import ServerVersion
+from rabbitctl_retry.transport.base import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport.management import DeprecatedFeature
 
 V4_3 = ServerVersion(4, 3, 6)
@@ -338,3 +339,70 @@ def test_before_4_3_there_are_no_4_3_counting_findings(version: ServerVersion) -
     assert codes.isdisjoint(
         {"quorum-delivery-limit-counting", "quorum-nack-not-counted", "dead-letter-carried-count"}
     )
+
+
+# --- the management API answers for the server AMQP reached ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("amqp", "api", "differences"),
+    [
+        (
+            ServerIdentity(V4_3, "RabbitMQ", "rabbit@a"),
+            ServerIdentity(V4_3, None, "rabbit@a"),
+            None,
+        ),
+        # a name not told on one side: only the versions are compared
+        (ServerIdentity(V4_3), ServerIdentity(V4_3, None, "rabbit@b"), None),
+        (ServerIdentity(V4_3, None, "rabbit@a"), ServerIdentity(V4_3), None),
+        (
+            ServerIdentity(V4_3, None, "rabbit@a"),
+            ServerIdentity(V4_3, None, "rabbit@b"),
+            "its cluster is 'rabbit@b', the AMQP server's 'rabbit@a'",
+        ),
+        (
+            ServerIdentity(V4_3),
+            ServerIdentity(V4_0),
+            "it runs RabbitMQ 4.0.5, the AMQP server 4.3.6",
+        ),
+        (
+            ServerIdentity(V4_3, None, "rabbit@a"),
+            ServerIdentity(V4_0, None, "evil\x1b[31m" + "x" * 200),
+            "its cluster is 'evil\\x1b[31m" + "x" * 91 + "...', the AMQP server's 'rabbit@a'; "
+            "it runs RabbitMQ 4.0.5, the AMQP server 4.3.6",
+        ),
+    ],
+    ids=["same", "amqp-no-name", "api-no-name", "cluster", "version", "both-escaped"],
+)
+def test_identity_mismatch(
+    amqp: ServerIdentity, api: ServerIdentity, differences: str | None
+) -> None:
+    found = identity_mismatch(amqp, api, amqp_url="amqp://u:******@q/", api_url="http://m/")
+
+    if differences is None:
+        assert found is None
+        return
+    assert found == (
+        "the management API at http://m/ does not answer for the server rr reached at "
+        f"amqp://u:******@q/ (/api/overview: {differences}): rr uses none of its answers, and "
+        "the findings it would have checked are assumed from the version. Give the management "
+        "URL of the server --url reaches"
+    )
+
+
+def test_a_mismatch_is_one_warning_and_the_table_is_assumed() -> None:
+    unread = TableUnread(Unread.MISMATCH, "the management API at http://m/ does not answer")
+    found = findings(V4_3, unread, TRANSIENT)
+    codes = by_code(found)
+
+    assert codes["management-api-mismatch"] == Finding(
+        "management-api-mismatch", Level.WARNING, unread.detail
+    )
+    assert "deprecated-features-not-checked" not in codes
+    assert "deprecated-features" not in codes
+    [transient] = [f for f in found if f.queue == "scratch"]
+    assert (transient.code, transient.level) == ("transient-queue", Level.INFO)
+    assert "(assumed from the version; not checked: the management API answers for another " in (
+        transient.message
+    )
+    assert safe(found)
