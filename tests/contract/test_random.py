@@ -25,14 +25,17 @@ from tests.contract.random_scenarios import (
     EPSILON_MS,
     PHASE_MS,
     BindingSpec,
+    Cancel,
     Checked,
     Consume,
+    Delete,
     ExchangeSpec,
     Get,
     Outcome,
     Publish,
     QueueSpec,
     Scenario,
+    Settle,
     Shrunk,
     Sleep,
     check,
@@ -155,6 +158,17 @@ def _scenario(*ops: object, queues: tuple[QueueSpec, ...] | None = None) -> Scen
         (_scenario(Consume("c0", "q1"), Consume("c1", "q1")), "R2"),
         (_scenario(Consume("c0", "q0"), Get("c0", "q1")), None),
         (_scenario(Consume("c0", "q0"), Consume("c0", "q1")), "R2"),
+        (_scenario(Consume("c0", "q1"), Consume("c0", "q1", tag="z")), None),
+        (_scenario(*[Consume("c0", "q1")] * 3), "R2"),
+        (
+            _scenario(Consume("c0", "q1"), Consume("c0", "q1"), Cancel("c0"), Consume("c0", "q1")),
+            None,
+        ),
+        (_scenario(Consume("c0", "q1"), Cancel("c0"), Consume("c1", "q1")), None),
+        (
+            _scenario(Consume("c0", "q1"), Consume("c0", "q1"), Cancel("c0"), Consume("c1", "q1")),
+            "R2",
+        ),
         (_scenario(Get("c0", "q0"), Get("c1", "q0")), "R3"),
         (_scenario(Get("c0", "q0", no_ack=True), Get("c1", "q0")), None),
         (_scenario(Publish(1, "fx", "", expiration=200)), "R5"),
@@ -187,13 +201,72 @@ def test_the_rules_refuse_racy_scenarios(scenario: Scenario, rule: str | None) -
         assert rule in found, found
 
 
-@pytest.mark.parametrize("version", ["3.10", "4.0"])
+@pytest.mark.parametrize("version", ["3.10", "4.0", "4.3"])
 async def test_the_emulator_agrees_with_itself(version: str) -> None:
     """Two emulators of one version run every seed alike: the interpreter adds no
     nondeterminism of its own, and every generated scenario runs."""
     for seed in CHOSEN:
         outcome = await compare(generate(seed), version, subject_version=version)
         assert outcome.agree, reproducer_of(outcome)
+
+
+def test_the_seeds_of_every_run_draw_the_shapes_of_past_differences() -> None:
+    """The seeds a run takes by default (0-19) draw each motif of the generator
+    (random_scenarios.MOTIFS) in full at least once: two consumers of one queue on one
+    channel, then one multiple ack or nack on that channel; a basic.get with an ack from a
+    quorum queue that expires messages, after a sleep, of a message published without an
+    expiration before one published with one; and a basic.reject or basic.nack without
+    requeue on a channel that took a message of a queue deleted since (docs/testing.md)."""
+    found: dict[str, list[int]] = {}
+    for seed in range(20):
+        s = generate(seed)
+        for shape in _shapes(s):
+            found.setdefault(shape, []).append(seed)
+    assert set(found) == {"two consumers", "expired behind", "rejected after delete"}, found
+
+
+def _shapes(s: Scenario) -> set[str]:
+    shapes = set()
+    ops = s.ops
+    for i, op in enumerate(ops):
+        later = ops[i + 1 :]
+        if isinstance(op, Consume):
+            again = [
+                o
+                for o in later
+                if isinstance(o, Consume) and (o.slot, o.queue) == (op.slot, op.queue)
+            ]
+            if again and any(
+                isinstance(o, Settle) and o.slot == op.slot and o.multiple and o.method != "reject"
+                for o in later[later.index(again[0]) :]
+            ):
+                shapes.add("two consumers")
+        if isinstance(op, Publish) and op.exchange == "" and op.expiration is None:
+            q = s.queue(op.key)
+            behind = [
+                j
+                for j, o in enumerate(later)
+                if isinstance(o, Publish) and o.key == op.key and o.expiration is not None
+            ]
+            if q is not None and q.kind == "quorum" and behind:
+                rest = later[behind[0] :]
+                sleep = next((j for j, o in enumerate(rest) if isinstance(o, Sleep)), None)
+                if sleep is not None and any(
+                    isinstance(o, Get) and o.queue == op.key and not o.no_ack for o in rest[sleep:]
+                ):
+                    shapes.add("expired behind")
+        if isinstance(op, Get) and not op.no_ack:
+            deleted = [
+                j
+                for j, o in enumerate(later)
+                if isinstance(o, Delete) and o.queue == op.queue and not (o.if_unused or o.if_empty)
+            ]
+            if deleted and any(
+                isinstance(o, Settle) and o.slot == op.slot and o.method != "ack" and not o.requeue
+                for o in later[deleted[0] :]
+            ):
+                shapes.add("rejected after delete")
+    return shapes
 
 
 def reproducer_of(outcome: Outcome) -> str:
