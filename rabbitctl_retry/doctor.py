@@ -12,7 +12,8 @@ Which deprecated features the server permits or denies is read from the server w
 not tell, and an operator may deny a feature its version permits by default. Without the
 table (no management URL, an API without it, an API that failed) the findings on deprecated
 features are assumed from the version and say so, with a ``deprecated-features-not-checked``
-finding that says why.
+finding that says why; so they are when the API answers for another server than the one AMQP
+reached (:func:`identity_mismatch`: a ``management-api-mismatch`` warning).
 
 What changes between the versions rr supports (each cited from the RabbitMQ release notes,
 measured on 3.10.8, 4.0.5 and 4.3.6):

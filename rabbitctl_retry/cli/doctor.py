@@ -3,9 +3,11 @@ topology (docs/cli.md, "rr doctor").
 
 The version comes from the AMQP handshake; which deprecated features the server permits or
 denies from its management API, when a management URL is given (``--management-url``,
-``$RR_MANAGEMENT_URL`` or ``[broker] management_url``, as for ``rr declare``). An API that
-has no table, cannot be reached, refuses the login or answers something else is a finding
-(the checks it would have made are named as not made), never the end of the command.
+``$RR_MANAGEMENT_URL`` or ``[broker] management_url``, as for ``rr declare``), once its
+``/api/overview`` shows it answers for the server the AMQP URL reached. An API that answers
+for another server, has no table, cannot be reached, refuses the login or answers something
+else is a finding (the checks it would have made are named as not made), never the end of the
+command.
 """
 
 from __future__ import annotations
