@@ -7,15 +7,18 @@ unacknowledged ("unknown delivery tag") closes the channel with 406 PRECONDITION
 and with it every delivery in flight. So, per channel:
 
 * a delivery is recorded when it arrives (tags grow on a channel) and *decided* when its
-  handler is done: ack, or reject with or without requeue;
-* :meth:`SettleWindow.frames` pops what may be sent now, as one ordered list: the rejects of
-  the settled prefix (the contiguous run of decided deliveries from the oldest), then one
-  ``basic.ack(multiple=true)`` for the last acked delivery of that prefix — every lower
-  delivery still unacknowledged on the wire is an ack of the same prefix, so the multiple
-  ack settles exactly those; then, beyond the first undecided delivery, the rejects (sent
-  one by one, at once: a requeue should not wait), and, with ``singles``, the acks one by one
-  (``multiple=false``), so that a slow handler at the head does not hold back every ack
-  behind it and, with them, the prefetch window;
+  handler is done: ack, or reject with or without requeue, or given back unhandled
+  (``basic.nack`` with requeue: a delivery for a consumer the broker cancelled). *Every*
+  delivery of the channel must be recorded: a multiple ack covers every lower tag, so one
+  the window never saw would be acked unhandled (lost);
+* :meth:`SettleWindow.frames` pops what may be sent now, as one ordered list: the rejects
+  (and give-backs) of the settled prefix (the contiguous run of decided deliveries from the
+  oldest), then one ``basic.ack(multiple=true)`` for the last acked delivery of that prefix
+  — every lower delivery still unacknowledged on the wire is an ack of the same prefix, so
+  the multiple ack settles exactly those; then, beyond the first undecided delivery, the
+  rejects (sent one by one, at once: a requeue should not wait), and, with ``singles``, the
+  acks one by one (``multiple=false``), so that a slow handler at the head does not hold
+  back every ack behind it and, with them, the prefetch window;
 * a popped frame counts as sent. The caller must write the frames of one call, and of
   successive calls, in exactly this order, from one place (see ``ops/settler.py``);
   then every frame names a delivery that is unacknowledged when the broker reads it.
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 _ACK = 0
 _REQUEUE = 1
 _DROP = 2
+_GIVE_BACK = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,15 @@ class RejectFrame:
     requeue: bool
 
 
-SettleFrame = AckFrame | RejectFrame
+@dataclass(frozen=True, slots=True)
+class NackFrame:
+    """``basic.nack(tag, multiple=false, requeue=true)``: a delivery given back unhandled,
+    which RabbitMQ 4.3 does not count toward a quorum delivery limit (a reject would)."""
+
+    tag: int
+
+
+SettleFrame = AckFrame | RejectFrame | NackFrame
 
 
 class SettleWindow:
@@ -78,6 +90,11 @@ class SettleWindow:
     def reject(self, tag: int, *, requeue: bool) -> bool:
         """Decide to reject ``tag``; ``False`` if it is unknown or already decided."""
         return self._decide(tag, _REQUEUE if requeue else _DROP)
+
+    def give_back(self, tag: int) -> bool:
+        """Decide to give ``tag`` back unhandled and uncounted (:class:`NackFrame`); ``False``
+        if it is unknown or already decided."""
+        return self._decide(tag, _GIVE_BACK)
 
     def _decide(self, tag: int, decision: int) -> bool:
         if tag not in self._unsent or self._unsent[tag] is not None:
@@ -118,7 +135,7 @@ class SettleWindow:
                 last_ack = head
                 self._loose_acks -= 1
             else:
-                out.append(RejectFrame(head, decision == _REQUEUE))
+                out.append(_returning_frame(head, decision))
                 self._loose_rejects -= 1
         if last_ack is not None:
             out.append(AckFrame(last_ack, multiple=True))
@@ -137,7 +154,7 @@ class SettleWindow:
                 out.append(AckFrame(tag))
                 self._loose_acks -= 1
             else:
-                out.append(RejectFrame(tag, decision == _REQUEUE))
+                out.append(_returning_frame(tag, decision))
                 self._loose_rejects -= 1
 
     def forget(self) -> int:
@@ -151,3 +168,10 @@ class SettleWindow:
     def __len__(self) -> int:
         """Deliveries not sent yet (undecided or decided)."""
         return len(self._unsent)
+
+
+def _returning_frame(tag: int, decision: int) -> SettleFrame:
+    """The frame of a decision other than an ack."""
+    if decision == _GIVE_BACK:
+        return NackFrame(tag)
+    return RejectFrame(tag, decision == _REQUEUE)

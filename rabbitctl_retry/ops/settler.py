@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from rabbitctl_retry.errors import RrError
-from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame, SettleWindow
+from rabbitctl_retry.ops.settlement import AckFrame, NackFrame, SettleFrame, SettleWindow
 from rabbitctl_retry.transport.base import Channel
 
 SentListener = Callable[[Sequence[SettleFrame]], None]
@@ -106,6 +106,14 @@ class ChannelSettler:
         self._schedule()
         return True
 
+    def give_back(self, tag: int) -> bool:
+        """Give ``tag`` back unhandled, uncounted (``basic.nack`` with requeue, soon);
+        ``False`` if it was already decided or is unknown."""
+        if not self._window.give_back(tag):
+            return False
+        self._schedule()
+        return True
+
     def _schedule(self) -> None:
         if self._scheduled or self._closed:
             return
@@ -144,6 +152,8 @@ class ChannelSettler:
     async def _write(self, frame: SettleFrame) -> None:
         if isinstance(frame, AckFrame):
             await self._channel.ack(frame.tag, multiple=frame.multiple)
+        elif isinstance(frame, NackFrame):
+            await self._channel.nack(frame.tag, requeue=True)
         else:
             await self._channel.reject(frame.tag, requeue=frame.requeue)
 

@@ -151,6 +151,9 @@ class QueueConsumer:
         self._consumer_tag: str | None = None
         self._cancelled = asyncio.Event()
         self._cancelled_tag: str | None = None
+        self._cancelled_tags: set[str] = set()
+        """Consumer tags of this consumer that the broker cancelled: what still arrives for
+        them is given back unhandled (:meth:`_give_back_stray`)."""
         """The consumer tag the broker cancelled last (until rr cancelled it too)."""
         self._stopping = asyncio.Event()
         self._watcher: asyncio.Future[None] | None = None
@@ -208,6 +211,7 @@ class QueueConsumer:
         )
 
     def _on_server_cancel(self, consumer_tag: str) -> None:
+        self._cancelled_tags.add(consumer_tag)
         if consumer_tag == self._consumer_tag:
             self._consumer_tag = None
             self._cancelled_tag = consumer_tag
@@ -321,6 +325,9 @@ class QueueConsumer:
     async def _on_delivery(self, settler: ChannelSettler, delivery: Delivery) -> None:
         # First statement, before any await: tags enter the window in delivery order.
         settler.delivered(delivery.delivery_tag)
+        if delivery.consumer_tag in self._cancelled_tags:
+            self._give_back_stray(settler, delivery)
+            return
         self._in_flight += 1
         self._idle.clear()
         try:
@@ -340,6 +347,20 @@ class QueueConsumer:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
+
+    def _give_back_stray(self, settler: ChannelSettler, delivery: Delivery) -> None:
+        """A delivery for a consumer the broker cancelled: RabbitMQ 4.3 revives a consumer it
+        cancelled for its consumer timeout when the timed-out delivery is settled before the
+        cancel reached rr, and hands it messages. Nobody handles them: they go back to the
+        queue at once, uncounted (``basic.nack``; a multiple ack would otherwise take them
+        along unhandled). docs/runtime.md, "Handlers"."""
+        if settler.give_back(delivery.delivery_tag):
+            self.stats.stray_deliveries += 1
+            log.warning(
+                "a delivery for a consumer the broker cancelled goes back to its queue, "
+                "unhandled and uncounted",
+                extra={"rr": self._ids(delivery) | {"consumer_tag": delivery.consumer_tag}},
+            )
 
     def _requeue_interrupted(self, settler: ChannelSettler, delivery: Delivery) -> None:
         if settler.reject(delivery.delivery_tag, requeue=True):

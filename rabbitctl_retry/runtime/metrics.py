@@ -139,6 +139,11 @@ class _StatsCollector:
                 "Handler calls that did not return within their timeout.",
                 "handler_timeouts",
             ),
+            (
+                "rr_stray_deliveries",
+                "Deliveries for a consumer the broker had cancelled, given back unhandled.",
+                "stray_deliveries",
+            ),
         )
         for name, text, field in counters:
             family = CounterMetricFamily(name, text)

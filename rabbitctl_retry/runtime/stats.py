@@ -30,3 +30,6 @@ class RuntimeStats:
     """Times the broker blocked the connection (a resource alarm)."""
     handler_timeouts: int = 0
     """Handler calls that did not return within their timeout (each a failed attempt)."""
+    stray_deliveries: int = 0
+    """Deliveries for a consumer the broker had cancelled (RabbitMQ 4.3 revives one cancelled
+    for its consumer timeout): given back unhandled and uncounted (``basic.nack``)."""

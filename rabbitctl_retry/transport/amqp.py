@@ -69,7 +69,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -277,12 +277,17 @@ class AmqpConnection:
 class AmqpChannel:
     """One AMQP channel (implements the port's ``Channel``)."""
 
-    __slots__ = ("_cancel_callbacks", "_channel", "_confirms", "_message_ids")
+    __slots__ = ("_cancel_callbacks", "_channel", "_confirms", "_deliver_callbacks", "_message_ids")
 
     def __init__(self, channel: aiormq.Channel, *, confirms: bool) -> None:
         self._channel = channel
         self._confirms = confirms
         self._cancel_callbacks: dict[str, CancelCallback] = {}
+        self._deliver_callbacks: dict[
+            str, Callable[[DeliveredMessage], Coroutine[Any, Any, None]]
+        ] = {}
+        """Consumers with an ``on_cancel``, by tag: what aiormq calls for their deliveries
+        (kept to route deliveries that come after the broker's cancel, see :meth:`consume`)."""
         self._message_ids = MessageIdGuard()
 
     @property
@@ -486,15 +491,25 @@ class AmqpChannel:
             if not self._cancel_callbacks:
                 self._channel.on_consumer_cancel_callbacks.add(self._on_server_cancel)
             self._cancel_callbacks[tag] = on_cancel
+            self._deliver_callbacks[tag] = on_message
         return tag
 
     def _on_server_cancel(self, frame: spec.Basic.Cancel) -> None:
-        callback = self._cancel_callbacks.pop(frame.consumer_tag or "", None)
+        tag = frame.consumer_tag or ""
+        callback = self._cancel_callbacks.pop(tag, None)
         if callback is not None:
-            callback(frame.consumer_tag or "")
+            callback(tag)
+        # aiormq forgot the consumer and would drop what still comes for it (RabbitMQ 4.3
+        # revives a consumer cancelled for its consumer timeout when the timed-out delivery
+        # is settled before the client answered the cancel): hand it to the callback, which
+        # settles it (docs/runtime.md, "Handlers").
+        on_message = self._deliver_callbacks.pop(tag, None)
+        if on_message is not None and not self._channel.is_closed:
+            self._channel.consumers[tag] = on_message
 
     async def cancel(self, consumer_tag: str) -> None:
         self._cancel_callbacks.pop(consumer_tag, None)
+        self._deliver_callbacks.pop(consumer_tag, None)
         try:
             await self._channel.basic_cancel(consumer_tag)
         except BaseException as exc:

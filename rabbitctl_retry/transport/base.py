@@ -223,7 +223,13 @@ class Channel(Protocol):
         consumer_tag: str | None = None,
         on_cancel: CancelCallback | None = None,
     ) -> str:
-        """Start a consumer; ``on_cancel`` is told when the broker cancels it."""
+        """Start a consumer; ``on_cancel`` is told when the broker cancels it.
+
+        With ``on_cancel``, a delivery that still arrives for the consumer after the broker
+        cancelled it (RabbitMQ 4.3 hands messages to a consumer it cancelled for its consumer
+        timeout until the client answers the cancel) goes to ``callback`` like the others,
+        after ``on_cancel`` ran: it is unacknowledged on the channel, and the caller must
+        settle it (a multiple ack covers it otherwise)."""
         ...
 
     async def cancel(self, consumer_tag: str) -> None: ...

@@ -11,6 +11,9 @@ Faults:
     Every connection, current and new, stops moving bytes in both directions; sockets stay
     open. The proxy stops reading, so TCP back-pressure builds up as on a stalled path.
     ``thaw()`` resumes and delivers whatever was held back (nothing is lost).
+``freeze_to_client()``
+    The same in one direction only: the node's bytes are held back, the client's still
+    reach the node (a client that acts before it has seen what the node sent it).
 ``half_open()``
     The connections open now stop forwarding for ever and are never closed: the client
     sees silence, as with a peer that died behind a NAT (no FIN, no RST). Whatever either
@@ -98,6 +101,9 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._flowing: asyncio.Event | None = None
+        """Set while bytes move client -> node."""
+        self._flowing_to_client: asyncio.Event | None = None
+        """Set while bytes move node -> client."""
         self._frozen = False
 
     # --- public API -------------------------------------------------------------------
@@ -174,8 +180,13 @@ class FaultProxy:
         """Stop forwarding in both directions on every connection; sockets stay open."""
         self._call(self._set_flowing(False))
 
+    def freeze_to_client(self) -> None:
+        """Stop forwarding node -> client on every connection; client -> node goes on."""
+        self._call(self._set_flowing(False, to_client_only=True))
+
     def thaw(self) -> None:
-        """Resume forwarding after :meth:`freeze` (held-back bytes are delivered)."""
+        """Resume forwarding after :meth:`freeze` or :meth:`freeze_to_client` (held-back
+        bytes are delivered)."""
         self._call(self._set_flowing(True))
 
     def half_open(self) -> int:
@@ -216,16 +227,23 @@ class FaultProxy:
     async def _listen(self) -> None:
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self._flowing_to_client = asyncio.Event()
+        self._flowing_to_client.set()
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def _set_flowing(self, flowing: bool) -> None:
+    async def _set_flowing(self, flowing: bool, *, to_client_only: bool = False) -> None:
         assert self._flowing is not None
+        assert self._flowing_to_client is not None
         self._frozen = not flowing
-        if flowing:
-            self._flowing.set()
-        else:
-            self._flowing.clear()
+        directions = [self._flowing_to_client]
+        if not to_client_only:
+            directions.append(self._flowing)
+        for direction in directions:
+            if flowing:
+                direction.set()
+            else:
+                direction.clear()
 
     async def _half_open(self) -> int:
         links = list(self._links.values())
@@ -280,7 +298,8 @@ class FaultProxy:
         """Copy one direction of ``link`` until EOF (passed on as a FIN) or an error (passed
         on as an RST to both sides); when the link is half-open, hold it silently for ever."""
         assert self._flowing is not None
-        flowing = self._flowing
+        assert self._flowing_to_client is not None
+        flowing = self._flowing if to_upstream else self._flowing_to_client
         if to_upstream:
             reader, writer = link.client_reader, link.upstream_writer
         else:

@@ -12,10 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rabbitctl_retry.errors import ChannelClosed
-from rabbitctl_retry.ops.settlement import AckFrame, RejectFrame, SettleFrame, SettleWindow
+from rabbitctl_retry.ops.settlement import (
+    AckFrame,
+    NackFrame,
+    RejectFrame,
+    SettleFrame,
+    SettleWindow,
+)
 from rabbitctl_retry.ops.settler import ChannelSettler
 
-ACK, REQUEUE, DROP = "ack", "requeue", "drop"
+ACK, REQUEUE, DROP, GIVE_BACK = "ack", "requeue", "drop", "give back"
 
 
 class UnknownDeliveryTag(AssertionError):
@@ -44,6 +50,9 @@ class BrokerChannel:
             for tag in covered:
                 self.settled[tag] = ACK
                 self.outstanding.discard(tag)
+        elif isinstance(frame, NackFrame):
+            self.settled[frame.tag] = GIVE_BACK
+            self.outstanding.discard(frame.tag)
         else:
             self.settled[frame.tag] = REQUEUE if frame.requeue else DROP
             self.outstanding.discard(frame.tag)
@@ -52,11 +61,13 @@ class BrokerChannel:
 def decide(window: SettleWindow, tag: int, outcome: str) -> bool:
     if outcome == ACK:
         return window.ack(tag)
+    if outcome == GIVE_BACK:
+        return window.give_back(tag)
     return window.reject(tag, requeue=outcome == REQUEUE)
 
 
 steps = st.lists(
-    st.tuples(st.sampled_from([ACK, REQUEUE, DROP]), st.integers(0, 3), st.booleans()),
+    st.tuples(st.sampled_from([ACK, REQUEUE, DROP, GIVE_BACK]), st.integers(0, 3), st.booleans()),
     min_size=1,
     max_size=60,
 )
@@ -238,3 +249,17 @@ def test_concurrent_handlers_through_the_settler_keep_the_wire_order(
     assert channel.error is None
     assert broker.settled == dict(enumerate(outcomes, start=1))
     assert broker.outstanding == set()
+
+
+def test_a_give_back_goes_out_at_once_as_a_nack_and_before_the_ack_that_spans_it() -> None:
+    """A delivery for a consumer the broker cancelled (runtime/consumer.py): given back with
+    basic.nack (uncounted on RabbitMQ 4.3), never taken along by a multiple ack."""
+    window = SettleWindow()
+    for tag in (1, 2, 3):
+        window.delivered(tag)
+    assert window.give_back(2)
+    assert window.frames() == [NackFrame(2)]  # at once, though 1 is undecided
+    assert window.ack(3)
+    assert window.ack(1)
+    assert window.frames() == [AckFrame(3, multiple=True)]
+    assert not window.give_back(2)  # decided once
