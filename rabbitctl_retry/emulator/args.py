@@ -229,7 +229,10 @@ def validate_queue(
             raise _invalid_arg("x-queue-type", name, f"\"unsupported queue type '{kind_value}'\"")
     kind: QueueKind = "quorum" if kind_value == "quorum" else "classic"
     version = (server_version.major, server_version.minor)
-    for key in _NON_NEGATIVE_INT_ARGS:
+    checked: tuple[str, ...] = _NON_NEGATIVE_INT_ARGS
+    if kind == "quorum" and version >= (4, 3):
+        checked += ("x-consumer-timeout",)  # RabbitMQ 4.3 quorum queues apply it
+    for key in checked:
         if key in arguments:
             value = arguments[key]
             if not _is_int(value):
@@ -401,8 +404,8 @@ def queue_inequivalence(
     delayed_retries: bool = False,
 ) -> str | None:
     """The server's PRECONDITION_FAILED text when a redeclare differs, else None
-    (``delayed_retries``: RabbitMQ 4.3, whose quorum queues compare ``x-delayed-retry-*``
-    too)."""
+    (``delayed_retries``: RabbitMQ 4.3, whose quorum queues compare ``x-consumer-timeout``
+    and ``x-delayed-retry-*`` too)."""
     problem = _field("durable", "queue", name, durable, current_durable) or _field(
         "auto_delete", "queue", name, auto_delete, current_auto_delete
     )
@@ -412,7 +415,7 @@ def queue_inequivalence(
         _QUORUM_EQUIVALENCE_KEYS if kind == "quorum" else _CLASSIC_EQUIVALENCE_KEYS
     )
     if kind == "quorum" and delayed_retries:
-        keys += delayed_retry.ARGUMENTS
+        keys += delayed_retry.QUORUM_ONLY_4_3
     for key in keys:
         has_new, has_old = key in arguments, key in current_arguments
         new, old = arguments.get(key), current_arguments.get(key)

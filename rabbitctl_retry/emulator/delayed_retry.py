@@ -11,8 +11,9 @@
 * While it waits it is in the queue but not ready: a declare does not count it, a get and a
   consumer pass over it, a purge removes it (and counts it). When its wait ends it comes
   back as a message given back: ahead of everything never delivered.
-* A classic queue refuses every ``x-delayed-retry-*`` argument; RabbitMQ 3.10 and 4.0
-  accept them on any queue and ignore them.
+* A classic queue refuses every ``x-delayed-retry-*`` argument (and ``x-consumer-timeout``,
+  which 4.3's quorum queues apply themselves); RabbitMQ 3.10 and 4.0 accept them on any queue
+  and ignore them (4.0 applies ``x-consumer-timeout``, by closing the channel).
 """
 
 from __future__ import annotations
@@ -60,10 +61,16 @@ def delayed_retry_of(arguments: Mapping[str, FieldValue]) -> DelayedRetry | None
     return DelayedRetry(counted=held_back[0], uncounted=held_back[1], min_ms=min_ms, max_ms=max_ms)
 
 
+QUORUM_ONLY_4_3 = ("x-consumer-timeout", *ARGUMENTS)
+"""The arguments a RabbitMQ 4.3 classic queue refuses (quorum queues take them; 3.10 and 4.0
+take them on any queue): its consumer timeout and its delayed retries. A 4.3 quorum queue
+compares them on a redeclare, in this order, after its other arguments."""
+
+
 def refused_on_classic(arguments: Mapping[str, FieldValue]) -> str | None:
     """The argument a 4.3 classic queue names when it refuses the declare (the first in
     Erlang term order), or None."""
-    present = sorted(key for key in ARGUMENTS if key in arguments)
+    present = sorted(key for key in QUORUM_ONLY_4_3 if key in arguments)
     return present[0] if present else None
 
 
