@@ -44,6 +44,7 @@ _rr() {
         "simulate|--publish"|"simulate|-p") return 0 ;;
         "simulate|--for") return 0 ;;
         "simulate|--handler-timeout") return 0 ;;
+        "simulate|--server-version") return 0 ;;
         "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "status|--watch"|"status|-w") return 0 ;;
@@ -90,7 +91,7 @@ _rr() {
         "") COMPREPLY=($(compgen -W "declare run simulate status doctor completion topology dlq --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --handler-timeout --pending-dir --url --metrics-port --metrics-bind --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --handler-timeout --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --handler-timeout --server-version --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;

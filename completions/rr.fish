@@ -33,6 +33,7 @@ complete -c rr -n '__fish_seen_subcommand_from run' -F
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish -s p -r -d 'QUEUE=BODY to publish (JSON bodies stay JSON).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l for -r -d 'How much virtual time to simulate, e.g. 30s, 5m, 1h.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l handler-timeout -r -d 'Real time a handler call may take before the run stops (the virtual clock waits for it), e.g. 30s.'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l server-version -r -d 'The RabbitMQ release the emulator behaves as: 3.10.8, 4.0.5, 4.3.6 (default: 4.3.6 when a queue has delay = server, else 4.0.5).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -F

@@ -202,13 +202,11 @@ def deprecated_features_findings(facts: ServerFacts) -> list[Finding]:
     return findings
 
 
-def identity_mismatch(
-    amqp: ServerIdentity, api: ServerIdentity, *, amqp_url: str, api_url: str
-) -> str | None:
-    """What says that the management API at ``api_url`` (its ``/api/overview``: ``api``)
-    does not answer for the server rr reached at ``amqp_url`` (``amqp``), or None when they
-    agree: another cluster name (compared when both tell one), another version. Both URLs
-    come censored; names from the API are escaped and clipped."""
+def identity_differences(amqp: ServerIdentity, api: ServerIdentity) -> str | None:
+    """How the server a management API answers for (its ``/api/overview``: ``api``) is not
+    the server rr reached over AMQP (``amqp``), or None when they agree: another cluster name
+    (compared when both tell one), another version. Names from the API are escaped and
+    clipped."""
     differences = []
     if (
         amqp.cluster_name is not None
@@ -221,11 +219,21 @@ def identity_mismatch(
         )
     if api.version != amqp.version:
         differences.append(f"it runs RabbitMQ {api.version}, the AMQP server {amqp.version}")
-    if not differences:
+    return "; ".join(differences) or None
+
+
+def identity_mismatch(
+    amqp: ServerIdentity, api: ServerIdentity, *, amqp_url: str, api_url: str
+) -> str | None:
+    """What says that the management API at ``api_url`` does not answer for the server rr
+    reached at ``amqp_url`` (:func:`identity_differences`), for ``rr doctor``, or None when
+    they agree. Both URLs come censored."""
+    differences = identity_differences(amqp, api)
+    if differences is None:
         return None
     return (
         f"the management API at {api_url} does not answer for the server rr reached at "
-        f"{amqp_url} ({OVERVIEW_PATH}: {'; '.join(differences)}): rr uses none of its answers, "
+        f"{amqp_url} ({OVERVIEW_PATH}: {differences}): rr uses none of its answers, "
         "and the findings it would have checked are assumed from the version. Give the "
         "management URL of the server --url reaches"
     )

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import assert_never
 
-from rabbitctl_retry.errors import TransportError
+from rabbitctl_retry.doctor import identity_differences
+from rabbitctl_retry.errors import ConfigError, TransportError
 from rabbitctl_retry.ops.probe import (
     Connect,
     compare_exchange,
@@ -49,9 +50,16 @@ from rabbitctl_retry.topology.plan import (
     plan,
 )
 from rabbitctl_retry.topology.urls import parse_management_url
-from rabbitctl_retry.transport.base import Channel, Connection, Connector
+from rabbitctl_retry.transport.base import (
+    Channel,
+    Connection,
+    Connector,
+    Identifies,
+    ServerIdentity,
+)
 from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import (
+    OVERVIEW_PATH,
     DeprecatedFeature,
     ManagementApi,
     Unstated,
@@ -238,6 +246,24 @@ def permitted_features(
     return {feature.name: feature.permitted for feature in table}
 
 
+async def _check_same_server(api: ManagementApi, connection: Connection) -> None:
+    """Refuse, before anything changes, a management API that does not answer for the server
+    ``connection`` reached: its nodes and its deprecated-features table would decide the plan
+    (docs/cluster.md, "Replicas")."""
+    amqp = (
+        connection.server_identity
+        if isinstance(connection, Identifies)
+        else ServerIdentity(version=connection.server_version)
+    )
+    differences = identity_differences(amqp, await api.overview())
+    if differences is not None:
+        raise ConfigError(
+            f"the management API at {api.shown} does not answer for the server rr reached at "
+            f"{connection.url} ({OVERVIEW_PATH}: {differences}); nothing was changed. Give the "
+            "management URL of the server --url reaches"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Declared:
     """What ``rr declare`` did (docs/cluster.md, "Replicas")."""
@@ -282,6 +308,8 @@ async def declare_topology(
             if management_url is not None
             else None
         )
+        if api is not None:
+            await _check_same_server(api, connection)
         nodes = await api.nodes() if api is not None else None
         desired = expand(topology)
         features = None

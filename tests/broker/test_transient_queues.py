@@ -58,8 +58,11 @@ def vhost(amqp_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def api() -> Iterator[FakeManagement]:
+def api(amqp_url: str) -> Iterator[FakeManagement]:
+    """A fake management API that answers for the server under test (rr declare checks its
+    /api/overview)."""
     with FakeManagement() as fake:
+        fake.speak_for(current().release)
         yield fake
 
 
@@ -165,7 +168,11 @@ def test_a_table_that_denies_them_is_a_conflict_before_any_change(
     ]
     assert SECRET not in result.output
     assert durability(vhost) == {}
-    assert [seen.path for seen in api.seen()] == ["/api/nodes", "/api/deprecated-features"]
+    assert [seen.path for seen in api.seen()] == [
+        "/api/overview",
+        "/api/nodes",
+        "/api/deprecated-features",
+    ]
 
 
 def test_a_table_without_states_is_not_known(

@@ -116,6 +116,12 @@ class FakeManagement:
         assert self._server is not None, "not started"
         return int(self._server.server_address[1])
 
+    def speak_for(self, release: str) -> None:
+        """Answer ``/api/overview`` as the API of a server of ``release`` with no cluster name:
+        ``rr declare`` and ``rr doctor`` then take this API for that server's (they compare
+        the versions)."""
+        self.answer("/api/overview", overview(release, None))
+
     def url(self, user: str = "svc", password: str = SECRET, path: str = "/") -> str:
         """The management URL of this fake API, with these credentials."""
         return f"http://{user}:{password}@127.0.0.1:{self.port}{path}"

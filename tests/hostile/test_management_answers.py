@@ -34,6 +34,7 @@ from tests.hostile.fake_management import (
     FakeManagement,
     connections_made,
     listening_socket,
+    overview,
 )
 from tests.shared_node import ctl_command, current
 
@@ -314,6 +315,7 @@ def _rr_declare(
 def test_rr_declare_follows_no_redirect_and_changes_nothing(
     tmp_path: Path, vhost_url: str, api: FakeManagement, elsewhere: FakeManagement
 ) -> None:
+    api.speak_for(current().release)  # rr declare checks /api/overview
     api.answer("/api/nodes", Answer.redirect(f"{elsewhere.base()}/api/nodes"))
 
     result = _rr_declare(tmp_path, vhost_url, api.url())
@@ -338,6 +340,7 @@ def test_rr_declare_follows_no_redirect_and_changes_nothing(
 def test_rr_declare_refuses_a_bad_nodes_answer_before_changing_anything(
     tmp_path: Path, vhost_url: str, api: FakeManagement, answer: Answer
 ) -> None:
+    api.speak_for(current().release)  # rr declare checks /api/overview
     api.answer("/api/nodes", answer)
 
     result = _rr_declare(tmp_path, vhost_url, api.url())
@@ -362,6 +365,7 @@ AFTER_APPLY = [
 def test_a_management_failure_after_the_apply_still_prints_the_plan_json(
     tmp_path: Path, vhost_url: str, api: FakeManagement, answer: Answer, words: str
 ) -> None:
+    api.speak_for(current().release)  # rr declare checks /api/overview
     api.answer("/api/queues/", answer, prefix=True)
 
     result = _rr_declare(tmp_path, vhost_url, api.url(), "--output", "json")
@@ -390,6 +394,7 @@ def _columns(header: str) -> list[str]:
 def test_a_management_failure_after_the_apply_still_prints_the_plan_table(
     tmp_path: Path, vhost_url: str, api: FakeManagement
 ) -> None:
+    api.speak_for(current().release)  # rr declare checks /api/overview
     api.answer("/api/queues/", Answer.json({"error": "x"}, status=500), prefix=True)
 
     result = _rr_declare(tmp_path, vhost_url, api.url())
@@ -407,6 +412,7 @@ def test_a_management_failure_after_the_apply_still_prints_the_plan_table(
 def test_the_placement_is_shown_when_the_api_answers(
     tmp_path: Path, vhost_url: str, api: FakeManagement
 ) -> None:
+    api.speak_for(current().release)  # rr declare checks /api/overview
     result = _rr_declare(tmp_path, vhost_url, api.url())
 
     assert result.returncode == 0, result.stderr
@@ -416,6 +422,48 @@ def test_the_placement_is_shown_when_the_api_answers(
     vhost = urlsplit(vhost_url).path[1:]
     assert sorted(seen.path for seen in api.seen()) == [
         "/api/nodes",
+        "/api/overview",
         f"/api/queues/{vhost}/rr-mgmt",
         f"/api/queues/{vhost}/rr-mgmt-2",
     ]
+
+
+@pytest.mark.parametrize(
+    ("told", "difference"),
+    [
+        (("9.9.9", None), "it runs RabbitMQ 9.9.9, the AMQP server {release}"),
+        (
+            ("{release}", "rabbit@elsewhere"),
+            "its cluster is 'rabbit@elsewhere', the AMQP server's '{cluster}'",
+        ),
+    ],
+    ids=["another-version", "another-cluster"],
+)
+def test_rr_declare_refuses_an_api_of_another_server_before_changing_anything(
+    tmp_path: Path,
+    vhost_url: str,
+    api: FakeManagement,
+    told: tuple[str, str | None],
+    difference: str,
+) -> None:
+    """Its nodes (replicas) and its deprecated-features table (transient queues) would decide
+    the plan: an API that answers for another server is refused (exit 78), nothing declared,
+    nothing else asked."""
+    release = current().release
+    done = current().run_ctl("-q", "cluster_status", "--formatter", "json")
+    cluster = json.loads(done.stdout)["cluster_name"]
+    version, cluster_name = told
+    api.answer("/api/overview", overview(version.format(release=release), cluster_name))
+
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 78, result.stderr
+    shown = f"http://svc:******@127.0.0.1:{api.port}/"
+    assert result.stderr.startswith(f"rr: error: the management API at {shown} does not answer")
+    assert (
+        f"(/api/overview: {difference.format(release=release, cluster=cluster)}); nothing was "
+        "changed. Give the management URL of the server --url reaches\n"
+    ) in result.stderr
+    assert SECRET not in result.stdout + result.stderr
+    assert [seen.path for seen in api.seen()] == ["/api/overview"]
+    assert _queues(vhost_url) == []
