@@ -13,9 +13,12 @@ its CC routing or with BCC keys in ``x-death``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from rabbitctl_retry.emulator import routing
+from rabbitctl_retry.emulator.delayed_retry import DelayedRetry
 from tests.backends import EMULATED, EmulatorBackend
 from tests.contract.test_routing import (
     EXPECTED_TOPIC,
@@ -180,3 +183,41 @@ async def test_the_4_3_scenarios_catch_an_emulator_counting_as_4_0(
     finally:
         await right.close()
         await wrong.close()
+
+
+@pytest.mark.parametrize(
+    "wrong_wait",
+    [
+        pytest.param(lambda retry, count: retry.min_ms, id="never-grows"),
+        pytest.param(lambda retry, count: retry.min_ms * count, id="no-cap"),
+        pytest.param(lambda retry, count: 0, id="no-wait"),
+    ],
+)
+async def test_the_delayed_retry_scenario_catches_a_wrong_schedule(
+    wrong_wait: Callable[[DelayedRetry, int], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RabbitMQ 4.3's delayed retries (emulator/delayed_retry.py): an emulator at 4.3 whose
+    waits do not grow with the count, are not capped at the maximum, or do not happen, fails
+    the scenario that passes with the measured schedule."""
+    from tests.contract.test_delayed_retry import (
+        delayed,
+    )
+    from tests.contract.test_delayed_retry import (
+        test_each_reject_waits_its_turn_and_comes_back_first as scenario,
+    )
+
+    async def run() -> None:
+        backend = EmulatorBackend("4.3", rounds=1)
+        try:
+            await scenario(backend, delayed("failed", 300, 700), [300, 600, 700])
+        finally:
+            await backend.close()
+
+    await run()
+
+    def wrong(retry: DelayedRetry, delivery_count: int, *, counted: bool) -> int:
+        return wrong_wait(retry, max(delivery_count, 1))
+
+    monkeypatch.setattr(DelayedRetry, "wait_ms", wrong)
+    with pytest.raises(AssertionError):
+        await run()
