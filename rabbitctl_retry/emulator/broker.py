@@ -468,7 +468,7 @@ class Broker(Settlement):
             crashes_its_channel=self._reused_tag_crashes and _tag_still_holds(channel, q, tag),
         )
         channel.consumers[tag] = consumer
-        q.consumers.append(consumer)
+        q.add_consumer(consumer)
         q.had_consumer = True
         self.mark_used(q)
         self._dispatch(q)

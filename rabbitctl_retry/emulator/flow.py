@@ -517,14 +517,17 @@ class Flow:
         return entry
 
     def _dispatch(self, q: EmulatedQueue) -> None:
+        """Deliver ready messages to consumers while one can take one: what is due expires
+        first, then the consumer whose turn it is (EmulatedQueue.next_consumer) takes the
+        message served next."""
         while q.ready and q.consumers:
+            self._expire_due(q)
+            if not q.ready:
+                return
             consumer = q.next_consumer()
             if consumer is None:
                 return
-            entry = self._take(q)
-            if entry is None:
-                return
-            self._deliver(q, entry, consumer)
+            self._deliver(q, q.pop(), consumer)
 
     def _deliver(self, q: EmulatedQueue, entry: Entry, consumer: Consumer) -> None:
         channel = consumer.channel
@@ -829,6 +832,8 @@ class Flow:
         for consumer in cancelled:
             consumer.channel.consumers.pop(consumer.tag, None)
         q.consumers.clear()
+        q.turns.clear()
+        q.limited.clear()
         for consumer in cancelled:
             # basic.cancel from the server (consumer_cancel_notify)
             if consumer.on_cancel is not None and not consumer.channel.closed:

@@ -66,6 +66,7 @@ class Settlement(Flow):
         item.queue.unacked -= 1
         if item.consumer is not None:
             item.consumer.unacked -= 1
+            item.queue.capacity_freed(item.consumer)
 
     def ack(self, channel: ChannelState, tag: int, multiple: bool) -> None:
         self.activity += 1
@@ -110,6 +111,7 @@ class Settlement(Flow):
             leaks = self._limit_drop_leaks_credit and not kept
             if leaks and consumer is not None and consumer.prefetch_count:
                 consumer.prefetch_count += 1
+                q.capacity_freed(consumer)
         elif q.deleted:
             # the server's queue is gone with its dead-letter settings: the rejection does
             # nothing (measured on 3.10.8, 4.0.5 and 4.3.6)
@@ -275,7 +277,7 @@ class Settlement(Flow):
         q = consumer.queue
         consumer.channel.consumers.pop(consumer.tag, None)
         try:
-            q.consumers.remove(consumer)
+            q.remove_consumer(consumer)
         except ValueError:
             return
         if q.auto_delete and not q.consumers and q.had_consumer and not q.deleted:

@@ -64,3 +64,38 @@ async def test_a_multiple_settle_over_two_consumers_runs_the_queue_after_each(
         ]
     else:
         assert [again[tag].body for tag in ("aa", "zz")] == [b"m3", b"m4"]
+
+
+@pytest.mark.parametrize("first", ["aa", "zz"], ids=["aa-first", "zz-first"])
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_whose_turn_it_is_after_a_settle(backend: Backend, kind: str, first: str) -> None:
+    """As above, with m3 waiting: one multiple ack gives m3 to "aa"; then "aa" nacks it with
+    requeue. A classic queue gives it back to "aa": its consumers take turns in the order they
+    were last served, one found at its limit set aside until a settle frees it ("zz" was,
+    and came back behind "aa"). A quorum queue gives it to "zz": it serves the consumers with
+    credit in turn, and "zz" got its credit back before "aa" did (seeds 33, 196 and 209 of
+    the randomized test on 4.3.6)."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": kind})
+    taking = await backend.channel(confirms=False)
+    await taking.qos(1)
+    second = "zz" if first == "aa" else "aa"
+    recorders = {tag: Recorder(taking, "hold") for tag in (first, second)}
+    for tag in (first, second):
+        await taking.consume("q", recorders[tag], consumer_tag=tag)
+    for body in ("m1", "m2", "m3"):
+        await channel.publish(body.encode(), routing_key="q", properties=Properties())
+
+    def holding(*counts: int) -> bool:
+        return [len(recorders[tag].deliveries) for tag in ("aa", "zz")] == list(counts)
+
+    await backend.until(lambda: holding(1, 1), "one message held by each consumer")
+    await taking.ack(2, multiple=True)
+    await backend.until(lambda: holding(2, 1), "m3 for aa")
+    assert recorders["aa"].deliveries[1].body == b"m3"
+    await taking.nack(recorders["aa"].deliveries[1].delivery_tag, requeue=True)
+    taker = "aa" if kind == "classic" else "zz"
+    await backend.until(
+        lambda: holding(3, 1) if taker == "aa" else holding(2, 2), f"m3 again, for {taker}"
+    )
+    assert recorders[taker].deliveries[-1].body == b"m3"
