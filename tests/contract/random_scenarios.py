@@ -75,9 +75,11 @@ R10 (retired) every get-ok's message count is compared. It once was not for a qu
    some runs only (seed 14: 1 in a get, 0 in the final drain): it counts it when the get
    waits for an ack, not with no_ack (measured on 3.10.8, 4.0.5 and 4.3.6; modelled).
 R11 a connection closes (an error, or the end) only when no queue has a consumer on one of its
-   channels while another of its channels may hold that queue's messages: the server may or
-   may not deliver what the second gives back to the first before the first closes too
-   (seeds 34 and 525 on 4.0.5, one each way).
+   channels while another of its channels may hold that queue's messages, or messages whose
+   dead letters may reach it: the server may or may not deliver what the second gives back
+   to the first before the first closes too (seeds 34 and 525 on 4.0.5, one each way; seed
+   290 on 4.3.6, a message given back that expired at once and was dead-lettered to the
+   other channel's queue).
 R12 on RabbitMQ 4.3 a quorum queue is never limited by ``x-max-length-bytes``: 4.3.6 counts
    more than the body toward it (its message container's size, which the properties change
    in ways not modelled: a 2-byte message without properties takes over 30 bytes, one with a
@@ -619,10 +621,12 @@ class Rules:
         return problem, clock
 
     def _given_to_a_sibling(self) -> str | None:
-        """R11: a queue consumed on one channel while another channel may hold its messages."""
+        """R11: a queue consumed on one channel while another channel may hold its messages,
+        or messages whose dead letters may reach it."""
         for queue, consuming in sorted(self.queue_consumer.items()):
             for slot in SLOTS:
-                if slot != consuming and queue in self.may_hold[slot]:
+                held = self.may_hold[slot]
+                if slot != consuming and (queue in held or queue in reaches(self.s, held)):
                     return (
                         f"R11: {slot} may give {queue} back to the consumer on {consuming} "
                         "as the connection closes"
