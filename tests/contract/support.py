@@ -11,6 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
+from rabbitctl_retry.errors import PreconditionFailed
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery
 from tests.contract.versions import expected
@@ -118,3 +121,16 @@ async def settle(backend: Backend, channel: Channel, queue: str, ready: int) -> 
         return (await channel.queue_declare(queue, passive=True)).message_count == ready
 
     await backend.until(there, f"{ready} ready in {queue!r}")
+
+
+def declare_refusal(queue: str, vhost: str, detail: str) -> str:
+    """How rr words the server's refusal of a queue declare: ``detail`` is the server's text
+    after ``PRECONDITION_FAILED - ``, with ``{vhost}`` for the vhost."""
+    return f"declare queue '{queue}': PRECONDITION_FAILED - {detail.format(vhost=vhost)} (406)"
+
+
+async def refused_declare(channel: Channel, queue: str, arguments: FieldTable) -> str:
+    """Declare durable ``queue`` with ``arguments``, which the server must refuse; its text."""
+    with pytest.raises(PreconditionFailed) as refused:
+        await channel.queue_declare(queue, durable=True, arguments=arguments)
+    return str(refused.value)

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.errors import PreconditionFailed
 from rabbitctl_retry.fields import FieldValue
 from tests.backends import Backend
+from tests.contract.support import declare_refusal, refused_declare
 from tests.contract.versions import expected
-
-
-def refusal(queue: str, vhost: str, detail: str) -> str:
-    return f"declare queue '{queue}': PRECONDITION_FAILED - {detail.format(vhost=vhost)} (406)"
 
 
 @pytest.mark.parametrize(
@@ -59,9 +55,9 @@ async def test_which_declares_4_3_refuses(
     if detail is None or not expected(backend.version, "delayed-retries"):
         await channel.queue_declare("q", durable=True, arguments=arguments)
         return
-    with pytest.raises(PreconditionFailed) as refused:
-        await channel.queue_declare("q", durable=True, arguments=arguments)
-    assert str(refused.value) == refusal("q", backend.vhost, detail)
+    assert await refused_declare(channel, "q", arguments) == declare_refusal(
+        "q", backend.vhost, detail
+    )
 
 
 async def test_a_4_3_quorum_queue_compares_it_first_of_its_own(backend: Backend) -> None:
@@ -78,9 +74,7 @@ async def test_a_4_3_quorum_queue_compares_it_first_of_its_own(backend: Backend)
     if not expected(backend.version, "delayed-retries"):
         await again.queue_declare("q", durable=True, arguments=changed)
         return
-    with pytest.raises(PreconditionFailed) as refused:
-        await again.queue_declare("q", durable=True, arguments=changed)
-    assert str(refused.value) == refusal(
+    assert await refused_declare(again, "q", changed) == declare_refusal(
         "q",
         backend.vhost,
         "inequivalent arg 'x-consumer-timeout' for queue 'q' in vhost '{vhost}': received "

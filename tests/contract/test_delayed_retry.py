@@ -19,11 +19,16 @@ from datetime import datetime
 
 import pytest
 
-from rabbitctl_retry.errors import PreconditionFailed
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery, Properties
 from tests.backends import Backend
-from tests.contract.support import bodies, delivery_count, settle
+from tests.contract.support import (
+    bodies,
+    declare_refusal,
+    delivery_count,
+    refused_declare,
+    settle,
+)
 from tests.contract.versions import expected
 
 STEP_S = 0.05
@@ -200,11 +205,11 @@ async def test_a_classic_queue_refuses_them_on_4_3(backend: Backend) -> None:
     if not expected(backend.version, "delayed-retries"):
         await channel.queue_declare("cq", durable=True, arguments=arguments)
         return
-    with pytest.raises(PreconditionFailed) as refused:
-        await channel.queue_declare("cq", durable=True, arguments=arguments)
-    assert str(refused.value) == (
-        "declare queue 'cq': PRECONDITION_FAILED - invalid arg 'x-delayed-retry-max' for queue "
-        f"'cq' in vhost '{backend.vhost}' of queue type rabbit_classic_queue (406)"
+    assert await refused_declare(channel, "cq", arguments) == declare_refusal(
+        "cq",
+        backend.vhost,
+        "invalid arg 'x-delayed-retry-max' for queue 'cq' in vhost '{vhost}' of queue type "
+        "rabbit_classic_queue",
     )
 
 
@@ -245,10 +250,6 @@ async def test_a_redeclare_compares_them_on_4_3(
     if not expected(backend.version, "delayed-retries") and "x-delivery-limit" not in changed:
         await again.queue_declare("dq", durable=True, arguments=other)
         return
-    with pytest.raises(PreconditionFailed) as refused:
-        await again.queue_declare("dq", durable=True, arguments=other)
-    assert str(refused.value) == (
-        "declare queue 'dq': PRECONDITION_FAILED - "
-        + message.format(vhost=backend.vhost)
-        + " (406)"
+    assert await refused_declare(again, "dq", other) == declare_refusal(
+        "dq", backend.vhost, message
     )
