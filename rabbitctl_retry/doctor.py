@@ -42,20 +42,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rabbitctl_retry.errors import escape_unprintable
-from rabbitctl_retry.topology.expand import Desired, QueueEntity
-from rabbitctl_retry.topology.plan import server_delay_problem
-from rabbitctl_retry.transport.base import ServerIdentity, ServerVersion
-from rabbitctl_retry.transport.management import (
+from rabbitctl_retry.server import (
     DEPRECATED_FEATURES_PATH,
     OVERVIEW_PATH,
+    QUORUM_DEFAULT_DELIVERY_LIMIT,
+    TRANSIENT_QUEUES_FEATURE,
     DeprecatedFeature,
+    ServerIdentity,
+    ServerVersion,
 )
-
-QUORUM_DEFAULT_DELIVERY_LIMIT = 20
-
-TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
-"""The deprecated feature a queue declared with ``durable = false`` uses (rr declares no
-exclusive queue)."""
+from rabbitctl_retry.topology.expand import Desired, QueueEntity
+from rabbitctl_retry.topology.plan import server_delay_problem
 
 
 class Level(StrEnum):

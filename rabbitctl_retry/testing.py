@@ -38,11 +38,12 @@ from rabbitctl_retry.runtime.consumer import EventListener
 from rabbitctl_retry.runtime.handlers import Subscriber, subscriber_queue
 from rabbitctl_retry.runtime.loader import HandlerSet, handlers_of_module, load_target
 from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_file, load_text
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Plan
-from rabbitctl_retry.transport.base import Connection, Properties, ServerVersion
+from rabbitctl_retry.transport.base import Connection, Properties
 
 __all__ = ["TestBroker", "as_topology"]
 

@@ -44,9 +44,10 @@ from rabbitctl_retry.ops.clock import Clock, WallClock
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
-from rabbitctl_retry.transport.base import Channel, Connection, Properties, ServerVersion
+from rabbitctl_retry.transport.base import Channel, Connection, Properties
 from tests.shared_node import BROKERS, DEFAULT_BROKERS, SharedBroker, chosen_versions, current
 from tests.vhost_eval import ALL_DONE, vhost_batch
 

@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from rabbitctl_retry.transport.base import ServerVersion
+from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport.management import vhost_of
 
 REPO = Path(__file__).resolve().parents[1]

@@ -48,17 +48,12 @@ from rabbitctl_retry.errors import (
     censor_urls,
     escape_unprintable,
 )
+from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.transport.base import Connection, Connector, Identifies, ServerIdentity
+from rabbitctl_retry.transport.base import Connection, Connector, Identifies
 from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import (
-    DeprecatedFeature,
-    ManagementApi,
-    Unstated,
-    check_management_url,
-    vhost_of,
-)
+from rabbitctl_retry.transport.management import ManagementApi, check_management_url, vhost_of
 
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"

@@ -17,11 +17,12 @@ from rich.text import Text
 
 from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import Placement
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns, Topology
 from rabbitctl_retry.topology.naming import format_duration_ms
-from rabbitctl_retry.topology.plan import Operation, OpKind, Placement, Plan, Status
+from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
 
 _STATUS_STYLE = {
     Status.CREATED: "green",

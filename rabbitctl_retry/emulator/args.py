@@ -25,7 +25,7 @@ from rabbitctl_retry.emulator import delayed_retry
 from rabbitctl_retry.emulator.delayed_retry import DelayedRetry
 from rabbitctl_retry.errors import ChannelClosed, PreconditionFailed
 from rabbitctl_retry.fields import FieldTable, FieldValue
-from rabbitctl_retry.transport.base import ServerVersion
+from rabbitctl_retry.server import ServerVersion
 
 QueueKind = Literal["classic", "quorum"]
 Overflow = Literal["drop-head", "reject-publish", "reject-publish-dlx"]

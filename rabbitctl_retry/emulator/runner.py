@@ -26,7 +26,8 @@ from rabbitctl_retry.emulator.transport import EmulatedConnection
 from rabbitctl_retry.emulator.values import copy_table, with_headers
 from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.transport.base import Delivery, DeliveryCallback, ServerVersion
+from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.transport.base import Delivery, DeliveryCallback
 
 log = logging.getLogger("rabbitctl_retry.emulator")
 

@@ -28,6 +28,7 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
@@ -37,7 +38,6 @@ from rabbitctl_retry.transport.base import (
     DeliveryCallback,
     Properties,
     QueueInfo,
-    ServerVersion,
 )
 from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_for
 

@@ -32,6 +32,7 @@ from rabbitctl_retry.ops.probe import (
     exchange_type,
     queue_exists,
 )
+from rabbitctl_retry.server import OVERVIEW_PATH, DeprecatedFeature, ServerIdentity, Unstated
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -55,16 +56,9 @@ from rabbitctl_retry.transport.base import (
     Connection,
     Connector,
     Identifies,
-    ServerIdentity,
 )
 from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import (
-    OVERVIEW_PATH,
-    DeprecatedFeature,
-    ManagementApi,
-    Unstated,
-    vhost_of,
-)
+from rabbitctl_retry.transport.management import ManagementApi, vhost_of
 
 
 async def provision(

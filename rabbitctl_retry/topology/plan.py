@@ -43,6 +43,7 @@ from enum import StrEnum
 from typing import assert_never
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import TRANSIENT_QUEUES_FEATURE, Placement
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -115,16 +116,6 @@ class Operation:
     detail: str | None = None
     entity: Entity
     """What to declare when the plan is applied."""
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Which nodes hold a queue (from the management API, docs/cluster.md)."""
-
-    leader: str | None
-    """A quorum queue's leader; a classic queue's node."""
-    members: tuple[str, ...]
-    """A quorum queue's members; a classic queue's one node."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,10 +243,6 @@ def plan(
     transient = transient_warning(desired, server_version, deprecated_features)
     return Plan(operations=tuple(operations), warnings=() if transient is None else (transient,))
 
-
-TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
-"""The deprecated feature a queue declared with ``durable = false`` uses (rr declares no
-exclusive queue)."""
 
 TRANSIENT_DENIED = (
     "the server denies the deprecated feature transient_nonexcl_queues (read from its "

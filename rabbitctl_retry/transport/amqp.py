@@ -92,6 +92,7 @@ from rabbitctl_retry.errors import (
     censor_urls,
 )
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.base import (
     BlockedListener,
@@ -100,8 +101,6 @@ from rabbitctl_retry.transport.base import (
     DeliveryCallback,
     Properties,
     QueueInfo,
-    ServerIdentity,
-    ServerVersion,
 )
 from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
 from rabbitctl_retry.transport.message_ids import MessageIdGuard

@@ -27,6 +27,10 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 from rabbitctl_retry.fields import FieldTable, FieldValue
 
+# Plain values the pure core shares (server.py), handed out by the port's Connection.
+from rabbitctl_retry.server import ServerIdentity as ServerIdentity
+from rabbitctl_retry.server import ServerVersion as ServerVersion
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Properties:
@@ -85,55 +89,6 @@ CancelCallback: TypeAlias = Callable[[str], None]
 BlockedListener: TypeAlias = Callable[["str | None"], None]
 """Told the reason when the broker blocks the connection (a resource alarm: it stops reading
 what the client publishes), and ``None`` when it unblocks it."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerVersion:
-    """The broker's version, read from the connection's server properties."""
-
-    major: int
-    minor: int
-    patch: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> ServerVersion:
-        """``"3.10.8"`` -> ``ServerVersion(3, 10, 8)``; unknown parts are 0."""
-        numbers: list[int] = []
-        for part in text.split(".")[:3]:
-            digits = ""
-            for char in part:
-                if not char.isdigit():
-                    break
-                digits += char
-            numbers.append(int(digits) if digits else 0)
-        while len(numbers) < 3:
-            numbers.append(0)
-        return cls(numbers[0], numbers[1], numbers[2])
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
-
-    @property
-    def release(self) -> tuple[int, int, int]:
-        """``(major, minor, patch)``, as the pure core takes a version."""
-        return self.major, self.minor, self.patch
-
-    @property
-    def quorum_default_delivery_limit(self) -> int | None:
-        """RabbitMQ 4.0+ gives quorum queues declared without a limit ``x-delivery-limit = 20``."""
-        return 20 if self.major >= 4 else None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerIdentity:
-    """Which server a connection reached, as it says when the connection opens (its server
-    properties ``product``, ``version`` and ``cluster_name``); ``rr doctor`` checks that a
-    management URL answers for the same one (docs/cli.md, "rr doctor")."""
-
-    version: ServerVersion
-    product: str | None = None
-    cluster_name: str | None = None
-    """``rabbit@mq1``, or the name an operator gave the cluster; None when not told."""
 
 
 @runtime_checkable

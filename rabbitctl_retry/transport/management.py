@@ -28,14 +28,20 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
 from email.message import Message
 from typing import IO, Any
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, censor_url, escape_unprintable
-from rabbitctl_retry.topology.plan import Placement
+from rabbitctl_retry.server import (
+    DEPRECATED_FEATURES_PATH,
+    OVERVIEW_PATH,
+    DeprecatedFeature,
+    Placement,
+    ServerIdentity,
+    ServerVersion,
+    Unstated,
+)
 from rabbitctl_retry.topology.urls import parse_management_url
-from rabbitctl_retry.transport.base import ServerIdentity, ServerVersion
 
 TIMEOUT_S = 10.0
 
@@ -256,35 +262,8 @@ def _is_name(value: object) -> bool:
     return isinstance(value, str) and bool(value)
 
 
-OVERVIEW_PATH = "/api/overview"
-DEPRECATED_FEATURES_PATH = "/api/deprecated-features"
 _NO_SUCH_PATH = (404, 406)
 """What the management API answers to a path it does not know (rr asks for JSON: 406)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeprecatedFeature:
-    """One row of the server's deprecated-features table (what ``rabbitmqctl
-    list_deprecated_features`` lists)."""
-
-    name: str
-    """``transient_nonexcl_queues``, ``queue_master_locator``, ..."""
-    permitted: bool
-    """``state``: ``permitted`` (True) or ``denied`` (False) on this server now."""
-    phase: str | None = None
-    """``deprecation_phase``: ``permitted_by_default``, ``denied_by_default``,
-    ``disconnected``, ``removed``; None when the answer has none."""
-
-
-@dataclass(frozen=True, slots=True)
-class Unstated:
-    """A deprecated-features table without the ``state`` of any row: which features the
-    server knows, not whether it permits them. RabbitMQ 4.0.5's answers so (measured: each
-    row has a ``name`` and a ``deprecation_phase``, also for a feature its configuration
-    denies), and its ``rabbitmqctl list_deprecated_features`` has no state column either."""
-
-    names: tuple[str, ...]
-    """The features listed, sorted."""
 
 
 _FEATURE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
@@ -345,12 +324,8 @@ def _shown_location(location: str) -> str:
 
 
 __all__ = [
-    "DEPRECATED_FEATURES_PATH",
     "MAX_ANSWER_BYTES",
-    "OVERVIEW_PATH",
-    "DeprecatedFeature",
     "ManagementApi",
-    "Unstated",
     "check_management_url",
     "vhost_of",
 ]

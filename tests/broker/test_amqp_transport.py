@@ -35,8 +35,9 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     RrError,
 )
+from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport.amqp import AmqpChannel, AmqpConnection, connect
-from rabbitctl_retry.transport.base import Delivery, Properties, QueueInfo, ServerVersion
+from rabbitctl_retry.transport.base import Delivery, Properties, QueueInfo
 from tests.shared_node import ctl_command, current
 
 # The tests that take amqp_url (or conn, scratch, upstream) are marked broker by it

@@ -24,7 +24,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import pytest
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
-from rabbitctl_retry.topology.plan import Placement
+from rabbitctl_retry.server import Placement
 from rabbitctl_retry.transport.management import ManagementApi
 from tests.backends import vhost_pool
 from tests.hostile.fake_management import (

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.doctor import Level, ServerFacts, examine, safe
+from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.base import ServerVersion
 
 QUORUM_DLQ_WITHOUT_ROUTE = """
 [queues.payouts]

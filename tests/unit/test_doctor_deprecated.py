@@ -16,10 +16,9 @@ from rabbitctl_retry.doctor import (
     identity_mismatch,
     safe,
 )
+from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, ServerVersion
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.base import ServerIdentity, ServerVersion
-from rabbitctl_retry.transport.management import DeprecatedFeature
 
 V4_3 = ServerVersion(4, 3, 6)
 V4_0 = ServerVersion(4, 0, 5)

@@ -1,0 +1,119 @@
+"""Pure. What rr knows of a RabbitMQ server, as plain values: which server it is, what it does
+by default, which deprecated features it permits, and which of its nodes hold a queue.
+
+The pure core (``topology/``, ``doctor.py``), the transport (its AMQP adapter reads the version
+and identity, its management API the rest) and the emulator (which plays a server of a given
+version) share these values, so none of them imports another for them
+(docs/architecture.md, "Layers").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- which server -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerVersion:
+    """The broker's version, read from the connection's server properties."""
+
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> ServerVersion:
+        """``"3.10.8"`` -> ``ServerVersion(3, 10, 8)``; unknown parts are 0."""
+        numbers: list[int] = []
+        for part in text.split(".")[:3]:
+            digits = ""
+            for char in part:
+                if not char.isdigit():
+                    break
+                digits += char
+            numbers.append(int(digits) if digits else 0)
+        while len(numbers) < 3:
+            numbers.append(0)
+        return cls(numbers[0], numbers[1], numbers[2])
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    @property
+    def release(self) -> tuple[int, int, int]:
+        """``(major, minor, patch)``, as the pure core takes a version."""
+        return self.major, self.minor, self.patch
+
+    @property
+    def quorum_default_delivery_limit(self) -> int | None:
+        """The ``x-delivery-limit`` this server gives a quorum queue declared without one
+        (:data:`QUORUM_DEFAULT_DELIVERY_LIMIT` from RabbitMQ 4.0), or None (no limit)."""
+        return QUORUM_DEFAULT_DELIVERY_LIMIT if self.major >= 4 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerIdentity:
+    """Which server a connection reached, as it says when the connection opens (its server
+    properties ``product``, ``version`` and ``cluster_name``), or as its management API's
+    ``/api/overview`` says; ``rr doctor`` and ``rr declare`` check that both name the same
+    one (docs/cli.md, "rr doctor")."""
+
+    version: ServerVersion
+    product: str | None = None
+    cluster_name: str | None = None
+    """``rabbit@mq1``, or the name an operator gave the cluster; None when not told."""
+
+
+# --- what it does by default ------------------------------------------------------------------
+
+QUORUM_DEFAULT_DELIVERY_LIMIT = 20
+"""RabbitMQ 4.0 and later give a quorum queue declared without ``x-delivery-limit`` this
+limit (docs/cli.md, "rr doctor"; measured on 4.0.5 and 4.3.6)."""
+
+TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
+"""The deprecated feature a queue declared with ``durable = false`` uses (rr declares no
+exclusive queue): permitted by default on 4.0.5 and 4.3.6 (docs/topology.md, "durable")."""
+
+
+# --- what its management API tells -----------------------------------------------------------
+
+OVERVIEW_PATH = "/api/overview"
+"""Where the management API says which server it answers for."""
+DEPRECATED_FEATURES_PATH = "/api/deprecated-features"
+"""Where the management API lists the deprecated features (RabbitMQ 3.13 and later)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeprecatedFeature:
+    """One row of the server's deprecated-features table (what ``rabbitmqctl
+    list_deprecated_features`` lists)."""
+
+    name: str
+    """``transient_nonexcl_queues``, ``queue_master_locator``, ..."""
+    permitted: bool
+    """``state``: ``permitted`` (True) or ``denied`` (False) on this server now."""
+    phase: str | None = None
+    """``deprecation_phase``: ``permitted_by_default``, ``denied_by_default``,
+    ``disconnected``, ``removed``; None when the answer has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unstated:
+    """A deprecated-features table without the ``state`` of any row: which features the
+    server knows, not whether it permits them. RabbitMQ 4.0.5's answers so (measured: each
+    row has a ``name`` and a ``deprecation_phase``, also for a feature its configuration
+    denies), and its ``rabbitmqctl list_deprecated_features`` has no state column either."""
+
+    names: tuple[str, ...]
+    """The features listed, sorted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Which nodes hold a queue (from the management API, docs/cluster.md)."""
+
+    leader: str | None
+    """A quorum queue's leader; a classic queue's node."""
+    members: tuple[str, ...]
+    """A quorum queue's members; a classic queue's one node."""
