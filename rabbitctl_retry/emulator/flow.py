@@ -380,7 +380,6 @@ class Flow:
         carried = entry.message.carried_count
         if self._counts_travel_everywhere:
             entry.delivery_count = carried
-            entry.acquired_before = carried
             entry.redelivered = carried > 0
         else:
             entry.failed_deliveries = carried
@@ -571,7 +570,11 @@ class Flow:
         message = entry.message
         properties = message.properties
         shown = entry.shown_delivery_count
-        acquired = entry.acquired_before if self._counts_travel_everywhere else 0
+        # RabbitMQ 4.3 (measured on 4.3.6, seed 290): x-acquired-count counts the returns of
+        # this queue; until there is one, it shows the x-delivery-count the message came with
+        acquired = (
+            (entry.acquired_before or entry.delivery_count) if self._counts_travel_everywhere else 0
+        )
         if q.is_quorum and (shown > 0 or acquired > 0 or (via_get and self._get_shows_zero_count)):
             headers = copy_table(properties.headers) if properties.headers else {}
             if shown > 0 or not self._counts_travel_everywhere:

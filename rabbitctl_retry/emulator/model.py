@@ -51,8 +51,9 @@ class Entry:
     """Counted returns in this queue (quorum queues; the delivery limit counts these).
     RabbitMQ 4.3: in queues of either type, from the count the message arrived with."""
     acquired_before: int = 0
-    """RabbitMQ 4.3: how often the message was delivered before (every return counts), from
-    the count it arrived with; a quorum queue shows it as ``x-acquired-count``."""
+    """RabbitMQ 4.3: how often this queue took the message back (every return counts, the
+    count it arrived with does not); a quorum queue shows it as ``x-acquired-count``, and
+    :attr:`delivery_count` until it took it back once (measured on 4.3.6)."""
     redelivered: bool = False
     enqueued_at_s: float = 0.0
     failed_deliveries: int = 0

@@ -9,7 +9,7 @@ import pytest
 
 from rabbitctl_retry.errors import NotFound, PublishFailed
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.transport.base import Channel, Properties
+from rabbitctl_retry.transport.base import Channel, Delivery, Properties
 from tests.backends import Backend
 from tests.contract.support import bodies, counted_return, delivery_count, drain, settle
 from tests.contract.versions import expected
@@ -365,6 +365,11 @@ async def test_what_a_closing_channel_gives_back_to_a_quorum_queue_and_in_what_o
     assert await bodies(channel, "q") == order
 
 
+def acquired_count(delivery: Delivery) -> FieldValue:
+    """The ``x-acquired-count`` header (RabbitMQ 4.3), or ``"absent"``."""
+    return (delivery.properties.headers or {}).get("x-acquired-count", "absent")
+
+
 async def get_body(channel: Channel) -> bytes | None:
     delivery = await channel.get("q")
     return None if delivery is None else delivery.body
@@ -403,7 +408,9 @@ async def test_a_quorum_queue_shows_its_own_count_once_it_counted_a_return(
     """m1 rejected (no requeue) by quorum ``src`` reaches quorum ``q``; a consumer takes it
     twice, each time its connection closes. RabbitMQ 4.0 shows the count the dead letter came
     with (1), then its own (1, 2); 4.3 counts on from the carried one (1, 2, 3); 3.10 carries
-    nothing (0, 1, 2 as basic.get and consumers show it: absent, 1, 2) (seed 279)."""
+    nothing (0, 1, 2 as basic.get and consumers show it: absent, 1, 2) (seed 279). 4.3's
+    x-acquired-count shows the carried count until the queue counted a return of its own,
+    then its own returns (1, 1, 2; seed 290)."""
     channel = await backend.channel()
     await channel.queue_declare("q", durable=True, arguments={"x-queue-type": "quorum"})
     await channel.queue_declare(
@@ -420,19 +427,22 @@ async def test_a_quorum_queue_shows_its_own_count_once_it_counted_a_return(
     assert taken is not None
     await channel.reject(taken.delivery_tag, requeue=False)
     await settle(backend, channel, "q", 1)
-    shown = []
+    shown, acquired = [], []
     for _ in range(2):
         connection = await backend.connect()
         taking = await connection.channel()
         recorder = await holding(taking, "q")
         await backend.until(lambda r=recorder: _count(r, 1), "m1 delivered")
         shown.append(delivery_count(recorder.deliveries[0]))
+        acquired.append(acquired_count(recorder.deliveries[0]))
         await connection.close()
         await settle(backend, channel, "q", 1)
     last = await channel.get("q", no_ack=True)
     assert last is not None
     shown.append(delivery_count(last))
+    acquired.append(acquired_count(last))
     assert shown == expected(backend.version, "quorum-count-after-a-carried-one")
+    assert acquired == expected(backend.version, "quorum-acquired-after-a-carried-one")
 
 
 @pytest.mark.parametrize("kind", ["classic", "quorum"])

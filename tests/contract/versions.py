@@ -299,6 +299,13 @@ TABLE["quorum-count-after-a-carried-one"] = Difference(
     "its own, then its own; 4.3 counts on from the carried count (its delivery limit too); "
     "3.10 carries nothing. Measured on 3.10.8, 4.0.5 and 4.3.6 (seed 279).",
 )
+TABLE["quorum-acquired-after-a-carried-one"] = Difference(
+    # x-acquired-count of the same deliveries
+    {"3.10": ["absent"] * 3, "4.0": ["absent"] * 3, "4.3": [1, 1, 2]},
+    "RabbitMQ 4.3 quorum queues show x-acquired-count: the returns the queue counted itself "
+    "(the carried count is not one of them), and until there is one, the x-delivery-count "
+    "the message came with. Measured on 4.3.6 (seed 290 of the randomized test).",
+)
 TABLE["quorum-evictions"] = Difference(
     # the order a quorum queue dead-letters what one publish pushed out with drop-head
     {"3.10": "newest first", "4.0": "newest first", "4.3": "oldest first"},
