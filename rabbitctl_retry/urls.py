@@ -11,8 +11,9 @@ address; the port a number 1..65535. A URL rr refuses is a
 URL: a URL that cannot be parsed may hold a password where a parser expects a host, a port
 or a path, so no part of it is echoed.
 
-It lives in the pure core because the topology model checks ``[broker] management_url``
-with it (``rr topology validate`` refuses what ``rr declare`` would).
+The topology model checks ``[broker] management_url`` with it (``rr topology validate``
+refuses what ``rr declare`` would), and the transport its URLs: so it sits beside the pure
+core, which imports it, not in it (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations

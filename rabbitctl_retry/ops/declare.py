@@ -50,7 +50,6 @@ from rabbitctl_retry.topology.plan import (
     Status,
     plan,
 )
-from rabbitctl_retry.topology.urls import parse_management_url
 from rabbitctl_retry.transport.base import (
     Channel,
     Connection,
@@ -59,6 +58,7 @@ from rabbitctl_retry.transport.base import (
 )
 from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import ManagementApi, vhost_of
+from rabbitctl_retry.urls import parse_management_url
 
 
 async def provision(

@@ -19,7 +19,6 @@ from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology import naming
 from rabbitctl_retry.topology.arguments import check_queue_argument
 from rabbitctl_retry.topology.keypath import key_path
-from rabbitctl_retry.topology.urls import parse_management_url
 from rabbitctl_retry.topology.wire import (
     MAX_FIELD_NAME_BYTES,
     MAX_QUEUE_NAME_BYTES,
@@ -31,6 +30,7 @@ from rabbitctl_retry.topology.wire import (
     table_problem,
     text_problem,
 )
+from rabbitctl_retry.urls import parse_management_url
 
 MAX_NAME_BYTES = MAX_QUEUE_NAME_BYTES
 """AMQP short strings: a queue name is at most 255 bytes (an exchange name also at most 127

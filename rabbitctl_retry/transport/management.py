@@ -6,7 +6,7 @@ features the server permits or denies (``rr doctor``, docs/cli.md, which first c
 rr asks only when it is given a management URL (``--management-url``,
 ``$RR_MANAGEMENT_URL`` or ``[broker] management_url``), with the plugin's own credentials
 in it: ``http://user:password@mq1:15672/``, checked by
-:func:`~rabbitctl_retry.topology.urls.parse_management_url` (the rules of broker URLs).
+:func:`~rabbitctl_retry.urls.parse_management_url` (the rules of broker URLs).
 Requests are plain ``urllib`` GETs with basic auth, run in a thread so the event loop never
 waits on a socket.
 
@@ -41,7 +41,7 @@ from rabbitctl_retry.server import (
     ServerVersion,
     Unstated,
 )
-from rabbitctl_retry.topology.urls import parse_management_url
+from rabbitctl_retry.urls import parse_management_url
 
 TIMEOUT_S = 10.0
 
@@ -54,7 +54,7 @@ _MAX_LOCATION_CHARS = 200
 
 def check_management_url(url: str) -> str:
     """``url`` if rr can use it as a management API base, else :class:`UsageError`
-    (:func:`~rabbitctl_retry.topology.urls.parse_management_url`)."""
+    (:func:`~rabbitctl_retry.urls.parse_management_url`)."""
     parse_management_url(url)
     return url
 

@@ -8,7 +8,7 @@ wrong and never repeats the URL: a URL that cannot be parsed may hold a password
 parser expects a host, a path or a query, so no part of it is echoed (query option names and
 values are named, since they can only follow the ``@``). The rules of the scheme, the user
 name and password, the host and the port are those every URL rr takes shares, management
-URLs too (``topology/urls.py`` :func:`~rabbitctl_retry.topology.urls.split_url`); the query
+URLs too (``urls.py`` :func:`~rabbitctl_retry.urls.split_url`); the query
 options are checked here.
 
 Why so strict: aiormq reads what it cannot parse as "off" — ``no_verify_ssl=false`` (or
@@ -27,7 +27,7 @@ from typing import NoReturn
 from urllib.parse import parse_qsl
 
 from rabbitctl_retry.errors import censor_url
-from rabbitctl_retry.topology.urls import AMQP_URL, split_url
+from rabbitctl_retry.urls import AMQP_URL, split_url
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",

@@ -152,7 +152,7 @@ def test_hostile_management_url_is_refused_without_repeating_it(url: str, messag
 
 
 def test_accepted_management_urls() -> None:
-    from rabbitctl_retry.topology.urls import ManagementUrl, parse_management_url
+    from rabbitctl_retry.urls import ManagementUrl, parse_management_url
 
     checked = parse_management_url(f"HTTP://svc:{SECRET}%2Fpw%40x@mq1:15672/")
     assert checked == ManagementUrl(

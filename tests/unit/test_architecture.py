@@ -34,7 +34,12 @@ def allowed_for_core(name: str) -> bool:
     top = name.split(".")[0]
     if top in sys.stdlib_module_names and top != "asyncio":
         return True
-    shared = ("rabbitctl_retry.errors", "rabbitctl_retry.fields", "rabbitctl_retry.server")
+    shared = (
+        "rabbitctl_retry.errors",
+        "rabbitctl_retry.fields",
+        "rabbitctl_retry.server",
+        "rabbitctl_retry.urls",
+    )
     if name in shared or name.startswith(tuple(f"{module}." for module in shared)):
         return True
     return any(name.startswith(f"rabbitctl_retry.{core}") for core in CORE)
