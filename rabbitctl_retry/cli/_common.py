@@ -29,6 +29,7 @@ from rabbitctl_retry.errors import (
     exit_code_for,
 )
 from rabbitctl_retry.transport.base import Connection, Connector
+from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 URL_ENV = "RR_URL"
@@ -39,9 +40,11 @@ _T = TypeVar("_T")
 @dataclass(frozen=True, slots=True)
 class CliSettings:
     """What the command line is handed besides its arguments: ``app(obj=CliSettings(...))``.
-    rr's tests hand it the emulator's connector; rr itself leaves it out."""
+    rr's tests hand it the emulator's connector (and its management API's, or none: then
+    a management URL is reached over HTTP); rr itself leaves it out."""
 
     connector: Connector
+    management: ManagementConnector | None = None
 
 
 async def amqp_connector(url: str, *, client_name: str = "rr") -> Connection:
@@ -62,6 +65,22 @@ def connector_of(ctx: typer.Context, *, client_name: str | None = None) -> Conne
     if client_name is None:
         return amqp_connector
     return functools.partial(amqp_connector, client_name=client_name)
+
+
+def http_management(url: str, *, vhost: str) -> ManagementApi:
+    """rr's own management connector: the HTTP adapter (imported when first used)."""
+    from rabbitctl_retry.transport.management_http import HttpManagementApi
+
+    return HttpManagementApi(url, vhost=vhost)
+
+
+def management_connector_of(ctx: typer.Context) -> ManagementConnector:
+    """The one place that picks the adapter every command reaches a management API with
+    (as :func:`connector_of` picks the AMQP one)."""
+    settings = ctx.find_root().obj
+    if isinstance(settings, CliSettings) and settings.management is not None:
+        return settings.management
+    return http_management
 
 
 async def open_connection(ctx: typer.Context, urls: Sequence[str]) -> Connection:

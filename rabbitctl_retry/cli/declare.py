@@ -14,6 +14,7 @@ from rabbitctl_retry.cli._common import (
     connector_of,
     fail,
     guard,
+    management_connector_of,
     print_json,
     resolve_urls,
     run,
@@ -71,6 +72,7 @@ def declare(
             dry_run=dry_run,
             connector=connector_of(ctx),
             management_url=management_url or topology.broker.management_url,
+            management=management_connector_of(ctx),
         )
     )
     result = declared.plan

@@ -26,6 +26,7 @@ from rabbitctl_retry.cli._common import (
     connector_of,
     fail,
     guard,
+    management_connector_of,
     print_json,
     resolve_urls,
     run,
@@ -53,7 +54,12 @@ from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.transport.base import Connection, Connector, Identifies
 from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import ManagementApi, check_management_url, vhost_of
+from rabbitctl_retry.transport.management import (
+    ManagementApi,
+    ManagementConnector,
+    check_management_url,
+    vhost_of,
+)
 
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
@@ -94,7 +100,9 @@ def doctor_command(
     desired = expand(topology) if topology is not None else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     api_url = management_url or (topology.broker.management_url if topology else None)
-    facts = run(_read_facts(broker_urls, desired, connector_of(ctx), api_url))
+    facts = run(
+        _read_facts(broker_urls, desired, connector_of(ctx), management_connector_of(ctx), api_url)
+    )
     retried = frozenset(
         queue.name
         for queue in (topology.queues if topology else ())
@@ -117,6 +125,7 @@ async def _read_facts(
     urls: tuple[str, ...],
     desired: Desired | None,
     connector: Connector,
+    management: ManagementConnector,
     management_url: str | None,
 ) -> ServerFacts:
     connection = await connect_any(connector, urls)
@@ -134,7 +143,7 @@ async def _read_facts(
         await connection.close()
     features = (
         await _management_answers(
-            ManagementApi(management_url, vhost=vhost_of(reached)), identity, reached
+            management(management_url, vhost=vhost_of(reached)), identity, reached
         )
         if management_url is not None
         else TableUnread(Unread.NOT_GIVEN)

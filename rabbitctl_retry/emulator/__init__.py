@@ -11,8 +11,8 @@
 
 Layout: ``clock`` (virtual time), ``routing`` / ``deadletter`` / ``args`` / ``values`` (pure
 rules), ``model`` (state), ``flow`` (how messages move), ``settle`` (acks, requeues,
-closing channels), ``broker`` (what exists),
-``transport`` (the port), ``runner`` (the :class:`Emulator`: clock, asyncio glue,
+closing channels), ``broker`` (what exists), ``transport`` (the port), ``management`` (the
+management port's twin), ``runner`` (the :class:`Emulator`: clock, asyncio glue,
 inspection), ``events`` / ``snapshots`` (what tests read).
 """
 

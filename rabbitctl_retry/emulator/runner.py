@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from rabbitctl_retry.emulator.broker import Broker
 from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock, on_grid
 from rabbitctl_retry.emulator.events import Event
+from rabbitctl_retry.emulator.management import EmulatedManagementApi
 from rabbitctl_retry.emulator.model import EmulatedQueue, Entry
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedConnection
@@ -99,6 +100,14 @@ class Emulator:
         connection = EmulatedConnection(self)
         self._connections.append(connection)
         return connection
+
+    def management(
+        self, url: str = "http://emulator:15672/", *, vhost: str = "/"
+    ) -> EmulatedManagementApi:
+        """The emulated server's management API (a
+        :class:`~rabbitctl_retry.transport.management.ManagementConnector`: hand
+        ``emulator.management`` where rr takes one); ``url`` is only shown."""
+        return EmulatedManagementApi(self, url, vhost=vhost)
 
     def drop_connections(self) -> None:
         """Close every open connection as a broker shutdown does (unacked messages return)."""
@@ -201,6 +210,9 @@ class Emulator:
 
     def queue_names(self) -> list[str]:
         return sorted(self.broker.queues)
+
+    def has_queue(self, name: str) -> bool:
+        return name in self.broker.queues
 
     def exchange_names(self) -> list[str]:
         return sorted(self.broker.exchanges)

@@ -10,8 +10,9 @@ leaves a half-provisioned topology; applying is idempotent, so an interrupted ap
 rerun.
 
 Given the management API's URL, the cluster's nodes and each queue's members come from it
-(``transport/management.py``): AMQP cannot tell either; so does, for a file with transient
-queues, whether the server denies them (its deprecated-features table, docs/cluster.md).
+(through the management port, ``transport/management.py``): AMQP cannot tell either; so
+does, for a file with transient queues, whether the server denies them (its
+deprecated-features table, docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from rabbitctl_retry.transport.base import (
     Identifies,
 )
 from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import ManagementApi, vhost_of
+from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
 from rabbitctl_retry.urls import parse_management_url
 
 
@@ -277,6 +278,7 @@ async def declare_topology(
     dry_run: bool,
     connector: Connector,
     management_url: str | None = None,
+    management: ManagementConnector | None = None,
 ) -> Declared:
     """``rr declare``: connect to the first of ``urls`` that answers, provision ``topology``,
     close.
@@ -285,12 +287,16 @@ async def declare_topology(
     (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not answer
     ends the command: nothing is changed), and, when the file has transient queues, the
     server's deprecated-features table (one that denies them makes them conflicts); after an
-    apply the plan says where each queue lives. When the API fails only then, the apply
+    apply the plan says where each queue lives. ``management`` reaches the API (the
+    management port's adapter, as ``connector`` is the AMQP one's); it must be given with
+    ``management_url``. When the API fails only then, the apply
     stands: the plan comes back without placements, with the reason in
     ``placement_problem``.
     """
     if management_url is not None:
         parse_management_url(management_url)  # refused before anything connects
+        if management is None:
+            raise ValueError("a management URL needs a management connector")
 
     async def connect() -> Connection:
         return await connect_any(connector, urls)
@@ -298,8 +304,8 @@ async def declare_topology(
     connection = await connect()
     try:
         api = (
-            ManagementApi(management_url, vhost=vhost_of(connection.url))
-            if management_url is not None
+            management(management_url, vhost=vhost_of(connection.url))
+            if management_url is not None and management is not None
             else None
         )
         if api is not None:

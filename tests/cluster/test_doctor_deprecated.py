@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
-from rabbitctl_retry.transport.management import ManagementApi
+from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.cluster.conftest import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -21,7 +21,7 @@ runner = CliRunner()
 
 
 async def test_the_api_has_no_table(cluster: LocalCluster) -> None:
-    api = ManagementApi(cluster.management_url(1), vhost="/")
+    api = HttpManagementApi(cluster.management_url(1), vhost="/")
 
     assert await api.deprecated_features() is None
 

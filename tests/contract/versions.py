@@ -465,3 +465,40 @@ TABLE["delayed-retries-close-count"] = Difference(
     "channel, all with requeue: RabbitMQ 4.3 does not count the nack. Measured on 3.10.8, "
     "4.0.5 and 4.3.6.",
 )
+
+
+# -- the management API (tests/contract/test_management_api.py) -------------------------------
+
+TABLE["deprecated-features"] = Difference(
+    {
+        "3.10": None,
+        "4.0": (
+            "unstated",
+            [
+                "amqp_address_v1",
+                "classic_queue_mirroring",
+                "global_qos",
+                "management_metrics_collection",
+                "queue_master_locator",
+                "ram_node_type",
+                "transient_nonexcl_queues",
+            ],
+        ),
+        "4.3": [
+            ("amqp_address_v1", False, "denied_by_default"),
+            ("amqp_filter_set_bug", False, "denied_by_default"),
+            ("classic_queue_mirroring", False, "removed"),
+            ("global_qos", False, "denied_by_default"),
+            ("management_metrics_collection", True, "permitted_by_default"),
+            ("queue_master_locator", False, "denied_by_default"),
+            ("ram_node_type", False, "removed"),
+            ("transient_nonexcl_queues", True, "permitted_by_default"),
+        ],
+    },
+    "GET /api/deprecated-features, each server in its default configuration: RabbitMQ 3.10.8 "
+    "has no such path (406 to a request for JSON: no table); 4.0.5 lists each feature's name "
+    "and phase, never its state: the features its rabbitmqctl list_deprecated_features lists "
+    "(measured) and management_metrics_collection, which its management agent declares (the "
+    "shared 4.0.5 has no management API to ask); 4.3.6 lists each one's state (measured). "
+    "3.10.8's answer is measured on a cluster node's API (tests/cluster/).",
+)

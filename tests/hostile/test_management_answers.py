@@ -25,7 +25,7 @@ import pytest
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
 from rabbitctl_retry.server import Placement
-from rabbitctl_retry.transport.management import ManagementApi
+from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import vhost_pool
 from tests.hostile.fake_management import (
     FAKE_NODE,
@@ -55,8 +55,8 @@ def elsewhere() -> Iterator[FakeManagement]:
         yield fake
 
 
-def _client(fake: FakeManagement, **kwargs: Any) -> ManagementApi:
-    return ManagementApi(fake.url(), vhost="shop", timeout_s=10, **kwargs)
+def _client(fake: FakeManagement, **kwargs: Any) -> HttpManagementApi:
+    return HttpManagementApi(fake.url(), vhost="shop", timeout_s=10, **kwargs)
 
 
 async def _failure(fake: FakeManagement, ask: str = "nodes", **kwargs: Any) -> TransportError:
@@ -244,8 +244,8 @@ async def test_the_documented_answers_are_read(api: FakeManagement) -> None:
 
 
 async def test_the_credentials_go_as_basic_auth_decoded(api: FakeManagement) -> None:
-    await ManagementApi(api.url("svc", f"{SECRET}%2Fpw"), vhost="/").nodes()
-    await ManagementApi(f"{api.base()}/", vhost="/").nodes()
+    await HttpManagementApi(api.url("svc", f"{SECRET}%2Fpw"), vhost="/").nodes()
+    await HttpManagementApi(f"{api.base()}/", vhost="/").nodes()
 
     first, second = api.seen()
     token = base64.b64encode(f"svc:{SECRET}/pw".encode()).decode()

@@ -6,7 +6,8 @@ import pytest
 
 from rabbitctl_retry.errors import BrokerUnreachable, UsageError
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport.management import ManagementApi, check_management_url, vhost_of
+from rabbitctl_retry.transport.management import check_management_url, vhost_of
+from rabbitctl_retry.transport.management_http import HttpManagementApi
 
 
 @pytest.mark.parametrize(
@@ -37,7 +38,7 @@ def test_the_topology_file_may_name_it() -> None:
 
 
 async def test_nobody_listening_is_unreachable_and_the_password_never_shows() -> None:
-    api = ManagementApi("http://svc:s3cret@127.0.0.1:1/", vhost="/", timeout_s=2)
+    api = HttpManagementApi("http://svc:s3cret@127.0.0.1:1/", vhost="/", timeout_s=2)
     with pytest.raises(BrokerUnreachable) as caught:
         await api.nodes()
     assert "cannot reach the management API at http://svc:******@127.0.0.1:1/" in str(caught.value)

@@ -1,0 +1,117 @@
+"""The management port on the emulated server: :class:`EmulatedManagementApi`.
+
+It implements :class:`~rabbitctl_retry.transport.management.ManagementApi` and answers what
+RabbitMQ's management API answers for a one-node server of the emulator's version, for what
+rr reads of it: the overview (version, product, cluster name), the nodes, where a queue lives,
+and the deprecated-features table (docs/testing.md, "The management API"). The contract suite
+runs the same scenario on RabbitMQ 4.3.6's API and on this twin
+(``tests/contract/test_management_api.py``).
+
+Made by ``Emulator.management(url, vhost=...)`` (a
+:class:`~rabbitctl_retry.transport.management.ManagementConnector`); the URL is only shown,
+never reached.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rabbitctl_retry.errors import censor_url
+from rabbitctl_retry.server import (
+    DeprecatedFeature,
+    Placement,
+    ServerIdentity,
+    ServerVersion,
+    Unstated,
+)
+
+NODE = "rabbit@emulator"
+"""The emulated server's one node; also its cluster's name (a cluster named by RabbitMQ's
+default takes a node's name)."""
+
+PRODUCT = "RabbitMQ"
+
+FEATURES_4_3: tuple[DeprecatedFeature, ...] = (
+    DeprecatedFeature("amqp_address_v1", permitted=False, phase="denied_by_default"),
+    DeprecatedFeature("amqp_filter_set_bug", permitted=False, phase="denied_by_default"),
+    DeprecatedFeature("classic_queue_mirroring", permitted=False, phase="removed"),
+    DeprecatedFeature("global_qos", permitted=False, phase="denied_by_default"),
+    DeprecatedFeature(
+        "management_metrics_collection", permitted=True, phase="permitted_by_default"
+    ),
+    DeprecatedFeature("queue_master_locator", permitted=False, phase="denied_by_default"),
+    DeprecatedFeature("ram_node_type", permitted=False, phase="removed"),
+    DeprecatedFeature("transient_nonexcl_queues", permitted=True, phase="permitted_by_default"),
+)
+"""RabbitMQ 4.3.6's table with its default configuration and the management plugin enabled
+(measured: ``GET /api/deprecated-features``)."""
+
+FEATURES_4_0 = Unstated(
+    (
+        "amqp_address_v1",
+        "classic_queue_mirroring",
+        "global_qos",
+        "management_metrics_collection",
+        "queue_master_locator",
+        "ram_node_type",
+        "transient_nonexcl_queues",
+    )
+)
+"""RabbitMQ 4.0.5's: the features its ``rabbitmqctl list_deprecated_features`` lists
+(measured) and ``management_metrics_collection``, which its management agent declares, without
+their state."""
+
+
+def deprecated_features_of(
+    version: ServerVersion,
+) -> tuple[DeprecatedFeature, ...] | Unstated | None:
+    """What the management API of ``version`` answers for its deprecated features: 3.10.8's
+    has no such table (406 to rr), 4.0.5's lists them without their state, 4.3.6's with
+    it; a version between two of them answers as the older one."""
+    if version.major < 4:
+        return None
+    if version.release < (4, 3, 0):
+        return FEATURES_4_0
+    return FEATURES_4_3
+
+
+class Emulated(Protocol):
+    """What the twin reads of the emulator that made it
+    (:class:`~rabbitctl_retry.emulator.Emulator`); a protocol, so that this module does not
+    import the module that imports it."""
+
+    server_version: ServerVersion
+
+    def has_queue(self, name: str) -> bool: ...
+
+
+class EmulatedManagementApi:
+    """The management API of an emulated one-node server. The emulator has one virtual host,
+    which its connections reach whatever their URL names: so ``vhost`` names it too."""
+
+    def __init__(self, emulator: Emulated, url: str, *, vhost: str) -> None:
+        self._emulator = emulator
+        self._shown = censor_url(url)
+        self.vhost = vhost
+
+    @property
+    def shown(self) -> str:
+        return self._shown
+
+    async def overview(self) -> ServerIdentity:
+        return ServerIdentity(
+            version=self._emulator.server_version, product=PRODUCT, cluster_name=NODE
+        )
+
+    async def nodes(self) -> tuple[str, ...]:
+        return (NODE,)
+
+    async def placement(self, queue: str) -> Placement | None:
+        """Where ``queue`` lives: a classic queue on the node, a quorum queue (or a stream)
+        led by it, its only member; None for a queue the emulator does not hold."""
+        if not self._emulator.has_queue(queue):
+            return None
+        return Placement(leader=NODE, members=(NODE,))
+
+    async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
+        return deprecated_features_of(self._emulator.server_version)

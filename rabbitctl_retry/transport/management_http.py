@@ -1,0 +1,310 @@
+"""The management port's HTTP adapter (``transport/management.py``): RabbitMQ's management
+HTTP API itself, for what AMQP 0-9-1 cannot tell (docs/cluster.md, "Replicas"; docs/cli.md,
+"rr doctor").
+
+Requests are plain ``urllib`` GETs with basic auth (the credentials of the management URL,
+checked by :func:`~rabbitctl_retry.urls.parse_management_url`), run in a thread so the event
+loop never waits on a socket. Only ``cli/_common.py`` names this adapter
+(docs/architecture.md, "One place picks the adapter").
+
+What the API answers is taken only in the shape it documents (docs/cluster.md): a redirect
+is never followed (the credentials would go to wherever it points), and an answer that is
+not JSON, is nested deeper than Python can read or is bigger than :data:`MAX_ANSWER_BYTES`,
+or lacks a key or holds one of the wrong type is refused. A refused login raises
+:class:`AccessRefused` (exit 77); anything else that keeps rr from an answer it can use
+raises :class:`BrokerUnreachable` (exit 69). Every message names the censored URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from email.message import Message
+from typing import IO, Any
+
+from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, censor_url, escape_unprintable
+from rabbitctl_retry.server import (
+    DEPRECATED_FEATURES_PATH,
+    OVERVIEW_PATH,
+    DeprecatedFeature,
+    Placement,
+    ServerIdentity,
+    ServerVersion,
+    Unstated,
+)
+from rabbitctl_retry.urls import parse_management_url
+
+TIMEOUT_S = 10.0
+
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most rr reads of one answer: ``/api/nodes`` of a cluster of hundreds of nodes is a
+few MiB."""
+
+_MAX_LOCATION_CHARS = 200
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: the 3xx answer becomes an :class:`urllib.error.HTTPError`."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Message,
+        newurl: str,
+    ) -> None:
+        return None
+
+
+class HttpManagementApi:
+    """The management API at ``url``, for queues of ``vhost``: a
+    :class:`~rabbitctl_retry.transport.management.ManagementApi`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        vhost: str,
+        timeout_s: float = TIMEOUT_S,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
+        checked = parse_management_url(url)
+        self._base = checked.base
+        self._headers = {"Accept": "application/json"}
+        if checked.authorization is not None:
+            self._headers["Authorization"] = checked.authorization
+        self._shown = checked.shown
+        self._vhost = vhost
+        self._timeout_s = timeout_s
+        self._max_answer_bytes = max_answer_bytes
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    @property
+    def shown(self) -> str:
+        """The API's URL as messages show it (password censored)."""
+        return self._shown
+
+    async def nodes(self) -> tuple[str, ...]:
+        """The names of every node of the cluster, running or not, sorted."""
+        path = "/api/nodes"
+        listed = await self._get(path)
+        if not isinstance(listed, list) or not listed:
+            raise self._unexpected(path, "not a list of nodes")
+        names = []
+        for node in listed:
+            name = node.get("name") if isinstance(node, dict) else None
+            if not isinstance(name, str) or not name:
+                raise self._unexpected(path, "a node without a 'name'")
+            names.append(name)
+        return tuple(sorted(names))
+
+    async def overview(self) -> ServerIdentity:
+        """Which server the API answers for (``GET /api/overview``): its ``rabbitmq_version``
+        (a text), and, when given, its ``cluster_name`` and ``product_name`` (texts)."""
+        path = OVERVIEW_PATH
+        found = await self._get(path)
+        if not isinstance(found, dict):
+            raise self._unexpected(path, "not an object")
+        version = found.get("rabbitmq_version")
+        if not isinstance(version, str) or not version:
+            raise self._unexpected(path, "no 'rabbitmq_version' text")
+        texts = {}
+        for key in ("cluster_name", "product_name"):
+            value = found.get(key)
+            if value is not None and not isinstance(value, str):
+                raise self._unexpected(path, f"a '{key}' that is not a text")
+            texts[key] = value or None
+        return ServerIdentity(
+            version=ServerVersion.parse(version),
+            product=texts["product_name"],
+            cluster_name=texts["cluster_name"],
+        )
+
+    async def placement(self, queue: str) -> Placement | None:
+        """Where ``queue`` lives, or None when the API does not know it (404)."""
+        path = "/api/queues/{}/{}".format(
+            urllib.parse.quote(self._vhost, safe=""), urllib.parse.quote(queue, safe="")
+        )
+        found = await self._get(path, missing_ok=True)
+        if found is None:
+            return None
+        if not isinstance(found, dict):
+            raise self._unexpected(path, "not a queue")
+        placement = _placement_of(found)
+        if placement is None:
+            raise self._unexpected(path, _PLACEMENT_SHAPE)
+        return placement
+
+    async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
+        """Every deprecated feature the server knows and whether it permits it (``GET
+        /api/deprecated-features``), sorted by name; None when the API has no such table:
+        404, or 406 (measured on RabbitMQ 3.10.8: a path the API does not know is 406 to a
+        request that accepts only JSON, 404 to one that accepts anything); :class:`Unstated`
+        when it lists the features without a ``state`` (RabbitMQ 4.0.5's: measured)."""
+        path = DEPRECATED_FEATURES_PATH
+        listed = await self._get(path, missing_ok=True, missing_codes=_NO_SUCH_PATH)
+        if listed is None:
+            return None
+        unstated = _unstated_of(listed)
+        if unstated is not None:
+            return unstated
+        features, problem = _features_of(listed)
+        if problem is not None:
+            raise self._unexpected(path, problem)
+        return features
+
+    async def _get(
+        self, path: str, *, missing_ok: bool = False, missing_codes: tuple[int, ...] = (404,)
+    ) -> Any:
+        return await asyncio.to_thread(self._get_blocking, path, missing_ok, missing_codes)
+
+    def _get_blocking(
+        self, path: str, missing_ok: bool, missing_codes: tuple[int, ...] = (404,)
+    ) -> Any:
+        request = urllib.request.Request(self._base + path, headers=self._headers)
+        try:
+            with self._opener.open(request, timeout=self._timeout_s) as response:
+                body: bytes = response.read(self._max_answer_bytes + 1)
+        except urllib.error.HTTPError as error:
+            error.close()  # it holds the response's socket
+            if error.code in missing_codes and missing_ok:
+                return None
+            raise self._refused(error.code, error.headers, path) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise BrokerUnreachable(
+                f"cannot reach the management API at {self._shown}: {reason}"
+            ) from None
+        except http.client.HTTPException as error:
+            raise BrokerUnreachable(
+                f"the management API at {self._shown} gave a broken HTTP answer to GET {path} "
+                f"({type(error).__name__})"
+            ) from None
+        if len(body) > self._max_answer_bytes:
+            raise self._unexpected(path, f"more than {self._max_answer_bytes} bytes")
+        try:
+            return json.loads(body)
+        except RecursionError:
+            raise self._unexpected(path, "JSON nested too deep") from None
+        except ValueError:  # not UTF-8, not JSON, an integer of too many digits
+            raise self._unexpected(path, "not JSON") from None
+
+    def _refused(self, code: int, headers: Message | None, path: str) -> Exception:
+        if code in (401, 403):
+            return AccessRefused(
+                f"the management API at {self._shown} refused the login ({code}) to GET "
+                f"{path}: its user needs the management (or monitoring) tag"
+            )
+        if 300 <= code < 400:
+            location = headers.get("Location") if headers is not None else None
+            to = f" to {_shown_location(location)}" if location else ""
+            return BrokerUnreachable(
+                f"the management API at {self._shown} answered GET {path} with a redirect "
+                f"({code}){to}: rr follows no redirect (give it the URL of the API itself)"
+            )
+        return BrokerUnreachable(
+            f"the management API at {self._shown} answered {code} to GET {path}"
+        )
+
+    def _unexpected(self, path: str, what: str) -> BrokerUnreachable:
+        return BrokerUnreachable(
+            f"the management API at {self._shown} gave an unexpected answer to GET {path} "
+            f"({what}; is it RabbitMQ's management plugin?)"
+        )
+
+
+_PLACEMENT_SHAPE = "no 'node' text, or 'members' that is not a list of texts"
+
+
+def _placement_of(queue: Mapping[str, Any]) -> Placement | None:
+    """Where a queue object of the API says the queue lives; None when it is not of the
+    documented shape: ``node`` a text (a classic queue's node, a quorum queue's leader), and
+    for a quorum queue (or a stream) ``members`` a list of texts and ``leader`` a text."""
+    members = queue.get("members")
+    node = queue.get("node")
+    if members is not None:
+        leader = queue.get("leader", node)
+        if not isinstance(members, list) or not all(_is_name(m) for m in members):
+            return None
+        if leader is not None and not isinstance(leader, str):
+            return None
+        return Placement(leader=leader or None, members=tuple(sorted(members)))
+    if not isinstance(node, str) or not node:
+        return None
+    return Placement(leader=node, members=(node,))
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+_NO_SUCH_PATH = (404, 406)
+"""What the management API answers to a path it does not know (rr asks for JSON: 406)."""
+
+
+_FEATURE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+"""What a feature's name or phase may look like (an Erlang atom such as
+``transient_nonexcl_queues``): nothing a message or a table could not show as it is."""
+_STATES = {"permitted": True, "denied": False}
+
+
+def _unstated_of(listed: object) -> Unstated | None:
+    """The table as :class:`Unstated` when it is a non-empty list of objects each with a
+    ``name`` (a word) and none with a ``state``; else None (then :func:`_features_of` says
+    what it holds, or what is wrong with it)."""
+    if not isinstance(listed, list) or not listed:
+        return None
+    names = []
+    for row in listed:
+        if not isinstance(row, dict) or "state" in row:
+            return None
+        name = row.get("name")
+        if not isinstance(name, str) or not _FEATURE_NAME.fullmatch(name):
+            return None
+        names.append(name)
+    if len(set(names)) != len(names):
+        return None
+    return Unstated(tuple(sorted(names)))
+
+
+def _features_of(listed: object) -> tuple[tuple[DeprecatedFeature, ...], str | None]:
+    """The table an answer of ``/api/deprecated-features`` holds, or what is wrong with it:
+    a list of objects, each with a ``name`` (a word), a ``state`` (``permitted`` or
+    ``denied``) and, when present, a ``deprecation_phase`` (a word); no name twice."""
+    if not isinstance(listed, list):
+        return (), "not a list of deprecated features"
+    features: dict[str, DeprecatedFeature] = {}
+    for row in listed:
+        if not isinstance(row, dict):
+            return (), "a deprecated feature that is not an object"
+        name, state, phase = row.get("name"), row.get("state"), row.get("deprecation_phase")
+        if not isinstance(name, str) or not _FEATURE_NAME.fullmatch(name):
+            return (), "a deprecated feature without a 'name' (a word: transient_nonexcl_queues)"
+        if not isinstance(state, str) or state not in _STATES:
+            return (), f"deprecated feature {name} without a 'state' of permitted or denied"
+        if phase is not None and (not isinstance(phase, str) or not _FEATURE_NAME.fullmatch(phase)):
+            return (), f"deprecated feature {name} with a 'deprecation_phase' that is not a word"
+        if name in features:
+            return (), f"deprecated feature {name} listed twice"
+        features[name] = DeprecatedFeature(name=name, permitted=_STATES[state], phase=phase)
+    return tuple(features[name] for name in sorted(features)), None
+
+
+def _shown_location(location: str) -> str:
+    """A redirect's target as a message may show it: censored (then clipped: clipping
+    first could cut the ``@`` that ends a password off), escaped."""
+    shown = censor_url(location)
+    if len(shown) > _MAX_LOCATION_CHARS:
+        shown = shown[:_MAX_LOCATION_CHARS] + "..."
+    return escape_unprintable(shown)
+
+
+__all__ = ["MAX_ANSWER_BYTES", "TIMEOUT_S", "HttpManagementApi"]

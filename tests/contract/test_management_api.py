@@ -1,0 +1,93 @@
+"""The management port (``transport/management.py``): the same scenario on RabbitMQ's
+management API and on the emulator's twin (``emulator/management.py``), for everything rr
+reads of it: the overview, the nodes, where a queue lives, the deprecated-features table.
+
+Of the shared servers only 4.3.6 has a management API (tests/broker/
+test_doctor_deprecated_on_servers.py): the scenario runs on it and on the twin set to every
+line; the real 3.10.8 and 4.0.5 are skipped. Node names differ by nature between the two (the
+twin's node is ``rabbit@emulator``): the scenario names each node by its place in
+``/api/nodes``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rabbitctl_retry.doctor import identity_differences
+from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
+from rabbitctl_retry.transport.base import Identifies
+from rabbitctl_retry.transport.management import ManagementApi
+from rabbitctl_retry.transport.management_http import HttpManagementApi
+from tests.backends import Backend, EmulatorBackend
+from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
+from tests.contract.versions import expected
+
+TWIN_URL = "http://guest:guest@emulator:15672/"
+
+
+def management_api(backend: Backend) -> ManagementApi:
+    """The management API of ``backend``'s server, for the queues of its vhost."""
+    if isinstance(backend, EmulatorBackend):
+        return backend.emulator.management(TWIN_URL, vhost=backend.vhost)
+    url = MANAGEMENT_URLS.get(backend.version)
+    if url is None:
+        pytest.skip(f"the shared RabbitMQ {backend.version} has no management API")
+    return HttpManagementApi(url, vhost=backend.vhost)
+
+
+def features_view(table: tuple[DeprecatedFeature, ...] | Unstated | None) -> Any:
+    """The deprecated-features table as tests/contract/versions.py states it."""
+    if table is None:
+        return None
+    if isinstance(table, Unstated):
+        return ("unstated", list(table.names))
+    return [(feature.name, feature.permitted, feature.phase) for feature in table]
+
+
+async def test_the_api_answers_for_the_server_amqp_reached(backend: Backend) -> None:
+    api = management_api(backend)
+    connection = await backend.connect()
+    overview = await api.overview()
+    amqp = (
+        connection.server_identity
+        if isinstance(connection, Identifies)
+        else ServerIdentity(version=connection.server_version)
+    )
+
+    assert overview.version == connection.server_version
+    assert overview.product == "RabbitMQ"
+    assert overview.cluster_name  # a text: the cluster's name
+    assert identity_differences(amqp, overview) is None
+    assert ":guest@" not in api.shown  # the password censored
+
+
+async def test_a_queue_lives_on_the_one_node(backend: Backend) -> None:
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.classic")
+    await channel.queue_declare("mq.quorum", arguments={"x-queue-type": "quorum"})
+    nodes = await api.nodes()
+    named = {node: f"node {index}" for index, node in enumerate(nodes)}
+
+    async def where(queue: str) -> tuple[str | None, list[str | None]] | None:
+        placement = await api.placement(queue)
+        if placement is None:
+            return None
+        return named.get(placement.leader or ""), [named.get(m) for m in placement.members]
+
+    assert list(named.values()) == ["node 0"]
+    assert await where("mq.classic") == ("node 0", ["node 0"])
+    assert await where("mq.quorum") == ("node 0", ["node 0"])
+    assert await where("mq.absent") is None
+    await channel.queue_delete("mq.quorum")
+    assert await where("mq.quorum") is None
+
+
+async def test_the_deprecated_features_table(backend: Backend) -> None:
+    api = management_api(backend)
+
+    assert features_view(await api.deprecated_features()) == expected(
+        backend.version, "deprecated-features"
+    )
