@@ -22,9 +22,9 @@ from rabbitctl_retry.cli._common import (
     stdout_console,
 )
 from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
-from rabbitctl_retry.cli.topology import load_checked
 from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
 from rabbitctl_retry.ops.declare import declare_topology
+from rabbitctl_retry.ops.preflight import load_checked
 from rabbitctl_retry.transport.management import check_management_url
 
 MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"

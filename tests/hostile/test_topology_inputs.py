@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
-from rabbitctl_retry.cli.topology import preflight
 from rabbitctl_retry.errors import ConfigError, DataError
+from rabbitctl_retry.ops.preflight import preflight
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.load import MAX_FILE_BYTES
 from rabbitctl_retry.transport import amqp
