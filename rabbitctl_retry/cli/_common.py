@@ -28,6 +28,7 @@ from rabbitctl_retry.errors import (
     escape_unprintable,
     exit_code_for,
 )
+from rabbitctl_retry.json_text import escape_unsafe
 from rabbitctl_retry.transport.base import Connection, Connector
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 
@@ -179,8 +180,6 @@ def print_json(document: Any) -> None:
     """One stable JSON document on stdout, with nothing a terminal acts on: every C0 and C1
     control, DEL, bidi control, U+2028/U+2029 and lone surrogate inside a string is written
     as a ``\\uXXXX`` escape (the same JSON value; docs/dlq.md, "JSON output")."""
-    from rabbitctl_retry.dlq.jsonl import escape_unsafe
-
     text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write(escape_unsafe(text) + "\n")
     sys.stdout.flush()
@@ -189,8 +188,6 @@ def print_json(document: Any) -> None:
 def print_json_line(document: Any) -> None:
     """One JSON document on one line of stdout (``--output jsonl``), escaped as
     :func:`print_json` escapes."""
-    from rabbitctl_retry.dlq.jsonl import escape_unsafe
-
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=str)
     sys.stdout.write(escape_unsafe(text) + "\n")
 

@@ -136,7 +136,7 @@ def _show(
         if one_line:  # --watch: one JSON document per line
             import json
 
-            from rabbitctl_retry.dlq.jsonl import escape_unsafe
+            from rabbitctl_retry.json_text import escape_unsafe
 
             sys.stdout.write(escape_unsafe(json.dumps(document, ensure_ascii=False, default=str)))
             sys.stdout.write("\n")

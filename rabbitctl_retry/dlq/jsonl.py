@@ -19,7 +19,7 @@ One JSON object per line, one line per message, in queue order::
 
 Lines are written with every character a terminal could act on (C0 and C1 controls, DEL, bidi
 controls, U+2028/U+2029, lone surrogates) as a ``\\uXXXX`` escape: the same JSON value, and a
-file that ``cat`` shows as it is (:func:`escape_unsafe`).
+file that ``cat`` shows as it is (:func:`~rabbitctl_retry.json_text.escape_unsafe`).
 
 Before ``rr dlq import`` publishes anything, :func:`record_problem` checks every line for what
 RabbitMQ or the AMQP client would refuse (docs/dlq.md, "Import"): a message refused half-way
@@ -41,6 +41,7 @@ from typing import Any
 from rabbitctl_retry.dlq.origin import parse_time
 from rabbitctl_retry.errors import DataError
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.json_text import escape_unsafe
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 
 _INT_PROPERTIES = frozenset({"delivery_mode", "priority"})
@@ -154,25 +155,6 @@ def record_line(record: Record) -> str:
     return escape_unsafe(
         json.dumps(record_document(record), ensure_ascii=False, separators=(",", ":"))
     )
-
-
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-"""What a terminal may act on or a UTF-8 encoder refuses: C0 (but tab and line feed), DEL,
-C1, the bidi controls, U+2028/U+2029 and lone surrogates."""
-
-
-def escape_unsafe(document: str) -> str:
-    """``document`` (JSON text) with every :data:`_UNSAFE` character as a ``\\uXXXX`` escape.
-
-    Outside strings JSON text holds only ASCII punctuation, digits, letters and whitespace,
-    and ``json.dumps`` escapes C0 inside strings itself; so every match is inside a string,
-    where the escape decodes to the same character: the same JSON value.
-    """
-    if document.isascii() and document.isprintable():
-        return document
-    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", document)
 
 
 def _depth(value: Any) -> int:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pamqp import commands as spec
 
 from rabbitctl_retry.cli._common import print_json
-from rabbitctl_retry.dlq.jsonl import escape_unsafe
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.json_text import escape_unsafe
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import death, declare, publish_all, rr

@@ -39,6 +39,7 @@ def allowed_for_core(name: str) -> bool:
         "rabbitctl_retry.fields",
         "rabbitctl_retry.server",
         "rabbitctl_retry.urls",
+        "rabbitctl_retry.json_text",
     )
     if name in shared or name.startswith(tuple(f"{module}." for module in shared)):
         return True
