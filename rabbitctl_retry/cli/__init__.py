@@ -3,7 +3,6 @@ loaded when its command runs (cli/lazy.py)."""
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -55,13 +54,12 @@ def _quiet_drivers(
     ] = False,
 ) -> None:
     """Provision, run and operate RabbitMQ retry topologies."""
-    # aiormq logs every failed connect at ERROR; rr reports the same failure once, censored.
-    logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+    from rabbitctl_retry.cli.logs import install_stderr_fallback, quiet_the_driver
+
+    quiet_the_driver()
     # Warnings no handler takes (pamqp's and aiormq's may quote a header name or a reply text
     # raw) go through rr's escaping formatter, not Python's raw last resort (docs/cli.md,
     # "Output").
-    from rabbitctl_retry.runtime.logs import install_stderr_fallback
-
     install_stderr_fallback()
 
 

@@ -14,10 +14,10 @@ import typer
 
 from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_urls, run
 from rabbitctl_retry.cli.group import release_stdout
+from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.runtime.loader import load_target
-from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology

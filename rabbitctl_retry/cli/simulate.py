@@ -16,11 +16,11 @@ from rabbitctl_retry.cli._common import (
     run,
     stdout_console,
 )
+from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.runtime.loader import load_target
-from rabbitctl_retry.runtime.logs import LogFormat, configure_logging
 from rabbitctl_retry.simulation import (
     HANDLER_TIMEOUT_S,
     HandlerWatch,

@@ -13,7 +13,7 @@ Messages keep the broker's reply text verbatim, because RabbitMQ names the queue
 in it (``NOT_FOUND - no queue 'orders' in vhost '/'``); what such a text holds that a terminal
 would act on (ESC, line breaks, bidi controls: a vhost name can hold any) is escaped where it
 is printed, once: ``cli/_common.fail`` for the ``rr: error:`` line, the formatters of
-``runtime/logs.py`` for log lines. A URL in a message always goes through
+``cli/logs.py`` for log lines. A URL in a message always goes through
 :func:`~rabbitctl_retry.errors.censor_url`: no password ever reaches a message.
 """
 

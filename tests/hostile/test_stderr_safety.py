@@ -25,8 +25,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
+from rabbitctl_retry.cli.logs import JsonFormatter, TextFormatter, json_line
 from rabbitctl_retry.errors import censor_url, escape_unprintable
-from rabbitctl_retry.runtime.logs import JsonFormatter, TextFormatter, json_line
 from rabbitctl_retry.transport.amqp import connect
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
@@ -213,7 +213,7 @@ def test_after_the_cli_started_a_driver_warning_is_escaped(tmp_path: Path) -> No
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_records_no_handler_takes_go_through_rrs_formatter(log_format: str) -> None:
     program = (
-        "from rabbitctl_retry.runtime.logs import LogFormat, install_stderr_fallback\n"
+        "from rabbitctl_retry.cli.logs import LogFormat, install_stderr_fallback\n"
         "from pamqp import encode\n"
         f"install_stderr_fallback(LogFormat({log_format!r}))\n"
         f"encode.field_table({{{LONG_KEY!r}: 1}})\n"

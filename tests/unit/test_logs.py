@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from rabbitctl_retry.runtime.logs import JsonFormatter, TextFormatter
+from rabbitctl_retry.cli.logs import JsonFormatter, TextFormatter
 
 
 def record(message: str, fields: dict[str, object]) -> logging.LogRecord:

@@ -1,4 +1,5 @@
-"""Log lines of ``rr run``: ``--log-format text|json`` and ``--log-level``.
+"""Log lines on stderr, for every command: the escaping fallback every command installs, the
+driver's logs quieted, and ``rr run``'s ``--log-format text|json`` and ``--log-level``.
 
 One line per event. Structured fields travel in ``extra={"rr": {...}}``; the text format
 prints them as ``key=value`` (values with control characters escaped, so a message id cannot
@@ -123,14 +124,20 @@ def install_stderr_fallback(log_format: LogFormat = LogFormat.TEXT) -> None:
     logging.lastResort = fallback
 
 
+def quiet_the_driver() -> None:
+    """aiormq logs every failed connect at ERROR; rr reports the same failure once, censored
+    (every command does this first, ``cli/__init__.py``)."""
+    logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+
+
 def configure_logging(level: str = "info", log_format: LogFormat = LogFormat.TEXT) -> None:
-    """Send rr's logs to stderr in ``log_format`` at ``level``; quiet the AMQP driver; every
-    other logger's warnings in the same format (:func:`install_stderr_fallback`)."""
+    """Send rr's logs to stderr in ``log_format`` at ``level``; every other logger's warnings
+    in the same format (:func:`install_stderr_fallback`). The driver is quiet already
+    (:func:`quiet_the_driver`)."""
     handler = StderrHandler()
     handler.setFormatter(formatter_for(log_format))
     root = logging.getLogger("rr")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
-    logging.getLogger("aiormq").setLevel(logging.CRITICAL)
     install_stderr_fallback(log_format)
