@@ -199,11 +199,6 @@ def _invalid_arg(key: str, name: str, detail: str) -> PreconditionFailed:
     )
 
 
-def queue_kind(arguments: Mapping[str, FieldValue]) -> str:
-    value = arguments.get("x-queue-type", "classic")
-    return value if isinstance(value, str) else "classic"
-
-
 def validate_queue(
     name: str,
     *,

@@ -73,10 +73,6 @@ def _match_words(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:
     return p == len(pattern)
 
 
-def direct_matches(binding_key: str, routing_key: str) -> bool:
-    return binding_key == routing_key
-
-
 MatchKind = Literal["all", "any", "all-with-x", "any-with-x"]
 
 
