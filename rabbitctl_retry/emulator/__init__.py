@@ -12,11 +12,12 @@
 Layout: ``clock`` (virtual time), ``routing`` / ``deadletter`` / ``args`` / ``values`` (pure
 rules), ``model`` (state), ``flow`` (how messages move), ``settle`` (acks, requeues,
 closing channels), ``broker`` (what exists), ``transport`` (the port), ``management`` (the
-management port's twin), ``runner`` (the :class:`Emulator`: clock, asyncio glue,
+management port's twin), ``emulator`` (the :class:`Emulator`: clock, asyncio glue,
 inspection), ``events`` / ``snapshots`` (what tests read).
 """
 
 from rabbitctl_retry.emulator.clock import DEFAULT_START_S, TimerHandle, VirtualClock
+from rabbitctl_retry.emulator.emulator import DEFAULT_SERVER_VERSION, Emulator
 from rabbitctl_retry.emulator.events import (
     Acked,
     DeadLettered,
@@ -32,7 +33,6 @@ from rabbitctl_retry.emulator.events import (
     Returned,
     Unroutable,
 )
-from rabbitctl_retry.emulator.runner import DEFAULT_SERVER_VERSION, Emulator
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedChannel, EmulatedConnection
 

@@ -77,7 +77,7 @@ def deprecated_features_of(
 
 class Emulated(Protocol):
     """What the twin reads of the emulator that made it
-    (:class:`~rabbitctl_retry.emulator.Emulator`); a protocol, so that this module does not
+    (:class:`~rabbitctl_retry.emulator.emulator.Emulator`); a protocol, so that this module does not
     import the module that imports it."""
 
     server_version: ServerVersion

@@ -44,8 +44,8 @@ from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_fo
 
 class Host(Protocol):
     """What the port's connections and channels need of the emulator that made them
-    (:class:`~rabbitctl_retry.emulator.runner.Emulator`); a protocol, so that this module
-    does not import the runner that imports it."""
+    (:class:`~rabbitctl_retry.emulator.emulator.Emulator`); a protocol, so that this module
+    does not import the module that imports it."""
 
     broker: Broker
     server_version: ServerVersion
@@ -72,7 +72,7 @@ _CLIENT_DEFAULT_PROPERTIES = Properties(delivery_mode=1)
 
 class EmulatedConnection:
     """A :class:`~rabbitctl_retry.transport.base.Connection` to an
-    :class:`~rabbitctl_retry.emulator.runner.Emulator` (made by ``Emulator.connect()``)."""
+    :class:`~rabbitctl_retry.emulator.emulator.Emulator` (made by ``Emulator.connect()``)."""
 
     def __init__(self, emulator: Host) -> None:
         self._emulator = emulator
