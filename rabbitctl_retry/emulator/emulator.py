@@ -29,6 +29,7 @@ from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport.base import Delivery, DeliveryCallback
+from rabbitctl_retry.transport.management import ManagementConnector
 
 log = logging.getLogger("rabbitctl_retry.emulator")
 
@@ -276,3 +277,8 @@ def _snapshot(entry: Entry) -> QueuedMessage:
         enqueued_at_s=entry.enqueued_at_s,
         expires_at_s=entry.expires_at_s,
     )
+
+
+def _implements_the_management_port(emulator: Emulator) -> ManagementConnector:
+    """Never called: mypy checks here that the twin satisfies the management port."""
+    return emulator.management

@@ -38,6 +38,7 @@ from rabbitctl_retry.server import (
     ServerVersion,
     Unstated,
 )
+from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 from rabbitctl_retry.urls import parse_management_url
 
 TIMEOUT_S = 10.0
@@ -305,6 +306,11 @@ def _shown_location(location: str) -> str:
     if len(shown) > _MAX_LOCATION_CHARS:
         shown = shown[:_MAX_LOCATION_CHARS] + "..."
     return escape_unprintable(shown)
+
+
+def _implements_the_port(api: HttpManagementApi) -> tuple[ManagementApi, ManagementConnector]:
+    """Never called: mypy checks here that the adapter satisfies the management port."""
+    return api, HttpManagementApi
 
 
 __all__ = ["MAX_ANSWER_BYTES", "TIMEOUT_S", "HttpManagementApi"]
