@@ -65,7 +65,8 @@ from rabbitctl_retry.ops.probe import (
 )
 
 # QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
-from rabbitctl_retry.ops.sending import CopySender, Sent, Turn
+from rabbitctl_retry.ops.sending import CopySender, Turn
+from rabbitctl_retry.ops.sent import Sent
 from rabbitctl_retry.retry.headers import ROUTING_HEADERS, without_routing_headers
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties

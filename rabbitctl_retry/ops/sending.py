@@ -7,10 +7,11 @@ copies published ``mandatory`` on one confirm channel, and what became of each.
   anywhere (docs/dlq.md, "When the broker refuses").
 * **At most ``rate_per_s``** copies a second (``--rate``): a copy waits for its slot, unless
   ``abort`` is set meanwhile.
-* **One classification** of a publish (:class:`Sent`): confirmed; refused (returned or nacked:
-  it reached no queue); unencodable (never sent); or cut (the channel or connection failed
-  under it: it may have arrived). A refusal of access to the first copy, alone in flight,
-  reached no queue; one while others were in flight is counted as cut.
+* **One classification** of a publish (``ops/sent.py``, shared with ``rr run``'s copies):
+  confirmed; refused (returned or nacked: it reached no queue); unencodable (never sent); or
+  cut (the channel or connection failed under it: it may have arrived). A refusal of access
+  to the first copy, alone in flight, reached no queue; one while others were in flight is
+  counted as cut.
 
 * **In order.** Copies go out in the order of their turns (:meth:`CopySender.turn`). A copy
   whose ``message_id`` is already in flight waits for that copy's answer, and the copies
@@ -25,30 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from enum import Enum
 
 from rabbitctl_retry.dlq.rate import Pacer
-from rabbitctl_retry.errors import AccessRefused, PublishFailed, TransportError
+from rabbitctl_retry.ops.sent import SendResult, classified
 from rabbitctl_retry.transport.base import Channel, Properties
-
-
-class Sent(Enum):
-    CONFIRMED = "confirmed"
-    REFUSED = "refused"
-    """Returned (no queue took it) or nacked, or access refused to the copy that went alone:
-    it reached no queue."""
-    UNENCODABLE = "unencodable"
-    """The client could not encode it: it was never sent."""
-    CUT = "cut"
-    """The channel or connection failed under it: it may have arrived."""
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    outcome: Sent
-    error: BaseException | None = None
-    """What the broker or the client said, for every outcome but ``CONFIRMED``."""
 
 
 class Turn:
@@ -136,21 +117,18 @@ class CopySender:
         )
         turn.let_next_go()
         try:
-            return await self._classified(turn, publishing)
+            return await outcome_of(publishing, alone=turn.first)
         finally:
             if message_id and answered is not None:
                 del self._in_flight[message_id]
                 answered.set_result(None)
 
-    async def _classified(self, turn: Turn, publishing: Awaitable[None]) -> SendResult:
-        try:
-            await publishing
-        except PublishFailed as error:
-            return SendResult(Sent.REFUSED, error)
-        except AccessRefused as error:
-            return SendResult(Sent.REFUSED if turn.first else Sent.CUT, error)
-        except TransportError as error:
-            return SendResult(Sent.CUT, error)
-        except Exception as error:  # the client could not encode it: this copy only
-            return SendResult(Sent.UNENCODABLE, error)
-        return SendResult(Sent.CONFIRMED)
+
+async def outcome_of(publishing: Awaitable[None], *, alone: bool = False) -> SendResult:
+    """Await one publish and say what became of its copy (``ops/sent.py``); raises nothing
+    but a cancellation."""
+    try:
+        await publishing
+    except Exception as error:  # the one classification: every error is an outcome
+        return classified(error, alone=alone)
+    return classified(None)

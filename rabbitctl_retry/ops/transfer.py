@@ -71,7 +71,8 @@ from rabbitctl_retry.ops.dlq import (
     read_messages,
 )
 from rabbitctl_retry.ops.probe import depth_on, queue_missing
-from rabbitctl_retry.ops.sending import CopySender, SendResult, Sent
+from rabbitctl_retry.ops.sending import CopySender
+from rabbitctl_retry.ops.sent import SendResult, Sent
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery

@@ -39,9 +39,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any, assert_never
 
-from rabbitctl_retry.errors import PublishFailed, RrError, TransportError
+from rabbitctl_retry.errors import RrError, TransportError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.clock import Clock, first_of, sleep_unless
+from rabbitctl_retry.ops.sent import Sent
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
 from rabbitctl_retry.retry.headers import malformed_counts
@@ -540,52 +541,55 @@ class QueueConsumer:
         held_s = 0.0
         while True:
             self.stats.copies_published += 1
-            try:
-                await self._publisher.publish(copy, delivery, confirm=self._confirm)
-            except PublishFailed as error:
-                refusals += 1
-                self.stats.copies_refused += 1
-                self._refused(destination, delivery, decision, error)
-                # tried again after 0.5 s, 1 s, 2 s, ... (at most 30 s apart), the last try
-                # hold_max_s after the first; then the original goes back
-                remaining_s = self._hold_max_s - held_s
-                if remaining_s <= 0 or self._stopping.is_set():
+            sent = await self._publisher.publish(copy, delivery, confirm=self._confirm)
+            match sent.outcome:
+                case Sent.CONFIRMED:
+                    break
+                case Sent.UNENCODABLE:
+                    assert sent.error is not None
+                    raise sent.error  # rr's own failure for this delivery (_give_up)
+                case Sent.CUT:
                     if settler.reject(tag, requeue=True):
                         log.warning(
-                            "copy still refused; the original goes back to its queue",
+                            "copy not confirmed (its channel failed); the original goes back "
+                            "to its queue and may be handled twice",
                             extra={
-                                "rr": self._fields(delivery, decision)
-                                | {"to": destination, "held_s": round(held_s, 1)}
+                                "rr": self._fields(delivery, decision) | {"error": str(sent.error)}
                             },
                         )
                     return False
-                delay_s = min(REFUSAL_BACKOFF.delay_s(refusals), remaining_s)
-                held_s += delay_s
-                await sleep_unless(self._clock, delay_s, self._stopping)
-                if settler.closed:
-                    return False
-                continue
-            except TransportError as error:
+            refusals += 1
+            self.stats.copies_refused += 1
+            self._refused(destination, delivery, decision, sent.error)
+            # tried again after 0.5 s, 1 s, 2 s, ... (at most 30 s apart), the last try
+            # hold_max_s after the first; then the original goes back
+            remaining_s = self._hold_max_s - held_s
+            if remaining_s <= 0 or self._stopping.is_set():
                 if settler.reject(tag, requeue=True):
                     log.warning(
-                        "copy not confirmed (its channel failed); the original goes back to its "
-                        "queue and may be handled twice",
-                        extra={"rr": self._fields(delivery, decision) | {"error": str(error)}},
+                        "copy still refused; the original goes back to its queue",
+                        extra={
+                            "rr": self._fields(delivery, decision)
+                            | {"to": destination, "held_s": round(held_s, 1)}
+                        },
                     )
                 return False
-            self.stats.copies_confirmed += 1
-            if destination in self._refusing:
-                refused = self._refusing.pop(destination)
-                log.info(
-                    "copies accepted again",
-                    extra={
-                        "rr": {"queue": self.policy.queue, "to": destination, "refused": refused}
-                    },
-                )
-            return True
+            delay_s = min(REFUSAL_BACKOFF.delay_s(refusals), remaining_s)
+            held_s += delay_s
+            await sleep_unless(self._clock, delay_s, self._stopping)
+            if settler.closed:
+                return False
+        self.stats.copies_confirmed += 1
+        if destination in self._refusing:
+            refused = self._refusing.pop(destination)
+            log.info(
+                "copies accepted again",
+                extra={"rr": {"queue": self.policy.queue, "to": destination, "refused": refused}},
+            )
+        return True
 
     def _refused(
-        self, destination: str, delivery: Delivery, decision: Decision, error: PublishFailed
+        self, destination: str, delivery: Delivery, decision: Decision, error: BaseException | None
     ) -> None:
         """Count a refusal; log one error per destination per minute at most (however many
         originals are held, the log must not loop hot)."""

@@ -1,11 +1,12 @@
 """Publishing the copies ``decide()`` asks for.
 
 Copies go out ``mandatory`` on a confirm channel (``publish = "confirm"``, the default), so
-``publish()`` returns only once RabbitMQ has the copy and raises
-:class:`~rabbitctl_retry.errors.PublishFailed` if it was returned (unroutable) or refused;
-the caller acks the original only after that. ``publish = "fast"`` uses a channel without
-confirms: faster, but a lost or unroutable copy goes unnoticed. Concurrent publishes on the
-confirm channel are pipelined: each waits for its own confirm, not for the others'.
+``publish()`` returns only once RabbitMQ has the copy, and says what became of it in the
+words every sender of rr uses (``ops/sent.py``): confirmed, refused (returned: unroutable,
+or nacked), cut (the channel or connection failed) or unencodable; the caller acks the
+original only after a confirm. ``publish = "fast"`` uses a channel without confirms: faster,
+but a lost or unroutable copy goes unnoticed. Concurrent publishes on the confirm channel
+are pipelined: each waits for its own confirm, not for the others'.
 
 In-memory delayed copies (``delay = "memory"``) are held by ``runtime/delays.py`` and
 published through this module's publisher.
@@ -15,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 
+from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.ops.sending import outcome_of
+from rabbitctl_retry.ops.sent import SendResult, classified
 from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
 
@@ -64,20 +68,25 @@ class CopyPublisher:
                 self.channels_opened += 1
         return current
 
-    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> None:
+    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> SendResult:
         """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it.
 
-        Raises :class:`~rabbitctl_retry.errors.PublishFailed` (returned or refused) or another
-        :class:`~rabbitctl_retry.errors.TransportError` (the channel or connection failed: the
-        copy may or may not have arrived).
+        What became of it (``ops/sent.py``): confirmed; refused (returned or nacked: it
+        reached no queue); cut (the channel or connection failed, or no channel could be
+        opened: the copy may or may not have arrived); unencodable (never sent).
         """
-        channel = await self._channel(confirm)
-        await channel.publish(
-            original.body,
-            exchange=copy.exchange,
-            routing_key=copy.routing_key,
-            properties=retry_copy_properties(original.properties, copy),
-            mandatory=copy.mandatory,
+        try:
+            channel = await self._channel(confirm)
+        except TransportError as error:
+            return classified(error)
+        return await outcome_of(
+            channel.publish(
+                original.body,
+                exchange=copy.exchange,
+                routing_key=copy.routing_key,
+                properties=retry_copy_properties(original.properties, copy),
+                mandatory=copy.mandatory,
+            )
         )
 
     async def close(self) -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from rabbitctl_retry.errors import PublishFailed, TransportError
 from rabbitctl_retry.ops.clock import Clock, Timer
+from rabbitctl_retry.ops.sent import SendResult, Sent
 from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.copies import CopyPublisher
@@ -88,7 +89,7 @@ class InMemoryDelays:
         self._window = max(1, window)
         self._pending: dict[int, PendingCopy] = {}
         self._ready: deque[int] = deque()
-        self._tasks: dict[int, asyncio.Future[None]] = {}
+        self._tasks: dict[int, asyncio.Future[SendResult]] = {}
         self._next_key = 0
         self._publisher: CopyPublisher | None = None
         self._hurried = False
@@ -195,11 +196,11 @@ class InMemoryDelays:
             self._tasks[key] = task
             task.add_done_callback(functools.partial(self._publish_ended, key))
 
-    async def _publish(self, pending: PendingCopy, publisher: CopyPublisher) -> None:
+    async def _publish(self, pending: PendingCopy, publisher: CopyPublisher) -> SendResult:
         async with asyncio.timeout(PUBLISH_TIMEOUT_S):
-            await publisher.publish(pending.copy, pending.original)
+            return await publisher.publish(pending.copy, pending.original)
 
-    def _publish_ended(self, key: int, task: asyncio.Future[None]) -> None:
+    def _publish_ended(self, key: int, task: asyncio.Future[SendResult]) -> None:
         """Whatever ended the publish (a confirm, a failure, a cancellation before or while
         it ran), the copy is either gone (confirmed) or in a state with an owner again."""
         self._tasks.pop(key, None)
@@ -208,10 +209,13 @@ class InMemoryDelays:
             if task.cancelled():
                 # the connection went (attach(None)): wait for the next one
                 self._make_ready(key, pending)
-            elif (error := task.exception()) is None:
+            elif (error := task.exception()) is not None:
+                self._failed(key, pending, error)
+            elif (sent := task.result()).outcome is Sent.CONFIRMED:
                 self._confirmed(key, pending)
             else:
-                self._failed(key, pending, error)
+                assert sent.error is not None
+                self._failed(key, pending, sent.error)
         self._pump()
 
     def _confirmed(self, key: int, pending: PendingCopy) -> None:

@@ -19,6 +19,7 @@ import pytest
 from pamqp import commands
 
 from rabbitctl_retry import Message, Outcome
+from rabbitctl_retry.ops.sent import SendResult
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.transport.base import Delivery, Properties
@@ -70,11 +71,13 @@ def always_failing_for(monkeypatch: pytest.MonkeyPatch, message_id: str) -> list
     failed: list[str] = []
     real = CopyPublisher.publish
 
-    async def publish_or_fail(self: CopyPublisher, copy: Any, original: Any, **kw: Any) -> None:
+    async def publish_or_fail(
+        self: CopyPublisher, copy: Any, original: Any, **kw: Any
+    ) -> SendResult:
         if original.properties.message_id == message_id and copy.routing_key == "work":
             failed.append(message_id)
             raise RuntimeError("boom")
-        await real(self, copy, original, **kw)
+        return await real(self, copy, original, **kw)
 
     monkeypatch.setattr(CopyPublisher, "publish", publish_or_fail)
     return failed

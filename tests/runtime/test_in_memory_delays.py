@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 from rabbitctl_retry.errors import TransportError
+from rabbitctl_retry.ops.sent import CONFIRMED, SendResult, classified
 from rabbitctl_retry.retry.policy import Copy, CopyPurpose
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.transport.base import Delivery, Properties
@@ -53,11 +54,14 @@ class RecordingPublisher:
         self.published: list[bytes] = []
         self.fail_with = fail_with
 
-    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> None:
+    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> SendResult:
         await asyncio.sleep(0)
+        if isinstance(self.fail_with, TransportError):
+            return classified(self.fail_with)  # what the real publisher answers
         if self.fail_with is not None:
-            raise self.fail_with
+            raise self.fail_with  # a bug: raised, not answered
         self.published.append(original.body)
+        return CONFIRMED
 
 
 def copy_of(body: bytes) -> tuple[Copy, Delivery]:
@@ -167,7 +171,7 @@ class GatedPublisher:
         self.most_at_once = 0
         self.gate = asyncio.Event()
 
-    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> None:
+    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> SendResult:
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)
         try:
@@ -175,6 +179,7 @@ class GatedPublisher:
             self.published.append(original.body)
         finally:
             self.running -= 1
+        return CONFIRMED
 
 
 def scheduled(clock: ManualClock, publisher: object, count: int, **kw: int) -> InMemoryDelays:

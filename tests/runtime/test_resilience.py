@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry import Message, Outcome
+from rabbitctl_retry.ops.sent import SendResult
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.service import Service
@@ -43,11 +44,13 @@ def failing_once(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> list[
     failed: list[str] = []
     real = CopyPublisher.publish
 
-    async def publish_or_fail(self: CopyPublisher, copy: Any, original: Any, **kw: Any) -> None:
+    async def publish_or_fail(
+        self: CopyPublisher, copy: Any, original: Any, **kw: Any
+    ) -> SendResult:
         if not failed:
             failed.append(original.properties.message_id)
             raise error
-        await real(self, copy, original, **kw)
+        return await real(self, copy, original, **kw)
 
     monkeypatch.setattr(CopyPublisher, "publish", publish_or_fail)
     return failed
