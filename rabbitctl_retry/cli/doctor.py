@@ -52,7 +52,7 @@ from rabbitctl_retry.errors import (
 from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.transport.base import Connection, Connector, Identifies
+from rabbitctl_retry.transport.base import Connection, Connector, identity_of
 from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import (
     ManagementApi,
@@ -134,11 +134,7 @@ async def _read_facts(
         if desired is not None and any(x.type == DELAYED_EXCHANGE_TYPE for x in desired.exchanges):
             plugin = await _has_delayed_plugin(connection)
         version, reached = connection.server_version, connection.url
-        identity = (
-            connection.server_identity
-            if isinstance(connection, Identifies)
-            else ServerIdentity(version=version)
-        )
+        identity = identity_of(connection)
     finally:
         await connection.close()
     features = (

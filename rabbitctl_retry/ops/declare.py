@@ -33,7 +33,7 @@ from rabbitctl_retry.ops.probe import (
     exchange_type,
     queue_exists,
 )
-from rabbitctl_retry.server import OVERVIEW_PATH, DeprecatedFeature, ServerIdentity, Unstated
+from rabbitctl_retry.server import OVERVIEW_PATH, DeprecatedFeature, Unstated
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -55,7 +55,7 @@ from rabbitctl_retry.transport.base import (
     Channel,
     Connection,
     Connector,
-    Identifies,
+    identity_of,
 )
 from rabbitctl_retry.transport.failover import connect_any
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
@@ -245,12 +245,7 @@ async def _check_same_server(api: ManagementApi, connection: Connection) -> None
     """Refuse, before anything changes, a management API that does not answer for the server
     ``connection`` reached: its nodes and its deprecated-features table would decide the plan
     (docs/cluster.md, "Replicas")."""
-    amqp = (
-        connection.server_identity
-        if isinstance(connection, Identifies)
-        else ServerIdentity(version=connection.server_version)
-    )
-    differences = identity_differences(amqp, await api.overview())
+    differences = identity_differences(identity_of(connection), await api.overview())
     if differences is not None:
         raise ConfigError(
             f"the management API at {api.shown} does not answer for the server rr reached at "

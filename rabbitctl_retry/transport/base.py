@@ -235,6 +235,14 @@ class Connection(Protocol):
     async def close(self) -> None: ...
 
 
+def identity_of(connection: Connection) -> ServerIdentity:
+    """Which server ``connection`` reached: all it tells (:class:`Identifies`), else its
+    version alone."""
+    if isinstance(connection, Identifies):
+        return connection.server_identity
+    return ServerIdentity(version=connection.server_version)
+
+
 Connector: TypeAlias = Callable[[str], Awaitable[Connection]]
 """How a command reaches a broker, given its URL: the aiormq adapter's ``connect`` for rr
 itself, an emulator's for tests. The CLI builds one and hands it to every command

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry.doctor import identity_differences
-from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
-from rabbitctl_retry.transport.base import Identifies
+from rabbitctl_retry.server import DeprecatedFeature, Unstated
+from rabbitctl_retry.transport.base import identity_of
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import Backend, EmulatorBackend
@@ -50,11 +50,7 @@ async def test_the_api_answers_for_the_server_amqp_reached(backend: Backend) -> 
     api = management_api(backend)
     connection = await backend.connect()
     overview = await api.overview()
-    amqp = (
-        connection.server_identity
-        if isinstance(connection, Identifies)
-        else ServerIdentity(version=connection.server_version)
-    )
+    amqp = identity_of(connection)
 
     assert overview.version == connection.server_version
     assert overview.product == "RabbitMQ"
