@@ -25,8 +25,10 @@ The consumer watches its channel and its consumer: if the broker closes the chan
 channel error) or cancels the consumer (its queue was deleted, or RabbitMQ 4.3's consumer
 timeout), it logs why, re-declares what it needs (``recover``), opens a new channel (or, after
 a cancel, cancels the old consumer itself and acks one by one from then on) and consumes
-again, with backoff. If the connection closes, the service reconnects; deliveries in flight
-went back to their queues.
+again, with backoff; a delivery for a consumer the broker cancelled is given back unhandled.
+If the connection closes, the service reconnects; deliveries in flight went back to their
+queues. What each of these events means (and the stop's) is decided by the consumer's pure
+lifecycle (``runtime/consumer_state.py``); this class carries it out.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from rabbitctl_retry.retry.policy import (
     decide,
 )
 from rabbitctl_retry.runtime.backoff import Backoff
+from rabbitctl_retry.runtime.consumer_state import ConsumerPhase, ConsumerState, Watch
 from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import Subscriber
@@ -95,7 +98,6 @@ Recover = Callable[[], Awaitable[None]]
 HANDLER_TIMEOUT_TYPE = "rr.HandlerTimeout"
 """``rr-error-type`` of a call that did not return within its timeout."""
 REFUSAL_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
-RESTART_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
 REFUSAL_LOG_INTERVAL_S = 60.0
 """At most one error line per refusing destination in this interval."""
 HOLD_MAX_S = 60.0
@@ -147,18 +149,15 @@ class QueueConsumer:
         self._recover = recover
         self.stats = stats if stats is not None else RuntimeStats()
         self._hold_max_s = hold_max_s
+        self._state = ConsumerState()
+        """Its lifecycle (``runtime/consumer_state.py``): what the events below mean."""
         self._channel: Channel | None = None
         self._settler: ChannelSettler | None = None
-        self._consumer_tag: str | None = None
         self._cancelled = asyncio.Event()
-        self._cancelled_tag: str | None = None
-        self._cancelled_tags: set[str] = set()
-        """Consumer tags of this consumer that the broker cancelled: what still arrives for
-        them is given back unhandled (:meth:`_give_back_stray`)."""
-        """The consumer tag the broker cancelled last (until rr cancelled it too)."""
+        """Set while the state wants the watcher (the broker cancelled the consumer)."""
         self._stopping = asyncio.Event()
+        """Set once the state is stopping."""
         self._watcher: asyncio.Future[None] | None = None
-        self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._refusing: dict[str, int] = {}
@@ -173,7 +172,7 @@ class QueueConsumer:
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return self._state.in_flight
 
     @property
     def unsettled(self) -> int:
@@ -191,6 +190,16 @@ class QueueConsumer:
         """The channel the consumer consumes on now."""
         return self._channel
 
+    @property
+    def phase(self) -> ConsumerPhase:
+        """Where its lifecycle is (``runtime/consumer_state.py``)."""
+        return self._state.phase
+
+    @property
+    def watching(self) -> bool:
+        """Its watcher runs: it starts the consumer again when the broker takes it away."""
+        return self._watcher is not None and not self._watcher.done()
+
     async def start(self) -> None:
         """Open a channel and consume; then watch the channel and the consumer."""
         await self._open()
@@ -204,19 +213,30 @@ class QueueConsumer:
         await self._consume(channel, settler)
 
     async def _consume(self, channel: Channel, settler: ChannelSettler) -> None:
-        self._cancelled.clear()
-        self._consumer_tag = await channel.consume(
+        tag = await channel.consume(
             self.policy.queue,
             functools.partial(self._on_delivery, settler),
             on_cancel=self._on_server_cancel,
         )
+        if not self._state.consuming(tag) and not channel.is_closed:
+            # a stop came while the broker set it up: it takes no deliveries
+            with contextlib.suppress(TransportError):
+                await channel.cancel(tag)
+        self._observe()
+
+    def _observe(self) -> None:
+        """Wake whoever waits for what the state now says."""
+        state = self._state
+        if state.watcher_wanted:
+            self._cancelled.set()
+        else:
+            self._cancelled.clear()
+        if state.stopping:
+            self._stopping.set()
 
     def _on_server_cancel(self, consumer_tag: str) -> None:
-        self._cancelled_tags.add(consumer_tag)
-        if consumer_tag == self._consumer_tag:
-            self._consumer_tag = None
-            self._cancelled_tag = consumer_tag
-            self._cancelled.set()
+        self._state.server_cancelled(consumer_tag)
+        self._observe()
 
     async def _after_server_cancel(self, channel: Channel) -> None:
         """RabbitMQ 4.3 keeps a quorum queue consumer it cancelled for its consumer timeout,
@@ -224,7 +244,7 @@ class QueueConsumer:
         those (and a later ``basic.ack(multiple=true)`` would ack them unhandled). So cancel
         it ourselves, and ack what waits behind the timed-out delivery one by one from now
         on, before the server times it out too (docs/runtime.md, "Handlers": "On RabbitMQ 4.3")."""
-        tag, self._cancelled_tag = self._cancelled_tag, None
+        tag = self._state.own_cancel()
         if tag is not None and not channel.is_closed:
             with contextlib.suppress(RrError):
                 await channel.cancel(tag)
@@ -234,14 +254,18 @@ class QueueConsumer:
 
     async def _watch(self) -> None:
         """Start the consumer again whenever the broker closes its channel or cancels it."""
-        while not self._stopping.is_set():
+        while not self._state.stopping:
             channel = self._channel
             assert channel is not None
             await first_of(channel.wait_closed(), self._cancelled.wait(), self._stopping.wait())
-            if self._stopping.is_set() or self._connection.is_closed:
+            watch = self._state.woke(
+                channel_closed=channel.is_closed, connection_closed=self._connection.is_closed
+            )
+            self._observe()
+            if watch is Watch.STOP:
                 return
             fields: dict[str, object] = {"queue": self.policy.queue}
-            if channel.is_closed:
+            if watch is Watch.REOPEN:
                 fields["reason"] = f"the channel closed: {channel.close_reason}"
                 if self._settler is not None:
                     self._settler.forget()
@@ -254,23 +278,24 @@ class QueueConsumer:
                 )
             self.stats.consumer_restarts += 1
             log.warning("consumer stopped; starting it again", extra={"rr": fields})
-            if not channel.is_closed:
+            if watch is Watch.RECONSUME:
                 await self._after_server_cancel(channel)
             await self._restart()
 
     async def _restart(self) -> None:
-        failures = 0
-        while not self._stopping.is_set() and not self._connection.is_closed:
+        state = self._state
+        while not state.stopping and not self._connection.is_closed:
             try:
                 await self._recover()
+                if state.stopping:
+                    return  # a stop came while recovering: consume no more
                 channel, settler = self._channel, self._settler
                 if channel is None or settler is None or channel.is_closed:
                     await self._open()
                 else:
                     await self._consume(channel, settler)
             except RrError as error:
-                failures += 1
-                delay_s = RESTART_BACKOFF.delay_s(failures)
+                delay_s = state.restart_failed()
                 log.warning(
                     "could not consume again; trying again",
                     extra={
@@ -283,21 +308,23 @@ class QueueConsumer:
                 )
                 await sleep_unless(self._clock, delay_s, self._stopping)
                 continue
-            log.info("consuming again", extra={"rr": {"queue": self.policy.queue}})
+            if not state.stopping:
+                log.info("consuming again", extra={"rr": {"queue": self.policy.queue}})
             return
 
     async def stop_consuming(self) -> None:
         """basic.cancel: no new deliveries; in-flight ones go on."""
-        self._stopping.set()
-        channel, tag = self._channel, self._consumer_tag
-        self._consumer_tag = None
+        tag = self._state.stop()
+        self._observe()
+        channel = self._channel
         if tag is not None and channel is not None and not channel.is_closed:
             with contextlib.suppress(TransportError):
                 await channel.cancel(tag)
 
     def abandon(self) -> None:
         """The connection is gone: stop watching (deliveries in flight went back)."""
-        self._stopping.set()
+        self._state.closed()
+        self._observe()
         if self._settler is not None:
             self._settler.forget()
 
@@ -312,12 +339,14 @@ class QueueConsumer:
         return True
 
     async def close(self) -> None:
-        self._stopping.set()
+        self._state.stop()
+        self._observe()
         if self._settler is not None:
             await self._settler.drain()
             self._settler.forget()
         if self._channel is not None:
             await self._channel.close()
+        self._state.closed()
         if self._watcher is not None:
             await asyncio.gather(self._watcher, return_exceptions=True)
 
@@ -326,10 +355,10 @@ class QueueConsumer:
     async def _on_delivery(self, settler: ChannelSettler, delivery: Delivery) -> None:
         # First statement, before any await: tags enter the window in delivery order.
         settler.delivered(delivery.delivery_tag)
-        if delivery.consumer_tag in self._cancelled_tags:
+        state = self._state
+        if not state.delivered(delivery.consumer_tag):
             self._give_back_stray(settler, delivery)
             return
-        self._in_flight += 1
         self._idle.clear()
         try:
             if self._semaphore is None:
@@ -345,8 +374,7 @@ class QueueConsumer:
         except Exception as error:
             await self._give_up(settler, delivery, error)
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
+            if state.handled():
                 self._idle.set()
 
     def _give_back_stray(self, settler: ChannelSettler, delivery: Delivery) -> None:
