@@ -37,7 +37,7 @@ measured on 3.10.8, 4.0.5 and 4.3.6):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -199,33 +199,73 @@ def deprecated_features_findings(facts: ServerFacts) -> list[Finding]:
     return findings
 
 
-def identity_differences(amqp: ServerIdentity, api: ServerIdentity) -> str | None:
-    """How the server a management API answers for (its ``/api/overview``: ``api``) is not
-    the server rr reached over AMQP (``amqp``), or None when they agree: another cluster name
-    (compared when both tell one), another version. Names from the API are escaped and
-    clipped."""
-    differences = []
-    if (
+def names_to_compare(amqp: ServerIdentity, api: ServerIdentity) -> bool:
+    """Whether both sides tell a cluster name, and they differ: then the API's nodes decide
+    (:func:`identity_differences`)."""
+    return (
         amqp.cluster_name is not None
         and api.cluster_name is not None
         and amqp.cluster_name != api.cluster_name
-    ):
-        differences.append(
+    )
+
+
+def identity_differences(
+    amqp: ServerIdentity, api: ServerIdentity, api_nodes: Sequence[str] = ()
+) -> str | None:
+    """How the server a management API answers for (its ``/api/overview``: ``api``; its
+    cluster's nodes: ``api_nodes``) is not the server rr reached over AMQP (``amqp``), or
+    None when it is.
+
+    When both tell a cluster name, the names decide: the same name, or a default name of one
+    of the API's nodes, is the same cluster, whatever versions its nodes run (a rolling
+    upgrade mixes them). A cluster without a name set gives each node's own name with its
+    host's full name as its cluster name: ``rrc1@vm`` from the node ``rrc1@localhost``,
+    ``rrc2@vm`` from ``rrc2@localhost`` of the same cluster (measured on a 3.10.8 cluster;
+    4.0.5 and 4.3.6 name a lone node so). Otherwise the versions must be the same. Names
+    from the API are escaped and clipped."""
+    if amqp.cluster_name is not None and api.cluster_name is not None:
+        if not names_to_compare(amqp, api) or _default_names_of_one_cluster(
+            amqp.cluster_name, api.cluster_name, api_nodes
+        ):
+            return None
+        return (
             f"its cluster is {_shown_name(api.cluster_name)}, the AMQP server's "
             f"{_shown_name(amqp.cluster_name)}"
         )
     if api.version != amqp.version:
-        differences.append(f"it runs RabbitMQ {api.version}, the AMQP server {amqp.version}")
-    return "; ".join(differences) or None
+        return f"it runs RabbitMQ {api.version}, the AMQP server {amqp.version}"
+    return None
+
+
+def _default_names_of_one_cluster(amqp_name: str, api_name: str, api_nodes: Sequence[str]) -> bool:
+    """Whether ``amqp_name`` is the name a node of ``api_nodes`` gives its cluster when none is
+    set (its name before the ``@``, with its host's full name after it): the node's own name
+    with its domain (``rabbit@mq1.corp`` for the node ``rabbit@mq1``), or, where the API
+    answers with such a name too, a name on the same host for another node of the list
+    (``rrc1@vm`` and ``rrc2@vm`` for ``rrc1@localhost`` and ``rrc2@localhost``)."""
+    if any(amqp_name == node or amqp_name.startswith(node + ".") for node in api_nodes):
+        return True
+    node_id, at, host = amqp_name.partition("@")
+    api_host = api_name.partition("@")[2]
+    return (
+        bool(at and host)
+        and host == api_host
+        and any(node.partition("@")[0] == node_id for node in api_nodes)
+    )
 
 
 def identity_mismatch(
-    amqp: ServerIdentity, api: ServerIdentity, *, amqp_url: str, api_url: str
+    amqp: ServerIdentity,
+    api: ServerIdentity,
+    *,
+    amqp_url: str,
+    api_url: str,
+    api_nodes: Sequence[str] = (),
 ) -> str | None:
     """What says that the management API at ``api_url`` does not answer for the server rr
     reached at ``amqp_url`` (:func:`identity_differences`), for ``rr doctor``, or None when
     they agree. Both URLs come censored."""
-    differences = identity_differences(amqp, api)
+    differences = identity_differences(amqp, api, api_nodes)
     if differences is None:
         return None
     return (

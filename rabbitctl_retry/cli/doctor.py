@@ -41,6 +41,7 @@ from rabbitctl_retry.doctor import (
     Unread,
     examine,
     identity_mismatch,
+    names_to_compare,
     safe,
 )
 from rabbitctl_retry.errors import (
@@ -163,7 +164,13 @@ async def _management_answers(
         overview = await api.overview()
     except TransportError as error:
         return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
-    mismatch = identity_mismatch(identity, overview, amqp_url=reached, api_url=api.shown)
+    try:
+        nodes = await api.nodes() if names_to_compare(identity, overview) else ()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    mismatch = identity_mismatch(
+        identity, overview, amqp_url=reached, api_url=api.shown, api_nodes=nodes
+    )
     if mismatch is not None:
         return TableUnread(Unread.MISMATCH, censor_urls(mismatch))
     return await _deprecated_features(api)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import assert_never
 
-from rabbitctl_retry.doctor import identity_differences
+from rabbitctl_retry.doctor import identity_differences, names_to_compare
 from rabbitctl_retry.errors import ConfigError, TransportError
 from rabbitctl_retry.ops.probe import (
     Connect,
@@ -245,7 +245,9 @@ async def _check_same_server(api: ManagementApi, connection: Connection) -> None
     """Refuse, before anything changes, a management API that does not answer for the server
     ``connection`` reached: its nodes and its deprecated-features table would decide the plan
     (docs/cluster.md, "Replicas")."""
-    differences = identity_differences(identity_of(connection), await api.overview())
+    amqp, told = identity_of(connection), await api.overview()
+    nodes = await api.nodes() if names_to_compare(amqp, told) else ()
+    differences = identity_differences(amqp, told, nodes)
     if differences is not None:
         raise ConfigError(
             f"the management API at {api.shown} does not answer for the server rr reached at "

@@ -22,6 +22,7 @@ from rabbitctl_retry.topology.load import load_text
 
 V4_3 = ServerVersion(4, 3, 6)
 V4_0 = ServerVersion(4, 0, 5)
+V3_10 = ServerVersion(3, 10, 8)
 NOT_GIVEN = TableUnread(Unread.NOT_GIVEN)
 
 
@@ -367,16 +368,60 @@ def test_before_4_3_there_are_no_4_3_counting_findings(version: ServerVersion) -
         (
             ServerIdentity(V4_3, None, "rabbit@a"),
             ServerIdentity(V4_0, None, "evil\x1b[31m" + "x" * 200),
-            "its cluster is 'evil\\x1b[31m" + "x" * 91 + "...', the AMQP server's 'rabbit@a'; "
-            "it runs RabbitMQ 4.0.5, the AMQP server 4.3.6",
+            "its cluster is 'evil\\x1b[31m" + "x" * 91 + "...', the AMQP server's 'rabbit@a'",
+        ),
+        # one cluster, its names not set: each node gives its own (measured on a 3.10.8
+        # cluster: rrc1@vm over AMQP, rrc2@vm from rrc2's API, nodes rrc1..3@localhost)
+        (
+            ServerIdentity(V3_10, None, "rrc1@vm"),
+            ServerIdentity(V3_10, None, "rrc2@vm"),
+            None,
+        ),
+        # the same cluster in a rolling upgrade: its nodes run two versions
+        (
+            ServerIdentity(V4_3, None, "shop"),
+            ServerIdentity(V4_0, None, "shop"),
+            None,
+        ),
+        (
+            ServerIdentity(V3_10, None, "other@vm"),
+            ServerIdentity(V3_10, None, "rrc2@vm"),
+            "its cluster is 'rrc2@vm', the AMQP server's 'other@vm'",
+        ),
+        # a node of the list on another host: rrc3@localhost's name with its domain
+        (
+            ServerIdentity(V3_10, None, "rrc3@localhost.corp"),
+            ServerIdentity(V3_10, None, "rrc2@vm"),
+            None,
+        ),
+        # the same node id in another cluster, on another host: not one cluster
+        (
+            ServerIdentity(V3_10, None, "rrc1@vm"),
+            ServerIdentity(V3_10, None, "rrc1@elsewhere"),
+            "its cluster is 'rrc1@elsewhere', the AMQP server's 'rrc1@vm'",
         ),
     ],
-    ids=["same", "amqp-no-name", "api-no-name", "cluster", "version", "both-escaped"],
+    ids=[
+        "same",
+        "amqp-no-name",
+        "api-no-name",
+        "cluster",
+        "version",
+        "escaped",
+        "default-names-of-one-cluster",
+        "mixed-versions",
+        "another-node-id",
+        "a-node-with-its-domain",
+        "same-id-another-host",
+    ],
 )
 def test_identity_mismatch(
     amqp: ServerIdentity, api: ServerIdentity, differences: str | None
 ) -> None:
-    found = identity_mismatch(amqp, api, amqp_url="amqp://u:******@q/", api_url="http://m/")
+    nodes = ("rrc1@localhost", "rrc2@localhost", "rrc3@localhost")
+    found = identity_mismatch(
+        amqp, api, amqp_url="amqp://u:******@q/", api_url="http://m/", api_nodes=nodes
+    )
 
     if differences is None:
         assert found is None
