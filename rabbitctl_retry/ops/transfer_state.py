@@ -106,6 +106,8 @@ NOTHING = Verdict()
 SEND = Verdict(advance=True, send=True)
 PUBLISH = Verdict(send=True)
 ACK = Verdict(ack=True)
+_ATTEMPTS = (Send, Fail)
+"""The choices --limit counts."""
 _HOLDS = {
     (advance, fresh): Verdict(advance=advance, hold=True, fresh_consumer=fresh)
     for advance in (False, True)
@@ -157,10 +159,11 @@ class TransferState:
             f"the connection to the broker closed during the {kind}"
         )
         self._letters: list[_Letter] = []
-        self._stages: dict[Stage, dict[int, _Letter]] = {
-            stage: {} for stage in Stage if stage is not Stage.DONE
-        }
-        """Delivery tag -> message, for every message not done, by stage."""
+        # delivery tag -> message, for every message not done, one map per stage
+        self._waiting: dict[int, _Letter] = {}
+        self._publishing: dict[int, _Letter] = {}
+        self._acks_unsent: dict[int, _Letter] = {}
+        self._acks_unknown: dict[int, _Letter] = {}
         self._held = 0
         """Messages held by the current consumer."""
         self._replacing = False
@@ -176,7 +179,7 @@ class TransferState:
     @property
     def in_flight(self) -> int:
         """Copies to be sent or under way: the run waits for them."""
-        return len(self._stages[Stage.WAITING]) + len(self._stages[Stage.PUBLISHING])
+        return len(self._waiting) + len(self._publishing)
 
     @property
     def finished(self) -> bool:
@@ -190,9 +193,9 @@ class TransferState:
 
     def stage_of(self, tag: int) -> Stage:
         """Where the message of delivery ``tag`` is (``DONE`` for one not in flight)."""
-        for stage, letters in self._stages.items():
+        for letters in (self._waiting, self._publishing, self._acks_unsent, self._acks_unknown):
             if tag in letters:
-                return stage
+                return letters[tag].stage
         return Stage.DONE
 
     # -- events ----------------------------------------------------------------------------
@@ -211,7 +214,7 @@ class TransferState:
             self._stop(None)
             return self._hold()
         assert choice is not None, "a delivery the run reads needs a choice"
-        attempt = isinstance(choice, Send | Fail)
+        attempt = isinstance(choice, _ATTEMPTS)
         limit = self._limit
         if attempt and limit is not None and self._attempted >= limit:
             self._stop(limit_reached(limit))
@@ -225,7 +228,8 @@ class TransferState:
         match choice:
             case Send():
                 letter.to = choice.to
-                self._enter(letter, tag, Stage.WAITING)
+                letter.stage = Stage.WAITING
+                self._waiting[tag] = letter
                 verdict = SEND
             case Skip():
                 verdict = self._leave(letter, TransferOutcome.SKIPPED, choice.reason, advance)
@@ -243,19 +247,20 @@ class TransferState:
 
     def turn_came(self, tag: int) -> Verdict:
         """The copy of ``tag`` may go now (its --rate slot came, or the run aborted)."""
-        letter = self._stages[Stage.WAITING].pop(tag)
+        letter = self._waiting.pop(tag)
         if self.interrupted is not None:
             return self._leave(letter, TransferOutcome.SKIPPED, self.reasons.not_sent_interrupted())
         if self.phase is Phase.HALTED:
             stopped = f"not {self.reasons.past}: the run was stopped"
             return self._leave(letter, TransferOutcome.SKIPPED, stopped)
-        self._enter(letter, tag, Stage.PUBLISHING)
+        letter.stage = Stage.PUBLISHING
+        self._publishing[tag] = letter
         return PUBLISH
 
     def answered(self, tag: int, sent: SendResult) -> Verdict:
         """What became of the copy of ``tag`` (``ops/sent.py``): ack its message, or leave
         it and say why."""
-        letter = self._stages[Stage.PUBLISHING].pop(tag)
+        letter = self._publishing.pop(tag)
         error = sent.error
         match sent.outcome:
             case Sent.REFUSED if isinstance(error, AccessRefused):
@@ -286,23 +291,24 @@ class TransferState:
             letter.maybe_duplicate = True
             letter.reason = self.reasons.unconfirmed_ack()
             return self._hold()
-        self._enter(letter, tag, Stage.ACK_UNSENT)
+        letter.stage = Stage.ACK_UNSENT
+        self._acks_unsent[tag] = letter
         return ACK
 
     def cut(self, tag: int) -> Verdict:
         """The copy of ``tag`` will get no answer (the client cancelled its task: the channel
         closed under it, or the run ends)."""
-        if (letter := self._stages[Stage.PUBLISHING].pop(tag, None)) is not None:
+        if (letter := self._publishing.pop(tag, None)) is not None:
             return self._unconfirmed(letter)
-        if (letter := self._stages[Stage.WAITING].pop(tag, None)) is not None:
+        if (letter := self._waiting.pop(tag, None)) is not None:
             return self._leave(letter, TransferOutcome.SKIPPED, self.reasons.not_sent_interrupted())
         return NOTHING
 
     def acks_written(self, frames: Sequence[SettleFrame]) -> bool:
         """These frames are in the connection's write queue (FIFO): a later round trip on
         the channel proves the broker processed them. ``True``: acks wait for that proof."""
-        unsent = self._stages[Stage.ACK_UNSENT]
-        unknown = self._stages[Stage.ACK_UNKNOWN]
+        unsent = self._acks_unsent
+        unknown = self._acks_unknown
         for frame in frames:
             if not isinstance(frame, AckFrame):
                 continue
@@ -319,12 +325,12 @@ class TransferState:
         the report counts them as unknown)."""
         if self.interrupted is not None:
             return []
-        return list(self._stages[Stage.ACK_UNKNOWN])
+        return list(self._acks_unknown)
 
     def acks_processed(self, tags: Sequence[int]) -> None:
         """A round trip that started after :meth:`acks_to_check` answered ``tags`` returned:
         the broker processed those acks (a channel handles its frames in order)."""
-        unknown = self._stages[Stage.ACK_UNKNOWN]
+        unknown = self._acks_unknown
         for tag in tags:
             letter = unknown.pop(tag, None)
             if letter is not None:
@@ -411,10 +417,6 @@ class TransferState:
         )
 
     # -- inside ----------------------------------------------------------------------------
-
-    def _enter(self, letter: _Letter, tag: int, stage: Stage) -> None:
-        letter.stage = stage
-        self._stages[stage][tag] = letter
 
     def _leave(
         self, letter: _Letter, outcome: TransferOutcome, reason: str, advance: bool = False
