@@ -72,6 +72,7 @@ from rabbitctl_retry.ops.settlement import SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.ops.transfer_state import (
     STOPPED_ON_REQUEST,
+    Phase,
     TransferState,
     Verdict,
 )
@@ -190,8 +191,10 @@ class Transfer:
         )
 
     def _observe(self) -> None:
-        """Wake whoever waits for what the state now says."""
+        """Wake whoever waits for what the state now says (nothing while it reads)."""
         state = self._state
+        if state.phase is Phase.READING:
+            return
         if state.finished:
             self._finished.set()
         if state.aborting:
