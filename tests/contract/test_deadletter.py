@@ -121,11 +121,16 @@ async def test_expired_per_message(backend: Backend) -> None:
     channel = await backend.channel()
     await channel.queue_declare("work")
     await channel.queue_declare("wait", arguments=DLX_TO_WORK)
+    published_at = backend.clock.now()
     await channel.publish(
         b"e1", routing_key="wait", properties=Properties(expiration="300", headers={"h": 1})
     )
     await backend.elapse(0.1)
-    assert (await depth(channel, "work"), await depth(channel, "wait")) == (0, 1)
+    depths = (await depth(channel, "work"), await depth(channel, "wait"))
+    if (backend.clock.now() - published_at).total_seconds() < 0.25:
+        # Only a claim while the 300 ms have surely not passed: a busy machine may take
+        # longer than that between the publish and the second count.
+        assert depths == (0, 1)
     await backend.elapse(0.2)
 
     async def arrived() -> bool:
