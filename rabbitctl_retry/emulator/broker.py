@@ -39,7 +39,8 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
 )
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.transport.base import Delivery, QueueInfo, ServerVersion
+from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.transport.base import Delivery, QueueInfo
 
 DELAYED_TYPE = "x-delayed-message"
 

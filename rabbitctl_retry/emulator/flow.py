@@ -84,7 +84,8 @@ from rabbitctl_retry.emulator.values import (
     with_headers,
 )
 from rabbitctl_retry.errors import AccessRefused, NotFound, PreconditionFailed
-from rabbitctl_retry.transport.base import Delivery, Properties, ServerVersion
+from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.transport.base import Delivery, Properties
 
 PublishOutcome = Literal["ack", "returned", "nack"]
 """What a confirm channel hears: basic.ack, basic.return (+ ack), or basic.nack."""

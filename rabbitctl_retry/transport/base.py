@@ -29,7 +29,7 @@ from rabbitctl_retry.fields import FieldTable, FieldValue
 
 # Plain values the pure core shares (server.py), handed out by the port's Connection.
 from rabbitctl_retry.server import ServerIdentity as ServerIdentity
-from rabbitctl_retry.server import ServerVersion as ServerVersion
+from rabbitctl_retry.server import ServerVersion
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
