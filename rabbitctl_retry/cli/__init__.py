@@ -37,8 +37,10 @@ def version_text() -> str:
 
 def _print_version(asked: bool) -> None:
     if asked:
+        from rabbitctl_retry.cli._common import exit_with
+
         typer.echo(version_text())
-        raise typer.Exit()
+        exit_with(0)
 
 
 @app.callback()

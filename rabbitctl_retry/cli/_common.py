@@ -1,8 +1,12 @@
-"""Shared CLI pieces: options, consoles, URL resolution, and the one async runner.
+"""Shared CLI pieces: options, consoles, URL resolution, the one async runner and the one exit.
 
-Every command is a sync typer function that calls :func:`run` once; ``run`` turns an
-:class:`~rabbitctl_retry.errors.RrError` into one line on stderr and its exit code, so no
-command prints a traceback for a user mistake, and no output ever holds a password.
+Every command is a sync typer function that parses, calls one operation through :func:`run`
+(``rr status --watch``: once a reading) and ends in the result handler (``cli/finish.py``).
+``run`` turns an :class:`~rabbitctl_retry.errors.RrError` into one line on stderr and its exit
+code, so no command prints a traceback for a user mistake, and no output ever holds a
+password. This module alone runs an event loop, opens connections (:func:`connect_to`: what an
+operation connects with) and raises ``typer.Exit`` (:func:`exit_with`); docs/architecture.md,
+"How a command reads".
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -84,11 +88,14 @@ def management_connector_of(ctx: typer.Context) -> ManagementConnector:
     return http_management
 
 
-async def open_connection(ctx: typer.Context, urls: Sequence[str]) -> Connection:
-    """A connection to the first of ``urls`` that answers (``transport/failover.py``)."""
+def connect_to(
+    ctx: typer.Context, urls: Sequence[str], *, client_name: str | None = None
+) -> Callable[[], Awaitable[Connection]]:
+    """What an operation opens its connection with: the first of ``urls`` that answers
+    (``transport/failover.py``), through :func:`connector_of`'s adapter."""
     from rabbitctl_retry.transport.failover import connect_any
 
-    return await connect_any(connector_of(ctx), urls)
+    return functools.partial(connect_any, connector_of(ctx, client_name=client_name), tuple(urls))
 
 
 class OutputFormat(StrEnum):
@@ -200,7 +207,12 @@ def fail(error: BaseException) -> NoReturn:
     that what a broker, a file or an exception says cannot move the terminal or forge a line.
     """
     stderr_console().print(f"rr: error: {escape_unprintable(censor_text(str(error)))}")
-    raise typer.Exit(exit_code_for(error))
+    exit_with(exit_code_for(error))
+
+
+def exit_with(code: int) -> NoReturn:
+    """End the command with exit ``code``: the one place a command's exit is raised."""
+    raise typer.Exit(int(code))
 
 
 def censor_text(text: str) -> str:
@@ -209,12 +221,29 @@ def censor_text(text: str) -> str:
     return censor_urls(text)
 
 
-def run(coroutine: Coroutine[Any, Any, _T]) -> _T:
-    """Run one coroutine; turn rr errors into an exit code."""
+def run(
+    coroutine: Coroutine[Any, Any, _T],
+    *,
+    then: Callable[[], None] | None = None,
+    quiet_interrupt: bool = False,
+) -> _T:
+    """Run one coroutine (a command's one operation); turn rr errors into an exit code.
+
+    ``then`` runs once the coroutine is over, however it ended, before an error's line is
+    printed (what a transfer did before it failed is shown first). ``quiet_interrupt``:
+    Ctrl-C ends the command with exit 0 and no line (``rr status --watch``)."""
     with guard():
         import asyncio  # not at import time: commands that never connect start faster
 
-        return asyncio.run(coroutine)
+        try:
+            return asyncio.run(coroutine)
+        except KeyboardInterrupt:
+            if quiet_interrupt:
+                exit_with(0)
+            raise
+        finally:
+            if then is not None:
+                then()
 
 
 @contextmanager
@@ -226,4 +255,4 @@ def guard() -> Iterator[None]:
         fail(error)
     except KeyboardInterrupt:
         stderr_console().print("rr: interrupted")
-        raise typer.Exit(130) from None
+        exit_with(130)

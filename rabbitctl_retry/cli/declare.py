@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,15 +15,13 @@ from rabbitctl_retry.cli._common import (
     fail,
     guard,
     management_connector_of,
-    print_json,
     resolve_urls,
     run,
-    stderr_console,
-    stdout_console,
 )
+from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
 from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
-from rabbitctl_retry.ops.declare import declare_topology
+from rabbitctl_retry.ops.declare import Declared, declare_topology
 from rabbitctl_retry.ops.preflight import load_checked
 from rabbitctl_retry.transport.management import check_management_url
 
@@ -75,28 +73,45 @@ def declare(
             management=management_connector_of(ctx),
         )
     )
+    finish(declare_outcome(declared, dry_run=dry_run), output)
+
+
+def declare_outcome(declared: Declared, *, dry_run: bool) -> Outcome:
+    """The plan as a table and its summary, or its JSON document; a warning line for each
+    transient queue and for placements that could not be read; a conflict ends the command
+    with its error."""
     result = declared.plan
     problem = declared.placement_problem
-    if output is OutputFormat.JSON:
-        document = plan_document(result, dry_run=dry_run)
+
+    def document() -> dict[str, Any]:
+        shown = plan_document(result, dry_run=dry_run)
         if problem is not None:
-            document["placement_error"] = censor_urls(str(problem))
-        print_json(document)
-    else:
-        console = stdout_console()
-        console.print(plan_table(result))
-        console.print(plan_summary(result, dry_run=dry_run))
-    for warning in result.warnings:  # transient queues on RabbitMQ 4 (docs/topology.md)
-        warn(warning)
+            shown["placement_error"] = censor_urls(str(problem))
+        return shown
+
+    # transient queues on RabbitMQ 4 (docs/topology.md)
+    warnings = [warning_line(warning) for warning in result.warnings]
     if problem is not None:
         # The apply is done and stands; only the report of where the queues live is
         # missing: a warning, exit 0 (docs/cluster.md, "Replicas").
-        warn(f"the declare is done, but where the queues live could not be read: {problem}")
-    if result.conflicts:
-        names = ", ".join(sorted({op.name for op in result.conflicts}))
-        fail(ConflictError(f"the broker conflicts with the file ({names}); nothing was changed"))
+        warnings.append(
+            warning_line(
+                f"the declare is done, but where the queues live could not be read: {problem}"
+            )
+        )
+    conflicting = ", ".join(sorted({op.name for op in result.conflicts}))
+    return Outcome(
+        document=document,
+        table=lambda: [plan_table(result), plan_summary(result, dry_run=dry_run)],
+        notes=warnings,
+        error=ConflictError(
+            f"the broker conflicts with the file ({conflicting}); nothing was changed"
+        )
+        if result.conflicts
+        else None,
+    )
 
 
-def warn(message: str) -> None:
-    """One ``rr: warning:`` line on stderr, censored and escaped as ``fail`` writes errors."""
-    stderr_console().print(f"rr: warning: {escape_unprintable(censor_urls(message))}")
+def warning_line(message: str) -> str:
+    """One ``rr: warning:`` line for stderr, censored and escaped as ``fail`` writes errors."""
+    return f"rr: warning: {escape_unprintable(censor_urls(message))}"

@@ -9,6 +9,7 @@ Safe by default: ``inspect`` and ``export`` take nothing from the queue; ``repla
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -19,14 +20,10 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    fail,
+    connect_to,
     guard,
-    open_connection,
-    print_json,
     resolve_urls,
     run,
-    stderr_console,
-    stdout_console,
 )
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
@@ -34,19 +31,20 @@ from rabbitctl_retry.cli.dlq_common import (
     app,
     ask,
     load_topology,
-    note,
     progress_bar,
-    quorum_warning,
     require_answerable,
+    warn_of_quorum,
 )
 from rabbitctl_retry.cli.dlq_report import import_document, import_failure, import_summary
 from rabbitctl_retry.cli.export_file import ExportFile
+from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.output import require_stdout
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.jsonl import short_string_problem
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
+from rabbitctl_retry.ops import dlq_runs as runs
 
 # --------------------------------------------------------------------------- export / import
 
@@ -84,48 +82,43 @@ def export_command(
             require_stdout()
         target = None if to_stdout else ExportFile(file)
 
-    async def export() -> shell.ReadResult:
-        connection = await open_connection(ctx, broker_urls)
-        try:
-            state = await shell.queue_state(connection, queue)
-            count = state.message_count if limit is None else min(limit, state.message_count)
-            warning = quorum_warning(state, count, str(connection.server_version))
-            if warning is not None:
-                note(warning)
-                await ask("Read them anyway?", yes, f"export {queue!r}")
-            # to stdout, the lines are the output and the summary goes to stderr
-            out = sys.stdout if target is None else target.stream
-            with progress_bar(OutputFormat.TABLE) as progress:
-                return await shell.export_queue(
-                    connection, queue, out, limit=limit, progress=progress
-                )
-        finally:
-            await connection.close()
-
+    # to stdout, the lines are the output and the summary goes to stderr
+    out = sys.stdout if target is None else target.stream
     try:
-        read = run(export())
+        read = run(
+            runs.export(
+                connect_to(ctx, broker_urls),
+                queue,
+                out,
+                limit=limit,
+                look=partial(warn_of_quorum, yes=yes, action=f"export {queue!r}"),
+                bar=partial(progress_bar, OutputFormat.TABLE),
+            )
+        )
         if target is not None:
             with guard():
                 target.commit()
     finally:
         if target is not None:
             target.discard()
-    if output is OutputFormat.JSON:
-        print_json(
-            {
+    exported = len(read.deliveries)
+    finish(
+        Outcome(
+            document=lambda: {
                 "queue": queue,
                 "file": str(file),
-                "exported": len(read.deliveries),
+                "exported": exported,
                 "in_queue": read.in_queue,
-            }
-        )
-        return
-    console = stderr_console() if to_stdout else stdout_console()
-    console.print(
-        cell(
-            f"exported {len(read.deliveries):,} message(s) of {read.in_queue:,} from {queue!r} "
-            f"to {'stdout' if to_stdout else file}; the queue still holds them"
-        )
+            },
+            table=lambda: [
+                cell(
+                    f"exported {exported:,} message(s) of {read.in_queue:,} from {queue!r} "
+                    f"to {'stdout' if to_stdout else file}; the queue still holds them"
+                )
+            ],
+            on_stderr=to_stdout,
+        ),
+        output,
     )
 
 
@@ -162,37 +155,32 @@ def import_command(
     with guard():  # the whole file, before connecting: a bad line is exit 65 even offline
         checked = shell.check_file(file, to, from_line=from_line, user=user)
 
-    async def import_() -> shell.ImportReport:
-        connection = await open_connection(ctx, broker_urls)
-        try:
-            with progress_bar(OutputFormat.TABLE) as progress:
-                return await shell.import_file(
-                    connection,
-                    file,
-                    to,
-                    from_line=from_line,
-                    user=user,
-                    checked=checked,
-                    progress=progress,
-                )
-        finally:
-            await connection.close()
-
-    report = run(import_())
-    if output is OutputFormat.JSON:
-        print_json(import_document(report))
-    else:
-        stdout_console().print(cell(import_summary(report)))
-    dropped = report.checked.user_ids_dropped
-    if dropped:
-        who = f"{user!r}, the user rr logs in as" if user else "the user rr logs in as"
-        note(
-            f"{dropped:,} message(s) carried a user_id other than {who}: imported without it "
-            "(RabbitMQ refuses a message whose user_id is not its publisher's)"
+    report = run(
+        runs.import_(
+            connect_to(ctx, broker_urls),
+            file,
+            to,
+            from_line=from_line,
+            user=user,
+            checked=checked,
+            bar=partial(progress_bar, OutputFormat.TABLE),
         )
-    failure = import_failure(report)
-    if failure is not None:
-        fail(failure)
+    )
+    dropped = report.checked.user_ids_dropped
+    who = f"{user!r}, the user rr logs in as" if user else "the user rr logs in as"
+    dropped_note = (
+        f"{dropped:,} message(s) carried a user_id other than {who}: imported without it "
+        "(RabbitMQ refuses a message whose user_id is not its publisher's)"
+    )
+    finish(
+        Outcome(
+            document=lambda: import_document(report),
+            table=lambda: [cell(import_summary(report))],
+            notes=[cell(dropped_note)] if dropped else [],
+            error=import_failure(report),
+        ),
+        output,
+    )
 
 
 # --------------------------------------------------------------------------- purge
@@ -211,25 +199,21 @@ def purge_command(
         check_queue_names([queue])
         require_answerable(yes, f"purge {queue!r}")
 
-    async def purge() -> int:
-        connection = await open_connection(ctx, resolve_urls(url))
-        try:
-            state = await shell.queue_state(connection, queue)
-            await ask(
-                f"Purge {state.message_count:,} message(s) from {queue!r}? They cannot be "
-                "recovered",
-                yes,
-                f"purge {queue!r}",
-            )
-            return await shell.purge(connection, queue)
-        finally:
-            await connection.close()
+    async def agree(state: shell.QueueState) -> None:
+        await ask(
+            f"Purge {state.message_count:,} message(s) from {queue!r}? They cannot be recovered",
+            yes,
+            f"purge {queue!r}",
+        )
 
-    purged = run(purge())
-    if output is OutputFormat.JSON:
-        print_json({"queue": queue, "purged": purged})
-        return
-    stdout_console().print(cell(f"purged {purged:,} message(s) from {queue!r}"))
+    purged = run(runs.purge_queue(connect_to(ctx, resolve_urls(url)), queue, agree))
+    finish(
+        Outcome(
+            document=lambda: {"queue": queue, "purged": purged},
+            table=lambda: [cell(f"purged {purged:,} message(s) from {queue!r}")],
+        ),
+        output,
+    )
 
 
 # replay and move register themselves on the same group

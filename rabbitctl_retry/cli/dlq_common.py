@@ -1,10 +1,9 @@
 """What the ``rr dlq`` commands share: the typer group, the questions they ask, progress bars,
-notes on stderr, the quorum-queue warning and Ctrl-C handling."""
+notes on stderr and the quorum-queue warning."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -135,26 +134,12 @@ def quorum_warning(state: shell.QueueState, count: int, version: str) -> str | N
     )
 
 
-@contextmanager
-def stop_on_interrupt(stop: asyncio.Event) -> Iterator[None]:
-    """The first Ctrl-C (or SIGTERM) ends the replay cleanly: copies under way finish and their
-    dead letters are acked, the report is printed. A second Ctrl-C quits at once."""
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-
-    def first(signum: signal.Signals) -> None:
-        stop.set()
-        note("stopping: finishing the copies under way (Ctrl-C again to quit at once)")
-        loop.remove_signal_handler(signum)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, first, signum)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            continue
-        installed.append(signum)
-    try:
-        yield
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+async def warn_of_quorum(
+    state: shell.QueueState, count: int, version: str, *, yes: bool, action: str
+) -> None:
+    """Before a read of ``count`` messages: what it costs a (maybe) quorum queue, and the
+    question (``ops/dlq_runs.py`` ``Look``, with ``yes`` and ``action`` given)."""
+    warning = quorum_warning(state, count, version)
+    if warning is not None:
+        note(warning)
+        await ask("Read them anyway?", yes, action)

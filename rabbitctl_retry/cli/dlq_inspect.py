@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -23,23 +24,19 @@ import typer
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     UrlOption,
+    connect_to,
     guard,
-    open_connection,
-    print_json,
     print_json_line,
     resolve_urls,
     run,
-    stdout_console,
 )
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
     YesOption,
     app,
-    ask,
     load_topology,
-    note,
     progress_bar,
-    quorum_warning,
+    warn_of_quorum,
 )
 from rabbitctl_retry.cli.dlq_render import (
     inspect_document,
@@ -48,6 +45,7 @@ from rabbitctl_retry.cli.dlq_render import (
     message_document,
 )
 from rabbitctl_retry.cli.dlq_summary import summary_document, summary_head, summary_view
+from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell, printable
@@ -57,6 +55,7 @@ from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
+from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 
@@ -144,35 +143,19 @@ def inspect_command(
     bar_output = OutputFormat.JSON if output is InspectOutput.JSON else OutputFormat.TABLE
     written = FirstFailure()
 
-    async def inspect() -> shell.ScanResult:
-        connection = await open_connection(ctx, broker_urls)
-        try:
-            state = await shell.queue_state(connection, queue)
-            count = state.message_count if wanted is None else min(wanted, state.message_count)
-            warning = quorum_warning(state, count, str(connection.server_version))
-            if warning is not None:
-                note(warning)
-                await ask("Read them anyway?", yes, f"inspect {queue!r}")
-            with progress_bar(bar_output, streaming=streaming) as progress:
-                scan = await shell.scan_messages(
-                    connection,
-                    queue,
-                    reading.taker(take, written),
-                    limit=wanted,
-                    progress=progress,
-                )
-        finally:
-            await connection.close()
-        written.raise_first()
-        return scan
-
-    scan = run(inspect())
-    kept.show(queue, scan, output=output, view=view, with_body=body)
-    if not scan.complete:
-        note(
-            f"only {scan.read:,} message(s) came before the queue went quiet: another consumer "
-            "may be taking them"
+    scan = run(
+        runs.inspect(
+            connect_to(ctx, broker_urls),
+            queue,
+            reading.taker(take, written),
+            limit=wanted,
+            look=partial(warn_of_quorum, yes=yes, action=f"inspect {queue!r}"),
+            bar=partial(progress_bar, bar_output, streaming=streaming),
         )
+    )
+    with guard():
+        written.raise_first()
+    finish(kept.outcome(queue, scan, output=output, view=view, with_body=body), output)
 
 
 @dataclass(slots=True)
@@ -195,7 +178,7 @@ class Kept:
             return functools.partial(_print_letter_line, now=now, with_body=with_body)
         return self.letters.append
 
-    def show(
+    def outcome(
         self,
         queue: str,
         scan: shell.ScanResult,
@@ -203,30 +186,45 @@ class Kept:
         output: InspectOutput,
         view: InspectFormat,
         with_body: bool,
-    ) -> None:
-        """Print what was kept, once the read is over."""
+    ) -> Outcome:
+        """What is printed of what was kept, once the read is over (``--output jsonl`` and
+        ``--format lines`` printed theirs as they read), and the note of a read cut short."""
+        notes = []
+        if self.summary is None and view is InspectFormat.LINES:
+            notes.append(
+                cell(f"{scan.read:,} dead letter(s) shown of {scan.in_queue:,} in {queue!r}")
+            )
+        if not scan.complete:
+            notes.append(
+                cell(
+                    f"only {scan.read:,} message(s) came before the queue went quiet: another "
+                    "consumer may be taking them"
+                )
+            )
         tally = self.summary
         if tally is not None:
-            if output is InspectOutput.JSON:
-                print_json(
-                    summary_document(queue, tally, in_queue=scan.in_queue, complete=scan.complete)
-                )
-                return
-            console = stdout_console()
-            console.print(cell(summary_head(queue, tally, scan.in_queue)))
-            if tally.count:
-                console.print(summary_view(tally))
-        elif output is InspectOutput.JSON:
-            print_json(
-                inspect_document(queue, self.letters, in_queue=scan.in_queue, with_body=with_body)
+            return Outcome(
+                document=lambda: summary_document(
+                    queue, tally, in_queue=scan.in_queue, complete=scan.complete
+                ),
+                table=lambda: [
+                    cell(summary_head(queue, tally, scan.in_queue)),
+                    *([summary_view(tally)] if tally.count else []),
+                ],
+                notes=notes,
             )
-        elif view is InspectFormat.LINES:
-            note(f"{scan.read:,} dead letter(s) shown of {scan.in_queue:,} in {queue!r}")
-        elif output is InspectOutput.TABLE:
-            console = stdout_console()
-            if self.letters:
-                console.print(inspect_table(self.letters, with_body=with_body))
-            console.print(cell(inspect_footer(queue, self.letters, scan.in_queue)))
+        if view is InspectFormat.LINES:
+            return Outcome(notes=notes)
+        return Outcome(
+            document=lambda: inspect_document(
+                queue, self.letters, in_queue=scan.in_queue, with_body=with_body
+            ),
+            table=lambda: [
+                *([inspect_table(self.letters, with_body=with_body)] if self.letters else []),
+                cell(inspect_footer(queue, self.letters, scan.in_queue)),
+            ],
+            notes=notes,
+        )
 
 
 def inspect_usage_problem(

@@ -1,10 +1,9 @@
-"""``rr dlq replay`` and ``rr dlq move``: messages from a queue to others, on the transfer engine
-(``ops/transfer.py``), with one way to print the reports and pick the exit code
-(``cli/dlq_report.py``)."""
+"""``rr dlq replay`` and ``rr dlq move``: messages from a queue to others, one run over their
+sources (``ops/transfers.py``) on the transfer engine (``ops/transfer.py``), with one way to
+print the reports and pick the exit code (``cli/dlq_report.py``, ``cli/finish.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Annotated, Any
@@ -15,12 +14,10 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    fail,
+    connect_to,
     guard,
-    open_connection,
-    print_json,
     resolve_urls,
-    stdout_console,
+    run,
 )
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
@@ -30,12 +27,12 @@ from rabbitctl_retry.cli.dlq_common import (
     load_topology,
     note,
     progress_bar,
-    quorum_warning,
     require_answerable,
-    stop_on_interrupt,
+    warn_of_quorum,
 )
 from rabbitctl_retry.cli.dlq_render import transfer_table
 from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
+from rabbitctl_retry.cli.finish import Outcome, Piece, finish, render
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.choice import Chooser
@@ -44,15 +41,15 @@ from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.move import to_problem as move_to_problem
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.rate import parse_rate
-from rabbitctl_retry.dlq.replay import ReplayPlan, choose, set_aside_queue, to_problem
+from rabbitctl_retry.dlq.replay import ReplayPlan, choose, to_problem
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.transport.base import Connection
 
 AttemptLimitOption = Annotated[
     int | None,
@@ -110,14 +107,9 @@ ForceOption = Annotated[
 ]
 
 
-async def _check_target(connection: Connection, to: str | None, force: bool) -> None:
+def _check_target(to: str, drops: str, *, force: bool) -> None:
     """A --to that confirms copies and then drops them is refused unless --force, with what
     it would do (dlq/target.py); with --force, a note says so."""
-    if to is None:
-        return
-    drops = await shell.target_drops(connection, to)
-    if drops is None:
-        return
     if not force:
         raise RrError(f"--to {to!r} {drops}; nothing was moved (--force sends to it anyway)")
     note(f"--to {to!r} {drops} (--force: sending to it anyway)")
@@ -190,25 +182,25 @@ def replay_command(
     ]
     jobs: list[tuple[str, Chooser]] = [(plan.source, partial(choose, plan)) for plan in plans]
 
-    async def prepare(connection: Connection, states: list[shell.QueueState]) -> None:
-        await _check_target(connection, None if undecodable else to, force)
-        if dry_run:
-            return
+    async def agreed(states: list[shell.QueueState]) -> None:
         for state in states:
             if state.quorum is not False and state.message_count:
                 note(_quorum_note(state, "dead letter", "replay"))
         await ask(_replay_question(states, to, limit, where or []), yes, "replay")
-        if undecodable and to is None:
-            await _declare_set_aside_queues(connection, [plan.source for plan in plans])
 
     _transfer_all(
         ctx,
         broker_urls,
-        jobs,
-        TransferKind.REPLAY,
-        TransferOptions(limit=limit, rate_per_s=rate_per_s),
-        prepare=prepare,
-        dry_run=dry_run,
+        TransferRun(
+            jobs,
+            TransferKind.REPLAY,
+            TransferOptions(limit=limit, rate_per_s=rate_per_s),
+            dry_run=dry_run,
+            target=None if undecodable else to,
+            set_aside=[plan.source for plan in plans] if undecodable and to is None else [],
+        ),
+        agreed=agreed,
+        force=force,
         yes=yes,
         output=output,
     )
@@ -227,71 +219,68 @@ def _quorum_note(state: shell.QueueState, item: str, command: str) -> str:
     )
 
 
-Prepare = Callable[[Connection, list[shell.QueueState]], Awaitable[None]]
-
-
 def _transfer_all(
     ctx: typer.Context,
     broker_urls: tuple[str, ...],
-    jobs: list[tuple[str, Chooser]],
-    kind: TransferKind,
-    options: TransferOptions,
+    transfers: TransferRun,
     *,
-    prepare: Prepare,
-    dry_run: bool,
+    agreed: Callable[[list[shell.QueueState]], Awaitable[None]],
+    force: bool,
     yes: bool,
     output: OutputFormat,
 ) -> None:
-    """Run (or dry-run) each ``(source, chooser)`` on the engine, one after the other; print
-    the reports and exit with their code (``cli/dlq_report.py``)."""
-    reports: list[TransferReport] = []
-    stop = options.stop = asyncio.Event()
+    """Run (or dry-run) the sources on the engine (``ops/transfers.py``); print the reports,
+    even of a run an error ended, and exit with their code (``cli/dlq_report.py``)."""
+    kind = transfers.kind
+    hooks = TransferHooks(
+        reading=partial(_warn_before_dry_run, kind=kind, yes=yes),
+        dropping=partial(_check_target, force=force),
+        agreed=agreed,
+        bar=partial(progress_bar, output),
+        stopping=partial(note, STOPPING),
+    )
+    done = Transfers()
+    several = len(transfers.jobs) > 1
+    run(
+        transfer_sources(connect_to(ctx, broker_urls), transfers, hooks, done),
+        then=lambda: render(_reports_outcome(done.reports, several=several), output),
+    )
+    finish(_exit_of(done, kind))
 
-    async def transfer_all() -> None:
-        connection = await open_connection(ctx, broker_urls)
-        try:
-            states = [await shell.queue_state(connection, source) for source, _ in jobs]
-            if dry_run:
-                version = str(connection.server_version)
-                for state in states:
-                    warning = quorum_warning(state, state.message_count, version)
-                    if warning is not None:
-                        note(warning)
-                        await ask("Read them anyway?", yes, f"{kind} --dry-run {state.name!r}")
-            await prepare(connection, states)
-            with progress_bar(output) as progress, stop_on_interrupt(stop):
-                for source, choose in jobs:
-                    act = engine.dry_run if dry_run else engine.transfer
-                    report = await act(
-                        connection, source, choose, options, kind=kind, progress=progress
-                    )
-                    reports.append(report)
-                    if report.interrupted or stop.is_set():
-                        break
-        finally:
-            await connection.close()
 
-    with guard():
-        try:
-            asyncio.run(transfer_all())
-        finally:
-            _print_reports(reports, output, several=len(jobs) > 1)
-    interrupted = next((report for report in reports if report.interrupted), None)
+STOPPING = "stopping: finishing the copies under way (Ctrl-C again to quit at once)"
+
+
+async def _warn_before_dry_run(
+    states: list[shell.QueueState], version: str, *, kind: TransferKind, yes: bool
+) -> None:
+    for state in states:
+        await warn_of_quorum(
+            state,
+            state.message_count,
+            version,
+            yes=yes,
+            action=f"{kind} --dry-run {state.name!r}",
+        )
+
+
+def _exit_of(done: Transfers, kind: TransferKind) -> Outcome:
+    """How a replay or move ends: an interrupted run's error (77 refused, else 69), 130 when
+    Ctrl-C stopped it, else :func:`transfer_exit_code`."""
+    interrupted = next((report for report in done.reports if report.interrupted), None)
     if interrupted is not None and interrupted.refused:
-        fail(AccessRefused(_refused_text(interrupted)))
+        return Outcome(error=AccessRefused(_refused_text(interrupted)))
     if interrupted is not None:
-        fail(
-            BrokerUnreachable(
+        return Outcome(
+            error=BrokerUnreachable(
                 f"{kind} of {interrupted.source!r} interrupted: {interrupted.interrupted}; up "
                 f"to {interrupted.possible_duplicates:,} message(s) may now be duplicated; "
                 f"rerun to {kind} the rest"
             )
         )
-    if stop.is_set():
-        raise typer.Exit(130)
-    code = transfer_exit_code(reports)
-    if code:
-        raise typer.Exit(int(code))
+    if done.stop.is_set():
+        return Outcome(code=130)
+    return Outcome(code=int(transfer_exit_code(done.reports)))
 
 
 def _refused_text(report: TransferReport) -> str:
@@ -307,17 +296,6 @@ def _refused_text(report: TransferReport) -> str:
     if report.sent:
         return f"{head}; {report.sent:,} {past} before that, the rest are still there"
     return f"{head}; nothing was {past}, every {item} is still there"
-
-
-async def _declare_set_aside_queues(connection: Connection, sources: list[str]) -> None:
-    """``--undecodable`` without ``--to``: each source's ``.undecodable`` queue (durable,
-    classic) exists before the first letter moves (docs/dlq.md, "Undecodable")."""
-    channel = await connection.channel()
-    try:
-        for source in sources:
-            await channel.queue_declare(set_aside_queue(source), durable=True)
-    finally:
-        await channel.close()
 
 
 def _replay_question(
@@ -340,18 +318,25 @@ def _bounds(limit: int | None, where: list[str]) -> str:
     return text
 
 
-def _print_reports(reports: list[TransferReport], output: OutputFormat, *, several: bool) -> None:
+def _reports_outcome(reports: list[TransferReport], *, several: bool) -> Outcome:
+    """Each source's table (when it has results) and summary, or the JSON documents (one
+    source: its document alone); nothing when no source ran."""
     if not reports:
-        return
-    if output is OutputFormat.JSON:
+        return Outcome()
+
+    def document() -> Any:
         documents = [transfer_document(report) for report in reports]
-        print_json(documents if several else documents[0])
-        return
-    console = stdout_console()
-    for report in reports:
-        if report.results:
-            console.print(transfer_table(report))
-        console.print(cell(transfer_summary(report)))
+        return documents if several else documents[0]
+
+    def table() -> list[Piece]:
+        pieces: list[Piece] = []
+        for report in reports:
+            if report.results:
+                pieces.append(transfer_table(report))
+            pieces.append(cell(transfer_summary(report)))
+        return pieces
+
+    return Outcome(document=document, table=table)
 
 
 # --------------------------------------------------------------------------- move
@@ -409,10 +394,7 @@ def move_command(
         wait_queues=WaitQueues.of(topology),
     )
 
-    async def prepare(connection: Connection, states: list[shell.QueueState]) -> None:
-        await _check_target(connection, to, force)
-        if dry_run:
-            return
+    async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
         if state.quorum is not False and state.message_count:
             note(_quorum_note(state, "message", "move"))
@@ -427,11 +409,15 @@ def move_command(
     _transfer_all(
         ctx,
         broker_urls,
-        [(queue, partial(choose_move, plan))],
-        TransferKind.MOVE,
-        TransferOptions(limit=limit, rate_per_s=rate_per_s),
-        prepare=prepare,
-        dry_run=dry_run,
+        TransferRun(
+            [(queue, partial(choose_move, plan))],
+            TransferKind.MOVE,
+            TransferOptions(limit=limit, rate_per_s=rate_per_s),
+            dry_run=dry_run,
+            target=to,
+        ),
+        agreed=agreed,
+        force=force,
         yes=yes,
         output=output,
     )

@@ -12,7 +12,6 @@ command.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,46 +22,22 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    connector_of,
+    connect_to,
     fail,
     guard,
     management_connector_of,
-    print_json,
     resolve_urls,
     run,
-    stdout_console,
 )
+from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.render import cell
-from rabbitctl_retry.doctor import (
-    Finding,
-    Level,
-    ServerFacts,
-    TableUnread,
-    Unread,
-    examine,
-    identity_mismatch,
-    names_to_compare,
-    safe,
-)
-from rabbitctl_retry.errors import (
-    TransportError,
-    UsageError,
-    censor_urls,
-    escape_unprintable,
-)
-from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
-from rabbitctl_retry.topology.expand import Desired, expand
+from rabbitctl_retry.doctor import Finding, Level, ServerFacts, TableUnread, examine, safe
+from rabbitctl_retry.errors import UsageError
+from rabbitctl_retry.ops.doctor import server_facts
+from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.transport.base import Connection, Connector, identity_of
-from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import (
-    ManagementApi,
-    ManagementConnector,
-    check_management_url,
-    vhost_of,
-)
+from rabbitctl_retry.transport.management import check_management_url
 
-DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
 """The same variable as ``rr declare``'s (docs/cli.md, "The management URL")."""
 
@@ -102,7 +77,7 @@ def doctor_command(
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     api_url = management_url or (topology.broker.management_url if topology else None)
     facts = run(
-        _read_facts(broker_urls, desired, connector_of(ctx), management_connector_of(ctx), api_url)
+        server_facts(connect_to(ctx, broker_urls), desired, management_connector_of(ctx), api_url)
     )
     retried = frozenset(
         queue.name
@@ -110,108 +85,25 @@ def doctor_command(
         if queue.max_attempts is not None
     )
     findings = examine(desired, facts, retried)
-    if output is OutputFormat.JSON:
-        print_json(_document(facts, findings))
-    else:
-        console = stdout_console()
-        if facts.url is not None:
-            console.print(cell(f"{facts.product} {facts.version} at {facts.url}"))
-        console.print(_table(findings))
-        console.print("safe on this server" if safe(findings) else "unsafe on this server")
-    if not safe(findings):
-        raise typer.Exit(1)
+    finish(doctor_outcome(facts, findings), output)
 
 
-async def _read_facts(
-    urls: tuple[str, ...],
-    desired: Desired | None,
-    connector: Connector,
-    management: ManagementConnector,
-    management_url: str | None,
-) -> ServerFacts:
-    connection = await connect_any(connector, urls)
-    try:
-        plugin: bool | None = None
-        if desired is not None and any(x.type == DELAYED_EXCHANGE_TYPE for x in desired.exchanges):
-            plugin = await _has_delayed_plugin(connection)
-        version, reached = connection.server_version, connection.url
-        identity = identity_of(connection)
-    finally:
-        await connection.close()
-    features = (
-        await _management_answers(
-            management(management_url, vhost=vhost_of(reached)), identity, reached
+def doctor_outcome(facts: ServerFacts, findings: list[Finding]) -> Outcome:
+    """The server's line, the findings and the verdict, or the JSON document; exit 1 when
+    something is unsafe."""
+
+    def table() -> list[Piece]:
+        server = (
+            [] if facts.url is None else [cell(f"{facts.product} {facts.version} at {facts.url}")]
         )
-        if management_url is not None
-        else TableUnread(Unread.NOT_GIVEN)
+        verdict = "safe on this server" if safe(findings) else "unsafe on this server"
+        return [*server, _table(findings), verdict]
+
+    return Outcome(
+        document=lambda: _document(facts, findings),
+        table=table,
+        code=0 if safe(findings) else 1,
     )
-    return ServerFacts(
-        version=version,
-        cluster_name=identity.cluster_name,
-        delayed_message_plugin=plugin,
-        url=reached,
-        deprecated_features=features,
-    )
-
-
-async def _management_answers(
-    api: ManagementApi, identity: ServerIdentity, reached: str
-) -> tuple[DeprecatedFeature, ...] | TableUnread:
-    """What the management API says, once its ``/api/overview`` shows it answers for the
-    server AMQP reached (the same cluster name, when both tell one, and the same version):
-    else why none of its answers is used."""
-    try:
-        overview = await api.overview()
-    except TransportError as error:
-        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
-    try:
-        nodes = await api.nodes() if names_to_compare(identity, overview) else ()
-    except TransportError as error:
-        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
-    mismatch = identity_mismatch(
-        identity, overview, amqp_url=reached, api_url=api.shown, api_nodes=nodes
-    )
-    if mismatch is not None:
-        return TableUnread(Unread.MISMATCH, censor_urls(mismatch))
-    return await _deprecated_features(api)
-
-
-async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:
-    """The server's deprecated-features table, or why it could not be read: an API without
-    it (404 or 406), one that lists no states (RabbitMQ 4.0.5's), or one that failed
-    (unreachable, a refused login, an answer of the wrong shape), said in one censored,
-    escaped line."""
-    try:
-        features = await api.deprecated_features()
-    except TransportError as error:
-        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
-    if features is None:
-        return TableUnread(Unread.MISSING)
-    if isinstance(features, Unstated):
-        return TableUnread(Unread.UNSTATED)
-    return features
-
-
-async def _has_delayed_plugin(connection: Connection) -> bool:
-    """Declare (and delete) a throwaway ``x-delayed-message`` exchange: only the plugin
-    knows that type."""
-    name = f"rr.doctor.{uuid.uuid4().hex[:12]}"
-    channel = await connection.channel()
-    try:
-        await channel.exchange_declare(
-            name,
-            type=DELAYED_EXCHANGE_TYPE,
-            durable=False,
-            auto_delete=True,
-            arguments={"x-delayed-type": "direct"},
-        )
-    except TransportError:
-        return False
-    try:
-        await channel.exchange_delete(name)
-    finally:
-        await channel.close()
-    return True
 
 
 def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:

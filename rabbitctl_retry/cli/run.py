@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import UrlOption, connector_of, guard, resolve_urls, run
+from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_urls, run
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
@@ -21,8 +21,6 @@ from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.transport.base import Connection
-from rabbitctl_retry.transport.failover import connect_any
 
 log = logging.getLogger("rr.runtime")
 
@@ -129,11 +127,8 @@ def run_command(
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     _warn_without_heartbeat(broker_urls)
 
-    connector = connector_of(ctx, client_name=f"rr run {handlers.module} on {socket.gethostname()}")
-
-    async def connect() -> Connection:
-        return await connect_any(connector, broker_urls)
-
+    client_name = f"rr run {handlers.module} on {socket.gethostname()}"
+    connect = connect_to(ctx, broker_urls, client_name=client_name)
     options = RunOptions(
         prefetch=prefetch,
         concurrency=concurrency,

@@ -8,14 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    guard,
-    print_json,
-    run,
-    stdout_console,
-)
+from rabbitctl_retry.cli._common import OutputFormat, OutputOption, guard, run
+from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.cli.threads import exit_without_joining
@@ -96,20 +90,23 @@ def simulate_command(
     except typer.Exit as stop:
         exit_without_joining(watch.threads_running, stop.exit_code)  # cli/threads.py
         raise
-    if output is OutputFormat.JSON:
-        print_json(simulation_document(result))
-        return
-    console = stdout_console()
-    console.print(timeline_table(result))
-    console.print(
-        "attempt = 1 + retry + x-dc; retry = the retry header; "
-        "x-dc = the quorum queue's x-delivery-count"
-    )
-    left = ", ".join(f"{queue}={count}" for queue, count in result.queues.items() if count)
-    console.print(
-        f"simulated {result.elapsed_s:g}s of virtual time (last event at "
-        f"{result.last_event_s:g}s); messages left: {left or 'none'}"
-    )
+    finish(simulation_outcome(result), output)
+
+
+def simulation_outcome(result: Simulation) -> Outcome:
+    """The timeline, its legend and what was left, or the JSON document."""
+
+    def table() -> list[Piece]:
+        left = ", ".join(f"{queue}={count}" for queue, count in result.queues.items() if count)
+        return [
+            timeline_table(result),
+            "attempt = 1 + retry + x-dc; retry = the retry header; "
+            "x-dc = the quorum queue's x-delivery-count",
+            f"simulated {result.elapsed_s:g}s of virtual time (last event at "
+            f"{result.last_event_s:g}s); messages left: {left or 'none'}",
+        ]
+
+    return Outcome(document=lambda: simulation_document(result), table=table)
 
 
 def simulation_document(result: Simulation) -> dict[str, Any]:

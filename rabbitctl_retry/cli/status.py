@@ -7,7 +7,6 @@ codes")."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,19 +17,18 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    connect_to,
+    exit_with,
     guard,
-    open_connection,
-    print_json,
     resolve_urls,
     run,
-    stdout_console,
 )
+from rabbitctl_retry.cli.finish import Outcome, Piece, finish, render
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from rabbitctl_retry.ops.status import QueueStatus
-    from rabbitctl_retry.topology.expand import QueueEntity
 
 
 def status_command(
@@ -65,6 +63,7 @@ def status_command(
     from rabbitctl_retry.cli.queue_names import check_queue_names
     from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.errors import UsageError
+    from rabbitctl_retry.ops.status import read_statuses
     from rabbitctl_retry.topology.expand import QueueEntity, expand
     from rabbitctl_retry.topology.load import load_file
 
@@ -77,79 +76,35 @@ def status_command(
     listed = list(expand(topology).queues) if topology is not None else []
     in_file = {queue.name for queue in listed}
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ()))
     if watch_s is None:
-        statuses = run(_read(ctx, broker_urls, listed, named))
-        _show(statuses, output, one_line=False)
-        if not all(status.ok for status in statuses):
-            raise typer.Exit(1)
+        finish(status_outcome(run(read_statuses(connect, listed, named))), output)
         return
-    try:
+    try:  # Ctrl-C, during a reading too, is the end of the watch: exit 0
         while True:
-            statuses = _watched_read(ctx, broker_urls, listed, named)
-            _show(statuses, output, one_line=True, clear=True)
+            statuses = run(read_statuses(connect, listed, named), quiet_interrupt=True)
+            render(status_outcome(statuses, watching=True), output)
             time.sleep(watch_s)
     except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        exit_with(0)
 
 
-def _watched_read(
-    ctx: typer.Context,
-    broker_urls: tuple[str, ...],
-    listed: list[QueueEntity],
-    named: list[QueueEntity],
-) -> list[QueueStatus]:
-    """One reading of ``--watch``: rr errors end the command as usual, but Ctrl-C during the
-    reading is the end of the watch (exit 0), as between two readings."""
-    import asyncio
+def status_outcome(statuses: list[QueueStatus], *, watching: bool = False) -> Outcome:
+    """A table and its count line, or the JSON document (``--watch``: one per line, the
+    table on a cleared terminal); exit 1 when a queue is not as expected."""
 
-    with guard():
-        try:
-            return asyncio.run(_read(ctx, broker_urls, listed, named))
-        except KeyboardInterrupt:
-            raise typer.Exit(0) from None
+    def table() -> list[Piece]:
+        bad = [status for status in statuses if not status.ok]
+        count = f"{len(statuses)} queue(s); " + (f"{len(bad)} not as expected" if bad else "ok")
+        return [status_table(statuses), count]
 
-
-async def _read(
-    ctx: typer.Context,
-    broker_urls: tuple[str, ...],
-    listed: list[QueueEntity],
-    named: list[QueueEntity],
-) -> list[QueueStatus]:
-    from rabbitctl_retry.ops.status import queue_statuses
-
-    connection = await open_connection(ctx, broker_urls)
-    try:
-        return [
-            *await queue_statuses(connection, listed, listed=True),
-            *await queue_statuses(connection, named, listed=False),
-        ]
-    finally:
-        await connection.close()
-
-
-def _show(
-    statuses: list[QueueStatus], output: OutputFormat, *, one_line: bool, clear: bool = False
-) -> None:
-    if output is OutputFormat.JSON:
-        document = status_document(statuses)
-        if one_line:  # --watch: one JSON document per line
-            import json
-
-            from rabbitctl_retry.json_text import escape_unsafe
-
-            sys.stdout.write(escape_unsafe(json.dumps(document, ensure_ascii=False, default=str)))
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-        else:
-            print_json(document)
-        return
-    console = stdout_console()
-    if clear and console.is_terminal:
-        console.clear()
-    console.print(status_table(statuses))
-    bad = [status for status in statuses if not status.ok]
-    console.print(f"{len(statuses)} queue(s); " + (f"{len(bad)} not as expected" if bad else "ok"))
+    return Outcome(
+        document=lambda: status_document(statuses),
+        table=table,
+        code=0 if watching or all(status.ok for status in statuses) else 1,
+        one_line=watching,
+        clear=watching,
+    )
 
 
 def _type_of(status: QueueStatus) -> str:

@@ -7,20 +7,14 @@ Every command here, and ``rr declare``, loads a file through
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    guard,
-    print_json,
-    stdout_console,
-)
+from rabbitctl_retry.cli._common import OutputFormat, OutputOption, guard
+from rabbitctl_retry.cli.finish import Outcome, Piece, Raw, Unwrapped, finish
 from rabbitctl_retry.cli.plain_table import LARGE_TABLE_ROWS, plain_lines
 from rabbitctl_retry.cli.render import printable, rich_table, topology_document, topology_rows
 from rabbitctl_retry.ops.preflight import load_checked
@@ -50,12 +44,12 @@ def _load(path: Path) -> tuple[Topology, Desired]:
 def validate(topology_file: TopologyArgument) -> None:
     """Parse and check a topology file; exit 78 with the key and line of the first problem."""
     topology, desired = _load(topology_file)
-    stdout_console().print(
+    text = (
         f"{printable(str(topology_file))}: ok ({len(topology.queues)} queues in the file; "
         f"{len(desired.queues)} queues, {len(desired.exchanges)} exchanges and "
-        f"{len(desired.bindings)} bindings to declare)",
-        soft_wrap=True,
+        f"{len(desired.bindings)} bindings to declare)"
     )
+    finish(Outcome(table=lambda: [Unwrapped(text)]))
 
 
 @app.command()
@@ -63,20 +57,29 @@ def show(topology_file: TopologyArgument, output: OutputOption = OutputFormat.TA
     """Show the retry policy of each queue and every entity the file declares, with its
     exact arguments."""
     topology, desired = _load(topology_file)
-    if output is OutputFormat.JSON:
-        print_json(topology_document(topology, desired))
-        return
-    console = stdout_console()
+    finish(
+        Outcome(
+            document=lambda: topology_document(topology, desired),
+            table=lambda: _show_pieces(topology, desired),
+        ),
+        output,
+    )
+
+
+def _show_pieces(topology: Topology, desired: Desired) -> list[Piece]:
+    """Each table, a blank line after it, and the exchanges that must already exist."""
+    pieces: list[Piece] = []
     for rows in topology_rows(topology, desired):
         if len(rows.rows) > LARGE_TABLE_ROWS:  # rich would take minutes (cli/plain_table.py)
-            sys.stdout.writelines(f"{line}\n" for line in plain_lines(rows))
+            pieces.append(Raw(plain_lines(rows)))
         else:
-            console.print(rich_table(rows))
-        console.print()
+            pieces.append(rich_table(rows))
+        pieces.append("")
     if desired.referenced_exchanges:
-        console.print(
+        pieces.append(
             "must already exist: " + ", ".join(printable(n) for n in desired.referenced_exchanges)
         )
+    return pieces
 
 
 @app.command()
@@ -93,4 +96,4 @@ def export(
     _, desired = _load(topology_file)
     match format:
         case ExportFormat.DEFINITIONS:
-            print_json(to_definitions(desired, vhost=vhost))
+            finish(Outcome(document=lambda: to_definitions(desired, vhost=vhost)), "json")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rabbitctl_retry.ops.probe import compare_queue, queue_info
+from rabbitctl_retry.ops.probe import Connect, compare_queue, queue_info
 from rabbitctl_retry.topology.expand import QueueEntity
 from rabbitctl_retry.topology.plan import Differs, Refused, describe_differences
 from rabbitctl_retry.transport.base import Connection
@@ -55,4 +55,19 @@ async def queue_statuses(
     return statuses
 
 
-__all__ = ["QueueStatus", "queue_statuses"]
+async def read_statuses(
+    connect: Connect, listed: Sequence[QueueEntity], named: Sequence[QueueEntity]
+) -> list[QueueStatus]:
+    """One reading of ``rr status``: the queues of the topology file (``listed``, compared
+    with it), then the ones only named, on one connection from ``connect``."""
+    connection = await connect()
+    try:
+        return [
+            *await queue_statuses(connection, listed, listed=True),
+            *await queue_statuses(connection, named, listed=False),
+        ]
+    finally:
+        await connection.close()
+
+
+__all__ = ["QueueStatus", "queue_statuses", "read_statuses"]

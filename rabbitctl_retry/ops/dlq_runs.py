@@ -1,0 +1,115 @@
+"""Each ``rr dlq`` command's one operation (inspect, export, import, purge): open the
+connection, read the queue's state, let the command warn or ask, do the work on the shell of
+``ops/dlq.py``, close. What is said and asked on the way is the command's (its hooks); no
+command opens a connection itself (docs/architecture.md, "How a command reads")."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TextIO
+
+from rabbitctl_retry.ops.dlq import (
+    CheckedFile,
+    ImportReport,
+    ProgressSink,
+    ReadResult,
+    ScanResult,
+    export_queue,
+    import_file,
+    purge,
+    scan_messages,
+)
+from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
+from rabbitctl_retry.transport.base import Delivery
+
+Look = Callable[[QueueState, int, str], Awaitable[None]]
+"""Told the queue's state, how many messages are about to be read and the server's version,
+before the first is: the command warns of a quorum queue, asks, or ends the run."""
+Bar = Callable[[], AbstractContextManager[ProgressSink]]
+"""The command's progress bar, opened once its questions are answered."""
+
+
+async def inspect(
+    connect: Connect,
+    queue: str,
+    on_delivery: Callable[[Delivery], bool],
+    *,
+    limit: int | None,
+    look: Look,
+    bar: Bar,
+) -> ScanResult:
+    """``rr dlq inspect``: up to ``limit`` messages of ``queue`` handed to ``on_delivery``,
+    none taken (:func:`~rabbitctl_retry.ops.dlq.scan_messages`)."""
+    connection = await connect()
+    try:
+        state = await queue_state(connection, queue)
+        count = state.message_count if limit is None else min(limit, state.message_count)
+        await look(state, count, str(connection.server_version))
+        with bar() as progress:
+            return await scan_messages(
+                connection, queue, on_delivery, limit=limit, progress=progress
+            )
+    finally:
+        await connection.close()
+
+
+async def export(
+    connect: Connect, queue: str, out: TextIO, *, limit: int | None, look: Look, bar: Bar
+) -> ReadResult:
+    """``rr dlq export``: up to ``limit`` messages of ``queue`` written to ``out`` as JSON
+    Lines, none taken (:func:`~rabbitctl_retry.ops.dlq.export_queue`)."""
+    connection = await connect()
+    try:
+        state = await queue_state(connection, queue)
+        count = state.message_count if limit is None else min(limit, state.message_count)
+        await look(state, count, str(connection.server_version))
+        with bar() as progress:
+            return await export_queue(connection, queue, out, limit=limit, progress=progress)
+    finally:
+        await connection.close()
+
+
+async def import_(
+    connect: Connect,
+    file: Path,
+    to: str,
+    *,
+    from_line: int,
+    user: str | None,
+    checked: CheckedFile,
+    bar: Bar,
+) -> ImportReport:
+    """``rr dlq import``: the checked file published to ``to``
+    (:func:`~rabbitctl_retry.ops.dlq.import_file`)."""
+    connection = await connect()
+    try:
+        with bar() as progress:
+            return await import_file(
+                connection,
+                file,
+                to,
+                from_line=from_line,
+                user=user,
+                checked=checked,
+                progress=progress,
+            )
+    finally:
+        await connection.close()
+
+
+async def purge_queue(
+    connect: Connect, queue: str, agree: Callable[[QueueState], Awaitable[None]]
+) -> int:
+    """``rr dlq purge``: ``queue`` emptied once ``agree`` (told its state) returns; how many
+    messages went."""
+    connection = await connect()
+    try:
+        await agree(await queue_state(connection, queue))
+        return await purge(connection, queue)
+    finally:
+        await connection.close()
+
+
+__all__ = ["Bar", "Look", "export", "import_", "inspect", "purge_queue"]

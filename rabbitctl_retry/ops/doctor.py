@@ -1,0 +1,98 @@
+"""``rr doctor``: what rr reads of a server for the pure ``doctor.py`` to judge — its version
+and identity from the AMQP handshake, whether it can declare an ``x-delayed-message``
+exchange (the probe of ``ops/probe.py``), and its deprecated-features table from the
+management API, once that API shows it answers for the same server (docs/cli.md,
+"rr doctor"). An API that cannot be read is a finding, never an error."""
+
+from __future__ import annotations
+
+from rabbitctl_retry.doctor import (
+    ServerFacts,
+    TableUnread,
+    Unread,
+    identity_mismatch,
+    names_to_compare,
+)
+from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
+from rabbitctl_retry.ops.probe import Connect, exchange_type
+from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
+from rabbitctl_retry.topology.expand import Desired
+from rabbitctl_retry.topology.plan import Absent
+from rabbitctl_retry.transport.base import identity_of
+from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
+
+DELAYED_EXCHANGE_TYPE = "x-delayed-message"
+
+
+async def server_facts(
+    connect: Connect,
+    desired: Desired | None,
+    management: ManagementConnector,
+    management_url: str | None,
+) -> ServerFacts:
+    """What ``doctor.py`` examines: the server ``connect`` reaches, whether it has the
+    delayed-message plugin (probed only when ``desired`` has such an exchange) and, with a
+    ``management_url``, what its management API says."""
+    connection = await connect()
+    try:
+        version, reached = connection.server_version, connection.url
+        identity = identity_of(connection)
+    finally:
+        await connection.close()
+    delayed = [x for x in desired.exchanges if x.type == DELAYED_EXCHANGE_TYPE] if desired else []
+    plugin = isinstance(await exchange_type(delayed[0], connect), Absent) if delayed else None
+    features = (
+        await _management_answers(
+            management(management_url, vhost=vhost_of(reached)), identity, reached
+        )
+        if management_url is not None
+        else TableUnread(Unread.NOT_GIVEN)
+    )
+    return ServerFacts(
+        version=version,
+        cluster_name=identity.cluster_name,
+        delayed_message_plugin=plugin,
+        url=reached,
+        deprecated_features=features,
+    )
+
+
+async def _management_answers(
+    api: ManagementApi, identity: ServerIdentity, reached: str
+) -> tuple[DeprecatedFeature, ...] | TableUnread:
+    """What the management API says, once its ``/api/overview`` shows it answers for the
+    server AMQP reached (the same cluster name, when both tell one, and the same version):
+    else why none of its answers is used."""
+    try:
+        overview = await api.overview()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    try:
+        nodes = await api.nodes() if names_to_compare(identity, overview) else ()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    mismatch = identity_mismatch(
+        identity, overview, amqp_url=reached, api_url=api.shown, api_nodes=nodes
+    )
+    if mismatch is not None:
+        return TableUnread(Unread.MISMATCH, censor_urls(mismatch))
+    return await _deprecated_features(api)
+
+
+async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:
+    """The server's deprecated-features table, or why it could not be read: an API without
+    it (404 or 406), one that lists no states (RabbitMQ 4.0.5's), or one that failed
+    (unreachable, a refused login, an answer of the wrong shape), said in one censored,
+    escaped line."""
+    try:
+        features = await api.deprecated_features()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    if features is None:
+        return TableUnread(Unread.MISSING)
+    if isinstance(features, Unstated):
+        return TableUnread(Unread.UNSTATED)
+    return features
+
+
+__all__ = ["DELAYED_EXCHANGE_TYPE", "server_facts"]
