@@ -33,6 +33,27 @@ DRIVERS = ("aiormq", "pamqp")
 ADAPTERS = ("rabbitctl_retry.transport.amqp", "rabbitctl_retry.transport.management_http")
 """The adapters of the two ports: only ``cli/_common.py`` picks them."""
 PICKS_THE_ADAPTERS = "rabbitctl_retry.cli._common"
+RUNS_AND_EXITS = "rabbitctl_retry.cli._common"
+"""The one CLI module that runs the event loop, opens connections and raises ``typer.Exit``
+(docs/architecture.md, "How a command reads")."""
+EVENT_LOOPS = ("asyncio.run", "asyncio.Runner", "asyncio.new_event_loop")
+CONNECTS = (
+    "rabbitctl_retry.transport.failover.connect_any",
+    "rabbitctl_retry.transport.amqp.connect",
+    "rabbitctl_retry.cli._common.amqp_connector",
+    "rabbitctl_retry.cli._common.http_management",
+    "aiormq.connect",
+)
+"""What opens a connection (besides calling a connector: :data:`CALLS_A_CONNECTOR`)."""
+OPENS = ("connect_any", "open_connection")
+"""Functions that open a connection, whatever module they come from."""
+CONNECTOR_MAKERS = ("connector_of", "management_connector_of", "connect_to")
+"""What hands out a connector (a URL in, a connection out) or ``connect_to``'s ``Connect``."""
+CONNECTOR_TYPES = ("Connector", "ManagementConnector", "Connect")
+CALLS_A_CONNECTOR = "<a connector>"
+"""What :attr:`Module.calls` holds for a call of a connector: ``connector_of(ctx)(url)``, a
+name bound to ``connector_of(...)`` or ``connect_to(...)``, a parameter typed ``Connector``
+or ``Connect``."""
 TRANSPORT_DEPENDENCIES = (*DRIVERS, "yarl")
 """What ``transport/`` may import beside the standard library, the shared modules and itself."""
 
@@ -46,6 +67,12 @@ class Module:
     ``a.b``; ``importlib.import_module("x")`` and ``__import__("x")`` name ``x``."""
     says_pure: bool
     """Its docstring starts with ``Pure.``."""
+    calls: frozenset[str] = frozenset()
+    """Every function it calls, by its dotted name through the imports (``from asyncio
+    import run`` then ``run(...)``: ``asyncio.run``), and :data:`CALLS_A_CONNECTOR` for a
+    call of a connector."""
+    raises: frozenset[str] = frozenset()
+    """What its ``raise`` statements raise, by dotted name (``typer.Exit``)."""
 
     def within(self, *parts: str) -> bool:
         """Whether this module is ``rabbitctl_retry.<part>`` or inside it, for any part."""
@@ -73,9 +100,17 @@ def parse_module(name: str, source: str, *, package: bool = False) -> Module:
     tree = ast.parse(source)
     here = name.split(".") if package else name.split(".")[:-1]
     found: set[str] = set()
+    aliases: dict[str, str] = {}
+    """A local name -> the dotted name it was imported as."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    aliases[top] = top
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = ".".join(here[: len(here) - node.level + 1])
@@ -85,10 +120,78 @@ def parse_module(name: str, source: str, *, package: bool = False) -> Module:
             found.add(module)
             # ``from package import module`` imports the module too
             found.update(f"{module}.{alias.name}" for alias in node.names)
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
         elif isinstance(node, ast.Call) and (dynamic := _dynamic_import(node)) is not None:
             found.add(dynamic)
     docstring = ast.get_docstring(tree) or ""
-    return Module(name, frozenset(found), says_pure=docstring.startswith("Pure."))
+    calls, raises = _calls_and_raises(tree, aliases)
+    return Module(
+        name,
+        frozenset(found),
+        says_pure=docstring.startswith("Pure."),
+        calls=calls,
+        raises=raises,
+    )
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """``asyncio.run`` for ``asyncio.run`` (or ``run`` imported from asyncio), resolved
+    through the imports; None for anything but a name or a chain of attributes."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id)
+    if isinstance(node, ast.Attribute) and (base := _dotted(node.value, aliases)) is not None:
+        return f"{base}.{node.attr}"
+    return None
+
+
+def _makes_a_connector(node: ast.expr, aliases: dict[str, str]) -> bool:
+    """``node`` is a call of ``connector_of`` or ``management_connector_of``."""
+    called = _dotted(node.func, aliases) if isinstance(node, ast.Call) else None
+    return called is not None and called.split(".")[-1] in CONNECTOR_MAKERS
+
+
+def _typed_a_connector(annotation: ast.expr | None) -> bool:
+    if annotation is None:
+        return False
+    text = ast.unparse(annotation).strip("'\"")
+    return any(re.search(rf"\b{kind}\b", text) for kind in CONNECTOR_TYPES)
+
+
+def _calls_and_raises(
+    tree: ast.Module, aliases: dict[str, str]
+) -> tuple[frozenset[str], frozenset[str]]:
+    connectors = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
+        and _makes_a_connector(node.value, aliases)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    connectors |= {
+        argument.arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)
+        if _typed_a_connector(argument.annotation)
+    }
+    calls: set[str] = set()
+    raises: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if _makes_a_connector(node.func, aliases) or (
+                isinstance(node.func, ast.Name) and node.func.id in connectors
+            ):
+                calls.add(CALLS_A_CONNECTOR)
+            elif (called := _dotted(node.func, aliases)) is not None:
+                calls.add(called)
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if (dotted := _dotted(raised, aliases)) is not None:
+                raises.add(dotted)
+    return frozenset(calls), frozenset(raises)
 
 
 def module_of(path: Path) -> Module:
@@ -222,6 +325,48 @@ def nobody_imports_click(module: Module) -> list[str]:
     return [f"{module.name} imports {name}" for name in module.imports if _under(name, "click")]
 
 
+def _command_module(module: Module) -> bool:
+    """A module of ``cli/`` other than ``cli/_common.py``."""
+    return module.within("cli") and module.name != RUNS_AND_EXITS
+
+
+def only_common_runs_the_loop(module: Module) -> list[str]:
+    """No CLI module but ``cli/_common.py`` runs an event loop: a command calls its one
+    operation through ``run``."""
+    if not _command_module(module):
+        return []
+    return [
+        f"{module.name} runs an event loop itself ({name})"
+        for name in sorted(module.calls)
+        if name in EVENT_LOOPS
+    ]
+
+
+def only_common_connects(module: Module) -> list[str]:
+    """No CLI module but ``cli/_common.py`` opens a connection (``connect_any``, an adapter's
+    ``connect``, a call of a connector): the command's operation opens it, with what
+    ``connect_to`` hands it."""
+    if not _command_module(module):
+        return []
+    return [
+        f"{module.name} opens a connection itself ({name})"
+        for name in sorted(module.calls)
+        if name in CONNECTS or name == CALLS_A_CONNECTOR or name.split(".")[-1] in OPENS
+    ]
+
+
+def only_common_raises_exit(module: Module) -> list[str]:
+    """No CLI module but ``cli/_common.py`` raises ``typer.Exit`` (``exit_with``, ``fail``);
+    others may catch it."""
+    if not _command_module(module):
+        return []
+    return [
+        f"{module.name} raises {name} (use cli/_common.py exit_with)"
+        for name in sorted(module.raises)
+        if name.split(".")[0] in {"typer", "click"} and name.split(".")[-1] == "Exit"
+    ]
+
+
 RULES: list[Callable[[Module], list[str]]] = [
     core_imports_only_the_core,
     pure_modules_import_only_pure_ones,
@@ -230,6 +375,9 @@ RULES: list[Callable[[Module], list[str]]] = [
     transport_imports_below_it,
     no_arrow_points_upwards,
     nobody_imports_click,
+    only_common_runs_the_loop,
+    only_common_connects,
+    only_common_raises_exit,
 ]
 
 
@@ -288,6 +436,85 @@ VIOLATIONS = [
     (no_arrow_points_upwards, "rabbitctl_retry.runtime.bad", "from ..cli import _common\n"),
     (no_arrow_points_upwards, "rabbitctl_retry.ops.bad", "from rabbitctl_retry import testing"),
     (nobody_imports_click, "rabbitctl_retry.cli.bad", "import click\n"),
+    (only_common_runs_the_loop, "rabbitctl_retry.cli.status", "import asyncio\nasyncio.run(f())\n"),
+    (
+        only_common_runs_the_loop,
+        "rabbitctl_retry.cli.bad",
+        "def command():\n    from asyncio import run as go\n    go(main())\n",
+    ),
+    (
+        only_common_runs_the_loop,
+        "rabbitctl_retry.cli.dlq_transfer",
+        "import asyncio\nwith asyncio.Runner() as runner:\n    runner.run(f())\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.doctor",
+        "from rabbitctl_retry.transport.failover import connect_any\n"
+        "async def f(c, urls):\n    return await connect_any(c, urls)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "from ..transport import failover\nfailover.connect_any(c, urls)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "from ._common import connector_of\nasync def f(ctx, url):\n"
+        "    return await connector_of(ctx)(url)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "from ._common import connector_of\nasync def f(ctx, url):\n"
+        "    connector = connector_of(ctx)\n    return await connector(url)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "async def f(connect: Connector, url: str):\n    return await connect(url)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "async def f(management: 'ManagementConnector'):\n"
+        "    return management('http://h:15672/', vhost='/')\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "from rabbitctl_retry.transport import amqp\nasync def f(url):\n"
+        "    return await amqp.connect(url)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.dlq",
+        "from rabbitctl_retry.cli._common import open_connection\nasync def f(ctx, urls):\n"
+        "    return await open_connection(ctx, urls)\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "from ._common import connect_to\nasync def f(ctx, urls):\n"
+        "    connect = connect_to(ctx, urls)\n    return await connect()\n",
+    ),
+    (
+        only_common_connects,
+        "rabbitctl_retry.cli.bad",
+        "async def f(connect: Connect):\n    return await connect()\n",
+    ),
+    (only_common_raises_exit, "rabbitctl_retry.cli.status", "import typer\nraise typer.Exit(1)\n"),
+    (
+        only_common_raises_exit,
+        "rabbitctl_retry.cli",
+        "from typer import Exit\ndef f():\n    raise Exit()\n",
+    ),
+    (
+        only_common_raises_exit,
+        "rabbitctl_retry.cli.bad",
+        "import typer as t\ndef f():\n    raise t.Exit\n",
+    ),
 ]
 
 
@@ -311,9 +538,25 @@ def test_every_rule_is_shown_to_catch_a_violation() -> None:
 def test_a_module_that_keeps_the_rules_breaks_none() -> None:
     sources = {
         "rabbitctl_retry.doctor": "from .server import ServerVersion\nfrom .topology import plan\n",
-        "rabbitctl_retry.cli._common": "from ..transport import amqp, management_http\n",
         "rabbitctl_retry.transport.bad": "import aiormq\nfrom ..server import Placement\n",
         "rabbitctl_retry.ops.bad": "from ..transport.base import Connector\nimport asyncio\n",
+        "rabbitctl_retry.cli._common": (
+            "from ..transport import amqp, management_http\n"
+            "import asyncio, typer\nfrom rabbitctl_retry.transport.failover import connect_any\n"
+            "def run(c):\n    return asyncio.run(c)\n"
+            "def exit_with(code):\n    raise typer.Exit(code)\n"
+            "async def connect(connector: Connector, urls):\n"
+            "    return await connect_any(connector, urls)\n"
+        ),
+        "rabbitctl_retry.cli.run": (
+            "import typer\nfrom ._common import connect_to, run\n"
+            "def f(ctx, urls, service):\n    connect = connect_to(ctx, urls)\n"
+            "    try:\n        run(service(connect))\n"
+            "    except typer.Exit as stop:\n        raise\n"
+        ),
+        "rabbitctl_retry.ops.transfers": (
+            "import asyncio\nasync def f(connect):\n    return await connect()\n"
+        ),
     }
     for name, source in sources.items():
         module = parse_module(name, source)
