@@ -7,7 +7,6 @@ test regenerates them and fails when they no longer match the CLI. The scripts a
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from pathlib import Path
@@ -257,5 +256,6 @@ def completion(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")
     Example: rr completion bash > /etc/bash_completion.d/rr
     """
     from rabbitctl_retry.cli import app
+    from rabbitctl_retry.cli.finish import Outcome, Raw, finish
 
-    sys.stdout.write(render(app, shell))
+    finish(Outcome(table=lambda: [Raw([render(app, shell)])]))

@@ -36,9 +36,10 @@ class Unwrapped:
 
 @dataclass(frozen=True, slots=True)
 class Raw:
-    """Lines written to stdout as they are (a table too large for rich: cli/plain_table.py)."""
+    """Text written to stdout as it is, line breaks included (a table too large for rich:
+    cli/plain_table.py; a completion script)."""
 
-    lines: Iterable[str]
+    chunks: Iterable[str]
 
 
 Piece = RenderableType | Unwrapped | Raw
@@ -94,7 +95,7 @@ def finish(outcome: Outcome, output: str = "table") -> None:
 
 def _print(console: Console, piece: Piece) -> None:
     if isinstance(piece, Raw):
-        sys.stdout.writelines(f"{line}\n" for line in piece.lines)
+        sys.stdout.writelines(piece.chunks)
     elif isinstance(piece, Unwrapped):
         console.print(piece.text, soft_wrap=True)
     elif isinstance(piece, str) and not piece:

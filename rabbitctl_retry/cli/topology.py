@@ -71,7 +71,7 @@ def _show_pieces(topology: Topology, desired: Desired) -> list[Piece]:
     pieces: list[Piece] = []
     for rows in topology_rows(topology, desired):
         if len(rows.rows) > LARGE_TABLE_ROWS:  # rich would take minutes (cli/plain_table.py)
-            pieces.append(Raw(plain_lines(rows)))
+            pieces.append(Raw(f"{line}\n" for line in plain_lines(rows)))
         else:
             pieces.append(rich_table(rows))
         pieces.append("")
