@@ -9,6 +9,7 @@ version) share these values, so none of them imports another for them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # --- which server -----------------------------------------------------------------------------
@@ -117,3 +118,43 @@ class Placement:
     """A quorum queue's leader; a classic queue's node."""
     members: tuple[str, ...]
     """A quorum queue's members; a classic queue's one node."""
+
+
+# --- policies ---------------------------------------------------------------------------------
+
+PolicyValue = str | int | bool
+"""A value of a policy's definition (JSON: a text, an integer, a boolean)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A policy (or an operator policy) of one vhost, as the management API states it
+    (docs/topology.md, "Policies and arguments"): the queues (or exchanges) whose name the
+    regular expression ``pattern`` finds (not anchored) take ``definition``'s keys; of several
+    matching policies the one of the highest ``priority`` applies, alone."""
+
+    name: str
+    pattern: str
+    definition: tuple[tuple[str, PolicyValue], ...]
+    """The keys (``max-length``, ``dead-letter-exchange``) and their values, sorted by key."""
+    priority: int = 0
+    apply_to: str = "queues"
+    """``queues``, ``exchanges``, ``all``; RabbitMQ 4 also ``classic_queues``,
+    ``quorum_queues``, ``streams``."""
+
+    @staticmethod
+    def of(
+        name: str,
+        pattern: str,
+        definition: Mapping[str, PolicyValue],
+        *,
+        priority: int = 0,
+        apply_to: str = "queues",
+    ) -> Policy:
+        """A policy with ``definition`` given as a mapping."""
+        return Policy(name, pattern, tuple(sorted(definition.items())), priority, apply_to)
+
+    @property
+    def keys(self) -> dict[str, PolicyValue]:
+        """The definition as a mapping."""
+        return dict(self.definition)

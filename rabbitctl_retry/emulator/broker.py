@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 
+from rabbitctl_retry.emulator import policies
 from rabbitctl_retry.emulator.args import (
     QueueSettings,
     exchange_inequivalence,
@@ -33,13 +34,14 @@ from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
 from rabbitctl_retry.emulator.settle import Settlement
 from rabbitctl_retry.errors import (
     AccessRefused,
+    BrokerRefused,
     ConfigError,
     NotFound,
     PreconditionFailed,
     ResourceLocked,
 )
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.server import Policy, ServerVersion
 from rabbitctl_retry.transport.base import Delivery, QueueInfo
 
 DELAYED_TYPE = "x-delayed-message"
@@ -96,6 +98,8 @@ class Broker(Settlement):
         self._consumer_numbers = itertools.count(1)
         self._generated_names = itertools.count(1)
         self.connections: list[ConnectionState] = []
+        self.policies: dict[bool, dict[str, Policy]] = {False: {}, True: {}}
+        """The vhost's policies (at False) and operator policies (at True), by name."""
         for name, kind in _SYSTEM_EXCHANGES:
             self.exchanges[name] = Exchange(
                 name=name,
@@ -221,8 +225,65 @@ class Broker(Settlement):
             server_version=self.server_version,
         )
         q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
+        self._apply_policies(q)
         self.mark_used(q)
         return self._info(q)
+
+    # -- policies (docs/topology.md, "Policies and arguments") ------------------------------
+
+    def put_policy(self, policy: Policy, *, operator: bool) -> None:
+        """Set (or replace) a policy; it applies to every queue at once."""
+        problem = policies.refusal(policy, self.server_version, operator=operator)
+        if problem is not None:
+            raise BrokerRefused(" ".join(problem.split()))
+        self.policies[operator][policy.name] = policy
+        self._policies_changed()
+
+    def delete_policy(self, name: str, *, operator: bool) -> None:
+        if self.policies[operator].pop(name, None) is None:
+            kind = "operator policy" if operator else "policy"
+            raise NotFound(f"no {kind} '{name}' in vhost '{VHOST}'")
+        self._policies_changed()
+
+    def _policies_changed(self) -> None:
+        self.activity += 1
+        for q in list(self.queues.values()):
+            self._apply_policies(q)
+
+    def _apply_policies(self, q: EmulatedQueue) -> None:
+        """Give ``q`` the settings its arguments, policy and operator policy make together; a
+        lower limit drops (dead-letters) the oldest at once, a changed expiry starts again."""
+        kind = q.settings.kind
+        version = self.server_version
+        effective = policies.effective_arguments(
+            q.arguments,
+            kind,
+            policies.applying(self.policies[False].values(), q.name, kind, version),
+            policies.applying(self.policies[True].values(), q.name, kind, version),
+            version,
+        )
+        if kind == "classic":  # a classic queue takes no delayed retry
+            effective = {k: v for k, v in effective.items() if not k.startswith("x-delayed-")}
+        try:
+            settings = validate_queue(
+                q.name,
+                durable=q.durable,
+                exclusive=q.exclusive_owner is not None,
+                auto_delete=q.auto_delete,
+                arguments=effective,
+                server_version=version,
+            )
+        except PreconditionFailed:
+            return  # a combination the server would not take: the queue keeps what it had
+        before, q.settings = q.settings, settings
+        if settings.expires_ms != before.expires_ms:
+            if settings.expires_ms is None and q.expiry_timer is not None:
+                q.expiry_timer.cancel()
+                q.expiry_timer = None
+            else:
+                self.mark_used(q)
+        if settings.overflow == "drop-head" and q.over_limit():
+            self._trim(q)
 
     def _create_queue(
         self,

@@ -27,7 +27,7 @@ from rabbitctl_retry.emulator.transport import EmulatedConnection
 from rabbitctl_retry.emulator.values import copy_table, with_headers
 from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.server import Policy, ServerVersion
 from rabbitctl_retry.transport.base import Delivery, DeliveryCallback
 from rabbitctl_retry.transport.management import ManagementConnector
 
@@ -217,6 +217,21 @@ class Emulator:
 
     def exchange_names(self) -> list[str]:
         return sorted(self.broker.exchanges)
+
+    def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
+        """Set a policy (``operator``: an operator policy) as ``rabbitmqctl set_policy`` does:
+        it applies to every queue at once (emulator/policies.py; docs/topology.md, "Policies
+        and arguments"). A definition the server refuses raises ``BrokerRefused``."""
+        self.broker.put_policy(policy, operator=operator)
+
+    def delete_policy(self, name: str, *, operator: bool = False) -> None:
+        """Delete a policy; the queues it applied to go back to their arguments at once."""
+        self.broker.delete_policy(name, operator=operator)
+
+    def policies(self, *, operator: bool = False) -> tuple[Policy, ...]:
+        """The policies (``operator``: the operator policies), sorted by name."""
+        found = self.broker.policies[operator]
+        return tuple(found[name] for name in sorted(found))
 
     def _queue(self, name: str) -> EmulatedQueue:
         q = self.broker.queues.get(name)

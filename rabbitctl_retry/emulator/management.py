@@ -3,7 +3,8 @@
 It implements :class:`~rabbitctl_retry.transport.management.ManagementApi` and answers what
 RabbitMQ's management API answers for a one-node server of the emulator's version, for what
 rr reads of it: the overview (version, product, cluster name), the nodes, where a queue lives,
-and the deprecated-features table (docs/testing.md, "The management API"). The contract suite
+the deprecated-features table, and the policies it sets (applied by the emulator as the server
+applies them: emulator/policies.py) (docs/testing.md, "The management API"). The contract suite
 runs the same scenario on RabbitMQ 4.3.6's API and on this twin
 (``tests/contract/test_management_api.py``).
 
@@ -20,6 +21,7 @@ from rabbitctl_retry.errors import censor_url
 from rabbitctl_retry.server import (
     DeprecatedFeature,
     Placement,
+    Policy,
     ServerIdentity,
     ServerVersion,
     Unstated,
@@ -84,6 +86,12 @@ class Emulated(Protocol):
 
     def has_queue(self, name: str) -> bool: ...
 
+    def put_policy(self, policy: Policy, *, operator: bool = False) -> None: ...
+
+    def delete_policy(self, name: str, *, operator: bool = False) -> None: ...
+
+    def policies(self, *, operator: bool = False) -> tuple[Policy, ...]: ...
+
 
 class EmulatedManagementApi:
     """The management API of an emulated one-node server. The emulator has one virtual host,
@@ -115,3 +123,14 @@ class EmulatedManagementApi:
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
         return deprecated_features_of(self._emulator.server_version)
+
+    async def policies(self, *, operator: bool = False) -> tuple[Policy, ...]:
+        return self._emulator.policies(operator=operator)
+
+    async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
+        """Set ``policy``: the emulator applies it as the server of its version does
+        (emulator/policies.py), to the existing queues at once."""
+        self._emulator.put_policy(policy, operator=operator)
+
+    async def delete_policy(self, name: str, *, operator: bool = False) -> None:
+        self._emulator.delete_policy(name, operator=operator)

@@ -2,7 +2,8 @@
 cannot tell: which server the API answers for, which nodes form the cluster, which of them
 hold each queue (docs/cluster.md, "Replicas"), and which deprecated features the server
 permits or denies (``rr doctor``, docs/cli.md, which first checks with ``/api/overview`` that
-the API answers for the server AMQP reached).
+the API answers for the server AMQP reached); and the vhost's policies and operator policies,
+which AMQP cannot set (docs/topology.md, "Policies and arguments").
 
 Pure types and Protocols; no I/O here. Two adapters implement the port, as two implement the
 AMQP one (``transport/base.py``): ``transport/management_http.py`` (the HTTP API itself) and
@@ -24,7 +25,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Protocol
 
-from rabbitctl_retry.server import DeprecatedFeature, Placement, ServerIdentity, Unstated
+from rabbitctl_retry.server import DeprecatedFeature, Placement, Policy, ServerIdentity, Unstated
 from rabbitctl_retry.urls import parse_management_url
 
 
@@ -53,6 +54,22 @@ class ManagementApi(Protocol):
         """Every deprecated feature the server knows and whether it permits it, sorted by
         name; None when the API has no such table (RabbitMQ 3.10.8's); :class:`Unstated`
         when it lists the features without their state (RabbitMQ 4.0.5's)."""
+        ...
+
+    async def policies(self, *, operator: bool = False) -> tuple[Policy, ...]:
+        """The policies of the vhost (``operator``: its operator policies), sorted by name."""
+        ...
+
+    async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
+        """Set ``policy`` in the vhost (``operator``: as an operator policy), replacing one of
+        its name: it applies to the existing queues at once (docs/topology.md, "Policies and
+        arguments"). A definition the server refuses raises
+        :class:`~rabbitctl_retry.errors.BrokerRefused` with its reason."""
+        ...
+
+    async def delete_policy(self, name: str, *, operator: bool = False) -> None:
+        """Delete the policy ``name`` of the vhost (``operator``: the operator policy);
+        :class:`~rabbitctl_retry.errors.NotFound` when there is none."""
         ...
 
 

@@ -2,9 +2,10 @@
 HTTP API itself, for what AMQP 0-9-1 cannot tell (docs/cluster.md, "Replicas"; docs/cli.md,
 "rr doctor").
 
-Requests are plain ``urllib`` GETs with basic auth (the credentials of the management URL,
-checked by :func:`~rabbitctl_retry.urls.parse_management_url`), run in a thread so the event
-loop never waits on a socket. Only ``cli/_common.py`` names this adapter
+Requests are plain ``urllib`` GETs (for policies also PUTs and DELETEs) with basic auth (the
+credentials of the management URL, checked by
+:func:`~rabbitctl_retry.urls.parse_management_url`), run in a thread so the event loop never
+waits on a socket. Only ``cli/_common.py`` names this adapter
 (docs/architecture.md, "One place picks the adapter").
 
 What the API answers is taken only in the shape it documents (docs/cluster.md): a redirect
@@ -28,12 +29,21 @@ from collections.abc import Mapping
 from email.message import Message
 from typing import IO, Any
 
-from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, censor_url, escape_unprintable
+from rabbitctl_retry.errors import (
+    AccessRefused,
+    BrokerRefused,
+    BrokerUnreachable,
+    NotFound,
+    censor_url,
+    escape_unprintable,
+)
 from rabbitctl_retry.server import (
     DEPRECATED_FEATURES_PATH,
     OVERVIEW_PATH,
     DeprecatedFeature,
     Placement,
+    Policy,
+    PolicyValue,
     ServerIdentity,
     ServerVersion,
     Unstated,
@@ -162,6 +172,84 @@ class HttpManagementApi:
             raise self._unexpected(path, problem)
         return features
 
+    async def policies(self, *, operator: bool = False) -> tuple[Policy, ...]:
+        """The vhost's policies (``GET /api/policies/VHOST``; ``operator``:
+        ``/api/operator-policies/VHOST``), sorted by name."""
+        path = self._policies_path(operator)
+        listed = await self._get(path)
+        if not isinstance(listed, list):
+            raise self._unexpected(path, "not a list of policies")
+        found = []
+        for row in listed:
+            policy = _policy_of(row)
+            if policy is None:
+                raise self._unexpected(path, _POLICY_SHAPE)
+            found.append(policy)
+        return tuple(sorted(found, key=lambda policy: policy.name))
+
+    async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
+        """``PUT /api/policies/VHOST/NAME`` (``operator``: ``/api/operator-policies/...``)
+        with the policy's pattern, definition, priority and apply-to; a definition the
+        server refuses (400) raises :class:`BrokerRefused` with its reason."""
+        body = {
+            "pattern": policy.pattern,
+            "definition": policy.keys,
+            "priority": policy.priority,
+            "apply-to": policy.apply_to,
+        }
+        path = self._policy_path(policy.name, operator)
+        await asyncio.to_thread(self._send_blocking, "PUT", path, body)
+
+    async def delete_policy(self, name: str, *, operator: bool = False) -> None:
+        """``DELETE /api/policies/VHOST/NAME`` (``operator``: ``/api/operator-policies/...``);
+        :class:`NotFound` when there is no such policy (404)."""
+        path = self._policy_path(name, operator)
+        await asyncio.to_thread(self._send_blocking, "DELETE", path, None)
+
+    def _policies_path(self, operator: bool) -> str:
+        kind = "operator-policies" if operator else "policies"
+        return f"/api/{kind}/{urllib.parse.quote(self._vhost, safe='')}"
+
+    def _policy_path(self, name: str, operator: bool) -> str:
+        return f"{self._policies_path(operator)}/{urllib.parse.quote(name, safe='')}"
+
+    def _send_blocking(self, method: str, path: str, body: dict[str, Any] | None) -> None:
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(
+            self._base + path, data=data, headers=headers, method=method
+        )
+        try:
+            with self._opener.open(request, timeout=self._timeout_s) as response:
+                response.read(self._max_answer_bytes)
+        except urllib.error.HTTPError as error:
+            try:
+                if error.code == 404 and method == "DELETE":
+                    raise NotFound(
+                        f"the management API at {self._shown} has no such policy ({path})"
+                    ) from None
+                if error.code == 400:
+                    refusal = _reason_of(error.read(_MAX_REASON_BYTES))
+                    raise BrokerRefused(
+                        f"the management API at {self._shown} refused {method} {path}: {refusal}"
+                    ) from None
+                raise self._refused(error.code, error.headers, path, method) from None
+            finally:
+                error.close()  # it holds the response's socket
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise BrokerUnreachable(
+                f"cannot reach the management API at {self._shown}: {reason}"
+            ) from None
+        except http.client.HTTPException as error:
+            raise BrokerUnreachable(
+                f"the management API at {self._shown} gave a broken HTTP answer to {method} "
+                f"{path} ({type(error).__name__})"
+            ) from None
+
     async def _get(
         self, path: str, *, missing_ok: bool = False, missing_codes: tuple[int, ...] = (404,)
     ) -> Any:
@@ -198,21 +286,25 @@ class HttpManagementApi:
         except ValueError:  # not UTF-8, not JSON, an integer of too many digits
             raise self._unexpected(path, "not JSON") from None
 
-    def _refused(self, code: int, headers: Message | None, path: str) -> Exception:
+    def _refused(
+        self, code: int, headers: Message | None, path: str, method: str = "GET"
+    ) -> Exception:
         if code in (401, 403):
+            tag = "management (or monitoring)" if method == "GET" else "policymaker"
             return AccessRefused(
-                f"the management API at {self._shown} refused the login ({code}) to GET "
-                f"{path}: its user needs the management (or monitoring) tag"
+                f"the management API at {self._shown} refused the login ({code}) to {method} "
+                f"{path}: its user needs the {tag} tag"
             )
         if 300 <= code < 400:
             location = headers.get("Location") if headers is not None else None
             to = f" to {_shown_location(location)}" if location else ""
             return BrokerUnreachable(
-                f"the management API at {self._shown} answered GET {path} with a redirect "
-                f"({code}){to}: rr follows no redirect (give it the URL of the API itself)"
+                f"the management API at {self._shown} answered {method} {path} with a "
+                f"redirect ({code}){to}: rr follows no redirect (give it the URL of the API "
+                "itself)"
             )
         return BrokerUnreachable(
-            f"the management API at {self._shown} answered {code} to GET {path}"
+            f"the management API at {self._shown} answered {code} to {method} {path}"
         )
 
     def _unexpected(self, path: str, what: str) -> BrokerUnreachable:
@@ -241,6 +333,50 @@ def _placement_of(queue: Mapping[str, Any]) -> Placement | None:
     if not isinstance(node, str) or not node:
         return None
     return Placement(leader=node, members=(node,))
+
+
+_POLICY_SHAPE = (
+    "a policy without a 'name', 'pattern' and 'apply-to' text, an integer 'priority' and a "
+    "'definition' object of texts, integers and booleans"
+)
+
+_MAX_REASON_BYTES = 4096
+
+
+def _policy_of(row: object) -> Policy | None:
+    """The policy a row of ``/api/policies/VHOST`` states, or None when it is not of the
+    documented shape."""
+    if not isinstance(row, dict):
+        return None
+    name, pattern, apply_to = row.get("name"), row.get("pattern"), row.get("apply-to")
+    priority, definition = row.get("priority"), row.get("definition")
+    if not (isinstance(name, str) and isinstance(pattern, str) and isinstance(apply_to, str)):
+        return None
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return None
+    if not isinstance(definition, dict):
+        return None
+    keys: dict[str, PolicyValue] = {}
+    for key, value in definition.items():
+        if not isinstance(value, str | int | bool):
+            return None
+        keys[key] = value
+    return Policy.of(name, pattern, keys, priority=priority, apply_to=apply_to)
+
+
+def _reason_of(body: bytes) -> str:
+    """The ``reason`` of a refusal's JSON answer, escaped and clipped (else what it is)."""
+    try:
+        answer = json.loads(body)
+    except (ValueError, RecursionError):
+        answer = None
+    reason = answer.get("reason") if isinstance(answer, dict) else None
+    if not isinstance(reason, str):
+        return "400 Bad Request"
+    reason = " ".join(reason.split())
+    if len(reason) > _MAX_LOCATION_CHARS:
+        reason = reason[:_MAX_LOCATION_CHARS] + "..."
+    return escape_unprintable(reason)
 
 
 def _is_name(value: object) -> bool:

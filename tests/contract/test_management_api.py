@@ -1,6 +1,7 @@
 """The management port (``transport/management.py``): the same scenario on RabbitMQ's
 management API and on the emulator's twin (``emulator/management.py``), for everything rr
-reads of it: the overview, the nodes, where a queue lives, the deprecated-features table.
+reads of it: the overview, the nodes, where a queue lives, the deprecated-features table; and
+the policies it sets (what they do: tests/contract/test_policies.py).
 
 Of the shared servers only 4.3.6 has a management API (tests/broker/
 test_doctor_deprecated_on_servers.py): the scenario runs on it and on the twin set to every
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry.doctor import identity_differences
-from rabbitctl_retry.server import DeprecatedFeature, Unstated
+from rabbitctl_retry.errors import BrokerRefused, NotFound
+from rabbitctl_retry.server import DeprecatedFeature, Policy, Unstated
 from rabbitctl_retry.transport.base import identity_of
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
@@ -87,3 +89,24 @@ async def test_the_deprecated_features_table(backend: Backend) -> None:
     assert features_view(await api.deprecated_features()) == expected(
         backend.version, "deprecated-features"
     )
+
+
+async def test_policies_are_set_listed_and_deleted(backend: Backend) -> None:
+    api = management_api(backend)
+    policy = Policy.of("rr-limit", "^work$", {"max-length": 2}, priority=3)
+    operator = Policy.of("rr-ttl", "^work$", {"message-ttl": 60000}, apply_to="queues")
+
+    await api.put_policy(policy)
+    await api.put_policy(operator, operator=True)
+    assert await api.policies() == (policy,)
+    assert await api.policies(operator=True) == (operator,)
+    with pytest.raises(BrokerRefused):  # an operator policy takes no dead-letter key
+        await api.put_policy(
+            Policy.of("rr-dlx", "^work$", {"dead-letter-exchange": "x"}), operator=True
+        )
+    await api.delete_policy("rr-limit")
+    await api.delete_policy("rr-ttl", operator=True)
+    assert await api.policies() == ()
+    assert await api.policies(operator=True) == ()
+    with pytest.raises(NotFound):
+        await api.delete_policy("rr-limit")

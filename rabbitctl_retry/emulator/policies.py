@@ -1,0 +1,212 @@
+"""Pure. Policies and operator policies as RabbitMQ applies them to a queue, per server version
+(measured on 3.10.8, 4.0.5 and 4.3.6: docs/topology.md, "Policies and arguments").
+
+* Which keys a policy or an operator policy takes (:func:`refusal`), and which ``apply-to``.
+* Which policy applies to a queue (:func:`applying`): of those whose pattern (a regular
+  expression, not anchored) finds the queue's name and whose ``apply-to`` takes its type, the
+  one of the highest priority, alone.
+* What the queue does (:func:`effective_arguments`): per key, its argument, the policy's value
+  and the operator policy's value resolve to one, as the table of docs/topology.md says: the
+  smallest for the limits, the argument for the dead-letter keys, the policies for a quorum
+  queue's overflow. The result is written as the queue's arguments would be, so the emulator
+  reads it as it reads a declaration (``args.validate_queue``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import Policy, PolicyValue, ServerVersion
+
+QueueKind = Literal["classic", "quorum"]
+
+_NUMERIC = ("message-ttl", "max-length", "max-length-bytes", "expires", "delivery-limit")
+_DELAYED = ("delayed-retry-type", "delayed-retry-min", "delayed-retry-max")
+
+_POLICY_KEYS_3 = frozenset(
+    {
+        *_NUMERIC,
+        "overflow",
+        "dead-letter-exchange",
+        "dead-letter-routing-key",
+        "dead-letter-strategy",
+        "alternate-exchange",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "queue-mode",
+        "queue-version",
+        "queue-master-locator",
+        "queue-leader-locator",
+        "initial-cluster-size",
+        "max-age",
+        "stream-max-segment-size-bytes",
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-sync-batch-size",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+    }
+)
+"""The keys RabbitMQ 3.10.8's policies take (measured: its registry of policy validators)."""
+_POLICY_KEYS_4_0 = (_POLICY_KEYS_3 - {key for key in _POLICY_KEYS_3 if key.startswith("ha-")}) | {
+    "consumer-timeout",
+    "stream-filter-size-bytes",
+    "target-group-size",
+}
+_POLICY_KEYS_4_3 = _POLICY_KEYS_4_0 | {"consumer-disconnected-timeout", *_DELAYED}
+
+_OPERATOR_KEYS_3 = frozenset({*_NUMERIC, "max-in-memory-length", "max-in-memory-bytes"})
+"""The keys RabbitMQ 3.10.8's operator policies take: the numeric limits only."""
+_OPERATOR_KEYS_4_0 = _OPERATOR_KEYS_3 | {
+    "overflow",
+    "queue-master-locator",
+    "queue-version",
+    "target-group-size",
+}
+_OPERATOR_KEYS_4_3 = _OPERATOR_KEYS_4_0 | set(_DELAYED)
+
+_APPLY_TO_3 = ("queues", "exchanges", "all")
+_APPLY_TO_4 = (*_APPLY_TO_3, "classic_queues", "quorum_queues", "streams")
+
+
+def _at_least(version: ServerVersion, major: int, minor: int) -> bool:
+    return (version.major, version.minor) >= (major, minor)
+
+
+def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | None:
+    """Why the server of ``version`` refuses ``policy`` (RabbitMQ's words), or None."""
+    if _at_least(version, 4, 3):
+        keys = _OPERATOR_KEYS_4_3 if operator else _POLICY_KEYS_4_3
+    elif version.major >= 4:
+        keys = _OPERATOR_KEYS_4_0 if operator else _POLICY_KEYS_4_0
+    else:
+        keys = _OPERATOR_KEYS_3 if operator else _POLICY_KEYS_3
+    apply_to = _APPLY_TO_4 if version.major >= 4 else _APPLY_TO_3
+    if policy.apply_to not in apply_to:
+        allowed = ", ".join(f"'{name}'" for name in apply_to[:-1])
+        return (
+            f"Validation failed\n\napply-to '{policy.apply_to}' unrecognised; should be "
+            f"{allowed} or '{apply_to[-1]}'\n"
+        )
+    try:
+        re.compile(policy.pattern)
+    except re.error:
+        return f'Validation failed\n\n<<"{policy.pattern}">> is not a valid regular expression'
+    if not policy.definition:
+        return "Validation failed\n\nno policy provided\n"
+    unknown = sorted(key for key, _ in policy.definition if key not in keys)
+    if unknown:
+        named = ", ".join(repr(key) for key in unknown)
+        return f"Validation failed\n\n[{named}] are not recognised policy settings\n"
+    definition = policy.keys
+    for key in (*_NUMERIC, "delayed-retry-min", "delayed-retry-max"):
+        value = definition.get(key)
+        if value is not None and (not _is_int(value) or int(value) < 0):
+            return f"Validation failed\n\n{key} must be a non-negative integer\n"
+    kind = definition.get("delayed-retry-type")
+    if kind not in (None, "disabled") and "delayed-retry-min" not in definition:
+        return (
+            "Validation failed\n\ndelayed-retry-min is required when delayed-retry-type is "
+            f"{kind}\n"
+        )
+    return None
+
+
+def applies_to(policy: Policy, kind: QueueKind, version: ServerVersion) -> bool:
+    """Whether ``policy``'s ``apply-to`` takes a queue of ``kind``."""
+    if policy.apply_to in ("queues", "all"):
+        return True
+    return version.major >= 4 and policy.apply_to == f"{kind}_queues"
+
+
+def applying(
+    policies: Iterable[Policy], name: str, kind: QueueKind, version: ServerVersion
+) -> Policy | None:
+    """The policy that applies to the queue ``name`` of ``kind``: the matching one of the
+    highest priority (of equal ones, the first by name), or None."""
+    found = [
+        policy
+        for policy in policies
+        if applies_to(policy, kind, version) and re.search(policy.pattern, name) is not None
+    ]
+    if not found:
+        return None
+    return min(found, key=lambda policy: (-policy.priority, policy.name))
+
+
+Rule = Literal["smallest", "argument", "policy"]
+
+
+def rule(key: str, kind: QueueKind, version: ServerVersion) -> Rule:
+    """How ``key``'s argument and policies resolve on a queue of ``kind`` (the table of
+    docs/topology.md, "Policies and arguments")."""
+    if key == "overflow":
+        return "policy" if kind == "quorum" else "argument"
+    if key in ("dead-letter-exchange", "dead-letter-routing-key", "dead-letter-strategy"):
+        return "argument"
+    if key == "delayed-retry-type":
+        return "policy"
+    if key == "expires" and kind == "quorum" and version.major < 4:
+        return "policy"
+    return "smallest"
+
+
+def merged(
+    key: str, policy_value: PolicyValue | None, operator_value: PolicyValue | None
+) -> PolicyValue | None:
+    """A policy's and an operator policy's values of ``key`` as one: the smaller number (the
+    larger for 4.3's ``delayed-retry-min``), else the operator policy's value."""
+    if policy_value is None:
+        return operator_value
+    if operator_value is None:
+        return policy_value
+    if _is_int(policy_value) and _is_int(operator_value):
+        if key == "delayed-retry-min":
+            return max(int(policy_value), int(operator_value))
+        return min(int(policy_value), int(operator_value))
+    return operator_value
+
+
+def effective_arguments(
+    arguments: Mapping[str, FieldValue],
+    kind: QueueKind,
+    policy: Policy | None,
+    operator_policy: Policy | None,
+    version: ServerVersion,
+) -> dict[str, FieldValue]:
+    """The queue's arguments as the queue acts on them once ``policy`` and ``operator_policy``
+    apply (either may be None): each key of a policy resolved with the argument by
+    :func:`rule`."""
+    result: dict[str, FieldValue] = dict(arguments)
+    policy_keys = policy.keys if policy is not None else {}
+    operator_keys = operator_policy.keys if operator_policy is not None else {}
+    for key in sorted({*policy_keys, *operator_keys}):
+        value = merged(key, policy_keys.get(key), operator_keys.get(key))
+        if value is None:
+            continue
+        name = f"x-{key}"
+        argument = arguments.get(name)
+        chosen: FieldValue = value
+        if argument is not None:
+            match rule(key, kind, version):
+                case "argument":
+                    chosen = argument
+                case "smallest" if isinstance(argument, int) and _is_int(argument):
+                    chosen = min(argument, int(value)) if _is_int(value) else argument
+                case _:
+                    chosen = value
+        result[name] = chosen
+    if "x-dead-letter-routing-key" in result and "x-dead-letter-exchange" not in result:
+        del result["x-dead-letter-routing-key"]  # a routing key without an exchange: no use
+    return result
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+__all__ = ["applying", "effective_arguments", "merged", "refusal", "rule"]
