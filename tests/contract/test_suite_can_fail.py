@@ -8,18 +8,22 @@ Each check runs on the emulator set to each release line, and the suite also tel
 apart: an emulator at one version with the other's headers-exchange number rule does not pass
 the headers scenario of its version (``test_headers_routing[rabbitmq-*]`` checks both tables).
 And RabbitMQ's own cases, ported (tests/contract/rabbitmq_suite/), catch an emulator without
-its CC routing or with BCC keys in ``x-death``.
+its CC routing or with BCC keys in ``x-death``; the policy scenario
+(tests/contract/test_policies.py) catches an emulator that resolves a key's argument and
+policies by another rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
-from rabbitctl_retry.emulator import routing
+from rabbitctl_retry.emulator import policies, routing
 from rabbitctl_retry.emulator.delayed_retry import DelayedRetry
 from tests.backends import EMULATED, EmulatorBackend
+from tests.contract.test_policies import test_argument_policy_and_operator_policy_per_key
 from tests.contract.test_routing import (
     EXPECTED_TOPIC,
     expected_headers,
@@ -221,3 +225,57 @@ async def test_the_delayed_retry_scenario_catches_a_wrong_schedule(
     monkeypatch.setattr(DelayedRetry, "wait_ms", wrong)
     with pytest.raises(AssertionError):
         await run()
+
+
+_RIGHT_RULE = policies.rule
+
+
+def _rule_of(key: str, kind: str, version: object, *, as_kind: str) -> str:
+    return _RIGHT_RULE(key, as_kind, version)  # type: ignore[arg-type]
+
+
+async def run_policy_scenario(version: str) -> None:
+    """The per-key policy scenario (tests/contract/test_policies.py) on a fresh emulator."""
+    backend = EmulatorBackend(version, rounds=1)
+    try:
+        await test_argument_policy_and_operator_policy_per_key(backend)
+    finally:
+        await backend.close()
+
+
+@VERSIONS
+@pytest.mark.parametrize(
+    ("wrong", "rule"),
+    [
+        # a policy that simply replaces the argument, whatever the key
+        ("the policy wins", lambda key, kind, version: "policy"),
+        # an argument that always wins (the rule of the dead-letter keys, for every key)
+        ("the argument wins", lambda key, kind, version: "argument"),
+        # a classic queue's overflow for a quorum queue too
+        ("overflow as a classic queue", partial(_rule_of, as_kind="classic")),
+    ],
+)
+async def test_the_policy_scenario_catches_a_wrong_resolution(
+    version: str,
+    wrong: str,
+    rule: Callable[[str, str, object], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await run_policy_scenario(version)  # the right rule passes
+
+    monkeypatch.setattr(policies, "rule", rule)
+    with pytest.raises(AssertionError):
+        await run_policy_scenario(version)
+
+
+@VERSIONS
+async def test_the_policy_scenario_catches_an_operator_policy_that_replaces_the_policy(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        policies,
+        "merged",
+        lambda key, policy, operator: policy if operator is None else operator,
+    )
+    with pytest.raises(AssertionError):
+        await run_policy_scenario(version)

@@ -502,3 +502,31 @@ TABLE["deprecated-features"] = Difference(
     "shared 4.0.5 has no management API to ask); 4.3.6 lists each one's state (measured). "
     "3.10.8's answer is measured on a cluster node's API (tests/cluster/).",
 )
+
+
+# -- policies (docs/topology.md, "Policies and arguments") ------------------------------------
+
+TABLE["policy-apply-to-queue-type"] = Difference(
+    {"3.10": False, "4.0": True, "4.3": True},
+    "RabbitMQ 4.0: a policy's apply-to takes classic_queues and quorum_queues (a policy for "
+    "one queue type); 3.10 refuses them (queues, exchanges or all). Measured on 3.10.8, 4.0.5 "
+    "and 4.3.6.",
+)
+TABLE["operator-policy-refuses"] = Difference(
+    {
+        "3.10": ["overflow", "dead-letter-exchange", "delayed-retry-min"],
+        "4.0": ["dead-letter-exchange", "delayed-retry-min"],
+        "4.3": ["dead-letter-exchange"],
+    },
+    "Operator policies take the numeric limits on every line, overflow from 4.0 and the "
+    "delayed-retry keys from 4.3 (new in 4.3), never a dead-letter key. Measured on 3.10.8, "
+    "4.0.5 and 4.3.6 (their registries of operator policy validators).",
+)
+TABLE["policy-quorum-expires"] = Difference(
+    {"3.10": "policy", "4.0": "smallest", "4.3": "smallest"},
+    "A quorum queue's expires: on 3.10 the policies' value (the smaller of policy and "
+    "operator policy) replaces the argument's; 4.0 and 4.3 take the smallest of the three, as "
+    "a classic queue. Measured on 3.10.8, 4.0.5 and 4.3.6 (a quorum queue checks its expiry "
+    "on a tick: gone 8 to 12 s after; not in the contract scenarios for that reason, "
+    "tests/unit/test_emulator_policies.py states it).",
+)
