@@ -491,21 +491,30 @@ async def test_which_policy_applies_and_a_change_applies_at_once(backend: Backen
         Policy.of("change-c", only("chg.c"), {"max-length": 5}),
         Policy.of("change-q", only("chg.q"), {"max-length": 5}),
     ]
-    await put_policies(backend, [(policy, False) for policy in policies])
+    operator = [
+        Policy.of("op-high", only("op.prio"), {"max-length": 4}, priority=5),
+        Policy.of("op-low", only("op.prio"), two, priority=1),
+    ]
+    await put_policies(
+        backend,
+        [(policy, False) for policy in policies] + [(policy, True) for policy in operator],
+    )
     channel = await backend.channel()
-    queues = ("prio.a", "prio.b", "apply.ex", "re.aXb", "re2.aXb", "x.mid.y")
+    queues = ("prio.a", "prio.b", "apply.ex", "re.aXb", "re2.aXb", "x.mid.y", "op.prio")
     for queue in (*queues, "chg.c"):
         await channel.queue_declare(queue)
     await channel.queue_declare("chg.q", arguments=QUORUM)
     for queue in (*queues, "chg.c", "chg.q"):
-        for number in range(5):
+        for number in range(6):
             await channel.publish(b"m%d" % number, routing_key=queue)
 
     async def depths(*names: str) -> list[int]:
         return [await depth(channel, name) for name in names]
 
     await backend.elapse(0.3)
-    assert await depths(*queues) == [2, 3, 5, 2, 5, 2]
+    # the highest priority alone (operator policies too: 4, not the smaller 2); '.' any
+    # character, the pattern found anywhere in the name
+    assert await depths(*queues) == [2, 3, 6, 2, 6, 2, 4]
     assert await depths("chg.c", "chg.q") == [5, 5]
 
     await put_policies(
@@ -519,7 +528,7 @@ async def test_which_policy_applies_and_a_change_applies_at_once(backend: Backen
     assert await depths("chg.c", "chg.q") == [2, 2]  # the oldest dropped, no redeclare
     oldest = await channel.get("chg.c", no_ack=True)
     assert oldest is not None
-    assert oldest.body == b"m3"
+    assert oldest.body == b"m4"
 
     await delete_policy(backend, "change-c")
     await delete_policy(backend, "change-q")
@@ -528,6 +537,25 @@ async def test_which_policy_applies_and_a_change_applies_at_once(backend: Backen
             await channel.publish(b"n%d" % number, routing_key=queue)
     await backend.elapse(0.3)
     assert await depths("chg.c", "chg.q") == [6, 7]  # no limit any more
+
+
+async def test_a_policy_delivery_limit_replaces_the_default(backend: Backend) -> None:
+    """RabbitMQ 4 gives a quorum queue without ``x-delivery-limit`` a limit of 20; a policy's
+    limit replaces it (the smallest of argument and policies, not of the default)."""
+    await put_policies(
+        backend, [(Policy.of("limit", only("limited"), {"delivery-limit": 30}), False)]
+    )
+    channel = await backend.channel()
+    await channel.queue_declare("limited", arguments=QUORUM)
+    await channel.publish(b"m", routing_key="limited")
+    deliveries = 0
+    while deliveries < 25:
+        delivery = await _get(backend, channel, "limited")
+        if delivery is None:
+            break
+        deliveries += 1
+        await channel.reject(delivery.delivery_tag, requeue=True)
+    assert deliveries == 25
 
 
 async def test_a_policy_per_queue_type(backend: Backend) -> None:
