@@ -33,7 +33,7 @@ from rabbitctl_retry.ops.probe import (
     exchange_type,
     queue_exists,
 )
-from rabbitctl_retry.server import OVERVIEW_PATH, DeprecatedFeature, Unstated
+from rabbitctl_retry.server import OVERVIEW_PATH, DeprecatedFeature, Policy, Unstated
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -70,6 +70,8 @@ async def provision(
     connect: Connect,
     cluster_nodes: Sequence[str] | None = None,
     deprecated_features: Mapping[str, bool] | None = None,
+    api: ManagementApi | None = None,
+    policies: Sequence[Policy] | None = None,
 ) -> Plan:
     """Observe, plan, and (unless ``dry_run`` or a conflict) apply; return the final plan.
 
@@ -81,6 +83,8 @@ async def provision(
         cluster_nodes: the cluster's nodes, when known (``replicas`` is checked against them).
         deprecated_features: the server's deprecated-features table (name -> permitted), when
             known: a transient queue is a conflict only where it denies them.
+        api: the management API, which puts rr's policies (``settings = "policy"``).
+        policies: the vhost's policies as ``api`` listed them, when read.
     """
     observed = await observe(connection, desired, connect=connect)
     result = plan(
@@ -89,10 +93,11 @@ async def provision(
         server_version=connection.server_version.release,
         cluster_nodes=cluster_nodes,
         deprecated_features=deprecated_features,
+        policies=policies,
     )
     if dry_run or not result.can_apply:
         return result
-    await apply(connection, result)
+    await apply(connection, result, api=api)
     return result.applied()
 
 
@@ -169,24 +174,56 @@ async def _observe_exchange(
     return await compare_exchange(connection, exchange)
 
 
-async def apply(connection: Connection, result: Plan) -> None:
-    """Declare every planned or unchanged entity of a conflict-free plan, in order.
+@dataclass(frozen=True, slots=True)
+class PolicyStep:
+    """Put rr's policy ``policy`` (new or changed), or delete the one named ``name``."""
+
+    name: str
+    policy: Policy | None
+
+
+Step = PolicyStep | ExchangeEntity | QueueEntity | BindingEntity
+
+
+async def apply(connection: Connection, result: Plan, *, api: ManagementApi | None = None) -> None:
+    """Carry out a conflict-free plan: first rr's policies (put, or deleted) through ``api``,
+    so that no queue exists without its settings, then every planned or unchanged entity in
+    order (docs/topology.md, "How `rr declare` decides").
 
     A step the broker refuses ends the apply with the broker's error, its text saying which
-    step failed, what was declared before it and what was not (every step is idempotent:
-    ``rr declare`` again goes on from there)."""
+    step failed, what was done before it and what was not (every step is idempotent:
+    ``rr declare`` again goes on from there); a refused policy stops before any queue is
+    declared."""
     if not result.can_apply:
         raise ValueError("a plan with conflicts is never applied")
-    steps = [op.entity for op in result.operations if op.status is not Status.CONFLICT]
+    steps: list[Step] = [
+        PolicyStep(op.drop_policy or (op.put_policy.name if op.put_policy else ""), op.put_policy)
+        for op in result.operations
+        if op.put_policy is not None or op.drop_policy is not None
+    ]
+    if steps and api is None:
+        raise ValueError("rr's policies are put through a management API")
+    steps += [op.entity for op in result.operations if op.status is not Status.CONFLICT]
     channel = await connection.channel()
     try:
-        for done, entity in enumerate(steps):
+        for done, step in enumerate(steps):
             try:
-                await _declare(channel, entity)
+                if isinstance(step, PolicyStep):
+                    assert api is not None
+                    await _policy(api, step)
+                else:
+                    await _declare(channel, step)
             except TransportError as error:
                 raise type(error)(_stopped_at(steps, done, error)) from error
     finally:
         await channel.close()
+
+
+async def _policy(api: ManagementApi, step: PolicyStep) -> None:
+    if step.policy is not None:
+        await api.put_policy(step.policy)
+    else:
+        await api.delete_policy(step.name)
 
 
 async def _declare(channel: Channel, entity: ExchangeEntity | QueueEntity | BindingEntity) -> None:
@@ -207,9 +244,7 @@ async def _declare(channel: Channel, entity: ExchangeEntity | QueueEntity | Bind
             assert_never(entity)
 
 
-def _stopped_at(
-    steps: Sequence[ExchangeEntity | QueueEntity | BindingEntity], failed: int, error: Exception
-) -> str:
+def _stopped_at(steps: Sequence[Step], failed: int, error: Exception) -> str:
     """What an apply that failed at step ``failed`` did and did not do. Pure."""
     before = ", ".join(_step(entity) for entity in steps[:failed]) or "nothing"
     after = ", ".join(_step(entity) for entity in steps[failed + 1 :]) or "nothing"
@@ -219,8 +254,11 @@ def _stopped_at(
     )
 
 
-def _step(entity: ExchangeEntity | QueueEntity | BindingEntity) -> str:
+def _step(entity: Step) -> str:
     match entity:
+        case PolicyStep():
+            verb = "put" if entity.policy is not None else "deletion"
+            return f"policy {entity.name!r} ({verb})"
         case ExchangeEntity():
             return f"exchange {entity.name!r}"
         case QueueEntity():
@@ -254,6 +292,13 @@ async def _check_same_server(api: ManagementApi, connection: Connection) -> None
             f"{connection.url} ({OVERVIEW_PATH}: {differences}); nothing was changed. Give the "
             "management URL of the server --url reaches"
         )
+
+
+POLICY_NEEDS_MANAGEMENT = (
+    'settings = "policy" puts queue settings in policies, which only the management HTTP API '
+    "sets (AMQP cannot): give --management-url, $RR_MANAGEMENT_URL or [broker] "
+    'management_url; nothing was changed (docs/topology.md, "Changing a topology")'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +339,8 @@ async def declare_topology(
         parse_management_url(management_url)  # refused before anything connects
         if management is None:
             raise ValueError("a management URL needs a management connector")
+    if topology.uses_policies and management_url is None:
+        raise ConfigError(POLICY_NEEDS_MANAGEMENT)
 
     async def connect() -> Connection:
         return await connect_any(connector, urls)
@@ -312,6 +359,7 @@ async def declare_topology(
         features = None
         if api is not None and any(not queue.durable for queue in desired.queues):
             features = permitted_features(await api.deprecated_features())
+        policies = await api.policies() if api is not None and topology.uses_policies else None
         result = await provision(
             connection,
             desired,
@@ -319,6 +367,8 @@ async def declare_topology(
             connect=connect,
             cluster_nodes=nodes,
             deprecated_features=features,
+            api=api,
+            policies=policies,
         )
     finally:
         await connection.close()

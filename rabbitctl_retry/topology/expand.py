@@ -55,6 +55,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import Policy
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.model import (
     DELAYED_EXCHANGE_TYPE,
@@ -63,10 +64,12 @@ from rabbitctl_retry.topology.model import (
     Queue,
     QueueType,
     ServerDelayReturns,
+    SettingsMode,
     Topology,
     frozen_mapping,
 )
 from rabbitctl_retry.topology.naming import format_duration_ms
+from rabbitctl_retry.topology.settings import rr_policy, split_arguments
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,10 +83,26 @@ class QueueEntity:
     """What the queue is for, in words: ``queue``, ``wait queue of refunds``, ..."""
     source: str = ""
     """The key path in the file that makes rr declare it."""
+    policy_mode: bool = False
+    """``settings = "policy"``: the settings a policy can hold are in :attr:`policy`, not in
+    :attr:`arguments` (docs/topology.md, "Changing a topology")."""
+    policy: Policy | None = None
+    """rr's policy for the queue (``rr.<name>``), put before the queue is declared; None in
+    arguments mode, or when no setting needs one."""
 
     @property
     def key(self) -> tuple[str, str]:
         return ("queue", self.name)
+
+    def setting(self, argument: str) -> FieldValue:
+        """The value of ``argument`` (``x-dead-letter-exchange``) whether the declare or rr's
+        policy holds it; None when neither sets it."""
+        if argument in self.arguments:
+            return self.arguments[argument]
+        if self.policy is not None:
+            key = argument.removeprefix("x-")
+            return self.policy.keys.get(key)
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,9 +207,9 @@ def wait_queue_arguments(
 
 def _dead_letter_target(queue: QueueEntity) -> str | None:
     """The queue ``queue`` dead-letters to on the default exchange, if any."""
-    if queue.arguments.get("x-dead-letter-exchange") != "":
+    if queue.setting("x-dead-letter-exchange") != "":
         return None
-    target = queue.arguments.get("x-dead-letter-routing-key")
+    target = queue.setting("x-dead-letter-routing-key")
     return target if isinstance(target, str) else None
 
 
@@ -323,11 +342,33 @@ def expand(topology: Topology) -> Desired:
                 )
             )
     routes = {q.name: q.dead_letter for q in topology.queues if q.dead_letter is not None}
+    in_policy = {
+        name
+        for queue in topology.queues
+        if topology.settings_of(queue) is SettingsMode.POLICY
+        for name in (queue.name, *queue.wait_queue_names)
+    }
+    queues = [_in_policy(queue) if queue.name in in_policy else queue for queue in queues]
     return Desired(
         exchanges=tuple(exchanges),
         queues=tuple(targets_first(queues, routes)),
         bindings=tuple(bindings),
         referenced_exchanges=tuple(referenced),
+    )
+
+
+def _in_policy(queue: QueueEntity) -> QueueEntity:
+    """``queue`` with ``settings = "policy"``: what a policy can hold moves from its
+    arguments into rr's policy for it (docs/topology.md, "Changing a topology")."""
+    declared, definition = split_arguments(queue.arguments)
+    return QueueEntity(
+        name=queue.name,
+        durable=queue.durable,
+        arguments=frozen_mapping(declared),
+        role=queue.role,
+        source=queue.source,
+        policy_mode=True,
+        policy=rr_policy(queue.name, definition) if definition else None,
     )
 
 

@@ -33,6 +33,7 @@ from rabbitctl_retry.topology.model import (
     Queue,
     QueueType,
     ServerDelayReturns,
+    SettingsMode,
     Topology,
     frozen_mapping,
 )
@@ -49,7 +50,7 @@ MAX_FILE_BYTES = 1024 * 1024
 """The largest topology file rr reads (1 MiB); a larger one is refused unread."""
 
 TOP_KEYS = ("broker", "queues", "exchanges")
-BROKER_KEYS = ("url", "retry_header", "management_url")
+BROKER_KEYS = ("url", "retry_header", "management_url", "settings")
 QUEUE_KEYS = (
     "type",
     "durable",
@@ -69,12 +70,15 @@ QUEUE_KEYS = (
     "replicas",
     "arguments",
     "bindings",
+    "settings",
 )
 BINDING_KEYS = ("exchange", "routing_key", "arguments")
 EXCHANGE_KEYS = ("type", "durable", "arguments")
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
-_E = TypeVar("_E", QueueType, DelayMode, PublishMode, DeadLetterStrategy, ServerDelayReturns)
+_E = TypeVar(
+    "_E", QueueType, DelayMode, PublishMode, DeadLetterStrategy, ServerDelayReturns, SettingsMode
+)
 
 
 def load_file(path: str | Path) -> Topology:
@@ -217,9 +221,10 @@ def _parse_broker(table: Mapping[str, Any]) -> Broker:
     urls = _broker_urls(table.get("url"))
     header = _optional(table, "retry_header", str, ("broker",))
     management_url = _optional(table, "management_url", str, ("broker",))
+    settings = _enum(table, "settings", SettingsMode, SettingsMode.ARGUMENTS, ("broker",))
     if header is None:
-        return Broker(urls=urls, management_url=management_url)
-    return Broker(urls=urls, retry_header=header, management_url=management_url)
+        return Broker(urls=urls, management_url=management_url, settings=settings)
+    return Broker(urls=urls, retry_header=header, management_url=management_url, settings=settings)
 
 
 def _broker_urls(value: object) -> tuple[str, ...]:
@@ -263,6 +268,7 @@ def _parse_queue(name: str, table: Mapping[str, Any]) -> Queue:
         replicas=_optional(table, "replicas", int, at),
         arguments=frozen_mapping(_arguments(table, at)),
         bindings=_bindings(name, table, at),
+        settings=_optional_enum(table, "settings", SettingsMode, at),
     )
 
 

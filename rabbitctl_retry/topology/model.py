@@ -91,6 +91,17 @@ class DeadLetterStrategy(StrEnum):
     reject-publish on the source)."""
 
 
+class SettingsMode(StrEnum):
+    """Where rr puts a queue's retry settings (docs/topology.md, "Changing a topology")."""
+
+    ARGUMENTS = "arguments"
+    """As ``x-`` arguments of the declare: fixed for the queue's life; what RustStream
+    services declare too, so both can declare the same queues."""
+    POLICY = "policy"
+    """In one rr-owned policy per queue (``rr.<queue>``): a later change applies to the live
+    queue; needs the management HTTP API."""
+
+
 class PublishMode(StrEnum):
     """How the runtime publishes its copies: with publisher confirms, or without."""
 
@@ -255,6 +266,8 @@ class Queue:
     unset: every node of the cluster, RabbitMQ's default)."""
     arguments: Mapping[str, FieldValue] = field(default_factory=lambda: _EMPTY)
     bindings: tuple[Binding, ...] = ()
+    settings: SettingsMode | None = None
+    """``settings``: where this queue's retry settings go; unset: ``[broker] settings``."""
 
     def _path(self, *keys: str) -> str:
         return key_path("queues", self.name, *keys)
@@ -615,6 +628,9 @@ class Broker:
     management_url: str | None = None
     """``management_url``: the management plugin's HTTP API, for what AMQP cannot tell (the
     cluster's nodes, each queue's members; docs/cluster.md)."""
+    settings: SettingsMode = SettingsMode.ARGUMENTS
+    """``settings``: where the queues' retry settings go unless a queue says otherwise
+    (``arguments``, the default, so that RustStream services can declare the same queues)."""
 
     def __post_init__(self) -> None:
         if not self.retry_header:
@@ -686,6 +702,15 @@ class Topology:
                     f"{owner_of_wait_queue[queue.dead_letter]!r}, not a dead-letter queue",
                     path=key_path("queues", queue.name, "dead_letter"),
                 )
+
+    def settings_of(self, queue: Queue) -> SettingsMode:
+        """Where ``queue``'s retry settings go: its own ``settings``, else the broker's."""
+        return queue.settings or self.broker.settings
+
+    @property
+    def uses_policies(self) -> bool:
+        """Some queue keeps its settings in a policy (``settings = "policy"``)."""
+        return any(self.settings_of(queue) is SettingsMode.POLICY for queue in self.queues)
 
     def queue(self, name: str) -> Queue | None:
         """The queue listed under ``name``, if any."""

@@ -43,7 +43,7 @@ from enum import StrEnum
 from typing import assert_never
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import TRANSIENT_QUEUES_FEATURE, Placement
+from rabbitctl_retry.server import TRANSIENT_QUEUES_FEATURE, Placement, Policy
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -52,6 +52,15 @@ from rabbitctl_retry.topology.expand import (
     QueueEntity,
 )
 from rabbitctl_retry.topology.model import SERVER_DELAY_VERSION
+from rabbitctl_retry.topology.settings import (
+    Change,
+    Setting,
+    classify,
+    outranked,
+    policy_name,
+    rival_policies,
+    shadowed,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,10 @@ class Status(StrEnum):
     CREATED = "created"
     UNCHANGED = "unchanged"
     PLANNED = "planned"
+    LIVE = "live"
+    """The queue exists, and rr's policy for it changes: applied without a redeclare."""
+    CHANGED = "changed"
+    """A ``live`` queue after the apply."""
     CONFLICT = "conflict"
 
 
@@ -116,6 +129,12 @@ class Operation:
     detail: str | None = None
     entity: Entity
     """What to declare when the plan is applied."""
+    settings: tuple[Setting, ...] = ()
+    """A queue's settings, each classified (``topology/settings.py``)."""
+    put_policy: Policy | None = None
+    """rr's policy to put before any queue is declared (new or changed), if any."""
+    drop_policy: str | None = None
+    """rr's policy to delete (the file no longer sets anything a policy holds), if any."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,9 +155,10 @@ class Plan:
 
     def applied(self) -> Plan:
         """The plan after a successful apply: ``planned`` became ``created``."""
+        after = {Status.PLANNED: Status.CREATED, Status.LIVE: Status.CHANGED}
         return Plan(
             operations=tuple(
-                _with_status(op, Status.CREATED) if op.status is Status.PLANNED else op
+                _with_status(op, after[op.status]) if op.status in after else op
                 for op in self.operations
             ),
             placements=self.placements,
@@ -158,6 +178,9 @@ def _with_status(op: Operation, status: Status, detail: str | None = None) -> Op
         status=status,
         detail=detail if detail is not None else op.detail,
         entity=op.entity,
+        settings=op.settings,
+        put_policy=op.put_policy,
+        drop_policy=op.drop_policy,
     )
 
 
@@ -195,6 +218,7 @@ def plan(
     server_version: tuple[int, int, int],
     cluster_nodes: Sequence[str] | None = None,
     deprecated_features: Mapping[str, bool] | None = None,
+    policies: Sequence[Policy] | None = None,
 ) -> Plan:
     """Decide one operation per entity (table in the module docstring).
 
@@ -212,6 +236,7 @@ def plan(
             that denies ``transient_nonexcl_queues`` makes a transient queue a conflict.
     """
     operations: list[Operation] = []
+    warnings: list[str] = []
     missing = {
         name: _missing_detail(name, observed.get(("exchange", name), Absent()))
         for name in desired.referenced_exchanges
@@ -222,7 +247,11 @@ def plan(
             _declare_op(OpKind.DECLARE_EXCHANGE, exchange, observed.get(exchange.key, Absent()))
         )
     for queue in desired.queues:
-        operation = _declare_op(OpKind.DECLARE_QUEUE, queue, observed.get(queue.key, Absent()))
+        observation = observed.get(queue.key, Absent())
+        operation = _declare_op(OpKind.DECLARE_QUEUE, queue, observation)
+        operation, warning = _settings(operation, queue, observation, policies)
+        if warning is not None:
+            warnings.append(warning)
         server_delay = server_delay_problem(queue, server_version)
         if server_delay is not None:
             operation = _conflict(operation, server_delay)
@@ -231,7 +260,7 @@ def plan(
         too_many = replicas_problem(queue, cluster_nodes)
         if too_many is not None and operation.status is Status.PLANNED:
             operation = _conflict(operation, too_many)
-        dead_letter_exchange = queue.arguments.get("x-dead-letter-exchange")
+        dead_letter_exchange = queue.setting("x-dead-letter-exchange")
         if isinstance(dead_letter_exchange, str) and dead_letter_exchange in missing:
             operation = _conflict(operation, missing[dead_letter_exchange])
         operations.append(operation)
@@ -241,7 +270,90 @@ def plan(
             operation = _conflict(operation, missing[binding.exchange])
         operations.append(operation)
     transient = transient_warning(desired, server_version, deprecated_features)
-    return Plan(operations=tuple(operations), warnings=() if transient is None else (transient,))
+    if transient is not None:
+        warnings.insert(0, transient)
+    return Plan(operations=tuple(operations), warnings=tuple(warnings))
+
+
+MANAGEMENT_NEEDED = (
+    'settings = "policy": rr\'s policy must be put before the queue is declared, and '
+    "policies need the management HTTP API (AMQP cannot set them): give --management-url or "
+    "[broker] management_url, and run rr declare"
+)
+
+
+def _settings(
+    operation: Operation,
+    queue: QueueEntity,
+    observation: Observation,
+    policies: Sequence[Policy] | None,
+) -> tuple[Operation, str | None]:
+    """``operation`` with the queue's settings classified (``topology/settings.py``): a
+    ``migration`` is a conflict, a ``live`` change of an existing queue makes it ``live``;
+    and the warning of the lower policies rr's outranks, if any."""
+    if isinstance(observation, Refused):
+        return operation, None
+    exists = not isinstance(observation, Absent)
+    differences = (
+        [(d.key, d.desired, d.current) for d in observation.differences]
+        if isinstance(observation, Differs)
+        else []
+    )
+    own = policy_name(queue.name)
+    current = next((p for p in policies or () if p.name == own), None)
+    rows = classify(
+        arguments=queue.arguments,
+        durable=queue.durable,
+        policy=queue.policy,
+        policy_mode=queue.policy_mode,
+        exists=exists,
+        differences=differences,
+        current_policy=current,
+        policies_read=policies is not None,
+    )
+    changes = {row.change for row in rows}
+    put = queue.policy if queue.policy is not None and current != queue.policy else None
+    drop = own if queue.policy_mode and queue.policy is None and current is not None else None
+    status, detail = operation.status, operation.detail
+    if status is Status.UNCHANGED and Change.LIVE in changes:
+        status = Status.LIVE
+    if status is Status.CONFLICT and Change.MIGRATION in changes:
+        detail = f"{detail}; {REBUILD_DETAIL}"
+    elif Change.MIGRATION in changes:
+        keys = ", ".join(row.key for row in rows if row.change is Change.MIGRATION)
+        status, detail = Status.CONFLICT, f"{keys}: {REBUILD_DETAIL}"
+    warning = None
+    if queue.policy_mode:
+        if policies is None and not exists:
+            status = Status.CONFLICT
+            detail = MANAGEMENT_NEEDED if detail is None else f"{detail}; {MANAGEMENT_NEEDED}"
+        kind = "quorum" if queue.arguments.get("x-queue-type") == "quorum" else "classic"
+        rivals = rival_policies(queue.name, kind, policies or ())
+        if rivals.above and queue.policy is not None:
+            status = Status.CONFLICT
+            problem = outranked(queue.name, rivals.above)
+            detail = problem if detail is None else f"{detail}; {problem}"
+        elif rivals.below and queue.policy is not None:
+            warning = shadowed(queue.name, rivals.below)
+    updated = Operation(
+        op=operation.op,
+        name=operation.name,
+        arguments=operation.arguments,
+        status=status,
+        detail=detail,
+        entity=operation.entity,
+        settings=rows,
+        put_policy=put,
+        drop_policy=drop,
+    )
+    return updated, warning
+
+
+REBUILD_DETAIL = (
+    "the queue must be rebuilt: RabbitMQ changes no type, durability or x- argument of an "
+    'existing queue, and rr deletes nothing (by hand for now: docs/topology.md, "Changing a '
+    'topology")'
+)
 
 
 TRANSIENT_DENIED = (
@@ -292,7 +404,7 @@ def transient_warning(
 def server_delay_problem(queue: QueueEntity, server_version: tuple[int, int, int]) -> str | None:
     """Why ``queue``'s delayed retries (``x-delayed-retry-type``, ``delay = "server"``) would
     not work on a server of ``server_version``, or None."""
-    if "x-delayed-retry-type" not in queue.arguments or server_version[:2] >= SERVER_DELAY_VERSION:
+    if queue.setting("x-delayed-retry-type") is None or server_version[:2] >= SERVER_DELAY_VERSION:
         return None
     release = ".".join(str(part) for part in server_version)
     needed = ".".join(str(part) for part in SERVER_DELAY_VERSION)

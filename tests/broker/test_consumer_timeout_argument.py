@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
+from rabbitctl_retry.topology.plan import REBUILD_DETAIL
 from tests.backends import vhost_pool
 from tests.shared_node import current
 
@@ -87,14 +88,18 @@ def test_a_quorum_queue_takes_it_and_only_4_3_compares_it(
             (
                 "work",
                 "conflict",
-                "exists with other arguments: x-consumer-timeout: file 3000, broker 2000",
+                "exists with other arguments: x-consumer-timeout: file 3000, broker 2000"
+                + "; "
+                + REBUILD_DETAIL,
             )
         ]
         assert operations(dropped) == [
             (
                 "work",
                 "conflict",
-                "exists with other arguments: x-consumer-timeout: file (none), broker 2000",
+                "exists with other arguments: x-consumer-timeout: file (none), broker 2000"
+                + "; "
+                + REBUILD_DETAIL,
             )
         ]
     else:

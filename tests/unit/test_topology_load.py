@@ -886,7 +886,7 @@ def test_refusal_names_every_known_key() -> None:
         "unknown key 'max_attemps' (did you mean 'max_attempts'?); known keys: type, durable, "
         "max_attempts, dead_letter, dead_letter_exchange, delivery_limit, delay, wait_queue, "
         "wait_queue_type, delay_tiers, delay_min, delay_max, delay_returns, publish, "
-        "dead_letter_strategy, replicas, arguments, bindings"
+        "dead_letter_strategy, replicas, arguments, bindings, settings"
     )
 
 

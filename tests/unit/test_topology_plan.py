@@ -36,9 +36,23 @@ def rows(result: Plan) -> list[tuple[str, str, str, str | None]]:
     return [(op.op.value, op.name, op.status.value, op.detail) for op in result.operations]
 
 
+REBUILD = (
+    "; the queue must be rebuilt: RabbitMQ changes no type, durability or x- argument of an "
+    'existing queue, and rr deletes nothing (by hand for now: docs/topology.md, "Changing a '
+    'topology")'
+)
+
+
 def test_json_spellings_of_ops_and_statuses() -> None:
     assert [kind.value for kind in OpKind] == ["declare_queue", "declare_exchange", "bind"]
-    assert [status.value for status in Status] == ["created", "unchanged", "planned", "conflict"]
+    assert [status.value for status in Status] == [
+        "created",
+        "unchanged",
+        "planned",
+        "live",
+        "changed",
+        "conflict",
+    ]
 
 
 # --------------------------------------------------------------------------- one queue
@@ -62,7 +76,7 @@ _DIFFERS = Differs(
             _DIFFERS,
             "conflict",
             "exists with other arguments: x-delivery-limit: file 4, broker 5; durable: file "
-            "true, broker false; x-dead-letter-routing-key: file 'q.dead', broker (none)",
+            "true, broker false; x-dead-letter-routing-key: file 'q.dead', broker (none)" + REBUILD,
         ),
         (
             Differs((), detail="inequivalent arg 'x-weird' for queue 'q'"),
@@ -179,7 +193,7 @@ def test_the_guides_file_on_a_drifted_broker() -> None:
             "declare_queue",
             "payouts",
             "conflict",
-            "exists with other arguments: x-delivery-limit: file 4, broker 5",
+            "exists with other arguments: x-delivery-limit: file 4, broker 5" + REBUILD,
         ),
     ]
     assert result.can_apply is False
