@@ -19,7 +19,7 @@ from rabbitctl_retry.cli._common import (
     run,
 )
 from rabbitctl_retry.cli.finish import Outcome, finish
-from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table
+from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table, setting_lines
 from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
 from rabbitctl_retry.ops.declare import Declared, declare_topology
 from rabbitctl_retry.ops.preflight import load_checked
@@ -42,7 +42,8 @@ def declare(
             envvar=MANAGEMENT_URL_ENV,
             help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): check "
             "replicas against the cluster's nodes, and show where each queue lives "
-            "(docs/cluster.md). Else [broker] management_url.",
+            '(docs/cluster.md); needed for settings = "policy" (docs/topology.md). Else '
+            "[broker] management_url.",
             show_default=False,
         ),
     ] = None,
@@ -102,7 +103,11 @@ def declare_outcome(declared: Declared, *, dry_run: bool) -> Outcome:
     conflicting = ", ".join(sorted({op.name for op in result.conflicts}))
     return Outcome(
         document=document,
-        table=lambda: [plan_table(result), plan_summary(result, dry_run=dry_run)],
+        table=lambda: [
+            plan_table(result),
+            *setting_lines(result),
+            plan_summary(result, dry_run=dry_run),
+        ],
         notes=warnings,
         error=ConflictError(
             f"the broker conflicts with the file ({conflicting}); nothing was changed"

@@ -23,11 +23,14 @@ from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns, Topology
 from rabbitctl_retry.topology.naming import format_duration_ms
 from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
+from rabbitctl_retry.topology.settings import Change, Setting
 
 _STATUS_STYLE = {
     Status.CREATED: "green",
     Status.UNCHANGED: "dim",
     Status.PLANNED: "cyan",
+    Status.LIVE: "yellow",
+    Status.CHANGED: "green",
     Status.CONFLICT: "bold red",
 }
 
@@ -72,23 +75,57 @@ def json_arguments(arguments: Mapping[str, FieldValue]) -> dict[str, Any]:
 
 
 def plan_document(result: Plan, *, dry_run: bool) -> dict[str, Any]:
-    """``rr declare --output json`` (docs/cli.md)."""
+    """``rr declare --output json`` (docs/cli.md): per queue also rr's policy for it and its
+    settings, each classified (docs/topology.md, "Changing a topology")."""
     return {
         "dry_run": dry_run,
-        "operations": [
-            {
-                "op": operation.op.value,
-                "name": operation.name,
-                "arguments": json_arguments(operation.arguments),
-                "status": operation.status.value,
-                "detail": operation.detail,
-                "placement": _placement_document(result.placements.get(operation.name))
-                if operation.op is OpKind.DECLARE_QUEUE
-                else None,
-            }
-            for operation in result.operations
-        ],
+        "operations": [_operation_document(result, operation) for operation in result.operations],
     }
+
+
+def _operation_document(result: Plan, operation: Operation) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "op": operation.op.value,
+        "name": operation.name,
+        "arguments": json_arguments(operation.arguments),
+        "status": operation.status.value,
+        "detail": operation.detail,
+        "placement": _placement_document(result.placements.get(operation.name))
+        if operation.op is OpKind.DECLARE_QUEUE
+        else None,
+    }
+    if operation.op is OpKind.DECLARE_QUEUE:
+        policy = getattr(operation.entity, "policy", None)
+        document["policy"] = None if policy is None else policy.name
+        document["settings"] = [_setting_document(row) for row in operation.settings]
+    return document
+
+
+def _setting_document(row: Setting) -> dict[str, str]:
+    return {
+        "key": row.key,
+        "held_by": row.held_by.value,
+        "desired": row.desired,
+        "current": row.current,
+        "change": row.change.value,
+        "reason": row.reason,
+    }
+
+
+def setting_lines(result: Plan) -> list[str]:
+    """One compact line per setting of an existing queue that changes (``live``) or cannot
+    (``migration``): ``payouts: delivery-limit 2 -> 4 (live: ...)``."""
+    lines = []
+    for operation in result.operations:
+        for row in operation.settings:
+            if row.change in (Change.LIVE, Change.MIGRATION):
+                lines.append(
+                    printable(
+                        f"{operation.name}: {row.key} {row.current} -> {row.desired} "
+                        f"({row.change.value}: {row.reason})"
+                    )
+                )
+    return lines
 
 
 def _placement_document(placement: Placement | None) -> dict[str, Any] | None:
@@ -121,13 +158,24 @@ def plan_table(result: Plan) -> Table:
             cell(operation.op.value),
             cell(operation.name),
             cell(operation.status.value, _STATUS_STYLE[operation.status]),
-            cell(format_arguments(operation.arguments)),
+            cell(_arguments_text(operation)),
             cell(operation.detail or ""),
         ]
         if result.placements:
             row.append(_members_cell(operation, result.placements))
         table.add_row(*row)
     return table
+
+
+def _arguments_text(operation: Operation) -> str:
+    """The declare's arguments; then, for a queue whose settings rr holds in a policy, the
+    policy's name and keys."""
+    shown = format_arguments(operation.arguments)
+    policy = getattr(operation.entity, "policy", None)
+    if policy is None:
+        return shown
+    keys = "\n".join(f"  {key}={display_value(value)}" for key, value in policy.definition)
+    return "\n".join(part for part in (shown, f"policy {policy.name}:", keys) if part)
 
 
 def plan_summary(result: Plan, *, dry_run: bool) -> str:
@@ -139,7 +187,7 @@ def plan_summary(result: Plan, *, dry_run: bool) -> str:
         tail = "nothing was changed on the broker"
     elif dry_run:
         tail = "dry run: nothing was changed"
-    elif Status.CREATED not in counts:
+    elif Status.CREATED not in counts and Status.CHANGED not in counts:
         tail = "the broker already matches the file"
     else:
         tail = "applied"

@@ -206,7 +206,24 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
     )
     document = json.loads(json.dumps(plan_document(result, dry_run=True)))
     assert document["dry_run"] is True
-    assert document["operations"][1] == {
+    existing = [
+        {key: value for key, value in op.items() if key not in ("policy", "settings")}
+        for op in document["operations"]
+    ]
+    # issue #27: each queue also names rr's policy for it and classifies its settings
+    assert document["operations"][1]["policy"] is None
+    assert document["operations"][1]["settings"] == [
+        {
+            "key": "durable",
+            "held_by": "property",
+            "desired": "true",
+            "current": "true",
+            "change": "unchanged",
+            "reason": "",
+        }
+    ]
+    assert {row["change"] for row in document["operations"][4]["settings"]} == {"planned"}
+    assert existing[1] == {
         "op": "declare_queue",
         "name": "refunds",
         "arguments": {},
@@ -214,7 +231,7 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
         "detail": None,
         "placement": None,
     }
-    assert document["operations"][4] == {
+    assert existing[4] == {
         "op": "declare_queue",
         "name": "payouts",
         "arguments": {

@@ -1,0 +1,306 @@
+"""``rr declare`` with ``settings = "policy"`` against the emulator and its management twin
+(``CliSettings(management=emulator.management)``; docs/topology.md, "Changing a topology"):
+rr's policy is put before its queue is declared, a changed setting it holds is ``live`` and
+applied to the existing queue without losing a message, what cannot change is a
+``migration`` (exit 1, nothing changed), another policy that outranks rr's is a conflict,
+and without a management API nothing is tried (exit 78)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner, Result
+
+from rabbitctl_retry.cli import app
+from rabbitctl_retry.cli._common import CliSettings
+from rabbitctl_retry.emulator import Emulator
+from rabbitctl_retry.errors import BrokerRefused
+from rabbitctl_retry.server import Policy
+from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.management import ManagementApi
+
+runner = CliRunner()
+
+MANAGEMENT = "http://guest:guest@rr-no-such-host.invalid:15672/"
+
+JOBS = """
+[broker]
+settings = "policy"
+
+[queues.jobs]
+type = "quorum"
+max_attempts = {attempts}
+dead_letter = "jobs.dead"
+delay = "dlx-ttl"
+replicas = 1
+
+[queues."jobs.dead"]
+"""
+
+
+def settings(emulator: Emulator, management: Any = None) -> CliSettings:
+    async def connect(url: str) -> Connection:
+        return emulator.connect()
+
+    return CliSettings(connector=connect, management=management or emulator.management)
+
+
+def declare(
+    emulator: Emulator, tmp_path: Path, text: str, *args: str, management: Any = None
+) -> Result:
+    topology = tmp_path / "topology.toml"
+    topology.write_text(text, encoding="utf-8")
+    return runner.invoke(
+        app,
+        ["declare", str(topology), *args],
+        obj=settings(emulator, management),
+    )
+
+
+def document(result: Result) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+def operation(result: Result, name: str) -> dict[str, Any]:
+    return next(op for op in document(result)["operations"] if op["name"] == name)
+
+
+def changes(op: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [
+        (row["key"], row["current"], row["desired"], row["change"])
+        for row in op["settings"]
+        if row["change"] != "unchanged"
+    ]
+
+
+def rr_policies(emulator: Emulator) -> dict[str, Policy]:
+    return {p.name: p for p in emulator.policies() if p.name.startswith("rr.")}
+
+
+async def _publish(emulator: Emulator, queue: str, count: int) -> None:
+    connection = emulator.connect()
+    channel = await connection.channel()
+    for index in range(count):
+        await channel.publish(str(index).encode(), routing_key=queue)
+    await connection.close()
+
+
+async def _deliveries_until_dead(emulator: Emulator, queue: str, dead: str) -> int:
+    """Take the one message of ``queue`` and return it (reject, requeue) until it is gone;
+    how many times it was delivered."""
+    connection = emulator.connect()
+    channel = await connection.channel()
+    deliveries = 0
+    while (delivery := await channel.get(queue)) is not None:
+        deliveries += 1
+        await channel.reject(delivery.delivery_tag, requeue=True)
+        assert deliveries < 50
+    await connection.close()
+    assert emulator.queue(dead).ready == 1
+    return deliveries
+
+
+def test_policy_mode_without_a_management_api_changes_nothing(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+
+    result = declare(emulator, tmp_path, JOBS.format(attempts=3), "-o", "json")
+
+    assert result.exit_code == 78
+    assert result.stdout == ""
+    assert result.stderr.startswith('rr: error: settings = "policy" puts queue settings in')
+    assert "--management-url" in result.stderr
+    assert emulator.queue_names() == []
+    assert emulator.policies() == ()
+
+
+def test_a_dry_run_plans_every_setting_and_puts_nothing(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+
+    result = declare(
+        emulator, tmp_path, JOBS.format(attempts=3), "--dry-run", "--management-url",
+        MANAGEMENT, "-o", "json",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    jobs = operation(result, "jobs")
+    assert jobs["status"] == "planned"
+    assert jobs["policy"] == "rr.jobs"
+    assert jobs["arguments"] == {"x-queue-type": "quorum", "x-quorum-initial-group-size": 1}
+    assert {row["change"] for row in jobs["settings"]} == {"planned"}
+    assert ("delivery-limit", "policy", "2") in {
+        (row["key"], row["held_by"], row["desired"]) for row in jobs["settings"]
+    }
+    assert operation(result, "jobs.dead")["policy"] is None
+    assert emulator.queue_names() == []
+    assert emulator.policies() == ()
+
+
+def test_declare_puts_the_policies_and_the_queue_follows_them(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+
+    result = declare(
+        emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT, "-o", "json"
+    )
+
+    assert result.exit_code == 0, result.output
+    assert [op["status"] for op in document(result)["operations"]] == ["created"] * 3
+    assert rr_policies(emulator) == {
+        "rr.jobs": Policy.of(
+            "rr.jobs",
+            "^jobs$",
+            {
+                "dead-letter-exchange": "",
+                "dead-letter-routing-key": "jobs.dead",
+                "dead-letter-strategy": "at-least-once",
+                "delivery-limit": 2,
+                "overflow": "reject-publish",
+            },
+            priority=100,
+            apply_to="queues",
+        ),
+        "rr.jobs.retry": Policy.of(
+            "rr.jobs.retry",
+            "^jobs\\.retry$",
+            {
+                "dead-letter-exchange": "",
+                "dead-letter-routing-key": "jobs",
+                "dead-letter-strategy": "at-least-once",
+                "overflow": "reject-publish",
+            },
+            priority=100,
+            apply_to="queues",
+        ),
+    }
+    assert emulator.queue("jobs").arguments == {
+        "x-queue-type": "quorum",
+        "x-quorum-initial-group-size": 1,
+    }
+    asyncio.run(_publish(emulator, "jobs", 1))
+    # a delivery limit of 2 (max_attempts 3): three deliveries, then jobs.dead
+    assert asyncio.run(_deliveries_until_dead(emulator, "jobs", "jobs.dead")) == 3
+
+    again = declare(
+        emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT, "-o", "json"
+    )
+    assert again.exit_code == 0, again.output
+    assert [op["status"] for op in document(again)["operations"]] == ["unchanged"] * 3
+
+
+def test_a_live_change_applies_to_the_existing_queue_and_keeps_its_messages(
+    tmp_path: Path,
+) -> None:
+    emulator = Emulator(server_version="4.3.6")
+    first = declare(emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT)
+    assert first.exit_code == 0, first.output
+    asyncio.run(_publish(emulator, "jobs", 4))
+
+    planned = declare(
+        emulator, tmp_path, JOBS.format(attempts=6), "--dry-run", "--management-url",
+        MANAGEMENT, "-o", "json",
+    )  # fmt: skip
+    assert planned.exit_code == 0, planned.output
+    jobs = operation(planned, "jobs")
+    assert jobs["status"] == "live"
+    assert changes(jobs) == [("delivery-limit", "2", "5", "live")]
+    assert rr_policies(emulator)["rr.jobs"].keys["delivery-limit"] == 2
+
+    table = declare(emulator, tmp_path, JOBS.format(attempts=6), "--management-url", MANAGEMENT)
+    assert table.exit_code == 0, table.output
+    assert "jobs: delivery-limit 2 -> 5 (live: held by rr's policy rr.jobs" in table.stdout
+    assert "1 changed" in table.stdout
+    assert rr_policies(emulator)["rr.jobs"].keys["delivery-limit"] == 5
+    assert emulator.queue("jobs").ready == 4  # no message lost
+    asyncio.run(_drain(emulator, "jobs", keep=1))
+    assert asyncio.run(_deliveries_until_dead(emulator, "jobs", "jobs.dead")) == 6
+
+
+async def _drain(emulator: Emulator, queue: str, *, keep: int) -> None:
+    connection = emulator.connect()
+    channel = await connection.channel()
+    while emulator.queue(queue).ready > keep:
+        delivery = await channel.get(queue)
+        assert delivery is not None
+        await channel.ack(delivery.delivery_tag)
+    await connection.close()
+
+
+def test_moving_settings_from_arguments_to_a_policy_is_a_migration(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+    arguments = JOBS.format(attempts=3).replace('settings = "policy"', "")
+    assert declare(emulator, tmp_path, arguments).exit_code == 0
+
+    result = declare(
+        emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT, "-o", "json"
+    )
+
+    assert result.exit_code == 1
+    jobs = operation(result, "jobs")
+    assert jobs["status"] == "conflict"
+    assert "the queue must be rebuilt" in jobs["detail"]
+    assert "by hand for now" in jobs["detail"]
+    migrations = [row for row in jobs["settings"] if row["change"] == "migration"]
+    assert migrations
+    assert all(row["current"] != "(none)" and row["desired"] == "(none)" for row in migrations)
+    assert "rr: error: the broker conflicts with the file (jobs, jobs.retry)" in result.stderr
+    assert emulator.policies() == ()  # nothing was put
+
+
+def test_a_policy_above_rr_is_a_conflict_and_one_below_a_warning(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+    emulator.put_policy(Policy.of("ops.all", ".*", {"max-length": 1000}, priority=100))
+
+    refused = declare(
+        emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT, "-o", "json"
+    )
+
+    assert refused.exit_code == 1
+    assert "rr's settings would not apply" in operation(refused, "jobs")["detail"]
+    assert emulator.queue_names() == []
+
+    emulator.put_policy(Policy.of("ops.all", ".*", {"max-length": 1000}, priority=1))
+    warned = declare(emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT)
+
+    assert warned.exit_code == 0, warned.output
+    assert (
+        "rr: warning: rr's policy 'rr.jobs' (priority 100) outranks 'ops.all' (priority 1: "
+        "max-length) on queue 'jobs'"
+    ) in warned.stderr
+    assert emulator.queue_names() == ["jobs", "jobs.dead", "jobs.retry"]
+
+
+class RefusingApi:
+    """The twin, except that it refuses every policy put."""
+
+    def __init__(self, inner: ManagementApi) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
+        raise BrokerRefused("Validation failed")
+
+
+def test_a_refused_policy_stops_before_any_queue_is_declared(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+
+    def management(url: str, *, vhost: str) -> Any:
+        return RefusingApi(emulator.management(url, vhost=vhost))
+
+    result = declare(
+        emulator,
+        tmp_path,
+        JOBS.format(attempts=3),
+        "--management-url",
+        MANAGEMENT,
+        management=management,
+    )
+
+    assert result.exit_code == 1
+    assert "the declare stopped at policy 'rr.jobs' (put): Validation failed" in result.stderr
+    assert "not declared: policy 'rr.jobs.retry' (put), queue 'jobs.dead'" in result.stderr
+    assert emulator.queue_names() == []
