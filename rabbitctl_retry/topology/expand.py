@@ -41,6 +41,10 @@ delay = "server" (quorum)       ``x-delayed-retry-type = "failed"`` (or ``delay_
                                 ``x-delayed-retry-min`` / ``-max`` = ``delay_min`` /
                                 ``delay_max`` in ms (max defaults to min); no wait queue
 bindings                        one binding each
+settings = "policy"             what a policy can hold (``topology/settings.py``
+                                ``POLICY_KEYS``) moves from the queue's arguments (and
+                                each wait queue's) into rr's policy for it, ``rr.<queue>``
+                                (:attr:`QueueEntity.policy`); the rest stays declared
 ==============================  ==========================================================
 
 Order: exchanges, then queues, then bindings — the order they can be declared in. Queues

@@ -29,6 +29,14 @@ queue with ``delay = "server"``  ``conflict``     on a server older than RabbitM
                                                   ``x-delayed-retry-*`` and ignore it
 new quorum queue, ``replicas``   ``conflict``     (only when the cluster's nodes are known:
 more than the cluster's nodes                     a management URL, docs/cluster.md)
+a setting is a ``migration``     ``conflict``     the queue must be rebuilt (each setting
+(``topology/settings.py``)                        classified in :attr:`Operation.settings`)
+existing queue, a setting        ``live``         rr's policy is put before any queue is
+``live`` (rr's policy differs)                    declared (status becomes ``changed``)
+``settings = "policy"``, another ``conflict``     at rr's priority or above (rr's settings
+policy matches the queue                          would not apply); below: a warning
+``settings = "policy"``, new     ``conflict``     when the policies were not read (no
+queue, policies not read                          management API: ``rr run``)
 ===============================  ===============  =======================================
 
 AMQP cannot list bindings, so a binding between two entities that already existed is

@@ -18,13 +18,14 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
+from rabbitctl_retry.errors import PreconditionFailed
 from rabbitctl_retry.server import Policy
 from rabbitctl_retry.transport import amqp
 from rabbitctl_retry.transport.base import Channel, Delivery
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import RabbitBackend, vhost_pool
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
-from tests.shared_node import require_broker
+from tests.shared_node import current, require_broker
 
 pytestmark = pytest.mark.broker
 
@@ -236,3 +237,48 @@ def test_a_live_change_takes_effect_on_the_existing_queue(
     }  # the change is the policy's alone
     assert keep_one(backend) == 4  # no message lost
     assert deliveries_until_dead(backend) == 6
+
+
+RUSTSTREAM_ARGUMENTS: list[dict[str, Any]] = [
+    {"x-delivery-limit": 4},
+    {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "jobs.dead"},
+    {"x-overflow": "reject-publish"},
+    {"x-dead-letter-strategy": "at-least-once"},
+]
+
+
+def test_a_policy_mode_queue_refuses_a_declare_with_the_arguments(amqp_url: str) -> None:
+    """Why ``arguments`` stays the default (docs/topology.md, "Changing a topology"): a
+    service that declares the queue with rr's ``x-`` arguments (as RustStream does) is
+    refused by a queue that holds them in a policy, on every server."""
+    broker = current()
+    pool = vhost_pool(broker)
+    vhost = pool.take_now()
+    backend = RabbitBackend(broker, pool=pool, vhost=vhost)
+
+    async def run() -> list[str]:
+        connection = await amqp.connect(backend.url)
+        try:
+            channel = await connection.channel()
+            await channel.queue_declare("jobs", durable=True, arguments={"x-queue-type": "quorum"})
+            refused = []
+            for arguments in RUSTSTREAM_ARGUMENTS:
+                attempt = await connection.channel()
+                with pytest.raises(PreconditionFailed) as caught:
+                    await attempt.queue_declare(
+                        "jobs", durable=True, arguments={"x-queue-type": "quorum", **arguments}
+                    )
+                refused.append(str(caught.value).split("inequivalent arg ")[1].split(" ")[0])
+            return refused
+        finally:
+            await connection.close()
+
+    try:
+        assert asyncio.run(run()) == [
+            "'x-delivery-limit'",
+            "'x-dead-letter-exchange'",
+            "'x-overflow'",
+            "'x-dead-letter-strategy'",
+        ]
+    finally:
+        pool.give_back(vhost)
