@@ -398,12 +398,13 @@ def _quorum(queue: QueueEntity) -> bool:
 
 
 def _has_dead_letter_route(queue: QueueEntity) -> bool:
-    return "x-dead-letter-exchange" in queue.arguments
+    return queue.setting("x-dead-letter-exchange") is not None
 
 
 def _delivery_limit(queue: QueueEntity) -> int | None:
-    """A quorum queue's own ``x-delivery-limit``, when it has a whole one."""
-    limit = queue.arguments.get("x-delivery-limit")
+    """A quorum queue's own ``x-delivery-limit`` (or its rr policy's ``delivery-limit``),
+    when it has a whole one."""
+    limit = queue.setting("x-delivery-limit")
     if isinstance(limit, bool) or not isinstance(limit, int):
         return None
     return limit
@@ -492,11 +493,11 @@ def _carried_count_findings(desired: Desired, facts: ServerFacts) -> Iterator[Fi
     by_name = {queue.name: queue for queue in desired.queues}
     for source in desired.queues:
         source_limit = _delivery_limit(source)
-        target = by_name.get(str(source.arguments.get("x-dead-letter-routing-key", "")))
+        target = by_name.get(str(source.setting("x-dead-letter-routing-key") or ""))
         if (
             source_limit is None
             or not _quorum(source)
-            or source.arguments.get("x-dead-letter-exchange") != ""
+            or source.setting("x-dead-letter-exchange") != ""
             or target is None
             or not _quorum(target)
         ):
@@ -530,12 +531,12 @@ def _ordinal(number: int) -> str:
 def _server_delay_finding(queue: QueueEntity, version: ServerVersion) -> Finding | None:
     """A queue with ``delay = "server"``: refused below RabbitMQ 4.3 (it would retry at once),
     else how its waits go (docs/runtime.md, "The quorum queue waits")."""
-    if "x-delayed-retry-type" not in queue.arguments:
+    if queue.setting("x-delayed-retry-type") is None:
         return None
     problem = server_delay_problem(queue, version.release)
     if problem is not None:
         return Finding("server-delay-unsupported", Level.UNSAFE, problem, queue.name)
-    min_ms, max_ms = (queue.arguments.get(f"x-delayed-retry-{end}") for end in ("min", "max"))
+    min_ms, max_ms = (queue.setting(f"x-delayed-retry-{end}") for end in ("min", "max"))
     return Finding(
         "server-delay",
         Level.INFO,
@@ -560,7 +561,7 @@ def topology_findings(
             transient = _transient_finding(queue, facts)
             if transient is not None:
                 findings.append(transient)
-        if version.major >= 4 and _quorum(queue) and "x-delivery-limit" not in queue.arguments:
+        if version.major >= 4 and _quorum(queue) and queue.setting("x-delivery-limit") is None:
             if _has_dead_letter_route(queue):
                 findings.append(
                     Finding(

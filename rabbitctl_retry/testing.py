@@ -128,8 +128,17 @@ class TestBroker:
         declared = as_topology(topology)
         if self.topology is None:
             self.topology = declared
+        # settings = "policy": rr's policies go through the emulator's management twin, as
+        # rr declare puts them through the management API (docs/topology.md)
+        api = self.emulator.management("http://guest:guest@emulator:15672/", vhost="/")
+        policies = await api.policies() if declared.uses_policies else None
         result = await provision(
-            await self._shared(), expand(declared), dry_run=False, connect=self.connect
+            await self._shared(),
+            expand(declared),
+            dry_run=False,
+            connect=self.connect,
+            api=api,
+            policies=policies,
         )
         if result.conflicts:
             details = "; ".join(f"{op.name}: {op.detail}" for op in result.conflicts)

@@ -320,7 +320,8 @@ def _settings(
         policies_read=policies is not None,
     )
     changes = {row.change for row in rows}
-    put = queue.policy if queue.policy is not None and current != queue.policy else None
+    read = policies is not None  # else (rr run) the policies are neither known nor put
+    put = queue.policy if read and queue.policy is not None and current != queue.policy else None
     drop = own if queue.policy_mode and queue.policy is None and current is not None else None
     status, detail = operation.status, operation.detail
     if status is Status.UNCHANGED and Change.LIVE in changes:

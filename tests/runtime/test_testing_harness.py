@@ -116,3 +116,19 @@ def test_the_rr_topology_mark_reads_its_file_beside_the_test(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+@pytest.mark.rr_topology('[broker]\nsettings = "policy"\n' + TOPOLOGY)
+async def test_a_policy_held_topology_gets_its_policies_from_the_fixture(
+    rr_broker: TestBroker,
+) -> None:
+    """settings = "policy" (docs/topology.md, "Changing a topology"): the wait queue's
+    settings are in rr's policy, and its copies still come back to their queue."""
+    seen.clear()
+    assert {policy.name for policy in rr_broker.emulator.policies()} == {"rr.orders.retry"}
+    assert rr_broker.emulator.queue("orders.retry").arguments == {}
+    await rr_broker.run(always_later)
+    await rr_broker.publish("orders", {"id": 1})
+    await rr_broker.advance(120)
+    assert seen == [1, 2, 3]
+    assert len(rr_broker.messages("orders.dead")) == 1

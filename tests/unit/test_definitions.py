@@ -162,3 +162,30 @@ def test_the_document_is_a_copy() -> None:
 
 def test_an_empty_topology() -> None:
     assert to_definitions(Desired()) == {"queues": [], "exchanges": [], "bindings": []}
+
+
+def test_policy_mode_exports_rr_policies() -> None:
+    topology = load_text(
+        '[broker]\nsettings = "policy"\n[queues.q]\ntype = "quorum"\nmax_attempts = 3\n'
+        'dead_letter = "q.dead"\n'
+    )
+    document = to_definitions(expand(topology), vhost="prod")
+    assert document["policies"] == [
+        {
+            "vhost": "prod",
+            "name": "rr.q",
+            "pattern": "^q$",
+            "apply-to": "queues",
+            "definition": {
+                "dead-letter-exchange": "",
+                "dead-letter-routing-key": "q.dead",
+                "dead-letter-strategy": "at-least-once",
+                "delivery-limit": 2,
+                "overflow": "reject-publish",
+            },
+            "priority": 100,
+        }
+    ]
+    queue = next(q for q in document["queues"] if q["name"] == "q")
+    assert queue["arguments"] == {"x-queue-type": "quorum"}
+    assert "policies" not in to_definitions(expand(load_text("[queues.q]\n")))

@@ -306,3 +306,15 @@ def test_server_delay_in_a_policy_still_needs_4_3() -> None:
     assert job.policy.keys["delayed-retry-min"] == 1000
     result = plan(desired, {}, server_version=(4, 0, 5), policies=())
     assert queue_op(result, "j").status is Status.CONFLICT
+
+
+def test_without_the_policies_an_existing_queue_is_left_as_it_is() -> None:
+    """rr run declares without the management API: nothing to put, nothing known."""
+    observed: dict[ObservationKey, Observation] = {
+        ("queue", name): Matches() for name in ("payouts", "payouts.retry", "payouts.dead")
+    }
+    result = _plan(observed, policies=None)
+    op = queue_op(result, "payouts")
+    assert op.status is Status.UNCHANGED
+    assert op.put_policy is None
+    assert {r[3] for r in rows(op.settings) if r[1] == "policy"} == {"(not read)"}
