@@ -17,7 +17,7 @@ from rich.text import Text
 
 from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import Placement
+from rabbitctl_retry.server import Placement, Policy
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns, Topology
@@ -170,8 +170,24 @@ def plan_table(result: Plan) -> Table:
 def _arguments_text(operation: Operation) -> str:
     """The declare's arguments; then, for a queue whose settings rr holds in a policy, the
     policy's name and keys."""
-    shown = format_arguments(operation.arguments)
-    policy = getattr(operation.entity, "policy", None)
+    return _queue_arguments_text(operation.arguments, getattr(operation.entity, "policy", None))
+
+
+def _policy_document(policy: Policy | None) -> dict[str, Any] | None:
+    """rr's policy for a queue (``settings = "policy"``), as the management API states it."""
+    if policy is None:
+        return None
+    return {
+        "name": policy.name,
+        "pattern": policy.pattern,
+        "apply-to": policy.apply_to,
+        "priority": policy.priority,
+        "definition": policy.keys,
+    }
+
+
+def _queue_arguments_text(arguments: Mapping[str, FieldValue], policy: Policy | None) -> str:
+    shown = format_arguments(arguments)
     if policy is None:
         return shown
     keys = "\n".join(f"  {key}={display_value(value)}" for key, value in policy.definition)
@@ -237,6 +253,7 @@ def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
                 "durable": queue.durable,
                 "arguments": json_arguments(queue.arguments),
                 "role": queue.role,
+                "policy": _policy_document(queue.policy),
             }
             for queue in desired.queues
         ],
@@ -303,7 +320,7 @@ def topology_rows(topology: Topology, desired: Desired) -> tuple[Rows, Rows]:
             "queue",
             entity.name,
             display_value(entity.durable),
-            format_arguments(entity.arguments),
+            _queue_arguments_text(entity.arguments, entity.policy),
             entity.role,
         )
         for entity in desired.queues

@@ -304,3 +304,31 @@ def test_a_refused_policy_stops_before_any_queue_is_declared(tmp_path: Path) -> 
     assert "the declare stopped at policy 'rr.jobs' (put): Validation failed" in result.stderr
     assert "not declared: policy 'rr.jobs.retry' (put), queue 'jobs.dead'" in result.stderr
     assert emulator.queue_names() == []
+
+
+def test_topology_show_names_rr_policies(tmp_path: Path) -> None:
+    topology = tmp_path / "topology.toml"
+    topology.write_text(JOBS.format(attempts=3), encoding="utf-8")
+
+    shown = runner.invoke(app, ["topology", "show", str(topology), "-o", "json"])
+    table = runner.invoke(app, ["topology", "show", str(topology)], env={"COLUMNS": "200"})
+
+    assert shown.exit_code == 0, shown.output
+    queues = {queue["name"]: queue for queue in document(shown)["queues"]}
+    assert queues["jobs"]["policy"] == {
+        "name": "rr.jobs",
+        "pattern": "^jobs$",
+        "apply-to": "queues",
+        "priority": 100,
+        "definition": {
+            "dead-letter-exchange": "",
+            "dead-letter-routing-key": "jobs.dead",
+            "dead-letter-strategy": "at-least-once",
+            "delivery-limit": 2,
+            "overflow": "reject-publish",
+        },
+    }
+    assert queues["jobs.dead"]["policy"] is None
+    assert table.exit_code == 0, table.output
+    assert "policy rr.jobs:" in table.stdout
+    assert "delivery-limit=2" in table.stdout
