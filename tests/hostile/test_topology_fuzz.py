@@ -204,6 +204,7 @@ def _queue_value(key: str) -> st.SearchStrategy[Any]:
         "delay_returns": st.sampled_from(["failed", "all", "returned"]),
         "publish": st.sampled_from(["confirm", "fast"]),
         "dead_letter_strategy": st.sampled_from(["at-least-once", "at-most-once"]),
+        "settings": st.sampled_from(["arguments", "policy", "policies"]),
         "arguments": argument_tables,
         "bindings": st.lists(
             st.fixed_dictionaries(
@@ -240,7 +241,12 @@ documents = st.fixed_dictionaries(
     optional={
         "exchanges": st.dictionaries(names, exchange_tables, max_size=2),
         "broker": st.fixed_dictionaries(
-            {}, optional={"retry_header": st.one_of(texts, names), "url": texts}
+            {},
+            optional={
+                "retry_header": st.one_of(texts, names),
+                "url": texts,
+                "settings": st.sampled_from(["arguments", "policy", "x"]),
+            },
         ),
         "bogus": scalars,
     },
