@@ -120,6 +120,19 @@ class Placement:
     """A quorum queue's members; a classic queue's one node."""
 
 
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """A queue as the management API states it (``GET /api/queues/VHOST/NAME``): its type,
+    its arguments and the names of the policy and the operator policy that apply to it (None:
+    none); docs/topology.md, "Changing a topology"."""
+
+    kind: str
+    """``classic``, ``quorum`` (or ``stream``)."""
+    arguments: Mapping[str, object]
+    policy: str | None = None
+    operator_policy: str | None = None
+
+
 # --- policies ---------------------------------------------------------------------------------
 
 PolicyValue = str | int | bool

@@ -8,7 +8,7 @@ terminal.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from rich.text import Text
 
 from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.ops.live import LiveQueue
 from rabbitctl_retry.server import Placement, Policy
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
@@ -281,6 +282,61 @@ def _counted_by(queue_type: QueueType, max_attempts: int | None) -> str | None:
     if max_attempts is None:
         return None
     return "server" if queue_type is QueueType.QUORUM else "rr"
+
+
+def live_document(queues: Sequence[LiveQueue]) -> list[dict[str, Any]]:
+    """``rr topology show --live --output json``: per queue of the file, whether it exists,
+    the policy and operator policy that apply to it, and each setting's values."""
+    return [
+        {
+            "queue": queue.name,
+            "exists": queue.exists,
+            "policy": queue.policy,
+            "operator_policy": queue.operator_policy,
+            "settings": [
+                {
+                    "key": row.key,
+                    "argument": json_value(row.argument),
+                    "policy": row.policy,
+                    "operator_policy": row.operator_policy,
+                    "effective": json_value(row.effective),
+                }
+                for row in queue.settings
+            ],
+        }
+        for queue in queues
+    ]
+
+
+LIVE_COLUMNS = ("queue", "setting", "argument", "policy", "operator policy", "effective")
+
+
+def live_rows(queues: Sequence[LiveQueue]) -> Rows:
+    """``rr topology show --live``: one row per setting of each queue on the broker."""
+    rows: list[tuple[str, ...]] = []
+    for queue in queues:
+        if not queue.exists:
+            rows.append((queue.name, "(no such queue)", "", "", "", ""))
+            continue
+        policy = f" ({queue.policy})" if queue.policy else ""
+        operator = f" ({queue.operator_policy})" if queue.operator_policy else ""
+        for row in queue.settings:
+            rows.append(
+                (
+                    queue.name,
+                    row.key,
+                    _shown(row.argument),
+                    _shown(row.policy) + (policy if row.policy is not None else ""),
+                    _shown(row.operator_policy)
+                    + (operator if row.operator_policy is not None else ""),
+                    _shown(row.effective),
+                )
+            )
+    return Rows("live settings", LIVE_COLUMNS, [_escaped(row) for row in rows])
+
+
+def _shown(value: FieldValue) -> str:
+    return "-" if value is None else display_value(value)
 
 
 def topology_rows(topology: Topology, desired: Desired) -> tuple[Rows, Rows]:

@@ -1,4 +1,5 @@
-"""``rr topology validate | show | export``: offline work on a topology file (no broker).
+"""``rr topology validate | show | export``: offline work on a topology file (no broker;
+``show --live`` alone reads the broker's management API).
 
 Every command here, and ``rr declare``, loads a file through
 :func:`~rabbitctl_retry.ops.preflight.load_checked`: read, checked, expanded, and every frame
@@ -13,14 +14,33 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import OutputFormat, OutputOption, guard
+from rabbitctl_retry.cli._common import (
+    OutputFormat,
+    OutputOption,
+    UrlOption,
+    fail,
+    guard,
+    management_connector_of,
+    resolve_urls,
+    run,
+)
 from rabbitctl_retry.cli.finish import Outcome, Piece, Raw, Unwrapped, finish
 from rabbitctl_retry.cli.plain_table import LARGE_TABLE_ROWS, plain_lines
-from rabbitctl_retry.cli.render import printable, rich_table, topology_document, topology_rows
+from rabbitctl_retry.cli.render import (
+    live_document,
+    live_rows,
+    printable,
+    rich_table,
+    topology_document,
+    topology_rows,
+)
+from rabbitctl_retry.errors import UsageError
+from rabbitctl_retry.ops.live import LiveQueue, live_settings
 from rabbitctl_retry.ops.preflight import load_checked
 from rabbitctl_retry.topology.definitions import to_definitions
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.transport.management import check_management_url, vhost_of
 
 app = typer.Typer(
     help="Check, show and export a topology file without touching a broker.",
@@ -53,17 +73,72 @@ def validate(topology_file: TopologyArgument) -> None:
 
 
 @app.command()
-def show(topology_file: TopologyArgument, output: OutputOption = OutputFormat.TABLE) -> None:
-    """Show the retry policy of each queue and every entity the file declares, with its
-    exact arguments."""
-    topology, desired = _load(topology_file)
-    finish(
-        Outcome(
-            document=lambda: topology_document(topology, desired),
-            table=lambda: _show_pieces(topology, desired),
+def show(
+    ctx: typer.Context,
+    topology_file: TopologyArgument,
+    output: OutputOption = OutputFormat.TABLE,
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Also read each queue's settings on the broker through the management API: "
+            "its argument, the policy and the operator policy that apply to it, and the "
+            "effective value (docs/topology.md, 'Changing a topology').",
         ),
-        output,
-    )
+    ] = False,
+    url: UrlOption = None,
+    management_url: Annotated[
+        str | None,
+        typer.Option(
+            "--management-url",
+            envvar=MANAGEMENT_URL_ENV,
+            help="With --live: the management plugin's URL (http://USER:PASSWORD@HOST:15672/). "
+            "Else [broker] management_url.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Show the retry policy of each queue and every entity the file declares, with its
+    exact arguments (and, with --live, each setting's effective value on the broker)."""
+    topology, desired = _load(topology_file)
+    found: tuple[LiveQueue, ...] | None = None
+    if live:
+        with guard():
+            given = management_url or topology.broker.management_url
+            if given is None:
+                fail(
+                    UsageError(
+                        "--live reads the broker's management API: give --management-url, "
+                        f"${MANAGEMENT_URL_ENV} or [broker] management_url"
+                    )
+                )
+            check_management_url(given)
+            vhost = vhost_of(resolve_urls(url, topology.broker.urls)[0])
+        found = run(
+            live_settings(
+                desired,
+                management_url=given,
+                vhost=vhost,
+                management=management_connector_of(ctx),
+            )
+        )
+
+    def document() -> dict[str, object]:
+        shown = topology_document(topology, desired)
+        if found is not None:
+            shown["live"] = live_document(found)
+        return shown
+
+    def table() -> list[Piece]:
+        pieces = _show_pieces(topology, desired)
+        if found is not None:
+            pieces += [rich_table(live_rows(found)), ""]
+        return pieces
+
+    finish(Outcome(document=document, table=table), output)
+
+
+MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
 
 
 def _show_pieces(topology: Topology, desired: Desired) -> list[Piece]:

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rabbitctl_retry.emulator.snapshots import QueueSnapshot
 from rabbitctl_retry.errors import censor_url
 from rabbitctl_retry.server import (
     DeprecatedFeature,
     Placement,
     Policy,
+    QueueState,
     ServerIdentity,
     ServerVersion,
     Unstated,
 )
+from rabbitctl_retry.topology.effective import QueueKind, applying
 
 NODE = "rabbit@emulator"
 """The emulated server's one node; also its cluster's name (a cluster named by RabbitMQ's
@@ -86,6 +89,8 @@ class Emulated(Protocol):
 
     def has_queue(self, name: str) -> bool: ...
 
+    def queue(self, name: str) -> QueueSnapshot: ...
+
     def put_policy(self, policy: Policy, *, operator: bool = False) -> None: ...
 
     def delete_policy(self, name: str, *, operator: bool = False) -> None: ...
@@ -120,6 +125,26 @@ class EmulatedManagementApi:
         if not self._emulator.has_queue(queue):
             return None
         return Placement(leader=NODE, members=(NODE,))
+
+    async def queue_state(self, queue: str) -> QueueState | None:
+        """``queue``'s kind, arguments and the policies that apply to it (the rules of
+        ``topology/effective.py``, as the emulator applies them); None for a queue the
+        emulator does not hold."""
+        if not self._emulator.has_queue(queue):
+            return None
+        snapshot = self._emulator.queue(queue)
+        version = self._emulator.server_version
+        kind: QueueKind = "quorum" if snapshot.kind == "quorum" else "classic"
+        policy, operator_policy = (
+            applying(self._emulator.policies(operator=operator), queue, kind, version)
+            for operator in (False, True)
+        )
+        return QueueState(
+            kind=snapshot.kind,
+            arguments=dict(snapshot.arguments),
+            policy=None if policy is None else policy.name,
+            operator_policy=None if operator_policy is None else operator_policy.name,
+        )
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
         return deprecated_features_of(self._emulator.server_version)

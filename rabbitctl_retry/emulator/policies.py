@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Literal
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import Policy, PolicyValue, ServerVersion
+from rabbitctl_retry.topology import effective
 
-QueueKind = Literal["classic", "quorum"]
+QueueKind = effective.QueueKind
 
 _NUMERIC = ("message-ttl", "max-length", "max-length-bytes", "expires", "delivery-limit")
 _DELAYED = ("delayed-retry-type", "delayed-retry-min", "delayed-retry-max")
@@ -118,57 +118,31 @@ def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | 
 
 def applies_to(policy: Policy, kind: QueueKind, version: ServerVersion) -> bool:
     """Whether ``policy``'s ``apply-to`` takes a queue of ``kind``."""
-    if policy.apply_to in ("queues", "all"):
-        return True
-    return version.major >= 4 and policy.apply_to == f"{kind}_queues"
+    return effective.applies_to(policy, kind, version)
 
 
 def applying(
     policies: Iterable[Policy], name: str, kind: QueueKind, version: ServerVersion
 ) -> Policy | None:
-    """The policy that applies to the queue ``name`` of ``kind``: the matching one of the
-    highest priority (of equal ones, the first by name), or None."""
-    found = [
-        policy
-        for policy in policies
-        if applies_to(policy, kind, version) and re.search(policy.pattern, name) is not None
-    ]
-    if not found:
-        return None
-    return min(found, key=lambda policy: (-policy.priority, policy.name))
+    """The policy that applies to the queue ``name`` of ``kind``
+    (``topology/effective.py``)."""
+    return effective.applying(policies, name, kind, version)
 
 
-Rule = Literal["smallest", "argument", "policy"]
+Rule = effective.Rule
 
 
 def rule(key: str, kind: QueueKind, version: ServerVersion) -> Rule:
-    """How ``key``'s argument and policies resolve on a queue of ``kind`` (the table of
-    docs/topology.md, "Policies and arguments")."""
-    if key == "overflow":
-        return "policy" if kind == "quorum" else "argument"
-    if key in ("dead-letter-exchange", "dead-letter-routing-key", "dead-letter-strategy"):
-        return "argument"
-    if key == "delayed-retry-type":
-        return "policy"
-    if key == "expires" and kind == "quorum" and version.major < 4:
-        return "policy"
-    return "smallest"
+    """How ``key``'s argument and policies resolve (``topology/effective.py``)."""
+    return effective.rule(key, kind, version)
 
 
 def merged(
     key: str, policy_value: PolicyValue | None, operator_value: PolicyValue | None
 ) -> PolicyValue | None:
-    """A policy's and an operator policy's values of ``key`` as one: the smaller number (the
-    larger for 4.3's ``delayed-retry-min``), else the operator policy's value."""
-    if policy_value is None:
-        return operator_value
-    if operator_value is None:
-        return policy_value
-    if _is_int(policy_value) and _is_int(operator_value):
-        if key == "delayed-retry-min":
-            return max(int(policy_value), int(operator_value))
-        return min(int(policy_value), int(operator_value))
-    return operator_value
+    """A policy's and an operator policy's values of ``key`` as one
+    (``topology/effective.py``)."""
+    return effective.merged(key, policy_value, operator_value)
 
 
 def effective_arguments(
@@ -179,34 +153,21 @@ def effective_arguments(
     version: ServerVersion,
 ) -> dict[str, FieldValue]:
     """The queue's arguments as the queue acts on them once ``policy`` and ``operator_policy``
-    apply (either may be None): each key of a policy resolved with the argument by
-    :func:`rule`."""
-    result: dict[str, FieldValue] = dict(arguments)
-    policy_keys = policy.keys if policy is not None else {}
-    operator_keys = operator_policy.keys if operator_policy is not None else {}
-    for key in sorted({*policy_keys, *operator_keys}):
-        value = merged(key, policy_keys.get(key), operator_keys.get(key))
-        if value is None:
-            continue
-        name = f"x-{key}"
-        argument = arguments.get(name)
-        chosen: FieldValue = value
-        if argument is not None:
-            match rule(key, kind, version):
-                case "argument":
-                    chosen = argument
-                case "smallest" if isinstance(argument, int) and _is_int(argument):
-                    chosen = min(argument, int(value)) if _is_int(value) else argument
-                case _:
-                    chosen = value
-        result[name] = chosen
-    if "x-dead-letter-routing-key" in result and "x-dead-letter-exchange" not in result:
-        del result["x-dead-letter-routing-key"]  # a routing key without an exchange: no use
-    return result
+    apply: the rules of ``topology/effective.py``, looked up here when called (so that the
+    contract suite can show a wrong rule fails it, tests/contract/test_suite_can_fail.py)."""
+    return effective.resolve(
+        arguments,
+        kind,
+        policy,
+        operator_policy,
+        version,
+        rule_of=lambda key, kind, version: rule(key, kind, version),
+        merge=lambda key, policy_value, operator_value: merged(key, policy_value, operator_value),
+    )
 
 
 def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return effective.is_int(value)
 
 
 __all__ = ["applying", "effective_arguments", "merged", "refusal", "rule"]

@@ -25,7 +25,14 @@ from __future__ import annotations
 import urllib.parse
 from typing import Protocol
 
-from rabbitctl_retry.server import DeprecatedFeature, Placement, Policy, ServerIdentity, Unstated
+from rabbitctl_retry.server import (
+    DeprecatedFeature,
+    Placement,
+    Policy,
+    QueueState,
+    ServerIdentity,
+    Unstated,
+)
 from rabbitctl_retry.urls import parse_management_url
 
 
@@ -48,6 +55,11 @@ class ManagementApi(Protocol):
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives, or None when the API does not know it."""
+        ...
+
+    async def queue_state(self, queue: str) -> QueueState | None:
+        """``queue``'s type, arguments and the policies that apply to it, or None when the
+        API does not know it."""
         ...
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:

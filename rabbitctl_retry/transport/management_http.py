@@ -44,6 +44,7 @@ from rabbitctl_retry.server import (
     Placement,
     Policy,
     PolicyValue,
+    QueueState,
     ServerIdentity,
     ServerVersion,
     Unstated,
@@ -153,6 +154,23 @@ class HttpManagementApi:
         if placement is None:
             raise self._unexpected(path, _PLACEMENT_SHAPE)
         return placement
+
+    async def queue_state(self, queue: str) -> QueueState | None:
+        """``queue``'s ``type``, ``arguments`` (an object) and ``policy`` /
+        ``operator_policy`` (a name; null or empty: none), or None when the API does not
+        know it (404)."""
+        path = "/api/queues/{}/{}".format(
+            urllib.parse.quote(self._vhost, safe=""), urllib.parse.quote(queue, safe="")
+        )
+        found = await self._get(path, missing_ok=True)
+        if found is None:
+            return None
+        if not isinstance(found, dict):
+            raise self._unexpected(path, "not a queue")
+        state = _queue_state_of(found)
+        if state is None:
+            raise self._unexpected(path, _QUEUE_STATE_SHAPE)
+        return state
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
         """Every deprecated feature the server knows and whether it permits it (``GET
@@ -312,6 +330,26 @@ class HttpManagementApi:
             f"the management API at {self._shown} gave an unexpected answer to GET {path} "
             f"({what}; is it RabbitMQ's management plugin?)"
         )
+
+
+_QUEUE_STATE_SHAPE = (
+    "no 'type' text, 'arguments' that is not an object, or a 'policy' or 'operator_policy' "
+    "that is not a text"
+)
+
+
+def _queue_state_of(queue: Mapping[str, Any]) -> QueueState | None:
+    """A queue object of the API as a :class:`QueueState`; None when not of that shape."""
+    kind, arguments = queue.get("type"), queue.get("arguments", {})
+    names = [queue.get("policy"), queue.get("operator_policy")]
+    if not isinstance(kind, str) or not isinstance(arguments, dict):
+        return None
+    if not all(name is None or isinstance(name, str) for name in names):
+        return None
+    policy, operator_policy = (name or None for name in names)
+    return QueueState(
+        kind=kind, arguments=dict(arguments), policy=policy, operator_policy=operator_policy
+    )
 
 
 _PLACEMENT_SHAPE = "no 'node' text, or 'members' that is not a list of texts"

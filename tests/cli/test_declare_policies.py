@@ -332,3 +332,52 @@ def test_topology_show_names_rr_policies(tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     assert "policy rr.jobs:" in table.stdout
     assert "delivery-limit=2" in table.stdout
+
+
+def test_topology_show_live_gives_each_settings_effective_value(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+    declared = declare(emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT)
+    assert declared.exit_code == 0, declared.output
+    emulator.put_policy(Policy.of("limits", "^jobs$", {"delivery-limit": 1}), operator=True)
+    topology = tmp_path / "topology.toml"
+
+    shown = runner.invoke(
+        app,
+        ["topology", "show", str(topology), "--live", "--management-url", MANAGEMENT, "-o", "json"],
+        obj=settings(emulator),
+    )
+    table = runner.invoke(
+        app,
+        ["topology", "show", str(topology), "--live", "--management-url", MANAGEMENT],
+        obj=settings(emulator),
+        env={"COLUMNS": "250"},
+    )
+
+    assert shown.exit_code == 0, shown.output
+    live = {queue["queue"]: queue for queue in document(shown)["live"]}
+    jobs = live["jobs"]
+    assert (jobs["exists"], jobs["policy"], jobs["operator_policy"]) == (True, "rr.jobs", "limits")
+    rows = {row["key"]: row for row in jobs["settings"]}
+    assert rows["x-delivery-limit"] == {
+        "key": "x-delivery-limit",
+        "argument": None,
+        "policy": 2,
+        "operator_policy": 1,
+        "effective": 1,
+    }
+    assert rows["x-queue-type"]["argument"] == rows["x-queue-type"]["effective"] == "quorum"
+    assert rows["x-dead-letter-routing-key"]["effective"] == "jobs.dead"
+    assert live["jobs.dead"]["settings"] == []
+    assert table.exit_code == 0, table.output
+    assert "live settings" in table.stdout
+    assert "x-delivery-limit" in table.stdout
+
+
+def test_topology_show_live_needs_a_management_url(tmp_path: Path) -> None:
+    topology = tmp_path / "topology.toml"
+    topology.write_text(JOBS.format(attempts=3), encoding="utf-8")
+
+    result = runner.invoke(app, ["topology", "show", str(topology), "--live"])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("rr: error: --live reads the broker's management API")

@@ -110,3 +110,31 @@ async def test_policies_are_set_listed_and_deleted(backend: Backend) -> None:
     assert await api.policies(operator=True) == ()
     with pytest.raises(NotFound):
         await api.delete_policy("rr-limit")
+
+
+async def test_a_queue_states_its_arguments_and_policies(backend: Backend) -> None:
+    """What ``rr topology show --live`` reads (docs/topology.md, "Changing a topology"): the
+    queue's type and arguments, and the one policy and operator policy that apply to it (of
+    two matching policies, the higher)."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.state", arguments={"x-queue-type": "quorum", "x-max-length": 5})
+    assert await api.queue_state("mq.absent") is None
+    await api.put_policy(Policy.of("p.low", "^mq\\.state$", {"max-length": 3}, priority=1))
+    await api.put_policy(Policy.of("p.high", "^mq\\.", {"message-ttl": 60000}, priority=2))
+    await api.put_policy(Policy.of("o", "^mq\\.state$", {"max-length": 4}), operator=True)
+
+    async def both_apply() -> bool:
+        state = await api.queue_state("mq.state")
+        return state is not None and (state.policy, state.operator_policy) == ("p.high", "o")
+
+    await backend.until(both_apply, "the policies applied to mq.state")
+    state = await api.queue_state("mq.state")
+    assert state is not None
+    assert (state.kind, dict(state.arguments)) == (
+        "quorum",
+        {"x-queue-type": "quorum", "x-max-length": 5},
+    )
+    for name in ("p.low", "p.high"):
+        await api.delete_policy(name)
+    await api.delete_policy("o", operator=True)

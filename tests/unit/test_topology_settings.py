@@ -9,7 +9,8 @@ import re
 import pytest
 
 from rabbitctl_retry.errors import ConfigError
-from rabbitctl_retry.server import Policy, PolicyValue
+from rabbitctl_retry.server import Policy, PolicyValue, ServerVersion
+from rabbitctl_retry.topology.effective import effective_rows
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.plan import (
@@ -318,3 +319,24 @@ def test_without_the_policies_an_existing_queue_is_left_as_it_is() -> None:
     assert op.status is Status.UNCHANGED
     assert op.put_policy is None
     assert {r[3] for r in rows(op.settings) if r[1] == "policy"} == {"(not read)"}
+
+
+def test_effective_rows_resolve_argument_policy_and_operator_policy() -> None:
+    """topology/effective.py: each setting with where it comes from and what applies (the
+    rules of docs/topology.md, "Policies and arguments")."""
+    version = ServerVersion.parse("4.3.6")
+    rows_ = effective_rows(
+        {"x-queue-type": "quorum", "x-max-length": 10, "x-dead-letter-exchange": "a"},
+        "quorum",
+        Policy.of(
+            "p", ".*", {"max-length": 5, "dead-letter-exchange": "b", "overflow": "drop-head"}
+        ),
+        Policy.of("o", ".*", {"max-length": 7, "overflow": "reject-publish"}),
+        version,
+    )
+    assert [(r.key, r.argument, r.policy, r.operator_policy, r.effective) for r in rows_] == [
+        ("x-dead-letter-exchange", "a", "b", None, "a"),  # the argument
+        ("x-max-length", 10, 5, 7, 5),  # the smallest
+        ("x-overflow", None, "drop-head", "reject-publish", "reject-publish"),  # the operator's
+        ("x-queue-type", "quorum", None, None, "quorum"),
+    ]
