@@ -282,3 +282,48 @@ def test_a_policy_mode_queue_refuses_a_declare_with_the_arguments(amqp_url: str)
         ]
     finally:
         pool.give_back(vhost)
+
+
+def test_show_live_gives_the_value_the_queue_acts_on(
+    backend: RabbitBackend, tmp_path: Path
+) -> None:
+    """``rr topology show --live``: rr's policy says a delivery limit of 2, an operator policy
+    1; the effective value shown is 1, and the queue dead-letters after two deliveries."""
+    assert declare(backend, tmp_path, 3).exit_code == 0
+    limits = Policy.of("limits", "^jobs$", {"delivery-limit": 1})
+    asyncio.run(api(backend).put_policy(limits, operator=True))
+
+    async def operator_applies() -> bool:
+        state = await api(backend).queue_state("jobs")
+        return state is not None and state.operator_policy == "limits"
+
+    asyncio.run(backend.until(operator_applies, "the operator policy applied to jobs"))
+    shown = runner.invoke(
+        app,
+        [
+            "topology",
+            "show",
+            str(tmp_path / "topology.toml"),
+            "--live",
+            "--url",
+            backend.url,
+            "--management-url",
+            MANAGEMENT_URLS["4.3"],
+            "-o",
+            "json",
+        ],
+    )
+
+    assert shown.exit_code == 0, shown.output
+    [jobs] = [queue for queue in json.loads(shown.stdout)["live"] if queue["queue"] == "jobs"]
+    assert (jobs["policy"], jobs["operator_policy"]) == ("rr.jobs", "limits")
+    [limit] = [row for row in jobs["settings"] if row["key"] == "x-delivery-limit"]
+    assert limit == {
+        "key": "x-delivery-limit",
+        "argument": None,
+        "policy": 2,
+        "operator_policy": 1,
+        "effective": 1,
+    }
+    publish(backend, 1)
+    assert deliveries_until_dead(backend) == 2
