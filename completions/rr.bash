@@ -55,6 +55,8 @@ _rr() {
         "doctor|--management-url") return 0 ;;
         "doctor|--output"|"doctor|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
+        "topology show|--url") return 0 ;;
+        "topology show|--management-url") return 0 ;;
         "topology export|--format") COMPREPLY=($(compgen -W "definitions" -- "$cur")); return 0 ;;
         "topology export|--vhost") return 0 ;;
         "dlq inspect|--limit"|"dlq inspect|-n") return 0 ;;
@@ -97,7 +99,7 @@ _rr() {
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "-h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o --live --url --management-url -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq") COMPREPLY=($(compgen -W "inspect export import purge replay move -h --help" -- "$cur")) ;;
         "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --summary --format --topology -t --output -o --body --no-body --yes -y --url -h --help" -- "$cur")) ;;

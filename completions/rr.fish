@@ -12,7 +12,7 @@ complete -c rr -n '__fish_use_subcommand' -l version -d 'Print rrs version (and 
 complete -c rr -n '__fish_use_subcommand' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l dry-run -d 'Show the plan; change nothing.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
-complete -c rr -n '__fish_seen_subcommand_from declare' -l management-url -r -d 'The management plugins URL (http://USER:PASSWORD@HOST:15672/): check replicas against the clusters nodes, and show where each queue lives (docs/cluster.md). Else [broker] management_url.'
+complete -c rr -n '__fish_seen_subcommand_from declare' -l management-url -r -d 'The management plugins URL (http://USER:PASSWORD@HOST:15672/): check replicas against the clusters nodes, and show where each queue lives (docs/cluster.md); needed for settings = policy (docs/topology.md). Else [broker] management_url.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from declare' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from declare' -F
@@ -56,6 +56,9 @@ complete -c rr -n '__fish_seen_subcommand_from topology; and not __fish_seen_sub
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from validate' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from validate' -F
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
+complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l live -d 'Also read each queues settings on the broker through the management API: its argument, the policy and the operator policy that apply to it, and the effective value (docs/topology.md, Changing a topology).'
+complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
+complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -l management-url -r -d 'With --live: the management plugins URL (http://USER:PASSWORD@HOST:15672/). Else [broker] management_url.'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from show' -F
 complete -c rr -n '__fish_seen_subcommand_from topology; and __fish_seen_subcommand_from export' -l format -r -a 'definitions' -d 'definitions: a RabbitMQ definitions.json document.'
