@@ -49,6 +49,7 @@ _rr() {
         "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "status|--watch"|"status|-w") return 0 ;;
         "status|--url") return 0 ;;
+        "status|--management-url") return 0 ;;
         "status|--output"|"status|-o") COMPREPLY=($(compgen -W "table json" -- "$cur")); return 0 ;;
         "doctor|--topology"|"doctor|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "doctor|--url") return 0 ;;
@@ -94,7 +95,7 @@ _rr() {
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --handler-timeout --pending-dir --url --metrics-port --metrics-bind --log-format --log-level -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --for --handler-timeout --server-version --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --output -o -h --help" -- "$cur")) ;;
+        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --output -o -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;

@@ -40,6 +40,7 @@ complete -c rr -n '__fish_seen_subcommand_from simulate' -F
 complete -c rr -n '__fish_seen_subcommand_from status' -l topology -s t -r -F -d 'Show every queue the file declares (wait queues and dead-letter queues included) and whether each is what the file says.'
 complete -c rr -n '__fish_seen_subcommand_from status' -l watch -s w -r -d 'Show it again every this many seconds, until Ctrl-C.'
 complete -c rr -n '__fish_seen_subcommand_from status' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
+complete -c rr -n '__fish_seen_subcommand_from status' -l management-url -r -d 'The management plugins URL (http://USER:PASSWORD@HOST:15672/): also show each queues settings, with the policy and operator policy that apply and the effective value (docs/topology.md). Else [broker] management_url of --topology.'
 complete -c rr -n '__fish_seen_subcommand_from status' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from status' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from doctor' -l topology -s t -r -F -d 'Also check this topology files queues.'

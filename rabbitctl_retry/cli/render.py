@@ -10,14 +10,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
 from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.ops.live import LiveQueue
 from rabbitctl_retry.server import Placement, Policy
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
@@ -25,6 +24,9 @@ from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns,
 from rabbitctl_retry.topology.naming import format_duration_ms
 from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
 from rabbitctl_retry.topology.settings import Change, Setting
+
+if TYPE_CHECKING:  # not at run time: rr topology validate loads no operation (docs/cli.md)
+    from rabbitctl_retry.ops.live import LiveQueue
 
 _STATUS_STYLE = {
     Status.CREATED: "green",

@@ -20,6 +20,7 @@ from rabbitctl_retry.cli._common import (
     connect_to,
     exit_with,
     guard,
+    management_connector_of,
     resolve_urls,
     run,
 )
@@ -56,6 +57,17 @@ def status_command(
         ),
     ] = None,
     url: UrlOption = None,
+    management_url: Annotated[
+        str | None,
+        typer.Option(
+            "--management-url",
+            envvar="RR_MANAGEMENT_URL",
+            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
+            "each queue's settings, with the policy and operator policy that apply and the "
+            "effective value (docs/topology.md). Else [broker] management_url of --topology.",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Show each queue's messages, consumers and type, and whether it matches the topology
@@ -76,13 +88,35 @@ def status_command(
     listed = list(expand(topology).queues) if topology is not None else []
     in_file = {queue.name for queue in listed}
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
-    connect = connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ()))
+    urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_to(ctx, urls)
+    read_live = None
+    given = management_url or (topology.broker.management_url if topology else None)
+    if given is not None:
+        from functools import partial
+
+        from rabbitctl_retry.ops.live import live_settings
+        from rabbitctl_retry.transport.management import check_management_url, vhost_of
+
+        with guard():
+            check_management_url(given)
+        read_live = partial(
+            live_settings,
+            management_url=given,
+            vhost=vhost_of(urls[0]),
+            management=management_connector_of(ctx),
+        )
     if watch_s is None:
-        finish(status_outcome(run(read_statuses(connect, listed, named))), output)
+        finish(
+            status_outcome(run(read_statuses(connect, listed, named, read_live=read_live))),
+            output,
+        )
         return
     try:  # Ctrl-C, during a reading too, is the end of the watch: exit 0
         while True:
-            statuses = run(read_statuses(connect, listed, named), quiet_interrupt=True)
+            statuses = run(
+                read_statuses(connect, listed, named, read_live=read_live), quiet_interrupt=True
+            )
             render(status_outcome(statuses, watching=True), output)
             time.sleep(watch_s)
     except KeyboardInterrupt:
@@ -96,7 +130,12 @@ def status_outcome(statuses: list[QueueStatus], *, watching: bool = False) -> Ou
     def table() -> list[Piece]:
         bad = [status for status in statuses if not status.ok]
         count = f"{len(statuses)} queue(s); " + (f"{len(bad)} not as expected" if bad else "ok")
-        return [status_table(statuses), count]
+        live = [status.live for status in statuses if status.live is not None]
+        if not live:
+            return [status_table(statuses), count]
+        from rabbitctl_retry.cli.render import live_rows, rich_table
+
+        return [status_table(statuses), count, "", rich_table(live_rows(live))]
 
     return Outcome(
         document=lambda: status_document(statuses),
@@ -124,7 +163,7 @@ def _state_of(status: QueueStatus) -> str:
 
 def status_document(statuses: list[QueueStatus]) -> dict[str, Any]:
     """``rr status --output json`` (docs/cli.md, "rr status")."""
-    from rabbitctl_retry.cli.render import json_arguments
+    from rabbitctl_retry.cli.render import json_arguments, live_document
 
     return {
         "queues": [
@@ -138,6 +177,7 @@ def status_document(statuses: list[QueueStatus]) -> dict[str, Any]:
                 "matches": status.drift is None if status.present and status.listed else None,
                 "differences": status.drift,
                 "arguments": json_arguments(status.entity.arguments) if status.listed else None,
+                **({} if status.live is None else {"live": live_document([status.live])[0]}),
             }
             for status in statuses
         ],

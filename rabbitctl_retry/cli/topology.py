@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -35,12 +35,14 @@ from rabbitctl_retry.cli.render import (
     topology_rows,
 )
 from rabbitctl_retry.errors import UsageError
-from rabbitctl_retry.ops.live import LiveQueue, live_settings
 from rabbitctl_retry.ops.preflight import load_checked
 from rabbitctl_retry.topology.definitions import to_definitions
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.management import check_management_url, vhost_of
+
+if TYPE_CHECKING:  # loaded by show --live only: the other commands run no operation
+    from rabbitctl_retry.ops.live import LiveQueue
 
 app = typer.Typer(
     help="Check, show and export a topology file without touching a broker.",
@@ -114,6 +116,8 @@ def show(
                 )
             check_management_url(given)
             vhost = vhost_of(resolve_urls(url, topology.broker.urls)[0])
+        from rabbitctl_retry.ops.live import live_settings
+
         found = run(
             live_settings(
                 desired,

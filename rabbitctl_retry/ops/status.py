@@ -4,11 +4,12 @@ message is read (docs/cli.md, "rr status")."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
+from rabbitctl_retry.ops.live import LiveQueue
 from rabbitctl_retry.ops.probe import Connect, compare_queue, queue_info
-from rabbitctl_retry.topology.expand import QueueEntity
+from rabbitctl_retry.topology.expand import Desired, QueueEntity
 from rabbitctl_retry.topology.plan import Differs, Refused, describe_differences
 from rabbitctl_retry.transport.base import Connection
 
@@ -23,6 +24,9 @@ class QueueStatus:
     consumers: int | None
     drift: str | None = None
     """How it differs from the file (None: it matches, or it is not in a file)."""
+    live: LiveQueue | None = None
+    """Its settings as the management API states them, with their effective values (None:
+    no management URL was given; docs/topology.md, "Changing a topology")."""
 
     @property
     def present(self) -> bool:
@@ -55,19 +59,32 @@ async def queue_statuses(
     return statuses
 
 
+ReadLive = Callable[[Desired], Awaitable[tuple[LiveQueue, ...]]]
+"""``ops/live.py`` ``live_settings`` with its management API bound."""
+
+
 async def read_statuses(
-    connect: Connect, listed: Sequence[QueueEntity], named: Sequence[QueueEntity]
+    connect: Connect,
+    listed: Sequence[QueueEntity],
+    named: Sequence[QueueEntity],
+    *,
+    read_live: ReadLive | None = None,
 ) -> list[QueueStatus]:
     """One reading of ``rr status``: the queues of the topology file (``listed``, compared
-    with it), then the ones only named, on one connection from ``connect``."""
+    with it), then the ones only named, on one connection from ``connect``; with
+    ``read_live``, each one's settings as the management API states them."""
     connection = await connect()
     try:
-        return [
+        statuses = [
             *await queue_statuses(connection, listed, listed=True),
             *await queue_statuses(connection, named, listed=False),
         ]
     finally:
         await connection.close()
+    if read_live is None:
+        return statuses
+    found = await read_live(Desired(queues=tuple(status.entity for status in statuses)))
+    return [replace(status, live=live) for status, live in zip(statuses, found, strict=True)]
 
 
 __all__ = ["QueueStatus", "queue_statuses", "read_statuses"]

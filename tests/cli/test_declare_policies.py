@@ -381,3 +381,37 @@ def test_topology_show_live_needs_a_management_url(tmp_path: Path) -> None:
 
     assert result.exit_code == 2
     assert result.stderr.startswith("rr: error: --live reads the broker's management API")
+
+
+def test_status_shows_each_settings_effective_value(tmp_path: Path) -> None:
+    emulator = Emulator(server_version="4.3.6")
+    declared = declare(emulator, tmp_path, JOBS.format(attempts=3), "--management-url", MANAGEMENT)
+    assert declared.exit_code == 0, declared.output
+    topology = str(tmp_path / "topology.toml")
+
+    shown = runner.invoke(
+        app,
+        ["status", "--topology", topology, "--management-url", MANAGEMENT, "-o", "json"],
+        obj=settings(emulator),
+    )
+    plain = runner.invoke(
+        app, ["status", "--topology", topology, "-o", "json"], obj=settings(emulator)
+    )
+    table = runner.invoke(
+        app,
+        ["status", "--topology", topology, "--management-url", MANAGEMENT],
+        obj=settings(emulator),
+        env={"COLUMNS": "250"},
+    )
+
+    assert shown.exit_code == 0, shown.output
+    queues = {queue["name"]: queue for queue in document(shown)["queues"]}
+    assert queues["jobs"]["matches"] is True
+    assert queues["jobs"]["live"]["policy"] == "rr.jobs"
+    limit = next(
+        row for row in queues["jobs"]["live"]["settings"] if row["key"] == "x-delivery-limit"
+    )
+    assert (limit["policy"], limit["effective"]) == (2, 2)
+    assert all("live" not in queue for queue in document(plain)["queues"])
+    assert table.exit_code == 0, table.output
+    assert "live settings" in table.stdout
