@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -24,7 +25,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import pytest
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
-from rabbitctl_retry.server import Placement
+from rabbitctl_retry.server import Placement, QueueState
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import vhost_pool
 from tests.hostile.fake_management import (
@@ -62,8 +63,9 @@ def _client(fake: FakeManagement, **kwargs: Any) -> HttpManagementApi:
 async def _failure(fake: FakeManagement, ask: str = "nodes", **kwargs: Any) -> TransportError:
     """The error rr's client raises for what ``fake`` answers to ``ask``."""
     client = _client(fake, **kwargs)
+    asks = {"nodes": client.nodes, "queue_state": partial(client.queue_state, "q1")}
     with pytest.raises(TransportError) as caught:
-        await (client.nodes() if ask == "nodes" else client.placement("q1"))
+        await asks.get(ask, partial(client.placement, "q1"))()
     assert SECRET not in str(caught.value)
     assert f"the management API at http://svc:******@127.0.0.1:{fake.port}/" in str(caught.value)
     return caught.value
@@ -225,6 +227,53 @@ async def test_a_queue_answer_of_the_wrong_shape_is_exit_69(
 
     assert isinstance(error, BrokerUnreachable)
     assert f"gave an unexpected answer to GET /api/queues/shop/q1 ({what}" in str(error)
+
+
+QUEUE_STATE_ANSWERS = [
+    pytest.param(Answer.json([]), "not a queue", id="a-list"),
+    pytest.param(Answer.json({}), "no 'type' text", id="no-type"),
+    pytest.param(Answer.json({"type": 5}), "no 'type' text", id="type-5"),
+    pytest.param(
+        Answer.json({"type": "quorum", "arguments": []}), "no 'type' text", id="arguments-a-list"
+    ),
+    pytest.param(
+        Answer.json({"type": "quorum", "policy": 1}), "no 'type' text", id="policy-not-text"
+    ),
+    pytest.param(Answer(body=b"nope"), "not JSON", id="not-json"),
+]
+
+
+@pytest.mark.parametrize(("answer", "what"), QUEUE_STATE_ANSWERS)
+async def test_a_queue_state_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, answer: Answer, what: str
+) -> None:
+    api.answer("/api/queues/shop/q1", answer)
+
+    error = await _failure(api, ask="queue_state")
+
+    assert isinstance(error, BrokerUnreachable)
+    assert f"gave an unexpected answer to GET /api/queues/shop/q1 ({what}" in str(error)
+
+
+async def test_a_queue_state_is_read(api: FakeManagement) -> None:
+    api.answer(
+        "/api/queues/shop/q1",
+        Answer.json(
+            {
+                "type": "quorum",
+                "arguments": {"x-queue-type": "quorum"},
+                "policy": "rr.q1",
+                "operator_policy": "",
+            }
+        ),
+    )
+    api.answer("/api/queues/shop/missing", Answer.json({"error": "Object Not Found"}, 404))
+    client = _client(api)
+
+    assert await client.queue_state("q1") == QueueState(
+        kind="quorum", arguments={"x-queue-type": "quorum"}, policy="rr.q1", operator_policy=None
+    )
+    assert await client.queue_state("missing") is None
 
 
 async def test_the_documented_answers_are_read(api: FakeManagement) -> None:
