@@ -45,7 +45,7 @@ complete -c rr -n '__fish_seen_subcommand_from status' -l output -s o -r -a 'tab
 complete -c rr -n '__fish_seen_subcommand_from status' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from doctor' -l topology -s t -r -F -d 'Also check this topology files queues.'
 complete -c rr -n '__fish_seen_subcommand_from doctor' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
-complete -c rr -n '__fish_seen_subcommand_from doctor' -l management-url -r -d 'The management plugins URL (http://USER:PASSWORD@HOST:15672/): read which deprecated features the server permits or denies, which AMQP does not tell (docs/cli.md, rr doctor). Else [broker] management_url; without one, those findings are assumed from the version.'
+complete -c rr -n '__fish_seen_subcommand_from doctor' -l management-url -r -d 'The management plugins URL (http://USER:PASSWORD@HOST:15672/): read which deprecated features the server permits or denies, which AMQP does not tell, and on RabbitMQ 3.x which queues an ha-mode policy mirrors (docs/cli.md, rr doctor). Else [broker] management_url; without one, those findings are assumed from the version or not made.'
 complete -c rr -n '__fish_seen_subcommand_from doctor' -l output -s o -r -a 'table json' -d 'table for people, json for scripts (docs/cli.md).'
 complete -c rr -n '__fish_seen_subcommand_from doctor' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from completion' -s h -l help -d 'Show help and exit.'

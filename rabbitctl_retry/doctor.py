@@ -33,6 +33,12 @@ measured on 3.10.8, 4.0.5 and 4.3.6):
   on every version; a consumer that nacks is never stopped by the limit.
   ``queue_master_locator`` (``x-queue-master-locator``) is denied by default, and classic
   queue version 1 is gone: rr refuses both while loading a file, on every server.
+* 4.0: classic queue mirroring is gone (the deprecated feature ``classic_queue_mirroring``
+  is removed): a policy with an ``ha-*`` key is refused (4.0.5 measured: "[{<<"ha-mode">>,
+  <<"all">>}] are not recognised policy settings"), so the queues a 3.x ``ha-mode`` policy
+  mirrors keep one copy after the upgrade. On 3.x, with the management API, rr reads the
+  vhost's policies and the topology's queues (:class:`PoliciesRead`) and names each classic
+  queue whose applying policy mirrors it (:func:`mirroring_findings`).
 """
 
 from __future__ import annotations
@@ -48,11 +54,15 @@ from rabbitctl_retry.server import (
     QUORUM_DEFAULT_DELIVERY_LIMIT,
     TRANSIENT_QUEUES_FEATURE,
     DeprecatedFeature,
+    Policy,
+    QueueState,
     ServerIdentity,
     ServerVersion,
 )
+from rabbitctl_retry.topology.effective import applying
 from rabbitctl_retry.topology.expand import Desired, QueueEntity
 from rabbitctl_retry.topology.plan import server_delay_problem
+from rabbitctl_retry.topology.settings import rival_policies, shadowed
 
 
 class Level(StrEnum):
@@ -90,6 +100,18 @@ class TableUnread:
 
 
 @dataclass(frozen=True, slots=True)
+class PoliciesRead:
+    """What the management API said of classic queue mirroring (RabbitMQ 3.x): the vhost's
+    policies, and the state of each of the topology's queues (None: the server does not hold
+    it). Operator policies are not read: RabbitMQ 3.x's take the numeric limits only, never an
+    ``ha-*`` key (``emulator/policies.py``), and do not displace a policy. The port does not
+    list the vhost's queues, so only the topology's are checked."""
+
+    policies: tuple[Policy, ...]
+    queues: tuple[tuple[str, QueueState | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ServerFacts:
     """What ``rr doctor`` read from the server."""
 
@@ -106,6 +128,9 @@ class ServerFacts:
         default_factory=TableUnread
     )
     """The server's deprecated-features table (its management API), or why it was not read."""
+    policies: PoliciesRead | TableUnread = field(default_factory=TableUnread)
+    """On RabbitMQ 3.x, the vhost's policies and the topology's queues (its management API),
+    or why they were not read; not read on 4.x, which refuses ``ha-*`` policy keys."""
 
     @property
     def table(self) -> dict[str, DeprecatedFeature] | None:
@@ -605,6 +630,131 @@ def topology_findings(
     return findings
 
 
+# --- classic queue mirroring (RabbitMQ 3.x) ----------------------------------------------------
+
+HA_MODE = "ha-mode"
+"""The policy key that mirrors a classic queue on RabbitMQ 3.x; 4.0 refuses every ``ha-*``
+key."""
+
+_AFTER_4_0 = (
+    "RabbitMQ 4.0 removed classic queue mirroring (it refuses ha-* policy keys; the "
+    "deprecated feature classic_queue_mirroring is removed), so after the upgrade"
+)
+_MOVE = (
+    'Move it to a quorum queue before the upgrade: type = "quorum" (with replicas) in the '
+    'topology, a rebuild that is by hand for now (docs/topology.md, "Changing a topology")'
+)
+
+
+def _mirrors(policy: Policy | None) -> bool:
+    return policy is not None and HA_MODE in policy.keys
+
+
+def _ha_text(policy: Policy) -> str:
+    return ", ".join(
+        f"{key} = {value!r}" for key, value in policy.definition if key.startswith("ha-")
+    )
+
+
+def _mirroring_not_checked(unread: TableUnread) -> Finding:
+    what = (
+        "which queues classic queue mirroring (ha-mode policies) replicates, which RabbitMQ "
+        "4.0 removes"
+    )
+    if unread.why is Unread.NOT_GIVEN:
+        return Finding(
+            "classic-mirroring-not-checked",
+            Level.INFO,
+            f"not checked: {what}: give --management-url (or $RR_MANAGEMENT_URL, or [broker] "
+            "management_url) to read the vhost's policies",
+        )
+    if unread.why is Unread.MISMATCH:
+        return Finding(
+            "classic-mirroring-not-checked",
+            Level.INFO,
+            f"not checked: {what}: the management API answers for another server",
+        )
+    return Finding(
+        "classic-mirroring-not-checked",
+        Level.WARNING,
+        f"not checked: {what}: {unread.detail}",
+    )
+
+
+def mirroring_findings(desired: Desired | None, facts: ServerFacts) -> list[Finding]:
+    """RabbitMQ 3.x: each ``ha-mode`` policy of the vhost (``classic-mirroring-policy``,
+    info), each classic queue of the topology it mirrors (``classic-mirroring``, a warning:
+    safe on this server, but one copy after an upgrade to 4.0), and each queue of the topology
+    whose rr policy outranks one (``classic-mirroring-shadowed``, a warning: it does not
+    mirror, the warning ``rr declare``'s plan gives). Nothing on 4.x."""
+    if facts.version.major >= 4:
+        return []
+    read = facts.policies
+    if isinstance(read, TableUnread):
+        return [_mirroring_not_checked(read)]
+    findings = [
+        Finding(
+            "classic-mirroring-policy",
+            Level.INFO,
+            f"the policy {policy.name!r} (pattern {policy.pattern!r}, priority "
+            f"{policy.priority}, apply-to {policy.apply_to}) mirrors the classic queues it "
+            f"applies to ({_ha_text(policy)}): {_AFTER_4_0} they keep one copy, on one node. "
+            "rr checks the queues of --topology only (its management port does not list the "
+            "vhost's queues)",
+        )
+        for policy in read.policies
+        if _mirrors(policy)
+    ]
+    if desired is None:
+        return findings
+    states = dict(read.queues)
+    for queue in desired.queues:
+        # The policy that applies is the pure rule's (topology/effective.py), not the queue's
+        # ``policy`` in the API: that one lags a queue's declare by seconds (None meanwhile;
+        # measured on 3.10.8). A queue rr has yet to declare takes rr's policy for it too.
+        state = states.get(queue.name)
+        if state is not None:
+            if state.kind != "classic":
+                continue
+            candidates = read.policies
+        else:
+            if _quorum(queue):
+                continue
+            candidates = (*read.policies, *((queue.policy,) if queue.policy else ()))
+        policy = applying(candidates, queue.name, "classic", facts.version)
+        if policy is not None and _mirrors(policy):
+            findings.append(
+                Finding(
+                    "classic-mirroring",
+                    Level.WARNING,
+                    f"{queue.name!r} is a classic queue mirrored by the policy {policy.name!r} "
+                    f"({_ha_text(policy)}): {_AFTER_4_0} {queue.name!r} has one copy, on one "
+                    f"node: losing that node loses its messages. {_MOVE}",
+                    queue.name,
+                )
+            )
+        if queue.policy is not None:
+            ha_rivals = [
+                rival
+                for rival in rival_policies(queue.name, "classic", read.policies).below
+                if _mirrors(rival)
+            ]
+            if ha_rivals:
+                findings.append(
+                    Finding(
+                        "classic-mirroring-shadowed",
+                        Level.WARNING,
+                        f"{shadowed(queue.name, ha_rivals)}: {queue.name!r} "
+                        '(settings = "policy") is not mirrored once rr\'s policy is put '
+                        "(rr declare's plan warns of it too). Move it to a quorum queue, or "
+                        'keep its settings in arguments (settings = "arguments") while it '
+                        "must stay mirrored",
+                        queue.name,
+                    )
+                )
+    return findings
+
+
 def examine(
     desired: Desired | None,
     facts: ServerFacts,
@@ -613,6 +763,7 @@ def examine(
     """Every finding; ``desired`` is the topology's expansion, when one was given
     (``retried_queues``: see :func:`topology_findings`)."""
     findings = server_findings(facts)
+    findings.extend(mirroring_findings(desired, facts))
     if desired is not None:
         findings.extend(topology_findings(desired, facts, retried_queues))
     return findings

@@ -4,7 +4,9 @@ topology (docs/cli.md, "rr doctor").
 The version comes from the AMQP handshake; which deprecated features the server permits or
 denies from its management API, when a management URL is given (``--management-url``,
 ``$RR_MANAGEMENT_URL`` or ``[broker] management_url``, as for ``rr declare``), once its
-``/api/overview`` shows it answers for the server the AMQP URL reached. An API that answers
+``/api/overview`` shows it answers for the server the AMQP URL reached; on RabbitMQ 3.x also
+the vhost's policies and the topology's queues, for classic queue mirroring, which 4.0
+removed. An API that answers
 for another server, has no table, cannot be reached, refuses the login or answers something
 else is a finding (the checks it would have made are named as not made), never the end of the
 command.
@@ -55,9 +57,10 @@ def doctor_command(
             "--management-url",
             envvar=MANAGEMENT_URL_ENV,
             help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
-            "deprecated features the server permits or denies, which AMQP does not tell "
+            "deprecated features the server permits or denies, which AMQP does not tell, "
+            "and on RabbitMQ 3.x which queues an ha-mode policy mirrors "
             '(docs/cli.md, "rr doctor"). Else [broker] management_url; without one, those '
-            "findings are assumed from the version.",
+            "findings are assumed from the version or not made.",
             show_default=False,
         ),
     ] = None,

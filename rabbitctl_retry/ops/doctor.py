@@ -2,11 +2,14 @@
 and identity from the AMQP handshake, whether it can declare an ``x-delayed-message``
 exchange (the probe of ``ops/probe.py``), and its deprecated-features table from the
 management API, once that API shows it answers for the same server (docs/cli.md,
-"rr doctor"). An API that cannot be read is a finding, never an error."""
+"rr doctor"); on RabbitMQ 3.x also the vhost's policies and the state of the topology's
+queues, for classic queue mirroring. An API that cannot be read is a finding, never an
+error."""
 
 from __future__ import annotations
 
 from rabbitctl_retry.doctor import (
+    PoliciesRead,
     ServerFacts,
     TableUnread,
     Unread,
@@ -41,20 +44,37 @@ async def server_facts(
         await connection.close()
     delayed = [x for x in desired.exchanges if x.type == DELAYED_EXCHANGE_TYPE] if desired else []
     plugin = isinstance(await exchange_type(delayed[0], connect), Absent) if delayed else None
-    features = (
-        await _management_answers(
-            management(management_url, vhost=vhost_of(reached)), identity, reached
-        )
-        if management_url is not None
-        else TableUnread(Unread.NOT_GIVEN)
-    )
+    features: tuple[DeprecatedFeature, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    policies: PoliciesRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    if management_url is not None:
+        api = management(management_url, vhost=vhost_of(reached))
+        features = await _management_answers(api, identity, reached)
+        if isinstance(features, TableUnread) and features.why in (Unread.MISMATCH, Unread.FAILED):
+            policies = features  # an API that failed, or answers for another server
+        elif version.major < 4:
+            policies = await _policies_read(api, desired)
     return ServerFacts(
         version=version,
         cluster_name=identity.cluster_name,
         delayed_message_plugin=plugin,
         url=reached,
         deprecated_features=features,
+        policies=policies,
     )
+
+
+async def _policies_read(api: ManagementApi, desired: Desired | None) -> PoliciesRead | TableUnread:
+    """RabbitMQ 3.x: the vhost's policies and the state of each of the topology's queues
+    (classic queue mirroring, docs/cli.md), or why they could not be read (one censored,
+    escaped line)."""
+    try:
+        policies = await api.policies()
+        queues = []
+        for queue in desired.queues if desired is not None else ():
+            queues.append((queue.name, await api.queue_state(queue.name)))
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    return PoliciesRead(policies, tuple(queues))
 
 
 async def _management_answers(

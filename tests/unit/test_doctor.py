@@ -33,7 +33,12 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
     [
         (
             "3.10.8",
-            ["server-version", "deprecated-features-not-checked", "quorum-return-counting"],
+            [
+                "server-version",
+                "deprecated-features-not-checked",
+                "quorum-return-counting",
+                "classic-mirroring-not-checked",
+            ],
         ),
         (
             "3.13.7",
@@ -42,6 +47,7 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
                 "last-death-headers",
                 "deprecated-features-not-checked",
                 "quorum-return-counting",
+                "classic-mirroring-not-checked",
             ],
         ),
         (
