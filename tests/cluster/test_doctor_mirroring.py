@@ -94,6 +94,45 @@ def test_doctor_names_the_mirrored_classic_queue(
     assert 'type = "quorum"' in message
 
 
+POLICY_MODE = """
+[broker]
+settings = "policy"
+
+[queues.orders]
+max_attempts = 3
+delay = "dlx-ttl"
+"""
+
+
+def test_rrs_policy_shadows_the_ha_policy(
+    cluster: LocalCluster, vhost: str, tmp_path: Path
+) -> None:
+    """The wait queue ``orders.retry`` is held by rr's policy (priority 100), which outranks
+    ``ha-two`` (priority 0): it is not mirrored, and rr declare's plan warns of it."""
+    cluster.ctl(1, "set_policy", "-p", vhost, "ha-two", "^orders", '{"ha-mode":"all"}')
+    topology = tmp_path / "topology.toml"
+    topology.write_text(POLICY_MODE, encoding="utf-8")
+    url = cluster.url(1).rstrip("/") + "/" + vhost
+    api = ["--url", url, "--management-url", cluster.management_url(1)]
+    declared = runner.invoke(app, ["declare", str(topology), *api])
+    assert declared.exit_code == 0, declared.output
+    assert "outranks 'ha-two'" in declared.output
+
+    result = runner.invoke(app, ["doctor", "--topology", str(topology), *api, "-o", "json"])
+
+    assert result.exit_code == 0, result.output
+    mirroring = [
+        (f["code"], f["queue"])
+        for f in json.loads(result.stdout)["findings"]
+        if f["code"].startswith("classic-mirroring")
+    ]
+    assert mirroring == [
+        ("classic-mirroring-policy", None),
+        ("classic-mirroring", "orders"),
+        ("classic-mirroring-shadowed", "orders.retry"),
+    ]
+
+
 def test_doctor_without_the_api_says_mirroring_was_not_checked(
     cluster: LocalCluster, vhost: str
 ) -> None:
