@@ -11,6 +11,7 @@ the suite's private 4.3 node.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -98,8 +99,17 @@ async def test_a_message_handed_to_the_revived_consumer_is_not_stranded(
             return service.in_flight == 0 and messages_in(any_fault_node, any_fault_vhost) == 0
 
         await wait_until(empty, "every message settled, none stranded", timeout_s=30)
-        assert service.stats.consumer_cancels == 1
-    assert sorted(handled) == sorted(["slow", "slow", *ids]), handled
+        cancels = service.stats.consumer_cancels
+        strays = service.stats.stray_deliveries
+    # One timeout is the scenario; on a machine slow enough to hold a later delivery past the
+    # 2 s the server may time the next consumer out too: each such timeout is one more
+    # uncounted return, and at most one more handling of the message it took back.
+    assert cancels >= 1
+    assert strays >= 1
+    counts = Counter(handled)
+    assert set(counts) == {"slow", *ids}, handled
+    assert counts["slow"] >= 2, handled
+    assert len(handled) - len(ids) - 2 <= cancels - 1, handled
 
 
 def _true(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
