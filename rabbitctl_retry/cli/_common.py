@@ -192,11 +192,15 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
-def print_json_line(document: Any) -> None:
-    """One JSON document on one line of stdout (``--output jsonl``), escaped as
-    :func:`print_json` escapes."""
-    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), default=str)
+def print_json_line(document: Any, *, compact: bool = True, flush: bool = False) -> None:
+    """One JSON document on one line of stdout (``--output jsonl``; ``compact=False``: with
+    a space after each ``,`` and ``:``, as ``rr status --watch`` writes each reading),
+    escaped as :func:`print_json` escapes."""
+    separators = (",", ":") if compact else (", ", ": ")
+    text = json.dumps(document, ensure_ascii=False, separators=separators, default=str)
     sys.stdout.write(escape_unsafe(text) + "\n")
+    if flush:
+        sys.stdout.flush()
 
 
 def fail(error: BaseException) -> NoReturn:

@@ -9,7 +9,6 @@ error's one line and code, or a code). The formatting itself is the render modul
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,10 +20,10 @@ from rabbitctl_retry.cli._common import (
     exit_with,
     fail,
     print_json,
+    print_json_line,
     stderr_console,
     stdout_console,
 )
-from rabbitctl_retry.json_text import escape_unsafe
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +104,7 @@ def _print(console: Console, piece: Piece) -> None:
 
 
 def _print_json_on_one_line(document: Any) -> None:
-    sys.stdout.write(escape_unsafe(json.dumps(document, ensure_ascii=False, default=str)))
-    sys.stdout.write("\n")
-    sys.stdout.flush()
+    print_json_line(document, compact=False, flush=True)
 
 
 __all__ = ["Outcome", "Raw", "Unwrapped", "finish", "render"]

@@ -140,8 +140,8 @@ class HttpManagementApi:
             cluster_name=texts["cluster_name"],
         )
 
-    async def placement(self, queue: str) -> Placement | None:
-        """Where ``queue`` lives, or None when the API does not know it (404)."""
+    async def _queue(self, queue: str) -> tuple[str, dict[str, Any]] | None:
+        """``GET /api/queues/VHOST/QUEUE``: its path and object, or None on a 404."""
         path = "/api/queues/{}/{}".format(
             urllib.parse.quote(self._vhost, safe=""), urllib.parse.quote(queue, safe="")
         )
@@ -150,6 +150,14 @@ class HttpManagementApi:
             return None
         if not isinstance(found, dict):
             raise self._unexpected(path, "not a queue")
+        return path, found
+
+    async def placement(self, queue: str) -> Placement | None:
+        """Where ``queue`` lives, or None when the API does not know it (404)."""
+        answer = await self._queue(queue)
+        if answer is None:
+            return None
+        path, found = answer
         placement = _placement_of(found)
         if placement is None:
             raise self._unexpected(path, _PLACEMENT_SHAPE)
@@ -159,14 +167,10 @@ class HttpManagementApi:
         """``queue``'s ``type``, ``arguments`` (an object) and ``policy`` /
         ``operator_policy`` (a name; null or empty: none), or None when the API does not
         know it (404)."""
-        path = "/api/queues/{}/{}".format(
-            urllib.parse.quote(self._vhost, safe=""), urllib.parse.quote(queue, safe="")
-        )
-        found = await self._get(path, missing_ok=True)
-        if found is None:
+        answer = await self._queue(queue)
+        if answer is None:
             return None
-        if not isinstance(found, dict):
-            raise self._unexpected(path, "not a queue")
+        path, found = answer
         state = _queue_state_of(found)
         if state is None:
             raise self._unexpected(path, _QUEUE_STATE_SHAPE)
