@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import Policy, PolicyValue, ServerVersion
@@ -105,7 +105,7 @@ def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | 
     definition = policy.keys
     for key in (*_NUMERIC, "delayed-retry-min", "delayed-retry-max"):
         value = definition.get(key)
-        if value is not None and (not _is_int(value) or int(value) < 0):
+        if value is not None and (not effective.is_int(value) or int(value) < 0):
             return f"Validation failed\n\n{key} must be a non-negative integer\n"
     kind = definition.get("delayed-retry-type")
     if kind not in (None, "disabled") and "delayed-retry-min" not in definition:
@@ -116,17 +116,8 @@ def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | 
     return None
 
 
-def applies_to(policy: Policy, kind: QueueKind, version: ServerVersion) -> bool:
-    """Whether ``policy``'s ``apply-to`` takes a queue of ``kind``."""
-    return effective.applies_to(policy, kind, version)
-
-
-def applying(
-    policies: Iterable[Policy], name: str, kind: QueueKind, version: ServerVersion
-) -> Policy | None:
-    """The policy that applies to the queue ``name`` of ``kind``
-    (``topology/effective.py``)."""
-    return effective.applying(policies, name, kind, version)
+applying = effective.applying
+"""The policy that applies to a queue (``topology/effective.py``)."""
 
 
 Rule = effective.Rule
@@ -164,10 +155,6 @@ def effective_arguments(
         rule_of=lambda key, kind, version: rule(key, kind, version),
         merge=lambda key, policy_value, operator_value: merged(key, policy_value, operator_value),
     )
-
-
-def _is_int(value: object) -> bool:
-    return effective.is_int(value)
 
 
 __all__ = ["applying", "effective_arguments", "merged", "refusal", "rule"]
