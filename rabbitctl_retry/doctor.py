@@ -104,11 +104,12 @@ class PoliciesRead:
     """What the management API said of classic queue mirroring (RabbitMQ 3.x): the vhost's
     policies, and the state of each of the topology's queues (None: the server does not hold
     it). Operator policies are not read: RabbitMQ 3.x's take the numeric limits only, never an
-    ``ha-*`` key (``emulator/policies.py``), and do not displace a policy. The port does not
-    list the vhost's queues, so only the topology's are checked."""
+    ``ha-*`` key (``emulator/policies.py``), and do not displace a policy."""
 
     policies: tuple[Policy, ...]
     queues: tuple[tuple[str, QueueState | None], ...] = ()
+    listed: tuple[tuple[str, str], ...] = ()
+    """Every queue of the vhost, name and type: those outside the topology are checked too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,7 +643,8 @@ _AFTER_4_0 = (
 )
 _MOVE = (
     'Move it to a quorum queue before the upgrade: type = "quorum" (with replicas) in the '
-    'topology, a rebuild that is by hand for now (docs/topology.md, "Changing a topology")'
+    "topology, then rr migrate TOPOLOGY rebuilds it with its messages (docs/topology.md, "
+    '"Migrating a queue")'
 )
 
 
@@ -698,13 +700,28 @@ def mirroring_findings(desired: Desired | None, facts: ServerFacts) -> list[Find
             Level.INFO,
             f"the policy {policy.name!r} (pattern {policy.pattern!r}, priority "
             f"{policy.priority}, apply-to {policy.apply_to}) mirrors the classic queues it "
-            f"applies to ({_ha_text(policy)}): {_AFTER_4_0} they keep one copy, on one node. "
-            "rr checks the queues of --topology only (its management port does not list the "
-            "vhost's queues)",
+            f"applies to ({_ha_text(policy)}): {_AFTER_4_0} they keep one copy, on one node",
         )
         for policy in read.policies
         if _mirrors(policy)
     ]
+    in_file = {queue.name for queue in desired.queues} if desired is not None else set()
+    for name, kind in read.listed:
+        if name in in_file or kind != "classic":
+            continue
+        policy = applying(read.policies, name, "classic", facts.version)
+        if policy is not None and _mirrors(policy):
+            findings.append(
+                Finding(
+                    "classic-mirroring",
+                    Level.WARNING,
+                    f"{name!r} (a classic queue of the vhost"
+                    f"{', not in the topology' if desired is not None else ''}) is mirrored by "
+                    f"the policy {policy.name!r} ({_ha_text(policy)}): {_AFTER_4_0} {name!r} "
+                    f"has one copy, on one node: losing that node loses its messages. {_MOVE}",
+                    name,
+                )
+            )
     if desired is None:
         return findings
     states = dict(read.queues)

@@ -133,6 +133,27 @@ class QueueState:
     operator_policy: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class QueueActivity:
+    """What the management API states of a queue's traffic (``rr status``; docs/cli.md,
+    "rr status"): each count and rate None when the API states none (statistics not yet
+    sampled, or switched off)."""
+
+    name: str
+    kind: str
+    """``classic``, ``quorum`` or ``stream``."""
+    ready: int | None
+    """``messages_ready``."""
+    unacked: int | None
+    """``messages_unacknowledged``: delivered to a consumer, not yet acked."""
+    prefetches: tuple[int, ...]
+    """Each consumer's ``prefetch_count`` (0: unlimited), sorted."""
+    publish_per_s: float | None
+    """``message_stats.publish_details.rate``: messages in per second."""
+    deliver_per_s: float | None
+    """``message_stats.deliver_get_details.rate``: deliveries and gets per second."""
+
+
 # --- policies ---------------------------------------------------------------------------------
 
 PolicyValue = str | int | bool

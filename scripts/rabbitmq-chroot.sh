@@ -112,9 +112,11 @@ installed_release() { in_root dpkg-query -W -f '${Version}' rabbitmq-server 2>/d
 build() {
   if [ ! -x "$ROOT/usr/sbin/rabbitmq-server" ]; then
     say "building a Debian $SUITE chroot with rabbitmq-server in $ROOT (a few minutes, once)"
-    command -v debootstrap >/dev/null || apt-get install -y -q debootstrap >>"$LOG" 2>&1
+    # (waiting for the dpkg lock: another apt-get, such as the one installing Chromium, may run)
+    command -v debootstrap >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y -q debootstrap >>"$LOG" 2>&1
     mkdir -p "$ROOT"
-    [ -x "$ROOT/usr/bin/apt-get" ] || debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >>"$LOG" 2>&1
+    [ -x "$ROOT/usr/bin/apt-get" ] || debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >>"$LOG" 2>&1 ||
+      { say "debootstrap of Debian $SUITE failed (its log: $LOG)"; return 1; }
     printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
     chmod +x "$ROOT/usr/sbin/policy-rc.d"
     hosts_file

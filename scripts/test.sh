@@ -19,6 +19,12 @@ if [ "$(id -u)" = 0 ]; then
       echo "RabbitMQ $release is not available; its tests will skip" >&2
   done
 fi
+# Debian's Chromium for the console's browser test (docs/testing.md); without it that test
+# skips (and fails in CI).
+if [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null; then
+  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium) \
+    >/dev/null 2>&1 || echo "could not install chromium; the browser test will skip" >&2
+fi
 ruff check .
 ruff format --check .
 mypy

@@ -18,16 +18,33 @@ failed in CI. Every test that needs RabbitMQ carries the ``broker`` mark, so tha
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 
 import pytest
+from hypothesis import settings
 
 from tests.backends import close_vhost_pools
 from tests.faults import FAULT_ROWS
 from tests.shared_node import chosen_versions, current, require_broker, running
+
+# No per-example deadline for the property tests: Hypothesis's 200 ms fails a pure test on a
+# busy machine (seen in a run beside the CI suite); the suite waits for progress, never for
+# time (docs/testing.md, "On a busy machine").
+settings.register_profile("rr", deadline=None)
+settings.load_profile("rr")
+
+# rr's configuration file of whoever runs the suite (a `default` broker in
+# ~/.config/rr/config.toml) must not change where the tests' commands connect: they read an
+# empty one (docs/cli.md, "Profiles"; tests/broker/test_profiles_on_servers.py sets its own).
+_EMPTY_CONFIG = Path(tempfile.mkdtemp(prefix="rr-test-config-")) / "config.toml"
+_EMPTY_CONFIG.write_text("", encoding="utf-8")
+os.environ["RR_CONFIG"] = str(_EMPTY_CONFIG)
 
 FAULT_GROUPS = 2
 """The fault tests are dealt in collection order into this many xdist groups (``faults-1``,

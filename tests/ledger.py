@@ -64,10 +64,39 @@ class Verdict:
     acked_and_dead: list[str]
     wrong_place: list[str]
     """Ended somewhere else than planned (e.g. acked where the plan says dead)."""
+    fewer_calls: dict[str, int] = field(default_factory=dict)
+    """id -> handler calls short of the plan (ended by a counted return, not a handler)."""
 
     @property
     def duplicates(self) -> int:
         return len(self.dead_twice) + len(self.acked_and_dead)
+
+    def beyond_interruptions(self, *, interruptions: int, window: int) -> list[str]:
+        """What breaks the bound docs/runtime.md ("What is guaranteed") gives a run whose
+        connection or consumer was cut ``interruptions`` times: nothing lost; every other
+        difference from the plan (an attempt handled again, a dead letter twice, acked and
+        dead, a counted return that ended a message early) only on deliveries in flight when
+        it happened (``window``: the prefetch) and at most once per interruption."""
+        problems = []
+        if self.lost:
+            problems.append(f"{len(self.lost)} lost: {self.lost[:5]}")
+        disturbed = (
+            set(self.extra_calls)
+            | set(self.fewer_calls)
+            | set(self.dead_twice)
+            | set(self.acked_and_dead)
+            | set(self.wrong_place)
+        )
+        if len(disturbed) > interruptions * window:
+            problems.append(
+                f"{len(disturbed)} ids differ from the plan, more than {interruptions} "
+                f"interruption(s) x {window} in flight"
+            )
+        for what, counts in (("extra", self.extra_calls), ("missing", self.fewer_calls)):
+            over = {i: n for i, n in counts.items() if n > interruptions}
+            if over:
+                problems.append(f"{what} handler calls beyond one per interruption: {over}")
+        return problems
 
     def summary(self) -> str:
         return (
@@ -118,6 +147,7 @@ class Ledger:
         queued = queued or Counter()
         lost: list[str] = []
         extra: dict[str, int] = {}
+        fewer: dict[str, int] = {}
         dead_twice: list[str] = []
         acked_and_dead: list[str] = []
         wrong: list[str] = []
@@ -129,13 +159,15 @@ class Ledger:
                 lost.append(message_id)
             if self.calls[message_id] > calls:
                 extra[message_id] = self.calls[message_id] - calls
+            elif self.calls[message_id] < calls:
+                fewer[message_id] = calls - self.calls[message_id]
             if dead[message_id] > 1:
                 dead_twice.append(message_id)
             if is_acked and is_dead:
                 acked_and_dead.append(message_id)
             if (place == "acked" and is_dead) or (place == "dead" and is_acked):
                 wrong.append(message_id)
-        return Verdict(lost, extra, dead_twice, acked_and_dead, wrong)
+        return Verdict(lost, extra, dead_twice, acked_and_dead, wrong, fewer)
 
 
 def message_ids(prefix: str, count: int) -> list[str]:

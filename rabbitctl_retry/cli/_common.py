@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -35,6 +35,9 @@ from rabbitctl_retry.errors import (
 from rabbitctl_retry.json_text import escape_unsafe
 from rabbitctl_retry.transport.base import Connection, Connector
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.cli.broker_choice import Picked
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 URL_ENV = "RR_URL"
@@ -101,6 +104,7 @@ def connect_to(
 class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
+    TSV = "tsv"
 
 
 UrlOption = Annotated[
@@ -116,7 +120,12 @@ UrlOption = Annotated[
 ]
 OutputOption = Annotated[
     OutputFormat,
-    typer.Option("--output", "-o", help="table for people, json for scripts (docs/cli.md)."),
+    typer.Option(
+        "--output",
+        "-o",
+        help="table for people, json for scripts, tsv: the tables as tab-separated lines "
+        "for pipes (docs/cli.md, 'Output formats').",
+    ),
 ]
 
 
@@ -145,32 +154,80 @@ def stderr_console() -> Console:
 def resolve_urls(
     flag_or_env: Sequence[str] | None, topology_urls: Sequence[str] = ()
 ) -> tuple[str, ...]:
-    """``--url`` (once per node) / ``$RR_URL``, else the topology's ``[broker] url``, else the
-    default: the broker URLs rr tries, in order (docs/cli.md, "Several hosts").
+    """The broker URLs rr tries, in order: ``--url`` (once per node) / ``$RR_URL``, or
+    ``--broker`` / ``$RR_BROKER``'s profile, else the topology's ``[broker] url``, else the
+    configuration file's ``default`` broker, else the default; each with ``--vhost``'s vhost
+    when given (docs/cli.md, "Several hosts" and "Profiles"; ``cli/broker_choice.py``).
 
     Every URL is checked here, before anything else happens (``transport/url.py``): one that
     rr refuses ends the command with one ``rr: error:`` line that does not repeat it, exit 2
     from ``--url`` / ``$RR_URL`` (usage; the line says which: ``given by --url number 2``,
-    ``given by $RR_URL``), 78 from ``[broker] url`` (the topology file is invalid);
+    ``given by $RR_URL``), 78 from ``[broker] url`` or a profile (the file is invalid);
     docs/cli.md, "Malformed input". ``--url`` is one URL a value; ``$RR_URL``'s URLs are
     separated by spaces (``cli/given_urls.py``).
     """
-    from rabbitctl_retry.cli.given_urls import env_urls, flag_urls, url_label
+    from rabbitctl_retry.cli.broker_choice import current_choice
+    from rabbitctl_retry.cli.given_urls import url_label
+    from rabbitctl_retry.profiles import with_vhost
     from rabbitctl_retry.transport.url import parse_broker_url
 
-    from_env = _urls_from_env()
-    given = (env_urls if from_env else flag_urls)(flag_or_env or ())
-    urls = given or tuple(topology_urls) or (DEFAULT_URL,)
+    picked, given, from_env = _picked(flag_or_env, topology_urls)
+    vhost = current_choice().vhost
+    with guard():
+        from_file = picked.from_file
+        urls = from_file.urls() if from_file is not None else picked.urls or (DEFAULT_URL,)
+        if vhost is not None:
+            urls = tuple(with_vhost(url, vhost) for url in urls)
     for index, url in enumerate(urls):
         try:
             parse_broker_url(url)
         except UsageError as error:
+            if from_file is not None:
+                key = f"{from_file.profile.key}.url"
+                where = key if len(urls) == 1 else f"{key}[{index}]"
+                fail(ConfigError(str(error), path=where, source=str(from_file.path)))
             if given:
                 which = url_label(from_env=from_env, index=index, count=len(urls))
                 fail(UsageError(f"{error} (given by {which})"))
             where = "broker.url" if len(urls) == 1 else f"broker.url[{index}]"
             fail(ConfigError(str(error), path=where))
     return urls
+
+
+def resolve_management_url(
+    given: str | None, topology_management_url: str | None, topology_urls: Sequence[str] = ()
+) -> str | None:
+    """The management API's URL: ``--management-url`` / ``$RR_MANAGEMENT_URL``, else that of
+    the profile the broker URLs come from (``--broker``, or the configuration file's
+    ``default`` when neither ``--url`` nor the topology names a broker), else the topology's
+    ``[broker] management_url`` (docs/cli.md, "Profiles")."""
+    if given is not None:
+        return given
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    picked, _, _ = _picked(ctx.params.get("url") if ctx is not None else None, topology_urls)
+    with guard():
+        from_profile = picked.from_file.management_url() if picked.from_file else None
+    return from_profile or topology_management_url
+
+
+def _picked(
+    flag_or_env: Sequence[str] | None, topology_urls: Sequence[str]
+) -> tuple[Picked, tuple[str, ...], bool]:
+    """Where the running command's broker URLs come from (``cli/broker_choice.py``
+    :func:`pick`), the URLs ``--url`` / ``$RR_URL`` gave, and whether they came from
+    ``$RR_URL``."""
+    from rabbitctl_retry.cli.broker_choice import current_choice, pick
+    from rabbitctl_retry.cli.given_urls import env_urls, flag_urls
+
+    from_env = _urls_from_env()
+    given = (env_urls if from_env else flag_urls)(flag_or_env or ())
+    with guard():
+        picked = pick(
+            given, from_env=from_env, choice=current_choice(), topology_urls=topology_urls
+        )
+    return picked, given, from_env
 
 
 def _urls_from_env() -> bool:

@@ -15,6 +15,7 @@ from rabbitctl_retry.cli._common import (
     fail,
     guard,
     management_connector_of,
+    resolve_management_url,
     resolve_urls,
     run,
 )
@@ -70,14 +71,18 @@ def declare(
             resolve_urls(url, topology.broker.urls),
             dry_run=dry_run,
             connector=connector_of(ctx),
-            management_url=management_url or topology.broker.management_url,
+            management_url=resolve_management_url(
+                management_url, topology.broker.management_url, topology.broker.urls
+            ),
             management=management_connector_of(ctx),
         )
     )
-    finish(declare_outcome(declared, dry_run=dry_run), output)
+    finish(declare_outcome(declared, dry_run=dry_run, topology_file=topology_file), output)
 
 
-def declare_outcome(declared: Declared, *, dry_run: bool) -> Outcome:
+def declare_outcome(
+    declared: Declared, *, dry_run: bool, topology_file: Path | None = None
+) -> Outcome:
     """The plan as a table and its summary, or its JSON document; a warning line for each
     transient queue and for placements that could not be read; a conflict ends the command
     with its error."""
@@ -101,6 +106,13 @@ def declare_outcome(declared: Declared, *, dry_run: bool) -> Outcome:
             )
         )
     conflicting = ", ".join(sorted({op.name for op in result.conflicts}))
+    rebuilds_only = all(op.rebuild and not op.blocked for op in result.conflicts)
+    migrate = (
+        f"; rr migrate {topology_file} rebuilds {'it' if len(result.conflicts) == 1 else 'them'} "
+        'with their messages (docs/topology.md, "Migrating a queue")'
+        if rebuilds_only and topology_file is not None
+        else ""
+    )
     return Outcome(
         document=document,
         table=lambda: [
@@ -110,7 +122,7 @@ def declare_outcome(declared: Declared, *, dry_run: bool) -> Outcome:
         ],
         notes=warnings,
         error=ConflictError(
-            f"the broker conflicts with the file ({conflicting}); nothing was changed"
+            f"the broker conflicts with the file ({conflicting}); nothing was changed{migrate}"
         )
         if result.conflicts
         else None,

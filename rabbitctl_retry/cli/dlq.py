@@ -9,6 +9,8 @@ Safe by default: ``inspect`` and ``export`` take nothing from the queue; ``repla
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -34,6 +36,7 @@ from rabbitctl_retry.cli.dlq_common import (
     progress_bar,
     require_answerable,
     warn_of_quorum,
+    where_option,
 )
 from rabbitctl_retry.cli.dlq_report import import_document, import_failure, import_summary
 from rabbitctl_retry.cli.export_file import ExportFile
@@ -41,10 +44,13 @@ from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.output import require_stdout
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
+from rabbitctl_retry.dlq.filters import Condition, matches, parse_all
 from rabbitctl_retry.dlq.jsonl import short_string_problem
+from rabbitctl_retry.dlq.origin import WaitQueues, facts
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
+from rabbitctl_retry.transport.base import Delivery
 
 # --------------------------------------------------------------------------- export / import
 
@@ -58,8 +64,9 @@ def export_command(
         typer.Argument(help="The JSON Lines file to write (must not exist); - for stdout."),
     ],
     limit: Annotated[
-        int | None, typer.Option("--limit", "-n", min=1, help="Copy at most this many.")
+        int | None, typer.Option("--limit", "-n", min=1, help="Read at most this many.")
     ] = None,
+    where: Annotated[list[str] | None, where_option("messages")] = None,
     yes: YesOption = False,
     topology_file: TopologyOption = None,
     url: UrlOption = None,
@@ -68,10 +75,11 @@ def export_command(
     """Copy messages to a file, one JSON object per line; the queue keeps them all.
 
     Each line holds the body (base64), every property and every header, typed, so that
-    `rr dlq import` restores them exactly.
+    `rr dlq import` restores them exactly. With --where, only the messages it matches.
     """
     with guard():
         check_queue_names([queue])
+        conditions = parse_all(where or [])
     topology = load_topology(topology_file)
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     to_stdout = str(file) == "-"
@@ -93,6 +101,7 @@ def export_command(
                 limit=limit,
                 look=partial(warn_of_quorum, yes=yes, action=f"export {queue!r}"),
                 bar=partial(progress_bar, OutputFormat.TABLE),
+                keep=_matching(conditions, WaitQueues.of(topology)) if conditions else None,
             )
         )
         if target is not None:
@@ -102,6 +111,7 @@ def export_command(
         if target is not None:
             target.discard()
     exported = len(read.deliveries)
+    matching = f" matching {' and '.join(where)}" if where else ""
     finish(
         Outcome(
             document=lambda: {
@@ -112,7 +122,8 @@ def export_command(
             },
             table=lambda: [
                 cell(
-                    f"exported {exported:,} message(s) of {read.in_queue:,} from {queue!r} "
+                    f"exported {exported:,} message(s){matching} of {read.in_queue:,} from "
+                    f"{queue!r} "
                     f"to {'stdout' if to_stdout else file}; the queue still holds them"
                 )
             ],
@@ -183,6 +194,18 @@ def import_command(
     )
 
 
+def _matching(
+    conditions: tuple[Condition, ...], wait_queues: WaitQueues
+) -> Callable[[Delivery], bool]:
+    """Whether a message read matches every ``--where`` (ages from the start of the read)."""
+    now = datetime.now(UTC)
+
+    def keep(delivery: Delivery) -> bool:
+        return matches(conditions, facts(delivery.properties.headers, wait_queues), now)
+
+    return keep
+
+
 # --------------------------------------------------------------------------- purge
 
 
@@ -190,14 +213,44 @@ def import_command(
 def purge_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to empty.")],
+    where: Annotated[list[str] | None, where_option("messages")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="With --where: show what would go; remove nothing."),
+    ] = False,
     yes: YesOption = False,
+    topology_file: TopologyOption = None,
     url: UrlOption = None,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
-    """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy."""
+    """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy.
+
+    With --where (group=ID from rr dlq groups, origin=Q, ...), only the messages it matches:
+    each is read and acked; the others stay, in their order (docs/dlq.md, "7. Empty the
+    dead-letter queue").
+    """
     with guard():
         check_queue_names([queue])
-        require_answerable(yes, f"purge {queue!r}")
+        conditions = parse_all(where or [])
+        if dry_run and not conditions:
+            raise UsageError("--dry-run shows what a purge --where would remove: give --where")
+        if not dry_run:
+            require_answerable(yes, f"purge {queue!r}")
+    if conditions:
+        from rabbitctl_retry.cli.dlq_transfer import purge_matching
+
+        purge_matching(
+            ctx,
+            queue,
+            conditions,
+            where or [],
+            topology=load_topology(topology_file),
+            url=url,
+            dry_run=dry_run,
+            yes=yes,
+            output=output,
+        )
+        return
 
     async def agree(state: shell.QueueState) -> None:
         await ask(
@@ -216,7 +269,7 @@ def purge_command(
     )
 
 
-# replay and move register themselves on the same group
-from rabbitctl_retry.cli import dlq_transfer  # noqa: E402, F401
+# groups, edit, replay and move register themselves on the same group
+from rabbitctl_retry.cli import dlq_edit, dlq_groups, dlq_transfer  # noqa: E402, F401
 
 __all__ = ["app"]

@@ -21,7 +21,7 @@ from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
 
 app = typer.Typer(
-    help="Inspect, replay, move, export, import and purge dead letters.",
+    help="Inspect, group, replay, move, export, import and purge dead letters.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -37,6 +37,17 @@ TopologyOption = Annotated[
 YesOption = Annotated[
     bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]
+
+
+def where_option(items: str) -> Any:
+    """``--where``, in the words of the command's messages."""
+    return typer.Option(
+        "--where",
+        "-w",
+        help=f"Only {items} for which this holds: origin=Q, reason=R, queue=Q, "
+        "header.NAME=VALUE, group=ID from rr dlq groups (or !=), age>1h, age<10m. Repeat "
+        "to require several.",
+    )
 
 
 # --------------------------------------------------------------------------- helpers

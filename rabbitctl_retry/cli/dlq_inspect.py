@@ -9,6 +9,7 @@ the read (cli/output.py: exit 74, or 141 quietly when stdout's reader went away)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import sys
@@ -37,6 +38,7 @@ from rabbitctl_retry.cli.dlq_common import (
     load_topology,
     progress_bar,
     warn_of_quorum,
+    where_option,
 )
 from rabbitctl_retry.cli.dlq_render import (
     inspect_document,
@@ -45,13 +47,14 @@ from rabbitctl_retry.cli.dlq_render import (
     message_document,
 )
 from rabbitctl_retry.cli.dlq_summary import summary_document, summary_head, summary_view
-from rabbitctl_retry.cli.finish import Outcome, finish
+from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell, printable
+from rabbitctl_retry.dlq.filters import Condition, matches, parse_all
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.oneline import letter_line
-from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.dlq.origin import WaitQueues, facts
 from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
@@ -67,6 +70,7 @@ class InspectOutput(StrEnum):
     TABLE = "table"
     JSON = "json"
     JSONL = "jsonl"
+    TSV = "tsv"
 
 
 class InspectFormat(StrEnum):
@@ -102,6 +106,7 @@ def inspect_command(
         InspectFormat,
         typer.Option("--format", help="table, or lines: one line per message, printed as read."),
     ] = InspectFormat.TABLE,
+    where: Annotated[list[str] | None, where_option("dead letters shown (or counted)")] = None,
     topology_file: TopologyOption = None,
     output: Annotated[
         InspectOutput,
@@ -109,7 +114,7 @@ def inspect_command(
             "--output",
             "-o",
             help="table for people, json for scripts, jsonl: one message per line, printed "
-            "as read.",
+            "as read, tsv: the table as tab-separated lines (docs/cli.md, 'Output formats').",
         ),
     ] = InspectOutput.TABLE,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Show message bodies.")] = True,
@@ -129,6 +134,7 @@ def inspect_command(
         if problem is not None:
             raise UsageError(problem)
         check_queue_names([queue])
+        conditions = parse_all(where or [])
     topology = load_topology(topology_file)
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     reading = InspectReading(
@@ -139,6 +145,8 @@ def inspect_command(
     wanted = limit if limit is not None else (None if summary else DEFAULT_INSPECT_LIMIT)
     kept = Kept(summary=Summary(now=reading.now) if summary else None)
     take = kept.taker(output=output, view=view, with_body=body, now=reading.now)
+    if conditions:
+        take = partial(_if_matching, take, conditions, reading)
     streaming = output is InspectOutput.JSONL or view is InspectFormat.LINES
     bar_output = OutputFormat.JSON if output is InspectOutput.JSON else OutputFormat.TABLE
     written = FirstFailure()
@@ -155,7 +163,12 @@ def inspect_command(
     )
     with guard():
         written.raise_first()
-    finish(kept.outcome(queue, scan, output=output, view=view, with_body=body), output)
+    outcome = kept.outcome(queue, scan, output=output, view=view, with_body=body)
+    if where:
+        matching = " and ".join(where)
+        note = cell(f"only the dead letters matching {matching}, of {scan.read:,} read")
+        outcome = dataclasses.replace(outcome, notes=[*outcome.notes, note])
+    finish(outcome, output)
 
 
 @dataclass(slots=True)
@@ -220,7 +233,9 @@ class Kept:
                 queue, self.letters, in_queue=scan.in_queue, with_body=with_body
             ),
             table=lambda: [
-                *([inspect_table(self.letters, with_body=with_body)] if self.letters else []),
+                inspect_table(self.letters, with_body=with_body)
+                if self.letters
+                else TsvOnly(inspect_table([], with_body=with_body)),
                 cell(inspect_footer(queue, self.letters, scan.in_queue)),
             ],
             notes=notes,
@@ -269,6 +284,18 @@ class InspectReading:
             return failures.attempt(functools.partial(take, letter))
 
         return on_delivery
+
+
+def _if_matching(
+    take: Callable[[Letter[Delivery]], None],
+    conditions: tuple[Condition, ...],
+    reading: InspectReading,
+    letter: Letter[Delivery],
+) -> None:
+    """``take`` the letter only when it matches every ``--where``."""
+    headers = letter.delivery.properties.headers
+    if matches(conditions, facts(headers, reading.wait_queues), reading.now):
+        take(letter)
 
 
 def _print_message_line(letter: Letter[Delivery], *, with_body: bool) -> None:

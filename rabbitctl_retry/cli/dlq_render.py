@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 
 from rabbitctl_retry.cli.dlq_report import inspect_summary, outcome_text
-from rabbitctl_retry.cli.render import cell, json_value
+from rabbitctl_retry.cli.render import cell, count_cell, json_value
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.report import TransferOutcome, TransferReport, group_counts, target_counts
@@ -161,7 +161,7 @@ def transfer_table(report: TransferReport) -> Table:
                 outcome_text(report.kind, TransferOutcome(outcome)),
                 _OUTCOME_STYLE[TransferOutcome(outcome)],
             ),
-            cell(f"{count:,}"),
+            count_cell(count),
             cell(reason or ""),
         )
     failures = [result for result in report.results if result.outcome is TransferOutcome.FAILED]

@@ -78,10 +78,12 @@ def plural(count: int, word: str) -> str:
 
 
 def transfer_summary(report: TransferReport) -> str:
-    """The last lines a replay or move prints: what moved, what stayed, and why it stopped."""
+    """The last lines a replay, move or purge --where prints: what moved, what stayed, and
+    why it stopped."""
     replay = report.kind is TransferKind.REPLAY
+    purge = report.kind is TransferKind.PURGE
     item = "dead letter" if replay else "message"
-    place = "the dead-letter queue" if replay else "the source queue"
+    place = "the dead-letter queue" if replay else "the queue" if purge else "the source queue"
     verb = f"would {report.kind.value}" if report.dry_run else report.kind.past
     head = (
         f"{verb} {report.sent:,} of {plural(report.examined, item)} read from "
@@ -101,6 +103,11 @@ def transfer_summary(report: TransferReport) -> str:
         if report.refused and not report.possible_duplicates:
             lines.append(
                 f"nothing is in two places; every {item} not {report.kind.past} is still in {place}"
+            )
+        elif purge:
+            lines.append(
+                f"up to {plural(report.possible_duplicates, 'message')} purged may still be in "
+                f"{place} (ack not confirmed); rerun the command to purge the rest"
             )
         else:
             lines.append(

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rabbitctl_retry.cli.dlq_report import plural
-from rabbitctl_retry.cli.render import cell
+from rabbitctl_retry.cli.render import cell, count_cell
 from rabbitctl_retry.dlq.summary import Landmark, Summary
 from rabbitctl_retry.retry.headers import utc_stamp
 
@@ -88,5 +88,5 @@ def _counts(title: str, rows: Sequence[tuple[str, int]], total: int) -> Table:
     table.add_column("share", justify="right", no_wrap=True)
     for name, n in rows:
         share = f"{100 * n / total:.1f}%" if total else "-"
-        table.add_row(cell(name), f"{n:,}", share)
+        table.add_row(cell(name), count_cell(n), share)
     return table

@@ -29,17 +29,19 @@ from rabbitctl_retry.cli.dlq_common import (
     progress_bar,
     require_answerable,
     warn_of_quorum,
+    where_option,
 )
 from rabbitctl_retry.cli.dlq_render import transfer_table
 from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
-from rabbitctl_retry.cli.finish import Outcome, Piece, finish, render
+from rabbitctl_retry.cli.finish import Outcome, Piece, TsvOnly, finish, render
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.choice import Chooser
-from rabbitctl_retry.dlq.filters import parse_all
+from rabbitctl_retry.dlq.filters import Condition, parse_all
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.move import to_problem as move_to_problem
 from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.dlq.purge import PurgePlan, choose_purge
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.replay import ReplayPlan, choose, to_problem
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
@@ -68,16 +70,6 @@ RateOption = Annotated[
         help="At most this many messages per second (a finite number, at least 0.001).",
     ),
 ]
-
-
-def where_option(items: str) -> Any:
-    """``--where``, in the words of the command's messages."""
-    return typer.Option(
-        "--where",
-        "-w",
-        help=f"Only {items} for which this holds: origin=Q, reason=R, queue=Q, "
-        "header.NAME=VALUE (or !=), age>1h, age<10m. Repeat to require several.",
-    )
 
 
 # --------------------------------------------------------------------------- replay
@@ -331,12 +323,58 @@ def _reports_outcome(reports: list[TransferReport], *, several: bool) -> Outcome
     def table() -> list[Piece]:
         pieces: list[Piece] = []
         for report in reports:
-            if report.results:
-                pieces.append(transfer_table(report))
+            table = transfer_table(report)
+            pieces.append(table if report.results else TsvOnly(table))
             pieces.append(cell(transfer_summary(report)))
         return pieces
 
     return Outcome(document=document, table=table)
+
+
+# --------------------------------------------------------------------------- purge --where
+
+
+def purge_matching(
+    ctx: typer.Context,
+    queue: str,
+    conditions: tuple[Condition, ...],
+    where: list[str],
+    *,
+    topology: Topology | None,
+    url: list[str] | None,
+    dry_run: bool,
+    yes: bool,
+    output: OutputFormat,
+) -> None:
+    """``rr dlq purge QUEUE --where ...``: the matching messages acked on the transfer
+    engine, copied nowhere; the others stay in their order (dlq/purge.py)."""
+    plan = PurgePlan(source=queue, conditions=conditions, wait_queues=WaitQueues.of(topology))
+
+    async def agreed(states: list[shell.QueueState]) -> None:
+        (state,) = states
+        if state.quorum is not False and state.message_count:
+            note(_quorum_note(state, "message", "purge"))
+        await ask(
+            f"Purge the messages of {queue!r} ({state.message_count:,}){_bounds(None, where)}? "
+            "They cannot be recovered",
+            yes,
+            f"purge {queue!r}",
+        )
+
+    _transfer_all(
+        ctx,
+        resolve_urls(url, topology.broker.urls if topology else ()),
+        TransferRun(
+            [(queue, partial(choose_purge, plan))],
+            TransferKind.PURGE,
+            TransferOptions(),
+            dry_run=dry_run,
+        ),
+        agreed=agreed,
+        force=False,
+        yes=yes,
+        output=output,
+    )
 
 
 # --------------------------------------------------------------------------- move
@@ -360,6 +398,14 @@ def move_command(
     ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would move; move nothing.")
+    ] = False,
+    create: Annotated[
+        bool,
+        typer.Option(
+            "--create",
+            help="Declare --to first when it does not exist: a durable classic queue with no "
+            "argument, like a topology's plain queue.",
+        ),
     ] = False,
     force: ForceOption = False,
     yes: YesOption = False,
@@ -415,6 +461,7 @@ def move_command(
             TransferOptions(limit=limit, rate_per_s=rate_per_s),
             dry_run=dry_run,
             target=to,
+            create=[to] if create else [],
         ),
         agreed=agreed,
         force=force,

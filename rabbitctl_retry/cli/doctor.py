@@ -28,6 +28,7 @@ from rabbitctl_retry.cli._common import (
     fail,
     guard,
     management_connector_of,
+    resolve_management_url,
     resolve_urls,
     run,
 )
@@ -78,7 +79,11 @@ def doctor_command(
                 fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
     desired = expand(topology) if topology is not None else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    api_url = management_url or (topology.broker.management_url if topology else None)
+    api_url = resolve_management_url(
+        management_url,
+        topology.broker.management_url if topology else None,
+        topology.broker.urls if topology else (),
+    )
     facts = run(
         server_facts(connect_to(ctx, broker_urls), desired, management_connector_of(ctx), api_url)
     )

@@ -2,7 +2,8 @@
 
 A command parses, calls one operation, and hands :func:`finish` an :class:`Outcome`: what it
 prints for each output format (``table``, ``json``; ``jsonl`` prints nothing at the end: its
-lines were written as they were read), the notes on stderr after it, and how it exits (an
+lines were written as they were read; ``tsv`` prints the tables of ``table`` as
+tab-separated lines, ``tsv.py``), the notes on stderr after it, and how it exits (an
 error's one line and code, or a code). The formatting itself is the render modules' own
 (``render.py``, ``dlq_render.py``, ``dlq_report.py``, ``dlq_summary.py``).
 """
@@ -14,7 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
 
 from rabbitctl_retry.cli._common import (
     exit_with,
@@ -24,6 +27,7 @@ from rabbitctl_retry.cli._common import (
     stderr_console,
     stdout_console,
 )
+from rabbitctl_retry.cli.plain_table import LARGE_TABLE_ROWS, Rows, plain_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +45,17 @@ class Raw:
     chunks: Iterable[str]
 
 
-Piece = RenderableType | Unwrapped | Raw
-"""One thing a table output prints: a rich table, a line of text, a blank line (``""``)."""
+@dataclass(frozen=True, slots=True)
+class TsvOnly:
+    """A table only ``--output tsv`` prints (an empty one: its header line, where the table
+    output says so in a sentence instead)."""
+
+    table: Table
+
+
+Piece = RenderableType | Unwrapped | Raw | Rows | TsvOnly
+"""One thing a table output prints: a rich table, a line of text, a blank line (``""``), a
+table as text (:class:`Rows`: a rich table, or plain lines past ``LARGE_TABLE_ROWS`` rows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +81,69 @@ class Outcome:
 
 
 def render(outcome: Outcome, output: str) -> None:
-    """Print ``outcome`` for ``output`` (``table``, ``json`` or ``jsonl``), then its notes."""
+    """Print ``outcome`` for ``output`` (``table``, ``json``, ``jsonl`` or ``tsv``), then its
+    notes."""
     if output == "json":
         if outcome.document is not None:
             (_print_json_on_one_line if outcome.one_line else print_json)(outcome.document())
-    elif output == "table" and outcome.table is not None:
-        console = stderr_console() if outcome.on_stderr else stdout_console()
-        if outcome.clear and console.is_terminal:
-            console.clear()
-        for piece in outcome.table():
-            _print(console, piece)
+    elif output in ("table", "tsv") and outcome.table is not None:
+        pieces = list(outcome.table())
+        tables = tables_of(pieces) if output == "tsv" else []
+        if tables:
+            _print_tsv(tables, on_stderr=outcome.on_stderr)
+        else:  # tsv without a table: its lines as the table output prints them
+            console = stderr_console() if outcome.on_stderr else stdout_console()
+            if outcome.clear and output == "table" and console.is_terminal:
+                console.clear()
+            for piece in pieces:
+                _print(console, piece)
     for note in outcome.notes:
         stderr_console().print(note)
+
+
+def tables_of(pieces: Sequence[Piece]) -> list[Rows]:
+    """The tables among ``pieces`` (a rich table, :class:`Rows`, the tables of a rich
+    group), in order, as raw text: what ``--output tsv`` prints (docs/cli.md, "Output
+    formats"). The lines around them (counts, footers, verdicts) are left out."""
+    found: list[Rows] = []
+    for piece in pieces:
+        if isinstance(piece, Rows):
+            found.append(piece)
+        elif isinstance(piece, Table):
+            found.append(_rows_of(piece))
+        elif isinstance(piece, TsvOnly):
+            found.append(_rows_of(piece.table))
+        elif isinstance(piece, Group):
+            found += tables_of(piece.renderables)
+    return found
+
+
+def _rows_of(table: Table) -> Rows:
+    columns = [list(column.cells) for column in table.columns]
+    return Rows(
+        _raw(table.title) if table.title is not None else "",
+        tuple(_raw(column.header) for column in table.columns),
+        [tuple(_raw(item) for item in row) for row in zip(*columns, strict=True)],
+    )
+
+
+def _raw(renderable: Any) -> str:
+    """A cell's raw value (``cli/render.py`` ``Cell``), else its text."""
+    from rabbitctl_retry.cli.render import Cell
+
+    if isinstance(renderable, Cell):
+        return renderable.raw
+    if isinstance(renderable, Text):
+        return renderable.plain
+    return str(renderable)
+
+
+def _print_tsv(tables: Sequence[Rows], *, on_stderr: bool) -> None:
+    from rabbitctl_retry.cli.tsv import tsv_lines
+
+    stream = sys.stderr if on_stderr else sys.stdout
+    stream.writelines(f"{line}\n" for line in tsv_lines(tables))
+    stream.flush()
 
 
 def finish(outcome: Outcome, output: str = "table") -> None:
@@ -93,8 +157,17 @@ def finish(outcome: Outcome, output: str = "table") -> None:
 
 
 def _print(console: Console, piece: Piece) -> None:
+    if isinstance(piece, TsvOnly):
+        return
     if isinstance(piece, Raw):
         sys.stdout.writelines(piece.chunks)
+    elif isinstance(piece, Rows):
+        from rabbitctl_retry.cli.render import escaped_rows, rich_table
+
+        if len(piece.rows) > LARGE_TABLE_ROWS:  # rich would take minutes (cli/plain_table.py)
+            sys.stdout.writelines(f"{line}\n" for line in plain_lines(escaped_rows(piece)))
+        else:
+            console.print(rich_table(piece))
     elif isinstance(piece, Unwrapped):
         console.print(piece.text, soft_wrap=True)
     elif isinstance(piece, str) and not piece:
@@ -107,4 +180,4 @@ def _print_json_on_one_line(document: Any) -> None:
     print_json_line(document, compact=False, flush=True)
 
 
-__all__ = ["Outcome", "Raw", "Unwrapped", "finish", "render"]
+__all__ = ["Outcome", "Raw", "TsvOnly", "Unwrapped", "finish", "render", "tables_of"]

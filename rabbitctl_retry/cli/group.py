@@ -24,6 +24,7 @@ files and output written inside a read's callback: ``cli/output.py``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
@@ -112,10 +113,53 @@ class RrGroup(TyperGroup):
 
 
 def _usage_text(error: _click.exceptions.UsageError) -> str:
-    text = error.format_message()
+    text = in_rrs_words(error.format_message())
     if error.ctx is not None:
         return f"{error.ctx.command_path}: {text} (see {error.ctx.command_path} --help)"
     return text
+
+
+_INVALID = re.compile(r"Invalid value for (?P<names>'[^']+'(?: / '[^']+')*): (?P<rest>.*)", re.S)
+_BOUNDS = (
+    (re.compile(r"Input should be greater than or equal to (\S+)"), "must be at least {}"),
+    (re.compile(r"Input should be less than or equal to (\S+)"), "must be at most {}"),
+    (re.compile(r"Input should be greater than (\S+)"), "must be more than {}"),
+    (re.compile(r"Input should be less than (\S+)"), "must be less than {}"),
+)
+_NOT_ONE_OF = re.compile(r"Value error, (?P<value>.+) is not one of (?P<choices>.+?)\.?$", re.S)
+_CHOOSE = re.compile(r"\.? ?Choose from:\s*(?P<choices>.+)$", re.S)
+
+
+def in_rrs_words(text: str) -> str:
+    """A click or validator message as rr says it (docs/cli.md, "Malformed input"):
+    ``--limit must be at least 1``, ``--output 'yaml': choose table, json, jsonl or tsv``,
+    ``Missing argument 'SHELL': choose bash, zsh or fish``. Pure."""
+    found = _INVALID.fullmatch(text)
+    if found is not None:
+        name = found.group("names").split(" / ")[0].strip("'")
+        rest = found.group("rest").strip()
+        for pattern, words in _BOUNDS:
+            bound = pattern.fullmatch(rest)
+            if bound is not None:
+                return f"{name} {words.format(bound.group(1))}"
+        if rest.startswith("Input should be a valid integer"):
+            return f"{name} must be a whole number"
+        if rest.startswith("Input should be a valid number"):
+            return f"{name} must be a number"
+        choice = _NOT_ONE_OF.fullmatch(rest)
+        if choice is not None:
+            choices = [c.strip().strip("'") for c in choice.group("choices").split(",")]
+            return f"{name} {choice.group('value')}: choose {_either(choices)}"
+        return f"{name}: {rest}"
+    choose = _CHOOSE.search(text)
+    if choose is not None:
+        choices = [c.strip() for c in choose.group("choices").split(",") if c.strip()]
+        return f"{text[: choose.start()]}: choose {_either(choices)}"
+    return text
+
+
+def _either(choices: list[str]) -> str:
+    return choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
 
 
 def _report(error: RrError) -> int:

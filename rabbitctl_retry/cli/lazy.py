@@ -32,6 +32,7 @@ class LazyCommand:
     """The first paragraph of the command's help, as the command itself gives it."""
 
     def load(self) -> _click.Command:
+        from rabbitctl_retry.cli.broker_choice import add_broker_options
         from rabbitctl_retry.cli.plain_help import plain_help
 
         found = getattr(importlib.import_module(self.module), self.attribute)
@@ -42,7 +43,7 @@ class LazyCommand:
             single.command(name=self.name)(found)
             command = typer.main.get_command(single)
         command.name = self.name
-        return plain_help(command)
+        return plain_help(add_broker_options(command))
 
 
 COMMANDS = (
@@ -51,6 +52,13 @@ COMMANDS = (
         "rabbitctl_retry.cli.declare",
         "declare",
         "Declare the queues, exchanges and bindings of a topology file.",
+    ),
+    LazyCommand(
+        "migrate",
+        "rabbitctl_retry.cli.migrate",
+        "migrate_command",
+        "Rebuild the queues whose settings RabbitMQ cannot change in place (type, durability, "
+        "an x- argument), with their wait queues, bindings and messages.",
     ),
     LazyCommand(
         "run",
@@ -97,7 +105,15 @@ COMMANDS = (
         "dlq",
         "rabbitctl_retry.cli.dlq",
         "app",
-        "Inspect, replay, move, export, import and purge dead letters.",
+        "Inspect, group, replay, move, export, import and purge dead letters.",
+    ),
+    LazyCommand(
+        "console",
+        "rabbitctl_retry.cli.console",
+        "console_command",
+        "Serve the failed-message console: dead letters grouped by cause, retry or discard a "
+        "group, a message's deaths, edit and retry; a local web page that needs the printed "
+        "token (docs/console.md).",
     ),
 )
 

@@ -28,6 +28,7 @@ OPTION_METAVARS = {
     "--for": "DURATION",
     "--watch": "SECONDS",
     "--shutdown-timeout": "SECONDS",
+    "--reload-interval": "SECONDS",
     "--metrics-port": "PORT",
     "--vhost": "VHOST",
 }

@@ -1,4 +1,5 @@
-"""Tables too big for rich: plain text lines, written as they are made.
+"""Pure. Tables as text (:class:`Rows`), and those too big for rich as plain lines, written
+as they are made.
 
 rich measures and lays out a whole table before it prints a line: a topology of 10,000
 queues (40,000 rows) took a minute and a gigabyte. Past :data:`LARGE_TABLE_ROWS` rows a

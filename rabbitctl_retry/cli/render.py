@@ -48,9 +48,33 @@ def printable(text: str) -> str:
     )
 
 
+class Cell(Text):
+    """A table cell as shown, escaped (:func:`cell`), that keeps its raw value: what
+    ``--output tsv`` writes (``cli/tsv.py``; docs/cli.md, "Output formats")."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: str, shown: str, style: str = "") -> None:
+        super().__init__(shown, style=style)
+        self.raw = raw
+
+
 def cell(text: str, style: str = "") -> Text:
     """A table cell of user data; line breaks are kept, other control characters escaped."""
-    return Text("\n".join(printable(line) for line in text.split("\n")), style=style)
+    return Cell(text, escaped(text), style)
+
+
+def count_cell(count: int | None) -> Text:
+    """A count: ``1,234`` in a table, ``1234`` in TSV; ``-`` (an empty TSV field) when
+    there is none."""
+    if count is None:
+        return Cell("", "-")
+    return Cell(str(count), f"{count:,}")
+
+
+def escaped(text: str) -> str:
+    """``text`` with its line breaks kept and other control characters escaped."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def format_arguments(arguments: Mapping[str, FieldValue], separator: str = "\n") -> str:
@@ -334,7 +358,7 @@ def live_rows(queues: Sequence[LiveQueue]) -> Rows:
                     _shown(row.effective),
                 )
             )
-    return Rows("live settings", LIVE_COLUMNS, [_escaped(row) for row in rows])
+    return Rows("live settings", LIVE_COLUMNS, rows)
 
 
 def _shown(value: FieldValue) -> str:
@@ -342,8 +366,8 @@ def _shown(value: FieldValue) -> str:
 
 
 def topology_rows(topology: Topology, desired: Desired) -> tuple[Rows, Rows]:
-    """``rr topology show``: the retry policies and the entities, as text (control characters
-    escaped, line breaks kept)."""
+    """``rr topology show``: the retry policies and the entities, as raw text (escaped where
+    they are printed: :func:`rich_table`, :func:`escaped_rows`)."""
     policies = []
     for queue in topology.queues:
         delay = queue.delay.value
@@ -387,8 +411,8 @@ def topology_rows(topology: Topology, desired: Desired) -> tuple[Rows, Rows]:
         ("binding", b.name, "", format_arguments(b.arguments), b.role) for b in desired.bindings
     ]
     return (
-        Rows("retry policies", POLICY_COLUMNS, [_escaped(row) for row in policies]),
-        Rows("entities", ENTITY_COLUMNS, [_escaped(row) for row in entities]),
+        Rows("retry policies", POLICY_COLUMNS, policies),
+        Rows("entities", ENTITY_COLUMNS, entities),
     )
 
 
@@ -396,15 +420,19 @@ POLICY_COLUMNS = ("queue", "type", "attempts", "counted by", "dead letter", "del
 ENTITY_COLUMNS = ("kind", "name", "durable", "arguments", "role")
 
 
-def _escaped(row: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple("\n".join(printable(line) for line in text.split("\n")) for text in row)
+def escaped_rows(rows: Rows) -> Rows:
+    """``rows`` with every cell :func:`escaped` (plain lines: ``cli/plain_table.py``)."""
+    return Rows(
+        rows.title, rows.columns, [tuple(escaped(text) for text in row) for row in rows.rows]
+    )
 
 
 def rich_table(rows: Rows) -> Table:
-    """``rows`` as a rich table (``show_edge=False``, cells folded to fit)."""
+    """``rows`` (raw text) as a rich table (``show_edge=False``, cells escaped and folded to
+    fit)."""
     table = Table(title=rows.title, show_edge=False, header_style="bold")
     for column in rows.columns:
         table.add_column(column, overflow="fold")
     for row in rows.rows:
-        table.add_row(*(Text(text) for text in row))
+        table.add_row(*(cell(text) for text in row))
     return table

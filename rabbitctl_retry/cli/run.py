@@ -8,7 +8,7 @@ import signal
 import socket
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,10 +17,12 @@ from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import RrError
-from rabbitctl_retry.runtime.loader import load_target
-from rabbitctl_retry.runtime.service import RunOptions, Service
-from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+    from rabbitctl_retry.runtime.service import Service
+    from rabbitctl_retry.topology.model import Topology
 
 log = logging.getLogger("rr.runtime")
 
@@ -73,6 +75,16 @@ def run_command(
         float,
         typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
     ] = 30.0,
+    wait_for_broker: Annotated[
+        float,
+        typer.Option(
+            "--wait-for-broker",
+            min=0,
+            metavar="SECONDS",
+            help="Keep trying the first connection this long, with a growing pause, when the "
+            "broker does not answer yet (a service started before it); 0: give up at once.",
+        ),
+    ] = 0.0,
     handler_timeout: Annotated[
         float | None,
         typer.Option(
@@ -93,6 +105,16 @@ def run_command(
             "in time, for rr dlq import (docs/runtime.md, 'What is guaranteed').",
         ),
     ] = Path(),
+    reload_interval: Annotated[
+        float,
+        typer.Option(
+            "--reload-interval",
+            min=0,
+            help="Seconds between looks at the --topology file: a change of its retry "
+            "settings (max_attempts, ...) applies from the next delivery; 0: only on SIGHUP "
+            "(docs/runtime.md, 'Changing max_attempts while it runs').",
+        ),
+    ] = DEFAULT_RELOAD_INTERVAL_S,
     url: UrlOption = None,
     metrics_port: Annotated[
         int | None,
@@ -121,6 +143,14 @@ def run_command(
     messages as the topology says. SIGINT/SIGTERM stop gracefully."""
     release_stdout()  # the handlers' own (cli/group.py)
     configure_logging(log_level.value, log_format)
+    # /metrics and /healthz answer from here on ("starting" until the service runs): loading
+    # the handlers and the runtime can take seconds on a busy machine (docs/runtime.md,
+    # "Metrics and health")
+    served = _serve_metrics(metrics_port, metrics_bind) if metrics_port is not None else None
+    from rabbitctl_retry.runtime.loader import load_target
+    from rabbitctl_retry.runtime.service import RunOptions, Service
+    from rabbitctl_retry.topology.load import load_file
+
     with guard():
         handlers = load_target(target)
         topology: Topology | None = load_file(topology_file) if topology_file else None
@@ -134,15 +164,16 @@ def run_command(
         concurrency=concurrency,
         declare=declare,
         shutdown_timeout_s=shutdown_timeout,
+        wait_for_broker_s=wait_for_broker,
         handler_timeout_s=handler_timeout,
         pending_dir=pending_dir,
+        topology_file=topology_file,
+        reload_interval_s=reload_interval,
     )
-    if metrics_port is None:
+    if served is None:
         _serve_to_the_end(Service(handlers, topology=topology, connect=connect, options=options))
         return
-    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
-
-    metrics = RunMetrics()
+    metrics, server = served
     service = Service(
         metrics.timed(handlers),
         topology=topology,
@@ -151,22 +182,26 @@ def run_command(
         listener=metrics.on_decision,
     )
     metrics.watch(service)
-    with guard():
-        try:
-            server = MetricsServer(metrics, metrics_port, metrics_bind)
-        except OSError as error:
-            where = (
-                f"port {metrics_port}"
-                if metrics_bind == DEFAULT_BIND
-                else (f"{metrics_bind} port {metrics_port}")
-            )
-            raise RrError(f"cannot serve metrics on {where}: {error}") from None
-    server.start()
-    log.info("serving metrics", extra={"rr": {"bind": metrics_bind, "port": server.port}})
     try:
         _serve_to_the_end(service)
     finally:
         server.stop()
+
+
+def _serve_metrics(port: int, bind: str) -> tuple[RunMetrics, MetricsServer]:
+    """The metrics of this run, served on ``bind`` ``port`` from now on."""
+    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+
+    metrics = RunMetrics()
+    with guard():
+        try:
+            server = MetricsServer(metrics, port, bind)
+        except OSError as error:
+            where = f"port {port}" if bind == DEFAULT_BIND else f"{bind} port {port}"
+            raise RrError(f"cannot serve metrics on {where}: {error}") from None
+    server.start()
+    log.info("serving metrics", extra={"rr": {"bind": bind, "port": server.port}})
+    return metrics, server
 
 
 def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
@@ -211,8 +246,10 @@ async def _serve(service: Service) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, service.stop)
+    # SIGHUP reloads the topology file (without one, it does nothing: it no longer ends rr run)
+    loop.add_signal_handler(signal.SIGHUP, service.request_reload)
     try:
         await service.run()
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(signum)

@@ -11,7 +11,7 @@ from rich.table import Table
 from rabbitctl_retry.cli._common import OutputFormat, OutputOption, guard, run
 from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
-from rabbitctl_retry.cli.render import cell
+from rabbitctl_retry.cli.render import Cell, cell
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.runtime.loader import load_target
@@ -136,7 +136,7 @@ def timeline_table(result: Simulation) -> Table:
         table.add_column(column, overflow="fold")
     for row in result.rows:
         table.add_row(
-            cell(f"{row.time_s:8.3f}s"),
+            Cell(f"{row.time_s:.3f}s", f"{row.time_s:8.3f}s"),  # unpadded in TSV
             cell(row.queue),
             cell(row.message_id or ""),
             cell(row.event),

@@ -21,16 +21,15 @@ from rabbitctl_retry.cli._common import (
     fail,
     guard,
     management_connector_of,
+    resolve_management_url,
     resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.finish import Outcome, Piece, Raw, Unwrapped, finish
-from rabbitctl_retry.cli.plain_table import LARGE_TABLE_ROWS, plain_lines
+from rabbitctl_retry.cli.finish import Outcome, Piece, Unwrapped, finish
 from rabbitctl_retry.cli.render import (
     live_document,
     live_rows,
     printable,
-    rich_table,
     topology_document,
     topology_rows,
 )
@@ -106,7 +105,9 @@ def show(
     found: tuple[LiveQueue, ...] | None = None
     if live:
         with guard():
-            given = management_url or topology.broker.management_url
+            given = resolve_management_url(
+                management_url, topology.broker.management_url, topology.broker.urls
+            )
             if given is None:
                 fail(
                     UsageError(
@@ -136,7 +137,7 @@ def show(
     def table() -> list[Piece]:
         pieces = _show_pieces(topology, desired)
         if found is not None:
-            pieces += [rich_table(live_rows(found)), ""]
+            pieces += [live_rows(found), ""]
         return pieces
 
     finish(Outcome(document=document, table=table), output)
@@ -149,11 +150,7 @@ def _show_pieces(topology: Topology, desired: Desired) -> list[Piece]:
     """Each table, a blank line after it, and the exchanges that must already exist."""
     pieces: list[Piece] = []
     for rows in topology_rows(topology, desired):
-        if len(rows.rows) > LARGE_TABLE_ROWS:  # rich would take minutes (cli/plain_table.py)
-            pieces.append(Raw(f"{line}\n" for line in plain_lines(rows)))
-        else:
-            pieces.append(rich_table(rows))
-        pieces.append("")
+        pieces += [rows, ""]  # plain lines past LARGE_TABLE_ROWS (cli/finish.py)
     if desired.referenced_exchanges:
         pieces.append(
             "must already exist: " + ", ".join(printable(n) for n in desired.referenced_exchanges)

@@ -3,8 +3,8 @@
 A *chooser* looks at one message (its headers, the time, the names of the properties the
 codec could not decode) and answers with one :data:`Choice`; the engine (``ops/transfer.py``)
 carries it out: :class:`Send` publishes a copy and removes the message once the broker
-confirmed the copy, :class:`Skip` and :class:`Fail` leave it where it is, :class:`Stop` ends
-the run and leaves it.
+confirmed the copy, :class:`Discard` removes it with no copy (``rr dlq purge --where``),
+:class:`Skip` and :class:`Fail` leave it where it is, :class:`Stop` ends the run and leaves it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ class Send:
     headers: dict[str, FieldValue]
     verbatim: bool = False
     """Publish the message's properties exactly as received (``headers`` unused)."""
+    body: bytes | None = None
+    """A new body (``rr dlq edit``); ``None``: the message's own."""
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    """Ack the message: it is gone, nowhere copied."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +48,7 @@ class Stop:
     reason: str
 
 
-Choice: TypeAlias = Send | Skip | Fail | Stop
+Choice: TypeAlias = Send | Discard | Skip | Fail | Stop
 
 Chooser: TypeAlias = Callable[[Mapping[str, FieldValue] | None, datetime, tuple[str, ...]], Choice]
 """``(headers, now, undecodable property names) -> Choice``."""

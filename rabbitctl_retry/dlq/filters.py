@@ -11,6 +11,8 @@
     header.NAME!=VALUE      a missing header never equals anything
     age>1h  age<10m         time since it was last dead-lettered (newest x-death time or
     age>=30s  age<=2d       rr-failed-at); a dead letter whose age is unknown never matches
+    group=tmoh-3f9a0c1b2d4e a group ``rr dlq groups`` listed (dlq/groups.py: the id says its
+    group!=ID               dimensions, so the letter's group is computed again from it)
 
 Several ``--where`` must all hold. A malformed expression is a usage error (exit 2): an
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeAlias, assert_never
 
+from rabbitctl_retry.dlq.groups import Dimension, key_of, parse_group_id
 from rabbitctl_retry.dlq.origin import Facts
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.fields import FieldValue
@@ -78,11 +81,19 @@ class AgeCondition:
     text: str = ""
 
 
-Condition: TypeAlias = TextCondition | HeaderCondition | AgeCondition
+@dataclass(frozen=True, slots=True)
+class GroupCondition:
+    dimensions: tuple[Dimension, ...]
+    group_id: str
+    negate: bool = False
+    text: str = ""
+
+
+Condition: TypeAlias = TextCondition | HeaderCondition | AgeCondition | GroupCondition
 
 _USAGE = (
-    "use origin=QUEUE, reason=REASON, queue=QUEUE, header.NAME=VALUE (or != for each), "
-    "or age>DURATION / age<DURATION (e.g. age>1h, age<10m)"
+    "use origin=QUEUE, reason=REASON, queue=QUEUE, header.NAME=VALUE, group=ID (or != for "
+    "each), or age>DURATION / age<DURATION (e.g. age>1h, age<10m)"
 )
 
 
@@ -153,6 +164,17 @@ def parse_where(text: str) -> Condition:
     if op not in ("=", "!="):
         raise UsageError(f"--where {shown}: only age compares with < or >; {_USAGE}")
     negate = op == "!="
+    if key == "group":
+        parsed = parse_group_id(value)
+        if parsed is None:
+            raise UsageError(
+                f"--where {shown}: not a group id; rr dlq groups lists them (e.g. "
+                "group=tmoh-3f9a0c1b2d4e)"
+            )
+        dimensions, _ = parsed
+        return GroupCondition(
+            dimensions=dimensions, group_id=value.strip(), negate=negate, text=text
+        )
     if key.startswith("header."):
         name = key.removeprefix("header.").strip()
         if not name:
@@ -203,6 +225,11 @@ def holds(condition: Condition, facts: Facts, now: datetime) -> bool:
             present = name in facts.headers
             found = present and header_text(facts.headers[name]) == value
             return found != negate
+        case GroupCondition(dimensions=dimensions, group_id=wanted, negate=negate):
+            group = key_of(
+                dimensions, headers=facts.headers, origin=facts.origin, reason=facts.reason
+            )
+            return (group.id == wanted) != negate
         case AgeCondition(op=op, ms=ms):
             if facts.failed_at is None:
                 return False

@@ -13,7 +13,7 @@ the copied properties (``retry/properties.py``). In this order (:func:`choose_mo
    ``--reset-retries`` the copy starts its attempts afresh, as a replayed one does: the retry
    header, the broker's death headers (``x-death``, ``x-first-death-*``, ``x-last-death-*``,
    ``x-delivery-count``) and rr's death headers (``rr-origin-queue``, ``rr-failed-at``,
-   ``rr-error-type``, ``rr-error-message``) are removed.
+   ``rr-error-type``, ``rr-error-message``, ``rr-handler``) are removed.
 
 A move needs no loop guard of its own: a run reads at most the messages the queue held when
 it started (``ops/transfer.py``), and ``--to`` is never the source (:func:`to_problem`).

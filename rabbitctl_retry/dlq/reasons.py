@@ -21,6 +21,9 @@ class Reasons:
     """``replayed`` or ``moved``."""
     doing: str
     """``replaying`` or ``moving``: the progress bar's word."""
+    copies: bool = True
+    """The run publishes copies (a purge does not: a message whose ack is unknown may only
+    still be there, never in two places)."""
 
     def not_sent_interrupted(self) -> str:
         return (
@@ -35,9 +38,10 @@ class Reasons:
         )
 
     def unconfirmed_ack(self) -> str:
+        after = "possible duplicate" if self.copies else "a rerun purges it"
         return (
             f"{self.past}, but the connection closed before the broker confirmed the "
-            f"{self.item}'s ack: it may still be in {self.place} (possible duplicate)"
+            f"{self.item}'s ack: it may still be in {self.place} ({after})"
         )
 
     def refused_copy(self, error: AccessRefused) -> str:
@@ -59,4 +63,5 @@ class Reasons:
 REASONS = {
     TransferKind.REPLAY: Reasons("dead letter", "the dead-letter queue", "replayed", "replaying"),
     TransferKind.MOVE: Reasons("message", "the source queue", "moved", "moving"),
+    TransferKind.PURGE: Reasons("message", "the queue", "purged", "purging", copies=False),
 }

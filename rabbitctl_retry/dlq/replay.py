@@ -17,7 +17,8 @@ properties (``retry/properties.py`` :data:`COPIED_PROPERTIES`), and:
 * removes the retry header: the message starts its attempts afresh;
 * strips the broker's headers (``x-death``, ``x-first-death-*``, ``x-last-death-*``,
   ``x-delivery-count``, ``x-acquired-count``, ``x-delay``), rr's death headers
-  (``rr-origin-queue``, ``rr-failed-at``, ``rr-error-type``, ``rr-error-message``) and the
+  (``rr-origin-queue``, ``rr-failed-at``, ``rr-error-type``, ``rr-error-message``,
+  ``rr-handler``) and the
   sender-selected distribution headers ``CC`` and ``BCC`` (RabbitMQ would also route the copy
   to every queue they name);
 * adds ``rr-replayed-count`` (the previous value + 1), ``rr-replayed-at`` (ISO 8601 UTC) and

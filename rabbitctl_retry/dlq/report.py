@@ -15,10 +15,12 @@ class TransferKind(StrEnum):
 
     REPLAY = "replay"
     MOVE = "move"
+    PURGE = "purge"
+    """``rr dlq purge --where``: the matching messages acked, nowhere copied."""
 
     @property
     def past(self) -> str:
-        return "replayed" if self is TransferKind.REPLAY else "moved"
+        return {"replay": "replayed", "move": "moved", "purge": "purged"}[self.value]
 
 
 class TransferOutcome(StrEnum):

@@ -493,6 +493,37 @@ class Broker(Settlement):
         x.bindings.append(Binding(queue=q.name, routing_key=routing_key, arguments=args))
         reindex_bindings(x)
 
+    def queue_unbind(
+        self,
+        channel: ChannelState,
+        queue: str,
+        exchange: str,
+        routing_key: str,
+        arguments: Mapping[str, FieldValue] | None,
+    ) -> None:
+        """Remove one binding. A binding, queue or exchange that does not exist is no error:
+        RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok
+        (tests/contract/test_routing.py)."""
+        self.activity += 1
+        if exchange == "":
+            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+        x = self.exchanges.get(exchange)
+        if x is None:
+            return
+        args = frozen_arguments(arguments)
+        kept = [
+            binding
+            for binding in x.bindings
+            if not (
+                binding.queue == queue
+                and binding.routing_key == routing_key
+                and binding.arguments == args
+            )
+        ]
+        if len(kept) != len(x.bindings):
+            x.bindings[:] = kept
+            reindex_bindings(x)
+
     # -- consumers ---------------------------------------------------------------------------
 
     def qos(self, channel: ChannelState, prefetch_count: int) -> None:

@@ -233,6 +233,11 @@ class Emulator:
         found = self.broker.policies[operator]
         return tuple(found[name] for name in sorted(found))
 
+    def publish_rate(self, exchange: str) -> float | None:
+        """Messages per second published into ``exchange`` lately (the management API's
+        rate); None when nothing ever was."""
+        return self.broker.publish_rate(exchange)
+
     def _queue(self, name: str) -> EmulatedQueue:
         q = self.broker.queues.get(name)
         if q is None:
@@ -252,6 +257,10 @@ class Emulator:
             unacked=q.unacked,
             consumers=len(q.consumers),
         )
+
+    def consumer_prefetches(self, queue: str) -> tuple[int, ...]:
+        """The prefetch count of each consumer of ``queue`` (0: unlimited), sorted."""
+        return tuple(sorted(consumer.prefetch_count for consumer in self._queue(queue).consumers))
 
     def messages(self, queue: str) -> list[QueuedMessage]:
         """The ready messages of ``queue``, head first; looking changes nothing."""

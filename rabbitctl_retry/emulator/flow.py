@@ -103,6 +103,10 @@ AT_MOST_ONCE = object()
 queue's ``reject-publish`` never refuses it (:meth:`Flow._refuses`)."""
 
 
+RATE_WINDOW_S = 5
+"""The management API's statistics sample: rates are over its last 5 seconds."""
+
+
 class Flow:
     """The broker's state and the message rules over it."""
 
@@ -117,6 +121,9 @@ class Flow:
         self.activity = 0
         """Bumped by every operation and timer: lets the glue tell when things stopped moving."""
         self._record = record_events
+        self._published_per_second: dict[str, dict[int, int]] = {}
+        """Exchange -> virtual second -> messages published into it (the last few seconds):
+        the management API's publish rate (:meth:`publish_rate`)."""
         self._numbers = itertools.count(1)
         self._seq = itertools.count(1)
         version = (server_version.major, server_version.minor)
@@ -180,6 +187,25 @@ class Flow:
 
     # -- publish and route -------------------------------------------------------------------
 
+    def _count_publish(self, exchange: str) -> None:
+        second = int(self.clock.now_s)
+        seconds = self._published_per_second.setdefault(exchange, {})
+        seconds[second] = seconds.get(second, 0) + 1
+        if len(seconds) > 2 * RATE_WINDOW_S:
+            for old in [s for s in seconds if s < second - RATE_WINDOW_S]:
+                del seconds[old]
+
+    def publish_rate(self, exchange: str) -> float | None:
+        """Messages per second published into ``exchange`` over the last
+        :data:`RATE_WINDOW_S` virtual seconds, as the management API's
+        ``publish_in_details.rate`` states it; None when nothing was ever published to it."""
+        seconds = self._published_per_second.get(exchange)
+        if seconds is None:
+            return None
+        now = int(self.clock.now_s)
+        recent = sum(n for second, n in seconds.items() if now - RATE_WINDOW_S < second <= now)
+        return recent / RATE_WINDOW_S
+
     def publish(
         self,
         exchange: str,
@@ -195,6 +221,7 @@ class Flow:
         x = self.exchanges.get(exchange)
         if x is None:
             raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
+        self._count_publish(exchange)
         if x.internal:
             raise AccessRefused(
                 f"ACCESS_REFUSED - cannot publish to internal exchange '{exchange}' in vhost "

@@ -23,6 +23,7 @@ from rabbitctl_retry.server import (
     DeprecatedFeature,
     Placement,
     Policy,
+    QueueActivity,
     QueueState,
     ServerIdentity,
     ServerVersion,
@@ -89,6 +90,8 @@ class Emulated(Protocol):
 
     def has_queue(self, name: str) -> bool: ...
 
+    def queue_names(self) -> list[str]: ...
+
     def queue(self, name: str) -> QueueSnapshot: ...
 
     def put_policy(self, policy: Policy, *, operator: bool = False) -> None: ...
@@ -96,6 +99,10 @@ class Emulated(Protocol):
     def delete_policy(self, name: str, *, operator: bool = False) -> None: ...
 
     def policies(self, *, operator: bool = False) -> tuple[Policy, ...]: ...
+
+    def publish_rate(self, exchange: str) -> float | None: ...
+
+    def consumer_prefetches(self, queue: str) -> tuple[int, ...]: ...
 
 
 class EmulatedManagementApi:
@@ -125,6 +132,33 @@ class EmulatedManagementApi:
         if not self._emulator.has_queue(queue):
             return None
         return Placement(leader=NODE, members=(NODE,))
+
+    async def queues(self) -> tuple[tuple[str, str], ...]:
+        """Every queue the emulator holds, with its kind, sorted by name."""
+        return tuple(
+            (name, self._emulator.queue(name).kind) for name in self._emulator.queue_names()
+        )
+
+    async def queue_activity(self) -> tuple[QueueActivity, ...]:
+        """Every queue the emulator holds with its ready and unacked messages and its
+        consumers' prefetch counts, as they are now (the server's statistics lag by up to
+        5 s); the emulator keeps no per-queue rates: both are 0.0 (docs/testing.md, "The
+        management API")."""
+        found = []
+        for name in self._emulator.queue_names():
+            snapshot = self._emulator.queue(name)
+            found.append(
+                QueueActivity(
+                    name=name,
+                    kind=snapshot.kind,
+                    ready=snapshot.ready,
+                    unacked=snapshot.unacked,
+                    prefetches=self._emulator.consumer_prefetches(name),
+                    publish_per_s=0.0,
+                    deliver_per_s=0.0,
+                )
+            )
+        return tuple(found)
 
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s kind, arguments and the policies that apply to it (the rules of
@@ -159,3 +193,7 @@ class EmulatedManagementApi:
 
     async def delete_policy(self, name: str, *, operator: bool = False) -> None:
         self._emulator.delete_policy(name, operator=operator)
+
+    async def publish_rate(self, exchange: str) -> float | None:
+        """The emulator's publishes into ``exchange`` over its last 5 virtual seconds."""
+        return self._emulator.publish_rate(exchange)

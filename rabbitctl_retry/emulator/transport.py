@@ -281,6 +281,20 @@ class EmulatedChannel:
             lambda: self._broker.queue_bind(self._state, queue, exchange, routing_key, arguments),
         )
 
+    async def queue_unbind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        what = f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})"
+        _encodable(what, queue=queue, exchange=exchange)
+        self._run(
+            what,
+            lambda: self._broker.queue_unbind(self._state, queue, exchange, routing_key, arguments),
+        )
+
     async def queue_purge(self, name: str) -> int:
         what = f"purge queue {name!r}"
         _encodable(what, queue=name)

@@ -212,7 +212,7 @@ async def apply(connection: Connection, result: Plan, *, api: ManagementApi | No
                     assert api is not None
                     await _policy(api, step)
                 else:
-                    await _declare(channel, step)
+                    await declare_entity(channel, step)
             except TransportError as error:
                 raise type(error)(_stopped_at(steps, done, error)) from error
     finally:
@@ -226,7 +226,10 @@ async def _policy(api: ManagementApi, step: PolicyStep) -> None:
         await api.delete_policy(step.name)
 
 
-async def _declare(channel: Channel, entity: ExchangeEntity | QueueEntity | BindingEntity) -> None:
+async def declare_entity(
+    channel: Channel, entity: ExchangeEntity | QueueEntity | BindingEntity
+) -> None:
+    """Declare (or bind) ``entity`` as the file says; idempotent."""
     match entity:
         case ExchangeEntity():
             await channel.exchange_declare(

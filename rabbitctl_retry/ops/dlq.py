@@ -290,14 +290,18 @@ async def export_queue(
     *,
     limit: int | None = None,
     progress: ProgressSink = NO_PROGRESS,
+    keep: Callable[[Delivery], bool] | None = None,
 ) -> ReadResult:
-    """Write up to ``limit`` messages of ``queue`` to ``out`` as JSON Lines, taking none."""
+    """Write up to ``limit`` messages of ``queue`` to ``out`` as JSON Lines, taking none;
+    with ``keep``, only those it keeps (``--where``). The result's deliveries are those
+    written."""
     read = await read_messages(connection, queue, limit=limit, progress=progress)
-    for delivery in read.deliveries:
+    written = tuple(d for d in read.deliveries if keep is None or keep(d))
+    for delivery in written:
         out.write(record_line(record_of(delivery)))
         out.write("\n")
     out.flush()
-    return read
+    return dataclasses.replace(read, deliveries=written)
 
 
 def read_records(path: Path) -> Iterator[tuple[int, Record]]:
@@ -350,6 +354,14 @@ class CheckedFile:
     """Messages to publish whose ``user_id`` goes (:func:`prepared`)."""
 
 
+def _all_or_nothing(records: Iterator[tuple[int, Record]]) -> Iterator[tuple[int, Record]]:
+    """``records``; a line that cannot be read says too that nothing was imported."""
+    try:
+        yield from records
+    except DataError as error:
+        raise DataError(f"{error.message}; nothing was imported") from None
+
+
 def check_file(path: Path, to: str, *, from_line: int = 1, user: str | None) -> CheckedFile:
     """Check every line of ``path`` (also those before ``from_line``) for what the client or
     RabbitMQ would refuse; :class:`DataError` (exit 65) naming the first bad line and field.
@@ -360,7 +372,7 @@ def check_file(path: Path, to: str, *, from_line: int = 1, user: str | None) -> 
     if from_line < 1:
         raise UsageError(f"--from-line must be 1 or more, not {from_line}")
     messages = last_line = to_publish = dropped = 0
-    for number, record in read_records(path):
+    for number, record in _all_or_nothing(read_records(path)):
         ready, user_id_dropped = prepared(record, user)
         problem = record_problem(record) or encoding_problem(properties_of(ready))
         if problem is not None:

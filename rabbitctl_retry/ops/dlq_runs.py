@@ -10,6 +10,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
 
+from rabbitctl_retry.dlq.choice import Chooser
+from rabbitctl_retry.dlq.report import TransferReport
 from rabbitctl_retry.ops.dlq import (
     CheckedFile,
     ImportReport,
@@ -22,6 +24,7 @@ from rabbitctl_retry.ops.dlq import (
     scan_messages,
 )
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
+from rabbitctl_retry.ops.transfer import TransferOptions, transfer
 from rabbitctl_retry.transport.base import Delivery
 
 Look = Callable[[QueueState, int, str], Awaitable[None]]
@@ -56,17 +59,26 @@ async def inspect(
 
 
 async def export(
-    connect: Connect, queue: str, out: TextIO, *, limit: int | None, look: Look, bar: Bar
+    connect: Connect,
+    queue: str,
+    out: TextIO,
+    *,
+    limit: int | None,
+    look: Look,
+    bar: Bar,
+    keep: Callable[[Delivery], bool] | None = None,
 ) -> ReadResult:
-    """``rr dlq export``: up to ``limit`` messages of ``queue`` written to ``out`` as JSON
-    Lines, none taken (:func:`~rabbitctl_retry.ops.dlq.export_queue`)."""
+    """``rr dlq export``: up to ``limit`` messages of ``queue`` (those ``keep`` keeps) written
+    to ``out`` as JSON Lines, none taken (:func:`~rabbitctl_retry.ops.dlq.export_queue`)."""
     connection = await connect()
     try:
         state = await queue_state(connection, queue)
         count = state.message_count if limit is None else min(limit, state.message_count)
         await look(state, count, str(connection.server_version))
         with bar() as progress:
-            return await export_queue(connection, queue, out, limit=limit, progress=progress)
+            return await export_queue(
+                connection, queue, out, limit=limit, progress=progress, keep=keep
+            )
     finally:
         await connection.close()
 
@@ -99,6 +111,18 @@ async def import_(
         await connection.close()
 
 
+async def transfer_one(
+    connect: Connect, queue: str, choose: Chooser, options: TransferOptions
+) -> TransferReport:
+    """One run of the transfer engine on ``queue`` (``rr dlq edit``: the one letter
+    ``options.only`` picks), on a connection of its own."""
+    connection = await connect()
+    try:
+        return await transfer(connection, queue, choose, options)
+    finally:
+        await connection.close()
+
+
 async def purge_queue(
     connect: Connect, queue: str, agree: Callable[[QueueState], Awaitable[None]]
 ) -> int:
@@ -112,4 +136,4 @@ async def purge_queue(
         await connection.close()
 
 
-__all__ = ["Bar", "Look", "export", "import_", "inspect", "purge_queue"]
+__all__ = ["Bar", "Look", "export", "import_", "inspect", "purge_queue", "transfer_one"]

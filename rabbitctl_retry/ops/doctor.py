@@ -64,17 +64,18 @@ async def server_facts(
 
 
 async def _policies_read(api: ManagementApi, desired: Desired | None) -> PoliciesRead | TableUnread:
-    """RabbitMQ 3.x: the vhost's policies and the state of each of the topology's queues
-    (classic queue mirroring, docs/cli.md), or why they could not be read (one censored,
-    escaped line)."""
+    """RabbitMQ 3.x: the vhost's policies, the state of each of the topology's queues and
+    the vhost's queues (classic queue mirroring, docs/cli.md), or why they could not be read
+    (one censored, escaped line)."""
     try:
         policies = await api.policies()
         queues = []
         for queue in desired.queues if desired is not None else ():
             queues.append((queue.name, await api.queue_state(queue.name)))
+        listed = await api.queues()
     except TransportError as error:
         return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
-    return PoliciesRead(policies, tuple(queues))
+    return PoliciesRead(policies, tuple(queues), listed)
 
 
 async def _management_answers(

@@ -1,17 +1,22 @@
-"""``rr status``: each queue's depth, consumers and whether it is what the topology file says,
-from passive declares and the declare probes of ``ops/probe.py``; nothing is changed and no
-message is read (docs/cli.md, "rr status")."""
+"""``rr status``: each queue's depth, consumers, type and whether it is what the topology file
+says, from passive declares and the declare probes of ``ops/probe.py``; with a management
+API, also its unacked messages, its consumers' prefetch and its publish and deliver rates.
+Nothing is changed and no message is read (docs/cli.md, "rr status")."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
-from rabbitctl_retry.ops.live import LiveQueue
-from rabbitctl_retry.ops.probe import Connect, compare_queue, queue_info
+from rabbitctl_retry.errors import ResourceLocked
+from rabbitctl_retry.ops.live import LiveQueue, live_settings
+from rabbitctl_retry.ops.probe import Connect, compare_queue, queue_info, queue_kind
+from rabbitctl_retry.server import QueueActivity
 from rabbitctl_retry.topology.expand import Desired, QueueEntity
 from rabbitctl_retry.topology.plan import Differs, Refused, describe_differences
 from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.management import ManagementConnector
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,24 +32,49 @@ class QueueStatus:
     live: LiveQueue | None = None
     """Its settings as the management API states them, with their effective values (None:
     no management URL was given; docs/topology.md, "Changing a topology")."""
+    kind: str | None = None
+    """Its type on the broker (``classic``, ``quorum``, ``stream``), from the management API,
+    else, for a queue only named, from a re-declare probe (``ops/probe.py`` ``queue_kind``);
+    None when not known, or the queue does not exist."""
+    activity: QueueActivity | None = None
+    """Its traffic as the management API states it (None: no management URL was given, or
+    the API does not list the queue)."""
+    locked: bool = False
+    """It exists, exclusive to another connection: the broker refuses every look at it
+    over AMQP (405), so its depth and consumers are not known, nor, for a queue of the file,
+    whether it matches."""
 
     @property
     def present(self) -> bool:
-        return self.messages is not None
+        return self.messages is not None or self.locked
 
     @property
     def ok(self) -> bool:
-        return self.present and self.drift is None
+        return self.present and self.drift is None and not (self.locked and self.listed)
 
 
 async def queue_statuses(
-    connection: Connection, queues: Sequence[QueueEntity], *, listed: bool
+    connection: Connection,
+    queues: Sequence[QueueEntity],
+    *,
+    listed: bool,
+    activities: Mapping[str, QueueActivity] | None = None,
 ) -> list[QueueStatus]:
     """The status of each of ``queues``, in order. ``listed``: they come from a topology file
-    and their arguments are compared with it."""
+    and their arguments are compared with it. ``activities``: what the management API states
+    of each queue (by name; None: no API), whose type is believed; a queue only named that
+    the API does not state is probed for its type."""
     statuses: list[QueueStatus] = []
     for entity in queues:
-        info = await queue_info(connection, entity.name)
+        activity = None if activities is None else activities.get(entity.name)
+        kind = activity.kind if activity is not None else None
+        try:
+            info = await queue_info(connection, entity.name)
+        except ResourceLocked:
+            statuses.append(
+                QueueStatus(entity, listed, None, None, kind=kind, activity=activity, locked=True)
+            )
+            continue
         if info is None:
             statuses.append(QueueStatus(entity, listed, None, None))
             continue
@@ -55,36 +85,83 @@ async def queue_statuses(
                 drift = describe_differences(observed)
             elif isinstance(observed, Refused):
                 drift = observed.reason
-        statuses.append(QueueStatus(entity, listed, info.message_count, info.consumer_count, drift))
+        if kind is None and not listed:
+            kind = await queue_kind(connection, entity.name)
+        statuses.append(
+            QueueStatus(
+                entity,
+                listed,
+                info.message_count,
+                info.consumer_count,
+                drift,
+                kind=kind,
+                activity=activity,
+            )
+        )
     return statuses
 
 
 ReadLive = Callable[[Desired], Awaitable[tuple[LiveQueue, ...]]]
 """``ops/live.py`` ``live_settings`` with its management API bound."""
 
+ReadActivity = Callable[[], Awaitable[tuple[QueueActivity, ...]]]
+"""The management API's ``queue_activity``: every queue of the vhost with its traffic."""
+
+
+@dataclass(frozen=True, slots=True)
+class Management:
+    """What ``rr status`` reads of a management API."""
+
+    activity: ReadActivity
+    live: ReadLive
+
+
+def management_reads(
+    management_url: str, *, vhost: str, management: ManagementConnector
+) -> Management:
+    """What ``rr status`` reads of the management API at ``management_url`` for ``vhost``,
+    through ``management``'s adapter."""
+
+    async def activity() -> tuple[QueueActivity, ...]:
+        return await management(management_url, vhost=vhost).queue_activity()
+
+    return Management(
+        activity=activity,
+        live=partial(
+            live_settings, management_url=management_url, vhost=vhost, management=management
+        ),
+    )
+
 
 async def read_statuses(
     connect: Connect,
     listed: Sequence[QueueEntity],
-    named: Sequence[QueueEntity],
+    named: Sequence[QueueEntity] | None,
     *,
-    read_live: ReadLive | None = None,
+    management: Management | None = None,
 ) -> list[QueueStatus]:
     """One reading of ``rr status``: the queues of the topology file (``listed``, compared
-    with it), then the ones only named, on one connection from ``connect``; with
-    ``read_live``, each one's settings as the management API states them."""
+    with it), then the ones only named (``named``; None: every queue of the vhost, as the
+    management API lists them, sorted by name), on one connection from ``connect``; with
+    ``management``, each one's traffic and its settings as the management API states them."""
+    activities = None
+    if management is not None:
+        activities = {found.name: found for found in await management.activity()}
+    if named is None:
+        in_file = {queue.name for queue in listed}
+        named = [QueueEntity(name=name) for name in sorted(activities or {}) if name not in in_file]
     connection = await connect()
     try:
         statuses = [
-            *await queue_statuses(connection, listed, listed=True),
-            *await queue_statuses(connection, named, listed=False),
+            *await queue_statuses(connection, listed, listed=True, activities=activities),
+            *await queue_statuses(connection, named, listed=False, activities=activities),
         ]
     finally:
         await connection.close()
-    if read_live is None:
+    if management is None:
         return statuses
-    found = await read_live(Desired(queues=tuple(status.entity for status in statuses)))
+    found = await management.live(Desired(queues=tuple(status.entity for status in statuses)))
     return [replace(status, live=live) for status, live in zip(statuses, found, strict=True)]
 
 
-__all__ = ["QueueStatus", "queue_statuses", "read_statuses"]
+__all__ = ["Management", "QueueStatus", "management_reads", "queue_statuses", "read_statuses"]

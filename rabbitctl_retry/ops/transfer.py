@@ -38,13 +38,13 @@ import contextlib
 import math
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from rabbitctl_retry.dlq.choice import Choice, Chooser, Fail, Send, Skip, Stop
+from rabbitctl_retry.dlq.choice import Choice, Chooser, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.replay import ReplayPlan
@@ -92,6 +92,9 @@ class TransferOptions:
     """Set it (the CLI does on Ctrl-C) to end the run early and cleanly: no more messages are
     read, copies waiting for their --rate slot are not sent, copies under way finish and their
     messages are acked."""
+    only: Callable[[Delivery], bool] | None = None
+    """A message for which this is false is skipped before the chooser sees it (``rr dlq
+    edit``: the one message, by its id and body checksum)."""
 
     @property
     def effective_window(self) -> int:
@@ -100,9 +103,22 @@ class TransferOptions:
         return max(1, min(self.window, math.ceil(self.rate_per_s)))
 
 
-def choice_of(choose: Chooser, delivery: Delivery, now: datetime, reasons: Reasons) -> Choice:
-    """What ``choose`` says of ``delivery``; a message rr cannot read fails alone."""
+NOT_THE_ONE = "not the message asked for"
+"""The reason of a message :attr:`TransferOptions.only` leaves."""
+
+
+def choice_of(
+    choose: Chooser,
+    delivery: Delivery,
+    now: datetime,
+    reasons: Reasons,
+    only: Callable[[Delivery], bool] | None = None,
+) -> Choice:
+    """What ``choose`` says of ``delivery`` (skipped when ``only`` says it is not one to
+    take); a message rr cannot read fails alone."""
     try:
+        if only is not None and not only(delivery):
+            return Skip(NOT_THE_ONE)
         return choose(delivery.properties.headers, now, delivery.properties.undecodable)
     except Exception as error:  # a message rr cannot read must not stop the others
         return Fail(reasons.unreadable(error))
@@ -265,7 +281,13 @@ class Transfer:
         self._settler.delivered(tag)
         state = self._state
         choice = (
-            choice_of(self._choose, delivery, self._options.clock.now(), state.reasons)
+            choice_of(
+                self._choose,
+                delivery,
+                self._options.clock.now(),
+                state.reasons,
+                self._options.only,
+            )
             if state.reads_next
             else None
         )
@@ -320,7 +342,8 @@ class Transfer:
                         if choice.verbatim
                         else copy_properties(delivery.properties, choice.headers)
                     )
-                    sent = await sender.publish(turn, delivery.body, choice.to, properties)
+                    body = delivery.body if choice.body is None else choice.body
+                    sent = await sender.publish(turn, body, choice.to, properties)
                     verdict = state.answered(tag, sent)
             except BaseException:
                 # the channel closed under us (the client library cancels its consumers' tasks)
@@ -408,9 +431,9 @@ async def dry_run(
 
     def keep_going(delivery: Delivery) -> bool:
         nonlocal attempted, stopped
-        choice = choice_of(choose, delivery, options.clock.now(), reasons)
+        choice = choice_of(choose, delivery, options.clock.now(), reasons, options.only)
         choices.append((delivery, choice))
-        if isinstance(choice, Send | Fail):
+        if isinstance(choice, Send | Discard | Fail):
             attempted += 1
             if options.limit is not None and attempted >= options.limit:
                 stopped = limit_reached(options.limit)
@@ -439,6 +462,8 @@ async def dry_run(
                 else:
                     failure = f"would fail: {problem}"
                     results.append(TransferResult(message_id, to, TransferOutcome.FAILED, failure))
+            case Discard():
+                results.append(TransferResult(message_id, None, TransferOutcome.SENT))
             case Skip(reason=reason) | Stop(reason=reason):
                 results.append(TransferResult(message_id, None, TransferOutcome.SKIPPED, reason))
             case Fail(reason=reason, to=to):

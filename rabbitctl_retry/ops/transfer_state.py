@@ -9,6 +9,7 @@ The run is in one :class:`Phase`, which only moves forward. Each message it read
 :class:`Stage` until its outcome is final::
 
     read ── Skip, Fail, Stop ──────────────────────────────────────────► done (it stays)
+      │ │ Discard (no copy: rr dlq purge --where) ──────────────────► ACK_UNSENT (below)
       │ Send
       ▼
     WAITING ── its turn, but the run was interrupted or stopped ───────► done (not sent)
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
-from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, Stop
+from rabbitctl_retry.dlq.choice import Choice, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.report import (
     TransferKind,
@@ -106,7 +107,8 @@ NOTHING = Verdict()
 SEND = Verdict(advance=True, send=True)
 PUBLISH = Verdict(send=True)
 ACK = Verdict(ack=True)
-_ATTEMPTS = (Send, Fail)
+DISCARD = Verdict(advance=True, ack=True)
+_ATTEMPTS = (Send, Discard, Fail)
 """The choices --limit counts."""
 _HOLDS = {
     (advance, fresh): Verdict(advance=advance, hold=True, fresh_consumer=fresh)
@@ -231,6 +233,11 @@ class TransferState:
                 letter.stage = Stage.WAITING
                 self._waiting[tag] = letter
                 verdict = SEND
+            case Discard():
+                letter.outcome = TransferOutcome.SENT
+                letter.stage = Stage.ACK_UNSENT
+                self._acks_unsent[tag] = letter
+                verdict = DISCARD
             case Skip():
                 verdict = self._leave(letter, TransferOutcome.SKIPPED, choice.reason, advance)
             case Fail():

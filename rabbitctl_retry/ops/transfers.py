@@ -20,7 +20,7 @@ from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.replay import set_aside_queue
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.ops.dlq import ProgressSink, target_drops
-from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
+from rabbitctl_retry.ops.probe import Connect, QueueState, queue_missing, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions, dry_run, transfer
 from rabbitctl_retry.transport.base import Connection
 
@@ -38,6 +38,9 @@ class TransferRun:
     set_aside: Sequence[str] = ()
     """Sources whose ``.undecodable`` queue is declared (durable, classic) before the first
     letter moves (docs/dlq.md, "Undecodable")."""
+    create: Sequence[str] = ()
+    """Targets declared (durable, classic, no argument) before the first message moves when
+    they do not exist (``rr dlq move --create``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +83,10 @@ async def transfer_sources(
                 hooks.dropping(run.target, drops)
         if not run.dry_run:
             await hooks.agreed(states)
-            if run.set_aside:
-                await _declare_set_aside_queues(connection, run.set_aside)
+            made = [set_aside_queue(source) for source in run.set_aside]
+            made += [name for name in run.create if await queue_missing(connection, name)]
+            if made:
+                await _declare_durable(connection, made)
         with hooks.bar() as progress, stop_on_interrupt(done.stop, hooks.stopping):
             for source, choose in run.jobs:
                 act = dry_run if run.dry_run else transfer
@@ -95,11 +100,13 @@ async def transfer_sources(
         await connection.close()
 
 
-async def _declare_set_aside_queues(connection: Connection, sources: Sequence[str]) -> None:
+async def _declare_durable(connection: Connection, names: Sequence[str]) -> None:
+    """Durable classic queues without arguments (a declare of one that exists alike is a
+    no-op)."""
     channel = await connection.channel()
     try:
-        for source in sources:
-            await channel.queue_declare(set_aside_queue(source), durable=True)
+        for name in names:
+            await channel.queue_declare(name, durable=True)
     finally:
         await channel.close()
 

@@ -30,8 +30,10 @@ ORIGIN_QUEUE_HEADER = "rr-origin-queue"
 FAILED_AT_HEADER = "rr-failed-at"
 ERROR_TYPE_HEADER = "rr-error-type"
 ERROR_MESSAGE_HEADER = "rr-error-message"
+HANDLER_HEADER = "rr-handler"
+"""The handler whose last attempt failed (``module:function``), on rr's dead-letter copies."""
 RR_DEATH_HEADERS = frozenset(
-    {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}
+    {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER, HANDLER_HEADER}
 )
 """What rr writes on a dead letter about where and why it failed."""
 REPLAYED_COUNT_HEADER = "rr-replayed-count"

@@ -66,6 +66,7 @@ from rabbitctl_retry.retry.headers import (
     ERROR_MESSAGE_HEADER,
     ERROR_TYPE_HEADER,
     FAILED_AT_HEADER,
+    HANDLER_HEADER,
     ORIGIN_QUEUE_HEADER,
     RR_DEATH_HEADERS,
     attempt_of,
@@ -96,6 +97,9 @@ class RetryPolicy:
     """``delay = "server"``: ``(delay_min_ms, delay_max_ms)``, the quorum queue's own delayed
     retries."""
     retry_header: str = DEFAULT_RETRY_HEADER
+    handler: str | None = None
+    """The handler that consumes the queue (``module:function``): rr's dead-letter copies
+    name it in ``rr-handler`` (docs/dlq.md: ``rr dlq groups`` groups by it)."""
     hands_off: bool = False
     """``dead_letter`` is a queue with a retry policy of its own (a chain): rr dead-letters
     into it by a copy, also from a quorum queue, so that its attempts start afresh (a
@@ -352,6 +356,8 @@ def spend(
     if failure is not None:
         updates[ERROR_TYPE_HEADER] = failure.type
         updates[ERROR_MESSAGE_HEADER] = failure.message
+    if policy.handler is not None:
+        updates[HANDLER_HEADER] = policy.handler
     copy = build_copy(
         policy,
         headers,
@@ -360,7 +366,7 @@ def spend(
         policy.dead_letter,
         exchange="",
         extra=updates,
-        remove=frozenset({ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER}),
+        remove=frozenset({ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER, HANDLER_HEADER}),
     )
     return Decision(
         action=RepublishAction(copy),

@@ -442,6 +442,10 @@ class QueueConsumer:
         return {"queue": self.policy.queue, "message_id": delivery.properties.message_id}
 
     async def _handle(self, settler: ChannelSettler, delivery: Delivery) -> None:
+        # The policy of the moment the handler starts: a reload of the topology file
+        # (runtime/service.py) replaces self.policy for the next deliveries, and this one
+        # finishes with the policy it started with.
+        policy = self.policy
         if delivery.properties.undecodable:
             await self._set_aside(settler, delivery)
             return
@@ -453,11 +457,11 @@ class QueueConsumer:
         headers = delivery.properties.headers
         if headers:
             self._warn_malformed(delivery, headers)
-        decision = decide(self.policy, headers, outcome, now=self._clock.now())
+        decision = decide(policy, headers, outcome, now=self._clock.now())
         if headers and "x-death" in headers:
-            decision = poison.shield_broker(self.policy, headers, decision, now=self._clock.now())
+            decision = poison.shield_broker(policy, headers, decision, now=self._clock.now())
         if self._listener is not None:
-            self._listener(self.policy.queue, delivery, decision)
+            self._listener(policy.queue, delivery, decision)
         await self._execute(settler, delivery, decision)
         if decision.event is not Event.ACKED:
             self._log(delivery, decision)

@@ -4,9 +4,11 @@
 ``GET /metrics`` is the Prometheus text format of the standard ``prometheus_client`` library:
 deliveries and decisions by queue and outcome, handler latency, copies published, confirmed
 and refused, dead letters, connections and consumer restarts, in-flight deliveries.
-``GET /healthz`` answers 200 ``consuming`` while every consumer consumes, 503 otherwise
-(connecting, reconnecting, stopping). The server runs in daemon threads, one per client
-connection, each of which gives up on a client that sends nothing for
+``GET /healthz`` answers 200 ``consuming`` while every consumer consumes, 503 otherwise:
+``starting`` while rr loads the handlers and the topology (the server is the first thing
+``rr run`` starts, so a probe gets an answer from the start, however slow the imports),
+``not consuming`` while it connects, reconnects or stops. The server runs in daemon threads,
+one per client connection, each of which gives up on a client that sends nothing for
 :data:`CLIENT_TIMEOUT_S`: it never waits on the event loop, the event loop never waits on it,
 and a client that connects and says nothing cannot make ``/healthz`` time out for the others.
 Label values (queue names) have every character a terminal could act on escaped, as rr's
@@ -26,16 +28,22 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rabbitctl_retry.errors import escape_unprintable
-from rabbitctl_retry.retry.policy import Decision
-from rabbitctl_retry.runtime.handlers import Subscriber
-from rabbitctl_retry.runtime.loader import HandlerSet
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # not imported at run time: the server starts before rr loads the runtime
+    from rabbitctl_retry.retry.policy import Decision
+    from rabbitctl_retry.runtime.handlers import Subscriber
+    from rabbitctl_retry.runtime.loader import HandlerSet
     from rabbitctl_retry.runtime.service import Service
     from rabbitctl_retry.transport.base import Delivery
 
@@ -44,6 +52,8 @@ class RunMetrics:
     """The metrics of one ``rr run``, in a registry of their own."""
 
     def __init__(self) -> None:
+        # no `_created` sample beside every series (issue #29)
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self.decisions = Counter(
             "rr_decisions",
@@ -144,6 +154,16 @@ class _StatsCollector:
                 "Deliveries for a consumer the broker had cancelled, given back unhandled.",
                 "stray_deliveries",
             ),
+            (
+                "rr_topology_reloads",
+                "Reloads of the topology file that changed a retry setting.",
+                "reloads",
+            ),
+            (
+                "rr_topology_reload_failures",
+                "Reloads of the topology file that did not load (the running settings stayed).",
+                "reload_failures",
+            ),
         )
         for name, text, field in counters:
             family = CounterMetricFamily(name, text)
@@ -211,7 +231,10 @@ class MetricsServer:
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
         elif path == "/healthz":
             ready = self._metrics.ready
-            body = b"consuming\n" if ready else b"not consuming\n"
+            if ready:
+                body = b"consuming\n"
+            else:
+                body = b"not consuming\n" if self._metrics.service is not None else b"starting\n"
             status = "200 OK" if ready else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
         else:

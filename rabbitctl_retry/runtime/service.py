@@ -18,7 +18,12 @@ Lifecycle::
 
 Meanwhile each consumer watches its own channel and consumer and starts again (re-declaring
 what it needs) when the broker closes the one or cancels the other; connection.blocked and
-unblocked (resource alarms) are logged.
+unblocked (resource alarms) are logged. Started with a topology file, the service also
+reloads it when it changes (SIGHUP, or a change of the file seen every
+``reload_interval_s``): what a running consumer can take (``topology/reload.py``: a new
+``max_attempts``, ...) applies from the next delivery, the rest is logged as not applied, and a
+file that does not load leaves the running settings as they are (docs/runtime.md, "Changing
+max_attempts while it runs").
 
 Nothing rr counts lives in the process: attempts are in the message (the retry header) or on
 the server (x-delivery-count), so any number of ``rr run`` processes can share a queue, and a
@@ -30,7 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -56,9 +63,11 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.pending import save_pending, saved_files
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.expand import Desired, expand
+from rabbitctl_retry.topology.load import load_text, read_topology_text, source_name
 from rabbitctl_retry.topology.model import PublishMode, Queue, QueueType, Topology
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.plan import OpKind, Status, plan
+from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload, plan_reload
 from rabbitctl_retry.transport.base import Connection
 
 log = logging.getLogger("rr.runtime")
@@ -75,6 +84,10 @@ class RunOptions:
     shutdown_timeout_s: float = 30.0
     reconnect: bool = True
     reconnect_max_s: float = 30.0
+    wait_for_broker_s: float = 0.0
+    """How long the first connection may keep failing (the broker not up yet: a service
+    started before it) before the run gives up; 0: it gives up at once (docs/runtime.md,
+    "Running it")."""
     copy_hold_max_s: float = HOLD_MAX_S
     """How long a delivery is held while the broker refuses its copy (then it is requeued)."""
     handler_timeout_s: float | None = None
@@ -83,17 +96,25 @@ class RunOptions:
     pending_dir: Path = Path()
     """Where a stop saves the in-memory delayed copies it could not publish
     (``runtime/pending.py``); default: the current directory."""
+    topology_file: Path | None = None
+    """The file the service's topology was read from: the service reloads it when it changes
+    (docs/runtime.md, "Changing max_attempts while it runs"); None: never."""
+    reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S
+    """How often ``topology_file`` is checked for a change (its size, time and inode, then its
+    content); 0: only when asked (:meth:`Service.request_reload`, SIGHUP)."""
 
 
-def policy_for(queue: str, topology: Topology | None) -> RetryPolicy:
-    """The retry policy of ``queue`` in ``topology``, or a bare one (no cap, no delay)."""
+def policy_for(queue: str, topology: Topology | None, *, handler: str | None = None) -> RetryPolicy:
+    """The retry policy of ``queue`` in ``topology``, or a bare one (no cap, no delay), for
+    the handler named ``handler``."""
     header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
     listed = topology.queue(queue) if topology else None
     if listed is None or topology is None:
-        return RetryPolicy(queue=queue, retry_header=header)
+        return RetryPolicy(queue=queue, retry_header=header, handler=handler)
     target = topology.queue(listed.dead_letter) if listed.dead_letter else None
     hands_off = target is not None and target.max_attempts is not None
-    return RetryPolicy.of(listed, retry_header=header, hands_off=hands_off)
+    policy = RetryPolicy.of(listed, retry_header=header, hands_off=hands_off)
+    return replace(policy, handler=handler)
 
 
 class Service:
@@ -127,6 +148,14 @@ class Service:
         self.stats = RuntimeStats()
         self._declare_warned = False
         """Whether the declare's warnings (docs/topology.md) were logged: once a run."""
+        self._declared = topology
+        """The topology of the start: the wait queues and exchanges that exist (a reload
+        applies only what needs no new one)."""
+        self._reload_asked = asyncio.Event()
+        self._file_state: tuple[int, int, int] | None = None
+        """The topology file's (mtime_ns, size, inode) when last looked at."""
+        self._file_digest: bytes | None = None
+        """The SHA-256 of the topology file's text when last read."""
 
     @property
     def connections(self) -> int:
@@ -141,6 +170,107 @@ class Service:
     def stop(self) -> None:
         """Ask for a graceful stop (safe from a signal handler)."""
         self._stop.set()
+
+    def request_reload(self) -> None:
+        """Ask for the topology file to be reloaded now (SIGHUP; safe from a signal handler)."""
+        if self.options.topology_file is None or self.topology is None:
+            log.info("nothing to reload: rr run was started without a topology file")
+            return
+        self._reload_asked.set()
+
+    def reload(self, *, asked: bool = True) -> Reload | None:
+        """Read the topology file again and apply what the running consumers can take
+        (``topology/reload.py``): their next deliveries use the new retry policies, a delivery
+        being handled finishes with its own. Logs one line with each change applied (``old ->
+        new``) and one warning per change not applied; returns what was decided.
+
+        ``None``, with the running settings left as they are: no topology file, a file that
+        does not load (logged as an error, never raised), or (``asked`` false: the watcher's
+        own look) a file whose text did not change.
+        """
+        path = self.options.topology_file
+        if path is None or self.topology is None:
+            return None
+        try:
+            text = read_topology_text(path)
+            digest = hashlib.sha256(text.encode("utf-8")).digest()
+            if not asked and digest == self._file_digest:
+                return None
+            self._file_digest = digest
+            new = load_text(text, source=source_name(path))
+            result = plan_reload(self.topology, new, declared=self._declared)
+        except Exception as error:  # a file being written, a mistake: never the service's end
+            self.stats.reload_failures += 1
+            log.error(
+                "the topology file does not load: not reloaded, the running retry settings stay",
+                extra={"rr": {"file": str(path), "error": str(error)}},
+            )
+            return None
+        for change in result.kept:
+            log.warning(
+                "topology change not applied while rr run runs",
+                extra={"rr": {"change": str(change), "reason": change.reason}},
+            )
+        if result.changed:
+            self._apply(result.topology)
+            self.stats.reloads += 1
+            log.info(
+                "retry settings reloaded",
+                extra={
+                    "rr": {
+                        "file": str(path),
+                        "changes": "; ".join(str(change) for change in result.applied),
+                    }
+                },
+            )
+        elif asked:
+            log.info(
+                "topology file reloaded: no retry setting to change",
+                extra={"rr": {"file": str(path)}},
+            )
+        return result
+
+    def _apply(self, topology: Topology) -> None:
+        """Run ``topology`` from now on: the consumers' next deliveries, and the consumers
+        (and declares) of a reconnect."""
+        self.topology = topology
+        for consumer in self._consumers:
+            consumer.policy = policy_for(
+                consumer.policy.queue, topology, handler=consumer.policy.handler
+            )
+
+    def _file_changed(self) -> bool:
+        """The topology file's size, time or inode changed since the last look."""
+        path = self.options.topology_file
+        assert path is not None
+        try:
+            found = os.stat(path)
+        except OSError:
+            state = None
+        else:
+            state = (found.st_mtime_ns, found.st_size, found.st_ino)
+        if state == self._file_state:
+            return False
+        self._file_state = state
+        return state is not None
+
+    async def _watch_file(self) -> None:
+        """Reload the topology file when asked, or when it changed (every
+        ``reload_interval_s``; 0: only when asked)."""
+        interval_s = self.options.reload_interval_s
+        while True:
+            if interval_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._reload_asked.wait(), interval_s)
+            else:
+                await self._reload_asked.wait()
+            asked = self._reload_asked.is_set()
+            self._reload_asked.clear()
+            try:
+                if self._file_changed() or asked:
+                    self.reload(asked=asked)
+            except Exception as error:  # pragma: no cover - reload() logs its own failures
+                log.error("reloading the topology file failed", extra={"rr": {"error": str(error)}})
 
     async def wait_ready(self) -> None:
         """Return once every consumer is consuming."""
@@ -186,10 +316,16 @@ class Service:
         self._tell_saved_files()
         try:
             await call_hooks(self.handlers.startup, "startup")
+            watcher = None
+            if self.options.topology_file is not None and self.topology is not None:
+                watcher = asyncio.ensure_future(self._watch_file())
             try:
                 try:
                     await self._run_connected(concurrency)
                 finally:
+                    if watcher is not None:
+                        watcher.cancel()
+                        await asyncio.gather(watcher, return_exceptions=True)
                     self._keep_pending()
             except BaseException:
                 with contextlib.suppress(HookFailed):  # logged; the first error is the story
@@ -206,13 +342,23 @@ class Service:
         backoff = Backoff(initial_s=0.5, max_s=self.options.reconnect_max_s)
         first = True
         failures = 0
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self.options.wait_for_broker_s
         while not self._stop.is_set():
             try:
                 connection = await self._connect()
             except TransportError as error:
-                if first or not self.options.reconnect or isinstance(error, AccessRefused):
+                if isinstance(error, AccessRefused):
                     raise
                 failures += 1
+                if first:
+                    delay_s = min(backoff.delay_s(failures), give_up_at - loop.time())
+                    if not isinstance(error, BrokerUnreachable) or delay_s <= 0:
+                        raise
+                    await self._back_off("the broker does not answer yet; waiting", error, delay_s)
+                    continue
+                if not self.options.reconnect:
+                    raise
                 await self._back_off("reconnect failed", error, backoff.delay_s(failures))
                 continue
             self.stats.connections += 1
@@ -396,7 +542,7 @@ class Service:
                 item = replace(item, handler=self.thread_calls.counted(item.handler))
             consumer = QueueConsumer(
                 subscriber=item,
-                policy=policy_for(item.queue, self.topology),
+                policy=policy_for(item.queue, self.topology, handler=item.name),
                 connection=connection,
                 publisher=publisher,
                 delays=self.delays,

@@ -93,6 +93,8 @@ class QueueEntity:
     policy: Policy | None = None
     """rr's policy for the queue (``rr.<name>``), put before the queue is declared; None in
     arguments mode, or when no setting needs one."""
+    wait_of: str | None = None
+    """For a wait queue: the queue it dead-letters its expired copies back to, by name."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -373,6 +375,7 @@ def _in_policy(queue: QueueEntity) -> QueueEntity:
         source=queue.source,
         policy_mode=True,
         policy=rr_policy(queue.name, definition) if definition else None,
+        wait_of=queue.wait_of,
     )
 
 
@@ -389,6 +392,7 @@ def _wait_queues(queue: Queue) -> list[QueueEntity]:
                 ),
                 role=f"{format_duration_ms(tier_ms)} wait queue of {queue.name}",
                 source=key_path("queues", queue.name, "delay_tiers"),
+                wait_of=queue.name,
             )
             for name, tier_ms in zip(queue.wait_queue_names, queue.delay_tiers_ms, strict=True)
         ]
@@ -403,5 +407,6 @@ def _wait_queues(queue: Queue) -> list[QueueEntity]:
             ),
             role=f"wait queue of {queue.name}",
             source=source,
+            wait_of=queue.name,
         )
     ]

@@ -45,6 +45,7 @@ reported ``unchanged`` and re-asserted; if it was missing, applying creates it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -143,6 +144,13 @@ class Operation:
     """rr's policy to put before any queue is declared (new or changed), if any."""
     drop_policy: str | None = None
     """rr's policy to delete (the file no longer sets anything a policy holds), if any."""
+    rebuild: tuple[str, ...] = ()
+    """The settings (``x-queue-type``, ``durable``, ...) that make the queue a ``migration``:
+    ``rr migrate`` rebuilds it (``topology/migration.py``); empty when none does."""
+    blocked: bool = False
+    """A conflict no rebuild resolves (a refused entity, a missing exchange, a rival policy,
+    a setting the server cannot take): ``rr migrate`` refuses the file as ``rr declare``
+    does."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,14 +197,16 @@ def _with_status(op: Operation, status: Status, detail: str | None = None) -> Op
         settings=op.settings,
         put_policy=op.put_policy,
         drop_policy=op.drop_policy,
+        rebuild=op.rebuild,
+        blocked=op.blocked,
     )
 
 
 def _conflict(op: Operation, detail: str) -> Operation:
-    """``op`` as a conflict; every reason it already had is kept."""
+    """``op`` as a conflict no rebuild resolves; every reason it already had is kept."""
     if op.status is Status.CONFLICT and op.detail:
         detail = f"{op.detail}; {detail}"
-    return _with_status(op, Status.CONFLICT, detail)
+    return dataclasses.replace(_with_status(op, Status.CONFLICT, detail), blocked=True)
 
 
 def _missing_detail(exchange: str, observation: Observation) -> str:
@@ -324,6 +334,8 @@ def _settings(
     put = queue.policy if read and queue.policy is not None and current != queue.policy else None
     drop = own if queue.policy_mode and queue.policy is None and current is not None else None
     status, detail = operation.status, operation.detail
+    blocked = operation.blocked
+    rebuild = tuple(row.key for row in rows if row.change is Change.MIGRATION)
     if status is Status.UNCHANGED and Change.LIVE in changes:
         status = Status.LIVE
     if status is Status.CONFLICT and Change.MIGRATION in changes:
@@ -334,12 +346,12 @@ def _settings(
     warning = None
     if queue.policy_mode:
         if policies is None and not exists:
-            status = Status.CONFLICT
+            status, blocked = Status.CONFLICT, True
             detail = MANAGEMENT_NEEDED if detail is None else f"{detail}; {MANAGEMENT_NEEDED}"
         kind = "quorum" if queue.arguments.get("x-queue-type") == "quorum" else "classic"
         rivals = rival_policies(queue.name, kind, policies or ())
         if rivals.above and queue.policy is not None:
-            status = Status.CONFLICT
+            status, blocked = Status.CONFLICT, True
             problem = outranked(queue.name, rivals.above)
             detail = problem if detail is None else f"{detail}; {problem}"
         elif rivals.below and queue.policy is not None:
@@ -354,14 +366,16 @@ def _settings(
         settings=rows,
         put_policy=put,
         drop_policy=drop,
+        rebuild=rebuild,
+        blocked=blocked or (status is Status.CONFLICT and not rebuild),
     )
     return updated, warning
 
 
 REBUILD_DETAIL = (
     "the queue must be rebuilt: RabbitMQ changes no type, durability or x- argument of an "
-    'existing queue, and rr deletes nothing (by hand for now: docs/topology.md, "Changing a '
-    'topology")'
+    "existing queue, and rr declare deletes nothing; rr migrate TOPOLOGY rebuilds it with "
+    'its messages (docs/topology.md, "Migrating a queue")'
 )
 
 
@@ -458,6 +472,9 @@ def _declare_op(
         status=status,
         detail=detail,
         entity=entity,
+        # an exchange is never rebuilt, nor is anything the broker refuses
+        blocked=isinstance(observation, Refused)
+        or (isinstance(observation, Differs) and kind is OpKind.DECLARE_EXCHANGE),
     )
 
 

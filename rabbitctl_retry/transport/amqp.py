@@ -375,6 +375,20 @@ class AmqpChannel:
         except BaseException as exc:
             self._fail(exc, f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})")
 
+    async def queue_unbind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        try:
+            await self._channel.queue_unbind(
+                queue, exchange, routing_key, arguments=values.wire_arguments(arguments)
+            )
+        except BaseException as exc:
+            self._fail(exc, f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})")
+
     async def queue_purge(self, name: str) -> int:
         try:
             ok = await self._channel.queue_purge(name)

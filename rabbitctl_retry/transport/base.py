@@ -146,6 +146,17 @@ class Channel(Protocol):
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None: ...
 
+    async def queue_unbind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        """Remove the binding; one that does not exist, or whose queue or exchange does not,
+        is no error (RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok)."""
+        ...
+
     async def queue_purge(self, name: str) -> int: ...
 
     async def queue_delete(

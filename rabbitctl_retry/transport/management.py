@@ -29,6 +29,7 @@ from rabbitctl_retry.server import (
     DeprecatedFeature,
     Placement,
     Policy,
+    QueueActivity,
     QueueState,
     ServerIdentity,
     Unstated,
@@ -57,6 +58,16 @@ class ManagementApi(Protocol):
         """Where ``queue`` lives, or None when the API does not know it."""
         ...
 
+    async def queues(self) -> tuple[tuple[str, str], ...]:
+        """Every queue of the vhost: its name and type (``classic``, ``quorum``,
+        ``stream``), sorted by name."""
+        ...
+
+    async def queue_activity(self) -> tuple[QueueActivity, ...]:
+        """Every queue of the vhost with its traffic: ready and unacked messages, each
+        consumer's prefetch, the publish and deliver rates (``rr status``), sorted by name."""
+        ...
+
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s type, arguments and the policies that apply to it, or None when the
         API does not know it."""
@@ -82,6 +93,13 @@ class ManagementApi(Protocol):
     async def delete_policy(self, name: str, *, operator: bool = False) -> None:
         """Delete the policy ``name`` of the vhost (``operator``: the operator policy);
         :class:`~rabbitctl_retry.errors.NotFound` when there is none."""
+        ...
+
+    async def publish_rate(self, exchange: str) -> float | None:
+        """Messages per second published into ``exchange`` (``""``: the default exchange) as
+        the server's statistics last sampled them (every 5 s: a rate lags by up to 10 s);
+        None when it states none (nothing published since its statistics began, or the
+        exchange does not exist)."""
         ...
 
 

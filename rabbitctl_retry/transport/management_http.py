@@ -44,6 +44,7 @@ from rabbitctl_retry.server import (
     Placement,
     Policy,
     PolicyValue,
+    QueueActivity,
     QueueState,
     ServerIdentity,
     ServerVersion,
@@ -151,6 +152,70 @@ class HttpManagementApi:
         if not isinstance(found, dict):
             raise self._unexpected(path, "not a queue")
         return path, found
+
+    async def queues(self) -> tuple[tuple[str, str], ...]:
+        """``GET /api/queues/VHOST?columns=name,type``: every queue's name and type, sorted
+        (the same shape on 3.10.8 and 4.3.6, measured)."""
+        path = "/api/queues/{}?columns=name,type".format(urllib.parse.quote(self._vhost, safe=""))
+        listed = await self._get(path)
+        if not isinstance(listed, list):
+            raise self._unexpected(path, "not a list of queues")
+        found = []
+        for queue in listed:
+            name = queue.get("name") if isinstance(queue, dict) else None
+            kind = queue.get("type") if isinstance(queue, dict) else None
+            if not isinstance(name, str) or not isinstance(kind, str):
+                raise self._unexpected(path, "a queue without a 'name' and a 'type'")
+            found.append((name, kind))
+        return tuple(sorted(found))
+
+    async def queue_activity(self) -> tuple[QueueActivity, ...]:
+        """Every queue of the vhost with its traffic, sorted by name, from two answers
+        (measured on RabbitMQ 4.3.6, classic, quorum and stream queues alike):
+        ``GET /api/queues/VHOST?columns=...`` (``name`` and ``type`` texts;
+        ``messages_ready``, ``messages_unacknowledged`` integers and
+        ``message_stats.publish_details.rate``, ``message_stats.deliver_get_details.rate``
+        numbers, each absent until the server's first sample: then None) and
+        ``GET /api/consumers/VHOST?columns=queue.name,prefetch_count`` (each consumer's
+        queue and prefetch)."""
+        vhost = urllib.parse.quote(self._vhost, safe="")
+        path = f"/api/queues/{vhost}?columns={_ACTIVITY_COLUMNS}"
+        listed = await self._get(path)
+        if not isinstance(listed, list):
+            raise self._unexpected(path, "not a list of queues")
+        consumers_path = f"/api/consumers/{vhost}?columns=queue.name,prefetch_count"
+        consumers = await self._get(consumers_path)
+        prefetches = _prefetches_of(consumers)
+        if prefetches is None:
+            raise self._unexpected(consumers_path, _CONSUMER_SHAPE)
+        found = []
+        for queue in listed:
+            activity = _activity_of(queue, prefetches)
+            if activity is None:
+                raise self._unexpected(path, _ACTIVITY_SHAPE)
+            found.append(activity)
+        return tuple(sorted(found, key=lambda activity: activity.name))
+
+    async def publish_rate(self, exchange: str) -> float | None:
+        """``message_stats.publish_in_details.rate`` of ``GET /api/exchanges/VHOST/NAME``
+        (the default exchange is ``amq.default`` there; measured on 3.10.8 and 4.3.6); None
+        when the exchange is unknown (404) or has no statistics yet (no ``message_stats``,
+        or null: 4.3.6 before its first sample)."""
+        path = "/api/exchanges/{}/{}".format(
+            urllib.parse.quote(self._vhost, safe=""),
+            urllib.parse.quote(exchange or "amq.default", safe=""),
+        )
+        found = await self._get(path, missing_ok=True)
+        if found is None:
+            return None
+        if not isinstance(found, dict):
+            raise self._unexpected(path, "not an exchange")
+        stats = found.get("message_stats")
+        details = stats.get("publish_in_details") if isinstance(stats, dict) else None
+        rate = details.get("rate") if isinstance(details, dict) else None
+        if isinstance(rate, bool) or not isinstance(rate, int | float):
+            return None
+        return float(rate)
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives, or None when the API does not know it (404)."""
@@ -354,6 +419,90 @@ def _queue_state_of(queue: Mapping[str, Any]) -> QueueState | None:
     return QueueState(
         kind=kind, arguments=dict(arguments), policy=policy, operator_policy=operator_policy
     )
+
+
+_ACTIVITY_COLUMNS = ",".join(
+    (
+        "name",
+        "type",
+        "messages_ready",
+        "messages_unacknowledged",
+        "message_stats.publish_details.rate",
+        "message_stats.deliver_get_details.rate",
+    )
+)
+
+_ACTIVITY_SHAPE = (
+    "a queue without a 'name' and a 'type' text, or with counts that are not integers or "
+    "rates that are not numbers"
+)
+
+_CONSUMER_SHAPE = "not a list of consumers, each with a 'queue' 'name' and a 'prefetch_count'"
+
+
+class _Malformed(Exception):
+    """A value of an answer not of the documented type (the answer is refused)."""
+
+
+def _count(value: object) -> int | None:
+    """A count of the API: an integer from 0, None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Malformed
+    return value
+
+
+def _rate(stats: object, key: str) -> float | None:
+    """``message_stats.KEY.rate``: a number, None when absent."""
+    details = stats.get(key) if isinstance(stats, dict) else None
+    rate = details.get("rate") if isinstance(details, dict) else None
+    if rate is None:
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        raise _Malformed
+    return float(rate)
+
+
+def _activity_of(queue: object, prefetches: Mapping[str, tuple[int, ...]]) -> QueueActivity | None:
+    """A queue row of ``/api/queues/VHOST?columns=...`` as a :class:`QueueActivity`; None
+    when it is not of that shape."""
+    if not isinstance(queue, dict):
+        return None
+    name, kind, stats = queue.get("name"), queue.get("type"), queue.get("message_stats")
+    if not isinstance(name, str) or not isinstance(kind, str):
+        return None
+    try:
+        return QueueActivity(
+            name=name,
+            kind=kind,
+            ready=_count(queue.get("messages_ready")),
+            unacked=_count(queue.get("messages_unacknowledged")),
+            prefetches=prefetches.get(name, ()),
+            publish_per_s=_rate(stats, "publish_details"),
+            deliver_per_s=_rate(stats, "deliver_get_details"),
+        )
+    except _Malformed:
+        return None
+
+
+def _prefetches_of(listed: object) -> dict[str, tuple[int, ...]] | None:
+    """Each queue's consumers' prefetch counts (sorted) from ``/api/consumers/VHOST``; None
+    when the answer is not of that shape."""
+    if not isinstance(listed, list):
+        return None
+    found: dict[str, list[int]] = {}
+    for row in listed:
+        queue = row.get("queue") if isinstance(row, dict) else None
+        name = queue.get("name") if isinstance(queue, dict) else None
+        try:
+            prefetch = _count(row.get("prefetch_count")) if isinstance(row, dict) else None
+        except _Malformed:
+            return None
+        if not isinstance(name, str) or prefetch is None:
+            return None
+        found.setdefault(name, []).append(prefetch)
+    return {name: tuple(sorted(counts)) for name, counts in found.items()}
 
 
 _PLACEMENT_SHAPE = "no 'node' text, or 'members' that is not a list of texts"

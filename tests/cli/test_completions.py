@@ -67,7 +67,7 @@ def _bash_complete(words: list[str]) -> list[str]:
     [
         (["rr", "top"], ["topology"]),
         (["rr", "topology", "s"], ["show"]),
-        (["rr", "topology", "show", "--output", ""], ["table", "json"]),
+        (["rr", "topology", "show", "--output", ""], ["table", "json", "tsv"]),
         (["rr", "declare", "--d"], ["--dry-run"]),
         (["rr", "completion", "z"], ["zsh"]),
     ],

@@ -241,7 +241,7 @@ def test_moving_settings_from_arguments_to_a_policy_is_a_migration(tmp_path: Pat
     jobs = operation(result, "jobs")
     assert jobs["status"] == "conflict"
     assert "the queue must be rebuilt" in jobs["detail"]
-    assert "by hand for now" in jobs["detail"]
+    assert "rr migrate TOPOLOGY rebuilds it with its messages" in jobs["detail"]
     migrations = [row for row in jobs["settings"] if row["change"] == "migration"]
     assert migrations
     assert all(row["current"] != "(none)" and row["desired"] == "(none)" for row in migrations)

@@ -13,13 +13,17 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
 from tests.dlq.support import publish_all
+
+T = TypeVar("T")
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber
@@ -52,6 +56,30 @@ def get(url: str) -> tuple[int, str]:
     except urllib.error.HTTPError as error:
         with error:
             return error.code, error.read().decode()
+
+
+def until(read: Callable[[], T], done: Callable[[T], bool], deadline_s: float = 300.0) -> T:
+    """``read()`` again and again until ``done`` says its answer is the one awaited (a
+    generous deadline: rr starts slowly on a busy machine); that answer."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        answer = read()
+        if done(answer):
+            return answer
+        if time.monotonic() > give_up:
+            pytest.fail(f"still {answer!r} after {deadline_s:g} s")
+        time.sleep(0.05)
+
+
+def answers(process: subprocess.Popen[str], url: str) -> tuple[int, str]:
+    """``url``'s status and body; (0, "") while nothing listens; the test fails if ``process``
+    ended."""
+    if process.poll() is not None:
+        pytest.fail(process.communicate()[1])
+    try:
+        return get(url)
+    except OSError:
+        return 0, ""  # not listening yet
 
 
 def sample(page: str, name: str, **labels: str) -> float:
@@ -91,28 +119,18 @@ async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            if process.poll() is not None:
-                pytest.fail(process.communicate()[1])
-            try:
-                if get(f"{base}/healthz") == (200, "consuming\n"):
-                    break
-            except OSError:
-                pass  # not listening yet
-            time.sleep(0.05)
-        assert get(f"{base}/healthz") == (200, "consuming\n")
+        answer = until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] == 200)
+        assert answer == (200, "consuming\n")
 
         bodies = [b"ok", b"ok", b"ok", b"bad"]
         await publish_all(backend, "metered", [(body, Properties()) for body in bodies])
-        page = ""
-        for _ in range(200):  # until the dead letter is decided and both copies confirmed
-            page = get(f"{base}/metrics")[1]
-            if (
+        page = until(  # until the dead letter is decided and both copies confirmed
+            lambda: get(f"{base}/metrics")[1],
+            lambda page: bool(
                 sample(page, "rr_decisions_total", queue="metered", outcome="dead-lettered")
                 and sample(page, "rr_copies_confirmed_total") >= 2
-            ):
-                break
-            time.sleep(0.05)
+            ),
+        )
 
         def decisions(outcome: str) -> float:
             return sample(page, "rr_decisions_total", queue="metered", outcome=outcome)
@@ -131,15 +149,61 @@ async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
     assert process.returncode == 0
 
 
+GATED = """
+import pathlib
+import time
+
+from rabbitctl_retry import Outcome, subscriber
+
+# a slow start: the import waits until the test opens the gate
+gate = pathlib.Path(__file__).with_name("gate")
+while not gate.exists():
+    time.sleep(0.05)
+
+
+@subscriber("metered")
+async def handle(msg):
+    return Outcome.ack()
+"""
+
+
+def test_metrics_answer_while_rr_still_loads_the_handlers(tmp_path: Path) -> None:
+    """The metrics server is the first thing rr run starts: /healthz says ``starting`` (503)
+    and /metrics answers while the handler module still imports (issue #29: nothing
+    answered for 12 s on a busy machine)."""
+    (tmp_path / "gated_svc.py").write_text(GATED, encoding="utf-8")
+    port = free_port()
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "gated_svc.py")]
+    command += ["--url", "amqp://guest:guest@127.0.0.1:1/", "--metrics-port", str(port)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        health = until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] != 0)
+        status, page = get(f"{base}/metrics")
+    finally:
+        (tmp_path / "gate").touch()
+        _, stderr = process.communicate(timeout=300)
+    assert health == (503, "starting\n")
+    assert (status, sample(page, "rr_consuming")) == (200, 0)
+    assert process.returncode == 69, stderr  # then it loaded them and found no broker on :1
+
+
 def test_healthz_is_503_until_rr_consumes() -> None:
     from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
 
-    server = MetricsServer(RunMetrics(), 0, host="127.0.0.1")
+    metrics = RunMetrics()
+    server = MetricsServer(metrics, 0, host="127.0.0.1")
     server.start()
     try:
-        assert get(f"http://127.0.0.1:{server.port}/healthz") == (503, "not consuming\n")
+        assert get(f"http://127.0.0.1:{server.port}/healthz") == (503, "starting\n")
         page = get(f"http://127.0.0.1:{server.port}/metrics")[1]
         assert sample(page, "rr_consuming") == 0
+        metrics.decisions.labels("q", "acked").inc()
+        page = get(f"http://127.0.0.1:{server.port}/metrics")[1]
+        assert "rr_decisions_total" in page
+        assert "_created" not in page  # no creation-time sample beside every series
     finally:
         server.stop()
 

@@ -138,3 +138,82 @@ async def test_a_queue_states_its_arguments_and_policies(backend: Backend) -> No
     for name in ("p.low", "p.high"):
         await api.delete_policy(name)
     await api.delete_policy("o", operator=True)
+
+
+async def test_the_vhost_lists_its_queues_with_their_types(backend: Backend) -> None:
+    """What ``rr doctor`` reads to check every queue of the vhost for classic queue mirroring
+    (docs/cli.md, "rr doctor"): each queue's name and type, sorted by name."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.list.c")
+    await channel.queue_declare("mq.list.q", arguments={"x-queue-type": "quorum"})
+
+    async def both_listed() -> bool:
+        listed = await api.queues()
+        return {("mq.list.c", "classic"), ("mq.list.q", "quorum")} <= set(listed)
+
+    await backend.until(both_listed, "both queues listed")
+    listed = await api.queues()
+    assert list(listed) == sorted(listed)
+
+
+async def test_publishing_by_name_shows_in_the_default_exchange_rate(backend: Backend) -> None:
+    """What ``rr migrate`` asks before it rebuilds a queue (docs/topology.md, "Migrating a
+    queue"): the rate of messages published to the default exchange, above 0 while something
+    publishes by name (the server samples every 5 s: it shows within seconds)."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.rate")
+    assert await api.publish_rate("no-such-exchange") is None
+
+    async def publishing() -> bool:
+        for _ in range(20):
+            await channel.publish(b"x", routing_key="mq.rate")
+        rate = await api.publish_rate("")
+        return rate is not None and rate > 0
+
+    await backend.until(publishing, "a publish rate above 0 on the default exchange")
+
+
+async def test_each_queue_states_its_traffic(backend: Backend) -> None:
+    """What ``rr status`` reads with a management URL (docs/cli.md, "rr status"): per queue
+    its type, ready and unacked messages and each consumer's prefetch; the server's
+    statistics lag by up to 5 s, so the test waits for them."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.traffic.c")
+    await channel.queue_declare("mq.traffic.q", arguments={"x-queue-type": "quorum"})
+    for queue, count in (("mq.traffic.c", 3), ("mq.traffic.q", 1)):
+        for number in range(count):
+            await channel.publish(b"m%d" % number, routing_key=queue)
+    holder = await backend.channel(confirms=False)
+
+    async def hold(delivery: object) -> None:  # never acks
+        return None
+
+    await holder.qos(2)
+    await holder.consume("mq.traffic.c", hold)
+    await holder.qos(5)
+    await holder.consume("mq.traffic.q", hold)
+
+    def view(activities: tuple[Any, ...]) -> dict[str, Any]:
+        return {
+            a.name: (a.kind, a.ready, a.unacked, a.prefetches)
+            for a in activities
+            if a.name.startswith("mq.traffic.")
+        }
+
+    wanted = {
+        "mq.traffic.c": ("classic", 1, 2, (2,)),
+        "mq.traffic.q": ("quorum", 0, 1, (5,)),
+    }
+
+    async def stated() -> bool:
+        return view(await api.queue_activity()) == wanted
+
+    await backend.until(stated, "the queues' traffic stated")
+    for activity in await api.queue_activity():
+        for rate in (activity.publish_per_s, activity.deliver_per_s):
+            assert rate is None or rate >= 0.0
+        if isinstance(backend, EmulatorBackend):  # the twin keeps no rates (docs/testing.md)
+            assert (activity.publish_per_s, activity.deliver_per_s) == (0.0, 0.0)

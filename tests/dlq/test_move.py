@@ -156,6 +156,27 @@ async def test_a_target_that_does_not_exist_leaves_every_message(backend: Backen
     assert Counter(ids(await peek(backend, "src"))) == Counter(f"m{n}" for n in range(6))
 
 
+async def test_create_declares_a_missing_target_and_leaves_an_existing_one(
+    backend: Backend,
+) -> None:
+    await declare(backend, "src")
+    await publish_all(backend, "src", [message(n) for n in range(6)])
+
+    result = await rr(
+        backend, "dlq", "move", "src", "--to", "recheck", "--create", "--yes", "-o", "json"
+    )
+
+    assert result.exit_code == 0, result.output
+    assert json_of(result)["moved"] == 6
+    assert ids(await peek(backend, "recheck")) == [f"m{n}" for n in range(6)]
+    assert await depth(backend, "src") == 0
+    # a second run with --create: the queue exists (with its messages); nothing is redeclared
+    await publish_all(backend, "src", [message(6)])
+    again = await rr(backend, "dlq", "move", "src", "--to", "recheck", "--create", "--yes")
+    assert again.exit_code == 0, again.output
+    assert ids(await peek(backend, "recheck")) == [f"m{n}" for n in range(7)]
+
+
 async def test_an_undecodable_message_moves_byte_for_byte_and_fails_under_where(
     backend: Backend,
 ) -> None:

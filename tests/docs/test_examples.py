@@ -552,10 +552,12 @@ SETUPS: dict[str, Setup] = {
         after_the_outage
     ),
     "rr dlq inspect payouts.dead --summary": Setup(after_the_outage),
+    "rr dlq groups refunds.dead payouts.dead": Setup(after_the_outage),
     "rr dlq export refunds.dead dead-refunds.jsonl": Setup(after_the_outage),
     "rr dlq replay --topology examples/refunds/topology.toml --dry-run": Setup(after_the_outage),
     "rr dlq replay payouts.dead --where reason=rejected --limit 3": Setup(after_the_outage),
     "rr dlq purge payouts.dead": Setup(three_dead_payouts),
+    "rr dlq purge refunds.dead --where group=tmoh-815cd6564ca7 --yes": Setup(after_the_outage),
     # docs/dlq.md, "Import"
     "rr dlq import dead.jsonl --to payouts": Setup(a_queue_that_fills_up),
     # docs/cli.md

@@ -76,6 +76,10 @@ SERVERS = tuple(BROKERS)
 """The RabbitMQ lines a private node runs (tests/shared_node.py's table): the machine's
 package (3.10.8), or a line's chroot (4.0.5, 4.3.6)."""
 
+CTL_TIMEOUT_S = 120.0
+"""How long one ``rabbitmqctl`` may take: a CLI's Erlang VM that starts on a starved machine
+took over 30 s (a node's answer to an eval, in a run beside other tests)."""
+
 GONE_FOR_S = 3.0
 """How long a starting node may show no process before its start counts as failed."""
 
@@ -685,10 +689,13 @@ class PrivateNode:
             raise NodeError(f"could not make vhost {vhost!r} on {self.name}: {answer}")
 
     def delete_vhost(self, vhost: str) -> None:
-        """Delete ``vhost`` with its queues and exchanges (its connections are closed)."""
-        self._ctl_run("delete_vhost", vhost)
+        """Delete ``vhost`` with its queues and exchanges (its connections are closed). It
+        stops the vhost's message stores, as slow as starting them on a busy machine (over
+        30 s once, on the 4.3 chroot during a clean-clone CI run), so the run may take 120 s
+        like :meth:`add_vhost`."""
+        self._ctl_run("delete_vhost", vhost, timeout_s=120.0)
 
-    def ctl(self, *args: str, timeout_s: float = 30.0) -> str:
+    def ctl(self, *args: str, timeout_s: float = CTL_TIMEOUT_S) -> str:
         """Run ``rabbitmqctl -n <this node> ARGS`` and return its output (escape hatch)."""
         return self._ctl_run(*args, timeout_s=timeout_s)
 
@@ -933,7 +940,7 @@ class PrivateNode:
         if not self._wait_epmd_forgets(timeout_s=max(deadline - time.monotonic(), 1.0)):
             raise NodeError(f"epmd still lists {self._short_name} after its processes died")
 
-    def _ctl_run(self, *args: str, timeout_s: float = 30.0) -> str:
+    def _ctl_run(self, *args: str, timeout_s: float = CTL_TIMEOUT_S) -> str:
         """``rabbitmqctl -n NODE ARGS`` within ``timeout_s``; its stdout, or NodeError."""
         command, env = self._command(self._ctl, ["-n", self.name, *args], self._ctl_env())
         process = subprocess.Popen(

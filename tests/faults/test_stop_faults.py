@@ -341,9 +341,11 @@ async def test_sigterm_while_the_broker_is_stopped_publishes_once_it_is_back(
     any_fault_node: PrivateNode, any_fault_vhost: FaultVhost, tmp_path: Path
 ) -> None:
     """rr waits to reconnect when SIGTERM comes: it connects again only to publish its copies
-    (before, it exited at once and 5,988 of 6,000 were gone)."""
+    (before, it exited at once and 5,988 of 6,000 were gone). The shutdown timeout is long:
+    this is about waiting for the broker, and a node on a busy machine may take longer than
+    the default 30 s to start (then the copies go to a file, which another test covers)."""
     try:
-        async with copies_pending(any_fault_vhost, tmp_path) as copies:
+        async with copies_pending(any_fault_vhost, tmp_path, shutdown_timeout_s=600) as copies:
             await asyncio.to_thread(any_fault_node.stop_app)
             await wait_said(copies.run, "reconnect failed")
             copies.run.process.send_signal(signal.SIGTERM)

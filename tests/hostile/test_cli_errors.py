@@ -66,14 +66,13 @@ GOOD = """
         (
             ("--log-level", "bogus"),
             2,
-            "rr: error: rr run: Invalid value for '--log-level': Value error, 'bogus' is not "
-            "one of 'debug', 'info', 'warning', 'error'. (see rr run --help)",
+            "rr: error: rr run: --log-level 'bogus': choose debug, info, warning or error "
+            "(see rr run --help)",
         ),
         (
             ("--prefetch", "70000"),
             2,
-            "rr: error: rr run: Invalid value for '--prefetch': Input should be less than or "
-            "equal to 65535 (see rr run --help)",
+            "rr: error: rr run: --prefetch must be at most 65535 (see rr run --help)",
         ),
         (
             ("--no-such-option",),

@@ -150,7 +150,23 @@ async def test_json_nested_100k_deep_is_one_error_line(backend: Backend, tmp_pat
     file = write(tmp_path / "deep.jsonl", [line("m1"), '{"body": ' + "[" * 100_000])
     result = await rr(backend, "dlq", "import", str(file), "--to", "restored")
     assert result.exit_code == 65, result.output
-    assert one_error_line(result.stderr) == (f"rr: error: {file}:2: JSON nested too deeply to read")
+    assert one_error_line(result.stderr) == (
+        f"rr: error: {file}:2: JSON nested too deeply to read; nothing was imported"
+    )
+    assert await depth(backend, "restored") == 0
+
+
+async def test_a_damaged_line_says_nothing_was_imported(backend: Backend, tmp_path: Path) -> None:
+    await declare(backend, "restored")
+    damaged = line("m2").replace('"body_size": 2', '"body_size": 3')
+    assert damaged != line("m2")
+    file = write(tmp_path / "bad.jsonl", [line("m1"), damaged, line("m3")])
+    result = await rr(backend, "dlq", "import", str(file), "--to", "restored")
+    assert result.exit_code == 65, result.output
+    assert one_error_line(result.stderr) == (
+        f"rr: error: {file}:2: body_size says 3 bytes but the body holds 2: the file is "
+        "damaged; nothing was imported"
+    )
     assert await depth(backend, "restored") == 0
 
 

@@ -310,7 +310,7 @@ def test_a_reason_never_says_pass_to_when_to_was_given() -> None:
         (["--to", "dead"], "rr: error: --to 'dead' is a dead-letter queue this command replays"),
         (["--to", "q" * 300], "rr: error: --to 'qqqq"),
         (["--to", ""], "rr: error: --to '' is 0 bytes, not a queue name RabbitMQ accepts"),
-        (["--limit", "0"], "rr: error: rr dlq replay: Invalid value for '--limit' / '-n'"),
+        (["--limit", "0"], "rr: error: rr dlq replay: --limit must be at least 1 (see"),
     ],
 )
 def test_a_careless_option_is_one_error_line_and_exit_2(args: list[str], expected: str) -> None:

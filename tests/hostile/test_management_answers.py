@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import pytest
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
-from rabbitctl_retry.server import Placement, QueueState
+from rabbitctl_retry.server import Placement, QueueActivity, QueueState
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import vhost_pool
 from tests.hostile.fake_management import (
@@ -519,3 +519,109 @@ def test_rr_declare_refuses_an_api_of_another_server_before_changing_anything(
     asked = ["/api/overview", "/api/nodes"] if cluster_name else ["/api/overview"]
     assert [seen.path for seen in api.seen()] == asked
     assert _queues(vhost_url) == []
+
+
+# --- rr status: every queue's traffic --------------------------------------------------------
+
+ACTIVITY_PATH = (
+    "/api/queues/shop?columns=name,type,messages_ready,messages_unacknowledged,"
+    "message_stats.publish_details.rate,message_stats.deliver_get_details.rate"
+)
+CONSUMERS_PATH = "/api/consumers/shop?columns=queue.name,prefetch_count"
+
+
+async def test_every_queues_traffic_is_read(api: FakeManagement) -> None:
+    """What ``rr status`` reads with a management URL (docs/cli.md, "rr status"), in the
+    shape RabbitMQ 4.3.6 answers: counts and rates absent until its first sample."""
+    api.answer(
+        ACTIVITY_PATH,
+        Answer.json(
+            [
+                {
+                    "name": "work",
+                    "type": "quorum",
+                    "messages_ready": 3,
+                    "messages_unacknowledged": 2,
+                    "message_stats": {
+                        "publish_details": {"rate": 1.5},
+                        "deliver_get_details": {"rate": 0},
+                    },
+                },
+                {"name": "fresh", "type": "classic"},
+            ]
+        ),
+    )
+    api.answer(
+        CONSUMERS_PATH,
+        Answer.json(
+            [
+                {"queue": {"name": "work"}, "prefetch_count": 10},
+                {"queue": {"name": "work"}, "prefetch_count": 0},
+            ]
+        ),
+    )
+
+    assert await _client(api).queue_activity() == (
+        QueueActivity("fresh", "classic", None, None, (), None, None),
+        QueueActivity("work", "quorum", 3, 2, (0, 10), 1.5, 0.0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "answer", "what"),
+    [
+        pytest.param(ACTIVITY_PATH, Answer.json({}), "not a list of queues", id="not-a-list"),
+        pytest.param(ACTIVITY_PATH, Answer.json([{"name": "q"}]), "a queue without", id="no-type"),
+        pytest.param(
+            ACTIVITY_PATH,
+            Answer.json([{"name": "q", "type": "classic", "messages_ready": -1}]),
+            "a queue without",
+            id="negative-count",
+        ),
+        pytest.param(
+            ACTIVITY_PATH,
+            Answer.json([{"name": "q", "type": "classic", "messages_unacknowledged": True}]),
+            "a queue without",
+            id="count-a-boolean",
+        ),
+        pytest.param(
+            ACTIVITY_PATH,
+            Answer.json(
+                [
+                    {
+                        "name": "q",
+                        "type": "classic",
+                        "message_stats": {"publish_details": {"rate": "1"}},
+                    }
+                ]
+            ),
+            "a queue without",
+            id="rate-a-text",
+        ),
+        pytest.param(
+            CONSUMERS_PATH,
+            Answer.json([{"queue": {"name": "q"}}]),
+            "not a list of consumers",
+            id="no-prefetch",
+        ),
+        pytest.param(
+            CONSUMERS_PATH,
+            Answer.json([{"queue": "q", "prefetch_count": 1}]),
+            "not a list of consumers",
+            id="queue-not-an-object",
+        ),
+    ],
+)
+async def test_a_traffic_answer_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, path: str, answer: Answer, what: str
+) -> None:
+    api.answer(ACTIVITY_PATH, Answer.json([{"name": "q", "type": "classic"}]))
+    api.answer(CONSUMERS_PATH, Answer.json([]))
+    api.answer(path, answer)
+
+    with pytest.raises(BrokerUnreachable) as caught:
+        await _client(api).queue_activity()
+
+    assert exit_code_for(caught.value) == 69
+    assert f"gave an unexpected answer to GET {path} ({what}" in str(caught.value)
+    assert SECRET not in str(caught.value)

@@ -3,6 +3,13 @@
 * 5,000 messages whose handler always retries, max_attempts 3, classic and quorum: each
   handled exactly 3 times, each in the dead-letter queue once, nothing left, and never more
   than one confirm channel open (``rabbitmqctl list_channels``).
+
+In a calm run the service never loses its connection, and the counts are exact. Beside a CPU
+hog it may (its event loop misses the heartbeats): then each test says which interruptions
+it saw and holds the run to docs/runtime.md's bound instead — nothing lost, and only the
+deliveries in flight at each interruption handled once more (classic queues) or ended one
+attempt early by the broker's count (quorum queues), dead-lettered twice, or both acked and
+dead-lettered.
 * 20,000 messages per queue type with mixed outcomes (70 % ack, 20 % retry, 10 %
   retry_after(1 s), a fixed function of id and attempt) at the default concurrency: per id,
   the exact number of handler calls and the exact end (acked, or dead-lettered once).
@@ -44,6 +51,9 @@ from tests.shared_node import ctl_command
 # Each test keeps the service and the server busy for 10-20 s: one at a time under pytest-xdist
 # (on one worker), so that they do not slow each other towards their deadlines.
 pytestmark = [pytest.mark.broker, pytest.mark.xdist_group("load")]
+
+PREFETCH = RunOptions().prefetch
+"""The deliveries in flight on the consumer: what one interruption can deliver again."""
 
 SERVICE_NAME = "rr-load-service"
 """The service's connection name (the test's own publisher and readers have another)."""
@@ -156,23 +166,34 @@ async def run_load(
     return ledger, ids, dead, service
 
 
+def interruptions(service: Service) -> int:
+    """How often the service's connection or a consumer was cut: 0 in a calm run. On a
+    starved machine (a CPU hog beside the suite) a service whose event loop misses its
+    heartbeats loses the connection, and the broker delivers again what was in flight."""
+    return service.connections - 1 + service.stats.consumer_restarts
+
+
 @pytest.mark.parametrize("queue_type", ["classic", "quorum"])
 async def test_5000_always_retry_messages_each_handled_3_times_and_dead_once(
     rabbit: RabbitBackend, queue_type: str
 ) -> None:
     with sampling(ConfirmChannels(rabbit.vhost, SERVICE_NAME)) as samples:
         ledger, ids, dead, service = await run_load(rabbit, queue_type, 5000, always_retry)
-    assert set(ledger.calls.values()) == {3}, Counter(ledger.calls.values())
-    assert len(ledger.calls) == 5000
-    assert dead == Counter(dict.fromkeys(ids, 1))
     assert await depth(rabbit, "work") == 0
     assert await depth(rabbit, "work.retry") == 0
     assert samples, "no channel sample was taken"
     # classic: one confirm channel carries every copy; quorum: the server counts, no copies
     assert max(samples) == (1 if queue_type == "classic" else 0), samples
+    assert len(ledger.calls) == 5000
+    assert set(dead) == set(ids)  # none lost
+    cut = interruptions(service)
+    if cut:  # the documented bound (docs/runtime.md, "What is guaranteed")
+        verdict = ledger.verdict(ids, dead)
+        assert verdict.beyond_interruptions(interruptions=cut, window=PREFETCH) == []
+        return
+    assert set(ledger.calls.values()) == {3}, Counter(ledger.calls.values())
+    assert dead == Counter(dict.fromkeys(ids, 1))
     assert service.stats.interrupted_deliveries == 0
-    assert service.stats.consumer_restarts == 0
-    assert service.connections == 1
 
 
 @pytest.mark.parametrize("queue_type", ["classic", "quorum"])
@@ -182,6 +203,12 @@ async def test_20000_mixed_outcomes_end_exactly_as_planned(
     ledger, ids, dead, service = await run_load(rabbit, queue_type, 20_000, mixed_outcome)
     verdict = ledger.verdict(ids, dead)
     assert verdict.lost == [], verdict.summary()
+    assert await depth(rabbit, "work") == 0
+    assert await depth(rabbit, "work.retry") == 0
+    cut = interruptions(service)
+    if cut:  # the documented bound (docs/runtime.md, "What is guaranteed")
+        assert verdict.beyond_interruptions(interruptions=cut, window=PREFETCH) == []
+        return
     assert verdict.extra_calls == {}, verdict.summary()
     assert verdict.duplicates == 0, verdict.summary()
     assert verdict.wrong_place == [], verdict.summary()
@@ -190,8 +217,4 @@ async def test_20000_mixed_outcomes_end_exactly_as_planned(
     assert dead == Counter({i: 1 for i, (_, end) in planned.items() if end == "dead"})
     assert set(ledger.acked.values()) == {1}
     assert len(ledger.acked) == sum(1 for _, end in planned.values() if end == "acked")
-    assert await depth(rabbit, "work") == 0
-    assert await depth(rabbit, "work.retry") == 0
     assert service.stats.interrupted_deliveries == 0
-    assert service.stats.consumer_restarts == 0
-    assert service.connections == 1

@@ -209,6 +209,7 @@ async def test_an_exception_retries_and_its_type_reaches_the_dead_letter(backend
     headers = dead[0].properties.headers or {}
     assert headers["rr-error-type"] == "ConnectionError"
     assert headers["rr-error-message"] == "processor did not answer"
+    assert headers["rr-handler"] == "test:refunds"  # the Subscriber's name: module:function
     assert headers[H] == "2"
 
 

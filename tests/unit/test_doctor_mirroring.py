@@ -73,9 +73,33 @@ def test_a_mirrored_classic_queue_is_a_warning_naming_the_policy_and_the_way_out
     assert "RabbitMQ 4.0 removed classic queue mirroring" in message
     assert "one copy, on one node: losing that node loses its messages" in message
     assert 'type = "quorum" (with replicas)' in message
-    assert 'docs/topology.md, "Changing a topology"' in message
-    assert "rr migrate" not in message
-    assert "the queues of --topology only" in found[0].message
+    assert "rr migrate TOPOLOGY rebuilds it with its messages" in message
+    assert 'docs/topology.md, "Migrating a queue"' in message
+    assert "they keep one copy, on one node" in found[0].message
+
+
+def test_every_classic_queue_of_the_vhost_is_checked_not_only_the_topologys() -> None:
+    listed = (("orders", "classic"), ("orders.audit", "classic"), ("orders.q", "quorum"))
+    read = PoliciesRead((HA_ALL,), (("orders", QueueState("classic", {})),), listed)
+
+    found = findings(read)
+
+    assert [(f.code, f.queue) for f in found] == [
+        ("classic-mirroring-policy", None),
+        ("classic-mirroring", "orders.audit"),  # outside the file: a quorum one is no finding
+        ("classic-mirroring", "orders"),
+    ]
+    assert "'orders.audit' (a classic queue of the vhost, not in the topology)" in found[1].message
+    assert "rr migrate TOPOLOGY" in found[1].message
+    without_file = mirroring_findings(
+        None, ServerFacts(ServerVersion.parse("3.10.8"), policies=read)
+    )
+    assert [(f.code, f.queue) for f in without_file] == [
+        ("classic-mirroring-policy", None),
+        ("classic-mirroring", "orders"),
+        ("classic-mirroring", "orders.audit"),
+    ]
+    assert "'orders' (a classic queue of the vhost) is mirrored" in without_file[1].message
 
 
 def test_a_warning_is_not_unsafe_on_the_3x_server() -> None:

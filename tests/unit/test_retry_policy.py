@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -104,6 +105,17 @@ def test_exception_travels_in_the_dead_letter_copy_only() -> None:
     assert headers["rr-error-type"] == "processor.Unavailable"
     assert headers["rr-error-message"] == "no answer in 5s"
     assert at_cap.failure == failure
+
+
+def test_the_handler_is_named_in_the_dead_letter_copy_only() -> None:
+    policy = replace(REFUNDS, handler="billing.handlers:refund")
+    below = decide(policy, {H: "1"}, Outcome.retry(), now=NOW)
+    assert "rr-handler" not in copy_of(below).copy.headers
+    at_cap = decide(policy, {H: "4", "rr-handler": "old:one"}, Outcome.retry(), now=NOW)
+    assert copy_of(at_cap).copy.headers["rr-handler"] == "billing.handlers:refund"
+    # a policy that knows no handler (rr dlq tools, tests) writes none and keeps no stale one
+    unnamed = decide(REFUNDS, {H: "4", "rr-handler": "old:one"}, Outcome.retry(), now=NOW)
+    assert "rr-handler" not in copy_of(unnamed).copy.headers
 
 
 def test_stale_error_headers_are_removed_when_the_last_failure_raised_nothing() -> None:

@@ -38,8 +38,8 @@ def rows(result: Plan) -> list[tuple[str, str, str, str | None]]:
 
 REBUILD = (
     "; the queue must be rebuilt: RabbitMQ changes no type, durability or x- argument of an "
-    'existing queue, and rr deletes nothing (by hand for now: docs/topology.md, "Changing a '
-    'topology")'
+    "existing queue, and rr declare deletes nothing; rr migrate TOPOLOGY rebuilds it with "
+    'its messages (docs/topology.md, "Migrating a queue")'
 )
 
 

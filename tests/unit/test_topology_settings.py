@@ -223,7 +223,7 @@ def test_an_argument_moving_to_a_policy_is_a_migration() -> None:
     assert "the policy key delivery-limit in the file" in migration[0].reason
     assert op.detail is not None
     assert "the queue must be rebuilt" in op.detail
-    assert "rr migrate" not in op.detail
+    assert "rr migrate TOPOLOGY rebuilds it with its messages" in op.detail
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from typing import TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, Stop
+from rabbitctl_retry.dlq.choice import Choice, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome, TransferReport
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -609,3 +609,39 @@ def test_a_cut_after_the_answer_changes_nothing() -> None:
     state.turn_came(1)
     assert state.answered(1, CONFIRMED).ack
     assert state.cut(1) == Verdict()
+
+
+def test_a_discard_is_acked_at_once_and_counted_against_the_limit() -> None:
+    """rr dlq purge --where: a matching message is acked with no copy, the others held."""
+    state = TransferState(source="dead", kind=TransferKind.PURGE, window=10, limit=2, idle_s=5.0)
+    state.started(4)
+    first = state.delivered(1, "a", Discard())
+    assert (first.ack, first.advance, first.send, first.hold) == (True, True, False, False)
+    assert state.delivered(2, "b", Skip("does not match --where")).hold
+    assert state.delivered(3, "c", Discard()).ack
+    assert state.stage_of(1) is Stage.ACK_UNSENT
+    assert state.finished  # the limit of 2 came; nothing is in flight
+    assert state.delivered(4, "d", Discard()).hold  # past the limit: not read
+    assert state.acks_written([AckFrame(3, multiple=False), AckFrame(1, multiple=False)])
+    state.acks_processed(state.acks_to_check())
+    report = state.report(0.1)
+    assert [(r.message_id, r.outcome) for r in report.results] == [
+        ("a", TransferOutcome.SENT),
+        ("b", TransferOutcome.SKIPPED),
+        ("c", TransferOutcome.SENT),
+    ]
+    assert report.stopped is not None
+    assert report.possible_duplicates == 0
+
+
+def test_a_discard_whose_ack_is_unknown_may_still_be_there() -> None:
+    state = TransferState(source="dead", kind=TransferKind.PURGE, window=10, idle_s=5.0)
+    state.started(2)
+    state.delivered(1, "a", Discard())
+    state.delivered(2, "b", Discard())
+    state.acks_written([AckFrame(2, multiple=True)])
+    state.connection_lost()
+    report = state.report(0.1)
+    assert report.possible_duplicates == 2
+    assert all("a rerun purges it" in (r.reason or "") for r in report.results)
+    assert all("possible duplicate" not in (r.reason or "") for r in report.results)

@@ -1,0 +1,125 @@
+"""``rr console``: the failed-message console, a local web page (docs/console.md)."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_urls, run
+from rabbitctl_retry.cli.dlq_common import TopologyOption, load_topology, note
+from rabbitctl_retry.cli.queue_names import check_queue_names
+from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.errors import ConfigError, UsageError
+from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+
+MIN_TOKEN_CHARACTERS = 16
+
+
+def console_command(
+    ctx: typer.Context,
+    queues: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The dead-letter queues to show [default: every one --topology names].",
+            metavar="[QUEUE]...",
+            show_default=False,
+        ),
+    ] = None,
+    topology_file: TopologyOption = None,
+    bind: Annotated[
+        str, typer.Option("--bind", help="The address to listen on (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port.")] = 8765,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            metavar="FILE",
+            help="Read the access token from FILE (else a random one is printed).",
+        ),
+    ] = None,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Show; never retry, discard or edit.")
+    ] = False,
+    keep_dir: Annotated[
+        Path,
+        typer.Option("--keep-dir", metavar="DIR", help="Where an edit keeps the original."),
+    ] = Path("."),
+    url: UrlOption = None,
+) -> None:
+    """Serve the failed-message console: dead letters grouped by cause, retry or discard a
+    group, a message's deaths, edit and retry; a local web page that needs the printed token
+    (docs/console.md)."""
+    try:
+        from rabbitctl_retry.console.app import ConsoleConfig, serve
+        from rabbitctl_retry.console.reads import Settings
+        from rabbitctl_retry.console.security import new_token
+    except ImportError as error:
+        with guard():
+            raise ConfigError(
+                f"rr console needs aiohttp ({error}): pip install 'rabbitctl-retry[console]'"
+            ) from None
+    topology = load_topology(topology_file)
+    with guard():
+        names = list(queues or [])
+        if not names and topology is not None:
+            names = list(dict.fromkeys(q.dead_letter for q in topology.queues if q.dead_letter))
+        if not names:
+            raise UsageError("name the dead-letter QUEUEs, or give --topology")
+        check_queue_names(names)
+        token = _token(token_file) if token_file is not None else new_token()
+        if not keep_dir.is_dir():
+            raise UsageError(f"--keep-dir {keep_dir}: not a directory")
+    if not _loopback(bind):
+        note(
+            f"rr console listens on {bind}, not only on this machine: anyone who can reach it "
+            "and has the token can retry, discard and edit dead letters (--read-only shows only)"
+        )
+    config = ConsoleConfig(
+        connect=connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ())),
+        queues=names,
+        settings=Settings(
+            retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+            wait_queues=WaitQueues.of(topology),
+        ),
+        token=token,
+        read_only=read_only,
+        bind=bind,
+        port=port,
+        keep_dir=keep_dir,
+    )
+
+    def started(address: str) -> None:
+        sys.stderr.write(f"rr console: {address}\n")
+        sys.stderr.flush()
+
+    run(serve(config, started), quiet_interrupt=True)
+
+
+def _token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"--token-file {path}: {error}") from None
+    if len(token) < MIN_TOKEN_CHARACTERS or not token.isascii() or not token.isprintable():
+        raise UsageError(
+            f"--token-file {path}: the token must be at least {MIN_TOKEN_CHARACTERS} printable "
+            "ASCII characters"
+        )
+    return token
+
+
+def _loopback(bind: str) -> bool:
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
+__all__ = ["console_command"]

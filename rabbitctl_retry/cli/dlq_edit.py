@@ -1,0 +1,345 @@
+"""``rr dlq edit``: one dead letter's body and headers edited, then retried; the original kept in
+an export file (dlq/edit.py; docs/dlq.md, "Edit and retry").
+
+The letter is found by a read that takes nothing, the edit is made (``$EDITOR``, ``--body``,
+``--set-header``, ``--remove-header``), the diff shown and agreed, the original written to its
+file, and then one run of the transfer engine (ops/transfer.py) publishes the edited copy with
+confirms and acks that letter only: the letters before it go back to their places.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rabbitctl_retry.cli._common import (
+    OutputFormat,
+    OutputOption,
+    UrlOption,
+    connect_to,
+    guard,
+    resolve_urls,
+    run,
+)
+from rabbitctl_retry.cli.dlq_common import (
+    TopologyOption,
+    YesOption,
+    app,
+    ask,
+    load_topology,
+    note,
+    progress_bar,
+    require_answerable,
+    warn_of_quorum,
+)
+from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
+from rabbitctl_retry.cli.export_file import ExportFile
+from rabbitctl_retry.cli.finish import Outcome, finish
+from rabbitctl_retry.cli.queue_names import check_queue_names
+from rabbitctl_retry.cli.render import cell, printable
+from rabbitctl_retry.dlq.edit import (
+    EditRequest,
+    body_problem,
+    compact_like,
+    diff_lines,
+    edit_chooser,
+    editable_text,
+    header_lines,
+    header_problem,
+    letter_picker,
+    parse_assignment,
+    sha256_hex,
+)
+from rabbitctl_retry.dlq.jsonl import record_line
+from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.report import TransferReport
+from rabbitctl_retry.dlq.same_id import SameId
+from rabbitctl_retry.errors import DataError, RrError, UsageError
+from rabbitctl_retry.ops import dlq_runs as runs
+from rabbitctl_retry.ops import transfer as engine
+from rabbitctl_retry.ops.dlq import record_of
+from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.transport.base import Delivery
+
+
+class NoSuchLetter(RrError):
+    """The message id is not in the queue (exit 1: nothing was changed)."""
+
+
+@app.command("edit")
+def edit_command(
+    ctx: typer.Context,
+    queue: Annotated[str, typer.Argument(help="The dead-letter queue.", metavar="QUEUE")],
+    message_id: Annotated[
+        str, typer.Option("--id", metavar="MESSAGE_ID", help="The dead letter's message id.")
+    ],
+    position: Annotated[
+        int | None,
+        typer.Option(
+            "--position",
+            min=1,
+            metavar="N",
+            help="When several dead letters share the id: the N-th of them (1: the first).",
+        ),
+    ] = None,
+    body_file: Annotated[
+        Path | None,
+        typer.Option("--body", metavar="FILE", help="The new body, byte for byte (no editor)."),
+    ] = None,
+    set_header: Annotated[
+        list[str] | None,
+        typer.Option("--set-header", metavar="NAME=VALUE", help="Set a header (repeatable)."),
+    ] = None,
+    remove_header: Annotated[
+        list[str] | None,
+        typer.Option("--remove-header", metavar="NAME", help="Remove a header (repeatable)."),
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="Publish the copy here instead of the queue it failed in."),
+    ] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep",
+            metavar="FILE",
+            help="Where the original is written (an export line) [default: "
+            "rr-edit-QUEUE-ID-TIME.jsonl].",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Publish a body that no longer parses as its content type."),
+    ] = False,
+    yes: YesOption = False,
+    topology_file: TopologyOption = None,
+    url: UrlOption = None,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """Edit one dead letter and retry it: $EDITOR (or --body FILE) on its body,
+    --set-header/--remove-header on its headers; shows the diff and asks.
+
+    The edited copy goes where a replay sends it (its origin, or --to) with publisher
+    confirms, carrying rr-edited-at and rr-original-body-sha256; only then is the dead letter
+    acked. The original is first written to an export file (rr dlq import restores it). A
+    JSON body that no longer parses is refused unless --force (docs/dlq.md, "Edit and retry").
+    """
+    topology = load_topology(topology_file)
+    retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
+    with guard():
+        check_queue_names([queue] + ([to] if to else []))
+        try:
+            assignments = tuple(parse_assignment(text, retry_header) for text in set_header or ())
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        for name in remove_header or ():
+            problem = header_problem(name, retry_header)
+            if problem is not None:
+                raise UsageError(f"--remove-header {name[:60]!r}: {problem}")
+        editor = None if body_file is not None else _editor_command()
+        if body_file is None and editor is None and not (assignments or remove_header):
+            raise UsageError(
+                "no editor: set $VISUAL or $EDITOR, or give the new body with --body FILE "
+                "(or only change headers with --set-header / --remove-header)"
+            )
+        new_body_given = _read_body(body_file) if body_file is not None else None
+        require_answerable(yes, "edit")
+        keep_path = keep or _default_keep(queue, message_id)
+        if keep_path.exists():
+            raise UsageError(f"{keep_path} exists; choose another --keep file")
+    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_to(ctx, broker_urls)
+    wanted: SameId[Delivery] = SameId(message_id, position or 1)
+    scan_reading = runs.inspect(
+        connect,
+        queue,
+        wanted.look,
+        limit=None,
+        look=partial(warn_of_quorum, yes=yes, action=f"read {queue!r}"),
+        bar=partial(progress_bar, output),
+    )
+    run(scan_reading)
+    with guard():
+        letter = found_one(wanted, queue, asked=position is not None)
+    before = letter.body
+    with guard():
+        if new_body_given is not None:
+            after = new_body_given
+        elif editor is not None:
+            after = _edit_in(editor, letter)
+        else:
+            after = before
+        request = EditRequest(
+            body=after,
+            set_headers=assignments,
+            remove_headers=tuple(remove_header or ()),
+            original_sha256=sha256_hex(before),
+        )
+        if after == before and not request.changes_headers:
+            finish(
+                Outcome(
+                    document=lambda: {"queue": queue, "message_id": message_id, "edited": False},
+                    table=lambda: [
+                        cell(f"{message_id!r}: body and headers unchanged; nothing was published")
+                    ],
+                ),
+                output,
+            )
+            return
+        problem = body_problem(letter.properties.content_type, before, after)
+        if problem is not None and not force:
+            raise DataError(f"{message_id!r}: {problem}; nothing was changed")
+    for line in [*header_lines(letter.properties.headers, request), *diff_lines(before, after)]:
+        note(line)
+    plan = ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=retry_header,
+        to=to,
+        wait_queues=WaitQueues.of(topology),
+    )
+    target = to or "the queue it failed in"
+
+    async def publish() -> TransferReport:
+        await ask(
+            f"Publish the edited {message_id!r} to {target} and remove the dead letter? The "
+            f"original is kept in {keep_path}",
+            yes,
+            "edit",
+        )
+        _keep_original(keep_path, letter)
+        return await runs.transfer_one(
+            connect,
+            queue,
+            edit_chooser(plan, request),
+            TransferOptions(
+                limit=1,
+                only=letter_picker(message_id, position or 1, request.original_sha256),
+            ),
+        )
+
+    report = run(publish())
+    finish(_outcome(report, message_id, request, keep_path), output)
+
+
+def found_one(found: SameId[Delivery], queue: str, *, asked: bool) -> Delivery:
+    """The letter to edit, or why there is none to pick (``asked``: --position was given)."""
+    shown = printable(found.message_id)
+    if found.count == 0:
+        raise NoSuchLetter(
+            f"no message with id {shown!r} in {queue!r} ({found.read:,} read); nothing was changed"
+        )
+    if found.count > 1 and not asked:
+        listed = ", ".join(f"#{p}" for p in found.positions)
+        more = ", ..." if found.count > len(found.positions) else ""
+        raise UsageError(
+            f"{found.count:,} messages with id {shown!r} in {queue!r} (at {listed}{more}): "
+            "pick one with --position N"
+        )
+    if found.letter is None:
+        raise NoSuchLetter(
+            f"--position {found.nth}: {found.count:,} message(s) with id {shown!r} in "
+            f"{queue!r}; nothing was changed"
+        )
+    return found.letter
+
+
+def _editor_command() -> list[str] | None:
+    for variable in ("VISUAL", "EDITOR"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return shlex.split(value)
+    return None
+
+
+def _read_body(path: Path) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"--body {path}: {error.strerror or error}") from None
+
+
+def _edit_in(editor: list[str], letter: Delivery) -> bytes:
+    """The body after ``editor`` ran on it (JSON pretty-printed, written back as it was)."""
+    before = letter.body
+    text = editable_text(before, letter.properties.content_type)
+    if text is None:
+        raise UsageError("the body is binary (not UTF-8): give the new body with --body FILE")
+    suffix = ".json" if text.lstrip().startswith(("{", "[")) else ".txt"
+    with tempfile.TemporaryDirectory(prefix="rr-edit-") as directory:
+        path = Path(directory) / f"body{suffix}"
+        path.write_text(text, encoding="utf-8")
+        try:
+            done = subprocess.run([*editor, str(path)], check=False)
+        except OSError as error:
+            raise UsageError(f"cannot start the editor {editor[0]!r}: {error}") from None
+        if done.returncode != 0:
+            raise RrError(f"the editor exited with {done.returncode}; nothing was changed")
+        edited = path.read_text(encoding="utf-8")
+    return before if edited == text else compact_like(before, edited)
+
+
+def _default_keep(queue: str, message_id: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{queue}-{message_id}")[:120]
+    return Path(f"rr-edit-{safe}-{stamp}.jsonl")
+
+
+def _keep_original(path: Path, letter: Delivery) -> None:
+    """The original as one export line, in place before anything is published."""
+    with guard():
+        kept = ExportFile(path)
+        try:
+            kept.stream.write(record_line(record_of(letter)) + "\n")
+            kept.stream.flush()
+            os.fsync(kept.stream.fileno())
+            kept.commit()
+        finally:
+            kept.discard()
+
+
+def _outcome(
+    report: TransferReport, message_id: str, request: EditRequest, keep_path: Path
+) -> Outcome:
+    published = report.sent == 1
+    result = next((r for r in report.results if r.outcome.value == "sent"), None)
+    to = result.to if result is not None else None
+    lines = [transfer_summary(report)]
+    if published:
+        lines.append(
+            f"edited copy of {message_id!r} published to {to!r}; the original is in {keep_path}"
+        )
+    else:
+        lines.append(f"nothing was published; the dead letter stays (its original: {keep_path})")
+    return Outcome(
+        document=lambda: {
+            "message_id": message_id,
+            "edited": True,
+            "published": published,
+            "to": to,
+            "original_file": str(keep_path),
+            "original_sha256": request.original_sha256,
+            "edited_sha256": sha256_hex(request.body),
+            "headers_set": dict(request.set_headers),
+            "headers_removed": list(request.remove_headers),
+            "report": transfer_document(report),
+        },
+        table=lambda: [cell(line) for line in lines],
+        code=0 if published else max(1, int(transfer_exit_code([report]))),
+    )
+
+
+__all__ = ["edit_command"]

@@ -1,0 +1,230 @@
+"""``rr status``'s result: its table, its JSON document and how it ends (docs/cli.md,
+"rr status").
+
+One reading is rendered from plain data: the statuses, the time of the reading (UTC) and
+whether a management API was read. Without one, the columns only the API can fill (unacked,
+prefetch, publish/s, deliver/s) are left out, and one line under the table says how to get
+them; the JSON fields are ``null``. ``--watch`` readings start with a heading line that
+holds their time and end with an empty line, so that frames written to a pipe, one after
+another, stay apart (the terminal is cleared before each instead: ``cli/finish.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from rabbitctl_retry.cli.finish import Outcome, Piece, Unwrapped
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from rabbitctl_retry.ops.status import QueueStatus
+
+NO_MANAGEMENT_LINE = (
+    "unacked messages, consumers' prefetch and publish/deliver rates: give --management-url "
+    '(docs/cli.md, "rr status")'
+)
+"""Under the table of a reading without a management API: how to get what it leaves out."""
+
+UNKNOWN_TYPE = "?"
+"""The type of an existing queue the broker would not tell (an exclusive queue of another
+connection, without a management API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One reading of ``rr status``, as rendered."""
+
+    statuses: Sequence[QueueStatus]
+    read_at: datetime
+    """When the reading began (timezone-aware)."""
+    management: bool = False
+    """A management API was read: its columns are shown."""
+
+
+def timestamp(moment: datetime) -> str:
+    """``2026-12-04T01:33:12.345Z``: ISO 8601, UTC, to the millisecond."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def heading(reading: Reading, every_s: float) -> str:
+    """A ``--watch`` frame's first line: when the reading was taken, and how often."""
+    return f"rr status at {timestamp(reading.read_at)} (every {every_s:g} s; Ctrl-C ends)"
+
+
+def status_outcome(
+    reading: Reading, *, watch_s: float | None = None, notes: Sequence[str] = ()
+) -> Outcome:
+    """A table and its count line, or the JSON document (``watch_s``: one per line, the
+    table under a heading, cleared on a terminal); exit 1 when a queue is not as expected
+    (a watch exits 0, on Ctrl-C)."""
+    statuses = reading.statuses
+
+    def table() -> list[Piece]:
+        bad = [status for status in statuses if not status.ok]
+        count = f"{len(statuses)} queue(s); " + (f"{len(bad)} not as expected" if bad else "ok")
+        pieces: list[Piece] = []
+        if watch_s is not None:
+            pieces.append(Unwrapped(heading(reading, watch_s)))
+        pieces += [status_table(reading), count]
+        if not reading.management:
+            pieces.append(Unwrapped(NO_MANAGEMENT_LINE))
+        live = [status.live for status in statuses if status.live is not None]
+        if live:
+            from rabbitctl_retry.cli.render import live_rows, rich_table
+
+            pieces += ["", rich_table(live_rows(live))]
+        if watch_s is not None:
+            pieces.append("")
+        return pieces
+
+    from rabbitctl_retry.cli.render import cell
+
+    watching = watch_s is not None
+    return Outcome(
+        document=lambda: status_document(reading),
+        table=table,
+        notes=[cell(note) for note in notes],
+        code=0 if watching or all(status.ok for status in statuses) else 1,
+        one_line=watching,
+        clear=watching,
+    )
+
+
+def type_of(status: QueueStatus) -> str:
+    """The table's type: the broker's when known, else the file's (a queue of the file);
+    ``-`` for a queue only named that does not exist, ``?`` for one whose type the broker
+    would not tell."""
+    if status.kind is not None:
+        return status.kind
+    if status.listed:
+        return file_type(status)
+    return UNKNOWN_TYPE if status.present else "-"
+
+
+def file_type(status: QueueStatus) -> str:
+    kind = status.entity.arguments.get("x-queue-type")
+    return str(kind) if isinstance(kind, str) else "classic"
+
+
+LOCKED_STATE = "locked: exclusive to another connection"
+
+
+def _state_of(status: QueueStatus) -> str:
+    if status.locked:
+        return LOCKED_STATE
+    if not status.present:
+        return "missing"
+    if status.drift is not None:
+        return f"differs: {status.drift}"
+    return "ok" if status.listed else "exists"
+
+
+def rate_text(rate_per_s: float | None) -> str:
+    """A rate as the table shows it: one decimal; ``-`` when the API states none."""
+    return "-" if rate_per_s is None else f"{rate_per_s:,.1f}"
+
+
+def prefetch_text(prefetches: Sequence[int]) -> str:
+    """Each distinct prefetch of a queue's consumers, ascending (``unlimited`` for 0);
+    empty without consumers."""
+    return ", ".join(
+        "unlimited" if count == 0 else f"{count:,}" for count in sorted(set(prefetches))
+    )
+
+
+def status_document(reading: Reading) -> dict[str, Any]:
+    """``rr status --output json`` (docs/cli.md, "rr status")."""
+    from rabbitctl_retry.cli.render import json_arguments, live_document
+
+    def queue(status: QueueStatus) -> dict[str, Any]:
+        activity = status.activity
+        return {
+            "name": status.entity.name,
+            "type": file_type(status) if status.listed else status.kind,
+            "role": status.entity.role if status.listed else None,
+            "present": status.present,
+            "locked": status.locked,
+            "messages": status.messages,
+            "unacked": None if activity is None else activity.unacked,
+            "consumers": status.consumers,
+            "prefetch": None if activity is None else list(activity.prefetches),
+            "publish_per_s": None if activity is None else activity.publish_per_s,
+            "deliver_per_s": None if activity is None else activity.deliver_per_s,
+            "matches": (
+                status.drift is None
+                if status.present and status.listed and not status.locked
+                else None
+            ),
+            "differences": status.drift,
+            "arguments": json_arguments(status.entity.arguments) if status.listed else None,
+            **({} if status.live is None else {"live": live_document([status.live])[0]}),
+        }
+
+    return {
+        "read_at": timestamp(reading.read_at),
+        "queues": [queue(status) for status in reading.statuses],
+        "ok": all(status.ok for status in reading.statuses),
+    }
+
+
+def status_table(reading: Reading) -> Table:
+    from rich.table import Table
+
+    from rabbitctl_retry.cli.render import Cell, cell, count_cell
+
+    def rate_cell(rate_per_s: float | None) -> Text:
+        return Cell("" if rate_per_s is None else repr(rate_per_s), rate_text(rate_per_s))
+
+    management = reading.management
+    columns = ["queue", "type", "messages"]
+    columns += (
+        ["unacked", "consumers", "prefetch", "publish/s", "deliver/s"]
+        if management
+        else ["consumers"]
+    )
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for column in [*columns, "state", "role"]:
+        table.add_column(column, overflow="fold")
+    for status in reading.statuses:
+        activity = status.activity
+        row: list[Text] = [
+            cell(status.entity.name),
+            cell(type_of(status)),
+            count_cell(status.messages),
+        ]
+        if management:
+            prefetch = "-" if activity is None else prefetch_text(activity.prefetches)
+            row += [
+                count_cell(None if activity is None else activity.unacked),
+                count_cell(status.consumers),
+                cell(prefetch),
+                rate_cell(None if activity is None else activity.publish_per_s),
+                rate_cell(None if activity is None else activity.deliver_per_s),
+            ]
+        else:
+            row.append(count_cell(status.consumers))
+        row += [
+            cell(_state_of(status), "" if status.ok else "red"),
+            cell(status.entity.role if status.listed else ""),
+        ]
+        table.add_row(*row)
+    return table
+
+
+__all__ = [
+    "NO_MANAGEMENT_LINE",
+    "Reading",
+    "heading",
+    "prefetch_text",
+    "rate_text",
+    "status_document",
+    "status_outcome",
+    "status_table",
+    "timestamp",
+    "type_of",
+]

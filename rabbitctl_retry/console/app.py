@@ -1,0 +1,533 @@
+"""The aiohttp application of ``rr console`` (docs/console.md): routes, the access middleware
+(console/security.py), the depth sampler, and :func:`serve`.
+
+Every broker action goes through the operations of the ``rr dlq`` commands (console/reads.py),
+each on a connection of its own opened with the ``Connect`` the CLI hands over; the web server
+runs on the same event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from rabbitctl_retry.cli.dlq_report import transfer_summary
+from rabbitctl_retry.console import html
+from rabbitctl_retry.console import security as sec
+from rabbitctl_retry.console.jobs import Job, Jobs
+from rabbitctl_retry.console.reads import (
+    Settings,
+    dry_run,
+    find_letter,
+    group_chooser,
+    queue_states,
+    read_groups,
+    transfer,
+)
+from rabbitctl_retry.dlq.edit import (
+    EditRequest,
+    body_problem,
+    compact_like,
+    diff_lines,
+    edit_chooser,
+    editable_text,
+    letter_picker,
+    sha256_hex,
+)
+from rabbitctl_retry.dlq.jsonl import record_line
+from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
+from rabbitctl_retry.errors import RrError, UsageError, censor_urls
+from rabbitctl_retry.ops import transfer as engine
+from rabbitctl_retry.ops.dlq import record_of
+from rabbitctl_retry.ops.probe import Connect
+from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.retry.headers import deaths
+from rabbitctl_retry.transport.base import Delivery
+
+STOP_WAIT_S = 5.0
+"""How long a stop waits for the depth sampler and for open requests."""
+SAMPLES = 120
+"""Depths kept per queue (at the default 5 s: the last 10 minutes)."""
+MAX_FORM_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class ConsoleConfig:
+    connect: Connect
+    queues: list[str]
+    settings: Settings
+    token: str
+    read_only: bool = False
+    bind: str = "127.0.0.1"
+    port: int = 8765
+    keep_dir: Path = Path(".")
+    """Where an edit writes the original (an export line)."""
+    sample_every_s: float = 5.0
+
+
+@dataclass
+class State:
+    config: ConsoleConfig
+    jobs: Jobs = field(default_factory=Jobs)
+    allowed: frozenset[str] = frozenset()
+    started: float = field(default_factory=time.monotonic)
+    samples: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+
+    @property
+    def csrf(self) -> str:
+        return sec.csrf_of(self.config.token)
+
+
+STATE = web.AppKey("state", State)
+
+
+def _page(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+
+
+@web.middleware
+async def access(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Host, token, CSRF and read-only checks; the security headers on every answer."""
+    try:
+        response = await _checked(request, handler)
+    except web.HTTPException as error:  # a redirect, a 404: an answer too
+        error.headers.update(sec.HEADERS)
+        raise
+    response.headers.update(sec.HEADERS)
+    return response
+
+
+async def _checked(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    state = request.app[STATE]
+    token = state.config.token
+    if not sec.host_allowed(request.headers.get("Host"), state.allowed):
+        return web.Response(status=421, text="rr console: unknown Host\n")
+    given = request.query.get("token")
+    if given is not None:
+        if not sec.token_matches(given, token):
+            return web.Response(status=401, text="rr console: wrong token\n")
+        rest = {k: v for k, v in request.query.items() if k != "token"}
+        target = request.path + (f"?{urlencode(rest)}" if rest else "")
+        response = web.Response(status=303, headers={"Location": target})
+        response.set_cookie(sec.COOKIE, token, httponly=True, samesite="Strict", path="/")
+        return response
+    if not (
+        sec.token_matches(request.cookies.get(sec.COOKIE), token)
+        or sec.token_matches(sec.bearer(request.headers.get("Authorization")), token)
+    ):
+        return web.Response(
+            status=401,
+            text="rr console: open the address rr console printed (it holds the token)\n",
+        )
+    if request.method not in ("GET", "HEAD"):
+        if state.config.read_only:
+            return _page(html.error_page(403, "read-only console: no action"), 403)
+        if not sec.origin_allowed(request.headers.get("Origin"), state.allowed):
+            return _page(html.error_page(403, "a form of another site"), 403)
+        form = await request.post()
+        csrf = form.get("csrf")
+        if not sec.csrf_matches(csrf if isinstance(csrf, str) else None, token):
+            return _page(html.error_page(403, "the form's CSRF value is missing or wrong"), 403)
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except UsageError as error:
+        return _page(html.error_page(400, censor_urls(str(error))), 400)
+    except RrError as error:
+        return _page(html.error_page(502, censor_urls(str(error))), 502)
+
+
+def _queue(request: web.Request) -> str:
+    """The queue of the path: one the console was started for (others are refused)."""
+    queue = request.match_info["queue"]
+    if queue not in request.app[STATE].config.queues:
+        raise web.HTTPNotFound(text="rr console: not a queue of this console\n")
+    return queue
+
+
+# --------------------------------------------------------------------------- pages
+
+
+async def index(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    server, found = await queue_states(state.config.connect, state.config.queues)
+    rows = [
+        html.QueueRow(
+            name=name,
+            depth=queue_state.message_count if queue_state else None,
+            quorum=queue_state.quorum if queue_state else None,
+            samples=tuple(state.samples.get(name, ())),
+            error=censor_urls(error) if error else None,
+        )
+        for name, queue_state, error in found
+    ]
+    return _page(html.index_page(rows, read_only=state.config.read_only, server=server))
+
+
+async def style(request: web.Request) -> web.Response:
+    return web.Response(text=html.STYLE, content_type="text/css")
+
+
+async def groups(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    queue = _queue(request)
+    _, found = await queue_states(state.config.connect, [queue])
+    (_, queue_state, _) = found[0]
+    note = None
+    if queue_state is not None and queue_state.quorum is not False:
+        if request.query.get("read") != "1":
+            return _page(
+                html.result_page(
+                    f"Groups of {queue}",
+                    [
+                        f"{queue} is (or may be) a quorum queue: reading its "
+                        f"{queue_state.message_count:,} dead letters counts one delivery each "
+                        "(x-delivery-count + 1; past a delivery limit they are dead-lettered "
+                        "or dropped).",
+                    ],
+                    back=f"/queues/{html.path_part(queue)}/groups?read=1",
+                )
+            )
+        note = "a quorum queue: this read counted one delivery per dead letter"
+    grouping, scan = await read_groups(
+        state.config.connect, queue, state.config.settings, datetime.now(UTC)
+    )
+    return _page(
+        html.groups_page(
+            queue,
+            grouping.ranked(),
+            read=grouping.count,
+            in_queue=scan.in_queue,
+            ungrouped=grouping.ungrouped,
+            read_only=state.config.read_only,
+            csrf=state.csrf,
+            note=note,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class GroupForm:
+    queue: str
+    group_id: str
+    action: str
+    """``retry``, ``move`` or ``discard``."""
+    rate_text: str
+    rate: float | None
+    to: str
+
+
+async def _group_form(request: web.Request) -> GroupForm:
+    queue = _queue(request)
+    form = await request.post()
+    action = str(form.get("action", ""))
+    if action not in ("retry", "move", "discard"):
+        raise UsageError("choose retry, move or discard")
+    rate_text = str(form.get("rate", "")).strip()
+    return GroupForm(
+        queue=queue,
+        group_id=request.match_info["group"],
+        action=action,
+        rate_text=rate_text,
+        rate=parse_rate(rate_text) if rate_text else None,
+        to=str(form.get("to", "")).strip() if action == "move" else "",
+    )
+
+
+async def plan_group(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    asked = await _group_form(request)
+    queue = asked.queue
+    choose, kind = group_chooser(
+        queue, asked.group_id, asked.action, state.config.settings, asked.to
+    )
+    report = await dry_run(state.config.connect, queue, choose, kind)
+    sent = [r for r in report.results if r.outcome is TransferOutcome.SENT]
+    targets: dict[str, int] = {}
+    for result in sent:
+        if result.to:
+            targets[result.to] = targets.get(result.to, 0) + 1
+    failing = [r for r in report.results if r.outcome is TransferOutcome.FAILED]
+    plan = html.Plan(
+        queue=queue,
+        group_id=asked.group_id,
+        action=asked.action,
+        rate=asked.rate_text,
+        to=asked.to,
+        would=len(sent),
+        read=report.examined,
+        targets=targets,
+        failing=len(failing),
+        reasons=sorted({r.reason for r in failing if r.reason}),
+    )
+    return _page(html.plan_page(plan, csrf=state.csrf))
+
+
+async def run_group(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    asked = await _group_form(request)
+    queue = asked.queue
+    choose, kind = group_chooser(
+        queue, asked.group_id, asked.action, state.config.settings, asked.to
+    )
+
+    async def work(job: Job) -> list[str]:
+        options = TransferOptions(rate_per_s=asked.rate, stop=job.stop)
+        report = await transfer(state.config.connect, queue, choose, kind, options, job)
+        return transfer_summary(report).splitlines()
+
+    title = f"{asked.action.capitalize()} group {asked.group_id} of {queue}"
+    job = state.jobs.start(title, queue, work)
+    raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
+
+
+async def job_page(request: web.Request) -> web.Response:
+    job = request.app[STATE].jobs.get(request.match_info["job"])
+    if job is None:
+        raise web.HTTPNotFound(text="rr console: no such run\n")
+    view = html.JobView(
+        id=job.id,
+        title=job.title,
+        queue=job.queue,
+        running=job.running,
+        examined=job.examined,
+        total=job.total,
+        lines=job.lines,
+        error=job.error,
+    )
+    return _page(html.job_page(view))
+
+
+def _nth(text: object) -> int:
+    try:
+        nth = int(str(text or "1"))
+    except ValueError:
+        raise UsageError("n: give a number") from None
+    if nth < 1:
+        raise UsageError("n: at least 1")
+    return nth
+
+
+async def _letter(request: web.Request, nth: int) -> tuple[str, str, Delivery, int, int]:
+    state = request.app[STATE]
+    queue = _queue(request)
+    message_id = request.match_info["message"]
+    found = await find_letter(state.config.connect, queue, message_id, nth)
+    if found.letter is None:
+        raise web.HTTPNotFound(
+            text=f"rr console: no message with this id in {queue} ({found.read:,} read)\n"
+        )
+    return queue, message_id, found.letter, found.position, found.count
+
+
+async def message(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    nth = _nth(request.query.get("n"))
+    queue, message_id, letter, position, count = await _letter(request, nth)
+    properties = letter.properties
+    view = html.MessageView(
+        queue=queue,
+        message_id=message_id,
+        nth=nth,
+        position=position,
+        properties={
+            "content_type": properties.content_type,
+            "content_encoding": properties.content_encoding,
+            "correlation_id": properties.correlation_id,
+            "delivery_mode": properties.delivery_mode,
+            "timestamp": properties.timestamp,
+            "type": properties.type,
+            "app_id": properties.app_id,
+            "routing_key": letter.routing_key,
+            "exchange": letter.exchange or "(default)",
+        },
+        headers=properties.headers or {},
+        deaths=deaths(properties.headers),
+        body=letter.body,
+        editable=editable_text(letter.body, properties.content_type),
+        others=count - 1,
+    )
+    return _page(html.message_page(view, read_only=state.config.read_only, csrf=state.csrf))
+
+
+def _edited_body(before: bytes, form_text: str) -> bytes:
+    """The edit box's text as the new body: line breaks as the browser sent them become
+    ``\\n``, the line break the page put before the text goes, JSON keeps its layout."""
+    text = form_text.replace("\r\n", "\n")
+    text = text.removeprefix("\n")
+    return compact_like(before, text)
+
+
+async def edit(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    form = await request.post()
+    nth = _nth(form.get("n"))
+    queue, message_id, letter, _, _ = await _letter(request, nth)
+    before = letter.body
+    after = _edited_body(before, str(form.get("body", "")))
+    force = form.get("force") == "1"
+    problem = body_problem(letter.properties.content_type, before, after)
+    if form.get("step") != "publish":
+        return _page(
+            html.edit_preview_page(
+                queue,
+                message_id,
+                nth=nth,
+                diff=diff_lines(before, after),
+                body=after.decode("utf-8", "replace"),
+                force=force,
+                problem=problem,
+                changed=after != before,
+                csrf=state.csrf,
+            )
+        )
+    back = f"/queues/{html.path_part(queue)}/messages/{html.path_part(message_id)}"
+    if after == before:
+        return _page(html.result_page("Nothing changed", ["nothing was published"], back=back))
+    if problem is not None and not force:
+        return _page(html.result_page("Refused", [problem], back=back, error=True), 400)
+    request_ = EditRequest(body=after, original_sha256=sha256_hex(before))
+    kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
+    plan = ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=state.config.settings.retry_header,
+        wait_queues=state.config.settings.wait_queues,
+    )
+    options = TransferOptions(
+        limit=1, only=letter_picker(message_id, nth, request_.original_sha256)
+    )
+    report = await transfer(
+        state.config.connect,
+        queue,
+        edit_chooser(plan, request_),
+        TransferKind.REPLAY,
+        options,
+        Job(id="edit", title="edit", queue=queue),
+    )
+    published = report.sent == 1
+    result = next((r for r in report.results if r.outcome is TransferOutcome.SENT), None)
+    lines = [
+        *transfer_summary(report).splitlines(),
+        (
+            f"edited copy of {message_id} published to {result.to}; the original is in {kept}"
+            if published and result is not None
+            else f"nothing was published; the dead letter stays (its original: {kept})"
+        ),
+    ]
+    return _page(
+        html.result_page(
+            "Edited and retried" if published else "Not published",
+            lines,
+            back=f"/queues/{html.path_part(queue)}/groups",
+            error=not published,
+        ),
+        200 if published else 409,
+    )
+
+
+def _keep_original(directory: Path, queue: str, message_id: str, letter: Delivery) -> Path:
+    """The original as one export line, synced, before anything is published."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{queue}-{message_id}")
+    path = directory / f"rr-edit-{safe[:120]}-{stamp}.jsonl"
+    with path.open("x", encoding="utf-8") as out:
+        out.write(record_line(record_of(letter)) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    return path
+
+
+# --------------------------------------------------------------------------- the app
+
+
+async def _sample(app: web.Application) -> None:
+    """Every ``sample_every_s``: each queue's depth, for the index page's lines."""
+    state = app[STATE]
+    while True:
+        try:
+            _, found = await queue_states(state.config.connect, state.config.queues)
+        except RrError:
+            found = []
+        now = time.monotonic() - state.started
+        for name, queue_state, _ in found:
+            if queue_state is not None:
+                kept = state.samples.setdefault(name, deque(maxlen=SAMPLES))
+                kept.append((now, queue_state.message_count))
+        await asyncio.sleep(state.config.sample_every_s)
+
+
+async def _sampler(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.ensure_future(_sample(app))
+    yield
+    task.cancel()
+    # bounded: a reading cancelled in the middle of opening its connection must not hold the
+    # console's stop (the connection's own close is bounded too)
+    await asyncio.wait({task}, timeout=STOP_WAIT_S)
+    await app[STATE].jobs.close()
+
+
+def make_app(config: ConsoleConfig) -> web.Application:
+    app = web.Application(middlewares=[access], client_max_size=MAX_FORM_BYTES)
+    app[STATE] = State(config=config, allowed=sec.allowed_hosts(config.bind, config.port))
+    app.cleanup_ctx.append(_sampler)
+    app.router.add_get("/", index)
+    app.router.add_get("/static/console.css", style)
+    app.router.add_get("/queues/{queue}/groups", groups)
+    app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
+    app.router.add_post("/queues/{queue}/groups/{group}/run", run_group)
+    app.router.add_get("/jobs/{job}", job_page)
+    app.router.add_get("/queues/{queue}/messages/{message}", message)
+    app.router.add_post("/queues/{queue}/messages/{message}/edit", edit)
+    return app
+
+
+async def serve(
+    config: ConsoleConfig, started: Callable[[str], None], stop: asyncio.Event | None = None
+) -> None:
+    """Serve until SIGINT or SIGTERM (or ``stop`` is set); ``started`` is told the address
+    (with the token)."""
+    app = make_app(config)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_WAIT_S)
+    await runner.setup()
+    site = web.TCPSite(runner, config.bind, config.port)
+    try:
+        await site.start()
+        port = _bound_port(runner, config.port)
+        app[STATE].allowed = sec.allowed_hosts(config.bind, port)
+        host = f"[{config.bind}]" if ":" in config.bind else config.bind
+        started(f"http://{host}:{port}/?token={config.token}")
+        if stop is None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _bound_port(runner: web.AppRunner, asked: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return asked

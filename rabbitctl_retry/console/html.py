@@ -1,0 +1,413 @@
+"""Pure. Every page of ``rr console`` as HTML, from plain data (docs/console.md).
+
+Every value that comes from the broker or the user (queue names, message ids, headers,
+bodies, error texts) goes through :func:`e`: HTML-escaped, quotes included, with control
+characters shown as ``\\xNN`` escapes, so a hostile header cannot open a tag or a script, nor
+move what follows it. Bodies are shown as text when they are UTF-8 without control
+characters, else as a hex dump. Pages hold no script (the Content-Security-Policy forbids
+it); a run in progress refreshes its page with ``<meta http-equiv="refresh">``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote
+
+from rabbitctl_retry.dlq.groups import Group
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import Death, utc_stamp
+
+MAX_BODY_BYTES = 64 * 1024
+"""How much of a body a page shows."""
+HEX_ROW = 16
+
+
+def e(value: object) -> str:
+    """``value`` as text safe inside HTML (element content or a quoted attribute)."""
+    text = value if isinstance(value, str) else str(value)
+    if not text.isprintable():
+        text = "".join(
+            char if char.isprintable() or char in " \n" else char.encode("unicode_escape").decode()
+            for char in text
+        )
+    return html.escape(text, quote=True)
+
+
+def path_part(name: str) -> str:
+    """A queue name or message id inside a URL path."""
+    return quote(name, safe="")
+
+
+def stamp(moment: datetime | None) -> str:
+    return utc_stamp(moment) if moment is not None else "-"
+
+
+def page(title: str, body: str, *, refresh_s: int | None = None) -> str:
+    refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{e(title)} - rr console</title>{refresh}"
+        '<link rel="stylesheet" href="/static/console.css"></head><body>'
+        '<header><a href="/">rr console</a></header>'
+        f"<main><h1>{e(title)}</h1>{body}</main></body></html>\n"
+    )
+
+
+def csrf_field(csrf: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+
+
+# --------------------------------------------------------------------------- queues
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    depth: int | None
+    """None: the queue could not be read (``error`` says why)."""
+    quorum: bool | None
+    samples: tuple[tuple[float, int], ...] = ()
+    """(seconds since the console started, depth), oldest first."""
+    error: str | None = None
+
+
+def sparkline(samples: Sequence[tuple[float, int]], width: int = 240, height: int = 36) -> str:
+    """The depths over time as an inline SVG polyline (no script)."""
+    if len(samples) < 2:
+        return ""
+    start, end = samples[0][0], samples[-1][0]
+    span = max(end - start, 1e-9)
+    top = max(depth for _, depth in samples) or 1
+    points = " ".join(
+        f"{(at - start) / span * width:.1f},{height - depth / top * (height - 2) - 1:.1f}"
+        for at, depth in samples
+    )
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" role="img" '
+        f'aria-label="depth over the last {end - start:.0f} s">'
+        f'<polyline fill="none" stroke="currentColor" points="{points}"/></svg>'
+    )
+
+
+def index_page(rows: Sequence[QueueRow], *, read_only: bool, server: str) -> str:
+    lines = [
+        f'<p class="server">RabbitMQ {e(server)}{" - read only" if read_only else ""}</p>',
+        '<table class="queues"><thead><tr><th>queue</th><th>type</th><th>messages</th>'
+        "<th>over time</th><th></th></tr></thead><tbody>",
+    ]
+    for row in rows:
+        kind = {True: "quorum", False: "classic", None: "?"}[row.quorum]
+        depth = e(f"{row.depth:,}") if row.depth is not None else e(row.error or "?")
+        lines.append(
+            f'<tr data-queue="{e(row.name)}"><td>{e(row.name)}</td><td>{kind}</td>'
+            f'<td class="depth">{depth}</td><td>{sparkline(row.samples)}</td>'
+            f'<td><a href="/queues/{path_part(row.name)}/groups">groups</a></td></tr>'
+        )
+    lines.append("</tbody></table>")
+    return page("Dead-letter queues", "".join(lines), refresh_s=10)
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def groups_page(
+    queue: str,
+    groups: Sequence[Group],
+    *,
+    read: int,
+    in_queue: int,
+    ungrouped: int,
+    read_only: bool,
+    csrf: str,
+    note: str | None = None,
+) -> str:
+    parts = [f'<p class="note">{e(note)}</p>'] if note else []
+    parts.append(
+        f'<p class="count">{len(groups):,} groups of {read:,} dead letters read of '
+        f"{in_queue:,} in {e(queue)}</p>"
+    )
+    if ungrouped:
+        parts.append(
+            f'<p class="note">{ungrouped:,} dead letters of further causes not grouped</p>'
+        )
+    parts.append(
+        '<table class="groups"><thead><tr><th>group</th><th>count</th><th>type</th>'
+        "<th>message</th><th>origin</th><th>handler</th><th>first / last failure</th>"
+        "<th>sample</th>" + ("" if read_only else "<th>actions</th>") + "</tr></thead><tbody>"
+    )
+    for group in groups:
+        key = group.key
+        origins = ", ".join(f"{name} ({n:,})" for name, n in group.origins.counts.most_common())
+        sample = group.sample
+        sample_link = (
+            f'<a href="/queues/{path_part(queue)}/messages/{path_part(sample.message_id)}">'
+            f"{e(sample.message_id)}</a>"
+            if sample.message_id
+            else f"#{sample.position}"
+        )
+        actions = ""
+        if not read_only:
+            actions = "<td>" + _group_form(queue, group.id, csrf) + "</td>"
+        parts.append(
+            f'<tr data-group="{e(group.id)}"><td class="id">{e(group.id)}</td>'
+            f'<td class="n">{group.count:,}</td><td>{e(key.error_type or "-")}</td>'
+            f"<td>{e(key.message or '-')}</td><td>{e(origins)}</td>"
+            f"<td>{e(key.handler or '-')}</td>"
+            f"<td>{stamp(group.first_failed_at)}<br>{stamp(group.last_failed_at)}</td>"
+            f"<td>{sample_link}</td>{actions}</tr>"
+        )
+    parts.append("</tbody></table>")
+    return page(f"Groups of {queue}", "".join(parts))
+
+
+def _group_form(queue: str, group_id: str, csrf: str) -> str:
+    action = f"/queues/{path_part(queue)}/groups/{path_part(group_id)}/plan"
+    return (
+        f'<form method="post" action="{action}">{csrf_field(csrf)}'
+        '<label>rate <input name="rate" size="5" placeholder="msg/s"></label> '
+        '<button name="action" value="retry">retry</button> '
+        '<button name="action" value="discard">discard</button> '
+        '<input name="to" size="12" placeholder="queue"> '
+        '<button name="action" value="move">move</button></form>'
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    queue: str
+    group_id: str
+    action: str
+    """``retry``, ``move`` or ``discard``."""
+    rate: str
+    would: int
+    read: int
+    targets: Mapping[str, int]
+    """Where the letters would go (retry), by queue."""
+    failing: int
+    reasons: Sequence[str] = ()
+    to: str = ""
+    """A move's target."""
+
+
+_PAST = {"retry": "retried", "move": "moved", "discard": "discarded"}
+
+
+def plan_page(plan: Plan, *, csrf: str) -> str:
+    verb = _PAST[plan.action]
+    rows = "".join(f"<li>{n:,} to {e(target)}</li>" for target, n in sorted(plan.targets.items()))
+    failing = (
+        f'<p class="note">{plan.failing:,} would fail: ' + e("; ".join(plan.reasons[:5])) + "</p>"
+        if plan.failing
+        else ""
+    )
+    rate = f" at most {e(plan.rate)} per second" if plan.rate else ""
+    action = f"/queues/{path_part(plan.queue)}/groups/{path_part(plan.group_id)}/run"
+    body = (
+        f'<p class="plan">{plan.would:,} of {plan.read:,} dead letters in {e(plan.queue)} would '
+        f"be {verb}{rate} (group {e(plan.group_id)}).</p>"
+        + (f"<ul>{rows}</ul>" if rows else "")
+        + failing
+        + f'<form method="post" action="{action}">{csrf_field(csrf)}'
+        f'<input type="hidden" name="action" value="{e(plan.action)}">'
+        f'<input type="hidden" name="rate" value="{e(plan.rate)}">'
+        f'<input type="hidden" name="to" value="{e(plan.to)}">'
+        f'<button class="confirm">{e(plan.action.capitalize())} them</button></form>'
+        f'<p><a href="/queues/{path_part(plan.queue)}/groups">back</a></p>'
+    )
+    return page(f"{plan.action.capitalize()} group {plan.group_id}", body)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    id: str
+    title: str
+    queue: str
+    running: bool
+    examined: int
+    total: int
+    lines: Sequence[str]
+    """The report, when done."""
+    error: str | None = None
+
+
+def job_page(job: JobView) -> str:
+    state = "running" if job.running else ("failed" if job.error else "done")
+    body = (
+        f'<p class="state" data-state="{state}">{state}: {job.examined:,} of {job.total:,} '
+        "read</p>"
+        f'<progress max="{max(job.total, 1)}" value="{job.examined}"></progress>'
+        + "".join(f'<p class="report">{e(line)}</p>' for line in job.lines)
+        + (f'<p class="error">{e(job.error)}</p>' if job.error else "")
+        + f'<p><a href="/queues/{path_part(job.queue)}/groups">groups of {e(job.queue)}</a></p>'
+    )
+    return page(job.title, body, refresh_s=1 if job.running else None)
+
+
+# --------------------------------------------------------------------------- a message
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    queue: str
+    message_id: str
+    nth: int
+    """Which of the letters with this id (1: the first in the queue)."""
+    position: int
+    properties: Mapping[str, object]
+    headers: Mapping[str, FieldValue]
+    deaths: Sequence[Death]
+    body: bytes
+    editable: str | None
+    """The body as the edit box holds it (None: binary, not editable here)."""
+    others: int = 0
+    """More dead letters with the same id (the first is shown)."""
+
+
+def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
+    queue = view.queue
+    props = "".join(
+        f"<tr><th>{e(name)}</th><td>{e(value)}</td></tr>"
+        for name, value in view.properties.items()
+        if value is not None
+    )
+    headers = "".join(
+        f"<tr><th>{e(name)}</th><td>{e(_field(value))}</td></tr>"
+        for name, value in sorted(view.headers.items())
+        if name != "x-death"
+    )
+    timeline = "".join(
+        f"<tr><td>{stamp(death.time)}</td><td>{e(death.queue)}</td><td>{e(death.reason)}</td>"
+        f"<td>{death.count:,}</td><td>{e(death.exchange or '(default)')}</td>"
+        f"<td>{e(', '.join(death.routing_keys))}</td></tr>"
+        for death in view.deaths
+    )
+    parts = [
+        f'<p class="where">#{view.position:,} in {e(queue)}'
+        + (f" ({view.others:,} more with this id)" if view.others else "")
+        + "</p>",
+        "<h2>Deaths (newest first)</h2>",
+        '<table class="timeline"><thead><tr><th>time</th><th>queue</th><th>reason</th>'
+        "<th>count</th><th>exchange</th><th>routing keys</th></tr></thead><tbody>"
+        + (timeline or '<tr><td colspan="6">no x-death</td></tr>')
+        + "</tbody></table>",
+        f'<h2>Properties</h2><table class="props">{props}</table>',
+        f'<h2>Headers</h2><table class="headers">{headers}</table>',
+        "<h2>Body</h2>" + body_html(view.body),
+    ]
+    if not read_only and view.editable is not None:
+        action = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/edit"
+        parts.append(
+            f'<h2>Edit and retry</h2><form method="post" action="{action}">{csrf_field(csrf)}'
+            f'<input type="hidden" name="n" value="{view.nth}">'
+            # raw text, escaped only (a tab or a line break must come back as it was); the
+            # leading line break keeps a body's own first line break (HTML drops one)
+            '<textarea name="body" rows="16" cols="100">\n'
+            f"{html.escape(view.editable, quote=False)}</textarea><br>"
+            '<label><input type="checkbox" name="force" value="1"> publish a body that no '
+            "longer parses as its content type</label><br>"
+            '<button name="step" value="preview">Show the change</button></form>'
+        )
+    return page(f"Message {view.message_id}", "".join(parts))
+
+
+def _field(value: FieldValue) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, datetime):
+        return utc_stamp(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_field(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_field(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def body_html(body: bytes) -> str:
+    shown = body[:MAX_BODY_BYTES]
+    more = (
+        f'<p class="note">{len(body) - len(shown):,} more bytes not shown</p>'
+        if len(body) > len(shown)
+        else ""
+    )
+    try:
+        text = shown.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c in "\n\t\r" for c in text):
+        return f'<pre class="body">{html.escape(text, quote=True)}</pre>{more}'
+    rows = []
+    for at in range(0, len(shown), HEX_ROW):
+        chunk = shown[at : at + HEX_ROW]
+        printable = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        rows.append(f"{at:08x}  {chunk.hex(' '):<47}  {printable}")
+    return f'<pre class="body hex">{html.escape(chr(10).join(rows), quote=True)}</pre>{more}'
+
+
+# --------------------------------------------------------------------------- edit
+
+
+def edit_preview_page(
+    queue: str,
+    message_id: str,
+    *,
+    nth: int,
+    diff: Iterable[str],
+    body: str,
+    force: bool,
+    problem: str | None,
+    changed: bool,
+    csrf: str,
+) -> str:
+    lines = "\n".join(diff)
+    action = f"/queues/{path_part(queue)}/messages/{path_part(message_id)}/edit"
+    refused = f'<p class="error">{e(problem)}</p>' if problem and not force else ""
+    confirm = (
+        ""
+        if refused or not changed
+        else (
+            f'<form method="post" action="{action}">{csrf_field(csrf)}'
+            f'<input type="hidden" name="n" value="{nth}">'
+            f'<input type="hidden" name="body" value="{html.escape(body, quote=True)}">'
+            + ('<input type="hidden" name="force" value="1">' if force else "")
+            + '<button name="step" value="publish" class="confirm">Publish the edited copy'
+            "</button></form>"
+        )
+    )
+    return page(
+        f"Edit {message_id}",
+        f'<pre class="diff">{e(lines) if changed else "(no change)"}</pre>{refused}{confirm}'
+        f'<p><a href="/queues/{path_part(queue)}/messages/{path_part(message_id)}">back</a></p>',
+    )
+
+
+def result_page(title: str, lines: Sequence[str], *, back: str, error: bool = False) -> str:
+    kind = "error" if error else "report"
+    body = "".join(f'<p class="{kind}">{e(line)}</p>' for line in lines)
+    return page(title, f'{body}<p><a href="{e(back)}">back</a></p>')
+
+
+def error_page(status: int, text: str) -> str:
+    return page(f"{status}", f'<p class="error">{e(text)}</p>')
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #1b1b1b; }
+header { background: #3b3b6d; padding: .5em 1em; }
+header a { color: #fff; text-decoration: none; font-weight: bold; }
+main { padding: 1em; }
+table { border-collapse: collapse; margin: .5em 0; }
+th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: left; vertical-align: top; }
+td.n, td.depth { text-align: right; }
+pre.body, pre.diff { background: #f6f6f6; padding: .5em; overflow-x: auto; max-width: 100%; }
+.note { color: #8a5a00; }
+.error { color: #b00020; font-weight: bold; }
+svg.spark { color: #3b3b6d; }
+button.confirm { font-weight: bold; }
+"""
+"""The one style sheet (``/static/console.css``)."""

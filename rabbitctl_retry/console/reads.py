@@ -1,0 +1,163 @@
+"""What the console reads from and does on the broker, each on a connection of its own, through
+the operations the ``rr dlq`` commands use: the queues' depths (``ops/probe.py``), a queue's
+groups (``dlq/groups.py`` over ``scan_messages``), one letter, and the transfer engine's
+runs for a group and for an edited letter (``ops/transfer.py``)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+
+from rabbitctl_retry.dlq.choice import Chooser
+from rabbitctl_retry.dlq.filters import parse_where
+from rabbitctl_retry.dlq.groups import Grouping, Seen
+from rabbitctl_retry.dlq.letter import letter_of
+from rabbitctl_retry.dlq.move import MovePlan, choose_move
+from rabbitctl_retry.dlq.move import to_problem as move_to_problem
+from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.dlq.purge import PurgePlan, choose_purge
+from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.replay import choose as choose_replay
+from rabbitctl_retry.dlq.report import TransferKind, TransferReport
+from rabbitctl_retry.dlq.same_id import SameId
+from rabbitctl_retry.errors import TransportError, UsageError
+from rabbitctl_retry.ops import transfer as engine
+from rabbitctl_retry.ops.dlq import ProgressSink, ScanResult, scan_messages
+from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
+from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.transport.base import Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What every read takes from the topology (or its defaults)."""
+
+    retry_header: str
+    wait_queues: WaitQueues = field(default_factory=WaitQueues)
+
+
+async def queue_states(
+    connect: Connect, queues: list[str]
+) -> tuple[str, list[tuple[str, QueueState | None, str | None]]]:
+    """The server's version and each queue's state (or why it could not be read)."""
+    connection = await connect()
+    try:
+        found: list[tuple[str, QueueState | None, str | None]] = []
+        for queue in queues:
+            try:
+                found.append((queue, await queue_state(connection, queue), None))
+            except TransportError as error:
+                found.append((queue, None, error.message))
+        return str(connection.server_version), found
+    finally:
+        await connection.close()
+
+
+async def read_groups(
+    connect: Connect, queue: str, settings: Settings, now: datetime
+) -> tuple[Grouping, ScanResult]:
+    """Every dead letter of ``queue`` in its group; none taken."""
+    grouping = Grouping()
+    positions = itertools.count(1)
+
+    def take(delivery: Delivery) -> bool:
+        letter = letter_of(
+            next(positions),
+            delivery,
+            retry_header=settings.retry_header,
+            wait_queues=settings.wait_queues,
+        )
+        grouping.add(
+            Seen(
+                queue=queue,
+                position=letter.position,
+                message_id=delivery.properties.message_id,
+                headers=delivery.properties.headers,
+                origin=letter.origin,
+                reason=letter.reason,
+                failed_at=letter.failed_at,
+            )
+        )
+        return True
+
+    connection = await connect()
+    try:
+        scan = await scan_messages(connection, queue, take)
+    finally:
+        await connection.close()
+    return grouping, scan
+
+
+async def find_letter(
+    connect: Connect, queue: str, message_id: str, nth: int = 1
+) -> SameId[Delivery]:
+    """The ``nth`` dead letter of ``queue`` with ``message_id`` (``letter`` None: not
+    there); none taken."""
+    found: SameId[Delivery] = SameId(message_id, nth)
+    connection = await connect()
+    try:
+        await scan_messages(connection, queue, found.look)
+    finally:
+        await connection.close()
+    return found
+
+
+def group_chooser(
+    queue: str, group_id: str, action: str, settings: Settings, to: str = ""
+) -> tuple[Chooser, TransferKind]:
+    """Retry (a replay to each letter's origin), move (to ``to``, as they are) or discard (a
+    purge) the letters of one group (``parse_where`` checks the id, ``to_problem`` the
+    target: a ``UsageError`` when one is wrong)."""
+    conditions = (parse_where(f"group={group_id}"),)
+    if action == "move":
+        problem = move_to_problem(queue, to)
+        if problem is not None:
+            raise UsageError(problem)
+        moving = MovePlan(
+            source=queue,
+            to=to,
+            conditions=conditions,
+            retry_header=settings.retry_header,
+            wait_queues=settings.wait_queues,
+        )
+        return partial(choose_move, moving), TransferKind.MOVE
+    if action == "discard":
+        plan = PurgePlan(source=queue, conditions=conditions, wait_queues=settings.wait_queues)
+        return partial(choose_purge, plan), TransferKind.PURGE
+    replay = ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=settings.retry_header,
+        wait_queues=settings.wait_queues,
+        conditions=conditions,
+    )
+    return partial(choose_replay, replay), TransferKind.REPLAY
+
+
+async def dry_run(
+    connect: Connect, queue: str, choose: Chooser, kind: TransferKind
+) -> TransferReport:
+    connection = await connect()
+    try:
+        return await engine.dry_run(connection, queue, choose, kind=kind)
+    finally:
+        await connection.close()
+
+
+async def transfer(
+    connect: Connect,
+    queue: str,
+    choose: Chooser,
+    kind: TransferKind,
+    options: TransferOptions,
+    progress: ProgressSink,
+) -> TransferReport:
+    connection = await connect()
+    try:
+        return await engine.transfer(
+            connection, queue, choose, options, kind=kind, progress=progress
+        )
+    finally:
+        await connection.close()

@@ -1,0 +1,80 @@
+"""Pure. The console's access rules (docs/console.md, "Security").
+
+* Every request carries the token printed at start-up: in the ``rr_console`` cookie (set,
+  ``HttpOnly`` and ``SameSite=Strict``, when a page is first opened with ``?token=``), or as
+  ``Authorization: Bearer TOKEN``. A request without it gets 401 and nothing else.
+* A state-changing request is a POST whose form holds ``csrf``, a value derived from the
+  token (an HMAC), and whose ``Origin`` (when the browser sends one) is the console's own.
+* The ``Host`` header must name the address the console listens on (or ``localhost`` for
+  127.0.0.1): a page of another site that resolves its own name to 127.0.0.1 (DNS
+  rebinding) is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from urllib.parse import urlsplit
+
+COOKIE = "rr_console"
+TOKEN_BYTES = 24
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    # not no-referrer: with it a browser sends "Origin: null" on the console's own forms
+    "Cache-Control": "no-store",
+}
+"""Sent with every answer: no script runs on a console page, none can frame it."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def token_matches(given: str | None, token: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+def bearer(authorization: str | None) -> str | None:
+    if authorization is None:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else None
+
+
+def csrf_of(token: str) -> str:
+    """The value every form of the console carries (the same for the whole run)."""
+    return hmac.new(token.encode(), b"rr-console-csrf", hashlib.sha256).hexdigest()
+
+
+def csrf_matches(given: str | None, token: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), csrf_of(token).encode())
+
+
+def allowed_hosts(bind: str, port: int) -> frozenset[str]:
+    """The ``Host`` values a request may carry."""
+    names = {bind}
+    if bind in ("127.0.0.1", "::1", "localhost"):
+        names |= {"127.0.0.1", "localhost", "[::1]"}
+    if ":" in bind and not bind.startswith("["):
+        names.add(f"[{bind}]")
+    return frozenset(f"{name}:{port}" for name in names)
+
+
+def host_allowed(host: str | None, allowed: frozenset[str]) -> bool:
+    return host is not None and host.lower() in allowed
+
+
+def origin_allowed(origin: str | None, allowed: frozenset[str]) -> bool:
+    """A POST's ``Origin``: absent (an old browser, a script with the bearer token) or the
+    console's own."""
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    return parts.scheme == "http" and parts.netloc.lower() in allowed

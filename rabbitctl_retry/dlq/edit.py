@@ -1,0 +1,252 @@
+"""Pure. ``rr dlq edit``: one dead letter's edited copy, and what may be edited.
+
+The copy is the replay's copy (dlq/replay.py: a fresh start, to its origin or ``--to``) with the
+new body, the headers set and removed, and two headers more (docs/dlq.md, "Edit and retry"):
+
+* ``rr-edited-at``: when (ISO 8601 UTC);
+* ``rr-original-body-sha256``: the SHA-256 of the body before the edit (hex), so the copy
+  names the original that the export line kept beside it.
+
+A header rr or the broker owns cannot be set or removed (the retry header, ``x-death`` and the
+broker's other headers, rr's failure, replay and edit headers): the replay writes those. A
+body that no longer parses as its content type is refused unless forced
+(:func:`body_problem`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from rabbitctl_retry.dlq.choice import Choice, Chooser, Send
+from rabbitctl_retry.dlq.letter import Read
+from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.replay import choose as choose_replay
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import (
+    REPLAYED_AT_HEADER,
+    REPLAYED_COUNT_HEADER,
+    RR_DEATH_HEADERS,
+    is_broker_header,
+    utc_stamp,
+)
+
+EDITED_AT_HEADER = "rr-edited-at"
+ORIGINAL_SHA256_HEADER = "rr-original-body-sha256"
+_OWNED = frozenset(
+    {EDITED_AT_HEADER, ORIGINAL_SHA256_HEADER, REPLAYED_AT_HEADER, REPLAYED_COUNT_HEADER}
+    | RR_DEATH_HEADERS
+    | {"rr-replay-run", "CC", "BCC"}
+)
+MAX_DIFF_LINES = 200
+"""How many lines of the body's diff are shown before the question."""
+
+
+def sha256_hex(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class EditRequest:
+    """What the operator changed."""
+
+    body: bytes
+    set_headers: tuple[tuple[str, str], ...] = ()
+    remove_headers: tuple[str, ...] = ()
+    original_sha256: str = ""
+
+    @property
+    def changes_headers(self) -> bool:
+        return bool(self.set_headers or self.remove_headers)
+
+
+def header_problem(name: str, retry_header: str) -> str | None:
+    """Why the header ``name`` cannot be edited, or None."""
+    if not name:
+        return "a header needs a name"
+    if len(name.encode("utf-8", "surrogatepass")) > 255:
+        return f"header name {name[:40]!r}... is longer than 255 bytes"
+    if name == retry_header or name in _OWNED or is_broker_header(name):
+        return (
+            f"{name!r} is written by rr or the broker (the copy starts afresh: no retry "
+            "header, no death headers); edit the application's headers only"
+        )
+    return None
+
+
+def parse_assignment(text: str, retry_header: str) -> tuple[str, str]:
+    """``--set-header NAME=VALUE`` -> (name, value); :class:`ValueError` naming the problem."""
+    name, equals, value = text.partition("=")
+    if not equals:
+        raise ValueError(f"--set-header {text[:60]!r}: use NAME=VALUE")
+    problem = header_problem(name.strip(), retry_header)
+    if problem is not None:
+        raise ValueError(f"--set-header {text[:60]!r}: {problem}")
+    return name.strip(), value
+
+
+def edited_headers(
+    replayed: Mapping[str, FieldValue], request: EditRequest, now: datetime
+) -> dict[str, FieldValue]:
+    """The replay's copy headers with the edit applied and marked."""
+    headers = dict(replayed)
+    for name in request.remove_headers:
+        headers.pop(name, None)
+    for name, value in request.set_headers:
+        headers[name] = value
+    headers[EDITED_AT_HEADER] = utc_stamp(now)
+    headers[ORIGINAL_SHA256_HEADER] = request.original_sha256
+    return headers
+
+
+def edit_choice(replayed: Choice, request: EditRequest, now: datetime) -> Choice:
+    """The replay's choice for the letter, with the edit: a copy goes out with the new body
+    and headers; a letter the replay would not send (no origin, ...) fails as it would."""
+    if not isinstance(replayed, Send) or replayed.verbatim:
+        return replayed
+    return Send(
+        to=replayed.to,
+        headers=edited_headers(replayed.headers, request, now),
+        body=request.body,
+    )
+
+
+def edit_chooser(plan: ReplayPlan, request: EditRequest) -> Chooser:
+    """The transfer engine's chooser for an edit: the replay's choice for the letter, turned
+    into its edited copy."""
+
+    def choose(
+        headers: Mapping[str, FieldValue] | None, now: datetime, undecodable: tuple[str, ...] = ()
+    ) -> Choice:
+        return edit_choice(choose_replay(plan, headers, now, undecodable), request, now)
+
+    return choose
+
+
+def letter_picker(message_id: str, nth: int, digest: str) -> Callable[[Read], bool]:
+    """The engine's ``only`` for an edit: the ``nth`` message with ``message_id`` in queue
+    order, as the read before counted them, taken only if its body's SHA-256 is still
+    ``digest`` (a letter changed or taken in between is left alone)."""
+    seen = 0
+
+    def only(delivery: Read) -> bool:
+        nonlocal seen
+        if delivery.properties.message_id != message_id:
+            return False
+        seen += 1
+        return seen == nth and sha256_hex(delivery.body) == digest
+
+    return only
+
+
+def _is_json_type(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    base = content_type.split(";", 1)[0].strip().lower()
+    return base == "application/json" or base.endswith("+json")
+
+
+def _parses_as_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _is_text(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def body_problem(content_type: str | None, before: bytes, after: bytes) -> str | None:
+    """Why ``after`` does not fit the letter's content type (JSON that no longer parses, text
+    that is no longer UTF-8), or None. A body that was JSON without saying so counts as JSON."""
+    if (_is_json_type(content_type) or _parses_as_json(before)) and not _parses_as_json(after):
+        return "the edited body is not JSON any more (--force publishes it anyway)"
+    if _is_text(before) and not _is_text(after):
+        return "the edited body is not UTF-8 text any more (--force publishes it anyway)"
+    return None
+
+
+def editable_text(body: bytes, content_type: str | None) -> str | None:
+    """The body as the editor shows it (JSON pretty-printed), or None for a binary body."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if _is_json_type(content_type) or _parses_as_json(body):
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
+        except (ValueError, RecursionError):
+            return text
+    return text
+
+
+def compact_like(before: bytes, edited_text: str) -> bytes:
+    """The editor's text as the new body: JSON written back compact when the original was
+    compact (a one-line body stays one line), else the text as saved."""
+    stripped_before = before.strip()
+    if (
+        _parses_as_json(before)
+        and b"\n" not in stripped_before
+        and _parses_as_json(edited_text.encode("utf-8", "surrogatepass"))
+    ):
+        value = json.loads(edited_text)
+        compact = json.dumps(value, ensure_ascii=False, separators=_separators(before))
+        return compact.encode("utf-8")
+    return edited_text.encode("utf-8", "surrogatepass")
+
+
+def _separators(body: bytes) -> tuple[str, str]:
+    """The separators of a one-line JSON body: ``(", ", ": ")`` (Python's default) or
+    compact ``(",", ":")``."""
+    return (", ", ": ") if b": " in body or b", " in body else (",", ":")
+
+
+def diff_lines(before: bytes, after: bytes) -> list[str]:
+    """A unified diff of the two bodies (text, JSON pretty-printed; binary bodies by size and
+    checksum), cut after :data:`MAX_DIFF_LINES`."""
+    if not (_is_text(before) and _is_text(after)):
+        return [
+            f"- {len(before):,} bytes, sha256 {sha256_hex(before)[:16]}",
+            f"+ {len(after):,} bytes, sha256 {sha256_hex(after)[:16]}",
+        ]
+    lines = list(
+        difflib.unified_diff(
+            _shown_lines(before),
+            _shown_lines(after),
+            fromfile="body before",
+            tofile="body after",
+            lineterm="",
+        )
+    )
+    if len(lines) > MAX_DIFF_LINES:
+        cut = len(lines) - MAX_DIFF_LINES
+        lines = [*lines[:MAX_DIFF_LINES], f"... ({cut:,} more lines)"]
+    return lines
+
+
+def _shown_lines(body: bytes) -> list[str]:
+    """A text body's lines; a JSON body's as pretty-printed (a one-line body's change shows
+    as the member that changed)."""
+    text = body.decode("utf-8")
+    if _parses_as_json(body):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    return text.splitlines()
+
+
+def header_lines(before: Mapping[str, FieldValue] | None, request: EditRequest) -> Iterable[str]:
+    """The header changes, one line each (``- name`` removed, ``+ name=value`` set)."""
+    table = before or {}
+    for name in request.remove_headers:
+        yield f"- {name}" + ("" if name in table else " (not there)")
+    for name, value in request.set_headers:
+        yield f"+ {name}={value}"

@@ -1,0 +1,107 @@
+"""rr console in a real browser: Debian's Chromium, headless, driven by Playwright. An outage of
+the refunds/payouts services is produced on RabbitMQ (and on the emulator), the test opens the
+console with its token, finds the groups with their counts, retries one group at a limited
+rate, edits one message and retries it, and then checks on the broker which queue holds every
+message id (docs/console.md).
+
+``RR_CONSOLE_SCREENSHOTS=DIR`` writes the groups page and a message's page there (how the
+pictures of docs/console.md were made)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.backends import Backend
+from tests.console.conftest import console_on
+from tests.dlq.support import run_to_dead
+from tests.observe import peek as read_all
+
+PER_KIND = 10
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[object]:
+    if CHROMIUM is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed (apt-get install chromium): CI must run this")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    async with playwright_api.async_playwright() as driver:
+        launched = await driver.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def test_an_outage_is_sorted_out_in_the_browser(
+    backend: Backend, browser: object, tmp_path: Path
+) -> None:
+    made = await run_to_dead(backend, PER_KIND)
+    before = [d.properties.message_id for d in await read_all(backend, "dead")]
+    declined = {m for n, m in enumerate(made.refunds) if n % 2}
+    edited_id = made.refunds[0]
+    shots = os.environ.get("RR_CONSOLE_SCREENSHOTS")
+    async with console_on(backend, tmp_path) as console:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+        await page.goto(console.entry)
+        # the queues: the depth of dead
+        assert await page.inner_text('tr[data-queue="dead"] td.depth') == str(made.total)
+        await page.click('tr[data-queue="dead"] a')
+        # the groups, with their counts
+        await page.wait_for_selector("table.groups")
+        counts = {}
+        for row in await page.query_selector_all("tr[data-group]"):
+            cells = await row.query_selector_all("td")
+            counts[await cells[2].inner_text()] = int(await cells[1].inner_text())
+        assert counts == {
+            "ValueError": len(declined),
+            "(max_attempts)": PER_KIND - len(declined),
+            "(delivery_limit)": PER_KIND,
+            "(rejected)": PER_KIND,
+        }
+        if shots:
+            await page.screenshot(path=str(Path(shots) / "console-groups.png"), full_page=True)
+        # retry the ValueError group at 20 per second: the plan, then the run
+        row = page.locator("tr[data-group]", has_text="ValueError")
+        await row.locator('input[name="rate"]').fill("20")
+        await row.locator('button[value="retry"]').click()
+        plan = await page.inner_text("p.plan")
+        assert f"{len(declined)} of {made.total} dead letters in dead would be retried" in plan
+        assert "at most 20 per second" in plan
+        await page.click("button.confirm")
+        await page.wait_for_selector('p.state[data-state="done"]', timeout=180_000)
+        report = await page.inner_text("main")
+        assert f"replayed {len(declined)} of" in report
+        # one message: its deaths, then an edit and a retry
+        await page.goto(f"{console.base}/queues/dead/messages/{edited_id}")
+        assert await page.inner_text("table.headers") != ""
+        assert "rr-origin-queue" in await page.inner_text("table.headers")
+        if shots:
+            await page.screenshot(path=str(Path(shots) / "console-message.png"), full_page=True)
+        text = await page.input_value("textarea")
+        assert '"n": 0' in text
+        await page.fill("textarea", re.sub(r'"n": 0', '"n": 0,\n  "fixed": true', text))
+        await page.click('button[value="preview"]')
+        assert '+  "fixed": true' in await page.inner_text("pre.diff")
+        await page.click("button.confirm")
+        assert f"edited copy of {edited_id} published to refunds" in await page.inner_text("main")
+        await page.close()
+    # on the broker: every id where it belongs
+    refunds = {d.properties.message_id: d for d in await read_all(backend, "refunds")}
+    assert set(refunds) == declined | {edited_id}
+    assert b'"fixed": true' in refunds[edited_id].body
+    assert "rr-edited-at" in (refunds[edited_id].properties.headers or {})
+    assert [d.properties.message_id for d in await read_all(backend, "dead")] == [
+        m for m in before if m not in declined and m != edited_id
+    ]
