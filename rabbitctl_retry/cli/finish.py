@@ -78,6 +78,9 @@ class Outcome:
     """The JSON document on one line (``rr status --watch``: one document per reading)."""
     clear: bool = False
     """Clear the terminal before the table (``rr status --watch``)."""
+    tsv_title: str | None = None
+    """``--output tsv``: the tables are one section, under a ``# TITLE`` line and followed by
+    an empty line (a reading of ``rr status --watch``, titled with its time)."""
 
 
 def render(outcome: Outcome, output: str) -> None:
@@ -90,7 +93,7 @@ def render(outcome: Outcome, output: str) -> None:
         pieces = list(outcome.table())
         tables = tables_of(pieces) if output == "tsv" else []
         if tables:
-            _print_tsv(tables, on_stderr=outcome.on_stderr)
+            _print_tsv(tables, on_stderr=outcome.on_stderr, title=outcome.tsv_title)
         else:  # tsv without a table: its lines as the table output prints them
             console = stderr_console() if outcome.on_stderr else stdout_console()
             if outcome.clear and output == "table" and console.is_terminal:
@@ -138,11 +141,12 @@ def _raw(renderable: Any) -> str:
     return str(renderable)
 
 
-def _print_tsv(tables: Sequence[Rows], *, on_stderr: bool) -> None:
-    from rabbitctl_retry.cli.tsv import tsv_lines
+def _print_tsv(tables: Sequence[Rows], *, on_stderr: bool, title: str | None) -> None:
+    from rabbitctl_retry.cli.tsv import tsv_lines, tsv_section
 
     stream = sys.stderr if on_stderr else sys.stdout
-    stream.writelines(f"{line}\n" for line in tsv_lines(tables))
+    lines = tsv_lines(tables) if title is None else tsv_section(title, tables)
+    stream.writelines(f"{line}\n" for line in lines)
     stream.flush()
 
 

@@ -140,9 +140,10 @@ def status_command(
         finish(status_outcome(reading(), notes=notes), output)
         return
     try:  # Ctrl-C, during a reading too, is the end of the watch: exit 0
+        first = True
         while True:
-            render(status_outcome(reading(), watch_s=watch_s, notes=notes), output)
-            notes = []  # said once, under the first reading
+            render(status_outcome(reading(), watch_s=watch_s, notes=notes, first=first), output)
+            notes, first = [], False  # said once, under the first reading
             time.sleep(watch_s)
     except KeyboardInterrupt:
         exit_with(0)

@@ -57,11 +57,16 @@ def heading(reading: Reading, every_s: float) -> str:
 
 
 def status_outcome(
-    reading: Reading, *, watch_s: float | None = None, notes: Sequence[str] = ()
+    reading: Reading,
+    *,
+    watch_s: float | None = None,
+    notes: Sequence[str] = (),
+    first: bool = True,
 ) -> Outcome:
     """A table and its count line, or the JSON document (``watch_s``: one per line, the
-    table under a heading, cleared on a terminal); exit 1 when a queue is not as expected
-    (a watch exits 0, on Ctrl-C)."""
+    table under a heading, cleared on a terminal; in TSV a section under ``# HEADING``);
+    exit 1 when a queue is not as expected (a watch exits 0, on Ctrl-C). The line saying
+    how to get the management API's columns is under the ``first`` reading only."""
     statuses = reading.statuses
 
     def table() -> list[Piece]:
@@ -71,7 +76,7 @@ def status_outcome(
         if watch_s is not None:
             pieces.append(Unwrapped(heading(reading, watch_s)))
         pieces += [status_table(reading), count]
-        if not reading.management:
+        if not reading.management and first:
             pieces.append(Unwrapped(NO_MANAGEMENT_LINE))
         live = [status.live for status in statuses if status.live is not None]
         if live:
@@ -92,6 +97,7 @@ def status_outcome(
         code=0 if watching or all(status.ok for status in statuses) else 1,
         one_line=watching,
         clear=watching,
+        tsv_title=heading(reading, watch_s) if watch_s is not None else None,
     )
 
 

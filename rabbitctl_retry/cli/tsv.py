@@ -8,7 +8,7 @@ a TAB ``\\t``, a line feed ``\\n``, a carriage return ``\\r``, and every other c
 table output escapes (C0 and C1 controls, DEL, bidi controls, U+2028/U+2029, lone
 surrogates; ``cli/render.py`` ``printable``) is its Python escape (``\\x1b``, ``\\u202e``).
 Several tables are sections separated by an empty line, each titled table's starting with a
-``# TITLE`` line.
+``# TITLE`` line; a reading of ``rr status --watch`` is a section of its own, under its time.
 """
 
 from __future__ import annotations
@@ -49,4 +49,12 @@ def tsv_lines(tables: Sequence[Rows]) -> Iterator[str]:
             yield tsv_line(row)
 
 
-__all__ = ["tsv_field", "tsv_line", "tsv_lines"]
+def tsv_section(title: str, tables: Sequence[Rows]) -> Iterator[str]:
+    """``tables`` as one titled section: a ``# TITLE`` line, their lines, an empty line (one
+    reading of ``rr status --watch``: the readings follow one another in a pipe)."""
+    yield "# " + tsv_field(title)
+    yield from tsv_lines(tables)
+    yield ""
+
+
+__all__ = ["tsv_field", "tsv_line", "tsv_lines", "tsv_section"]

@@ -179,7 +179,7 @@ async def test_watch_into_a_pipe_prints_each_frame_after_the_last(amqp_url: str)
     )  # without the third heading and the empty line before it
     assert len(frames) == 2
     times = []
-    for frame in frames:
+    for index, frame in enumerate(frames):
         heading, *table = frame.split("\n")
         found = HEADING.fullmatch(heading)
         assert found is not None, heading
@@ -189,10 +189,53 @@ async def test_watch_into_a_pipe_prints_each_frame_after_the_last(amqp_url: str)
             "━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━╇━━━━━",
             "watched │ classic │ 0        │ 0         │ exists │",
             "1 queue(s); ok",
-            NO_MANAGEMENT_LINE,
+            *([NO_MANAGEMENT_LINE] if index == 0 else []),  # said under the first reading
         ]
     assert times[0] < times[1]
     assert "\x1b" not in "".join(lines)  # nothing cleared
+
+
+@pytest.mark.broker
+async def test_watch_in_tsv_is_a_section_per_reading_under_its_time(amqp_url: str) -> None:
+    """``-o tsv --watch``: each reading a section of its own, ``# `` and its heading, the
+    header and the rows, an empty line; no count line, no management hint (docs/cli.md,
+    "Output formats")."""
+    backend = RabbitBackend(amqp_url)
+    backend.setup()
+    try:
+        await declare(backend, "watched")
+        command = [sys.executable, "-m", "rabbitctl_retry", "status", "watched", "-w", "0.5"]
+        process = subprocess.Popen(
+            [*command, "-o", "tsv", "--url", backend.url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        lines: list[str] = []
+        while sum(1 for line in lines if line.startswith("# ")) < 3:  # two whole readings
+            line = process.stdout.readline()
+            assert line, process.communicate(timeout=30)
+            lines.append(line.rstrip("\n"))
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    finally:
+        await backend.close()
+    readings = [lines[:4], lines[4:8]]
+    times = []
+    for reading in readings:
+        title, *rest = reading
+        found = HEADING.fullmatch(title.removeprefix("# "))
+        assert title.startswith("# "), title
+        assert found is not None, title
+        times.append(datetime.fromisoformat(found.group(1)))
+        assert rest == [
+            "queue\ttype\tmessages\tconsumers\tstate\trole",
+            "watched\tclassic\t0\t0\texists\t",
+            "",
+        ]
+    assert times[0] < times[1]
 
 
 async def test_a_named_queue_shows_its_type_on_the_broker(backend: Backend) -> None:

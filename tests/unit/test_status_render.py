@@ -122,6 +122,11 @@ def test_a_watch_frame_starts_with_its_time_and_ends_with_an_empty_line() -> Non
     assert lines[-2:] == [NO_MANAGEMENT_LINE, ""]
     outcome = status_outcome(Reading(STATUSES, read_at=AT), watch_s=2.5)
     assert (outcome.code, outcome.one_line, outcome.clear) == (0, True, True)
+    assert outcome.tsv_title == lines[0]  # -o tsv: the reading's section is under its time
+    later = status_outcome(Reading(STATUSES[:1], read_at=AT), watch_s=2.5, first=False)
+    assert later.table is not None
+    assert NO_MANAGEMENT_LINE not in list(later.table())  # said under the first reading only
+    assert status_outcome(Reading(STATUSES, read_at=AT)).tsv_title is None
     assert status_outcome(Reading(STATUSES, read_at=AT)).code == 1
 
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, Unwrapped, render, tables_of
 from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.cli.render import cell, count_cell
-from rabbitctl_retry.cli.tsv import tsv_field, tsv_line, tsv_lines
+from rabbitctl_retry.cli.tsv import tsv_field, tsv_line, tsv_lines, tsv_section
 
 
 @pytest.mark.parametrize(
@@ -47,6 +47,26 @@ def test_a_row_is_its_fields_joined_by_tabs() -> None:
 def test_one_table_is_its_header_and_rows() -> None:
     table = Rows("retry policies", ("queue", "attempts"), [("jobs", "5"), ("jobs.dead", "")])
     assert list(tsv_lines([table])) == ["queue\tattempts", "jobs\t5", "jobs.dead\t"]
+
+
+def test_a_titled_section_is_its_title_its_tables_and_an_empty_line() -> None:
+    first = Rows("", ("queue", "messages"), [("jobs", "1234")])
+    second = Rows("live settings", ("queue", "setting"), [])
+    assert list(tsv_section("rr status at T\t(every 1 s)", [first])) == [
+        "# rr status at T\\t(every 1 s)",
+        "queue\tmessages",
+        "jobs\t1234",
+        "",
+    ]
+    assert list(tsv_section("at T", [first, second])) == [
+        "# at T",
+        "queue\tmessages",
+        "jobs\t1234",
+        "",
+        "# live settings",
+        "queue\tsetting",
+        "",
+    ]
 
 
 def test_several_tables_are_sections_titled_when_they_have_a_title() -> None:
