@@ -115,28 +115,41 @@ async def serving(
         yield service
 
 
-async def publish_late(url: str, ids: list[str], first_ms: int, over_ms: int) -> None:
-    """Publish ``ids`` to ``work.late``, whence they move into ``work`` one after another, from
-    ``first_ms`` to ``first_ms + over_ms`` after now: each has its own expiration, rising in
-    publish order (RabbitMQ expires per-message TTLs at the head), and ``work.late``
-    dead-letters into ``work`` (the broker moves them: no client publishes)."""
+async def hold(url: str, ids: list[str]) -> None:
+    """Publish ``ids`` to ``work.held``: no TTL, no consumer, dead-lettering into ``work``.
+    They reach rr only when :func:`release_held` lets them go."""
     connection = await direct(url)()
     try:
         channel = await connection.channel(confirms=True)
         await channel.queue_declare(
-            "work.late",
+            "work.held",
             arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"},
         )
-        step_ms = over_ms // max(1, len(ids))
-        for number, message_id in enumerate(ids):
-            properties = Properties(
-                message_id=message_id,
-                delivery_mode=2,
-                expiration=str(first_ms + number * step_ms),
-            )
+        for message_id in ids:
+            properties = Properties(message_id=message_id, delivery_mode=2)
             await channel.publish(
-                message_id.encode(), routing_key="work.late", properties=properties, mandatory=True
+                message_id.encode(), routing_key="work.held", properties=properties, mandatory=True
             )
+    finally:
+        await connection.close()
+
+
+async def release_held(url: str) -> int:
+    """Move every message of ``work.held`` into ``work`` by the broker itself: a consumer
+    rejects each without requeue, and ``work.held`` dead-letters it into ``work``. The
+    connection only consumes and rejects, so a memory alarm does not block it (RabbitMQ
+    blocks a connection when it publishes): rr gets these messages, and publishes their
+    retry copies, while the alarm is on. Returns how many were released."""
+    connection = await direct(url)()
+    try:
+        channel = await connection.channel()
+        held = (await channel.queue_declare("work.held", passive=True)).message_count
+        released = 0
+        while (delivery := await channel.get("work.held")) is not None:
+            await channel.reject(delivery.delivery_tag, requeue=False)
+            released += 1
+        assert released == held, (released, held)
+        return released
     finally:
         await connection.close()
 
@@ -251,16 +264,13 @@ async def run_with_fault(
     timeout_s: float = 90,
     options: RunOptions | None = None,
     settle_s: float = 0.0,
-    arriving_late: int = 0,
-    late_by_ms: int = 2000,
-    late_over_ms: int = 15_000,
+    held: int = 0,
 ) -> FaultResult:
     """One run of ``count`` messages with ``fault`` injected after ``start_after`` handler calls.
 
-    ``arriving_late``: the last that many messages reach ``work`` one by one, from
-    ``late_by_ms`` to ``late_by_ms + late_over_ms`` after they were published (they wait in
-    ``work.late``, see :func:`publish_late`), so rr is still handling them, and publishing
-    copies, while a fault that blocks publishers is on, however long it takes to raise it."""
+    ``held``: the last that many messages wait in ``work.held`` (:func:`hold`) until the
+    fault lets them go (:func:`release_held`), so rr handles them, and publishes copies,
+    while a fault that blocks publishers is on, however long it takes to raise it."""
     ledger = Ledger(outcome_of=outcome_of, max_attempts=3)
     timeline = Timeline()
     ids = message_ids(f"{fault_name}-{queue_type}", count)
@@ -269,9 +279,9 @@ async def run_with_fault(
     started = time.monotonic()
     async with serving(vhost.proxy_url, text, timed(ledger, timeline), options) as service:
         await asyncio.sleep(settle_s)  # a fresh quorum queue may lose messages on a crash
-        on_time, late = ids[: count - arriving_late], ids[count - arriving_late :]
-        if late:
-            await publish_late(vhost.url, late, late_by_ms, late_over_ms)
+        on_time, later = ids[: count - held], ids[count - held :]
+        if later:
+            await hold(vhost.url, later)
         await publish_ids(direct(vhost.url), "work", on_time)
         await wait_handled(ledger, min(start_after, count))
         ended_at = await fault(service, ledger)
