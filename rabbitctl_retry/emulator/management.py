@@ -4,8 +4,9 @@ It implements :class:`~rabbitctl_retry.transport.management.ManagementApi` and a
 RabbitMQ's management API answers for a one-node server of the emulator's version, for what
 rr reads of it: the overview (version, product, cluster name), the nodes and their resource
 alarms, where a queue lives and a quorum queue's members online (:class:`EmulatedCluster`:
-the cluster a test makes the twin state), the deprecated-features table, and the policies it sets (applied by the emulator as the server
-applies them: emulator/policies.py) (docs/testing.md, "The management API"). The contract suite
+the cluster a test makes the twin state), the deprecated-features table, and the policies it
+sets (applied by the emulator as the server applies them: emulator/policies.py)
+(docs/testing.md, "The management API"). The contract suite
 runs the same scenario on RabbitMQ 4.3.6's API and on this twin
 (``tests/contract/test_management_api.py``).
 
