@@ -54,12 +54,16 @@ async def server_facts(
     cluster: ClusterRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
     if management_url is not None:
         api = management(management_url, vhost=vhost_of(reached))
-        features = await _management_answers(api, identity, reached)
-        if isinstance(features, TableUnread) and features.why in (Unread.MISMATCH, Unread.FAILED):
-            policies = cluster = features  # an API that failed, or answers for another server
+        unusable = await _identity_problem(api, identity, reached)
+        if unusable is not None:  # an API that failed, or answers for another server
+            features = policies = cluster = unusable
         else:
-            if version.major < 4:
+            features = await _deprecated_features(api)
+            if isinstance(features, TableUnread) and features.why is Unread.FAILED:
+                policies = features
+            elif version.major < 4:
                 policies = await _policies_read(api, desired)
+            # the nodes and the queues whatever became of the table (paths of their own)
             cluster = await _cluster_read(api, desired)
     return ServerFacts(
         version=version,
@@ -112,12 +116,12 @@ async def _policies_read(api: ManagementApi, desired: Desired | None) -> Policie
     return PoliciesRead(policies, tuple(queues), listed)
 
 
-async def _management_answers(
+async def _identity_problem(
     api: ManagementApi, identity: ServerIdentity, reached: str
-) -> tuple[DeprecatedFeature, ...] | TableUnread:
-    """What the management API says, once its ``/api/overview`` shows it answers for the
-    server AMQP reached (the same cluster name, when both tell one, and the same version):
-    else why none of its answers is used."""
+) -> TableUnread | None:
+    """None once the management API's ``/api/overview`` shows it answers for the server AMQP
+    reached (the same cluster name, when both tell one, and the same version): else why none
+    of its answers is used."""
     try:
         overview = await api.overview()
     except TransportError as error:
@@ -131,7 +135,7 @@ async def _management_answers(
     )
     if mismatch is not None:
         return TableUnread(Unread.MISMATCH, censor_urls(mismatch))
-    return await _deprecated_features(api)
+    return None
 
 
 async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:

@@ -70,3 +70,27 @@ def test_an_alarm_the_api_states_is_an_error_and_exit_1(api: FakeManagement) -> 
         "node 'rabbit@fake' has a disk alarm: 12.0 MB free, its limit 50.0 MB: "
     )
     assert SECRET not in result.output
+
+
+def test_a_malformed_table_leaves_the_alarms_checked(api: FakeManagement) -> None:
+    """The deprecated-features table and ``/api/nodes`` are paths of their own: one that
+    fails does not stop the other."""
+    api.answer("/api/deprecated-features", Answer.json({"not": "a list"}))
+    api.answer(
+        NODES_PATH,
+        Answer.json([{"name": "rabbit@fake", "running": True, "mem_alarm": False}]),
+    )
+    result = doctor("--management-url", api.url(), "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert finding(document(result), "alarms-not-checked")["level"] == "warning"  # disk missing
+
+    api.answer(NODES_PATH, Answer.json([{**RUNNING, "disk_free_alarm": False}]))
+    result = doctor("--management-url", api.url(), "-o", "json")
+
+    assert result.exit_code == 0, result.output
+    parsed = document(result)
+    assert finding(parsed, "deprecated-features-not-checked")["level"] == "warning"
+    assert [f for f in parsed["findings"] if f["code"].startswith(("alarms", "node-"))] == []
+
+
+RUNNING = {"name": "rabbit@fake", "running": True, "mem_alarm": False}
