@@ -1,6 +1,7 @@
 """The management port (``transport/management.py``): the same scenario on RabbitMQ's
 management API and on the emulator's twin (``emulator/management.py``), for everything rr
-reads of it: the overview, the nodes, where a queue lives, the deprecated-features table; and
+reads of it: the overview, the nodes and their alarms, where a queue lives, a quorum queue's
+members online, the deprecated-features table; and
 the policies it sets (what they do: tests/contract/test_policies.py).
 
 Of the shared servers only 4.3.6 has a management API (tests/broker/
