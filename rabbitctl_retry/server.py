@@ -154,6 +154,47 @@ class QueueActivity:
     """``message_stats.deliver_get_details.rate``: deliveries and gets per second."""
 
 
+NODES_PATH = "/api/nodes"
+"""The management API's nodes of the cluster, each with its name and, while it runs, its
+resource alarms and the numbers behind them (docs/cli.md, "rr doctor")."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResources:
+    """A node of the cluster as ``GET /api/nodes`` states it (measured on 3.10.8 and 4.3.6):
+    whether it runs and, while it does, its memory and disk alarms with the numbers behind
+    them; each None when the API states none (a node that does not run)."""
+
+    name: str
+    running: bool
+    mem_alarm: bool | None = None
+    """``mem_alarm``: memory use reached ``mem_limit``; publishers are blocked."""
+    disk_free_alarm: bool | None = None
+    """``disk_free_alarm``: free disk fell below ``disk_free_limit``; publishers are
+    blocked."""
+    mem_used_bytes: int | None = None
+    mem_limit_bytes: int | None = None
+    disk_free_bytes: int | None = None
+    disk_free_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHealth:
+    """A queue of the vhost as ``GET /api/queues/VHOST?columns=...`` states it for ``rr
+    doctor`` (measured on 3.10.8 and 4.3.6): a quorum queue's ``members`` and the ones
+    ``online``, and the rate its depth changes at; each None when the API states none (a
+    classic queue has no members; 3.10.8 states a new quorum queue's depth only once its
+    statistics are sampled)."""
+
+    name: str
+    kind: str
+    members: tuple[str, ...] | None = None
+    online: tuple[str, ...] | None = None
+    messages_per_s: float | None = None
+    """``messages_details.rate``: how fast its depth (``messages``) grows (above 0) or shrinks
+    (below 0) per second, over the server's last samples (every 5 s)."""
+
+
 # --- policies ---------------------------------------------------------------------------------
 
 PolicyValue = str | int | bool

@@ -34,7 +34,15 @@ from rabbitctl_retry.cli._common import (
 )
 from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.render import cell
-from rabbitctl_retry.doctor import Finding, Level, ServerFacts, TableUnread, examine, safe
+from rabbitctl_retry.doctor import (
+    Finding,
+    Level,
+    ServerFacts,
+    TableUnread,
+    examine,
+    healthy,
+    safe,
+)
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops.doctor import server_facts
 from rabbitctl_retry.topology.expand import expand
@@ -59,6 +67,7 @@ def doctor_command(
             envvar=MANAGEMENT_URL_ENV,
             help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
             "deprecated features the server permits or denies, which AMQP does not tell, "
+            "the nodes' memory and disk alarms, quorum queues' members online, "
             "and on RabbitMQ 3.x which queues an ha-mode policy mirrors "
             '(docs/cli.md, "rr doctor"). Else [broker] management_url; without one, those '
             "findings are assumed from the version or not made.",
@@ -68,8 +77,9 @@ def doctor_command(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Print the server's version and every behaviour of it that matters for retries; with
-    --topology, what it means for that file's queues. Exit 1 when something in the topology
-    is unsafe on this server (docs/cli.md, "rr doctor")."""
+    --topology, what it means for that file's queues and how they are now (consumers,
+    dead letters). Exit 1 when something in the topology is unsafe on this server, or the
+    server is not healthy now (docs/cli.md, "rr doctor")."""
     with guard():
         topology = load_file(topology_file) if topology_file else None
         if management_url is not None:
@@ -92,26 +102,40 @@ def doctor_command(
         for queue in (topology.queues if topology else ())
         if queue.max_attempts is not None
     )
-    findings = examine(desired, facts, retried)
+    dead_letters = frozenset(
+        queue.dead_letter
+        for queue in (topology.queues if topology else ())
+        if queue.dead_letter is not None
+    )
+    findings = examine(desired, facts, retried, dead_letters)
     finish(doctor_outcome(facts, findings), output)
 
 
 def doctor_outcome(facts: ServerFacts, findings: list[Finding]) -> Outcome:
     """The server's line, the findings and the verdict, or the JSON document; exit 1 when
-    something is unsafe."""
+    something is unsafe or an error."""
 
     def table() -> list[Piece]:
         server = (
             [] if facts.url is None else [cell(f"{facts.product} {facts.version} at {facts.url}")]
         )
-        verdict = "safe on this server" if safe(findings) else "unsafe on this server"
-        return [*server, _table(findings), verdict]
+        return [*server, _table(findings), verdict(findings)]
 
     return Outcome(
         document=lambda: _document(facts, findings),
         table=table,
-        code=0 if safe(findings) else 1,
+        code=0 if safe(findings) and healthy(findings) else 1,
     )
+
+
+def verdict(findings: list[Finding]) -> str:
+    """The last line: ``safe on this server``, ``unsafe on this server``, and what the errors
+    of the server now are."""
+    line = "safe on this server" if safe(findings) else "unsafe on this server"
+    errors = sum(finding.level is Level.ERROR for finding in findings)
+    if errors:
+        line += f"; not healthy now: {errors} error{'' if errors == 1 else 's'}"
+    return line
 
 
 def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:
@@ -124,6 +148,7 @@ def _document(facts: ServerFacts, findings: list[Finding]) -> dict[str, Any]:
             "deprecated_features": _features_document(facts),
         },
         "safe": safe(findings),
+        "healthy": healthy(findings),
         "findings": [
             {
                 "code": finding.code,
@@ -155,7 +180,12 @@ def _features_document(facts: ServerFacts) -> dict[str, Any]:
     }
 
 
-_STYLE = {Level.INFO: "", Level.WARNING: "yellow", Level.UNSAFE: "bold red"}
+_STYLE = {
+    Level.INFO: "",
+    Level.WARNING: "yellow",
+    Level.UNSAFE: "bold red",
+    Level.ERROR: "bold red",
+}
 
 
 def _table(findings: list[Finding]) -> Table:

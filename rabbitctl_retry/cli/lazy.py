@@ -86,8 +86,9 @@ COMMANDS = (
         "rabbitctl_retry.cli.doctor",
         "doctor_command",
         "Print the server's version and every behaviour of it that matters for retries; with "
-        "--topology, what it means for that file's queues. Exit 1 when something in the "
-        'topology is unsafe on this server (docs/cli.md, "rr doctor").',
+        "--topology, what it means for that file's queues and how they are now (consumers, "
+        "dead letters). Exit 1 when something in the topology is unsafe on this server, or "
+        'the server is not healthy now (docs/cli.md, "rr doctor").',
     ),
     LazyCommand(
         "completion",

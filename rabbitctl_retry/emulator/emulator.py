@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from rabbitctl_retry.emulator.broker import Broker
 from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock, on_grid
 from rabbitctl_retry.emulator.events import Event
-from rabbitctl_retry.emulator.management import EmulatedManagementApi
+from rabbitctl_retry.emulator.management import EmulatedCluster, EmulatedManagementApi
 from rabbitctl_retry.emulator.model import EmulatedQueue, Entry
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedConnection
@@ -86,6 +86,9 @@ class Emulator:
             record_events=record_events,
         )
         self.client_message_ids = client_message_ids
+        self.cluster = EmulatedCluster()
+        """What the management twin states of the cluster: more nodes, stopped ones, resource
+        alarms (``emulator.cluster.raise_alarm("memory")``; emulator/management.py)."""
         self.callback_errors: list[BaseException] = []
         """Exceptions raised by consumer callbacks (logged, as aiormq does, and kept here)."""
         self._tasks: set[asyncio.Future[Any]] = set()

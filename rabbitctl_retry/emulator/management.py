@@ -2,9 +2,11 @@
 
 It implements :class:`~rabbitctl_retry.transport.management.ManagementApi` and answers what
 RabbitMQ's management API answers for a one-node server of the emulator's version, for what
-rr reads of it: the overview (version, product, cluster name), the nodes, where a queue lives,
-the deprecated-features table, and the policies it sets (applied by the emulator as the server
-applies them: emulator/policies.py) (docs/testing.md, "The management API"). The contract suite
+rr reads of it: the overview (version, product, cluster name), the nodes and their resource
+alarms, where a queue lives and a quorum queue's members online (:class:`EmulatedCluster`:
+the cluster a test makes the twin state), the deprecated-features table, and the policies it
+sets (applied by the emulator as the server applies them: emulator/policies.py)
+(docs/testing.md, "The management API"). The contract suite
 runs the same scenario on RabbitMQ 4.3.6's API and on this twin
 (``tests/contract/test_management_api.py``).
 
@@ -15,15 +17,18 @@ never reached.
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 from rabbitctl_retry.emulator.snapshots import QueueSnapshot
 from rabbitctl_retry.errors import censor_url
 from rabbitctl_retry.server import (
     DeprecatedFeature,
+    NodeResources,
     Placement,
     Policy,
     QueueActivity,
+    QueueHealth,
     QueueState,
     ServerIdentity,
     ServerVersion,
@@ -81,12 +86,85 @@ def deprecated_features_of(
     return FEATURES_4_3
 
 
+Resource = Literal["memory", "disk"]
+"""A resource a node raises an alarm for: ``mem_alarm``, ``disk_free_alarm``."""
+
+MEM_LIMIT_BYTES = 1_000_000_000
+MEM_USED_BYTES = 100_000_000
+DISK_FREE_LIMIT_BYTES = 50_000_000
+"""RabbitMQ's default ``disk_free_limit`` (measured on 3.10.8 and 4.3.6)."""
+DISK_FREE_BYTES = 10_000_000_000
+
+
+@dataclass
+class EmulatedCluster:
+    """What the twin states of the cluster around the emulated node, for ``rr doctor``'s
+    checks (docs/testing.md, "The management API"): more nodes, some stopped, resource
+    alarms, the rate a queue's depth grows at. Only the twin's answers change: the emulator
+    itself stays one node that runs, without alarms (it blocks no publisher)."""
+
+    names: list[str] = field(default_factory=lambda: [NODE])
+    stopped: set[str] = field(default_factory=set)
+    alarms: set[tuple[str, Resource]] = field(default_factory=set)
+    depth_rates: dict[str, float] = field(default_factory=dict)
+    """A queue's ``messages_details.rate`` as the twin states it (else 0.0: the emulator
+    samples no depth)."""
+
+    def add_nodes(self, *names: str) -> None:
+        """More nodes in ``/api/nodes``; a quorum queue gets a member on each, up to its
+        ``x-quorum-initial-group-size``, the emulated node first."""
+        self.names.extend(name for name in names if name not in self.names)
+
+    def stop(self, name: str) -> None:
+        """``name`` no longer runs: not ``running``, no alarms stated, its members offline."""
+        if name == NODE:
+            raise ValueError(f"{NODE} is the node the emulator runs: it cannot stop")
+        if name not in self.names:
+            raise ValueError(f"no node {name!r}: add it first")
+        self.stopped.add(name)
+
+    def start(self, name: str) -> None:
+        self.stopped.discard(name)
+
+    def raise_alarm(self, resource: Resource, node: str = NODE) -> None:
+        """``node`` states ``mem_alarm`` (memory used above its limit) or
+        ``disk_free_alarm`` (free disk below its limit) until :meth:`clear_alarm`."""
+        self.alarms.add((node, resource))
+
+    def clear_alarm(self, resource: Resource, node: str = NODE) -> None:
+        self.alarms.discard((node, resource))
+
+    def resources(self, name: str) -> NodeResources:
+        if name in self.stopped:
+            return NodeResources(name, running=False)
+        memory, disk = ((name, resource) in self.alarms for resource in ("memory", "disk"))
+        return NodeResources(
+            name,
+            running=True,
+            mem_alarm=memory,
+            disk_free_alarm=disk,
+            mem_used_bytes=MEM_LIMIT_BYTES + MEM_USED_BYTES if memory else MEM_USED_BYTES,
+            mem_limit_bytes=MEM_LIMIT_BYTES,
+            disk_free_bytes=DISK_FREE_LIMIT_BYTES // 2 if disk else DISK_FREE_BYTES,
+            disk_free_limit_bytes=DISK_FREE_LIMIT_BYTES,
+        )
+
+    def members(self, group_size: object) -> tuple[str, ...]:
+        """A quorum queue's members: a node each, up to ``group_size`` (an integer
+        ``x-quorum-initial-group-size``; else every node), sorted."""
+        size = len(self.names)
+        if isinstance(group_size, int) and not isinstance(group_size, bool) and group_size > 0:
+            size = min(size, group_size)
+        return tuple(sorted(self.names[:size]))
+
+
 class Emulated(Protocol):
     """What the twin reads of the emulator that made it
     (:class:`~rabbitctl_retry.emulator.emulator.Emulator`); a protocol, so that this module does not
     import the module that imports it."""
 
     server_version: ServerVersion
+    cluster: EmulatedCluster
 
     def has_queue(self, name: str) -> bool: ...
 
@@ -124,14 +202,50 @@ class EmulatedManagementApi:
         )
 
     async def nodes(self) -> tuple[str, ...]:
-        return (NODE,)
+        return tuple(sorted(self._emulator.cluster.names))
+
+    async def node_resources(self) -> tuple[NodeResources, ...]:
+        """Every node of :class:`EmulatedCluster`, whether it runs, and its alarms."""
+        cluster = self._emulator.cluster
+        return tuple(cluster.resources(name) for name in sorted(cluster.names))
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives: a classic queue on the node, a quorum queue (or a stream)
-        led by it, its only member; None for a queue the emulator does not hold."""
+        led by it, with a member on each node of :class:`EmulatedCluster` up to its
+        ``x-quorum-initial-group-size``; None for a queue the emulator does not hold."""
         if not self._emulator.has_queue(queue):
             return None
-        return Placement(leader=NODE, members=(NODE,))
+        snapshot = self._emulator.queue(queue)
+        if snapshot.kind != "quorum":
+            return Placement(leader=NODE, members=(NODE,))
+        members = self._emulator.cluster.members(
+            snapshot.arguments.get("x-quorum-initial-group-size")
+        )
+        return Placement(leader=NODE, members=members)
+
+    async def queue_health(self) -> tuple[QueueHealth, ...]:
+        """Every queue the emulator holds: a quorum queue's members (:meth:`placement`) and
+        the ones on a node that runs; the rate of its depth as
+        :attr:`EmulatedCluster.depth_rates` states it, else 0.0."""
+        cluster = self._emulator.cluster
+        found = []
+        for name in self._emulator.queue_names():
+            snapshot = self._emulator.queue(name)
+            members: tuple[str, ...] | None = None
+            online: tuple[str, ...] | None = None
+            if snapshot.kind == "quorum":
+                members = cluster.members(snapshot.arguments.get("x-quorum-initial-group-size"))
+                online = tuple(node for node in members if node not in cluster.stopped)
+            found.append(
+                QueueHealth(
+                    name=name,
+                    kind=snapshot.kind,
+                    members=members,
+                    online=online,
+                    messages_per_s=cluster.depth_rates.get(name, 0.0),
+                )
+            )
+        return tuple(found)
 
     async def queues(self) -> tuple[tuple[str, str], ...]:
         """Every queue the emulator holds, with its kind, sorted by name."""

@@ -3,13 +3,17 @@ and identity from the AMQP handshake, whether it can declare an ``x-delayed-mess
 exchange (the probe of ``ops/probe.py``), and its deprecated-features table from the
 management API, once that API shows it answers for the same server (docs/cli.md,
 "rr doctor"); on RabbitMQ 3.x also the vhost's policies and the state of the topology's
-queues, for classic queue mirroring. An API that cannot be read is a finding, never an
-error."""
+queues, for classic queue mirroring; with a topology, each of its queues' depth and consumers
+by a passive declare (AMQP: no management API needed), and from the API the nodes' resource
+alarms, a quorum queue's members online and the rate a queue's depth changes at. An API that
+cannot be read is a finding, never an error."""
 
 from __future__ import annotations
 
 from rabbitctl_retry.doctor import (
+    ClusterRead,
     PoliciesRead,
+    QueueCounts,
     ServerFacts,
     TableUnread,
     Unread,
@@ -17,11 +21,11 @@ from rabbitctl_retry.doctor import (
     names_to_compare,
 )
 from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
-from rabbitctl_retry.ops.probe import Connect, exchange_type
+from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_info
 from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.plan import Absent
-from rabbitctl_retry.transport.base import identity_of
+from rabbitctl_retry.transport.base import Connection, identity_of
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
 
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
@@ -40,19 +44,27 @@ async def server_facts(
     try:
         version, reached = connection.server_version, connection.url
         identity = identity_of(connection)
+        counts = None if desired is None else await _queue_counts(connection, desired)
     finally:
         await connection.close()
     delayed = [x for x in desired.exchanges if x.type == DELAYED_EXCHANGE_TYPE] if desired else []
     plugin = isinstance(await exchange_type(delayed[0], connect), Absent) if delayed else None
     features: tuple[DeprecatedFeature, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
     policies: PoliciesRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    cluster: ClusterRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
     if management_url is not None:
         api = management(management_url, vhost=vhost_of(reached))
-        features = await _management_answers(api, identity, reached)
-        if isinstance(features, TableUnread) and features.why in (Unread.MISMATCH, Unread.FAILED):
-            policies = features  # an API that failed, or answers for another server
-        elif version.major < 4:
-            policies = await _policies_read(api, desired)
+        unusable = await _identity_problem(api, identity, reached)
+        if unusable is not None:  # an API that failed, or answers for another server
+            features = policies = cluster = unusable
+        else:
+            features = await _deprecated_features(api)
+            if isinstance(features, TableUnread) and features.why is Unread.FAILED:
+                policies = features
+            elif version.major < 4:
+                policies = await _policies_read(api, desired)
+            # the nodes and the queues whatever became of the table (paths of their own)
+            cluster = await _cluster_read(api, desired)
     return ServerFacts(
         version=version,
         cluster_name=identity.cluster_name,
@@ -60,7 +72,33 @@ async def server_facts(
         url=reached,
         deprecated_features=features,
         policies=policies,
+        queue_counts=counts,
+        cluster=cluster,
     )
+
+
+async def _queue_counts(connection: Connection, desired: Desired) -> tuple[QueueCounts, ...]:
+    """Each queue of the topology the server holds, with its ready messages and consumers (a
+    passive declare each, on a channel of its own: ``ops/probe.py``); one it does not hold is
+    left out."""
+    found = []
+    for queue in desired.queues:
+        info = await queue_info(connection, queue.name)
+        if info is not None:
+            found.append(QueueCounts(queue.name, info.message_count, info.consumer_count))
+    return tuple(found)
+
+
+async def _cluster_read(api: ManagementApi, desired: Desired | None) -> ClusterRead | TableUnread:
+    """The nodes' alarms and, with a topology, the vhost's queues' members and depth rates
+    (docs/cli.md, "rr doctor"), or why they could not be read (one censored, escaped
+    line)."""
+    try:
+        nodes = await api.node_resources()
+        queues = await api.queue_health() if desired is not None else ()
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    return ClusterRead(nodes, queues)
 
 
 async def _policies_read(api: ManagementApi, desired: Desired | None) -> PoliciesRead | TableUnread:
@@ -78,12 +116,12 @@ async def _policies_read(api: ManagementApi, desired: Desired | None) -> Policie
     return PoliciesRead(policies, tuple(queues), listed)
 
 
-async def _management_answers(
+async def _identity_problem(
     api: ManagementApi, identity: ServerIdentity, reached: str
-) -> tuple[DeprecatedFeature, ...] | TableUnread:
-    """What the management API says, once its ``/api/overview`` shows it answers for the
-    server AMQP reached (the same cluster name, when both tell one, and the same version):
-    else why none of its answers is used."""
+) -> TableUnread | None:
+    """None once the management API's ``/api/overview`` shows it answers for the server AMQP
+    reached (the same cluster name, when both tell one, and the same version): else why none
+    of its answers is used."""
     try:
         overview = await api.overview()
     except TransportError as error:
@@ -97,7 +135,7 @@ async def _management_answers(
     )
     if mismatch is not None:
         return TableUnread(Unread.MISMATCH, censor_urls(mismatch))
-    return await _deprecated_features(api)
+    return None
 
 
 async def _deprecated_features(api: ManagementApi) -> tuple[DeprecatedFeature, ...] | TableUnread:

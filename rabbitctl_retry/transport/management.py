@@ -1,8 +1,9 @@
 """The management port: what rr asks RabbitMQ's management HTTP API, for what AMQP 0-9-1
 cannot tell: which server the API answers for, which nodes form the cluster, which of them
 hold each queue (docs/cluster.md, "Replicas"), and which deprecated features the server
-permits or denies (``rr doctor``, docs/cli.md, which first checks with ``/api/overview`` that
-the API answers for the server AMQP reached); and the vhost's policies and operator policies,
+permits or denies, the nodes' resource alarms, a quorum queue's members online and how fast a
+queue grows (``rr doctor``, docs/cli.md, which first checks with ``/api/overview`` that the API
+answers for the server AMQP reached); and the vhost's policies and operator policies,
 which AMQP cannot set (docs/topology.md, "Policies and arguments").
 
 Pure types and Protocols; no I/O here. Two adapters implement the port, as two implement the
@@ -27,9 +28,11 @@ from typing import Protocol
 
 from rabbitctl_retry.server import (
     DeprecatedFeature,
+    NodeResources,
     Placement,
     Policy,
     QueueActivity,
+    QueueHealth,
     QueueState,
     ServerIdentity,
     Unstated,
@@ -52,6 +55,16 @@ class ManagementApi(Protocol):
 
     async def nodes(self) -> tuple[str, ...]:
         """The names of every node of the cluster, running or not, sorted."""
+        ...
+
+    async def node_resources(self) -> tuple[NodeResources, ...]:
+        """Every node of the cluster, whether it runs and, while it does, its memory and disk
+        alarms and the numbers behind them (``rr doctor``), sorted by name."""
+        ...
+
+    async def queue_health(self) -> tuple[QueueHealth, ...]:
+        """Every queue of the vhost with a quorum queue's members and the ones online, and
+        the rate its depth changes at (``rr doctor``), sorted by name."""
         ...
 
     async def placement(self, queue: str) -> Placement | None:

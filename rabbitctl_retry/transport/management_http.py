@@ -39,12 +39,15 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.server import (
     DEPRECATED_FEATURES_PATH,
+    NODES_PATH,
     OVERVIEW_PATH,
     DeprecatedFeature,
+    NodeResources,
     Placement,
     Policy,
     PolicyValue,
     QueueActivity,
+    QueueHealth,
     QueueState,
     ServerIdentity,
     ServerVersion,
@@ -118,6 +121,44 @@ class HttpManagementApi:
                 raise self._unexpected(path, "a node without a 'name'")
             names.append(name)
         return tuple(sorted(names))
+
+    async def node_resources(self) -> tuple[NodeResources, ...]:
+        """``GET /api/nodes?columns=...``: each node's ``name`` (a text) and ``running`` (a
+        boolean) and, for a node that runs, its ``mem_alarm`` and ``disk_free_alarm``
+        (booleans) and ``mem_used``, ``mem_limit``, ``disk_free``, ``disk_free_limit`` (byte
+        counts, each optional), sorted by name (the same shape on 3.10.8 and 4.3.6, measured;
+        a node that does not run states no alarm)."""
+        path = f"{NODES_PATH}?columns={_NODE_COLUMNS}"
+        listed = await self._get(path)
+        if not isinstance(listed, list) or not listed:
+            raise self._unexpected(path, "not a list of nodes")
+        found = []
+        for row in listed:
+            node = _node_resources_of(row)
+            if node is None:
+                raise self._unexpected(path, _NODE_SHAPE)
+            found.append(node)
+        return tuple(sorted(found, key=lambda node: node.name))
+
+    async def queue_health(self) -> tuple[QueueHealth, ...]:
+        """``GET /api/queues/VHOST?columns=name,type,members,online,messages_details.rate``:
+        each queue's ``name`` and ``type`` (texts), a quorum queue's ``members`` and
+        ``online`` (lists of node names) and the ``messages_details.rate`` of its depth (a
+        number), sorted by name (measured on 3.10.8 and 4.3.6: a classic queue has no
+        members; 3.10.8 gives a new quorum queue's rate only once it is sampled)."""
+        path = "/api/queues/{}?columns={}".format(
+            urllib.parse.quote(self._vhost, safe=""), _HEALTH_COLUMNS
+        )
+        listed = await self._get(path)
+        if not isinstance(listed, list):
+            raise self._unexpected(path, "not a list of queues")
+        found = []
+        for row in listed:
+            health = _queue_health_of(row)
+            if health is None:
+                raise self._unexpected(path, _HEALTH_SHAPE)
+            found.append(health)
+        return tuple(sorted(found, key=lambda queue: queue.name))
 
     async def overview(self) -> ServerIdentity:
         """Which server the API answers for (``GET /api/overview``): its ``rabbitmq_version``
@@ -503,6 +544,83 @@ def _prefetches_of(listed: object) -> dict[str, tuple[int, ...]] | None:
             return None
         found.setdefault(name, []).append(prefetch)
     return {name: tuple(sorted(counts)) for name, counts in found.items()}
+
+
+_NODE_COLUMNS = ",".join(
+    (
+        "name",
+        "running",
+        "mem_alarm",
+        "disk_free_alarm",
+        "mem_used",
+        "mem_limit",
+        "disk_free",
+        "disk_free_limit",
+    )
+)
+
+_NODE_SHAPE = (
+    "a node without a 'name' text and a 'running' boolean, a running node without "
+    "'mem_alarm' and 'disk_free_alarm' booleans, or a byte count that is not an integer"
+)
+
+
+def _node_resources_of(row: object) -> NodeResources | None:
+    """A row of ``/api/nodes?columns=...`` as :class:`NodeResources`; None when it is not of
+    the documented shape."""
+    if not isinstance(row, dict):
+        return None
+    name, running = row.get("name"), row.get("running")
+    if not _is_name(name) or not isinstance(running, bool):
+        return None
+    alarms = [row.get("mem_alarm"), row.get("disk_free_alarm")]
+    if running and not all(isinstance(alarm, bool) for alarm in alarms):
+        return None
+    if not all(alarm is None or isinstance(alarm, bool) for alarm in alarms):
+        return None
+    try:
+        counts = [
+            _count(row.get(key))
+            for key in ("mem_used", "mem_limit", "disk_free", "disk_free_limit")
+        ]
+    except _Malformed:
+        return None
+    assert isinstance(name, str)
+    return NodeResources(name, running, alarms[0], alarms[1], *counts)
+
+
+_HEALTH_COLUMNS = "name,type,members,online,messages_details.rate"
+
+_HEALTH_SHAPE = (
+    "a queue without a 'name' and a 'type' text, 'members' or 'online' that is not a list of "
+    "texts, or a 'messages_details' rate that is not a number"
+)
+
+
+def _queue_health_of(row: object) -> QueueHealth | None:
+    """A row of ``/api/queues/VHOST?columns=...`` as :class:`QueueHealth`; None when it is
+    not of the documented shape."""
+    if not isinstance(row, dict):
+        return None
+    name, kind = row.get("name"), row.get("type")
+    if not isinstance(name, str) or not isinstance(kind, str):
+        return None
+    nodes: list[tuple[str, ...] | None] = []
+    for key in ("members", "online"):
+        listed = row.get(key)
+        if listed is not None and (
+            not isinstance(listed, list) or not all(_is_name(node) for node in listed)
+        ):
+            return None
+        nodes.append(None if listed is None else tuple(sorted(listed)))
+    details = row.get("messages_details")
+    if details is not None and not isinstance(details, dict):
+        return None
+    try:
+        rate = _rate(row, "messages_details")
+    except _Malformed:
+        return None
+    return QueueHealth(name, kind, nodes[0], nodes[1], rate)
 
 
 _PLACEMENT_SHAPE = "no 'node' text, or 'members' that is not a list of texts"

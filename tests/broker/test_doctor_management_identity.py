@@ -158,6 +158,8 @@ async def test_an_api_of_the_same_cluster_and_version_is_used(
         "/api/overview",
         "/api/deprecated-features",
         *policies,
+        "/api/nodes?columns=name,running,mem_alarm,disk_free_alarm,mem_used,mem_limit,disk_free,"
+        "disk_free_limit",  # the nodes' alarms (rr doctor's checks of now)
     ]
     unchecked = findings(document, "classic-mirroring-not-checked")
     if broker.major < 4:  # the fake has no policies (404): a warning with the error, censored

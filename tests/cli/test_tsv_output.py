@@ -155,7 +155,10 @@ def test_doctor_prints_the_findings_without_the_server_line_and_verdict(
         ["info", "deprecated-features-not-checked"],
         ["info", "transient-queues-deprecated"],
         ["info", "quorum-return-counting"],
+        ["info", "alarms-not-checked"],
         ["info", "quorum-delivery-limit-counting"],
+        ["warning", "no-consumer"],
+        ["info", "quorum-members-not-checked"],
     ]
     assert lines[1] == "info\tserver-version\tRabbitMQ 4.3.6"
     assert all(line.count("\t") == 2 for line in lines)

@@ -1,6 +1,7 @@
 """The management port (``transport/management.py``): the same scenario on RabbitMQ's
 management API and on the emulator's twin (``emulator/management.py``), for everything rr
-reads of it: the overview, the nodes, where a queue lives, the deprecated-features table; and
+reads of it: the overview, the nodes and their alarms, where a queue lives, a quorum queue's
+members online, the deprecated-features table; and
 the policies it sets (what they do: tests/contract/test_policies.py).
 
 Of the shared servers only 4.3.6 has a management API (tests/broker/
@@ -18,7 +19,13 @@ import pytest
 
 from rabbitctl_retry.doctor import identity_differences
 from rabbitctl_retry.errors import BrokerRefused, NotFound
-from rabbitctl_retry.server import DeprecatedFeature, Policy, Unstated
+from rabbitctl_retry.server import (
+    DeprecatedFeature,
+    NodeResources,
+    Policy,
+    QueueHealth,
+    Unstated,
+)
 from rabbitctl_retry.transport.base import identity_of
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
@@ -217,3 +224,66 @@ async def test_each_queue_states_its_traffic(backend: Backend) -> None:
             assert rate is None or rate >= 0.0
         if isinstance(backend, EmulatorBackend):  # the twin keeps no rates (docs/testing.md)
             assert (activity.publish_per_s, activity.deliver_per_s) == (0.0, 0.0)
+
+
+def nodes_view(nodes: tuple[NodeResources, ...]) -> list[tuple[Any, ...]]:
+    """What a scenario compares of ``/api/nodes``: each node by its place, whether it runs,
+    its alarms, and whether every number is stated (the numbers themselves differ)."""
+    return [
+        (
+            f"node {index}",
+            node.running,
+            node.mem_alarm,
+            node.disk_free_alarm,
+            all(
+                isinstance(count, int) and count >= 0
+                for count in (
+                    node.mem_used_bytes,
+                    node.mem_limit_bytes,
+                    node.disk_free_bytes,
+                    node.disk_free_limit_bytes,
+                )
+            ),
+        )
+        for index, node in enumerate(nodes)
+    ]
+
+
+async def test_the_node_states_no_alarm(backend: Backend) -> None:
+    """What ``rr doctor`` reads of the nodes (docs/cli.md, "rr doctor"): a shared server runs
+    without a resource alarm (alarms are raised only on the twin, never on a shared server:
+    tests/unit/test_doctor_health.py, tests/cli/test_doctor_health_twin.py)."""
+    api = management_api(backend)
+
+    nodes = await api.node_resources()
+
+    assert nodes_view(nodes) == [("node 0", True, False, False, True)]
+    assert tuple(node.name for node in nodes) == await api.nodes()
+
+
+async def test_a_quorum_queue_states_its_members_online(backend: Backend) -> None:
+    """What ``rr doctor`` reads of the queues (docs/cli.md, "rr doctor"): a quorum queue's
+    members, all online, on the one node; a classic queue has none; a depth rate, when
+    stated, is a number (0 for a queue nothing fills)."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.health.c")
+    await channel.queue_declare("mq.health.q", arguments={"x-queue-type": "quorum"})
+    nodes = await api.nodes()
+
+    def view(found: tuple[QueueHealth, ...]) -> dict[str, Any]:
+        return {
+            queue.name: (queue.kind, queue.members, queue.online)
+            for queue in found
+            if queue.name.startswith("mq.health.")
+        }
+
+    wanted = {"mq.health.c": ("classic", None, None), "mq.health.q": ("quorum", nodes, nodes)}
+
+    async def stated() -> bool:
+        return view(await api.queue_health()) == wanted
+
+    await backend.until(stated, "the queues' members stated")
+    for queue in await api.queue_health():
+        if queue.name.startswith("mq.health.") and queue.messages_per_s is not None:
+            assert queue.messages_per_s == 0.0

@@ -26,6 +26,11 @@ from tests.hostile.fake_management import SECRET, Answer, FakeManagement
 
 PATH = "/api/deprecated-features"
 OVERVIEW = "/api/overview"
+NODES = (
+    "/api/nodes?columns=name,running,mem_alarm,disk_free_alarm,mem_used,mem_limit,disk_free,"
+    "disk_free_limit"
+)
+"""What rr doctor reads next, for the nodes' alarms (tests/hostile/test_doctor_health.py)."""
 DEEP = b"[" * 200_000 + b"]" * 200_000
 ASSUMED = "findings on deprecated features are assumed from the version"
 WHAT = "not checked: which deprecated features this server permits or denies"
@@ -149,7 +154,7 @@ def test_a_malformed_table_is_one_warning_not_a_traceback(api: FakeManagement, c
         "message": f"{WHAT}: {detail}; {ASSUMED}",
     }
     assert "\x1b" not in result.output
-    assert [seen.path for seen in api.seen()] == [OVERVIEW, PATH]
+    assert [seen.path for seen in api.seen()] == [OVERVIEW, PATH, NODES]
 
 
 @pytest.mark.parametrize(
@@ -324,7 +329,8 @@ def test_the_url_comes_from_the_environment_and_the_file_as_for_declare(
         "transient_nonexcl_queues, read from its management API"
     )
     seen = api.seen()
-    assert [s.path for s in seen] == [OVERVIEW, PATH, OVERVIEW, PATH]
+    # the fake has no /api/nodes (404): the queues' members are not asked for then
+    assert [s.path for s in seen] == [OVERVIEW, PATH, NODES, OVERVIEW, PATH, NODES]
     assert all(s.headers["authorization"].startswith("Basic ") for s in seen)
 
 

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import pytest
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
-from rabbitctl_retry.server import Placement, QueueActivity, QueueState
+from rabbitctl_retry.server import NodeResources, Placement, QueueActivity, QueueHealth, QueueState
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import vhost_pool
 from tests.hostile.fake_management import (
@@ -621,6 +621,147 @@ async def test_a_traffic_answer_of_the_wrong_shape_is_exit_69(
 
     with pytest.raises(BrokerUnreachable) as caught:
         await _client(api).queue_activity()
+
+    assert exit_code_for(caught.value) == 69
+    assert f"gave an unexpected answer to GET {path} ({what}" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+# --- rr doctor: the nodes' alarms, the queues' members and depth rates ----------------------
+
+NODES_PATH = (
+    "/api/nodes?columns=name,running,mem_alarm,disk_free_alarm,mem_used,mem_limit,disk_free,"
+    "disk_free_limit"
+)
+HEALTH_PATH = "/api/queues/shop?columns=name,type,members,online,messages_details.rate"
+
+
+async def test_the_nodes_resources_are_read(api: FakeManagement) -> None:
+    """What ``rr doctor`` reads of ``/api/nodes`` (docs/cli.md, "rr doctor"), in the shape
+    RabbitMQ 3.10.8 and 4.3.6 answer (measured): a node that does not run states no alarm."""
+    api.answer(
+        NODES_PATH,
+        Answer.json(
+            [
+                {"name": "rabbit@b", "running": False},
+                {
+                    "name": "rabbit@a",
+                    "running": True,
+                    "mem_alarm": True,
+                    "disk_free_alarm": False,
+                    "mem_used": 1_700_000_000,
+                    "mem_limit": 1_600_000_000,
+                    "disk_free": 80_000_000_000,
+                    "disk_free_limit": 50_000_000,
+                },
+            ]
+        ),
+    )
+
+    assert await _client(api).node_resources() == (
+        NodeResources(
+            "rabbit@a", True, True, False, 1_700_000_000, 1_600_000_000, 80_000_000_000, 50_000_000
+        ),
+        NodeResources("rabbit@b", False),
+    )
+
+
+async def test_the_queues_members_and_depth_rates_are_read(api: FakeManagement) -> None:
+    api.answer(
+        HEALTH_PATH,
+        Answer.json(
+            [
+                {
+                    "name": "work",
+                    "type": "quorum",
+                    "members": ["rabbit@b", "rabbit@a"],
+                    "online": ["rabbit@a"],
+                    "messages_details": {"rate": 0.4},
+                },
+                {"name": "fresh", "type": "quorum", "members": ["rabbit@a"], "online": []},
+                {"name": "dead", "type": "classic", "messages_details": {"rate": 0}},
+            ]
+        ),
+    )
+
+    assert await _client(api).queue_health() == (
+        QueueHealth("dead", "classic", None, None, 0.0),
+        QueueHealth("fresh", "quorum", ("rabbit@a",), (), None),
+        QueueHealth("work", "quorum", ("rabbit@a", "rabbit@b"), ("rabbit@a",), 0.4),
+    )
+
+
+_RUNNING = {"name": "rabbit@a", "running": True, "mem_alarm": False, "disk_free_alarm": False}
+
+
+@pytest.mark.parametrize(
+    ("path", "answer", "what"),
+    [
+        pytest.param(NODES_PATH, Answer.json({}), "not a list of nodes", id="nodes-not-a-list"),
+        pytest.param(NODES_PATH, Answer.json([]), "not a list of nodes", id="no-node"),
+        pytest.param(
+            NODES_PATH, Answer.json([{"name": "rabbit@a"}]), "a node without", id="no-running"
+        ),
+        pytest.param(
+            NODES_PATH,
+            Answer.json([{"name": "rabbit@a", "running": True}]),
+            "a node without",
+            id="running-without-alarms",
+        ),
+        pytest.param(
+            NODES_PATH,
+            Answer.json([{**_RUNNING, "mem_alarm": "true"}]),
+            "a node without",
+            id="alarm-a-text",
+        ),
+        pytest.param(
+            NODES_PATH,
+            Answer.json([{**_RUNNING, "mem_used": 1.5}]),
+            "a node without",
+            id="bytes-not-an-integer",
+        ),
+        pytest.param(
+            NODES_PATH,
+            Answer.json([{**_RUNNING, "name": ""}]),
+            "a node without",
+            id="empty-name",
+        ),
+        pytest.param(NODES_PATH, Answer(body=b"<html>"), "not JSON", id="nodes-not-json"),
+        pytest.param(HEALTH_PATH, Answer.json({}), "not a list of queues", id="queues-not-a-list"),
+        pytest.param(
+            HEALTH_PATH,
+            Answer.json([{"name": "q", "type": "quorum", "members": "rabbit@a"}]),
+            "a queue without",
+            id="members-a-text",
+        ),
+        pytest.param(
+            HEALTH_PATH,
+            Answer.json([{"name": "q", "type": "quorum", "online": [1]}]),
+            "a queue without",
+            id="online-not-names",
+        ),
+        pytest.param(
+            HEALTH_PATH,
+            Answer.json([{"name": "q", "type": "classic", "messages_details": {"rate": "1"}}]),
+            "a queue without",
+            id="rate-a-text",
+        ),
+        pytest.param(
+            HEALTH_PATH,
+            Answer.json([{"name": "q", "type": "classic", "messages_details": 3}]),
+            "a queue without",
+            id="details-not-an-object",
+        ),
+    ],
+)
+async def test_a_doctor_answer_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, path: str, answer: Answer, what: str
+) -> None:
+    api.answer(path, answer)
+    client = _client(api)
+
+    with pytest.raises(BrokerUnreachable) as caught:
+        await (client.node_resources() if path == NODES_PATH else client.queue_health())
 
     assert exit_code_for(caught.value) == 69
     assert f"gave an unexpected answer to GET {path} ({what}" in str(caught.value)

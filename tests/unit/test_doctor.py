@@ -38,6 +38,7 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
                 "deprecated-features-not-checked",
                 "quorum-return-counting",
                 "classic-mirroring-not-checked",
+                "alarms-not-checked",
             ],
         ),
         (
@@ -48,6 +49,7 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
                 "deprecated-features-not-checked",
                 "quorum-return-counting",
                 "classic-mirroring-not-checked",
+                "alarms-not-checked",
             ],
         ),
         (
@@ -59,6 +61,7 @@ def codes(version: str, topology: str | None = None, plugin: bool | None = None)
                 "deprecated-features-not-checked",
                 "transient-queues-deprecated",
                 "quorum-return-counting",
+                "alarms-not-checked",
             ],
         ),
     ],
