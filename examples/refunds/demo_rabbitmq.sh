@@ -13,7 +13,10 @@ rr run "$example/service.py" --topology "$example/topology.toml" --log-format js
   --metrics-port "$port" --metrics-bind 127.0.0.1 2>"$work/run.log" &
 service=$!
 trap 'kill "$service" 2>/dev/null || true' EXIT
-python "$example/progress.py" ready "$port" "$service" # /healthz: consuming
+if ! python "$example/progress.py" ready "$port" "$service"; then # /healthz: consuming
+  python "$example/progress.py" log "$work/run.log"
+  exit 1
+fi
 python "$example/publish.py"
 echo "   (rr run serves until every message reached its end and the queues are empty)"
 status=0

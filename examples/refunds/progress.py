@@ -157,7 +157,14 @@ def ended(simulation: Path, log: Path) -> int:
 
 
 def show_log(log: Path) -> int:
-    for line in log_lines(log):
+    for text in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:
+            line = None
+        if not isinstance(line, dict):
+            print(f"  {text}")  # not one of rr run's JSON lines (rr: error: ...)
+            continue
         fields = " ".join(
             f"{k}={v}" for k, v in line.items() if k not in ("time", "level", "logger", "event")
         )
