@@ -49,7 +49,8 @@ complete -c rr -n '__fish_seen_subcommand_from run' -l broker -s b -r -d 'A brok
 complete -c rr -n '__fish_seen_subcommand_from run' -l vhost -r -d 'The virtual host, whatever the broker URL says (its path).'
 complete -c rr -n '__fish_seen_subcommand_from run' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from run' -F
-complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish -s p -r -d 'QUEUE=BODY to publish (JSON bodies stay JSON).'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish -s p -r -d 'QUEUE=BODY to publish (JSON bodies stay JSON), with the id m1, m2, ... by its place among the messages.'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish-file -r -F -d 'Messages to publish first, one JSON object a line: {queue: Q, message_id: ID, body: B} (docs/runtime.md, rr simulate).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l for -r -d 'How much virtual time to simulate, e.g. 30s, 5m, 1h.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l handler-timeout -r -d 'Real time a handler call may take before the run stops (the virtual clock waits for it), e.g. 30s.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l server-version -r -d 'The RabbitMQ release the emulator behaves as: 3.10.8, 4.0.5, 4.3.6 (default: 4.3.6 when a queue has delay = server, else 4.0.5).'

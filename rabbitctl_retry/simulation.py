@@ -31,12 +31,12 @@ from typing import Any
 
 from rabbitctl_retry.emulator.events import DeadLettered, Dropped, Published, Returned
 from rabbitctl_retry.errors import RrError
-from rabbitctl_retry.retry.headers import delivery_count, retry_count
 from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.testing import TestBroker, release_for
+from rabbitctl_retry.timeline import carried_text, counts_of
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Delivery, Properties
 
@@ -52,6 +52,21 @@ class TimelineRow:
     delivery_count: int | None = None
     detail: str = ""
     message_id: str | None = None
+    carried_retry_count: int | None = None
+    """A dead letter's retry header: the attempts of ``origin_queue``, not of ``queue``
+    (docs/runtime.md, "Attempts"); never in ``retry_count``."""
+    origin_queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """One message to publish: ``body`` to ``queue``, as JSON or as text, with its id (None:
+    ``m`` and its place among the messages, ``m1``, ``m2``, ...)."""
+
+    queue: str
+    body: bytes
+    is_json: bool
+    message_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -60,9 +75,11 @@ class Simulation:
     queues: dict[str, int] = field(default_factory=dict)
     """Messages left in each queue at the end."""
     elapsed_s: float = 0.0
-    """The virtual time simulated: ``--for``."""
+    """The virtual time simulated: until nothing was left to happen, else ``--for``."""
     last_event_s: float = 0.0
     """The virtual time of the last row."""
+    finished: bool = False
+    """Nothing was left to happen (no timer due) when the run ended."""
 
 
 MAX_HANDLINGS_PER_INSTANT = 1000
@@ -195,14 +212,46 @@ class LoopGuard:
         return None
 
 
-def parse_publish(spec: str) -> tuple[str, bytes, bool]:
-    """``QUEUE=BODY`` -> (queue, body, is_json): a JSON object or array is sent as JSON
+def parse_publish(spec: str) -> Publish:
+    """``QUEUE=BODY`` -> the message: a JSON object or array is sent as JSON
     (``application/json``), anything else (``null``, ``NaN``, ``1e400``, text) as text, and
     either way byte for byte as given."""
     queue, sep, body = spec.partition("=")
     if not sep or not queue:
         raise ValueError(f"--publish takes QUEUE=BODY, not {spec!r}")
-    return queue, body.encode(), _is_json_document(body)
+    return Publish(queue, body.encode(), _is_json_document(body))
+
+
+def parse_publish_file(text: str, name: str = "the file") -> list[Publish]:
+    """``--publish-file``'s JSON Lines (docs/runtime.md, "rr simulate"): one object a line,
+    ``{"queue": Q, "message_id": ID, "body": B}`` (``message_id`` optional; blank lines
+    skipped). A body that is an object or an array is sent as JSON (``json.dumps``), a string
+    as its text, anything else as its JSON text."""
+    messages = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{name}, line {number}"
+        try:
+            entry = json.loads(line, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"{where} is not JSON: {error}") from None
+        if not isinstance(entry, dict) or set(entry) - {"queue", "message_id", "body"}:
+            raise ValueError(
+                f'{where}: each line is {{"queue": ..., "message_id": ..., "body": ...}}'
+            )
+        queue, message_id = entry.get("queue"), entry.get("message_id")
+        if not isinstance(queue, str) or not queue:
+            raise ValueError(f"{where}: queue must be a queue's name")
+        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+            raise ValueError(f"{where}: message_id must be a non-empty string")
+        if "body" not in entry:
+            raise ValueError(f"{where}: body is missing")
+        body = entry["body"]
+        is_json = isinstance(body, dict | list)
+        data = body if isinstance(body, str) else json.dumps(body)
+        messages.append(Publish(queue, data.encode(), is_json, message_id))
+    return messages
 
 
 def _is_json_document(text: str) -> bool:
@@ -222,7 +271,7 @@ def _refuse_constant(name: str) -> object:
 async def simulate(
     topology: Topology,
     handlers: HandlerSet,
-    publishes: Sequence[tuple[str, bytes, bool]],
+    publishes: Sequence[Publish],
     *,
     horizon_s: float,
     watch: HandlerWatch | None = None,
@@ -266,6 +315,7 @@ async def simulate(
                 return
             drain()
             headers = delivery.properties.headers
+            counts = counts_of(headers, topology.broker.retry_header, queue)
             detail = ""
             if decision.destination:
                 detail = f"-> {decision.destination}"
@@ -273,16 +323,20 @@ async def simulate(
                 detail += f" in {decision.delay_ms / 1000:g}s"
             if decision.failure is not None:
                 detail += f" ({decision.failure.type}: {decision.failure.message})"
+            if counts.carried_retry_count is not None:
+                detail += f" ({carried_text(counts)})"
             result.rows.append(
                 TimelineRow(
                     time_s=broker.clock.now_s - start_s,
                     queue=queue,
                     event=decision.event.value,
                     attempt=decision.attempt,
-                    retry_count=retry_count(headers, topology.broker.retry_header) or None,
-                    delivery_count=delivery_count(headers),
+                    retry_count=counts.retry_count,
+                    delivery_count=counts.delivery_count,
                     detail=detail.strip(),
                     message_id=delivery.properties.message_id,
+                    carried_retry_count=counts.carried_retry_count,
+                    origin_queue=counts.origin_queue,
                 )
             )
             problem = guard.note(
@@ -295,26 +349,27 @@ async def simulate(
         async def steps() -> None:
             await broker.run(handlers, listener=on_decision, shutdown_timeout_s=1.0)
             drain()
-            for number, (queue, body, is_json) in enumerate(publishes, start=1):
-                message_id = f"m{number}"
+            for number, message in enumerate(publishes, start=1):
+                message_id = message.message_id or f"m{number}"
                 result.rows.append(
                     TimelineRow(
                         time_s=broker.clock.now_s - start_s,
-                        queue=queue,
+                        queue=message.queue,
                         event="published",
                         message_id=message_id,
                     )
                 )
-                content_type = "application/json" if is_json else "text/plain"
+                content_type = "application/json" if message.is_json else "text/plain"
                 properties = Properties(
                     content_type=content_type, delivery_mode=2, message_id=message_id
                 )
-                await broker.publish(queue, body, properties=properties)
+                await broker.publish(message.queue, message.body, properties=properties)
                 drain()
             end_s = start_s + horizon_s
             while (due := broker.clock.next_due_s()) is not None and due <= end_s:
                 await broker.advance(max(0.0, due - broker.clock.now_s))
                 drain()
+            result.finished = broker.clock.next_due_s() is None
 
         async def watching() -> None:
             while (problem := watch.overdue(handler_timeout_s)) is None:
@@ -329,7 +384,9 @@ async def simulate(
             await _until_done_or_stuck(steps(), stuck)
         finally:
             watcher.cancel()
-        result.elapsed_s = horizon_s if not looped else broker.clock.now_s - start_s
+        # Nothing left to happen: the run ends there, not at --for (docs/runtime.md).
+        stopped_early = looped or result.finished
+        result.elapsed_s = broker.clock.now_s - start_s if stopped_early else horizon_s
         result.last_event_s = result.rows[-1].time_s if result.rows else 0.0
         await broker.stop()
         for name in broker.emulator.queue_names():

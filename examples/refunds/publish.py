@@ -1,38 +1,34 @@
-"""Publish the demo's refunds and payouts to $RR_URL (default localhost), with confirms."""
+"""Publish the demo's refunds and payouts (messages.jsonl, the list rr simulate's
+--publish-file reads too) to $RR_URL (default localhost), with confirms."""
 
 import asyncio
-import json
 import os
+from pathlib import Path
 
+from rabbitctl_retry.simulation import parse_publish_file
 from rabbitctl_retry.transport.amqp import connect
 from rabbitctl_retry.transport.base import Properties
 
-MESSAGES = [
-    ("refunds", {"id": 1, "card": "4111", "amount_cents": 1250}),
-    ("refunds", {"id": 2, "card": "unavailable", "amount_cents": 990}),
-    ("refunds", {"id": 3, "card": "busy", "amount_cents": 4200}),
-    ("refunds", {"id": 4, "card": "declined", "amount_cents": 100}),
-    ("payouts", {"id": 5, "card": "unavailable", "amount_cents": 50000}),
-    ("payouts", {"id": 6, "card": "declined", "amount_cents": 7000}),
-]
+MESSAGES = Path(__file__).with_name("messages.jsonl")
 
 
 async def main() -> None:
+    messages = parse_publish_file(MESSAGES.read_text(encoding="utf-8"), str(MESSAGES))
     connection = await connect(os.environ.get("RR_URL", "amqp://guest:guest@localhost:5672/"))
     try:
         channel = await connection.channel(confirms=True)
-        for queue, body in MESSAGES:
+        for message in messages:
             await channel.publish(
-                json.dumps(body).encode(),
-                routing_key=queue,
+                message.body,
+                routing_key=message.queue,
                 properties=Properties(
-                    content_type="application/json",
+                    content_type="application/json" if message.is_json else "text/plain",
                     delivery_mode=2,
-                    message_id=f"{queue}-{body['id']}",
+                    message_id=message.message_id,
                 ),
                 mandatory=True,
             )
-            print(f"published {queue}: {json.dumps(body)}")
+            print(f"published {message.message_id} to {message.queue}: {message.body.decode()}")
     finally:
         await connection.close()
 

@@ -4,9 +4,14 @@ Refunds arrive in the classic queue ``refunds``, payouts in the quorum queue ``p
 after five deliveries both end in their dead-letter queues (``topology.toml``). The payment
 processor refuses in three ways, and each needs its own outcome:
 
-* busy — past its rate limit: retrying now would be refused again, so wait 30 s;
+* busy — past its rate limit: retrying now would be refused again, so wait out its 2 s window;
 * unavailable — no answer: retry at once, up to the attempt cap;
 * declined — the card account is closed: the next attempt gets the same answer, so drop it.
+
+Every handled message gets one log line from rr run (retried, delayed, dead-lettered,
+dropped: docs/runtime.md, "Logs"), or, when it is acked, one from this service, with the same
+fields (queue, message_id, attempt, outcome): scripts/demo.sh reads where each one ended from
+them.
 
 Run it:  rr run examples/refunds/service.py --topology examples/refunds/topology.toml
 """
@@ -20,8 +25,8 @@ from dataclasses import dataclass, field
 
 from rabbitctl_retry import Message, Outcome, on_shutdown, on_startup, subscriber
 
-BACKOFF_S = 30
-"""How long a busy processor asks its callers to wait."""
+BACKOFF_S = 2
+"""How long a busy processor asks its callers to wait (its rate limit's window)."""
 
 RETRY_HEADER = "x-ruststream-retry-count"
 
@@ -58,6 +63,12 @@ processor = Processor()
 reviewed: list[dict[str, object]] = []
 
 
+def acked(msg: Message, what: str, level: int = logging.INFO, **more: object) -> None:
+    """The line of a message this service acks (rr run logs every other outcome itself)."""
+    fields = {"queue": msg.queue, "message_id": msg.message_id, "attempt": msg.attempt}
+    log.log(level, what, extra={"rr": fields | {"outcome": "acked"} | more})
+
+
 @on_startup
 def open_clients() -> None:
     log.info("refunds service starting")
@@ -74,6 +85,7 @@ async def process_refund(msg: Message) -> Outcome:
     refund = msg.json()
     match processor.refund(refund["card"]):
         case None:
+            acked(msg, "refund paid")
             return Outcome.ack()
         case Refusal.BUSY:
             return Outcome.retry_after(BACKOFF_S)
@@ -90,6 +102,7 @@ async def send_payout(msg: Message) -> Outcome:
     payout = msg.json()
     match processor.refund(payout["card"]):
         case None:
+            acked(msg, "payout sent")
             return Outcome.ack()
         case Refusal.BUSY | Refusal.UNAVAILABLE:
             return Outcome.retry()
@@ -104,7 +117,7 @@ def review_refund(msg: Message) -> None:
     reviewed.append(
         {"queue": "refunds.dead", "id": json.loads(msg.body)["id"], "deliveries": deliveries}
     )
-    log.error("refund needs a person to look at it", extra={"rr": {"deliveries": deliveries}})
+    acked(msg, "refund needs a person to look at it", logging.ERROR, deliveries=deliveries)
 
 
 @subscriber("payouts.dead")
@@ -118,6 +131,4 @@ async def review_payout(msg: Message) -> None:
             "reason": death.reason if death else None,
         }
     )
-    log.error(
-        "payout needs a person to look at it", extra={"rr": {"reason": death and death.reason}}
-    )
+    acked(msg, "payout needs a person to look at it", logging.ERROR, reason=death and death.reason)

@@ -1,4 +1,5 @@
-"""``rr simulate TOPOLOGY MODULE[:ATTR] --publish QUEUE=BODY ...``: a run on the emulator."""
+"""``rr simulate TOPOLOGY MODULE[:ATTR] --publish QUEUE=BODY ... [--publish-file FILE]``: a run
+on the emulator (docs/runtime.md, "rr simulate")."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rabbitctl_retry.simulation import (
     HandlerWatch,
     Simulation,
     parse_publish,
+    parse_publish_file,
     simulate,
 )
 from rabbitctl_retry.testing import EMULATED_RELEASES
@@ -32,7 +34,20 @@ def simulate_command(
     target: Annotated[str, typer.Argument(help="module, module:handler or path/to/file.py.")],
     publish: Annotated[
         list[str] | None,
-        typer.Option("--publish", "-p", help="QUEUE=BODY to publish (JSON bodies stay JSON)."),
+        typer.Option(
+            "--publish",
+            "-p",
+            help="QUEUE=BODY to publish (JSON bodies stay JSON), with the id m1, m2, ... by "
+            "its place among the messages.",
+        ),
+    ] = None,
+    publish_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--publish-file",
+            help='Messages to publish first, one JSON object a line: {"queue": Q, '
+            '"message_id": ID, "body": B} (docs/runtime.md, "rr simulate").',
+        ),
     ] = None,
     horizon: Annotated[
         str, typer.Option("--for", help="How much virtual time to simulate, e.g. 30s, 5m, 1h.")
@@ -63,7 +78,14 @@ def simulate_command(
         topology = load_file(topology_file)
         handlers = load_target(target)
         try:
-            publishes = [parse_publish(spec) for spec in publish or []]
+            publishes = []
+            if publish_file is not None:
+                try:
+                    text = publish_file.read_text(encoding="utf-8")
+                except (OSError, UnicodeError) as error:
+                    raise ValueError(f"--publish-file {publish_file}: {error}") from None
+                publishes += parse_publish_file(text, str(publish_file))
+            publishes += [parse_publish(spec) for spec in publish or []]
             horizon_s = parse_duration_ms(horizon) / 1000
             handler_timeout_s = parse_duration_ms(handler_timeout) / 1000
         except ValueError as error:
@@ -97,22 +119,37 @@ def simulation_outcome(result: Simulation) -> Outcome:
     """The timeline, its legend and what was left, or the JSON document."""
 
     def table() -> list[Piece]:
-        left = ", ".join(f"{queue}={count}" for queue, count in result.queues.items() if count)
         return [
             timeline_table(result),
-            "attempt = 1 + retry + x-dc; retry = the retry header; "
-            "x-dc = the quorum queue's x-delivery-count",
-            f"simulated {result.elapsed_s:g}s of virtual time (last event at "
-            f"{result.last_event_s:g}s); messages left: {left or 'none'}",
+            "attempt = 1 + retry + x-dc; retry = the retry header; x-dc = the quorum "
+            "queue's x-delivery-count; carried retry = a dead letter's retry header, the "
+            "attempts of the queue it came from (not counted here)",
+            footer(result),
         ]
 
     return Outcome(document=lambda: simulation_document(result), table=table)
+
+
+def footer(result: Simulation) -> str:
+    """The last line: how much virtual time, and why the run ended there."""
+    left = ", ".join(f"{queue}={count}" for queue, count in result.queues.items() if count)
+    if result.finished:
+        ended = (
+            f"simulated {result.elapsed_s:g}s of virtual time: nothing was left to happen after it"
+        )
+    else:
+        ended = (
+            f"simulated {result.elapsed_s:g}s of virtual time and stopped with timers still "
+            f"due (last event at {result.last_event_s:g}s)"
+        )
+    return f"{ended}; messages left: {left or 'none'}"
 
 
 def simulation_document(result: Simulation) -> dict[str, Any]:
     return {
         "elapsed_s": result.elapsed_s,
         "last_event_s": result.last_event_s,
+        "finished": result.finished,
         "events": [
             {
                 "time_s": row.time_s,
@@ -122,6 +159,8 @@ def simulation_document(result: Simulation) -> dict[str, Any]:
                 "retry_count": row.retry_count,
                 "delivery_count": row.delivery_count,
                 "message_id": row.message_id,
+                "carried_retry_count": row.carried_retry_count,
+                "origin_queue": row.origin_queue,
                 "detail": row.detail or None,
             }
             for row in result.rows

@@ -462,9 +462,12 @@ class QueueConsumer:
             decision = poison.shield_broker(policy, headers, decision, now=self._clock.now())
         if self._listener is not None:
             self._listener(policy.queue, delivery, decision)
-        await self._execute(settler, delivery, decision)
         if decision.event is not Event.ACKED:
+            # Logged before its frames go out: the copy or the reject it logs may be handled
+            # by the next queue's consumer (a dead-letter queue's handler) before the confirm
+            # comes back, and its line must not come first (docs/runtime.md, "Logs").
             self._log(delivery, decision)
+        await self._execute(settler, delivery, decision)
 
     async def _set_aside(self, settler: ChannelSettler, delivery: Delivery) -> None:
         """Properties (or a routing key, exchange, consumer tag) the codec could not decode:

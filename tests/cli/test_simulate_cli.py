@@ -32,20 +32,46 @@ def rows(document: dict[str, object], queue: str) -> list[tuple[float, str, int 
     return [(e["time_s"], e["event"], e["retry_count"]) for e in events if e["queue"] == queue]
 
 
-def test_a_busy_refund_waits_30s_four_times_then_is_dead_lettered() -> None:
+def test_a_busy_refund_waits_its_backoff_four_times_then_is_dead_lettered() -> None:
     document = simulate('refunds={"id": 1, "card": "busy"}')
     assert rows(document, "refunds") == [
         (0.0, "published", None),
         (0.0, "delayed", None),
-        (30.0, "delayed", 1),
-        (60.0, "delayed", 2),
-        (90.0, "delayed", 3),
-        (120.0, "dead-lettered", 4),
+        (2.0, "delayed", 1),
+        (4.0, "delayed", 2),
+        (6.0, "delayed", 3),
+        (8.0, "dead-lettered", 4),
     ]
-    assert rows(document, "refunds.dead") == [(120.0, "acked", 5)]
-    assert document["elapsed_s"] == 3600.0  # the default --for
-    assert document["last_event_s"] == 120.0
+    # its first attempt there: the retry header it carries counted refunds' attempts
+    # (docs/runtime.md, "Attempts"), shown apart, not as this queue's retries
+    dead = [e for e in document["events"] if e["queue"] == "refunds.dead"]  # type: ignore[union-attr]
+    assert [
+        (e["event"], e["attempt"], e["retry_count"], e["carried_retry_count"], e["origin_queue"])
+        for e in dead
+    ] == [("acked", 1, None, 5, "refunds")]
+    assert document["finished"] is True
+    assert document["elapsed_s"] == 8.0  # nothing left to happen: not the default --for 1h
+    assert document["last_event_s"] == 8.0
     assert all(count == 0 for count in document["queues"].values())  # type: ignore[union-attr]
+
+
+def test_the_table_shows_a_carried_retry_header_apart_from_the_attempt() -> None:
+    args = ["simulate", str(EXAMPLE / "topology.toml"), str(EXAMPLE / "service.py")]
+    table = runner.invoke(app, [*args, "-p", 'refunds={"id": 2, "card": "unavailable"}'])
+    assert table.exit_code == 0, table.output
+    table_rows = [[cell.strip() for cell in line.split("│")] for line in table.stdout.splitlines()]
+    (cells,) = [cells for cells in table_rows if cells[1:2] == ["refunds.dead"]]
+    # time, queue, message, event, attempt, retry, x-dc, detail
+    assert cells[1:] == [
+        "refunds.dead",
+        "m1",
+        "acked",
+        "1",
+        "",
+        "",
+        "(carried retry 5 from refunds)",
+    ]
+    assert "simulated 0s of virtual time: nothing was left to happen after it" in table.stdout
 
 
 def test_an_unavailable_payout_is_moved_by_the_server_after_five_deliveries() -> None:
@@ -63,9 +89,10 @@ def test_an_unavailable_payout_is_moved_by_the_server_after_five_deliveries() ->
 
 
 def test_the_horizon_stops_the_clock() -> None:
-    document = simulate('refunds={"id": 1, "card": "busy"}', horizon="45s")
-    assert document["elapsed_s"] == 45.0  # what --for asked, not the last event
-    assert document["last_event_s"] == 30.0
+    document = simulate('refunds={"id": 1, "card": "busy"}', horizon="5s")
+    assert document["finished"] is False
+    assert document["elapsed_s"] == 5.0  # what --for asked, not the last event
+    assert document["last_event_s"] == 4.0
     assert document["queues"]["refunds.retry"] == 1  # type: ignore[index]
     table = runner.invoke(
         app,
@@ -76,10 +103,13 @@ def test_the_horizon_stops_the_clock() -> None:
             "-p",
             'refunds={"id": 1, "card": "busy"}',
             "--for",
-            "45s",
+            "5s",
         ],
     )
-    assert "simulated 45s of virtual time (last event at 30s)" in table.stdout
+    assert (
+        "simulated 5s of virtual time and stopped with timers still due (last event at 4s); "
+        "messages left: refunds.retry=1"
+    ) in table.stdout
 
 
 def test_every_row_names_its_message() -> None:
@@ -102,6 +132,58 @@ def test_a_message_that_loops_at_one_instant_stops_the_run() -> None:
         "so the clock never moves (a handler that fails on a queue without max_attempts does "
         "that)\n"
     )
+
+
+def test_a_publish_file_gives_each_message_its_id(tmp_path: Path) -> None:
+    messages = tmp_path / "messages.jsonl"
+    messages.write_text(
+        '{"queue": "refunds", "message_id": "refunds-7", "body": {"id": 7, "card": "4111"}}\n'
+        "\n"
+        '{"queue": "payouts", "body": {"id": 8, "card": "4111"}}\n',
+        encoding="utf-8",
+    )
+    args = ["simulate", str(EXAMPLE / "topology.toml"), str(EXAMPLE / "service.py")]
+    result = runner.invoke(
+        app,
+        [
+            *args,
+            "--publish-file",
+            str(messages),
+            "-p",
+            'payouts={"id": 9, "card": "4111"}',
+            "-o",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    published = [
+        (e["queue"], e["message_id"]) for e in document["events"] if e["event"] == "published"
+    ]
+    # the file's first, in order; a message without an id gets m and its place
+    assert published == [("refunds", "refunds-7"), ("payouts", "m2"), ("payouts", "m3")]
+    acked = [(e["queue"], e["message_id"]) for e in document["events"] if e["event"] == "acked"]
+    assert acked == [("refunds", "refunds-7"), ("payouts", "m2"), ("payouts", "m3")]
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("not json", "line 1 is not JSON"),
+        ('{"queue": "refunds"}', "line 1: body is missing"),
+        ('{"queue": "", "body": 1}', "line 1: queue must be a queue's name"),
+        ('{"queue": "q", "message_id": 7, "body": 1}', "message_id must be a non-empty string"),
+        ('{"queue": "q", "body": 1, "id": 1}', 'each line is {"queue"'),
+    ],
+)
+def test_a_bad_publish_file_is_a_usage_error(tmp_path: Path, line: str, says: str) -> None:
+    messages = tmp_path / "messages.jsonl"
+    messages.write_text(line + "\n", encoding="utf-8")
+    args = ["simulate", str(EXAMPLE / "topology.toml"), str(EXAMPLE / "service.py")]
+    result = runner.invoke(app, [*args, "--publish-file", str(messages)])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr
+    assert str(messages) in result.stderr
 
 
 def test_bad_publish_spec_is_a_usage_error() -> None:

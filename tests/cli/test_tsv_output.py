@@ -242,6 +242,6 @@ def test_simulate_prints_its_timeline_with_unpadded_times() -> None:
     assert result.stdout.splitlines()[:4] == [
         "time\tqueue\tmessage\tevent\tattempt\tretry\tx-dc\tdetail",
         "0.000s\trefunds\tm1\tpublished\t\t\t\t",
-        "0.000s\trefunds\tm1\tdelayed\t1\t\t\t-> refunds.retry in 30s",
-        "30.000s\trefunds.retry\tm1\tserver dead-lettered (expired)\t\t\t\t-> refunds",
+        "0.000s\trefunds\tm1\tdelayed\t1\t\t\t-> refunds.retry in 2s",
+        "2.000s\trefunds.retry\tm1\tserver dead-lettered (expired)\t\t\t\t-> refunds",
     ]

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The demo's emulator part (scripts/demo.sh): rr simulate publishes messages.jsonl, the list
+# publish.py sends to RabbitMQ, and prints the timeline; its JSON document goes to
+# WORK/simulated.json for the demo's last table. Needs rr and python on PATH.
+set -euo pipefail
+example=$(dirname "$0")
+work=${1:?usage: demo_emulator.sh WORK_DIR}
+rr simulate "$example/topology.toml" "$example/service.py" \
+  --publish-file "$example/messages.jsonl" 2>/dev/null
+rr simulate "$example/topology.toml" "$example/service.py" \
+  --publish-file "$example/messages.jsonl" --output json >"$work/simulated.json" 2>/dev/null

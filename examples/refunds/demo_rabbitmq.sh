@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The demo's RabbitMQ part (scripts/demo.sh), at $RR_URL (default localhost): declare, run the
+# service, publish messages.jsonl, keep serving until every message ended as the emulator said
+# it would (WORK/simulated.json, from demo_emulator.sh) and the queues are empty, stop, show
+# the log, the queues and where each message ended. Waits on rr's /healthz and log lines and
+# on queue depths, never on a guessed time (progress.py). Needs rr and python on PATH.
+set -euo pipefail
+example=$(dirname "$0")
+work=${1:?usage: demo_rabbitmq.sh WORK_DIR}
+rr declare "$example/topology.toml"
+port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+rr run "$example/service.py" --topology "$example/topology.toml" --log-format json \
+  --metrics-port "$port" --metrics-bind 127.0.0.1 2>"$work/run.log" &
+service=$!
+trap 'kill "$service" 2>/dev/null || true' EXIT
+if ! python "$example/progress.py" ready "$port" "$service"; then # /healthz: consuming
+  python "$example/progress.py" log "$work/run.log"
+  exit 1
+fi
+python "$example/publish.py"
+echo "   (rr run serves until every message reached its end and the queues are empty)"
+status=0
+python "$example/progress.py" ended "$work/simulated.json" "$work/run.log" || status=$?
+kill -TERM "$service"
+wait "$service" || true
+trap - EXIT
+echo
+echo "== what rr run and the service logged"
+python "$example/progress.py" log "$work/run.log"
+echo
+echo "== the example's queues, after the stop"
+python "$example/show_queues.py"
+echo
+echo "== where each message ended"
+python "$example/progress.py" table "$work/simulated.json" "$work/run.log" || status=$?
+exit "$status"

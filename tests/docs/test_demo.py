@@ -1,0 +1,153 @@
+"""scripts/demo.sh tells one story (issue #29): its two parts, examples/refunds/demo_emulator.sh
+and demo_rabbitmq.sh, run as the demo runs them (the venv's rr and python on PATH; the pip
+install of demo.sh itself is left out), the second in a vhost of its own.
+
+* Both publish examples/refunds/messages.jsonl, with its ids, and rr simulate's rows say them.
+* rr simulate's footer says the run ended when nothing was left to happen.
+* No attempt beyond a queue's max_attempts: a dead letter's attempt is the dead-letter queue's
+  own, the retry header it carries is shown apart.
+* The real run ends with every message at the end the emulator said, the example's queues
+  empty, and a table of where each one ended; each dead-lettered line comes before the
+  review handler's line of the same message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rabbitctl_retry.errors import NotFound
+from rabbitctl_retry.transport.amqp import connect
+from tests.docs.test_examples import fresh_vhost
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "refunds"
+QUEUES = ["refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"]
+TIMEOUT_S = 300
+
+
+def messages() -> list[dict[str, object]]:
+    lines = (EXAMPLE / "messages.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def environment(url: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["COLUMNS"] = "200"
+    env.pop("RR_URL", None)
+    if url is not None:
+        env["RR_URL"] = url
+    return env
+
+
+def run_part(script: str, work: Path, url: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(EXAMPLE / script), str(work)],
+        env=environment(url),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_the_demo_scripts_run_the_parts() -> None:
+    demo = (REPO / "scripts" / "demo.sh").read_text(encoding="utf-8")
+    assert '"$example/demo_emulator.sh" "$work"' in demo
+    assert '"$example/demo_rabbitmq.sh" "$work"' in demo
+    assert "sleep" not in demo
+    assert "sleep" not in (EXAMPLE / "demo_rabbitmq.sh").read_text(encoding="utf-8")
+
+
+def test_the_emulator_part_publishes_the_list_with_its_ids(tmp_path: Path) -> None:
+    done = run_part("demo_emulator.sh", tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "simulated.json").read_text(encoding="utf-8"))
+    events = document["events"]
+    published = [(e["queue"], e["message_id"]) for e in events if e["event"] == "published"]
+    assert published == [(m["queue"], m["message_id"]) for m in messages()]
+    # every row names a message of the list, in the table too
+    assert {e["message_id"] for e in events} == {m["message_id"] for m in messages()}
+    rows = [[cell.strip() for cell in line.split("│")] for line in done.stdout.splitlines()]
+    labels = {row[2] for row in rows if len(row) == 8 and row[2] and row[2] != "message"}
+    assert labels == {m["message_id"] for m in messages()}
+    # the footer: the run ended when nothing was left to happen
+    assert document["finished"] is True
+    assert document["elapsed_s"] == document["last_event_s"]
+    assert (
+        f"simulated {document['elapsed_s']:g}s of virtual time: nothing was left to happen "
+        "after it; messages left: none"
+    ) in done.stdout
+    # no attempt beyond the queue's max_attempts (a queue without one: its first attempt)
+    topology = tomllib.loads((EXAMPLE / "topology.toml").read_text(encoding="utf-8"))
+    for event in events:
+        if event["attempt"] is not None:
+            cap = topology["queues"].get(event["queue"], {}).get("max_attempts", 1)
+            assert event["attempt"] <= cap, event
+    dead = [e for e in events if e["queue"] == "refunds.dead"]
+    assert [(e["attempt"], e["retry_count"], e["carried_retry_count"]) for e in dead] == [
+        (1, None, 5),
+        (1, None, 5),
+    ]
+
+
+async def _depths(url: str) -> dict[str, int | None]:
+    connection = await connect(url)
+    found: dict[str, int | None] = {}
+    try:
+        for queue in QUEUES:
+            channel = await connection.channel()
+            try:
+                found[queue] = (await channel.queue_declare(queue, passive=True)).message_count
+            except NotFound:
+                found[queue] = None
+                continue
+            await channel.close()
+    finally:
+        await connection.close()
+    return found
+
+
+@pytest.mark.broker
+def test_the_rabbitmq_part_ends_every_message_and_leaves_nothing(tmp_path: Path) -> None:
+    emulated = run_part("demo_emulator.sh", tmp_path)
+    assert emulated.returncode == 0, emulated.stderr
+    with fresh_vhost("3.10") as url:
+        done = run_part("demo_rabbitmq.sh", tmp_path, url)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert asyncio.run(_depths(url)) == dict.fromkeys(QUEUES, 0)
+    ids = [str(m["message_id"]) for m in messages()]
+    table = done.stdout.split("== where each message ended\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in table[2:-1]] == ids
+    assert all(line.rstrip().endswith("the same") for line in table[2:-1]), table
+    assert table[-1] == f"the same {len(ids)} endings on the emulator and on RabbitMQ"
+    # each decision that sent a message to review is logged before the review's line
+    lines = [
+        json.loads(text)
+        for text in (tmp_path / "run.log").read_text(encoding="utf-8").splitlines()
+        if text.startswith("{")
+    ]
+    reviews = [line for line in lines if "needs a person" in line["event"]]
+    assert len(reviews) == 4
+    for review in reviews:
+        index = lines.index(review)
+        earlier = [
+            line["event"]
+            for line in lines[:index]
+            if line.get("message_id") == review["message_id"] and line["logger"] == "rr.runtime"
+        ]
+        assert earlier, review
+        assert earlier[-1] in (
+            "dead-lettered",
+            "dropped",
+            "rejected to the queue's dead-letter route",
+        )
