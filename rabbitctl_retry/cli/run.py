@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_urls, run
+from rabbitctl_retry.cli._common import (
+    UrlOption,
+    connect_to,
+    exit_with,
+    guard,
+    resolve_urls,
+    run,
+)
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
@@ -149,7 +156,7 @@ def run_command(
             max=MAX_WORKERS,
             help="Worker processes, each with its own connection (one Python process uses "
             "one core); a supervisor starts, restarts and stops them (docs/runtime.md, "
-            "'Running it').",
+            "'Workers across cores').",
         ),
     ] = 1,
 ) -> None:
@@ -259,7 +266,7 @@ def _supervise(
             if server is not None:
                 server.stop()
     if code:
-        raise typer.Exit(code)
+        exit_with(code)
 
 
 def _serve_metrics(port: int, bind: str) -> tuple[RunMetrics, MetricsServer]:

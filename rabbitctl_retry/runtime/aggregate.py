@@ -1,5 +1,5 @@
-"""Pure. One ``/metrics`` page and one ``/healthz`` answer for the workers of
-``rr run --workers N`` (docs/runtime.md, "Metrics and health").
+"""One ``/metrics`` page and one ``/healthz`` answer for the workers of ``rr run --workers N``
+(docs/runtime.md, "Metrics and health"); no I/O: prometheus_client parses and renders.
 
 Each worker serves its own page on 127.0.0.1; the supervisor reads them all at each scrape
 and adds them up: every sample of the same name and labels is summed (counters, histogram
