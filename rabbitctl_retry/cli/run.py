@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -166,7 +167,9 @@ def run_command(
     slot = Slot.parse(os.environ.get(WORKER_ENV, ""))
     configure_logging(log_level.value, log_format, worker=slot.label if slot else None)
     if workers > 1 and slot is None:
+        root = ctx.find_root().command
         _supervise(
+            getattr(root, "invoked_args", None) or tuple(sys.argv[1:]),
             workers,
             declare=declare,
             shutdown_timeout_s=shutdown_timeout,
@@ -237,6 +240,7 @@ def run_command(
 
 
 def _supervise(
+    argv: Sequence[str],
     count: int,
     *,
     declare: bool,
@@ -250,7 +254,7 @@ def _supervise(
 
     with worker_folder() as folder:
         supervisor = Supervisor(
-            sys.argv[1:],
+            argv,
             count=count,
             declare=declare,
             metrics=metrics_port is not None,
