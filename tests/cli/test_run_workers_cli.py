@@ -5,6 +5,7 @@ and the supervisor's ``/healthz`` says ``starting`` while its workers load."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,42 @@ def test_healthz_says_starting_and_which_worker_while_they_load(tmp_path: Path) 
     assert status == 200
     assert "rr_consuming 0.0" in page
     assert process.returncode == 69, stderr  # worker 1 loaded, found no broker on :1
+
+
+def test_workers_stop_by_themselves_when_the_supervisor_is_killed(tmp_path: Path) -> None:
+    """SIGKILL to the supervisor (no chance to stop its workers): worker 1, waiting for a
+    broker that does not answer, notices that its supervisor is gone and stops."""
+    module = "from rabbitctl_retry import subscriber\n\n@subscriber('q')\nasync def h(m): ...\n"
+    (tmp_path / "orphan_svc.py").write_text(module, encoding="utf-8")
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "orphan_svc.py")]
+    command += ["--url", NOWHERE, "--workers", "2", "--wait-for-broker", "600"]
+    log = tmp_path / "supervisor.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        started = until(
+            lambda: re.search(r"worker 1 started worker=1 pid=(\d+)", log.read_text()),
+            lambda found: found is not None,
+        )
+        assert started is not None
+        worker = int(started[1])
+        until(lambda: log.read_text(), lambda text: "waiting" in text)  # it waits for the broker
+        process.kill()
+        process.wait(60)
+        until(lambda: _alive(worker), lambda alive: not alive)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(60)
+    text = log.read_text()
+    assert "the supervisor is gone; stopping" in text, text
+    assert "stopped worker=1/2" in text, text
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an orphan's zombie is reaped by init)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
