@@ -129,11 +129,17 @@ def describe_exit(code: int) -> str:
         return f"signal {-code}"
 
 
+STOPPED_AS_ASKED = frozenset({0, -signal.SIGTERM, -signal.SIGINT, 130})
+"""A worker's exit codes that are a clean stop when the supervisor asked for one: 0, or ended
+by the signal itself (or ``rr: interrupted``, 130) while it still started, before it could
+catch it: it had consumed nothing."""
+
+
 def final_code(codes: Iterable[int]) -> int:
     """The supervisor's exit code once every worker stopped on its request: 0 when every
     worker stopped cleanly, else the first worker's code that was not (as a shell shows it)."""
     for code in codes:
-        if code != 0:
+        if code not in STOPPED_AS_ASKED:
             return exit_status(code)
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,29 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_sigterm_while_the_workers_start_is_a_clean_stop(tmp_path: Path) -> None:
+    """SIGTERM while worker 1 still imports its handlers (before it could catch the signal):
+    it ends by the signal, having consumed nothing, and the supervisor exits 0."""
+    (tmp_path / "gated_svc.py").write_text(GATED, encoding="utf-8")
+    port = free_port()
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "gated_svc.py")]
+    command += ["--url", NOWHERE, "--metrics-port", str(port), "--workers", "2"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    try:
+        # worker 1 still starts (it waits at the gate, or is not even serving yet)
+        until(
+            lambda: answers(process, f"http://127.0.0.1:{port}/healthz"),
+            lambda a: a == (503, "starting\nworker 1: starting\nworker 2: starting\n"),
+        )
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(60)
+    assert process.returncode == 0, stderr
+    assert "workers stopped" in stderr

@@ -71,6 +71,9 @@ def test_the_supervisor_exit_code() -> None:
     assert final_code([0, 0, 0]) == 0
     assert final_code([0, 1, 0]) == 1
     assert final_code([0, -9]) == 137
+    assert final_code([0, 3, 1]) == 3
+    # ended by the SIGTERM (or Ctrl-C) itself while it still started: consumed nothing
+    assert final_code([-15, -2, 130, 0]) == 0
     assert describe_exit(-9) == "signal SIGKILL"
     assert describe_exit(3) == "exit 3"
 
