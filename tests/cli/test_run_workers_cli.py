@@ -124,9 +124,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_sigterm_while_the_workers_start_is_a_clean_stop(tmp_path: Path) -> None:
-    """SIGTERM while worker 1 still imports its handlers (before it could catch the signal):
-    it ends by the signal, having consumed nothing, and the supervisor exits 0."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_the_workers_start_is_a_clean_stop(tmp_path: Path, signum: int) -> None:
+    """SIGTERM or SIGINT to the supervisor while worker 1 still starts (before it could catch
+    the signal): it ends by the signal, having consumed nothing, and the supervisor exits 0."""
     (tmp_path / "gated_svc.py").write_text(GATED, encoding="utf-8")
     port = free_port()
     command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "gated_svc.py")]
@@ -140,7 +141,7 @@ def test_sigterm_while_the_workers_start_is_a_clean_stop(tmp_path: Path) -> None
             lambda: answers(process, f"http://127.0.0.1:{port}/healthz"),
             lambda a: a == (503, "starting\nworker 1: starting\nworker 2: starting\n"),
         )
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signum)
         _, stderr = process.communicate(timeout=300)
     finally:
         if process.poll() is None:
