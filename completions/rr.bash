@@ -55,6 +55,7 @@ _rr() {
         "run|--metrics-bind") return 0 ;;
         "run|--log-format") COMPREPLY=($(compgen -W "text json" -- "$cur")); return 0 ;;
         "run|--log-level") COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return 0 ;;
+        "run|--workers") return 0 ;;
         "run|--broker"|"run|-b") return 0 ;;
         "run|--vhost") return 0 ;;
         "simulate|--publish"|"simulate|-p") return 0 ;;
@@ -159,7 +160,7 @@ _rr() {
         "") COMPREPLY=($(compgen -W "declare migrate run simulate status doctor completion topology dlq console --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;

@@ -45,6 +45,7 @@ complete -c rr -n '__fish_seen_subcommand_from run' -l metrics-port -r -d 'Serve
 complete -c rr -n '__fish_seen_subcommand_from run' -l metrics-bind -r -d 'The address --metrics-port listens on (127.0.0.1: this host only; :: for IPv6) [default: 0.0.0.0, every interface: probes and scrapers come from outside].'
 complete -c rr -n '__fish_seen_subcommand_from run' -l log-format -r -a 'text json' -d ''
 complete -c rr -n '__fish_seen_subcommand_from run' -l log-level -r -a 'debug info warning error' -d ''
+complete -c rr -n '__fish_seen_subcommand_from run' -l workers -r -d 'Worker processes, each with its own connection (one Python process uses one core); a supervisor starts, restarts and stops them (docs/runtime.md, Workers across cores).'
 complete -c rr -n '__fish_seen_subcommand_from run' -l broker -s b -r -d 'A broker of rrs configuration file (~/.config/rr/config.toml): its URLs, management URL, vhost and password (docs/cli.md, Profiles). Else $RR_BROKER.'
 complete -c rr -n '__fish_seen_subcommand_from run' -l vhost -r -d 'The virtual host, whatever the broker URL says (its path).'
 complete -c rr -n '__fish_seen_subcommand_from run' -s h -l help -d 'Show help and exit.'

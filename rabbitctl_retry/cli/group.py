@@ -54,6 +54,10 @@ class InternalError(RrError):
 
 
 class RrGroup(TyperGroup):
+    invoked_args: tuple[str, ...] = ()
+    """The arguments of this run (after the program's name): what ``rr run --workers``
+    starts its workers with (cli/workers.py)."""
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -63,6 +67,7 @@ class RrGroup(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
+        self.invoked_args = tuple(sys.argv[1:] if args is None else args)
         with guarded_stdout():
             code = self._run(args, prog_name, complete_var, windows_expand_args, **extra)
         if standalone_mode:

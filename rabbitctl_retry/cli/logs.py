@@ -130,12 +130,29 @@ def quiet_the_driver() -> None:
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
 
 
-def configure_logging(level: str = "info", log_format: LogFormat = LogFormat.TEXT) -> None:
+class _WorkerTag(logging.Filter):
+    """Adds ``worker`` to every record's fields (first, so a line says it at once)."""
+
+    def __init__(self, worker: str) -> None:
+        super().__init__()
+        self._worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.rr = {"worker": self._worker, **_fields(record)}
+        return True
+
+
+def configure_logging(
+    level: str = "info", log_format: LogFormat = LogFormat.TEXT, *, worker: str | None = None
+) -> None:
     """Send rr's logs to stderr in ``log_format`` at ``level``; every other logger's warnings
     in the same format (:func:`install_stderr_fallback`). The driver is quiet already
-    (:func:`quiet_the_driver`)."""
+    (:func:`quiet_the_driver`). ``worker`` (``"2/4"``): every line of a worker of ``rr run
+    --workers`` says which worker it is (``worker=2/4``; docs/runtime.md, "Running it")."""
     handler = StderrHandler()
     handler.setFormatter(formatter_for(log_format))
+    if worker is not None:
+        handler.addFilter(_WorkerTag(worker))
     root = logging.getLogger("rr")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

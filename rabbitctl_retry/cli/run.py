@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
+import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_urls, run
+from rabbitctl_retry.cli._common import (
+    UrlOption,
+    connect_to,
+    exit_with,
+    guard,
+    resolve_urls,
+    run,
+)
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import RrError
+from rabbitctl_retry.runtime.workers import MAX_WORKERS, WORKER_DIR_ENV, WORKER_ENV, Slot
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+    from rabbitctl_retry.runtime.metrics import MetricsServer, Probe, RunMetrics
     from rabbitctl_retry.runtime.service import Service
     from rabbitctl_retry.topology.model import Topology
 
@@ -138,15 +149,47 @@ def run_command(
     ] = DEFAULT_BIND,
     log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
     log_level: Annotated[LogLevel, typer.Option("--log-level")] = LogLevel.INFO,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=MAX_WORKERS,
+            help="Worker processes, each with its own connection (one Python process uses "
+            "one core); a supervisor starts, restarts and stops them (docs/runtime.md, "
+            "'Workers across cores').",
+        ),
+    ] = 1,
 ) -> None:
     """Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their
     messages as the topology says. SIGINT/SIGTERM stop gracefully."""
     release_stdout()  # the handlers' own (cli/group.py)
-    configure_logging(log_level.value, log_format)
+    slot = Slot.parse(os.environ.get(WORKER_ENV, ""))
+    configure_logging(log_level.value, log_format, worker=slot.label if slot else None)
+    if workers > 1 and slot is None:
+        root = ctx.find_root().command
+        _supervise(
+            getattr(root, "invoked_args", None) or tuple(sys.argv[1:]),
+            workers,
+            declare=declare,
+            shutdown_timeout_s=shutdown_timeout,
+            metrics_port=metrics_port,
+            metrics_bind=metrics_bind,
+        )
+        return
+    folder = Path(os.environ[WORKER_DIR_ENV]) if slot and WORKER_DIR_ENV in os.environ else None
+    if slot is not None:
+        from rabbitctl_retry.cli.workers import watch_parent
+
+        watch_parent()
     # /metrics and /healthz answer from here on ("starting" until the service runs): loading
     # the handlers and the runtime can take seconds on a busy machine (docs/runtime.md,
     # "Metrics and health")
     served = _serve_metrics(metrics_port, metrics_bind) if metrics_port is not None else None
+    if served is not None and slot is not None and folder is not None:
+        from rabbitctl_retry.cli.workers import write_port
+
+        write_port(folder, slot.index, served[1].port)
     from rabbitctl_retry.runtime.loader import load_target
     from rabbitctl_retry.runtime.service import RunOptions, Service
     from rabbitctl_retry.topology.load import load_file
@@ -158,6 +201,8 @@ def run_command(
     _warn_without_heartbeat(broker_urls)
 
     client_name = f"rr run {handlers.module} on {socket.gethostname()}"
+    if slot is not None:
+        client_name += f" (worker {slot.label})"
     connect = connect_to(ctx, broker_urls, client_name=client_name)
     options = RunOptions(
         prefetch=prefetch,
@@ -170,8 +215,14 @@ def run_command(
         topology_file=topology_file,
         reload_interval_s=reload_interval,
     )
+    ready = None
+    if slot is not None and folder is not None:
+        from rabbitctl_retry.cli.workers import ready_file
+
+        ready = ready_file(folder, slot.index)
     if served is None:
-        _serve_to_the_end(Service(handlers, topology=topology, connect=connect, options=options))
+        service = Service(handlers, topology=topology, connect=connect, options=options)
+        _serve_to_the_end(service, ready)
         return
     metrics, server = served
     service = Service(
@@ -183,25 +234,66 @@ def run_command(
     )
     metrics.watch(service)
     try:
-        _serve_to_the_end(service)
+        _serve_to_the_end(service, ready)
     finally:
         server.stop()
 
 
+def _supervise(
+    argv: Sequence[str],
+    count: int,
+    *,
+    declare: bool,
+    shutdown_timeout_s: float,
+    metrics_port: int | None,
+    metrics_bind: str,
+) -> None:
+    """``--workers N``: run N worker processes under this one (cli/workers.py) until
+    SIGINT/SIGTERM; exit with their verdict."""
+    from rabbitctl_retry.cli.workers import Supervisor, worker_folder
+
+    with worker_folder() as folder:
+        supervisor = Supervisor(
+            argv,
+            count=count,
+            declare=declare,
+            metrics=metrics_port is not None,
+            shutdown_timeout_s=shutdown_timeout_s,
+            folder=folder,
+        )
+        server = None
+        if metrics_port is not None:
+            server = _serve_probe(supervisor, metrics_port, metrics_bind)
+        try:
+            code = supervisor.run()
+        finally:
+            if server is not None:
+                server.stop()
+    if code:
+        exit_with(code)
+
+
 def _serve_metrics(port: int, bind: str) -> tuple[RunMetrics, MetricsServer]:
     """The metrics of this run, served on ``bind`` ``port`` from now on."""
-    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+    from rabbitctl_retry.runtime.metrics import RunMetrics
 
     metrics = RunMetrics()
+    return metrics, _serve_probe(metrics, port, bind)
+
+
+def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
+    """``probe``'s /metrics and /healthz, served on ``bind`` ``port`` from now on."""
+    from rabbitctl_retry.runtime.metrics import MetricsServer
+
     with guard():
         try:
-            server = MetricsServer(metrics, port, bind)
+            server = MetricsServer(probe, port, bind)
         except OSError as error:
             where = f"port {port}" if bind == DEFAULT_BIND else f"{bind} port {port}"
             raise RrError(f"cannot serve metrics on {where}: {error}") from None
     server.start()
     log.info("serving metrics", extra={"rr": {"bind": bind, "port": server.port}})
-    return metrics, server
+    return server
 
 
 def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
@@ -220,11 +312,12 @@ def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
             )
 
 
-def _serve_to_the_end(service: Service) -> None:
-    """Run the service; then end the process without waiting for handler threads that never
-    returned (cli/threads.py)."""
+def _serve_to_the_end(service: Service, ready: Path | None = None) -> None:
+    """Run the service (a worker of ``--workers`` creates the file ``ready`` once it
+    consumes); then end the process without waiting for handler threads that never returned
+    (cli/threads.py)."""
     try:
-        run(_serve(service))
+        run(_serve(service, ready))
     except typer.Exit as stop:
         _leave(service, stop.exit_code)
         raise
@@ -242,8 +335,9 @@ def _leave(service: Service, code: int) -> None:
         exit_without_joining(running, code)
 
 
-async def _serve(service: Service) -> None:
+async def _serve(service: Service, ready: Path | None) -> None:
     loop = asyncio.get_running_loop()
+    told = asyncio.ensure_future(_tell_ready(service, ready)) if ready is not None else None
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, service.stop)
     # SIGHUP reloads the topology file (without one, it does nothing: it no longer ends rr run)
@@ -251,5 +345,13 @@ async def _serve(service: Service) -> None:
     try:
         await service.run()
     finally:
+        if told is not None:
+            told.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(signum)
+
+
+async def _tell_ready(service: Service, ready: Path) -> None:
+    """Create ``ready`` once ``service`` consumes: the supervisor's sign (cli/workers.py)."""
+    await service.wait_ready()
+    ready.touch()

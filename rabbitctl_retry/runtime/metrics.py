@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
@@ -122,6 +122,12 @@ class RunMetrics:
     def ready(self) -> bool:
         return self._service is not None and self._service.consuming
 
+    def health(self) -> tuple[int, str]:
+        """``/healthz``: (HTTP status, body)."""
+        if self.ready:
+            return 200, "consuming\n"
+        return 503, "not consuming\n" if self._service is not None else "starting\n"
+
 
 class _StatsCollector:
     """The service's own counters (``RuntimeStats``), read at scrape time."""
@@ -197,10 +203,23 @@ class _ThreadingServer6(_ThreadingServer):
     address_family = socket.AF_INET6
 
 
+class Probe(Protocol):
+    """What :class:`MetricsServer` serves: one ``rr run``'s metrics (:class:`RunMetrics`), or
+    those of a supervisor's workers added up (cli/workers.py)."""
+
+    def page(self) -> bytes:
+        """``/metrics``: the Prometheus text format."""
+        ...
+
+    def health(self) -> tuple[int, str]:
+        """``/healthz``: (HTTP status, body)."""
+        ...
+
+
 class MetricsServer:
     """``/metrics`` and ``/healthz`` on ``host:port``, a daemon thread per client."""
 
-    def __init__(self, metrics: RunMetrics, port: int, host: str) -> None:
+    def __init__(self, metrics: Probe, port: int, host: str) -> None:
         self._metrics = metrics
         self._server: WSGIServer = make_server(
             host,
@@ -230,12 +249,9 @@ class MetricsServer:
             body = self._metrics.page()
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
         elif path == "/healthz":
-            ready = self._metrics.ready
-            if ready:
-                body = b"consuming\n"
-            else:
-                body = b"not consuming\n" if self._metrics.service is not None else b"starting\n"
-            status = "200 OK" if ready else "503 Service Unavailable"
+            code, text = self._metrics.health()
+            body = text.encode()
+            status = "200 OK" if code == 200 else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
         else:
             body = b"rr run: /metrics and /healthz\n"
@@ -243,4 +259,4 @@ class MetricsServer:
         yield body
 
 
-__all__ = ["MetricsServer", "RunMetrics"]
+__all__ = ["MetricsServer", "Probe", "RunMetrics"]

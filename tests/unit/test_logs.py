@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
+
 from rabbitctl_retry.cli.logs import JsonFormatter, TextFormatter
 
 
@@ -42,3 +44,21 @@ def test_urls_in_messages_are_censored() -> None:
     line = TextFormatter().format(record("cannot reach amqp://svc:hunter2@mq/ now", {}))
     assert "hunter2" not in line
     assert "amqp://svc:******@mq/" in line
+
+
+def test_a_worker_of_rr_run_workers_tags_every_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``rr run --workers``: each worker's lines say which worker wrote them, first among the
+    fields, whatever the record carried (docs/runtime.md, "Logs")."""
+    from rabbitctl_retry.cli.logs import LogFormat, configure_logging
+
+    configure_logging("info", LogFormat.TEXT, worker="2/4")
+    log = logging.getLogger("rr.runtime")
+    log.info("consuming", extra={"rr": {"queues": "work"}})
+    log.warning("plain")
+    configure_logging("info", LogFormat.JSON, worker="2/4")
+    log.info("consuming", extra={"rr": {"queues": "work"}})
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith(" INFO rr.runtime consuming worker=2/4 queues=work")
+    assert lines[1].endswith(" WARNING rr.runtime plain worker=2/4")
+    document = json.loads(lines[2])
+    assert (document["worker"], document["queues"]) == ("2/4", "work")
