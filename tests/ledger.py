@@ -211,6 +211,29 @@ async def take_ids(connect: Connect, queue: str) -> Counter[str]:
     return found
 
 
+async def wait_progressing(
+    done_count: Callable[[], Awaitable[int]],
+    target: int,
+    what: str,
+    *,
+    stall_s: float = 120.0,
+    poll_s: float = 0.5,
+) -> None:
+    """Wait until ``done_count()`` reaches ``target``, for as long as it moves: fail only when
+    it stayed the same for ``stall_s`` (a busy machine is slow, not stuck; docs/testing.md,
+    "On a busy machine")."""
+    loop = asyncio.get_running_loop()
+    last, since = -1, loop.time()
+    while (count := await done_count()) < target:
+        if count != last:
+            last, since = count, loop.time()
+        elif loop.time() - since > stall_s:
+            raise AssertionError(
+                f"waiting for {what}: stuck at {count} of {target} for {stall_s:g} s"
+            )
+        await asyncio.sleep(poll_s)
+
+
 async def wait_until(
     predicate: Callable[[], Awaitable[bool]], what: str, *, timeout_s: float, poll_s: float = 0.2
 ) -> None:
