@@ -25,9 +25,10 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from email.message import Message
-from typing import IO, Any
+from operator import attrgetter
+from typing import IO, Any, TypeVar
 
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -55,6 +56,8 @@ from rabbitctl_retry.server import (
 )
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 from rabbitctl_retry.urls import parse_management_url
+
+_Row = TypeVar("_Row")
 
 TIMEOUT_S = 10.0
 
@@ -129,16 +132,7 @@ class HttpManagementApi:
         counts, each optional), sorted by name (the same shape on 3.10.8 and 4.3.6, measured;
         a node that does not run states no alarm)."""
         path = f"{NODES_PATH}?columns={_NODE_COLUMNS}"
-        listed = await self._get(path)
-        if not isinstance(listed, list) or not listed:
-            raise self._unexpected(path, "not a list of nodes")
-        found = []
-        for row in listed:
-            node = _node_resources_of(row)
-            if node is None:
-                raise self._unexpected(path, _NODE_SHAPE)
-            found.append(node)
-        return tuple(sorted(found, key=lambda node: node.name))
+        return await self._rows(path, "nodes", _node_resources_of, _NODE_SHAPE, some=True)
 
     async def queue_health(self) -> tuple[QueueHealth, ...]:
         """``GET /api/queues/VHOST?columns=name,type,members,online,messages_details.rate``:
@@ -149,16 +143,7 @@ class HttpManagementApi:
         path = "/api/queues/{}?columns={}".format(
             urllib.parse.quote(self._vhost, safe=""), _HEALTH_COLUMNS
         )
-        listed = await self._get(path)
-        if not isinstance(listed, list):
-            raise self._unexpected(path, "not a list of queues")
-        found = []
-        for row in listed:
-            health = _queue_health_of(row)
-            if health is None:
-                raise self._unexpected(path, _HEALTH_SHAPE)
-            found.append(health)
-        return tuple(sorted(found, key=lambda queue: queue.name))
+        return await self._rows(path, "queues", _queue_health_of, _HEALTH_SHAPE)
 
     async def overview(self) -> ServerIdentity:
         """Which server the API answers for (``GET /api/overview``): its ``rabbitmq_version``
@@ -304,16 +289,30 @@ class HttpManagementApi:
         """The vhost's policies (``GET /api/policies/VHOST``; ``operator``:
         ``/api/operator-policies/VHOST``), sorted by name."""
         path = self._policies_path(operator)
+        return await self._rows(path, "policies", _policy_of, _POLICY_SHAPE)
+
+    async def _rows(
+        self,
+        path: str,
+        what: str,
+        read: Callable[[object], _Row | None],
+        shape: str,
+        *,
+        some: bool = False,
+    ) -> tuple[_Row, ...]:
+        """``GET path``: a list of ``what`` (``some``: at least one), each row read by
+        ``read`` (None: a row not of ``shape``), sorted by name; any other answer is refused
+        (exit 69, docs/cli.md)."""
         listed = await self._get(path)
-        if not isinstance(listed, list):
-            raise self._unexpected(path, "not a list of policies")
+        if not isinstance(listed, list) or (some and not listed):
+            raise self._unexpected(path, f"not a list of {what}")
         found = []
         for row in listed:
-            policy = _policy_of(row)
-            if policy is None:
-                raise self._unexpected(path, _POLICY_SHAPE)
-            found.append(policy)
-        return tuple(sorted(found, key=lambda policy: policy.name))
+            item = read(row)
+            if item is None:
+                raise self._unexpected(path, shape)
+            found.append(item)
+        return tuple(sorted(found, key=attrgetter("name")))
 
     async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
         """``PUT /api/policies/VHOST/NAME`` (``operator``: ``/api/operator-policies/...``)
