@@ -54,7 +54,8 @@ async def test_a_forced_close_on_rabbitmq_then_a_rerun(amqp_url: str) -> None:
         await publish_all(backend, "dead", letters(COUNT))
         command = [sys.executable, "-m", "rabbitctl_retry", "dlq", "replay", "dead", "--yes"]
         command += ["--url", backend.url, "--output", "json"]
-        # slowed down so that the operator's close lands in the middle of the run
+        # slowed down, then frozen (SIGSTOP) while the operator's close lands, so the close
+        # falls in the middle of the run however slow rabbitmqctl is on a busy machine
         replay = subprocess.Popen(
             [*command, "--rate", "1500"],
             stdout=subprocess.PIPE,
@@ -65,7 +66,11 @@ async def test_a_forced_close_on_rabbitmq_then_a_rerun(amqp_url: str) -> None:
         while await depth(backend, "refunds") < 600:
             assert replay.poll() is None, replay.communicate()
             await asyncio.sleep(0.02)
-        await asyncio.to_thread(backend.close_all_connections)
+        replay.send_signal(signal.SIGSTOP)
+        try:
+            await asyncio.to_thread(backend.close_all_connections)
+        finally:
+            replay.send_signal(signal.SIGCONT)
         stdout, stderr = await asyncio.to_thread(replay.communicate, timeout=60)
 
         assert replay.returncode == 69, (stdout, stderr)
