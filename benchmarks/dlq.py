@@ -20,6 +20,9 @@ of a preloaded (untimed) classic durable queue to another queue:
                       confirm makes it redundant)
 * aiormq get loop     raw aiormq, one message at a time: basic.get, publish, await the
                       confirm, ack (what a naive replay script does)
+* ceiling             raw pamqp frames over a blocking socket (benchmarks/wire.py): the
+                      pipelined move's frames, acks coalesced over the confirmed prefix
+                      (multiple=true every 100), every read's answers in one send
 
 Timed: from the first basic.consume / basic.get to the moment every dead letter is acked and
 the broker has processed the acks (a round trip on the consuming channel). Each round runs
@@ -43,6 +46,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import aiormq
+import wire
 from pamqp import commands as spec
 
 from rabbitctl_retry.dlq.move import MovePlan
@@ -188,12 +192,22 @@ async def aiormq_get_loop(url: str, source: str, target: str, count: int, prefet
     return count / elapsed
 
 
+async def ceiling(url: str, source: str, target: str, count: int, prefetch: int) -> float:
+    result = await asyncio.to_thread(
+        wire.consume_copy_and_ack, url, source, target, count, prefetch, 100
+    )
+    assert result.ids.total() == count == len(result.ids), result.ids.most_common(3)
+    return result.rate
+
+
 Case = Callable[[str, str, str, int, int], Awaitable[float]]
+CEILING = "ceiling (pamqp, socket)"
 CASES: dict[str, Case] = {
     "rr replay": rr_replay,
     "rr move": rr_move,
     "aiormq pipelined move": aiormq_pipelined,
     "aiormq get/publish/ack loop": aiormq_get_loop,
+    CEILING: ceiling,
 }
 
 
@@ -245,15 +259,19 @@ async def main() -> None:
         f"{args.messages} dead letters, prefetch {args.prefetch}, {args.rounds} rounds, "
         "classic durable queues, persistent 200-byte bodies with x-death"
     )
-    print(f"{'case':30} {'msg/s (median)':>15} {'x pipelined':>12} {'x get loop':>11}  per round")
+    print(
+        f"{'case':30} {'msg/s (median)':>15} {'x pipelined':>12} {'x get loop':>11} "
+        f"{'x ceiling':>10}  per round"
+    )
     for name in CASES:
         rates = [r[name] for r in rounds]
         pipelined = statistics.median(r[name] / r["aiormq pipelined move"] for r in rounds)
         get_loop = statistics.median(r[name] / r["aiormq get/publish/ack loop"] for r in rounds)
+        versus_ceiling = statistics.median(r[name] / r[CEILING] for r in rounds)
         each = " ".join(f"{rate:,.0f}" for rate in rates)
         print(
-            f"{name:30} {statistics.median(rates):15,.0f} {pipelined:12.2f} {get_loop:11.2f}  "
-            f"{each}"
+            f"{name:30} {statistics.median(rates):15,.0f} {pipelined:12.2f} {get_loop:11.2f} "
+            f"{versus_ceiling:10.2f}  {each}"
         )
     each = " ".join(f"{seconds:.2f}" for seconds in inspects)
     print(

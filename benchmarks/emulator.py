@@ -2,11 +2,13 @@
 
     python benchmarks/emulator.py [--messages 50000] [--prefetch 500] [--rounds 3] [--url URL]
 
-One shape, run on both: publish N persistent 200-byte messages to a classic queue (pipelined,
-no confirms), consume them with the given prefetch and ack each one. Timed from the first
-publish to the last ack. The emulator runs through the transport port, as rr's own code does;
-the reference is raw aiormq against the RabbitMQ at --url (skipped if none answers). Each
-round runs both cases; the table shows medians and the median per-round ratio.
+One shape, run on all three: publish N persistent 200-byte messages to a classic queue
+(pipelined, no confirms), consume them with the given prefetch and ack each one. Timed from
+the first publish to the last ack. The emulator runs through the transport port, as rr's own
+code does, with TestBroker's defaults (events recorded, the default server version); the
+references are raw aiormq and the ceiling (raw pamqp frames over a socket, benchmarks/wire.py)
+against the RabbitMQ at --url (skipped if none answers). Each round runs every case, the order
+rotated by one each round; the table shows medians and the median per-round ratios.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ import time
 import uuid
 
 import aiormq
+import wire
 from pamqp import commands as spec
 
-from rabbitctl_retry.emulator import Emulator
+from rabbitctl_retry.testing import TestBroker
 from rabbitctl_retry.transport.base import Delivery, Properties
 
 BODY = b"x" * 200
 
 
 async def emulator_case(count: int, prefetch: int) -> float:
-    emulator = Emulator(record_events=False)
+    emulator = TestBroker().emulator
     connection = emulator.connect()
     channel = await connection.channel()
     await channel.queue_declare("bench", durable=True)
@@ -92,6 +95,31 @@ async def aiormq_case(url: str, count: int, prefetch: int) -> float | None:
     return count / elapsed
 
 
+async def ceiling_case(url: str, count: int, prefetch: int) -> float | None:
+    try:
+        connection = await aiormq.connect(url)
+    except Exception:
+        return None
+    queue = f"rr-bench-{uuid.uuid4().hex[:8]}"
+    channel = await connection.channel()
+    await channel.queue_declare(queue, durable=True)
+    try:
+        return await asyncio.to_thread(wire.publish_consume_and_ack, url, queue, count, prefetch)
+    finally:
+        await channel.queue_delete(queue)
+        await connection.close()
+
+
+EMULATOR = "emulator (transport port)"
+AIORMQ = "raw aiormq on RabbitMQ"
+CEILING = "ceiling (pamqp, socket) on RabbitMQ"
+
+
+def median_ratio(rounds: list[dict[str, float | None]], name: str, reference: str) -> str:
+    ratios = [r[name] / r[reference] for r in rounds if r[name] and r[reference]]  # type: ignore[operator]
+    return f"{statistics.median(ratios):9.2f}" if ratios else f"{'-':>9}"
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=50_000)
@@ -99,24 +127,30 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
     args = parser.parse_args()
-    emulated: list[float] = []
-    raw: list[float | None] = []
-    for _ in range(args.rounds):
-        emulated.append(await emulator_case(args.messages, args.prefetch))
-        raw.append(await aiormq_case(args.url, args.messages, args.prefetch))
-    print(
-        f"{args.messages} messages, prefetch {args.prefetch}, {args.rounds} rounds: "
-        "publish + deliver + ack"
-    )
-    print(f"{'case':34} {'msg/s (median)':>15} {'x aiormq':>9}")
-    ratios = [e / r for e, r in zip(emulated, raw, strict=True) if r]
-    ratio = f"{statistics.median(ratios):9.2f}" if ratios else f"{'-':>9}"
-    print(f"{'emulator (transport port)':34} {statistics.median(emulated):15,.0f} {ratio}")
-    rates = [r for r in raw if r]
-    if rates:
-        print(f"{'raw aiormq on RabbitMQ':34} {statistics.median(rates):15,.0f} {1.0:9.2f}")
-    else:
-        print(f"{'raw aiormq on RabbitMQ':34} {'no broker':>15}")
+    count, prefetch = args.messages, args.prefetch
+    cases = {
+        EMULATOR: lambda: emulator_case(count, prefetch),
+        AIORMQ: lambda: aiormq_case(args.url, count, prefetch),
+        CEILING: lambda: ceiling_case(args.url, count, prefetch),
+    }
+    rounds: list[dict[str, float | None]] = []
+    for number in range(args.rounds):
+        names = list(cases)
+        names = names[number % len(names) :] + names[: number % len(names)]
+        rates = {name: await cases[name]() for name in names}
+        print("  round " + ", ".join(f"{n} {r or 0:,.0f}" for n, r in rates.items()), flush=True)
+        rounds.append(rates)
+    print(f"{count} messages, prefetch {prefetch}, {args.rounds} rounds: publish + deliver + ack")
+    print(f"{'case':36} {'msg/s (median)':>15} {'x aiormq':>9} {'x ceiling':>9}")
+    for name in cases:
+        rates = [r[name] for r in rounds if r[name]]
+        if not rates:
+            print(f"{name:36} {'no broker':>15}")
+            continue
+        print(
+            f"{name:36} {statistics.median(rates):15,.0f} "  # type: ignore[type-var]
+            f"{median_ratio(rounds, name, AIORMQ)} {median_ratio(rounds, name, CEILING)}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Throughput of `rr run` against raw aiormq (and FastStream), measured in the same run.
 
     python benchmarks/runtime.py [--messages 20000] [--prefetch 500] [--rounds 3] [--warmup 1]
+                                 [--queue-types classic,quorum] [--loop asyncio|uvloop]
                                  [--timeout SECONDS] [--url URL]
 
-Shapes (one classic durable queue, persistent 200-byte JSON bodies, each message with its own
-message_id, repeated in the body's "id", preloaded untimed):
+Shapes (one durable queue of each --queue-types, declared with the arguments rr's topology
+gives it, persistent 200-byte JSON bodies, each message with its own message_id, repeated in
+the body's "id", preloaded untimed):
 
 * no-op        consume and ack every message
     - aiormq 1-ack     raw aiormq, one basic.ack per message
@@ -13,6 +15,8 @@ message_id, repeated in the body's "id", preloaded untimed):
     - rr               `rr run` runtime, no-op async handler (acks coalesced where safe)
     - faststream       a FastStream subscriber doing the same (if `faststream[rabbit]` is
                        installed)
+    - ceiling          raw pamqp frames over a blocking socket (benchmarks/wire.py), acks
+                       coalesced like the batched case: what Python reaches at best
 * retry path   consume, publish a copy to the dead-letter queue with a publisher confirm, then
                ack the original
     - aiormq 1-ack     raw aiormq: publish the copy on a confirm channel, await its confirm,
@@ -22,6 +26,8 @@ message_id, repeated in the body's "id", preloaded untimed):
                        tags whose copies are all confirmed, as rr does), and the rest at the end
     - rr               `rr run` with max_attempts = 1 and a dead-letter queue, handler returns
                        retry(): every message becomes one confirmed copy, then the ack
+    - ceiling          raw pamqp frames over a blocking socket, the same frames as the batched
+                       case, every read's answers written in one send
 
 Timed: from basic.consume to the moment every message is handled and every ack reached the
 broker (a round trip on the consuming channel after the last ack; for rr and FastStream, their
@@ -37,7 +43,9 @@ line with the counts, gets no rate in the table, and makes the script exit 1 at 
 Rounds: --warmup rounds (not counted), then --rounds measured ones; the case order rotates by
 one every round, so no case is always the first or last on a warm or cold broker. The table
 shows the median rate of the measured rounds and the median of the per-round ratios against
-the aiormq cases of the same shape (and FastStream for no-op). Needs a RabbitMQ (default
+the aiormq cases of the same shape (and FastStream for no-op) and the ceiling. --loop uvloop
+runs the whole script, references included, on uvloop (what `rr run` uses where it is
+installed; docs/runtime.md, "Speed"). Needs a RabbitMQ (default
 amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own queues. Speed is measured
 here, never asserted in the test suite.
 """
@@ -60,12 +68,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiormq
+import wire
 from pamqp import commands as spec
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp
 
@@ -108,6 +118,12 @@ class Tally:
         handled[message_id] = times + 1
         return times == 0 and len(handled) == self.expected
 
+    def saw_all(self, ids: Counter[str]) -> None:
+        """Count deliveries another process or thread saw (``ids``: id -> how often)."""
+        for message_id, times in ids.items():
+            for _ in range(times):
+                self.saw(message_id)
+
 
 Case = Callable[[str, str, int, Tally], Awaitable[float]]
 """(url, queue, prefetch, tally) -> messages per second."""
@@ -121,13 +137,20 @@ async def close_quietly(connection: aiormq.abc.AbstractConnection) -> None:
 # ---------------------------------------------------------------- queues
 
 
-async def preload(url: str, queue: str, ids: list[str], dead: str | None) -> None:
+def queue_arguments(topology: str) -> dict[str, dict[str, Any]]:
+    """Queue name -> the arguments rr declares it with, for a topology's text."""
+    return {q.name: dict(q.arguments) for q in expand(load_text(topology)).queues}
+
+
+async def preload(
+    url: str, queue: str, ids: list[str], arguments: dict[str, dict[str, Any]]
+) -> None:
+    """Declare every queue of ``arguments`` (as rr would) and fill ``queue`` with ``ids``."""
     connection = await aiormq.connect(url)
     try:
         channel = await connection.channel()
-        await channel.queue_declare(queue, durable=True)
-        if dead is not None:
-            await channel.queue_declare(dead, durable=True)
+        for name, declared in arguments.items():
+            await channel.queue_declare(name, durable=True, arguments=declared)
         for start in range(0, len(ids), 1000):
             await asyncio.gather(
                 *(
@@ -475,6 +498,42 @@ def aiormq_retry(batch: int) -> Case:
     return run
 
 
+# ---------------------------------------------------------------- the ceiling
+
+
+def wire_noop(batch: int) -> Case:
+    """Raw pamqp over a socket (benchmarks/wire.py): consume, ack every ``batch``."""
+
+    async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
+        result = await asyncio.to_thread(
+            wire.consume_and_ack, url, queue, tally.expected, prefetch, batch
+        )
+        tally.saw_all(result.ids)
+        return result.rate
+
+    return run
+
+
+def wire_retry(batch: int) -> Case:
+    """Raw pamqp over a socket: a confirmed copy to ``<queue>.dead`` each, batched acks."""
+
+    async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
+        result = await asyncio.to_thread(
+            wire.consume_copy_and_ack,
+            url,
+            queue,
+            f"{queue}.dead",
+            tally.expected,
+            prefetch,
+            batch,
+            {"x-ruststream-retry-count": "1"},
+        )
+        tally.saw_all(result.ids)
+        return result.rate
+
+    return run
+
+
 # ---------------------------------------------------------------- runner
 
 NOOP_1ACK = "no-op aiormq (1 ack/msg)"
@@ -482,10 +541,21 @@ NOOP_BATCHED = "no-op aiormq (batched acks)"
 NOOP_FASTSTREAM = "no-op faststream"
 RETRY_1ACK = "retry aiormq (confirm, 1 ack/msg)"
 RETRY_BATCHED = "retry aiormq (confirm, batched acks)"
-REFERENCES: dict[Shape, tuple[str, str]] = {
-    "noop": (NOOP_1ACK, NOOP_BATCHED),
-    "retry": (RETRY_1ACK, RETRY_BATCHED),
+NOOP_CEILING = "no-op ceiling (pamqp, socket)"
+RETRY_CEILING = "retry ceiling (pamqp, socket)"
+REFERENCES: dict[Shape, tuple[str, str, str]] = {
+    "noop": (NOOP_1ACK, NOOP_BATCHED, NOOP_CEILING),
+    "retry": (RETRY_1ACK, RETRY_BATCHED, RETRY_CEILING),
 }
+QueueType = Literal["classic", "quorum"]
+
+
+def topology(shape: Shape, queue_type: QueueType) -> str:
+    """The case's topology, ``{q}`` standing for the queue's name."""
+    text = f'[queues.{{q}}]\ntype = "{queue_type}"\n'
+    if shape == "retry":
+        text += 'max_attempts = 1\ndead_letter = "{q}.dead"\n'
+    return text
 
 
 @dataclass(frozen=True)
@@ -496,9 +566,9 @@ class Entry:
     """``None``: not installed."""
 
 
-def cases(timeout_s: float, prefetch: int) -> list[Entry]:
-    noop_topology = "[queues.{q}]\n"
-    retry_topology = '[queues.{q}]\nmax_attempts = 1\ndead_letter = "{q}.dead"\n'
+def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]:
+    noop_topology = topology("noop", queue_type)
+    retry_topology = topology("retry", queue_type)
     batch = min(BATCH, prefetch)  # more unacked than the prefetch would never come
     has_faststream = importlib.util.find_spec("faststream") is not None
     return [
@@ -506,14 +576,16 @@ def cases(timeout_s: float, prefetch: int) -> list[Entry]:
         Entry(NOOP_BATCHED, "noop", aiormq_noop(batch)),
         Entry("no-op rr run", "noop", rr_run(noop_topology, lambda: None, timeout_s)),
         Entry(NOOP_FASTSTREAM, "noop", faststream_noop if has_faststream else None),
+        Entry(NOOP_CEILING, "noop", wire_noop(batch)),
         Entry(RETRY_1ACK, "retry", aiormq_retry(1)),
         Entry(RETRY_BATCHED, "retry", aiormq_retry(batch)),
         Entry("retry rr run (copy+ack)", "retry", rr_run(retry_topology, Outcome.retry, timeout_s)),
+        Entry(RETRY_CEILING, "retry", wire_retry(batch)),
     ]
 
 
 async def run_case(
-    url: str, case: Entry, count: int, prefetch: int, timeout_s: float
+    url: str, case: Entry, count: int, prefetch: int, timeout_s: float, queue_type: QueueType
 ) -> tuple[float | None, str | None]:
     """One case on fresh queues: (its rate, None) or (None, why it failed)."""
     assert case.run is not None
@@ -525,9 +597,8 @@ async def run_case(
     failure: str | None = None
     rate: float | None = None
     try:
-        await asyncio.wait_for(
-            preload(url, queue, ids, dead if case.shape == "retry" else None), timeout_s
-        )
+        arguments = queue_arguments(topology(case.shape, queue_type).format(q=queue))
+        await asyncio.wait_for(preload(url, queue, ids, arguments), timeout_s)
         started = time.perf_counter()
         try:
             rate = await asyncio.wait_for(case.run(url, queue, prefetch, tally), timeout_s)
@@ -566,56 +637,11 @@ def median_ratio(rounds: Iterable[dict[str, float | None]], name: str, reference
     return f"{statistics.median(ratios):.2f}" if ratios else "-"
 
 
-async def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=20_000)
-    parser.add_argument("--prefetch", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3, help="measured rounds")
-    parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        help="seconds one case may take (default: 30, or 2 ms per message if more)",
-    )
-    parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
-    args = parser.parse_args()
-    if args.messages < 1 or args.rounds < 1 or args.warmup < 0 or args.prefetch < 1:
-        parser.error("--messages, --rounds and --prefetch must be positive, --warmup >= 0")
-    timeout_s = args.timeout or max(30.0, args.messages * 0.002)
-    logging.getLogger("rr").setLevel(logging.ERROR)  # no line per dead-lettered message
-
-    specs = cases(timeout_s, args.prefetch)
+def table(specs: list[Entry], measured: list[dict[str, float | None]]) -> None:
     runnable = [case for case in specs if case.run is not None]
     print(
-        f"{args.messages} messages, prefetch {args.prefetch}, {args.warmup} warm-up + "
-        f"{args.rounds} measured rounds (case order rotated each round), "
-        f"timeout {timeout_s:g} s per case; classic durable queue, persistent 200-byte bodies; "
-        f"batched acks: basic.ack(multiple=true) every {min(BATCH, args.prefetch)} messages",
-        flush=True,
-    )
-    measured: list[dict[str, float | None]] = []
-    failures: list[str] = []
-    for index in range(args.warmup + args.rounds):
-        warmup = index < args.warmup
-        label = "warm-up" if warmup else f"round {index - args.warmup + 1}/{args.rounds}"
-        rates: dict[str, float | None] = {}
-        for case in rotated(runnable, index):
-            rate, failure = await run_case(args.url, case, args.messages, args.prefetch, timeout_s)
-            rates[case.name] = rate
-            if failure is None:
-                print(f"  {label:>11}  {case.name:36} {rate:>10,.0f} msg/s  ok", flush=True)
-            else:
-                line = f"FAILED {label}: {case.name}: {failure}"
-                failures.append(line)
-                print(line, flush=True)
-        if not warmup:
-            measured.append(rates)
-
-    print()
-    print(
         f"{'case':36} {'msg/s (median)':>15} {'x aiormq 1-ack':>15} "
-        f"{'x aiormq batched':>17} {'x faststream':>13}  checks"
+        f"{'x aiormq batched':>17} {'x faststream':>13} {'x ceiling':>10}  checks"
     )
     for case in specs:
         if case.run is None:
@@ -626,21 +652,71 @@ async def main() -> int:
         checks = f"{len(measured)}/{len(measured)} ok" if not failed else f"FAILED {failed}"
         if failed:
             checks += f"/{len(measured)}"
-            print(f"{case.name:36} {'FAILED':>15} {'':>15} {'':>17} {'':>13}  {checks}")
+            print(f"{case.name:36} {'FAILED':>15} {'':>15} {'':>17} {'':>13} {'':>10}  {checks}")
             continue
-        one_ack, batched = REFERENCES[case.shape]
+        one_ack, batched, ceiling = REFERENCES[case.shape]
         versus_fs = ""
         if case.shape == "noop" and any(entry.name == NOOP_FASTSTREAM for entry in runnable):
             versus_fs = median_ratio(measured, case.name, NOOP_FASTSTREAM)
         print(
             f"{case.name:36} {statistics.median(rates_ok):15,.0f} "  # type: ignore[type-var]
             f"{median_ratio(measured, case.name, one_ack):>15} "
-            f"{median_ratio(measured, case.name, batched):>17} {versus_fs:>13}  {checks}"
+            f"{median_ratio(measured, case.name, batched):>17} {versus_fs:>13} "
+            f"{median_ratio(measured, case.name, ceiling):>10}  {checks}"
         )
     print(
-        "x aiormq 1-ack / batched / faststream: median of the per-round ratios to that case of "
-        "the same shape"
+        "x aiormq 1-ack / batched / faststream / ceiling: median of the per-round ratios to "
+        "that case of the same shape; each round's rates: "
     )
+    for number, rates in enumerate(measured, 1):
+        shown = ", ".join(f"{name} {rate:,.0f}" for name, rate in rates.items() if rate)
+        print(f"  round {number}: {shown}")
+
+
+async def measure(
+    args: argparse.Namespace, queue_type: QueueType, timeout_s: float, failures: list[str]
+) -> None:
+    """Every case on ``queue_type`` queues, warm-up and measured rounds; then its table."""
+    specs = cases(timeout_s, args.prefetch, queue_type)
+    runnable = [case for case in specs if case.run is not None]
+    print(f"\n{queue_type} queues", flush=True)
+    measured: list[dict[str, float | None]] = []
+    for index in range(args.warmup + args.rounds):
+        warmup = index < args.warmup
+        label = "warm-up" if warmup else f"round {index - args.warmup + 1}/{args.rounds}"
+        rates: dict[str, float | None] = {}
+        for case in rotated(runnable, index):
+            rate, failure = await run_case(
+                args.url, case, args.messages, args.prefetch, timeout_s, queue_type
+            )
+            rates[case.name] = rate
+            if failure is None:
+                print(f"  {label:>11}  {case.name:36} {rate:>10,.0f} msg/s  ok", flush=True)
+            else:
+                line = f"FAILED {queue_type} {label}: {case.name}: {failure}"
+                failures.append(line)
+                print(line, flush=True)
+        if not warmup:
+            measured.append(rates)
+    print()
+    table(specs, measured)
+
+
+async def main(args: argparse.Namespace) -> int:
+    timeout_s = args.timeout or max(30.0, args.messages * 0.002)
+    logging.getLogger("rr").setLevel(logging.ERROR)  # no line per dead-lettered message
+    loop = type(asyncio.get_running_loop())
+    print(
+        f"{args.messages} messages, prefetch {args.prefetch}, {args.warmup} warm-up + "
+        f"{args.rounds} measured rounds (case order rotated each round), "
+        f"timeout {timeout_s:g} s per case; durable queues, persistent 200-byte bodies; "
+        f"batched acks: basic.ack(multiple=true) every {min(BATCH, args.prefetch)} messages; "
+        f"event loop {loop.__module__}.{loop.__name__}",
+        flush=True,
+    )
+    failures: list[str] = []
+    for queue_type in args.queue_types:
+        await measure(args, queue_type, timeout_s, failures)
     print()
     if failures:
         print(f"FAILED: {len(failures)} case run(s) did not account for every message:")
@@ -651,5 +727,38 @@ async def main() -> int:
     return 0
 
 
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--prefetch", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first, not counted")
+    parser.add_argument(
+        "--queue-types",
+        default="classic,quorum",
+        type=lambda text: [part.strip() for part in text.split(",") if part.strip()],
+        help="comma-separated: classic, quorum (default: both, one after the other)",
+    )
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds one case may take (default: 30, or 2 ms per message if more)",
+    )
+    parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
+    args = parser.parse_args()
+    if args.messages < 1 or args.rounds < 1 or args.warmup < 0 or args.prefetch < 1:
+        parser.error("--messages, --rounds and --prefetch must be positive, --warmup >= 0")
+    if not args.queue_types or set(args.queue_types) - {"classic", "quorum"}:
+        parser.error("--queue-types takes classic, quorum or both")
+    return args
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    options = arguments()
+    if options.loop == "uvloop":
+        import uvloop
+
+        sys.exit(uvloop.run(main(options)))
+    sys.exit(asyncio.run(main(options)))

@@ -2,8 +2,9 @@
 # The demo's RabbitMQ part (scripts/demo.sh), at $RR_URL (default localhost): declare, run the
 # service, publish messages.jsonl, keep serving until every message ended as the emulator said
 # it would (WORK/simulated.json, from demo_emulator.sh) and the queues are empty, stop, show
-# the log, the queues and where each message ended. Waits on rr's /healthz and log lines and
-# on queue depths, never on a guessed time (progress.py). Needs rr and python on PATH.
+# the log, the queues and where each message ended, then delete the example's queues (each
+# only if empty: nothing is left on the broker). Waits on rr's /healthz and log lines and on
+# queue depths, never on a guessed time (progress.py). Needs rr and python on PATH.
 set -euo pipefail
 example=$(dirname "$0")
 work=${1:?usage: demo_rabbitmq.sh WORK_DIR}
@@ -33,4 +34,7 @@ python "$example/show_queues.py"
 echo
 echo "== where each message ended"
 python "$example/progress.py" table "$work/simulated.json" "$work/run.log" || status=$?
+echo
+echo "== clean up"
+python "$example/progress.py" clean || status=$?
 exit "$status"

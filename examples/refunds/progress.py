@@ -7,6 +7,7 @@
                                            the example's queues hold nothing
   python progress.py log LOG               the service's log lines, as text
   python progress.py table SIM.json [LOG]  every message and where it ended, on both
+  python progress.py clean                 delete the example's queues, each only if empty
 
 A message's end is its last decision in each queue it went through (rabbitctl_retry/
 timeline.py): rr run logs every decision but an ack (docs/runtime.md, "Logs"), and the
@@ -95,9 +96,13 @@ def real(path: Path) -> dict[str, str]:
     return {message_id: ending_text(hops) for message_id, hops in endings(steps).items()}
 
 
-async def depths() -> dict[str, int | None]:
+def broker_url() -> str:
+    return os.environ.get("RR_URL", "amqp://guest:guest@localhost:5672/")
+
+
+async def depths(url: str | None = None) -> dict[str, int | None]:
     """Messages ready in each queue of the example (None: missing), by passive declares."""
-    connection = await connect(os.environ.get("RR_URL", "amqp://guest:guest@localhost:5672/"))
+    connection = await connect(url or broker_url())
     found: dict[str, int | None] = {}
     try:
         for queue in QUEUES:
@@ -203,6 +208,39 @@ def table(simulation: Path, log: Path | None) -> int:
     return 0
 
 
+async def delete_empty_queues() -> list[str]:
+    """Delete each queue of the example that holds no message (the service stopped: nothing
+    is in flight); the queues kept because they hold messages. (Quorum queues refuse
+    ``if_empty``, so the count is read first.)"""
+    connection = await connect(broker_url())
+    kept = []
+    try:
+        channel = await connection.channel()
+        for queue in QUEUES:
+            try:
+                info = await channel.queue_declare(queue, passive=True)
+            except NotFound:
+                channel = await connection.channel()
+                continue
+            if info.message_count:
+                kept.append(queue)
+                continue
+            await channel.queue_delete(queue)
+        await channel.close()
+    finally:
+        await connection.close()
+    return kept
+
+
+def clean() -> int:
+    kept = asyncio.run(delete_empty_queues())
+    if kept:
+        print(f"kept {', '.join(kept)}: not empty (nothing is deleted with messages in it)")
+        return 1
+    print(f"deleted the example's queues ({', '.join(QUEUES)}): the broker is as it was")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     match argv:
         case ["ready", port, pid]:
@@ -215,6 +253,8 @@ def main(argv: list[str]) -> int:
             return table(Path(simulation), None)
         case ["table", simulation, log]:
             return table(Path(simulation), Path(log))
+        case ["clean"]:
+            return clean()
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -294,10 +294,11 @@ def run(
     printed (what a transfer did before it failed is shown first). ``quiet_interrupt``:
     Ctrl-C ends the command with exit 0 and no line (``rr status --watch``)."""
     with guard():
-        import asyncio  # not at import time: commands that never connect start faster
+        # not at import time: commands that never connect start faster
+        from rabbitctl_retry import event_loop
 
         try:
-            return asyncio.run(coroutine)
+            return event_loop.run(coroutine)
         except KeyboardInterrupt:
             if quiet_interrupt:
                 exit_with(0)

@@ -11,9 +11,9 @@ the delayed-message exchange, and whatever else was put on the clock).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
-import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -40,6 +40,10 @@ DEFAULT_SERVER_VERSION = ServerVersion(3, 10, 8)
 
 _FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
+
+_NOT_VERSION_BITS = ~((0xF000 << 64) | (0xC000 << 48))
+_VERSION_4_BITS = (0x4000 << 64) | (0x8000 << 48)
+"""A UUID's version (4) and variant (RFC 4122) bits, as ``uuid.UUID(version=4)`` sets them."""
 
 class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
@@ -123,19 +127,27 @@ class Emulator:
             self._connections.remove(connection)
 
     def next_message_id(self) -> str:
-        return uuid.UUID(int=next(self._message_ids), version=4).hex
+        """The next id the client gives a message published without one: a version-4 UUID's
+        hex, from a counter (what ``uuid.UUID(int=n, version=4).hex`` gives, made directly)."""
+        number = next(self._message_ids) & _NOT_VERSION_BITS | _VERSION_4_BITS
+        return f"{number:032x}"
 
     # -- running -----------------------------------------------------------------------------
 
     def spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
         try:
-            asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError(
                 "the emulator delivers to consumers on a running event loop: move time with "
                 "`await emulator.advance(...)`, not clock.advance()"
             ) from None
-        task: asyncio.Future[Any] = asyncio.ensure_future(callback(delivery))
+        awaitable = callback(delivery)
+        task: asyncio.Future[Any] = (
+            loop.create_task(awaitable)
+            if inspect.iscoroutine(awaitable)
+            else asyncio.ensure_future(awaitable)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._on_task_done)
 

@@ -133,6 +133,8 @@ class Settlement(Flow):
         messages in delivery order, except that RabbitMQ 3.10 takes back more than 32 of them
         into a quorum queue with a delivery limit in the order of an Erlang map of their
         message ids (emulator/erlang_maps.py)."""
+        if len(taken) == 1:  # one delivery: one command
+            return [taken]
         first_tag: dict[int, int] = {}
         groups: dict[tuple[int, tuple[int, int, bytes]], list[tuple[int, Unacked]]] = {}
         for tag, item in taken:
