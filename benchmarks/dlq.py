@@ -12,6 +12,10 @@ of a preloaded (untimed) classic durable queue to another queue:
                       `x-death`, new headers, mandatory copies on a confirm channel, many in
                       flight, each dead letter acked after its own confirm (acks coalesced)
 * rr move             `rr dlq move SOURCE --to TARGET` on the same engine: every header kept
+* rr dlq replay (CLI) the command itself, `rr dlq replay SOURCE --yes -o tsv` in a process of
+                      its own, timed from its start (Python, imports, connecting: start-up
+                      counted) to its exit; its peak RSS (the process's ru_maxrss) is shown
+                      apart
 * aiormq pipelined    raw aiormq: consume with the same prefetch, publish the message as it
                       is (mandatory) on a confirm channel, await the confirm, ack; every
                       delivery's callback runs at once, so publishes are pipelined. aiormq's
@@ -39,7 +43,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -200,11 +207,35 @@ async def ceiling(url: str, source: str, target: str, count: int, prefetch: int)
     return result.rate
 
 
+PEAK_RSS_KIB: list[int] = []
+"""The peak RSS of each `rr dlq replay` process run, in KiB."""
+
+
+def _replay_process(url: str, source: str) -> tuple[float, int, int]:
+    """Run `rr dlq replay SOURCE`; (seconds, exit status, peak RSS in KiB)."""
+    command = [sys.executable, "-m", "rabbitctl_retry", "dlq", "replay", source, "--yes"]
+    command += ["--url", url, "--output", "tsv"]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, process.returncode, usage.ru_maxrss
+
+
+async def rr_replay_command(url: str, source: str, target: str, count: int, prefetch: int) -> float:
+    elapsed, code, peak_kib = await asyncio.to_thread(_replay_process, url, source)
+    assert code == 0, f"rr dlq replay exited with {code}"
+    PEAK_RSS_KIB.append(peak_kib)
+    return count / elapsed
+
+
 Case = Callable[[str, str, str, int, int], Awaitable[float]]
 CEILING = "ceiling (pamqp, socket)"
 CASES: dict[str, Case] = {
     "rr replay": rr_replay,
     "rr move": rr_move,
+    "rr dlq replay (CLI)": rr_replay_command,
     "aiormq pipelined move": aiormq_pipelined,
     "aiormq get/publish/ack loop": aiormq_get_loop,
     CEILING: ceiling,
@@ -273,6 +304,11 @@ async def main() -> None:
             f"{name:30} {statistics.median(rates):15,.0f} {pipelined:12.2f} {get_loop:11.2f} "
             f"{versus_ceiling:10.2f}  {each}"
         )
+    print(
+        "rr dlq replay (CLI) peak RSS: "
+        + ", ".join(f"{kib / 1024:.0f} MiB" for kib in PEAK_RSS_KIB)
+        + f" ({args.messages:,} dead letters each run)"
+    )
     each = " ".join(f"{seconds:.2f}" for seconds in inspects)
     print(
         f"inspect {args.inspect:,} messages (read, nothing taken): "

@@ -43,8 +43,7 @@ def choose(setting: str | None, *, uvloop_installed: bool) -> LoopName:
         return "asyncio"
     if wanted == "uvloop" and not uvloop_installed:
         raise UsageError(
-            f"{ENV}=uvloop, but uvloop is not installed: `pip install uvloop`, or set "
-            f"{ENV}=asyncio"
+            f"{ENV}=uvloop, but uvloop is not installed: `pip install uvloop`, or set {ENV}=asyncio"
         )
     return "uvloop" if uvloop_installed else "asyncio"
 

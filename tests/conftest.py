@@ -92,6 +92,15 @@ class _GroupIds:
                 item._id = NodeId.parse(item.nodeid + suffix)
 
 
+NODE_TEST_TIMEOUT_S = 600
+"""The least bound of a fault or cluster test (the others': pyproject.toml's 120 s, or their
+own). Their time
+includes starting a private node (up to 240 s, tests/faults/node.py) and every rabbitmqctl
+call, which boots an Erlang VM: about a second on a calm machine, 20 to 60 s each beside a CPU
+hog (docs/testing.md, "On a busy machine"). A bound for a test that hangs, not an
+expectation."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``faults`` and ``cluster`` tests ``broker`` and group them (before ``-m`` selects
@@ -105,6 +114,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.broker)
             item.add_marker(pytest.mark.xdist_group(f"faults-{faults % FAULT_GROUPS + 1}"))
             faults += 1
+        else:
+            continue
+        own = item.get_closest_marker("timeout")
+        if own is None or (own.args and float(own.args[0]) < NODE_TEST_TIMEOUT_S):
+            item.add_marker(pytest.mark.timeout(NODE_TEST_TIMEOUT_S), append=False)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's

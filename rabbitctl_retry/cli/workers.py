@@ -124,6 +124,10 @@ class Supervisor:
         self._wake = threading.Event()
         self._stop_asked = False
         self._end_code: int | None = None
+        self._last_pages: dict[int, str] = {}
+        """Worker index -> its last page: what a scrape shows of a worker that does not answer
+        in time (a busy one), so the sums never go down (see :meth:`page`)."""
+        self._pages_lock = threading.Lock()
 
     # signals -------------------------------------------------------------------------
 
@@ -282,14 +286,26 @@ class Supervisor:
         return {index: answer for index, answer in answers.items() if answer is not None}
 
     def page(self) -> bytes:
-        """``/metrics``: the workers' pages added up (every counter at 0 before any answers)."""
+        """``/metrics``: the workers' pages added up (every counter at 0 before any answers).
+
+        A worker that does not answer within :data:`SCRAPE_TIMEOUT_S` (its loop busy beside a
+        CPU hog) counts with its last page: leaving it out would make every sum drop, which
+        Prometheus takes for a counter reset. ``rr_consuming`` is 0 then (docs/runtime.md,
+        "Workers across cores")."""
         from rabbitctl_retry.runtime.aggregate import merged_page
         from rabbitctl_retry.runtime.metrics import RunMetrics
 
-        pages = [body for status, body in self._read_all("/metrics").values() if status == 200]
+        fresh = {
+            index: body
+            for index, (status, body) in self._read_all("/metrics").items()
+            if status == 200
+        }
+        with self._pages_lock:
+            self._last_pages.update(fresh)
+            pages = dict(self._last_pages)
         if not pages:
             return RunMetrics().page()
-        return merged_page(pages, everyone=self.count)
+        return merged_page(pages.values(), everyone=self.count, stale=len(pages) - len(fresh))
 
     def health(self) -> tuple[int, str]:
         """``/healthz``: 200 only when every worker consumes."""

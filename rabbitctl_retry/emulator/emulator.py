@@ -45,6 +45,7 @@ _NOT_VERSION_BITS = ~((0xF000 << 64) | (0xC000 << 48))
 _VERSION_4_BITS = (0x4000 << 64) | (0x8000 << 48)
 """A UUID's version (4) and variant (RFC 4122) bits, as ``uuid.UUID(version=4)`` sets them."""
 
+
 class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
 

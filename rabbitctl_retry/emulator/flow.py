@@ -485,7 +485,7 @@ class Flow:
             self._expire_head(q)
 
     def _expires_at_each_head(self, q: EmulatedQueue) -> bool:
-        return q.is_quorum and self._quorum_expires_at_each_head
+        return self._quorum_expires_at_each_head and q.is_quorum
 
     def _expire_head(self, q: EmulatedQueue) -> None:
         """Expire from the head while due; arm the timer for the head's expiry.

@@ -2,6 +2,7 @@
 (docs/runtime.md, "Metrics and health"); no I/O: prometheus_client parses and renders.
 
 Each worker serves its own page on 127.0.0.1; the supervisor reads them all at each scrape
+(a worker that does not answer in time counts with its last page, so no sum ever goes down)
 and adds them up: every sample of the same name and labels is summed (counters, histogram
 buckets, counts and sums, ``rr_in_flight``), except ``rr_consuming``, which is 1 only when
 every worker consumes. ``/healthz`` is 200 ``consuming`` when every worker's is; otherwise
@@ -50,9 +51,10 @@ def merged_health(workers: Sequence[WorkerHealth]) -> tuple[int, str]:
     return 503, "\n".join(lines) + "\n"
 
 
-def merged_page(pages: Iterable[str], *, everyone: int) -> bytes:
+def merged_page(pages: Iterable[str], *, everyone: int, stale: int = 0) -> bytes:
     """The workers' Prometheus text ``pages`` as one page; ``everyone``: how many workers
-    there are (a worker whose page is missing does not consume)."""
+    there are (a worker whose page is missing does not consume); ``stale``: how many of the
+    pages are a worker's last one, not a fresh answer (it is not known to consume)."""
     families: dict[str, Metric] = {}
     values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
     answered = 0
@@ -71,7 +73,7 @@ def merged_page(pages: Iterable[str], *, everyone: int) -> bytes:
                     totals[key] = totals.get(key, 0.0) + sample.value
     for name, totals in values.items():
         for (sample_name, labels), value in totals.items():
-            if sample_name in ALL_OR_NOTHING and answered < everyone:
+            if sample_name in ALL_OR_NOTHING and answered - stale < everyone:
                 value = 0.0
             families[name].add_sample(sample_name, dict(labels), value)
     return generate_latest(_Fixed(families.values()))

@@ -962,6 +962,10 @@ class PrivateNode:
             raise NodeError(
                 f"rabbitmqctl {' '.join(args)} on {self.name}: no answer in {timeout_s:g} s"
             ) from None
+        except BaseException:  # pytest-timeout, Ctrl-C: leave no process and no open pipe
+            _kill_tree(process.pid)
+            process.communicate()
+            raise
         if process.returncode != 0:
             raise NodeError(
                 f"rabbitmqctl {' '.join(args)} on {self.name} exited with "

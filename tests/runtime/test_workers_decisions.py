@@ -102,6 +102,10 @@ def test_the_pages_are_added_up_and_consuming_only_when_all_are() -> None:
     missing = merged_page([one], everyone=2).decode()  # worker 2 does not answer
     assert sample(missing, "rr_consuming") == 0
     assert sample(missing, "rr_decisions_total", queue="work", outcome="acked") == 3
+    # worker 2 did not answer this time: its last page counts, and nobody says it consumes
+    stale = merged_page([one, two], everyone=2, stale=1).decode()
+    assert sample(stale, "rr_decisions_total", queue="work", outcome="acked") == 7
+    assert sample(stale, "rr_consuming") == 0
 
 
 @pytest.mark.parametrize(
