@@ -332,17 +332,22 @@ def aiormq_noop(batch: int) -> Case:
             await channel.basic_qos(prefetch_count=prefetch)
             done = asyncio.Event()
             unacked = 0
+            writing = 0  # acks handed to aiormq and not written yet
+            complete = False
 
             async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
                 # No await before the ack: deliveries run in delivery-tag order, so this tag
                 # is the highest one so far and multiple=true covers exactly the handled ones.
-                nonlocal unacked
-                complete = tally.saw(message.header.properties.message_id)
+                nonlocal unacked, writing, complete
+                last = tally.saw(message.header.properties.message_id)
                 unacked += 1
-                if unacked >= batch or complete:
+                if unacked >= batch or last:
                     unacked = 0
+                    writing += 1
                     await channel.basic_ack(message.delivery_tag, multiple=batch > 1)
-                if complete:
+                    writing -= 1
+                complete = complete or last
+                if complete and not writing:  # an earlier ack may still wait to be written
                     done.set()
 
             started = time.perf_counter()
@@ -456,9 +461,11 @@ def aiormq_retry(batch: int) -> Case:
             confirmed: set[int] = set()
             settled = 0  # every delivery tag up to this one has a confirmed copy
             acked = 0  # every delivery tag up to this one is acked
+            writing = 0  # acks handed to aiormq and not written yet
+            complete = False
 
             async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
-                nonlocal settled, acked
+                nonlocal settled, acked, writing, complete
                 properties = message.header.properties
                 confirmation = await confirm.basic_publish(
                     message.body,
@@ -473,7 +480,8 @@ def aiormq_retry(batch: int) -> Case:
                 )
                 if not isinstance(confirmation, spec.Basic.Ack):
                     return  # not confirmed: the original stays unacked (the checks say so)
-                complete = tally.saw(properties.message_id)
+                last = tally.saw(properties.message_id)
+                writing += 1
                 if batch == 1:
                     await consume.basic_ack(message.delivery_tag)
                 else:
@@ -481,11 +489,13 @@ def aiormq_retry(batch: int) -> Case:
                     while settled + 1 in confirmed:
                         settled += 1
                         confirmed.remove(settled)
-                    if settled > acked and (settled - acked >= batch or complete):
+                    if settled > acked and (settled - acked >= batch or settled == tally.expected):
                         acked = settled
                         await consume.basic_ack(settled, multiple=True)
-                if complete:
-                    done.set()
+                writing -= 1
+                complete = complete or last
+                if complete and not writing and (batch == 1 or acked == tally.expected):
+                    done.set()  # every ack written (an earlier one may wait to be)
 
             started = time.perf_counter()
             await consume.basic_consume(queue, on_message)

@@ -3,7 +3,8 @@
 ``RR_EVENT_LOOP`` chooses (docs/runtime.md, "Speed"):
 
 ``auto`` (or unset)
-    uvloop if it can be imported (it is a dependency of rr on Linux and macOS), else asyncio's.
+    uvloop if it can be imported (``pip install 'rabbitctl-retry[speed]'`` installs it on
+    Linux and macOS), else asyncio's.
 ``uvloop``
     uvloop, or a usage error if it is not installed.
 ``asyncio``
