@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 import aiormq
 import wire
@@ -57,57 +59,63 @@ async def emulator_case(count: int, prefetch: int) -> float:
     return count / elapsed
 
 
-async def aiormq_case(url: str, count: int, prefetch: int) -> float | None:
+@contextlib.asynccontextmanager
+async def fresh_queue(url: str) -> AsyncIterator[tuple[aiormq.abc.AbstractChannel, str] | None]:
+    """A new durable queue on the broker at ``url`` and a channel (None: no broker answers);
+    the queue is deleted afterwards."""
     try:
         connection = await aiormq.connect(url)
     except Exception:
-        return None
+        yield None
+        return
     queue = f"rr-bench-{uuid.uuid4().hex[:8]}"
-    channel = await connection.channel()
-    await channel.queue_declare(queue, durable=True)
-    await channel.basic_qos(prefetch_count=prefetch)
-    done = asyncio.Event()
-    acked = 0
+    try:
+        channel = await connection.channel()
+        await channel.queue_declare(queue, durable=True)
+        yield channel, queue
+        await (await connection.channel()).queue_delete(queue)
+    finally:
+        await connection.close()
 
-    async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
-        nonlocal acked
-        await channel.basic_ack(message.delivery_tag)
-        acked += 1
-        if acked == count:
-            done.set()
 
-    properties = spec.Basic.Properties(delivery_mode=2)
-    publisher = await connection.channel()
-    started = time.perf_counter()
-    await channel.basic_consume(queue, on_message)
-    for start in range(0, count, 1000):
-        await asyncio.gather(
-            *(
-                publisher.basic_publish(BODY, routing_key=queue, properties=properties)
-                for _ in range(min(1000, count - start))
+async def aiormq_case(url: str, count: int, prefetch: int) -> float | None:
+    async with fresh_queue(url) as fresh:
+        if fresh is None:
+            return None
+        channel, queue = fresh
+        await channel.basic_qos(prefetch_count=prefetch)
+        done = asyncio.Event()
+        acked = 0
+
+        async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+            nonlocal acked
+            await channel.basic_ack(message.delivery_tag)
+            acked += 1
+            if acked == count:
+                done.set()
+
+        properties = spec.Basic.Properties(delivery_mode=2)
+        publisher = await channel.connection.channel()
+        started = time.perf_counter()
+        await channel.basic_consume(queue, on_message)
+        for start in range(0, count, 1000):
+            await asyncio.gather(
+                *(
+                    publisher.basic_publish(BODY, routing_key=queue, properties=properties)
+                    for _ in range(min(1000, count - start))
+                )
             )
-        )
-    await done.wait()
-    elapsed = time.perf_counter() - started
-    await channel.close()
-    await publisher.queue_delete(queue)
-    await connection.close()
-    return count / elapsed
+        await done.wait()
+        elapsed = time.perf_counter() - started
+        await channel.close()
+        return count / elapsed
 
 
 async def ceiling_case(url: str, count: int, prefetch: int) -> float | None:
-    try:
-        connection = await aiormq.connect(url)
-    except Exception:
-        return None
-    queue = f"rr-bench-{uuid.uuid4().hex[:8]}"
-    channel = await connection.channel()
-    await channel.queue_declare(queue, durable=True)
-    try:
-        return await asyncio.to_thread(wire.publish_consume_and_ack, url, queue, count, prefetch)
-    finally:
-        await channel.queue_delete(queue)
-        await connection.close()
+    async with fresh_queue(url) as fresh:
+        if fresh is None:
+            return None
+        return await asyncio.to_thread(wire.publish_consume_and_ack, url, fresh[1], count, prefetch)
 
 
 EMULATOR = "emulator (transport port)"
