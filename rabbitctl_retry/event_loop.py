@@ -60,9 +60,10 @@ def loop_factory(name: LoopName) -> Callable[[], asyncio.AbstractEventLoop] | No
     """What makes a loop of ``name`` (``None``: asyncio's default)."""
     if name == "asyncio":
         return None
-    import uvloop
-
-    return uvloop.new_event_loop
+    # by name: uvloop is optional (the ``speed`` extra), so rr's types do not depend on it
+    uvloop = importlib.import_module("uvloop")
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def run(coroutine: Coroutine[Any, Any, _T], *, name: LoopName | None = None) -> _T:
