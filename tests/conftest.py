@@ -94,11 +94,10 @@ class _GroupIds:
 
 NODE_TEST_TIMEOUT_S = 600
 """The least bound of a fault or cluster test (the others': pyproject.toml's 120 s, or their
-own). Their time
-includes starting a private node (up to 240 s, tests/faults/node.py) and every rabbitmqctl
-call, which boots an Erlang VM: about a second on a calm machine, 20 to 60 s each beside a CPU
-hog (docs/testing.md, "On a busy machine"). A bound for a test that hangs, not an
-expectation."""
+own). Their time includes starting a private node (up to 240 s, tests/faults/node.py) and
+every rabbitmqctl call, which boots an Erlang VM: about a second on a calm machine, 20 to 60 s
+each beside a CPU hog (docs/testing.md, "On a busy machine"). A bound for a test that hangs,
+not an expectation."""
 
 
 @pytest.hookimpl(tryfirst=True)

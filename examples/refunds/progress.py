@@ -212,24 +212,17 @@ async def delete_empty_queues() -> list[str]:
     """Delete each queue of the example that holds no message (the service stopped: nothing
     is in flight); the queues kept because they hold messages. (Quorum queues refuse
     ``if_empty``, so the count is read first.)"""
+    found = await depths()
     connection = await connect(broker_url())
-    kept = []
     try:
         channel = await connection.channel()
-        for queue in QUEUES:
-            try:
-                info = await channel.queue_declare(queue, passive=True)
-            except NotFound:
-                channel = await connection.channel()
-                continue
-            if info.message_count:
-                kept.append(queue)
-                continue
-            await channel.queue_delete(queue)
+        for queue, count in found.items():
+            if count == 0:
+                await channel.queue_delete(queue)
         await channel.close()
     finally:
         await connection.close()
-    return kept
+    return [queue for queue, count in found.items() if count]
 
 
 def clean() -> int:

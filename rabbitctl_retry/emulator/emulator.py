@@ -11,7 +11,6 @@ the delayed-message exchange, and whatever else was put on the clock).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import logging
 from collections.abc import Awaitable
@@ -137,18 +136,13 @@ class Emulator:
 
     def spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError(
                 "the emulator delivers to consumers on a running event loop: move time with "
                 "`await emulator.advance(...)`, not clock.advance()"
             ) from None
-        awaitable = callback(delivery)
-        task: asyncio.Future[Any] = (
-            loop.create_task(awaitable)
-            if inspect.iscoroutine(awaitable)
-            else asyncio.ensure_future(awaitable)
-        )
+        task: asyncio.Future[Any] = asyncio.ensure_future(callback(delivery))
         self._tasks.add(task)
         task.add_done_callback(self._on_task_done)
 

@@ -268,17 +268,9 @@ class Flow:
             )
         )
         accepted = True
-        if self._held_dead_letters is not None:  # inside another operation: it sends them
+        with self.dead_letters_afterwards():
             for queue in queues:
                 accepted = self._enqueue(queue, message, publisher) and accepted
-        else:  # dead_letters_afterwards(), without a context manager on the hot path
-            held: deque[Callable[[], None]] = deque()
-            self._held_dead_letters = held
-            try:
-                for queue in queues:
-                    accepted = self._enqueue(queue, message, publisher) and accepted
-            finally:
-                self._send_held(held)
         return "ack" if accepted else "nack"
 
     @contextmanager
@@ -300,14 +292,8 @@ class Flow:
         try:
             yield
         finally:
-            self._send_held(held)
-
-    def _send_held(self, held: deque[Callable[[], None]]) -> None:
-        """Send the dead letters held back, and those they cause, in order; then stop holding."""
-        try:
             while held:
                 held.popleft()()
-        finally:
             self._held_dead_letters = None
 
     def _route(self, x: Exchange, message: StoredMessage) -> tuple[list[EmulatedQueue], bool]:

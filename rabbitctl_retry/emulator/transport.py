@@ -206,11 +206,10 @@ class EmulatedChannel:
             self._broker.close_channel(self._state)
             raise type(error)(f"{what}: {reason}") from None
 
-    def _send(self, what: str | Callable[[], str], operation: Callable[[], object]) -> None:
-        """Run a method the broker does not answer: an error closes the channel, silently.
-        ``what`` (the operation's words, or what makes them) is only read for an error."""
+    def _send(self, what: str, operation: Callable[[], object]) -> None:
+        """Run a method the broker does not answer: an error closes the channel, silently."""
         if self._state.closed:
-            raise self._closed_error(what if isinstance(what, str) else what())
+            raise self._closed_error(what)
         try:
             operation()
         except TransportError as error:
@@ -327,11 +326,8 @@ class EmulatedChannel:
         properties: Properties | None = None,
         mandatory: bool = False,
     ) -> None:
-        problem = routing_key_problem(routing_key)
-        if problem is None and exchange:
-            problem = name_problem("exchange", exchange)
-        if problem is not None:
-            raise DataError(f"{_publish_what(exchange, routing_key)}: cannot encode: {problem}")
+        what = _publish_what(exchange, routing_key)
+        _encodable(what, routing_key=routing_key, exchange=exchange)
         # what aiormq sends for us: default properties, and a message id when there is none
         sent = properties or _CLIENT_DEFAULT_PROPERTIES
         if not sent.message_id and self._emulator.client_message_ids:
@@ -343,9 +339,8 @@ class EmulatedChannel:
             )
 
         if not self._state.confirms:
-            self._send(lambda: _publish_what(exchange, routing_key), publish)
+            self._send(what, publish)
             return
-        what = _publish_what(exchange, routing_key)
         outcome = self._run(what, publish)
         match outcome:
             case "ack":
@@ -415,13 +410,13 @@ class EmulatedChannel:
 
     async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
         self._send(
-            lambda: f"ack delivery {delivery_tag}",
+            f"ack delivery {delivery_tag}",
             lambda: self._broker.ack(self._state, delivery_tag, multiple),
         )
 
     async def reject(self, delivery_tag: int, *, requeue: bool) -> None:
         self._send(
-            lambda: f"reject delivery {delivery_tag}",
+            f"reject delivery {delivery_tag}",
             lambda: self._broker.reject(self._state, delivery_tag, False, requeue, "reject"),
         )
 
@@ -429,7 +424,7 @@ class EmulatedChannel:
         self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True
     ) -> None:
         self._send(
-            lambda: f"nack delivery {delivery_tag}",
+            f"nack delivery {delivery_tag}",
             lambda: self._broker.reject(self._state, delivery_tag, multiple, requeue, "nack"),
         )
 

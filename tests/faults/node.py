@@ -956,15 +956,13 @@ class PrivateNode:
         )
         try:
             out, err = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        except BaseException as error:  # a timeout, pytest-timeout, Ctrl-C: leave no process
             _kill_tree(process.pid)  # the wrapper, su, the shell and the CLI's Erlang VM
-            process.communicate()
-            raise NodeError(
-                f"rabbitmqctl {' '.join(args)} on {self.name}: no answer in {timeout_s:g} s"
-            ) from None
-        except BaseException:  # pytest-timeout, Ctrl-C: leave no process and no open pipe
-            _kill_tree(process.pid)
-            process.communicate()
+            process.communicate()  # and no open pipe
+            if isinstance(error, subprocess.TimeoutExpired):
+                raise NodeError(
+                    f"rabbitmqctl {' '.join(args)} on {self.name}: no answer in {timeout_s:g} s"
+                ) from None
             raise
         if process.returncode != 0:
             raise NodeError(
