@@ -77,7 +77,9 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport import clients
+from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.clients import ClientName
 
 
 def make_body(message_id: str) -> bytes:
@@ -361,8 +363,11 @@ def aiormq_noop(batch: int) -> Case:
     return run
 
 
-def rr_run(topology: str, outcome: Callable[[], object], timeout_s: float) -> Case:
-    """The `rr run` runtime, in process, with a handler returning ``outcome()``."""
+def rr_run(
+    topology: str, outcome: Callable[[], object], timeout_s: float, client: ClientName
+) -> Case:
+    """The `rr run` runtime, in process, with a handler returning ``outcome()``, connected
+    with ``client`` (RR_AMQP_CLIENT's choices: aiormq or rr's own, native)."""
 
     async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
         done = asyncio.Event()
@@ -372,8 +377,8 @@ def rr_run(topology: str, outcome: Callable[[], object], timeout_s: float) -> Ca
                 done.set()
             return outcome()
 
-        async def connect() -> amqp.AmqpConnection:
-            return await amqp.connect(url)
+        async def connect() -> Connection:
+            return await clients.connect(url, environ={clients.ENV: client})
 
         service = Service(
             HandlerSet(module="bench", subscribers=(Subscriber(queue, handler, "bench"),)),
@@ -584,12 +589,26 @@ def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]
     return [
         Entry(NOOP_1ACK, "noop", aiormq_noop(1)),
         Entry(NOOP_BATCHED, "noop", aiormq_noop(batch)),
-        Entry("no-op rr run", "noop", rr_run(noop_topology, lambda: None, timeout_s)),
+        Entry("no-op rr run", "noop", rr_run(noop_topology, lambda: None, timeout_s, "aiormq")),
+        Entry(
+            "no-op rr run (native)",
+            "noop",
+            rr_run(noop_topology, lambda: None, timeout_s, "native"),
+        ),
         Entry(NOOP_FASTSTREAM, "noop", faststream_noop if has_faststream else None),
         Entry(NOOP_CEILING, "noop", wire_noop(batch)),
         Entry(RETRY_1ACK, "retry", aiormq_retry(1)),
         Entry(RETRY_BATCHED, "retry", aiormq_retry(batch)),
-        Entry("retry rr run (copy+ack)", "retry", rr_run(retry_topology, Outcome.retry, timeout_s)),
+        Entry(
+            "retry rr run (copy+ack)",
+            "retry",
+            rr_run(retry_topology, Outcome.retry, timeout_s, "aiormq"),
+        ),
+        Entry(
+            "retry rr run (native)",
+            "retry",
+            rr_run(retry_topology, Outcome.retry, timeout_s, "native"),
+        ),
         Entry(RETRY_CEILING, "retry", wire_retry(batch)),
     ]
 

@@ -46,7 +46,7 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Channel, Connection, Properties
 from tests.shared_node import BROKERS, DEFAULT_BROKERS, SharedBroker, chosen_versions, current
 from tests.vhost_eval import ALL_DONE, vhost_batch
@@ -230,7 +230,7 @@ class RabbitBackend:
         # instead of failing on a server's quirk.
         for attempt in range(3):
             try:
-                connection = await amqp.connect(self.url, timeout_s=2.0 if attempt < 2 else 5.0)
+                connection = await clients.connect(self.url, timeout_s=2.0 if attempt < 2 else 5.0)
             except BrokerUnreachable:
                 if attempt == 2:
                     raise

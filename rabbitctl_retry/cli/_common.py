@@ -56,12 +56,13 @@ class CliSettings:
 
 
 async def amqp_connector(url: str, *, client_name: str = "rr") -> Connection:
-    """rr's own connector: the aiormq adapter (imported on the first connect).
-    ``client_name`` is the connection's name on the broker (``connection_name``), unless the
-    URL names one (``?name=``)."""
-    from rabbitctl_retry.transport import amqp
+    """rr's own connector: the AMQP client ``RR_AMQP_CLIENT`` chooses (``transport/clients.py``:
+    aiormq unless it says native; imported on the first connect). ``client_name`` is the
+    connection's name on the broker (``connection_name``), unless the URL names one
+    (``?name=``)."""
+    from rabbitctl_retry.transport import clients
 
-    return await amqp.connect(url, client_name=client_name)
+    return await clients.connect(url, client_name=client_name)
 
 
 def connector_of(ctx: typer.Context, *, client_name: str | None = None) -> Connector:

@@ -86,7 +86,6 @@ from yarl import URL
 from rabbitctl_retry.errors import (
     BrokerUnreachable,
     DataError,
-    RrError,
     UsageError,
     censor_url,
     censor_urls,
@@ -104,6 +103,12 @@ from rabbitctl_retry.transport.base import (
 )
 from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
 from rabbitctl_retry.transport.message_ids import MessageIdGuard
+from rabbitctl_retry.transport.server_info import (
+    HEARTBEAT_LOST,
+    TLS_NOT_VERIFIED,
+    identity_of_properties,
+    without_password,
+)
 from rabbitctl_retry.transport.url import DEFAULT_HEARTBEAT_S, BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
@@ -112,9 +117,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_HEARTBEAT_S", "TLS_NOT_VERIFIED", "AmqpChannel", "AmqpConnection", "connect"]
 
 log = logging.getLogger("rr.transport")
-
-TLS_NOT_VERIFIED = "TLS certificate verification is off (no_verify_ssl=1)"
-"""The warning each connection made with ``no_verify_ssl=1`` logs."""
 
 
 async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") -> AmqpConnection:
@@ -152,14 +154,8 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
         error = to_rr_error(exc, url=shown) or BrokerUnreachable(
             f"cannot connect to {shown}: {exc}"
         )
-        raise _without_password(error) from exc
+        raise without_password(error) from exc
     return AmqpConnection(connection, shown)
-
-
-HEARTBEAT_LOST = (
-    "no frame from the broker for about three heartbeat timeouts ({seconds} s each): the "
-    "connection is taken for dead (a half-open connection, or a frozen network or broker)"
-)
 
 
 def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _Connection:
@@ -175,15 +171,6 @@ def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _C
     return connection
 
 
-def _property_text(properties: Mapping[str, object], key: str) -> str | None:
-    """A server property as text (aiormq gives a long string as ``str`` or ``bytes``), or
-    None when the server sent none or something else."""
-    value = properties.get(key)
-    if isinstance(value, bytes | bytearray):
-        value = value.decode("utf-8", "replace")
-    return value if isinstance(value, str) and value else None
-
-
 class AmqpConnection:
     """One AMQP connection (implements the port's ``Connection``)."""
 
@@ -192,13 +179,8 @@ class AmqpConnection:
     def __init__(self, connection: _Connection, url: str) -> None:
         self._connection = connection
         self._url = censor_url(url)
-        properties = connection.server_properties
-        self._server_version = ServerVersion.parse(_property_text(properties, "version") or "")
-        self._server_identity = ServerIdentity(
-            version=self._server_version,
-            product=_property_text(properties, "product"),
-            cluster_name=_property_text(properties, "cluster_name"),
-        )
+        self._server_identity = identity_of_properties(connection.server_properties)
+        self._server_version = self._server_identity.version
 
     @property
     def url(self) -> str:
@@ -688,13 +670,6 @@ def _close_cause(resource: aiormq.Connection | aiormq.Channel) -> BaseException 
     if closing.cancelled():
         return None
     return closing.exception()
-
-
-def _without_password(error: RrError) -> RrError:
-    """``error``, or a copy whose URL-looking words are censored (a last safety net: only
-    URL-looking words, so the message's own words stay, whatever the password is)."""
-    message = censor_urls(error.message)
-    return error if message == error.message else type(error)(message)
 
 
 def _delivery(message: DeliveredMessage) -> Delivery:

@@ -191,7 +191,7 @@ def unmarshal_frame(data_in: bytes) -> tuple[int, int, FrameTypes]:
         return decoded
     _channels_keeping_raw_header.set(keeping - {channel_id})
     raw = data_in[constants.FRAME_HEADER_SIZE + 12 : consumed - 1]
-    return consumed, channel_id, _with_raw(frame, raw)
+    return consumed, channel_id, with_raw(frame, raw)
 
 
 def _lenient_unmarshal(data_in: bytes) -> tuple[int, int, FrameTypes] | None:
@@ -219,7 +219,7 @@ def _lenient_unmarshal(data_in: bytes) -> tuple[int, int, FrameTypes] | None:
     return start + frame_size + 1, channel_id, decoded
 
 
-def _with_raw(content_header: header.ContentHeader, raw: bytes) -> LenientContentHeader:
+def with_raw(content_header: header.ContentHeader, raw: bytes) -> LenientContentHeader:
     """A content header pamqp decoded, with its raw property bytes kept."""
     return LenientContentHeader(
         body_size=content_header.body_size,

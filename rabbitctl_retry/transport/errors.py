@@ -50,8 +50,11 @@ from rabbitctl_retry.transport.reply_codes import (
 __all__ = [
     "REPLY_CODE_ERRORS",
     "closed_error",
+    "connection_close_error",
     "error_class_for",
     "map_amqp_errors",
+    "network_error",
+    "returned_error",
     "to_rr_error",
 ]
 
@@ -78,7 +81,7 @@ def to_rr_error(
     where = censor_url(url) if url else "the broker"
     match exc:
         case amqp_exc.PublishError():
-            return _returned(exc.frame, what)
+            return returned_error(exc.frame, what)
         case amqp_exc.DeliveryError():
             return PublishFailed(
                 _join(what or "publish", "the broker refused the message (basic.nack)")
@@ -99,24 +102,11 @@ def to_rr_error(
             return AccessRefused(f"{where} offers no authentication mechanism rr can use: {exc}")
         case amqp_exc.ConnectionClosed():
             code, text = _reply(exc)
-            cls = error_class_for(code, connection=True)
-            if code == 530:
-                detail = f"{where} refused the virtual host: {text}"
-            else:
-                detail = f"connection closed by {where}: {describe_reply(code, text)}"
-            if code == 541 and "noproc" in text:  # a quorum queue electing: it will be back
-                return BrokerUnreachable(_join(what, f"{detail}; {_NO_LEADER}"))
-            return cls(_join(what, detail))
+            return connection_close_error(code, text, what=what, where=where)
         case TimeoutError():  # before OSError: TimeoutError is one
             return BrokerUnreachable(_join(what, f"no answer from {where} in time"))
         case amqp_exc.AMQPConnectionError() | OSError():
-            failed = f"cannot connect to {where}" if url else "the connection to the broker failed"
-            reason = _network_reason(exc)
-            if reason == _UNEXPECTED_CLOSE and where.startswith("amqps:"):
-                # With TLS 1.3 the client's handshake is done before the server checks the
-                # client certificate; a refusal then reads as a plain close.
-                reason += " (a TLS broker closes like this when it refuses the client certificate)"
-            return BrokerUnreachable(_join(what, f"{failed}: {reason}"))
+            return network_error(exc, what=what, url=url)
         case amqp_exc.ProtocolSyntaxError():
             return BrokerUnreachable(
                 _join(what, f"{where} does not speak AMQP 0-9-1 as expected: {_args(exc)}")
@@ -127,6 +117,35 @@ def to_rr_error(
             return TransportError(_join(what, _args(exc) or type(exc).__name__))
         case _:
             return None
+
+
+def connection_close_error(
+    code: int | None, text: str, *, what: str | None = None, where: str = "the broker"
+) -> RrError:
+    """The error for a connection.close the broker sent (``where``: the broker's censored
+    URL, or "the broker")."""
+    cls = error_class_for(code, connection=True)
+    if code == 530:
+        detail = f"{where} refused the virtual host: {text}"
+    else:
+        detail = f"connection closed by {where}: {describe_reply(code, text)}"
+    if code == 541 and "noproc" in text:  # a quorum queue electing: it will be back
+        return BrokerUnreachable(_join(what, f"{detail}; {_NO_LEADER}"))
+    return cls(_join(what, detail))
+
+
+def network_error(
+    exc: BaseException, *, what: str | None = None, url: str | None = None
+) -> BrokerUnreachable:
+    """The error for a connection the network failed (refused, reset, TLS, DNS, EOF)."""
+    where = censor_url(url) if url else "the broker"
+    failed = f"cannot connect to {where}" if url else "the connection to the broker failed"
+    reason = _network_reason(exc)
+    if reason == _UNEXPECTED_CLOSE and where.startswith("amqps:"):
+        # With TLS 1.3 the client's handshake is done before the server checks the
+        # client certificate; a refusal then reads as a plain close.
+        reason += " (a TLS broker closes like this when it refuses the client certificate)"
+    return BrokerUnreachable(_join(what, f"{failed}: {reason}"))
 
 
 def closed_error(
@@ -165,7 +184,8 @@ def _closed_by_client(cause: BaseException) -> bool:
     return exact and _reply(cause)[0] in (None, 200)
 
 
-def _returned(frame: object, what: str | None) -> PublishFailed:
+def returned_error(frame: object, what: str | None) -> PublishFailed:
+    """The error of a ``mandatory`` publish the broker returned (``frame``: its basic.return)."""
     if not isinstance(frame, spec.Basic.Return):  # pragma: no cover - aiormq always sets it
         return PublishFailed(_join(what or "publish", "the broker returned the message"))
     target = what or _publish_target(frame.exchange, frame.routing_key or "")

@@ -1,4 +1,7 @@
-"""The aiormq adapter against a real RabbitMQ: connect, errors, values on the wire, TLS.
+"""Both AMQP adapters against a real RabbitMQ: connect, errors, values on the wire, TLS.
+
+Every test runs once with each client ``RR_AMQP_CLIENT`` chooses (``transport/clients.py``):
+aiormq's adapter and rr's own; the port promises the same behaviour from both.
 
 Every test names its queues ``rr-test-<uuid>-...`` and deletes them. Tests that read server
 state (argument types, connections, vhosts) use the local ``rabbitmqctl``.
@@ -36,8 +39,8 @@ from rabbitctl_retry.errors import (
     RrError,
 )
 from rabbitctl_retry.server import ServerVersion
-from rabbitctl_retry.transport.amqp import AmqpChannel, AmqpConnection, connect
-from rabbitctl_retry.transport.base import Delivery, Properties, QueueInfo
+from rabbitctl_retry.transport import clients
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties, QueueInfo
 from tests.shared_node import ctl_command, current
 
 # The tests that take amqp_url (or conn, scratch, upstream) are marked broker by it
@@ -45,6 +48,17 @@ from tests.shared_node import ctl_command, current
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True, params=clients.CHOICES)
+def client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The AMQP client of this run of the test: every test runs with each."""
+    monkeypatch.setenv(clients.ENV, request.param)
+    return str(request.param)
+
+
+async def connect(url: str, **options: float | str) -> Connection:
+    return await clients.connect(url, **options)  # type: ignore[arg-type]
 
 
 def _with_password(url: str, password: str) -> str:
@@ -93,7 +107,7 @@ def uid() -> str:
 
 
 @pytest.fixture
-async def conn(amqp_url: str, uid: str) -> AsyncIterator[AmqpConnection]:
+async def conn(amqp_url: str, uid: str) -> AsyncIterator[Connection]:
     connection = await connect(amqp_url, client_name=uid)
     yield connection
     await connection.close()
@@ -117,7 +131,7 @@ class Scratch:
 
 
 @pytest.fixture
-async def scratch(conn: AmqpConnection, uid: str) -> AsyncIterator[Scratch]:
+async def scratch(conn: Connection, uid: str) -> AsyncIterator[Scratch]:
     names = Scratch(uid, [], [])
     yield names
     for delete, items in (("queue_delete", names.queues), ("exchange_delete", names.exchanges)):
@@ -234,7 +248,7 @@ def _queue_arguments_names(vhost: str) -> set[str]:
 
 
 async def test_percent_encoded_slash_is_the_default_vhost(
-    amqp_url: str, conn: AmqpConnection, scratch: Scratch
+    amqp_url: str, conn: Connection, scratch: Scratch
 ) -> None:
     """``/`` when the test broker's URL names the default vhost (``amqp://HOST/``, the
     default): ``/%2F`` is the same vhost. With ``RR_TEST_URL`` naming another vhost, that
@@ -251,7 +265,7 @@ async def test_percent_encoded_slash_is_the_default_vhost(
         await explicit.close()
 
 
-async def test_forced_close_by_the_broker_is_unreachable(conn: AmqpConnection, uid: str) -> None:
+async def test_forced_close_by_the_broker_is_unreachable(conn: Connection, uid: str) -> None:
     channel = await conn.channel()
     out = _rabbitmqctl("list_connections", "-q", "pid", "client_properties")
     pids = [line.split("\t")[0] for line in out.splitlines() if f'"{uid}"' in line]
@@ -274,7 +288,7 @@ async def test_forced_close_by_the_broker_is_unreachable(conn: AmqpConnection, u
 
 
 async def test_passive_declare_of_missing_queue_closes_only_the_channel(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     missing = scratch.queue("missing")
     channel = await conn.channel()
@@ -294,7 +308,7 @@ async def test_passive_declare_of_missing_queue_closes_only_the_channel(
 
 
 async def test_inequivalent_redeclare_is_precondition_failed(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("max-length")
     channel = await conn.channel()
@@ -311,7 +325,7 @@ async def test_inequivalent_redeclare_is_precondition_failed(
 
 
 async def test_exclusive_queue_of_another_connection_is_resource_locked(
-    amqp_url: str, conn: AmqpConnection
+    amqp_url: str, conn: Connection
 ) -> None:
     owner = await (await conn.channel()).queue_declare("", exclusive=True, durable=False)
     other = await connect(amqp_url)
@@ -324,7 +338,7 @@ async def test_exclusive_queue_of_another_connection_is_resource_locked(
         await other.close()
 
 
-async def test_ack_of_unknown_tag_closes_the_channel_later(conn: AmqpConnection) -> None:
+async def test_ack_of_unknown_tag_closes_the_channel_later(conn: Connection) -> None:
     channel = await conn.channel()
     await channel.ack(4242)  # fire and forget: the broker answers by closing the channel
     # The next operation meets the close (AMQP channel errors are asynchronous) ...
@@ -337,7 +351,7 @@ async def test_ack_of_unknown_tag_closes_the_channel_later(conn: AmqpConnection)
 
 
 async def test_closed_channel_raises_channel_closed_and_close_is_idempotent(
-    conn: AmqpConnection,
+    conn: Connection,
 ) -> None:
     channel = await conn.channel()
     await channel.close()
@@ -353,9 +367,7 @@ async def test_closed_channel_raises_channel_closed_and_close_is_idempotent(
 # --- arguments on the wire ---------------------------------------------------------------------
 
 
-async def test_integer_and_boolean_arguments_go_as_such(
-    conn: AmqpConnection, scratch: Scratch
-) -> None:
+async def test_integer_and_boolean_arguments_go_as_such(conn: Connection, scratch: Scratch) -> None:
     quorum, dead, classic = scratch.queue("qq"), scratch.queue("dead"), scratch.queue("cq")
     channel = await conn.channel()
     quorum_arguments = {
@@ -390,7 +402,7 @@ async def test_integer_and_boolean_arguments_go_as_such(
         await channel.queue_declare(quorum, arguments={**quorum_arguments, "x-delivery-limit": "4"})
 
 
-async def test_unencodable_argument_is_a_data_error_before_the_wire(conn: AmqpConnection) -> None:
+async def test_unencodable_argument_is_a_data_error_before_the_wire(conn: Connection) -> None:
     channel = await conn.channel()
     with pytest.raises(DataError, match="'x-weird'"):
         await channel.queue_declare("never-declared", arguments={"x-weird": object()})  # type: ignore[dict-item]
@@ -432,7 +444,7 @@ FULL_PROPERTIES = Properties(
 
 
 async def test_properties_and_headers_round_trip_exactly(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("props")
     channel = await conn.channel(confirms=True)
@@ -461,7 +473,7 @@ async def test_properties_and_headers_round_trip_exactly(
 
 
 async def test_naive_and_offset_timestamps_are_read_back_in_utc(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("times")
     channel = await conn.channel(confirms=True)
@@ -480,7 +492,7 @@ async def test_naive_and_offset_timestamps_are_read_back_in_utc(
 
 
 async def test_publish_without_properties_is_transient_with_a_message_id(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("bare")
     channel = await conn.channel()
@@ -495,7 +507,7 @@ async def test_publish_without_properties_is_transient_with_a_message_id(
 
 
 async def test_large_body_is_split_into_frames_and_joined(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("large")
     channel = await conn.channel(confirms=True)
@@ -508,7 +520,7 @@ async def test_large_body_is_split_into_frames_and_joined(
 
 
 async def test_unroutable_mandatory_publish_raises_publish_failed(
-    conn: AmqpConnection, uid: str, scratch: Scratch
+    conn: Connection, uid: str, scratch: Scratch
 ) -> None:
     channel = await conn.channel(confirms=True)
     with pytest.raises(PublishFailed) as caught:
@@ -534,7 +546,7 @@ async def test_unroutable_mandatory_publish_raises_publish_failed(
     assert (got.body, got.exchange, got.routing_key) == (b"kept", exchange, "k")
 
 
-async def test_nacked_publish_raises_publish_failed(conn: AmqpConnection, scratch: Scratch) -> None:
+async def test_nacked_publish_raises_publish_failed(conn: Connection, scratch: Scratch) -> None:
     name = scratch.queue("full")
     channel = await conn.channel(confirms=True)
     await channel.queue_declare(
@@ -548,9 +560,7 @@ async def test_nacked_publish_raises_publish_failed(conn: AmqpConnection, scratc
     assert await channel.queue_purge(name) == 1
 
 
-async def test_concurrent_confirmed_publishes_all_land(
-    conn: AmqpConnection, scratch: Scratch
-) -> None:
+async def test_concurrent_confirmed_publishes_all_land(conn: Connection, scratch: Scratch) -> None:
     name = scratch.queue("many")
     channel = await conn.channel(confirms=True)
     await channel.queue_declare(name, durable=True)
@@ -565,7 +575,7 @@ async def test_concurrent_confirmed_publishes_all_land(
 
 
 async def test_consume_delivers_to_the_callback_and_ack_removes(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("consume")
     publisher = await conn.channel(confirms=True)
@@ -600,7 +610,7 @@ async def test_consume_delivers_to_the_callback_and_ack_removes(
     assert (await publisher.queue_declare(name, passive=True)).message_count == 0
 
 
-async def test_server_generated_consumer_tag(conn: AmqpConnection, scratch: Scratch) -> None:
+async def test_server_generated_consumer_tag(conn: Connection, scratch: Scratch) -> None:
     name = scratch.queue("gen-tag")
     channel = await conn.channel()
     await channel.queue_declare(name, durable=True)
@@ -615,7 +625,7 @@ async def test_server_generated_consumer_tag(conn: AmqpConnection, scratch: Scra
     assert (await channel.queue_declare(name, passive=True)).consumer_count == 0
 
 
-async def test_consume_from_missing_queue_is_not_found(conn: AmqpConnection, uid: str) -> None:
+async def test_consume_from_missing_queue_is_not_found(conn: Connection, uid: str) -> None:
     channel = await conn.channel()
 
     async def ignore(_: Delivery) -> None:
@@ -627,7 +637,7 @@ async def test_consume_from_missing_queue_is_not_found(conn: AmqpConnection, uid
 
 
 async def test_reject_requeue_redelivers_and_reject_drop_removes(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("reject")
     channel = await conn.channel(confirms=True)
@@ -645,7 +655,7 @@ async def test_reject_requeue_redelivers_and_reject_drop_removes(
     assert await channel.get(name) is None
 
 
-async def test_nack_requeue_and_drop(conn: AmqpConnection, scratch: Scratch) -> None:
+async def test_nack_requeue_and_drop(conn: Connection, scratch: Scratch) -> None:
     name = scratch.queue("nack")
     channel = await conn.channel(confirms=True)
     await channel.queue_declare(name, durable=True)
@@ -668,7 +678,7 @@ async def test_nack_requeue_and_drop(conn: AmqpConnection, scratch: Scratch) -> 
 
 
 async def test_unacked_delivery_returns_when_its_channel_closes(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     name = scratch.queue("unacked")
     channel = await conn.channel(confirms=True)
@@ -687,11 +697,9 @@ async def test_unacked_delivery_returns_when_its_channel_closes(
 # --- queues and exchanges -------------------------------------------------------------------
 
 
-async def test_purge_delete_bind_and_exchange_lifecycle(
-    conn: AmqpConnection, scratch: Scratch
-) -> None:
+async def test_purge_delete_bind_and_exchange_lifecycle(conn: Connection, scratch: Scratch) -> None:
     queue, exchange = scratch.queue("lifecycle"), scratch.exchange("topic")
-    channel: AmqpChannel = await conn.channel(confirms=True)
+    channel: Channel = await conn.channel(confirms=True)
     await channel.exchange_declare(exchange, type="topic", durable=False)
     await channel.exchange_declare(exchange, type="topic", durable=False, passive=True)
     generated = await channel.queue_declare("", exclusive=True, durable=False)
@@ -711,7 +719,7 @@ async def test_purge_delete_bind_and_exchange_lifecycle(
 
 
 async def test_declare_on_a_different_type_is_precondition_failed(
-    conn: AmqpConnection, scratch: Scratch
+    conn: Connection, scratch: Scratch
 ) -> None:
     exchange = scratch.exchange("typed")
     channel = await conn.channel()

@@ -1,0 +1,57 @@
+"""Which AMQP client rr's commands connect with: aiormq (``transport/amqp.py``) or rr's own
+(``transport/native.py``), both adapters of the same port.
+
+``RR_AMQP_CLIENT`` chooses (docs/runtime.md, "Speed"):
+
+``aiormq`` (or unset)
+    the aiormq adapter, rr's default.
+``native``
+    rr's own client: the same URLs, errors and behaviour, fewer steps per message.
+
+:func:`choose` is the pure decision; :func:`connect` carries it out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from rabbitctl_retry.errors import UsageError
+from rabbitctl_retry.transport.base import Connection
+
+ENV = "RR_AMQP_CLIENT"
+"""The environment variable that chooses the client."""
+
+ClientName = Literal["aiormq", "native"]
+CHOICES: tuple[ClientName, ...] = ("aiormq", "native")
+
+
+def choose(setting: str | None) -> ClientName:
+    """The client for ``setting`` (``RR_AMQP_CLIENT``'s value, ``None`` when unset)."""
+    wanted = (setting or "").strip().lower() or "aiormq"
+    if wanted == "native":
+        return "native"
+    if wanted == "aiormq":
+        return "aiormq"
+    raise UsageError(
+        f"{ENV}={setting!r} is not a client rr knows: use aiormq or native (docs/runtime.md, Speed)"
+    )
+
+
+async def connect(
+    url: str,
+    *,
+    timeout_s: float = 5.0,
+    client_name: str = "rr",
+    environ: Mapping[str, str] | None = None,
+) -> Connection:
+    """A connection to ``url`` through the client ``RR_AMQP_CLIENT`` chooses."""
+    setting = (os.environ if environ is None else environ).get(ENV)
+    if choose(setting) == "native":
+        from rabbitctl_retry.transport import native
+
+        return await native.connect(url, timeout_s=timeout_s, client_name=client_name)
+    from rabbitctl_retry.transport import amqp
+
+    return await amqp.connect(url, timeout_s=timeout_s, client_name=client_name)
