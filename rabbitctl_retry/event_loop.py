@@ -32,15 +32,20 @@ CHOICES = ("auto", "uvloop", "asyncio")
 _T = TypeVar("_T")
 
 
-def choose(setting: str | None, *, uvloop_installed: bool) -> LoopName:
-    """The loop for ``setting`` (``RR_EVENT_LOOP``'s value, ``None`` when unset)."""
+def choose(setting: str | None, *, uvloop_installed: bool, stdio_closed: bool = False) -> LoopName:
+    """The loop for ``setting`` (``RR_EVENT_LOOP``'s value, ``None`` when unset).
+
+    ``stdio_closed``: the process was started with stdin, stdout or stderr closed. A socket
+    then takes that descriptor, and uvloop (0.21) aborts the process when it closes it
+    (``uv__close: Assertion `fd > STDERR_FILENO'``): asyncio's loop runs instead, whatever
+    the setting (``rr ... >&-`` fails with its documented exit code, not an abort)."""
     wanted = (setting or "auto").strip().lower() or "auto"
     if wanted not in CHOICES:
         raise UsageError(
             f"{ENV}={setting!r} is not a loop rr knows: use auto, uvloop or asyncio "
             "(docs/runtime.md, Speed)"
         )
-    if wanted == "asyncio":
+    if wanted == "asyncio" or stdio_closed:
         return "asyncio"
     if wanted == "uvloop" and not uvloop_installed:
         raise UsageError(
@@ -53,7 +58,16 @@ def chosen(environ: Mapping[str, str] | None = None) -> LoopName:
     """The loop this process's environment chooses."""
     environ = os.environ if environ is None else environ
     installed = importlib.util.find_spec("uvloop") is not None
-    return choose(environ.get(ENV), uvloop_installed=installed)
+    return choose(environ.get(ENV), uvloop_installed=installed, stdio_closed=_stdio_closed())
+
+
+def _stdio_closed() -> bool:
+    for descriptor in (0, 1, 2):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            return True
+    return False
 
 
 def loop_factory(name: LoopName) -> Callable[[], asyncio.AbstractEventLoop] | None:

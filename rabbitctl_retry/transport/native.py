@@ -17,8 +17,9 @@ errors (``transport/errors.py``, ``transport/reply_codes.py``), same rules as th
   message id, exchange and routing key (RabbitMQ sends the return before the confirm of the
   same message); as with aiormq, a message published without a ``message_id`` gets a
   random one.
-* A consumer callback's exception is logged (``rr.transport``) with the delivery tag; the
-  delivery stays unacknowledged, as with aiormq.
+* A consumer callback's exception is logged (``rr.transport``); the delivery stays
+  unacknowledged, and the callbacks still running when their channel closes are cancelled,
+  as with aiormq.
 """
 
 from __future__ import annotations
@@ -253,6 +254,9 @@ class _Protocol(asyncio.Protocol):
         """Done once the connection is closed (by rr, the broker or the network)."""
         self.close_error: RrError | None = None
         """Why the broker or the network closed it (``None``: open, or closed by rr)."""
+        self.close_reason: str | None = None
+        """What the port's ``close_reason`` says: the broker's reply text when it closed the
+        connection (as aiormq's adapter gives it), else the error's message."""
         self.by_client = False
         self._handshake: asyncio.Queue[object] = asyncio.Queue()
         self._close_ok: asyncio.Future[None] | None = None
@@ -400,8 +404,8 @@ class _Protocol(asyncio.Protocol):
         if isinstance(method, spec.Connection.Close):
             with contextlib.suppress(_Closed):
                 self.send(0, spec.Connection.CloseOk())
-            error = connection_close_error(method.reply_code, method.reply_text or "")
-            self._finish(error)
+            text = method.reply_text or ""
+            self._finish(connection_close_error(method.reply_code, text), reason=text)
         elif isinstance(method, spec.Connection.CloseOk):
             if self._close_ok is not None and not self._close_ok.done():
                 self._close_ok.set_result(None)
@@ -459,11 +463,16 @@ class _Protocol(asyncio.Protocol):
     def abort(self) -> None:
         self._finish(None, abort=True)
 
-    def _finish(self, error: RrError | None, *, abort: bool = False) -> None:
+    def _finish(
+        self, error: RrError | None, *, abort: bool = False, reason: str | None = None
+    ) -> None:
         if self.closed.done():
             return
         if not self.by_client:
             self.close_error = error
+            if reason is None and error is not None:
+                reason = error.message
+            self.close_reason = reason
         self.closed.set_result(None)
         if self.transport is not None:
             if abort:
@@ -520,8 +529,7 @@ class NativeConnection:
 
     @property
     def close_reason(self) -> str | None:
-        error = self._protocol.close_error
-        return None if error is None else error.message
+        return self._protocol.close_reason
 
     @property
     def frame_max(self) -> int:
@@ -783,7 +791,7 @@ class NativeChannel:
         what = f"publish to {where} with routing key {routing_key!r}"
         if properties is None or properties.message_id is None:
             # as aiormq does (transport/amqp.py, "Wire notes"): a return names its message
-            properties = replace(properties or _TRANSIENT, message_id=uuid.uuid4().hex)
+            properties = replace(properties or _TRANSIENT, message_id=_random_message_id())
         data = self._publish_bytes(what, body, exchange, routing_key, properties, mandatory)
         if not self._confirms:
             self._write(what, data)
@@ -917,9 +925,7 @@ class NativeChannel:
     def _failed(self, what: str) -> TransportError:
         """The error of ``what``, in flight when the channel closed."""
         error = self._close_error
-        if isinstance(error, TransportError) and not isinstance(
-            error, BrokerUnreachable | BrokerRefused
-        ):
+        if isinstance(error, TransportError):
             return type(error)(f"{what}: {error.message}")
         return _closed_error(what, error)
 
@@ -941,6 +947,8 @@ class NativeChannel:
         mandatory: bool,
     ) -> bytes:
         number = self.number
+        if len(routing_key) > 255:  # aiormq's check and words (the contract suite's)
+            raise DataError(f"{what}: cannot encode: Routing key too long (max 255 bytes)")
         try:
             method = spec.Basic.Publish(
                 exchange=exchange, routing_key=routing_key, mandatory=mandatory
@@ -1135,15 +1143,24 @@ class NativeChannel:
         if waiting is not None and not waiting[1].done():
             waiting[1].set_exception(_Closed())
         for publish in self._publishes.values():
-            if not publish.future.done():
-                publish.future.set_exception(_closed_error(publish.what, cause))
+            if not publish.future.done():  # as aiormq raises the close for a publish in flight
+                publish.future.set_exception(self._failed(publish.what))
         self._publishes.clear()
         self._content = None
+        # As aiormq does: the consumer callbacks still running are cancelled with their
+        # channel (their deliveries went back to the queue with it).
+        for task in list(self._tasks):
+            task.cancel()
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"
         kind = "confirm " if self._confirms else ""
         return f"<NativeChannel {kind}{self.number} {state}>"
+
+
+def _random_message_id() -> str | None:
+    """The message id of a publish that has none (a random UUID's hex, as aiormq's)."""
+    return uuid.uuid4().hex
 
 
 def _method(what: str, kind: type[Any], **fields: Any) -> Any:

@@ -23,6 +23,7 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
+from rabbitctl_retry.transport import native
 from rabbitctl_retry.transport.base import Connection, Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.observe import depth
@@ -73,7 +74,10 @@ def no_client_message_ids(backend: Backend) -> Iterator[None]:
             backend.emulator.client_message_ids = True
         return
     no_hex = mock.Mock(return_value=mock.Mock(hex=None))
-    with mock.patch.object(aiormq.channel, "UUID", no_hex):
+    with (
+        mock.patch.object(aiormq.channel, "UUID", no_hex),
+        mock.patch.object(native, "_random_message_id", return_value=None),
+    ):
         yield
 
 

@@ -81,7 +81,10 @@ async def test_a_forced_close_on_rabbitmq_then_a_rerun(amqp_url: str) -> None:
             1 for r in document["results"] if "possible duplicate" in (r["reason"] or "")
         )
         assert f"up to {possible:,} message(s) may now be duplicated" in stderr
-        assert 600 <= document["replayed"] < COUNT
+        # every copy in refunds was confirmed (replayed) or is counted as a possible
+        # duplicate (its confirm not read before the close: the replay was frozen)
+        assert document["replayed"] + possible >= 600
+        assert document["replayed"] < COUNT
 
         rerun = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         assert rerun.returncode == 0, rerun.stderr

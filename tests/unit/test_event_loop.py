@@ -30,6 +30,11 @@ def test_the_choice(setting: str | None, installed: bool, expected: str) -> None
     assert event_loop.choose(setting, uvloop_installed=installed) == expected
 
 
+@pytest.mark.parametrize("setting", [None, "auto", "uvloop", "asyncio"])
+def test_a_closed_standard_descriptor_means_asyncio(setting: str | None) -> None:
+    assert event_loop.choose(setting, uvloop_installed=True, stdio_closed=True) == "asyncio"
+
+
 def test_uvloop_asked_for_but_missing_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="uvloop is not installed"):
         event_loop.choose("uvloop", uvloop_installed=False)
