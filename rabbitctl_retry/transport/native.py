@@ -115,7 +115,8 @@ CLOSE_TIMEOUT_S = 5.0
 MISSED_HEARTBEATS = 3
 """Heartbeat timeouts without a frame from the broker before the connection is taken for dead."""
 
-_ACCEPT_OK = (spec.Basic.GetOk, spec.Basic.Return)
+_CONTENT_METHODS = (spec.Basic.GetOk, spec.Basic.Return)
+"""The methods other than basic.deliver that a message's header and body follow."""
 _FAILED = "the connection to the broker failed"
 _TRANSIENT = Properties(delivery_mode=1)
 """What a publish without properties sends (besides its message id), as aiormq does."""
@@ -1052,7 +1053,7 @@ class NativeChannel:
     def _on_method(self, method: Any) -> None:
         if isinstance(method, spec.Basic.Ack | spec.Basic.Nack):
             self._confirmed(method)
-        elif isinstance(method, _ACCEPT_OK):
+        elif isinstance(method, _CONTENT_METHODS):
             self._content = _Content(method)
         elif isinstance(method, spec.Basic.Cancel):
             self._server_cancel(method)
