@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pamqp.frame
 from pamqp import commands as spec
@@ -180,7 +180,7 @@ class _Login:
     @staticmethod
     def of(target: BrokerUrl, client_name: str) -> _Login:
         parts = urlsplit(target.url)
-        options = dict(parse_qsl(parts.query, keep_blank_values=True))
+        options = target.options
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         name = options.get("name") or client_name
         return _Login(
@@ -661,19 +661,16 @@ class NativeChannel:
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> QueueInfo:
         what = f"declare queue {name!r}"
-        ok = await self.rpc(
-            _method(
-                what,
-                spec.Queue.Declare,
-                queue=name,
-                passive=passive,
-                durable=durable,
-                exclusive=exclusive,
-                auto_delete=auto_delete,
-                arguments=values.wire_arguments(arguments),
-            ),
-            (spec.Queue.DeclareOk,),
+        ok = await self._ask(
             what,
+            (spec.Queue.DeclareOk,),
+            spec.Queue.Declare,
+            queue=name,
+            passive=passive,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            arguments=values.wire_arguments(arguments),
         )
         return QueueInfo(
             name=ok.queue or name,
@@ -693,20 +690,17 @@ class NativeChannel:
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None:
         what = f"declare exchange {name!r}"
-        await self.rpc(
-            _method(
-                what,
-                spec.Exchange.Declare,
-                exchange=name,
-                exchange_type=type,
-                passive=passive,
-                durable=durable,
-                auto_delete=auto_delete,
-                internal=internal,
-                arguments=values.wire_arguments(arguments),
-            ),
-            (spec.Exchange.DeclareOk,),
+        await self._ask(
             what,
+            (spec.Exchange.DeclareOk,),
+            spec.Exchange.Declare,
+            exchange=name,
+            exchange_type=type,
+            passive=passive,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=values.wire_arguments(arguments),
         )
 
     async def queue_bind(
@@ -717,17 +711,14 @@ class NativeChannel:
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None:
         what = f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})"
-        await self.rpc(
-            _method(
-                what,
-                spec.Queue.Bind,
-                queue=queue,
-                exchange=exchange,
-                routing_key=routing_key,
-                arguments=values.wire_arguments(arguments),
-            ),
-            (spec.Queue.BindOk,),
+        await self._ask(
             what,
+            (spec.Queue.BindOk,),
+            spec.Queue.Bind,
+            queue=queue,
+            exchange=exchange,
+            routing_key=routing_key,
+            arguments=values.wire_arguments(arguments),
         )
 
     async def queue_unbind(
@@ -738,43 +729,43 @@ class NativeChannel:
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None:
         what = f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})"
-        await self.rpc(
-            _method(
-                what,
-                spec.Queue.Unbind,
-                queue=queue,
-                exchange=exchange,
-                routing_key=routing_key,
-                arguments=values.wire_arguments(arguments),
-            ),
-            (spec.Queue.UnbindOk,),
+        await self._ask(
             what,
+            (spec.Queue.UnbindOk,),
+            spec.Queue.Unbind,
+            queue=queue,
+            exchange=exchange,
+            routing_key=routing_key,
+            arguments=values.wire_arguments(arguments),
         )
 
     async def queue_purge(self, name: str) -> int:
         what = f"purge queue {name!r}"
-        ok = await self.rpc(
-            _method(what, spec.Queue.Purge, queue=name), (spec.Queue.PurgeOk,), what
-        )
+        ok = await self._ask(what, (spec.Queue.PurgeOk,), spec.Queue.Purge, queue=name)
         return int(ok.message_count or 0)
 
     async def queue_delete(
         self, name: str, *, if_unused: bool = False, if_empty: bool = False
     ) -> int:
         what = f"delete queue {name!r}"
-        ok = await self.rpc(
-            _method(what, spec.Queue.Delete, queue=name, if_unused=if_unused, if_empty=if_empty),
-            (spec.Queue.DeleteOk,),
+        ok = await self._ask(
             what,
+            (spec.Queue.DeleteOk,),
+            spec.Queue.Delete,
+            queue=name,
+            if_unused=if_unused,
+            if_empty=if_empty,
         )
         return int(ok.message_count or 0)
 
     async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None:
         what = f"delete exchange {name!r}"
-        await self.rpc(
-            _method(what, spec.Exchange.Delete, exchange=name, if_unused=if_unused),
-            (spec.Exchange.DeleteOk,),
+        await self._ask(
             what,
+            (spec.Exchange.DeleteOk,),
+            spec.Exchange.Delete,
+            exchange=name,
+            if_unused=if_unused,
         )
 
     async def publish(
@@ -815,18 +806,18 @@ class NativeChannel:
 
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
         what = f"get from queue {queue!r}"
-        answer = await self.rpc(
-            _method(what, spec.Basic.Get, queue=queue, no_ack=no_ack),
-            (spec.Basic.GetOk, spec.Basic.GetEmpty),
+        answer = await self._ask(
             what,
+            (spec.Basic.GetOk, spec.Basic.GetEmpty),
+            spec.Basic.Get,
+            queue=queue,
+            no_ack=no_ack,
         )
         return answer if isinstance(answer, Delivery) else None
 
     async def qos(self, prefetch_count: int) -> None:
         what = f"set prefetch to {prefetch_count}"
-        await self.rpc(
-            _method(what, spec.Basic.Qos, prefetch_count=prefetch_count), (spec.Basic.QosOk,), what
-        )
+        await self._ask(what, (spec.Basic.QosOk,), spec.Basic.Qos, prefetch_count=prefetch_count)
 
     async def consume(
         self,
@@ -862,11 +853,7 @@ class NativeChannel:
     async def cancel(self, consumer_tag: str) -> None:
         self._cancel_callbacks.pop(consumer_tag, None)
         what = f"cancel consumer {consumer_tag!r}"
-        await self.rpc(
-            _method(what, spec.Basic.Cancel, consumer_tag=consumer_tag),
-            (spec.Basic.CancelOk,),
-            what,
-        )
+        await self._ask(what, (spec.Basic.CancelOk,), spec.Basic.Cancel, consumer_tag=consumer_tag)
         self._consumers.pop(consumer_tag, None)
 
     async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
@@ -904,6 +891,12 @@ class NativeChannel:
         self._gone(None)
 
     # -- requests -----------------------------------------------------------------------------
+
+    async def _ask(
+        self, what: str, answers: tuple[type[Any], ...], kind: type[Any], **fields: Any
+    ) -> Any:
+        """Send the method ``kind`` with ``fields`` and return its answer (one of ``answers``)."""
+        return await self.rpc(_method(what, kind, **fields), answers, what)
 
     async def rpc(self, request: PamqpFrame, answers: tuple[type[Any], ...], what: str) -> Any:
         """Send a synchronous method and return its answer (one at a time per channel)."""

@@ -22,7 +22,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 from urllib.parse import parse_qsl
 
@@ -75,6 +75,9 @@ class BrokerUrl:
     heartbeat_s: int
     verify_tls: bool
     connection_name: str | None
+    options: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """The query options, checked (``QUERY_OPTIONS``); ``url`` holds them, so equality
+    compares them through it."""
 
 
 def parse_broker_url(url: str) -> BrokerUrl:
@@ -94,6 +97,7 @@ def parse_broker_url(url: str) -> BrokerUrl:
         heartbeat_s=heartbeat_s,
         verify_tls=verify_tls,
         connection_name=options.get("name"),
+        options=options,
     )
 
 
