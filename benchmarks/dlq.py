@@ -16,6 +16,8 @@ of a preloaded (untimed) classic durable queue to another queue:
                       its own, timed from its start (Python, imports, connecting: start-up
                       counted) to its exit; its peak RSS (the process's ru_maxrss) is shown
                       apart
+* ... (native)        the same three on rr's own AMQP client (``RR_AMQP_CLIENT=native``,
+                      ``transport/native.py``) instead of the aiormq adapter
 * aiormq pipelined    raw aiormq: consume with the same prefetch, publish the message as it
                       is (mandatory) on a confirm channel, await the confirm, ack; every
                       delivery's callback runs at once, so publishes are pipelined. aiormq's
@@ -30,9 +32,10 @@ of a preloaded (untimed) classic durable queue to another queue:
 
 Timed: from the first basic.consume / basic.get to the moment every dead letter is acked and
 the broker has processed the acks (a round trip on the consuming channel). Each round runs
-every case once, in a fixed order; the table shows the median rate and the median of the
-per-round ratios. Then `inspect`: reading N messages without taking them (`read_messages`,
-what `rr dlq inspect` does before rendering), timed the same way, median of the rounds.
+every case once, the order rotated by one each round; the table shows the median rate and the
+median of the per-round ratios. Then `inspect`: reading N messages without taking them
+(`scan_messages`, what `rr dlq inspect` does under its rendering), timed the same way, median of
+the rounds.
 
 Needs a RabbitMQ (default amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own
 queues. Speed is measured here, never asserted in the test suite.
@@ -60,7 +63,8 @@ from rabbitctl_retry.dlq.move import MovePlan
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.ops import dlq
 from rabbitctl_retry.ops import transfer as replay
-from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport import amqp, clients, native
+from rabbitctl_retry.transport.base import Connection
 
 BODY = json.dumps({"id": 1, "card": "4111111111111111", "note": "x" * 150}).encode()[:200]
 
@@ -125,26 +129,46 @@ async def depth(url: str, queue: str) -> int:
 # ---------------------------------------------------------------- cases
 
 
-async def rr_replay(url: str, source: str, target: str, count: int, prefetch: int) -> float:
-    connection = await amqp.connect(url)
-    plan = ReplayPlan(source=source, run_id=uuid.uuid4().hex)
-    started = time.perf_counter()
-    report = await replay.replay_queue(connection, plan, replay.TransferOptions(window=prefetch))
-    elapsed = time.perf_counter() - started
-    await connection.close()
-    assert report.sent == count, (report.sent, report.failed, report.stopped)
-    return count / elapsed
+Case = Callable[[str, str, str, int, int], Awaitable[float]]
+Connect = Callable[[str], Awaitable[Connection]]
 
 
-async def rr_move(url: str, source: str, target: str, count: int, prefetch: int) -> float:
-    connection = await amqp.connect(url)
-    plan = MovePlan(source=source, to=target)
-    started = time.perf_counter()
-    report = await replay.move_queue(connection, plan, replay.TransferOptions(window=prefetch))
-    elapsed = time.perf_counter() - started
-    await connection.close()
-    assert report.sent == count, (report.sent, report.failed, report.stopped)
-    return count / elapsed
+async def aiormq_connect(url: str) -> Connection:
+    return await amqp.connect(url)
+
+
+async def native_connect(url: str) -> Connection:
+    return await native.connect(url)
+
+
+def rr_replay(connect: Connect) -> Case:
+    async def case(url: str, source: str, target: str, count: int, prefetch: int) -> float:
+        connection = await connect(url)
+        plan = ReplayPlan(source=source, run_id=uuid.uuid4().hex)
+        options = replay.TransferOptions(window=prefetch)
+        started = time.perf_counter()
+        report = await replay.replay_queue(connection, plan, options)
+        elapsed = time.perf_counter() - started
+        await connection.close()
+        assert report.sent == count, (report.sent, report.failed, report.stopped)
+        return count / elapsed
+
+    return case
+
+
+def rr_move(connect: Connect) -> Case:
+    async def case(url: str, source: str, target: str, count: int, prefetch: int) -> float:
+        connection = await connect(url)
+        plan = MovePlan(source=source, to=target)
+        options = replay.TransferOptions(window=prefetch)
+        started = time.perf_counter()
+        report = await replay.move_queue(connection, plan, options)
+        elapsed = time.perf_counter() - started
+        await connection.close()
+        assert report.sent == count, (report.sent, report.failed, report.stopped)
+        return count / elapsed
+
+    return case
 
 
 async def aiormq_pipelined(url: str, source: str, target: str, count: int, prefetch: int) -> float:
@@ -207,37 +231,47 @@ async def ceiling(url: str, source: str, target: str, count: int, prefetch: int)
     return result.rate
 
 
-PEAK_RSS_KIB: list[int] = []
-"""The peak RSS of each `rr dlq replay` process run, in KiB."""
+PEAK_RSS_KIB: dict[str, list[int]] = {}
+"""The peak RSS of each `rr dlq replay` process run, in KiB, by client."""
 
 
-def _replay_process(url: str, source: str) -> tuple[float, int, int]:
-    """Run `rr dlq replay SOURCE`; (seconds, exit status, peak RSS in KiB)."""
+def _replay_process(url: str, source: str, client: str) -> tuple[float, int, int]:
+    """Run `rr dlq replay SOURCE` on ``client``; (seconds, exit status, peak RSS in KiB)."""
     command = [sys.executable, "-m", "rabbitctl_retry", "dlq", "replay", source, "--yes"]
     command += ["--url", url, "--output", "tsv"]
+    environ = {**os.environ, clients.ENV: client}
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ
+    )
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     return elapsed, process.returncode, usage.ru_maxrss
 
 
-async def rr_replay_command(url: str, source: str, target: str, count: int, prefetch: int) -> float:
-    elapsed, code, peak_kib = await asyncio.to_thread(_replay_process, url, source)
-    assert code == 0, f"rr dlq replay exited with {code}"
-    PEAK_RSS_KIB.append(peak_kib)
-    return count / elapsed
+def rr_replay_command(client: str) -> Case:
+    async def case(url: str, source: str, target: str, count: int, prefetch: int) -> float:
+        elapsed, code, peak_kib = await asyncio.to_thread(_replay_process, url, source, client)
+        assert code == 0, f"rr dlq replay exited with {code}"
+        PEAK_RSS_KIB.setdefault(client, []).append(peak_kib)
+        return count / elapsed
+
+    return case
 
 
-Case = Callable[[str, str, str, int, int], Awaitable[float]]
 CEILING = "ceiling (pamqp, socket)"
+PIPELINED = "aiormq pipelined move"
+GET_LOOP = "aiormq get/publish/ack loop"
 CASES: dict[str, Case] = {
-    "rr replay": rr_replay,
-    "rr move": rr_move,
-    "rr dlq replay (CLI)": rr_replay_command,
-    "aiormq pipelined move": aiormq_pipelined,
-    "aiormq get/publish/ack loop": aiormq_get_loop,
+    "rr replay": rr_replay(aiormq_connect),
+    "rr move": rr_move(aiormq_connect),
+    "rr dlq replay (CLI)": rr_replay_command("aiormq"),
+    "rr replay (native)": rr_replay(native_connect),
+    "rr move (native)": rr_move(native_connect),
+    "rr dlq replay (CLI, native)": rr_replay_command("native"),
+    PIPELINED: aiormq_pipelined,
+    GET_LOOP: aiormq_get_loop,
     CEILING: ceiling,
 }
 
@@ -248,19 +282,22 @@ async def inspect_seconds(url: str, count: int) -> float:
     try:
         connection = await amqp.connect(url)
         started = time.perf_counter()
-        read = await dlq.read_messages(connection, source)
+        scan = await dlq.scan_messages(connection, source, lambda delivery: True)
         elapsed = time.perf_counter() - started
         await connection.close()
-        assert len(read.deliveries) == count
+        assert scan.read == count
         assert await depth(url, source) == count  # nothing taken
         return elapsed
     finally:
         await delete(url, source, f"{source}.origin")
 
 
-async def one_round(url: str, count: int, prefetch: int) -> dict[str, float]:
+async def one_round(url: str, count: int, prefetch: int, index: int) -> dict[str, float]:
     rates: dict[str, float] = {}
-    for name, case in CASES.items():
+    names = list(CASES)
+    shift = index % len(names)
+    for name in names[shift:] + names[:shift]:
+        case = CASES[name]
         source = f"rr-bench-dlq-{uuid.uuid4().hex[:8]}"
         target = f"{source}.origin"
         await preload(url, source, target, count)
@@ -283,8 +320,8 @@ async def main() -> None:
     args = parser.parse_args()
     rounds = []
     inspects = []
-    for _ in range(args.rounds):
-        rounds.append(await one_round(args.url, args.messages, args.prefetch))
+    for index in range(args.rounds):
+        rounds.append(await one_round(args.url, args.messages, args.prefetch, index))
         inspects.append(await inspect_seconds(args.url, args.inspect))
     print(
         f"{args.messages} dead letters, prefetch {args.prefetch}, {args.rounds} rounds, "
@@ -296,19 +333,20 @@ async def main() -> None:
     )
     for name in CASES:
         rates = [r[name] for r in rounds]
-        pipelined = statistics.median(r[name] / r["aiormq pipelined move"] for r in rounds)
-        get_loop = statistics.median(r[name] / r["aiormq get/publish/ack loop"] for r in rounds)
+        pipelined = statistics.median(r[name] / r[PIPELINED] for r in rounds)
+        get_loop = statistics.median(r[name] / r[GET_LOOP] for r in rounds)
         versus_ceiling = statistics.median(r[name] / r[CEILING] for r in rounds)
         each = " ".join(f"{rate:,.0f}" for rate in rates)
         print(
             f"{name:30} {statistics.median(rates):15,.0f} {pipelined:12.2f} {get_loop:11.2f} "
             f"{versus_ceiling:10.2f}  {each}"
         )
-    print(
-        "rr dlq replay (CLI) peak RSS: "
-        + ", ".join(f"{kib / 1024:.0f} MiB" for kib in PEAK_RSS_KIB)
-        + f" ({args.messages:,} dead letters each run)"
-    )
+    for client, peaks in PEAK_RSS_KIB.items():
+        print(
+            f"rr dlq replay (CLI, {client}) peak RSS: "
+            + ", ".join(f"{kib / 1024:.0f} MiB" for kib in peaks)
+            + f" ({args.messages:,} dead letters each run)"
+        )
     each = " ".join(f"{seconds:.2f}" for seconds in inspects)
     print(
         f"inspect {args.inspect:,} messages (read, nothing taken): "

@@ -589,7 +589,11 @@ def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]
     return [
         Entry(NOOP_1ACK, "noop", aiormq_noop(1)),
         Entry(NOOP_BATCHED, "noop", aiormq_noop(batch)),
-        Entry("no-op rr run", "noop", rr_run(noop_topology, lambda: None, timeout_s, "aiormq")),
+        Entry(
+            "no-op rr run (aiormq)",
+            "noop",
+            rr_run(noop_topology, lambda: None, timeout_s, "aiormq"),
+        ),
         Entry(
             "no-op rr run (native)",
             "noop",
@@ -600,7 +604,7 @@ def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]
         Entry(RETRY_1ACK, "retry", aiormq_retry(1)),
         Entry(RETRY_BATCHED, "retry", aiormq_retry(batch)),
         Entry(
-            "retry rr run (copy+ack)",
+            "retry rr run (aiormq)",
             "retry",
             rr_run(retry_topology, Outcome.retry, timeout_s, "aiormq"),
         ),

@@ -118,6 +118,9 @@ class Ledger:
     """Handler calls that returned ack."""
     attempts: dict[str, list[int]] = field(default_factory=dict)
     handler_delay_s: float = 0.0
+    ended_at: dict[str, float] = field(default_factory=dict)
+    """id -> loop time its first call with a final outcome returned (an ack, a drop, or the
+    last attempt's retry: rr then dead-letters it)."""
 
     def handler(self) -> Callable[[Message], Awaitable[AnyOutcome]]:
         async def handle(msg: Message) -> AnyOutcome:
@@ -129,9 +132,15 @@ class Ledger:
             outcome = self.outcome_of(message_id, msg.attempt)
             if isinstance(outcome, Ack):
                 self.acked[message_id] += 1
+            if isinstance(outcome, Ack | Drop) or msg.attempt >= self.max_attempts:
+                self.ended_at.setdefault(message_id, asyncio.get_running_loop().time())
             return outcome
 
         return handle
+
+    def ended_before(self, moment: float) -> set[str]:
+        """The ids whose handler had returned their final outcome before ``moment``."""
+        return {message_id for message_id, at in self.ended_at.items() if at < moment}
 
     def settled(self, ids: Iterable[str], dead: Counter[str]) -> int:
         """How many ``ids`` reached their planned end (acked by a handler, or dead)."""

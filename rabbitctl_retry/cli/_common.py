@@ -32,7 +32,7 @@ from rabbitctl_retry.errors import (
     escape_unprintable,
     exit_code_for,
 )
-from rabbitctl_retry.json_text import escape_unsafe
+from rabbitctl_retry.json_text import escape_unsafe, json_chunks, json_default
 from rabbitctl_retry.transport.base import Connection, Connector
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 
@@ -57,7 +57,7 @@ class CliSettings:
 
 async def amqp_connector(url: str, *, client_name: str = "rr") -> Connection:
     """rr's own connector: the AMQP client ``RR_AMQP_CLIENT`` chooses (``transport/clients.py``:
-    aiormq unless it says native; imported on the first connect). ``client_name`` is the
+    rr's own unless it says aiormq; imported on the first connect). ``client_name`` is the
     connection's name on the broker (``connection_name``), unless the URL names one
     (``?name=``)."""
     from rabbitctl_retry.transport import clients
@@ -244,9 +244,12 @@ def _urls_from_env() -> bool:
 def print_json(document: Any) -> None:
     """One stable JSON document on stdout, with nothing a terminal acts on: every C0 and C1
     control, DEL, bidi control, U+2028/U+2029 and lone surrogate inside a string is written
-    as a ``\\uXXXX`` escape (the same JSON value; docs/dlq.md, "JSON output")."""
-    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write(escape_unsafe(text) + "\n")
+    as a ``\\uXXXX`` escape (the same JSON value; docs/dlq.md, "JSON output"). A
+    :class:`~rabbitctl_retry.json_text.StreamedArray` in it is written item by item."""
+    write = sys.stdout.write
+    for chunk in json_chunks(document):
+        write(chunk)
+    write("\n")
     sys.stdout.flush()
 
 
@@ -255,7 +258,7 @@ def print_json_line(document: Any, *, compact: bool = True, flush: bool = False)
     a space after each ``,`` and ``:``, as ``rr status --watch`` writes each reading),
     escaped as :func:`print_json` escapes."""
     separators = (",", ":") if compact else (", ", ": ")
-    text = json.dumps(document, ensure_ascii=False, separators=separators, default=str)
+    text = json.dumps(document, ensure_ascii=False, separators=separators, default=json_default)
     sys.stdout.write(escape_unsafe(text) + "\n")
     if flush:
         sys.stdout.flush()

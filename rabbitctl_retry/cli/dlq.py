@@ -110,7 +110,7 @@ def export_command(
     finally:
         if target is not None:
             target.discard()
-    exported = len(read.deliveries)
+    exported = read.exported
     matching = f" matching {' and '.join(where)}" if where else ""
     finish(
         Outcome(

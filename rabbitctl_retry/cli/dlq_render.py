@@ -6,6 +6,7 @@ characters are escaped and nothing is read as markup.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -164,19 +165,19 @@ def transfer_table(report: TransferReport) -> Table:
             count_cell(count),
             cell(reason or ""),
         )
-    failures = [result for result in report.results if result.outcome is TransferOutcome.FAILED]
-    for result in failures[:FAILURES_SHOWN]:
+    failures = (result for result in report.results if result.outcome is TransferOutcome.FAILED)
+    for result in itertools.islice(failures, FAILURES_SHOWN):
         table.add_row(
             cell(result.to or "-"),
             cell(result.outcome.value, _OUTCOME_STYLE[result.outcome]),
             cell(f"id {result.message_id}" if result.message_id else "(no message id)"),
             cell(result.reason or ""),
         )
-    if len(failures) > FAILURES_SHOWN:
+    if report.failed > FAILURES_SHOWN:
         table.add_row(
             cell("..."),
             cell("failed", _OUTCOME_STYLE[TransferOutcome.FAILED]),
-            cell(f"{len(failures) - FAILURES_SHOWN:,} more"),
+            cell(f"{report.failed - FAILURES_SHOWN:,} more"),
             cell("--output json lists every one"),
         )
     return table

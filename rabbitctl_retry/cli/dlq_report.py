@@ -26,6 +26,7 @@ from rabbitctl_retry.errors import (
     PartialFailure,
     RrError,
 )
+from rabbitctl_retry.json_text import StreamedArray
 from rabbitctl_retry.ops.dlq import ImportReport
 
 
@@ -53,14 +54,18 @@ def outcome_text(kind: TransferKind, outcome: TransferOutcome) -> str:
 
 
 def transfer_document(report: TransferReport) -> dict[str, Any]:
-    """``rr dlq replay|move --output json`` for one source (docs/dlq.md)."""
+    """``rr dlq replay|move --output json`` for one source (docs/dlq.md); its results are
+    written one by one, never held as one list (dlq/results.py)."""
     return {
         "source": report.source,
         "dry_run": report.dry_run,
         report.kind.past: report.sent,
         "skipped": report.skipped,
         "failed": report.failed,
-        "results": [result_document(report.kind, result) for result in report.results],
+        "results": StreamedArray(
+            lambda: (result_document(report.kind, result) for result in report.results),
+            len(report.results),
+        ),
     }
 
 

@@ -1,4 +1,4 @@
-"""Pure. What a transfer (``rr dlq replay``, ``rr dlq move``) found: one result per message
+"""What a transfer (``rr dlq replay``, ``rr dlq move``) found: one result per message
 read, the run's report, and the counts its table groups. The CLI renders them and picks the
 exit code (``cli/dlq_report.py``)."""
 
@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from rabbitctl_retry.dlq.results import TransferOutcome, TransferResult, TransferResults
 
 
 class TransferKind(StrEnum):
@@ -23,24 +25,6 @@ class TransferKind(StrEnum):
         return {"replay": "replayed", "move": "moved", "purge": "purged"}[self.value]
 
 
-class TransferOutcome(StrEnum):
-    SENT = "sent"
-    """Copied to its target, confirmed, and removed from the source (shown as "replayed" or
-    "moved")."""
-    SKIPPED = "skipped"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class TransferResult:
-    """What happened to one dead letter (one entry of the JSON ``results``, docs/dlq.md)."""
-
-    message_id: str | None
-    to: str | None
-    outcome: TransferOutcome
-    reason: str | None = None
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransferReport:
     """One source queue's replay or move."""
@@ -48,7 +32,8 @@ class TransferReport:
     source: str
     dry_run: bool
     kind: TransferKind = TransferKind.REPLAY
-    results: tuple[TransferResult, ...] = ()
+    results: TransferResults = field(default_factory=TransferResults)
+    """One per message read, in the order read (kept in bounded memory: dlq/results.py)."""
     in_queue: int = 0
     """Messages ready in the source when the run started."""
     examined: int = 0
@@ -67,7 +52,7 @@ class TransferReport:
     elapsed_s: float = 0.0
 
     def count(self, outcome: TransferOutcome) -> int:
-        return sum(1 for result in self.results if result.outcome is outcome)
+        return self.results.count(outcome)
 
     @property
     def sent(self) -> int:
@@ -121,3 +106,16 @@ def target_counts(
             key=lambda item: (-item[1], item[0][0] or "", item[0][1], item[0][2] or ""),
         )
     ]
+
+
+__all__ = [
+    "TransferKind",
+    "TransferOutcome",
+    "TransferReport",
+    "TransferResult",
+    "TransferResults",
+    "group_counts",
+    "groups_text",
+    "limit_reached",
+    "target_counts",
+]

@@ -283,6 +283,16 @@ def properties_of(record: Record) -> Properties:
     return Properties(**values, headers=dict(record.headers) if record.headers else None)
 
 
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    in_queue: int
+    """Messages ready in the queue when the read started."""
+    exported: int
+    """Messages written."""
+    complete: bool
+    """False when the read stopped early: no delivery came for a while (another consumer)."""
+
+
 async def export_queue(
     connection: Connection,
     queue: str,
@@ -291,17 +301,30 @@ async def export_queue(
     limit: int | None = None,
     progress: ProgressSink = NO_PROGRESS,
     keep: Callable[[Delivery], bool] | None = None,
-) -> ReadResult:
+) -> ExportResult:
     """Write up to ``limit`` messages of ``queue`` to ``out`` as JSON Lines, taking none;
-    with ``keep``, only those it keeps (``--where``). The result's deliveries are those
-    written."""
-    read = await read_messages(connection, queue, limit=limit, progress=progress)
-    written = tuple(d for d in read.deliveries if keep is None or keep(d))
-    for delivery in written:
-        out.write(record_line(record_of(delivery)))
-        out.write("\n")
+    with ``keep``, only those it keeps (``--where``). Each is written as it is read: any
+    number in constant memory. The first write that fails ends the read and is raised."""
+    exported = 0
+    failure: Exception | None = None
+
+    def write(delivery: Delivery) -> bool:
+        nonlocal exported, failure
+        if keep is not None and not keep(delivery):
+            return True
+        try:
+            out.write(record_line(record_of(delivery)) + "\n")
+        except Exception as error:  # raised below: the transport would drop it here
+            failure = error
+            return False
+        exported += 1
+        return True
+
+    scan = await scan_messages(connection, queue, write, limit=limit, progress=progress)
+    if failure is not None:
+        raise failure
     out.flush()
-    return dataclasses.replace(read, deliveries=written)
+    return ExportResult(scan.in_queue, exported, scan.complete)
 
 
 def read_records(path: Path) -> Iterator[tuple[int, Record]]:
@@ -505,6 +528,7 @@ __all__ = [
     "NO_PROGRESS",
     "REPLAY_WINDOW",
     "CheckedFile",
+    "ExportResult",
     "ImportReport",
     "ProgressSink",
     "QueueState",

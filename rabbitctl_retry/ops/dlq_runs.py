@@ -14,9 +14,9 @@ from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.report import TransferReport
 from rabbitctl_retry.ops.dlq import (
     CheckedFile,
+    ExportResult,
     ImportReport,
     ProgressSink,
-    ReadResult,
     ScanResult,
     export_queue,
     import_file,
@@ -67,7 +67,7 @@ async def export(
     look: Look,
     bar: Bar,
     keep: Callable[[Delivery], bool] | None = None,
-) -> ReadResult:
+) -> ExportResult:
     """``rr dlq export``: up to ``limit`` messages of ``queue`` (those ``keep`` keeps) written
     to ``out`` as JSON Lines, none taken (:func:`~rabbitctl_retry.ops.dlq.export_queue`)."""
     connection = await connect()

@@ -56,6 +56,7 @@ from rabbitctl_retry.dlq.report import (
     TransferResult,
     limit_reached,
 )
+from rabbitctl_retry.dlq.results import TransferResults
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.clock import Clock, WallClock
 from rabbitctl_retry.ops.copying import copy_properties
@@ -64,7 +65,7 @@ from rabbitctl_retry.ops.dlq import (
     NO_PROGRESS,
     REPLAY_WINDOW,
     ProgressSink,
-    read_messages,
+    scan_messages,
 )
 from rabbitctl_retry.ops.probe import depth_on, queue_missing
 from rabbitctl_retry.ops.sending import CopySender
@@ -425,14 +426,15 @@ async def dry_run(
     options = options or TransferOptions()
     reasons = REASONS[kind]
     started = time.perf_counter()
-    choices: list[tuple[Delivery, Choice]] = []
+    choices: list[tuple[str | None, Choice]] = []
+    """(message id, choice) of each message read: a few small objects each."""
     attempted = 0
     stopped: str | None = None
 
     def keep_going(delivery: Delivery) -> bool:
         nonlocal attempted, stopped
         choice = choice_of(choose, delivery, options.clock.now(), reasons, options.only)
-        choices.append((delivery, choice))
+        choices.append((delivery.properties.message_id, choice))
         if isinstance(choice, Send | Discard | Fail):
             attempted += 1
             if options.limit is not None and attempted >= options.limit:
@@ -440,18 +442,17 @@ async def dry_run(
                 return False
         return True
 
-    read = await read_messages(
-        connection, source, keep_going=keep_going, progress=progress, idle_s=options.idle_s
+    scan = await scan_messages(
+        connection, source, keep_going, progress=progress, idle_s=options.idle_s
     )
-    if not read.complete:
+    if not scan.complete:
         stopped = (
             f"no {reasons.item} came for {options.idle_s:g} s after {len(choices):,}: another "
             "consumer may be taking them"
         )
     exists: dict[str, str | None] = {}
-    results: list[TransferResult] = []
-    for delivery, choice in choices:
-        message_id = delivery.properties.message_id
+    results = TransferResults()
+    for message_id, choice in choices:
         match choice:
             case Send(to=to):
                 if to not in exists:
@@ -472,8 +473,8 @@ async def dry_run(
         source=source,
         dry_run=True,
         kind=kind,
-        results=tuple(results),
-        in_queue=read.in_queue,
+        results=results,
+        in_queue=scan.in_queue,
         examined=len(choices),
         stopped=stopped,
         elapsed_s=time.perf_counter() - started,

@@ -30,6 +30,7 @@ interruption): the report marks those, and nothing else (docs/dlq.md, "Interrupt
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
@@ -43,6 +44,7 @@ from rabbitctl_retry.dlq.report import (
     TransferResult,
     limit_reached,
 )
+from rabbitctl_retry.dlq.results import TransferResults
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, PublishFailed, TransportError
 from rabbitctl_retry.ops.sent import SendResult, Sent
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
@@ -160,7 +162,14 @@ class TransferState:
         self._closed_under_us = BrokerUnreachable(
             f"the connection to the broker closed during the {kind}"
         )
-        self._letters: list[_Letter] = []
+        self._letters: deque[_Letter] = deque()
+        """The messages read whose outcome is not final yet, or that follow one whose outcome
+        is not: results keep the order read. At most the window and the copies waiting."""
+        self._results = TransferResults()
+        """The final results of the messages read before those in ``_letters``."""
+        self._duplicates = 0
+        """Possible duplicates among ``_results``."""
+        self._reported = False
         # delivery tag -> message, for every message not done, one map per stage
         self._waiting: dict[int, _Letter] = {}
         self._publishing: dict[int, _Letter] = {}
@@ -342,6 +351,7 @@ class TransferState:
             letter = unknown.pop(tag, None)
             if letter is not None:
                 letter.stage = Stage.DONE
+        self._settle_done()
 
     def consumer_cancelled(self) -> bool:
         """The consumer a :attr:`Verdict.fresh_consumer` asked to replace is cancelled:
@@ -392,10 +402,12 @@ class TransferState:
 
     def report(self, elapsed_s: float) -> TransferReport:
         """One result per message read, in the order read (module doc: what is marked as a
-        possible duplicate)."""
+        possible duplicate). Made once, at the end: the results move into it."""
+        assert not self._reported, "a transfer's report is made once"
+        self._reported = True
         interrupted = self.interrupted is not None
-        results: list[TransferResult] = []
-        duplicates = 0
+        results = self._results
+        duplicates = self._duplicates
         for letter in self._letters:
             outcome, reason, maybe_duplicate = letter.outcome, letter.reason, letter.maybe_duplicate
             if letter.stage is Stage.WAITING:
@@ -409,11 +421,12 @@ class TransferState:
                 reason = NOT_FINISHED
             duplicates += maybe_duplicate
             results.append(TransferResult(letter.message_id, letter.to, outcome, reason))
+        self._letters.clear()
         return TransferReport(
             source=self.source,
             kind=self.kind,
             dry_run=False,
-            results=tuple(results),
+            results=results,
             in_queue=self.in_queue,
             examined=self.examined,
             stopped=self.stopped,
@@ -432,7 +445,18 @@ class TransferState:
         letter.stage = Stage.DONE
         letter.outcome = outcome
         letter.reason = reason
+        self._settle_done()
         return self._hold(advance)
+
+    def _settle_done(self) -> None:
+        """Move the results of the first messages read, while final, out of ``_letters``."""
+        letters = self._letters
+        while letters and letters[0].stage is Stage.DONE:
+            letter = letters.popleft()
+            self._duplicates += letter.maybe_duplicate
+            self._results.append(
+                TransferResult(letter.message_id, letter.to, letter.outcome, letter.reason)
+            )
 
     def _unconfirmed(self, letter: _Letter) -> Verdict:
         """The copy was sent (or being sent) when the run was cut: it may have arrived."""

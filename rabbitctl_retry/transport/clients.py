@@ -3,10 +3,11 @@
 
 ``RR_AMQP_CLIENT`` chooses (docs/runtime.md, "Speed"):
 
-``aiormq`` (or unset)
-    the aiormq adapter, rr's default.
-``native``
-    rr's own client: the same URLs, errors and behaviour, fewer steps per message.
+``native`` (or unset)
+    rr's own client, the default: the same URLs, errors and behaviour as aiormq's adapter,
+    fewer steps per message.
+``aiormq``
+    the aiormq adapter: the way back, should rr's own client misbehave somewhere.
 
 :func:`choose` is the pure decision; :func:`connect` carries it out.
 """
@@ -29,7 +30,7 @@ CHOICES: tuple[ClientName, ...] = ("aiormq", "native")
 
 def choose(setting: str | None) -> ClientName:
     """The client for ``setting`` (``RR_AMQP_CLIENT``'s value, ``None`` when unset)."""
-    wanted = (setting or "").strip().lower() or "aiormq"
+    wanted = (setting or "").strip().lower() or "native"
     if wanted == "native":
         return "native"
     if wanted == "aiormq":

@@ -3,7 +3,8 @@
 The sans-io half of rr's own AMQP client (``transport/native.py``): :class:`FrameSplitter`
 takes whatever the socket gave, in any chunks, and hands out whole frames in order; the
 encoders write the frames a consumer sends most (``basic.ack``, ``basic.reject``,
-``basic.nack``) and the one it reads most (``basic.deliver``) without a general codec. Every
+``basic.nack``) and the readers read those it receives most (``basic.deliver``, a publisher's
+confirms) without a general codec. Every
 other frame is encoded and decoded by pamqp, through ``transport/codec.py``.
 """
 
@@ -23,6 +24,9 @@ _HEAD = struct.Struct(">BHI")
 _SETTLE = struct.Struct(">BHIHHQB")
 _SETTLE_END = bytes([FRAME_END])
 _DELIVER_ID = b"\x00\x3c\x00\x3c"
+_CONFIRM = struct.Struct(">HHQB")
+_ACK_ID = (60, 80)
+_NACK_ID = (60, 120)
 _TAG = struct.Struct(">Q")
 HEARTBEAT_FRAME = _HEAD.pack(HEARTBEAT, 0, 0) + _SETTLE_END
 
@@ -130,6 +134,29 @@ def read_deliver(payload: bytes) -> Deliver | None:
     except (IndexError, struct.error) as error:
         raise FrameError("basic.deliver cut short") from error
     return Deliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+
+
+@dataclass(frozen=True, slots=True)
+class Confirm:
+    """A publisher confirm (``basic.ack`` or ``basic.nack`` from the broker), read without a
+    general codec."""
+
+    nack: bool
+    delivery_tag: int
+    multiple: bool
+
+
+def read_confirm(payload: bytes) -> Confirm | None:
+    """A ``basic.ack`` or ``basic.nack`` method payload's fields; ``None`` for any other
+    payload (then the general codec reads it)."""
+    if len(payload) != _CONFIRM.size:
+        return None
+    class_id, method_id, delivery_tag, bits = _CONFIRM.unpack(payload)
+    if (class_id, method_id) == _ACK_ID:
+        return Confirm(False, delivery_tag, bool(bits & 1))
+    if (class_id, method_id) == _NACK_ID:
+        return Confirm(True, delivery_tag, bool(bits & 1))
+    return None
 
 
 def _short_string(payload: bytes, offset: int) -> tuple[str, int]:

@@ -1,13 +1,13 @@
 """rr's own AMQP 0-9-1 client: the transport port over one ``asyncio.Protocol``.
 
-A second adapter of the port beside ``transport/amqp.py`` (aiormq), for speed: a delivery
-goes from the socket to its consumer's callback in one pass over the bytes the socket gave
+rr's default adapter of the port (aiormq's, ``transport/amqp.py``, is the other), for speed:
+a delivery goes from the socket to its consumer's callback in one pass over the bytes read
 (``transport/frames.py`` splits them; ``basic.deliver`` is read without a general codec),
 and acks, rejects and nacks are written as they are decided, with no queue or task between.
 Every other frame is encoded and decoded by pamqp through rr's codec (``transport/codec.py``),
 so tables, lenient decoding of malformed messages and raw properties are the same as with
-aiormq. ``RR_AMQP_CLIENT=native`` chooses it (``transport/clients.py``; docs/runtime.md,
-"Speed").
+aiormq. ``RR_AMQP_CLIENT=aiormq`` chooses aiormq's instead (``transport/clients.py``;
+docs/runtime.md, "Running it" and "Speed").
 
 Same URLs (``transport/url.py``; TLS, ``auth=external``, ``heartbeat``, ``name``), same
 errors (``transport/errors.py``, ``transport/reply_codes.py``), same rules as the port
@@ -86,6 +86,7 @@ from rabbitctl_retry.transport.frames import (
     frame_bytes,
     is_deliver,
     nack_frame,
+    read_confirm,
     read_deliver,
     reject_frame,
 )
@@ -112,6 +113,11 @@ CHANNEL_MAX = 2047
 """Channels rr asks for at most (RabbitMQ's default)."""
 CLOSE_TIMEOUT_S = 5.0
 """How long a channel's or the connection's close waits for the broker's answer."""
+READ_PAUSE_DELIVERIES = 256
+"""Deliveries one read of the socket handed to callbacks at which rr reads no more until the
+event loop has started every one of them. uvloop reads up to 32 times in a row before it
+runs a task: a consumer without a prefetch limit (a read of a whole queue, ``ops/dlq.py``)
+would otherwise pile up the queue in memory, one task per message."""
 MISSED_HEARTBEATS = 3
 """Heartbeat timeouts without a frame from the broker before the connection is taken for dead."""
 
@@ -266,6 +272,9 @@ class _Protocol(asyncio.Protocol):
         self._last_read_s = loop.time()
         self._heartbeat_task: asyncio.Task[None] | None = None
         self.blocked_listeners: list[BlockedListener] = []
+        self.deliveries = 0
+        """Deliveries handed to consumer callbacks so far."""
+        self._reading_paused = False
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -282,6 +291,7 @@ class _Protocol(asyncio.Protocol):
             self.lost(BrokerUnreachable(f"{_FAILED}: {error}"))
             return
         channels = self.channels
+        before = self.deliveries
         for frame in frames:
             number = frame.channel
             try:
@@ -297,6 +307,8 @@ class _Protocol(asyncio.Protocol):
                 return
             if self.closed.done():
                 return
+        if self.deliveries - before >= READ_PAUSE_DELIVERIES:
+            self._pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         # The words of the aiormq adapter's (transport/errors.py): a close without a word
@@ -309,6 +321,26 @@ class _Protocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
+
+    # -- one read at a time -------------------------------------------------------------------
+
+    def _pause_reading(self) -> None:
+        """Read no more until the callbacks of this read have started: their tasks' first
+        steps are scheduled already, and run before :meth:`_resume_reading`."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self._reading_paused = True
+        transport.pause_reading()
+        self.loop.call_soon(self._resume_reading)
+
+    def _resume_reading(self) -> None:
+        self._reading_paused = False
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self._last_read_s = self.loop.time()  # heartbeats may have waited in the socket
+        transport.resume_reading()
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -429,7 +461,7 @@ class _Protocol(asyncio.Protocol):
             await asyncio.sleep(interval_s)
             if self.closed.done():
                 return
-            if self.loop.time() - self._last_read_s > dead_after_s:
+            if not self._reading_paused and self.loop.time() - self._last_read_s > dead_after_s:
                 self.lost(BrokerUnreachable(HEARTBEAT_LOST.format(seconds=self.heartbeat_s)))
                 return
             with contextlib.suppress(_Closed):
@@ -974,6 +1006,10 @@ class NativeChannel:
                 deliver = read_deliver(payload)
                 self._content = _Content(deliver if deliver is not None else _decode(frame))
                 return
+            confirm = read_confirm(payload)
+            if confirm is not None:
+                self._confirmed(confirm.nack, confirm.delivery_tag, confirm.multiple)
+                return
             self._on_method(_decode(frame))
         elif kind == CONTENT_HEADER:
             self._on_header(frame)
@@ -1037,6 +1073,7 @@ class NativeChannel:
         task = asyncio.ensure_future(callback(delivery))
         self._tasks.add(task)
         task.add_done_callback(self._delivered)
+        self._protocol.deliveries += 1
 
     def _delivered(self, task: asyncio.Future[None]) -> None:
         self._tasks.discard(task)
@@ -1045,7 +1082,8 @@ class NativeChannel:
 
     def _on_method(self, method: Any) -> None:
         if isinstance(method, spec.Basic.Ack | spec.Basic.Nack):
-            self._confirmed(method)
+            nack = isinstance(method, spec.Basic.Nack)
+            self._confirmed(nack, int(method.delivery_tag or 0), bool(method.multiple))
         elif isinstance(method, _CONTENT_METHODS):
             self._content = _Content(method)
         elif isinstance(method, spec.Basic.Cancel):
@@ -1104,14 +1142,23 @@ class NativeChannel:
             extra={"rr": {"message_id": properties.message_id, "routing_key": method.routing_key}},
         )
 
-    def _confirmed(self, method: spec.Basic.Ack | spec.Basic.Nack) -> None:
-        tag = int(method.delivery_tag or 0)
-        tags = [t for t in self._publishes if t <= tag] if method.multiple else [tag]
-        for each in tags:
-            publish = self._publishes.pop(each, None)
+    def _confirmed(self, nack: bool, tag: int, multiple: bool) -> None:
+        """The broker confirmed (or refused: ``nack``) publish ``tag``, with ``multiple``
+        every earlier one too. Publishes wait in the order of their tags."""
+        publishes = self._publishes
+        if multiple:
+            settled = []
+            for each in publishes:
+                if each > tag:
+                    break
+                settled.append(each)
+        else:
+            settled = [tag]
+        for each in settled:
+            publish = publishes.pop(each, None)
             if publish is None or publish.future.done():
                 continue
-            if isinstance(method, spec.Basic.Nack):
+            if nack:
                 publish.future.set_exception(
                     PublishFailed(f"{publish.what}: the broker refused the message (basic.nack)")
                 )

@@ -309,7 +309,7 @@ async def test_a_copy_of_this_run_coming_round_stops_the_run(backend: Backend) -
     assert report.sent == 6
     assert report.stopped is not None
     assert "came back" in report.stopped
-    assert report.results[-1].outcome is TransferOutcome.SKIPPED
+    assert list(report.results)[-1].outcome is TransferOutcome.SKIPPED
     assert [d.properties.message_id for d in await read_all(backend, "dead")] == [
         "m6",
         "m7",

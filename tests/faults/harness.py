@@ -24,7 +24,7 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport import amqp, clients
 from rabbitctl_retry.transport.base import Connection, Properties
 from tests.faults.conftest import FaultVhost
 from tests.ledger import Ledger, OutcomeOf, Verdict, message_ids, publish_ids, take_ids
@@ -50,13 +50,19 @@ class FaultResult:
     recovery_s: float | None
     connections: int
     consumer_restarts: int
+    ended_before_fault: frozenset[str] = frozenset()
+    """The ids whose handler had returned their final outcome when the fault began."""
 
     @property
-    def duplicated(self) -> int:
+    def duplicated_ids(self) -> set[str]:
         """Messages (ids) with duplicated work: handled more often than planned, dead-lettered
         twice, or both acked and dead-lettered."""
         verdict = self.verdict
-        return len(set(verdict.extra_calls) | set(verdict.dead_twice) | set(verdict.acked_and_dead))
+        return set(verdict.extra_calls) | set(verdict.dead_twice) | set(verdict.acked_and_dead)
+
+    @property
+    def duplicated(self) -> int:
+        return len(self.duplicated_ids)
 
     def row(self) -> str:
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f} s"
@@ -103,7 +109,7 @@ async def serving(
     options: RunOptions | None = None,
 ) -> AsyncIterator[Service]:
     async def connect() -> Connection:
-        return await amqp.connect(url, client_name="rr-fault-service")
+        return await clients.connect(url, client_name="rr-fault-service")
 
     service = Service(
         HandlerSet(module="faults", subscribers=(Subscriber("work", handler, "faults:work"),)),
@@ -284,6 +290,7 @@ async def run_with_fault(
             await hold(vhost.url, later)
         await publish_ids(direct(vhost.url), "work", on_time)
         await wait_handled(ledger, min(start_after, count))
+        fault_began = asyncio.get_running_loop().time()
         ended_at = await fault(service, ledger)
         await wait_all_ended(ledger, ids, collector, timeout_s=timeout_s)
         await asyncio.sleep(1.0)  # anything still moving shows now
@@ -297,6 +304,7 @@ async def run_with_fault(
         recovery_s=None if ended_at is None else timeline.first_call_after(ended_at),
         connections=service.connections,
         consumer_restarts=service.stats.consumer_restarts,
+        ended_before_fault=frozenset(ledger.ended_before(fault_began)),
     )
     REPORT.append(result)
     print(f"\n{REPORT_HEADER}\n{result.row()}  ({time.monotonic() - started:.0f} s)")
@@ -332,15 +340,25 @@ DEAD_LETTER_WORKER_PREFETCH = 32
 dead letters a quorum queue's at-least-once dead-letter worker has in flight at once."""
 
 
-def assert_no_loss(result: FaultResult, *, interruptions: int, crashes: int = 0) -> None:
+def assert_no_loss(
+    result: FaultResult, *, interruptions: int, crashes: int = 0, killed: bool = False
+) -> None:
     """0 lost; duplicated work only on messages of the in-flight window (the prefetch) of
     each interruption (a redelivered message may also take another path: a quorum queue
     counts the redelivery as an attempt), and, for each crash or stop of the broker, of the
     dead letters its quorum wait queues were moving back at least once (a move the crash or
-    stop cut is made again)."""
+    stop cut is made again). ``killed``: the broker was killed (SIGKILL), so a classic queue
+    may deliver again any message whose work was over before it."""
     verdict = result.verdict
     assert verdict.lost == [], verdict.summary()
     if interruptions == 0:
         assert verdict.wrong_place == [], verdict.summary()
     window = PREFETCH * interruptions + DEAD_LETTER_WORKER_PREFETCH * crashes
-    assert result.duplicated <= window, verdict.summary()
+    duplicated = result.duplicated_ids
+    if killed and result.queue_type == "classic":
+        # a classic queue writes acks to disk lazily: after a crash of the broker it delivers
+        # again messages acked just before it (docs/runtime.md, "What is guaranteed"), however
+        # many the consumer acked then; only those whose work was over when the fault began
+        resurrected = duplicated & result.ended_before_fault
+        duplicated -= resurrected
+    assert len(duplicated) <= window, verdict.summary()

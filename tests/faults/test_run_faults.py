@@ -169,7 +169,7 @@ async def test_sigkill_and_restart_of_the_broker(
         outcome_of=mixed_outcome,
         settle_s=3.0,
     )
-    assert_no_loss(result, interruptions=1, crashes=1)
+    assert_no_loss(result, interruptions=1, crashes=1, killed=True)
     assert result.connections >= 2
 
 

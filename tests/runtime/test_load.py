@@ -32,7 +32,7 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport import amqp
+from rabbitctl_retry.transport import clients
 from tests.backends import RabbitBackend
 from tests.ledger import (
     Ledger,
@@ -142,7 +142,7 @@ async def serving(rabbit: RabbitBackend, queue_type: str, ledger: Ledger) -> Asy
     service = Service(
         HandlerSet(module="load", subscribers=(Subscriber("work", ledger.handler(), "load:work"),)),
         topology=load_text(TOPOLOGY.format(type=queue_type)),
-        connect=lambda: amqp.connect(rabbit.url, client_name=SERVICE_NAME),
+        connect=lambda: clients.connect(rabbit.url, client_name=SERVICE_NAME),
         options=RunOptions(),  # the defaults: prefetch 100, concurrency = prefetch
     )
     async with service.running():

@@ -16,8 +16,9 @@ from rabbitctl_retry.transport import clients
 @pytest.mark.parametrize(
     ("setting", "expected"),
     [
-        (None, "aiormq"),
-        ("", "aiormq"),
+        (None, "native"),
+        ("", "native"),
+        ("  ", "native"),
         ("aiormq", "aiormq"),
         (" AIORMQ ", "aiormq"),
         ("native", "native"),

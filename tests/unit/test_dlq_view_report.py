@@ -19,6 +19,7 @@ from rabbitctl_retry.dlq.report import (
     TransferOutcome,
     TransferReport,
     TransferResult,
+    TransferResults,
     group_counts,
     target_counts,
 )
@@ -115,7 +116,7 @@ def report(*outcomes: TransferOutcome, **changes: object) -> TransferReport:
     values: dict[str, object] = {
         "source": "refunds.dead",
         "dry_run": False,
-        "results": tuple(
+        "results": TransferResults(
             TransferResult(f"m{i}", "refunds", outcome, None if outcome is R else "why")
             for i, outcome in enumerate(outcomes)
         ),

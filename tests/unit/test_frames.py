@@ -24,6 +24,7 @@ from rabbitctl_retry.transport.frames import (
     HEARTBEAT,
     HEARTBEAT_FRAME,
     METHOD,
+    Confirm,
     Deliver,
     Frame,
     FrameError,
@@ -32,6 +33,7 @@ from rabbitctl_retry.transport.frames import (
     frame_bytes,
     is_deliver,
     nack_frame,
+    read_confirm,
     read_deliver,
     reject_frame,
 )
@@ -387,3 +389,36 @@ def test_is_deliver_false_for_short_or_other_payloads(payload: bytes) -> None:
 
 def test_is_deliver_false_for_a_content_header_payload() -> None:
     assert not is_deliver(ContentHeader(0, 5, spec.Basic.Properties(message_id="m")).marshal())
+
+
+def _payload(method: PamqpFrame) -> bytes:
+    """The method frame's payload pamqp writes (between its 7-byte head and its end octet)."""
+    return _pamqp(method, 1)[7:-1]
+
+
+@given(st.integers(0, 2**64 - 1), st.booleans(), st.booleans())
+def test_confirms_read_by_hand_are_what_pamqp_reads(
+    tag: int, multiple: bool, requeue: bool
+) -> None:
+    for method, nack in (
+        (spec.Basic.Ack(delivery_tag=_signed(tag), multiple=multiple), False),
+        (spec.Basic.Nack(delivery_tag=_signed(tag), multiple=multiple, requeue=requeue), True),
+    ):
+        payload = _payload(method)
+        decoded = pamqp.frame.unmarshal(_pamqp(method, 1))[2]
+        assert read_confirm(payload) == Confirm(nack, tag, bool(decoded.multiple))
+        assert decoded.multiple is multiple
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        spec.Basic.Reject(delivery_tag=5, requeue=True),
+        spec.Basic.Qos(prefetch_count=5),
+        spec.Basic.Cancel(consumer_tag="c"),
+        spec.Channel.Flow(active=True),
+        spec.Basic.Deliver("c", 5, False, "", "q"),
+    ],
+)
+def test_other_methods_are_not_read_as_confirms(method: PamqpFrame) -> None:
+    assert read_confirm(_payload(method)) is None
