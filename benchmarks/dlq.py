@@ -34,8 +34,8 @@ Timed: from the first basic.consume / basic.get to the moment every dead letter 
 the broker has processed the acks (a round trip on the consuming channel). Each round runs
 every case once, the order rotated by one each round; the table shows the median rate and the
 median of the per-round ratios. Then `inspect`: reading N messages without taking them
-(`scan_messages`, what `rr dlq inspect` does under its rendering), timed the same way, median of
-the rounds.
+(`scan_messages`, what `rr dlq inspect` does under its rendering, on the default client),
+timed the same way, median of the rounds.
 
 Needs a RabbitMQ (default amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own
 queues. Speed is measured here, never asserted in the test suite.
@@ -280,7 +280,7 @@ async def inspect_seconds(url: str, count: int) -> float:
     source = f"rr-bench-dlq-{uuid.uuid4().hex[:8]}"
     await preload(url, source, f"{source}.origin", count)
     try:
-        connection = await amqp.connect(url)
+        connection = await clients.connect(url)
         started = time.perf_counter()
         scan = await dlq.scan_messages(connection, source, lambda delivery: True)
         elapsed = time.perf_counter() - started

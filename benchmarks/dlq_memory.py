@@ -25,6 +25,8 @@ from pathlib import Path
 
 from dlq import delete, depth, preload
 
+from rabbitctl_retry.transport import clients
+
 COMMANDS: dict[str, list[str]] = {
     "inspect --summary": ["dlq", "inspect", "{queue}", "--summary", "--yes"],
     "inspect --format lines": ["dlq", "inspect", "{queue}", "--format", "lines", "--yes"],
@@ -75,7 +77,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rr-bench-memory-") as folder:
         for count in args.messages:
             by_size[count] = await one_size(args.url, count, Path(folder))
-    client = os.environ.get("RR_AMQP_CLIENT", "aiormq (default)")
+    client = clients.choose(os.environ.get(clients.ENV))
     print(f"peak RSS of each command (MiB), dead letters in one classic queue; client {client}")
     print(f"{'command':24}" + "".join(f"{count:>12,}" for count in args.messages))
     for name in COMMANDS:

@@ -12,13 +12,17 @@ Each case drains a preloaded (untimed) classic durable queue of persistent 200-b
                        declare every 50 ms), and its graceful stop acks what it holds
 * aiormq batched       one raw aiormq process, basic.ack(multiple=true) every 100 messages
                        (and what is left on SIGTERM, then it closes), timed the same way
+* ceiling              raw pamqp frames over a blocking socket (benchmarks/wire.py), in this
+                       process (no start-up): consume, basic.ack(multiple=true) every 100;
+                       what one Python process can reach at best here
 
 The rate counts the messages acked: what a case left unacked is back in the queue afterwards,
 counted and shown. Each round runs every case once, the order rotated by one each round; the
-table shows the median rate and the median per-round ratio to the aiormq process. Past the
-point where one more worker adds nothing, the broker (its queue process, on the same 2 cores)
-is the limit, not rr: the last column says how much each N added over N/2. Needs a RabbitMQ (default
-amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own queues.
+table shows the median rate and the median per-round ratios to the aiormq process and to the
+ceiling. Past the point where one more worker adds nothing, the broker (its queue process, on
+the same 2 cores) is the limit, not rr: the "x half as many" column says how much each N
+added over N/2. Needs a RabbitMQ (default amqp://guest:guest@127.0.0.1:5672/); it creates and
+deletes its own queues.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import uuid
 from pathlib import Path
 
 import aiormq
+import wire
 from pamqp import commands as spec
 
 BODY = b'{"id": 1, "note": "' + b"x" * 180 + b'"}'
@@ -122,10 +127,22 @@ async def left_behind(url: str, queue: str) -> int:
     return count
 
 
+CEILING = 0
+"""The ``workers`` of the ceiling case."""
+
+
 async def one_case(args: argparse.Namespace, folder: Path, workers: int | None) -> float:
-    """Drain one preloaded queue with ``rr run --workers N`` (None: the aiormq process)."""
+    """Drain one preloaded queue with ``rr run --workers N`` (None: the aiormq process;
+    :data:`CEILING`: the pamqp loop in this process)."""
     queue = f"rr-bench-workers-{uuid.uuid4().hex[:8]}"
     await preload(args.url, queue, args.messages)
+    if workers == CEILING:
+        result = await asyncio.to_thread(
+            wire.consume_and_ack, args.url, queue, args.messages, args.prefetch, 100
+        )
+        assert result.ids.total() == args.messages, result.ids.total()
+        await left_behind(args.url, queue)
+        return result.rate
     if workers is None:
         script = folder / "aiormq_consumer.py"
         script.write_text(AIORMQ_CONSUMER)
@@ -156,6 +173,8 @@ async def one_case(args: argparse.Namespace, folder: Path, workers: int | None) 
 
 
 def name(workers: int | None) -> str:
+    if workers == CEILING:
+        return "ceiling (pamqp, socket)"
     return "aiormq batched, 1 process" if workers is None else f"rr run --workers {workers}"
 
 
@@ -167,7 +186,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
     args = parser.parse_args()
-    counts: list[int | None] = [None, *(int(n) for n in args.workers.split(","))]
+    counts: list[int | None] = [None, *(int(n) for n in args.workers.split(",")), CEILING]
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="rr-bench-workers-") as folder:
         for number in range(args.rounds):
@@ -183,14 +202,23 @@ async def main() -> None:
         f"{os.cpu_count()} cores; start-up counted"
     )
     reference = name(None)
-    print(f"{'case':28} {'msg/s (median)':>15} {'x aiormq':>9} {'x half as many':>15}")
+    ceiling = name(CEILING)
+    print(
+        f"{'case':28} {'msg/s (median)':>15} {'x aiormq':>9} {'x ceiling':>10} "
+        f"{'x half as many':>15}  per round"
+    )
     for n in counts:
         each = [r[name(n)] for r in rounds]
         versus = statistics.median(r[name(n)] / r[reference] for r in rounds)
+        to_ceiling = statistics.median(r[name(n)] / r[ceiling] for r in rounds)
         half = ""
         if n is not None and n > 1 and n // 2 in counts:
             half = f"{statistics.median(r[name(n)] / r[name(n // 2)] for r in rounds):15.2f}"
-        print(f"{name(n):28} {statistics.median(each):15,.0f} {versus:9.2f} {half:>15}")
+        listed = " ".join(f"{rate:,.0f}" for rate in each)
+        print(
+            f"{name(n):28} {statistics.median(each):15,.0f} {versus:9.2f} {to_ceiling:10.2f} "
+            f"{half:>15}  {listed}"
+        )
 
 
 if __name__ == "__main__":

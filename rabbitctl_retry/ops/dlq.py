@@ -310,9 +310,9 @@ async def export_queue(
 
     def write(delivery: Delivery) -> bool:
         nonlocal exported, failure
-        if keep is not None and not keep(delivery):
-            return True
         try:
+            if keep is not None and not keep(delivery):
+                return True
             out.write(record_line(record_of(delivery)) + "\n")
         except Exception as error:  # raised below: the transport would drop it here
             failure = error
