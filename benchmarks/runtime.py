@@ -94,6 +94,9 @@ CLOSE_TIMEOUT_S = 10.0
 """How long closing a case's connection (or stopping its service) may take after a failure."""
 CHECK_TIMEOUT_S = 60.0
 """How long the untimed checks of one case may take."""
+DEAD_LETTERS_IDLE_S = 5.0
+"""How long the accounting waits for one more dead letter before it counts the missing ones
+as lost (a quorum queue's at-least-once dead-lettering moves them in the background)."""
 
 Shape = Literal["noop", "retry"]
 
@@ -274,9 +277,23 @@ async def account(url: str, shape: Shape, queue: str, ids: list[str], tally: Tal
         dead_without_id = 0
         dead_count = 0
         if shape == "retry":
-            dead_count, dead, dead_without_id = await drain(
-                channel, f"{queue}.dead", CHECK_TIMEOUT_S / 3
-            )
+            # A quorum queue dead-letters at least once, in the background: its dead letters
+            # keep arriving after the case ended. Drain until every id is accounted for, or
+            # none came for DEAD_LETTERS_IDLE_S.
+            quiet_since = loop.time()
+            while loop.time() - quiet_since < DEAD_LETTERS_IDLE_S:
+                count, more, more_without_id = await drain(
+                    channel, f"{queue}.dead", CHECK_TIMEOUT_S / 3
+                )
+                dead_count += count
+                dead += more
+                dead_without_id += more_without_id
+                if not expected - dead.keys() - left.keys():
+                    break
+                if count:
+                    quiet_since = loop.time()
+                else:
+                    await asyncio.sleep(0.1)
     finally:
         await close_quietly(connection)
 
