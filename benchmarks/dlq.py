@@ -141,28 +141,19 @@ async def native_connect(url: str) -> Connection:
     return await native.connect(url)
 
 
-def rr_replay(connect: Connect) -> Case:
+def rr_engine(connect: Connect, *, move: bool) -> Case:
+    """The transfer engine's replay (or, with ``move``, its move) on ``connect``'s client."""
+
     async def case(url: str, source: str, target: str, count: int, prefetch: int) -> float:
         connection = await connect(url)
-        plan = ReplayPlan(source=source, run_id=uuid.uuid4().hex)
         options = replay.TransferOptions(window=prefetch)
         started = time.perf_counter()
-        report = await replay.replay_queue(connection, plan, options)
-        elapsed = time.perf_counter() - started
-        await connection.close()
-        assert report.sent == count, (report.sent, report.failed, report.stopped)
-        return count / elapsed
-
-    return case
-
-
-def rr_move(connect: Connect) -> Case:
-    async def case(url: str, source: str, target: str, count: int, prefetch: int) -> float:
-        connection = await connect(url)
-        plan = MovePlan(source=source, to=target)
-        options = replay.TransferOptions(window=prefetch)
-        started = time.perf_counter()
-        report = await replay.move_queue(connection, plan, options)
+        if move:
+            plan = MovePlan(source=source, to=target)
+            report = await replay.move_queue(connection, plan, options)
+        else:
+            run = ReplayPlan(source=source, run_id=uuid.uuid4().hex)
+            report = await replay.replay_queue(connection, run, options)
         elapsed = time.perf_counter() - started
         await connection.close()
         assert report.sent == count, (report.sent, report.failed, report.stopped)
@@ -264,11 +255,11 @@ CEILING = "ceiling (pamqp, socket)"
 PIPELINED = "aiormq pipelined move"
 GET_LOOP = "aiormq get/publish/ack loop"
 CASES: dict[str, Case] = {
-    "rr replay": rr_replay(aiormq_connect),
-    "rr move": rr_move(aiormq_connect),
+    "rr replay": rr_engine(aiormq_connect, move=False),
+    "rr move": rr_engine(aiormq_connect, move=True),
     "rr dlq replay (CLI)": rr_replay_command("aiormq"),
-    "rr replay (native)": rr_replay(native_connect),
-    "rr move (native)": rr_move(native_connect),
+    "rr replay (native)": rr_engine(native_connect, move=False),
+    "rr move (native)": rr_engine(native_connect, move=True),
     "rr dlq replay (CLI, native)": rr_replay_command("native"),
     PIPELINED: aiormq_pipelined,
     GET_LOOP: aiormq_get_loop,

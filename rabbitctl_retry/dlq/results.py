@@ -81,7 +81,7 @@ class TransferResults:
         return NotImplemented
 
     def __hash__(self) -> int:
-        return id(self)
+        return hash(len(self))  # equal results have equal lengths
 
     def __repr__(self) -> str:
         return f"TransferResults({len(self):,} results)"
