@@ -78,10 +78,10 @@ def json_chunks(document: Any, *, indent: int = 2) -> Iterator[str]:
         return f"\x00rr-streamed:{len(streamed) - 1}\x00"
 
     text = json.dumps(document, indent=indent, ensure_ascii=False, default=placeholder)
-    pieces = _PLACEHOLDER.split(text)
     if not streamed:
         yield escape_unsafe(text)
         return
+    pieces = _PLACEHOLDER.split(text)
     if pieces[1::2] != [str(number) for number in range(len(streamed))]:
         # a value inside the document reads like a placeholder: write it whole instead
         yield escape_unsafe(
