@@ -116,6 +116,13 @@ async def test_the_consumer_starts_again_when_the_broker_takes_it_away(
     async with running_work(backend, TOPOLOGY, recording(seen, lambda m: Outcome.ack())) as service:
         await publish(backend, "work", b"1", Properties(message_id="before"))
         await _handled(backend, seen, 1, "the first message")
+        # the handler has returned; its ack is written a turn later: wait for it, or the
+        # broker rightly delivers "before" again when the channel closes under it
+        await _until(
+            backend,
+            lambda: service.in_flight == 0 and service.consumers[0].unsettled == 0,
+            "the first message's ack",
+        )
         if how == "channel closed":
             channel = service.consumers[0].channel
             assert channel is not None
