@@ -182,6 +182,7 @@ def interruptions(page: str, *, workers: int = 2) -> int:
     """Connection losses and consumer restarts the workers' metrics counted (0 in a calm
     run; a starved machine may cut a connection)."""
     connections = sample(page, "rr_connections_total")
+    assert connections >= workers, f"a page before every worker connected:\n{page}"
     return int(connections - workers + sample(page, "rr_consumer_restarts_total"))
 
 
@@ -302,6 +303,9 @@ async def test_sigterm_stops_both_workers_gracefully_and_loses_nothing(
     dead = await take_ids(rabbit.connect, "work.dead")
     assert between.settled(ids, dead) < count  # it stopped mid-run
     with rr_run_workers(tmp_path, rabbit.url, name="second") as second:
+        # both workers connected: else one may end every message before the other counts
+        # its connection, and the page would say nothing of the second
+        await consuming(second)
 
         async def all_ended() -> bool:
             dead.update(await take_ids(rabbit.connect, "work.dead"))
