@@ -1,10 +1,12 @@
 """``rr dlq inspect``: dead letters without taking them, as a table, one line each, JSON, JSON
 lines, or a summary of counts (docs/dlq.md, "Inspect" and "Big queues").
 
-The table and ``--output json`` keep what they read until the end; ``--format lines`` and
-``--output jsonl`` print each message as it is read and ``--summary`` only counts, so those
-three read any number of dead letters in constant memory. A line that cannot be written stops
-the read (cli/output.py: exit 74, or 141 quietly when stdout's reader went away).
+Only the table keeps what it reads until the end: ``--output json`` keeps each message's
+document in bounded memory (the rest in a temporary file, ``dlq/spill.py``) and writes them one
+by one, ``--format lines`` and ``--output jsonl`` print each message as it is read and
+``--summary`` only counts, so those four read any number of dead letters in constant memory.
+A line that cannot be written stops the read (cli/output.py: exit 74, or 141 quietly when
+stdout's reader went away).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -55,6 +57,7 @@ from rabbitctl_retry.dlq.filters import Condition, matches, parse_all
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.oneline import letter_line
 from rabbitctl_retry.dlq.origin import WaitQueues, facts
+from rabbitctl_retry.dlq.spill import SpilledRows
 from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
@@ -64,6 +67,10 @@ from rabbitctl_retry.transport.base import Delivery
 
 DEFAULT_INSPECT_LIMIT = 1000
 """Messages inspect reads without --limit (--summary: the whole queue)."""
+
+DOCUMENTS_IN_MEMORY = 256
+"""``--output json``: message documents held in memory before they go to the temporary file
+together (a document holds its body)."""
 
 
 class InspectOutput(StrEnum):
@@ -174,10 +181,14 @@ def inspect_command(
 @dataclass(slots=True)
 class Kept:
     """What inspect keeps of the letters it reads: counters (``--summary``), every letter (the
-    table, ``--output json``), or nothing (the views printed as read)."""
+    table), every letter's document in bounded memory (``--output json``), or nothing (the
+    views printed as read)."""
 
     summary: Summary | None = None
     letters: list[Letter[Delivery]] = field(default_factory=list)
+    documents: SpilledRows[dict[str, Any]] = field(
+        default_factory=lambda: SpilledRows(chunk=DOCUMENTS_IN_MEMORY)
+    )
 
     def taker(
         self, *, output: InspectOutput, view: InspectFormat, with_body: bool, now: datetime
@@ -189,6 +200,8 @@ class Kept:
             return functools.partial(_print_message_line, with_body=with_body)
         if view is InspectFormat.LINES:
             return functools.partial(_print_letter_line, now=now, with_body=with_body)
+        if output is InspectOutput.JSON:
+            return functools.partial(_keep_document, self.documents, with_body=with_body)
         return self.letters.append
 
     def outcome(
@@ -228,10 +241,12 @@ class Kept:
             )
         if view is InspectFormat.LINES:
             return Outcome(notes=notes)
+        if output is InspectOutput.JSON:
+            return Outcome(
+                document=lambda: inspect_document(queue, self.documents, in_queue=scan.in_queue),
+                notes=notes,
+            )
         return Outcome(
-            document=lambda: inspect_document(
-                queue, self.letters, in_queue=scan.in_queue, with_body=with_body
-            ),
             table=lambda: [
                 inspect_table(self.letters, with_body=with_body)
                 if self.letters
@@ -296,6 +311,12 @@ def _if_matching(
     headers = letter.delivery.properties.headers
     if matches(conditions, facts(headers, reading.wait_queues), reading.now):
         take(letter)
+
+
+def _keep_document(
+    documents: SpilledRows[dict[str, Any]], letter: Letter[Delivery], *, with_body: bool
+) -> None:
+    documents.append(message_document(letter, with_body=with_body))
 
 
 def _print_message_line(letter: Letter[Delivery], *, with_body: bool) -> None:

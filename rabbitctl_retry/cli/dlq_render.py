@@ -18,7 +18,9 @@ from rabbitctl_retry.cli.render import cell, count_cell, json_value
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.report import TransferOutcome, TransferReport, group_counts, target_counts
+from rabbitctl_retry.dlq.spill import SpilledRows
 from rabbitctl_retry.dlq.view import death_line, encode_body, error_lines, show_body
+from rabbitctl_retry.json_text import StreamedArray
 from rabbitctl_retry.retry.headers import deaths
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Delivery
@@ -55,12 +57,13 @@ def properties_document(delivery: Delivery) -> dict[str, Any]:
 
 
 def inspect_document(
-    queue: str, found: Sequence[Letter[Delivery]], *, in_queue: int, with_body: bool = True
+    queue: str, messages: SpilledRows[dict[str, Any]], *, in_queue: int
 ) -> dict[str, Any]:
-    """``rr dlq inspect --output json`` (docs/dlq.md); ``count``: the messages listed,
-    ``in_queue``: the queue's depth when the read started."""
-    messages = [message_document(letter, with_body=with_body) for letter in found]
-    return {"queue": queue, "in_queue": in_queue, "count": len(messages), "messages": messages}
+    """``rr dlq inspect --output json`` (docs/dlq.md), from the :func:`message_document` of
+    each message listed, in order; ``count``: the messages listed, ``in_queue``: the queue's
+    depth when the read started. The messages are written one by one (``StreamedArray``)."""
+    listed = StreamedArray(lambda: iter(messages), len(messages))
+    return {"queue": queue, "in_queue": in_queue, "count": len(listed), "messages": listed}
 
 
 def message_document(letter: Letter[Delivery], *, with_body: bool = True) -> dict[str, Any]:

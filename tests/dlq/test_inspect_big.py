@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from rabbitctl_retry.cli.dlq_inspect import InspectReading
+from rabbitctl_retry.cli import dlq_inspect
+from rabbitctl_retry.cli.dlq_inspect import InspectOutput, InspectReading, Kept
 from rabbitctl_retry.dlq.letter import Letter
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.summary import Summary
@@ -126,7 +127,11 @@ async def test_summary_counts_the_whole_queue_and_takes_nothing(backend: Backend
     assert await depth(backend, "dead") == COUNT
 
 
-async def test_jsonl_is_the_json_messages_one_per_line(backend: Backend) -> None:
+async def test_jsonl_is_the_json_messages_one_per_line(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --output json keeps 7 documents in memory: the other 33 go through the temporary file
+    monkeypatch.setattr(dlq_inspect, "DOCUMENTS_IN_MEMORY", 7)
     now = datetime.now(UTC)
     ids = await fill(backend, now, count=40)
 
@@ -140,7 +145,9 @@ async def test_jsonl_is_the_json_messages_one_per_line(backend: Backend) -> None
     assert [json.loads(line) | {"redelivered": None} for line in lines] == [
         message | {"redelivered": None} for message in whole["messages"][:25]
     ]
-    assert whole["in_queue"] == 40
+    assert (whole["in_queue"], whole["count"], len(whole["messages"])) == (40, 40, 40)
+    assert [m["position"] for m in whole["messages"]] == list(range(1, 41))
+    assert [m["message_id"] for m in whole["messages"]] == ids
     assert [m["reason"] for m in whole["messages"][:3]] == [
         "max_attempts",
         "delivery_limit",
@@ -248,4 +255,41 @@ async def test_the_summary_keeps_no_message_it_read(backend: Backend) -> None:
     summary_alive, kept_alive = alive_at_end
     assert kept_alive >= count
     assert summary_alive < 100, summary_alive
+    assert await depth(backend, "dead") == count
+
+
+async def test_the_json_output_keeps_documents_not_deliveries(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--output json`` keeps each letter's document (in bounded memory: dlq/spill.py), not the
+    letter: when the last of 3,000 is read, the earlier deliveries are gone; every document
+    comes back, in order."""
+    monkeypatch.setattr(dlq_inspect, "DOCUMENTS_IN_MEMORY", 100)
+    count = 3_000
+    ids = await fill(backend, datetime.now(UTC), count=count)
+    reading = InspectReading(retry_header=H, wait_queues=WaitQueues(), now=datetime.now(UTC))
+    kept = Kept()
+    keep = kept.taker(
+        output=InspectOutput.JSON,
+        view=dlq_inspect.InspectFormat.TABLE,
+        with_body=True,
+        now=reading.now,
+    )
+    alive_at_end: list[int] = []
+
+    def take(letter: Letter) -> None:
+        keep(letter)
+        if letter.position == count:
+            alive_at_end.append(live_deliveries())
+
+    connection = await backend.connect()
+    try:
+        scan = await shell.scan_messages(connection, "dead", reading.taker(take))
+    finally:
+        await connection.close()
+    assert (scan.read, scan.complete) == (count, True)
+    assert alive_at_end[0] < 100, alive_at_end
+    assert kept.letters == []
+    assert [d["message_id"] for d in kept.documents] == ids
+    assert [d["position"] for d in kept.documents] == list(range(1, count + 1))
     assert await depth(backend, "dead") == count
