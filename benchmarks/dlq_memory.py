@@ -27,10 +27,14 @@ from dlq import delete, depth, preload
 
 from rabbitctl_retry.transport import clients
 
+INSPECT = ["dlq", "inspect", "{queue}", "--yes", "--limit", "{count}"]
+"""inspect reads 1,000 messages unless told (--summary: the whole queue): --limit the count."""
+
 COMMANDS: dict[str, list[str]] = {
     "inspect --summary": ["dlq", "inspect", "{queue}", "--summary", "--yes"],
-    "inspect --format lines": ["dlq", "inspect", "{queue}", "--format", "lines", "--yes"],
-    "inspect -o jsonl": ["dlq", "inspect", "{queue}", "--output", "jsonl", "--yes"],
+    "inspect --format lines": [*INSPECT, "--format", "lines"],
+    "inspect -o jsonl": [*INSPECT, "--output", "jsonl"],
+    "inspect -o json": [*INSPECT, "--output", "json"],
     "export": ["dlq", "export", "{queue}", "{file}", "--yes"],
     "groups": ["dlq", "groups", "{queue}", "--yes"],
     "replay -o json": ["dlq", "replay", "{queue}", "--yes", "--output", "json"],
@@ -53,7 +57,7 @@ async def one_size(url: str, count: int, folder: Path) -> dict[str, int]:
     try:
         for name, template in COMMANDS.items():
             file = folder / f"{queue}-{len(peaks)}.jsonl"
-            arguments = [part.format(queue=queue, file=file) for part in template]
+            arguments = [part.format(queue=queue, file=file, count=count) for part in template]
             code, peak = await asyncio.to_thread(peak_rss_kib, arguments, url)
             assert code == 0, f"rr {' '.join(arguments)} exited with {code}"
             peaks[name] = peak
