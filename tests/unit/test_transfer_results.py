@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rabbitctl_retry.dlq.results import TransferOutcome, TransferResult, TransferResults
+from tests.unit.test_spill import assert_flat
 
 texts = st.one_of(st.none(), st.text(max_size=20))
 results = st.builds(TransferResult, texts, texts, st.sampled_from(TransferOutcome), texts)
@@ -28,19 +27,6 @@ def test_every_result_comes_back_in_order_with_its_counts(
         assert kept.count(outcome) == sum(1 for r in appended if r.outcome is outcome)
 
 
-@given(st.lists(results, min_size=1, max_size=30), st.integers(min_value=1, max_value=5))
-def test_results_appended_while_reading_are_kept_and_the_reading_is_a_snapshot(
-    appended: list[TransferResult], chunk: int
-) -> None:
-    kept = TransferResults(appended, chunk=chunk)
-    seen = []
-    for result in kept:
-        seen.append(result)
-        kept.append(result)
-    assert seen == appended
-    assert list(kept) == appended + appended
-
-
 def test_equal_when_the_same_results_in_the_same_order() -> None:
     one = TransferResult("m1", "refunds", TransferOutcome.SENT)
     two = TransferResult("m2", None, TransferOutcome.SKIPPED, "why")
@@ -52,18 +38,10 @@ def test_equal_when_the_same_results_in_the_same_order() -> None:
 def test_memory_stays_flat_in_the_number_of_results() -> None:
     """100,000 results hold about what 10,000 hold: the rest wait in the temporary file."""
 
-    def peak_bytes(count: int) -> int:
-        tracemalloc.start()
-        try:
-            kept = TransferResults()
-            for number in range(count):
-                kept.append(TransferResult(f"m-{number:08}", "refunds", TransferOutcome.SENT))
-            assert len(kept) == count
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+    def fill(count: int) -> int:
+        kept = TransferResults()
+        for number in range(count):
+            kept.append(TransferResult(f"m-{number:08}", "refunds", TransferOutcome.SENT))
+        return len(kept)
 
-    small, big = peak_bytes(10_000), peak_bytes(100_000)
-    # a list of 100,000 such results alone takes over 10 MB
-    assert big < small * 1.5, (small, big)
-    assert big < 4_000_000, big
+    assert_flat(fill)
