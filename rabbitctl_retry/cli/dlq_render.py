@@ -62,7 +62,7 @@ def inspect_document(
     """``rr dlq inspect --output json`` (docs/dlq.md), from the :func:`message_document` of
     each message listed, in order; ``count``: the messages listed, ``in_queue``: the queue's
     depth when the read started. The messages are written one by one (``StreamedArray``)."""
-    listed = StreamedArray(lambda: iter(messages), len(messages))
+    listed = StreamedArray(lambda: messages, len(messages))
     return {"queue": queue, "in_queue": in_queue, "count": len(listed), "messages": listed}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry.cli import dlq_inspect
-from rabbitctl_retry.cli.dlq_inspect import InspectOutput, InspectReading, Kept
+from rabbitctl_retry.cli.dlq_inspect import InspectFormat, InspectOutput, InspectReading, Kept
 from rabbitctl_retry.dlq.letter import Letter
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.summary import Summary
@@ -271,7 +271,7 @@ async def test_the_json_output_keeps_documents_not_deliveries(
     kept = Kept()
     keep = kept.taker(
         output=InspectOutput.JSON,
-        view=dlq_inspect.InspectFormat.TABLE,
+        view=InspectFormat.TABLE,
         with_body=True,
         now=reading.now,
     )
