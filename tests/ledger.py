@@ -25,6 +25,12 @@ from rabbitctl_retry.transport.base import Connection, Properties
 Connect = Callable[[], Awaitable[Connection]]
 OutcomeOf = Callable[[str, int], AnyOutcome]
 
+DEAD_LETTER_WORKER_PREFETCH = 32
+"""RabbitMQ's ``dead_letter_worker_consumer_prefetch`` default (3.10.8 and 4.0.5): how many
+dead letters a quorum queue's at-least-once dead-letter worker has in flight at once. A stop
+or crash of the node that leads a quorum wait queue makes its dead-letter worker move again
+what it had not settled: up to this many delayed copies come back twice."""
+
 
 def mixed_outcome(message_id: str, attempt: int) -> AnyOutcome:
     """70 % ack, 20 % retry, 10 % retry_after(1 s): a fixed function of id and attempt."""

@@ -3,7 +3,8 @@ hosts"): 5,000 messages with mixed outcomes (70 % ack, 20 % retry, 10 % retry_af
 a quorum queue with three replicas; the service is given the three nodes' URLs and talks to
 the first; that node's application is stopped while work is under way, and started again at
 the end. Every message ends handled or dead-lettered (none lost), in the place its plan says;
-handler calls beyond the plan stay within the in-flight window (the prefetch), and are counted.
+handler calls beyond the plan stay within the in-flight window (the prefetch, and the delayed
+copies the stopped node's quorum wait queue was moving back), and are counted.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rabbitctl_retry.transport.failover import connect_any
 from tests.cluster.conftest import LocalCluster
 from tests.cluster.queues import take_into
 from tests.ledger import (
+    DEAD_LETTER_WORKER_PREFETCH,
     Ledger,
     message_ids,
     mixed_outcome,
@@ -121,9 +123,13 @@ async def test_rr_run_moves_to_another_node_and_loses_nothing(
     assert verdict.lost == [], verdict.summary()
     if stopped == "connected node":
         assert service.connections >= 2  # it reconnected, to node 2 or 3
-    # Redeliveries of what was in flight when the node stopped: at most the prefetch window.
-    assert len(verdict.extra_calls) <= PREFETCH, verdict.summary()
-    assert verdict.duplicates <= PREFETCH, verdict.summary()
+    # Redeliveries of what was in flight when the node stopped: at most the prefetch window;
+    # and the stopped node led the quorum wait queue, whose dead-letter worker moves again the
+    # delayed copies it had not settled (docs/runtime.md, "Under faults"): seen on a loaded
+    # machine, 95 ids of the window and 11 copies moved twice.
+    window = PREFETCH + DEAD_LETTER_WORKER_PREFETCH
+    assert len(verdict.extra_calls) <= window, verdict.summary()
+    assert verdict.duplicates <= window, verdict.summary()
     # RabbitMQ 3.x counts a delivery the lost connection cut (in flight, never handled) in the
     # quorum queue's x-delivery-count (docs/runtime.md, "Under faults"). A message ends
     # somewhere else than planned only when the failover changed the attempt numbers its
@@ -139,5 +145,5 @@ async def test_rr_run_moves_to_another_node_and_loses_nothing(
         last_ack_lost = len(seen) == MAX_ATTEMPTS and message_id in verdict.acked_and_dead
         last_cut = len(seen) < MAX_ATTEMPTS and dead[message_id] > 0
         assert perturbed or last_ack_lost or last_cut, (message_id, seen)
-    assert len(verdict.wrong_place) <= PREFETCH, verdict.summary()
+    assert len(verdict.wrong_place) <= window, verdict.summary()
     print(f"failover ({stopped}): {verdict.summary()}; connections {service.connections}")

@@ -27,7 +27,15 @@ from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import amqp, clients
 from rabbitctl_retry.transport.base import Connection, Properties
 from tests.faults.conftest import FaultVhost
-from tests.ledger import Ledger, OutcomeOf, Verdict, message_ids, publish_ids, take_ids
+from tests.ledger import (
+    DEAD_LETTER_WORKER_PREFETCH,
+    Ledger,
+    OutcomeOf,
+    Verdict,
+    message_ids,
+    publish_ids,
+    take_ids,
+)
 
 TOPOLOGY = """
 [queues.work]
@@ -333,11 +341,6 @@ def assert_no_loss_in(
     REPORT.append(result)
     assert_no_loss(result, interruptions=interruptions)
     return result
-
-
-DEAD_LETTER_WORKER_PREFETCH = 32
-"""RabbitMQ's ``dead_letter_worker_consumer_prefetch`` default (3.10.8 and 4.0.5): how many
-dead letters a quorum queue's at-least-once dead-letter worker has in flight at once."""
 
 
 def assert_no_loss(
