@@ -425,7 +425,11 @@ async def test_delayed_copies_waiting_during_a_broker_restart(
         outcome_of=delay_once(3.0),
         start_after=1000,
     )
-    assert_no_loss(result, interruptions=1)
+    # The orderly stop takes seconds on a loaded machine, and copies that expire before it
+    # ended are being moved back by the quorum wait queue: the stop cuts those moves (up to
+    # 32), made again after the restart (seen beside two CPU hogs: 104 ids with duplicated
+    # work, 4 over the prefetch).
+    assert_no_loss(result, interruptions=1, crashes=1 if queue_type == "quorum" else 0)
 
 
 async def test_memory_delays_survive_forced_closes(
