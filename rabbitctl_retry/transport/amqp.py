@@ -273,13 +273,17 @@ class AmqpChannel:
 
     @property
     def is_closed(self) -> bool:
-        return self._channel.is_closed
+        # aiormq closes a closed connection's channels a turn of the loop or more later (in a
+        # task, slower on a busy machine); until then the channel is as closed as its
+        # connection, and closed by the same cause
+        return self._channel.is_closed or self._channel.connection.is_closed
 
     @property
     def close_reason(self) -> str | None:
-        cause = _close_cause(self._channel)
+        closed = self._channel if self._channel.is_closed else self._channel.connection
+        cause = _close_cause(cast(aiormq.Channel | aiormq.Connection, closed))
         if cause is None:
-            return "closed" if self._channel.is_closed else None
+            return "closed" if self.is_closed else None
         return str(cause) or type(cause).__name__
 
     async def wait_closed(self) -> None:

@@ -41,6 +41,7 @@ from rabbitctl_retry.errors import (
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties, QueueInfo
+from tests.ledger import wait_until
 from tests.shared_node import ctl_command, current
 
 # The tests that take amqp_url (or conn, scratch, upstream) are marked broker by it
@@ -271,12 +272,15 @@ async def test_forced_close_by_the_broker_is_unreachable(conn: Connection, uid: 
     pids = [line.split("\t")[0] for line in out.splitlines() if f'"{uid}"' in line]
     assert len(pids) == 1
     _rabbitmqctl("close_connection", pids[0], "rr test forced close")
-    for _ in range(100):
-        if conn.is_closed:
-            break
-        await asyncio.sleep(0.05)
-    assert conn.is_closed
+
+    async def closed() -> bool:
+        return conn.is_closed
+
+    await wait_until(closed, "the connection to close", timeout_s=30, poll_s=0.05)
+    # the same moment for its channel (aiormq closes it in a task, a little later)
     assert channel.is_closed
+    assert channel.close_reason is not None
+    assert "CONNECTION_FORCED - rr test forced close" in channel.close_reason
     with pytest.raises(BrokerUnreachable, match="CONNECTION_FORCED - rr test forced close"):
         await channel.queue_declare("", exclusive=True)
     with pytest.raises(BrokerUnreachable, match="CONNECTION_FORCED"):
