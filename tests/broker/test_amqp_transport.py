@@ -277,7 +277,7 @@ async def test_forced_close_by_the_broker_is_unreachable(conn: Connection, uid: 
         return conn.is_closed
 
     await wait_until(closed, "the connection to close", timeout_s=30, poll_s=0.05)
-    # the same moment for its channel (aiormq closes it in a task, a little later)
+    # its channel is closed at the same moment (aiormq itself closes it in a task, later)
     assert channel.is_closed
     assert channel.close_reason is not None
     assert "CONNECTION_FORCED - rr test forced close" in channel.close_reason
