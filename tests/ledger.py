@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop
+from rabbitctl_retry.runtime.service import RunOptions
 from rabbitctl_retry.transport.base import Connection, Properties
 
 Connect = Callable[[], Awaitable[Connection]]
@@ -30,6 +31,13 @@ DEAD_LETTER_WORKER_PREFETCH = 32
 dead letters a quorum queue's at-least-once dead-letter worker has in flight at once. A stop
 or crash of the node that leads a quorum wait queue makes its dead-letter worker move again
 what it had not settled: up to this many delayed copies come back twice."""
+
+
+def duplicate_window(*, interruptions: int, broker_stops: int = 0) -> int:
+    """How many ids may get duplicated work (docs/runtime.md, "Under faults"): the deliveries
+    in flight (rr's default prefetch) at each interruption, and for each stop or crash of a
+    node that leads a quorum wait queue, the copies its dead-letter worker moves again."""
+    return RunOptions().prefetch * interruptions + DEAD_LETTER_WORKER_PREFETCH * broker_stops
 
 
 def mixed_outcome(message_id: str, attempt: int) -> AnyOutcome:

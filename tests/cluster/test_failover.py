@@ -28,8 +28,8 @@ from rabbitctl_retry.transport.failover import connect_any
 from tests.cluster.conftest import LocalCluster
 from tests.cluster.queues import take_into
 from tests.ledger import (
-    DEAD_LETTER_WORKER_PREFETCH,
     Ledger,
+    duplicate_window,
     message_ids,
     mixed_outcome,
     publish_ids,
@@ -40,7 +40,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
 COUNT = 5000
 MAX_ATTEMPTS = 3
-PREFETCH = RunOptions().prefetch
 
 TOPOLOGY = """
 [queues."{prefix}.payouts"]
@@ -127,7 +126,7 @@ async def test_rr_run_moves_to_another_node_and_loses_nothing(
     # and the stopped node led the quorum wait queue, whose dead-letter worker moves again the
     # delayed copies it had not settled (docs/runtime.md, "Under faults"): seen on a loaded
     # machine, 95 ids of the window and 11 copies moved twice.
-    window = PREFETCH + DEAD_LETTER_WORKER_PREFETCH
+    window = duplicate_window(interruptions=1, broker_stops=1)
     assert len(verdict.extra_calls) <= window, verdict.summary()
     assert verdict.duplicates <= window, verdict.summary()
     # RabbitMQ 3.x counts a delivery the lost connection cut (in flight, never handled) in the

@@ -28,10 +28,10 @@ from rabbitctl_retry.transport import amqp, clients
 from rabbitctl_retry.transport.base import Connection, Properties
 from tests.faults.conftest import FaultVhost
 from tests.ledger import (
-    DEAD_LETTER_WORKER_PREFETCH,
     Ledger,
     OutcomeOf,
     Verdict,
+    duplicate_window,
     message_ids,
     publish_ids,
     take_ids,
@@ -356,7 +356,7 @@ def assert_no_loss(
     assert verdict.lost == [], verdict.summary()
     if interruptions == 0:
         assert verdict.wrong_place == [], verdict.summary()
-    window = PREFETCH * interruptions + DEAD_LETTER_WORKER_PREFETCH * crashes
+    window = duplicate_window(interruptions=interruptions, broker_stops=crashes)
     duplicated = result.duplicated_ids
     if killed and result.queue_type == "classic":
         # a classic queue writes acks to disk lazily: after a crash of the broker it delivers
