@@ -52,6 +52,21 @@ class ServerVersion:
         (:data:`QUORUM_DEFAULT_DELIVERY_LIMIT` from RabbitMQ 4.0), or None (no limit)."""
         return QUORUM_DEFAULT_DELIVERY_LIMIT if self.major >= 4 else None
 
+    @property
+    def nack_returns_uncounted(self) -> bool:
+        """Whether a quorum queue takes a message back from ``basic.nack(requeue=true)``
+        without counting a delivery: from :data:`NACK_UNCOUNTED_FROM` (only
+        ``x-acquired-count`` grows). Older servers count it, as they count a channel's close
+        (docs/dlq.md, "Inspecting without taking")."""
+        return (self.major, self.minor) >= NACK_UNCOUNTED_FROM
+
+    @property
+    def takes_unlimited_delivery_limit(self) -> bool:
+        """Whether ``x-delivery-limit = -1`` means no limit: from RabbitMQ 4.0. RabbitMQ 3.10
+        accepts -1 and drops (or dead-letters) every message at its first return (measured
+        on 3.10.8), so rr never declares it there (docs/topology.md, "[queues.NAME]")."""
+        return self.major >= 4
+
 
 @dataclass(frozen=True, slots=True)
 class ServerIdentity:
@@ -71,6 +86,16 @@ class ServerIdentity:
 QUORUM_DEFAULT_DELIVERY_LIMIT = 20
 """RabbitMQ 4.0 and later give a quorum queue declared without ``x-delivery-limit`` this
 limit (docs/cli.md, "rr doctor"; measured on 4.0.5 and 4.3.6)."""
+
+NACK_UNCOUNTED_FROM = (4, 3)
+"""From RabbitMQ 4.3 a quorum queue counts only failed deliveries in ``x-delivery-count``: a
+message returned by ``basic.nack(requeue=true)`` keeps its count (``x-acquired-count`` grows)
+and keeps its place at the head of the queue, as a classic queue's does (measured on 4.3.6;
+4.0.5 counts it, 3.10.8 counts it and puts it at the back)."""
+
+UNLIMITED_DELIVERY_LIMIT = -1
+"""The ``x-delivery-limit`` (and policy ``delivery-limit``) that means no limit on RabbitMQ
+4.0 and later."""
 
 TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
 """The deprecated feature a queue declared with ``durable = false`` uses (rr declares no

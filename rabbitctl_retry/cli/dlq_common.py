@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rabbitctl_retry.cli._common import OutputFormat, guard, stderr_console
 from rabbitctl_retry.cli.render import cell, printable
+from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.topology.load import load_file
@@ -123,34 +124,22 @@ def note(text: str) -> None:
     stderr_console().print(cell(text))
 
 
-def quorum_warning(state: shell.QueueState, count: int, version: str) -> str | None:
-    """What reading ``count`` messages of a (maybe) quorum queue costs, or None."""
-    if state.quorum is False or count <= 0:
+def read_warning(state: shell.QueueState, count: int) -> str | None:
+    """What reading ``count`` messages of the queue costs them, when a read counts a
+    delivery (``dlq/read_cost.py``), or None when it is free."""
+    if state.reads.cost is Cost.FREE or count <= 0:
         return None
-    which = (
-        f"{state.name!r} is a quorum queue"
-        if state.quorum
-        else f"rr could not tell whether {state.name!r} is a quorum queue; if it is"
-    )
-    limit = (
-        f" This queue has x-delivery-limit = {state.delivery_limit}: a message returned more "
-        "often than that is dead-lettered (or dropped, without a dead-letter exchange)."
-        if state.delivery_limit is not None
-        else ""
-    )
-    return (
-        f"{which}: on RabbitMQ {version} every message rr reads goes back when rr closes its "
-        f"channel, and the queue counts that as a delivery (x-delivery-count + 1). Reading "
-        f"{count:,} message(s) adds one delivery to each.{limit}"
-    )
+    return f"{state.reads.why}. Reading {count:,} message(s) adds one delivery to each."
 
 
 async def warn_of_quorum(
     state: shell.QueueState, count: int, version: str, *, yes: bool, action: str
 ) -> None:
-    """Before a read of ``count`` messages: what it costs a (maybe) quorum queue, and the
-    question (``ops/dlq_runs.py`` ``Look``, with ``yes`` and ``action`` given)."""
-    warning = quorum_warning(state, count, version)
+    """Before a read of ``count`` messages: what it costs them, and — where a read can drop
+    a letter — the question (``ops/dlq_runs.py`` ``Look``, with ``yes`` and ``action``
+    given). A read that counts but can drop nothing is only noted; a free one says nothing."""
+    warning = read_warning(state, count)
     if warning is not None:
         note(warning)
+    if warning is not None and state.reads.can_drop:
         await ask("Read them anyway?", yes, action)

@@ -43,6 +43,7 @@ from rabbitctl_retry.dlq.move import to_problem as move_to_problem
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.purge import PurgePlan, choose_purge
 from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan, choose, to_problem
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
@@ -176,7 +177,7 @@ def replay_command(
 
     async def agreed(states: list[shell.QueueState]) -> None:
         for state in states:
-            if state.quorum is not False and state.message_count:
+            if state.reads.cost is not Cost.FREE and state.message_count:
                 note(_quorum_note(state, "dead letter", "replay"))
         await ask(_replay_question(states, to, limit, where or []), yes, "replay")
 
@@ -199,15 +200,10 @@ def replay_command(
 
 
 def _quorum_note(state: shell.QueueState, item: str, command: str) -> str:
-    """What leaving a message in a (maybe) quorum queue costs it."""
-    limit = (
-        f", and past x-delivery-limit = {state.delivery_limit} it is dead-lettered or dropped"
-        if state.delivery_limit is not None
-        else ""
-    )
+    """What leaving a message in the queue costs it, where a read counts (``dlq/read_cost.py``)."""
     return (
-        f"{state.name!r} is (or may be) a quorum queue: a {item} this {command} leaves there "
-        f"(skipped, failed, past --limit) goes back with x-delivery-count + 1{limit}"
+        f"{state.reads.why}: a {item} this {command} leaves there (skipped, failed, past "
+        "--limit) goes back that way"
     )
 
 
@@ -352,7 +348,7 @@ def purge_matching(
 
     async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
-        if state.quorum is not False and state.message_count:
+        if state.reads.cost is not Cost.FREE and state.message_count:
             note(_quorum_note(state, "message", "purge"))
         await ask(
             f"Purge the messages of {queue!r} ({state.message_count:,}){_bounds(None, where)}? "
@@ -442,7 +438,7 @@ def move_command(
 
     async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
-        if state.quorum is not False and state.message_count:
+        if state.reads.cost is not Cost.FREE and state.message_count:
             note(_quorum_note(state, "message", "move"))
         await ask(
             f"Move the messages of {queue!r} ({state.message_count:,}){_bounds(limit, where or [])}"

@@ -3,14 +3,16 @@
 Decisions come from the pure core (``rabbitctl_retry.dlq``); this module only carries them out
 on the transport port, so the same code runs on RabbitMQ and on the emulator.
 
-Reading without taking (inspect, export, dry-run replay)
+Reading without taking (inspect, export, groups, dry runs, the console)
     ``basic.consume`` with a prefetch of exactly the messages wanted (``min(--limit, the
-    queue's depth at the start)``), never acking; once they are in, the channel is closed and
-    RabbitMQ returns every unacked delivery to its queue. A classic queue puts each back where
-    it was (measured on RabbitMQ 3.10: same messages, same order); a quorum queue returns them
-    ahead of its other messages, in order, but counts each return as a delivery
-    (``x-delivery-count`` + 1), which can trip its delivery limit: the CLI says so and asks
-    first. (``basic.nack(requeue=true)`` would move quorum messages to the back: not used.)
+    queue's depth at the start)``), never acking; once they are in, every delivery is handed
+    back (``dlq/read_cost.py``): on RabbitMQ 4.3 and later the consumer is cancelled and one
+    ``basic.nack(multiple, requeue=true)`` returns them all, which no queue counts as a
+    delivery and which keeps each in its place (measured on 4.3.6: a quorum queue puts them
+    back at its head, in order; a classic queue where each was); on older servers the
+    channel's close returns them, in their places, and a quorum queue counts each
+    (``x-delivery-count`` + 1; 3.10 would put a nacked one at the back). Where a read can
+    drop a letter the command says so and asks first.
 
 Publishing many copies at once (import, like replay and move)
     Through the transfers' one sender (``ops/sending.py``): the first message goes alone (a
@@ -46,6 +48,7 @@ from rabbitctl_retry.dlq.jsonl import (
     short_string_problem,
     without_user_id,
 )
+from rabbitctl_retry.dlq.read_cost import GiveBack, give_back_for
 from rabbitctl_retry.dlq.target import drops_on_overflow
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -69,7 +72,7 @@ from rabbitctl_retry.ops.sending import CopySender, Turn
 from rabbitctl_retry.ops.sent import Sent
 from rabbitctl_retry.retry.headers import ROUTING_HEADERS, without_routing_headers
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
-from rabbitctl_retry.transport.base import Connection, Delivery, Properties
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
 from rabbitctl_retry.transport.values import encoding_problem
 
 MAX_PREFETCH = 65535
@@ -162,23 +165,48 @@ async def scan_messages(
         if wanted <= 0:
             return ScanResult(info.message_count, 0, True)
         read = 0
+        last_tag = 0
         enough = asyncio.Event()
 
         async def on_message(delivery: Delivery) -> None:
-            nonlocal read
+            nonlocal read, last_tag
+            last_tag = max(last_tag, delivery.delivery_tag)  # before any await
             if enough.is_set():
-                return  # past the end (only with prefetch 0): it goes back at close
+                return  # past the end (only with prefetch 0): it is handed back too
             read += 1
             progress.advance()
             if not on_delivery(delivery) or read >= wanted:
                 enough.set()
 
         await channel.qos(wanted if wanted <= MAX_PREFETCH else 0)
-        await channel.consume(queue, on_message)
+        consumer_tag = await channel.consume(queue, on_message)
         complete = await _wait_for(enough, connection, lambda: read, idle_s)
+        if give_back_for(connection.server_version.release) is GiveBack.NACK:
+            await nack_back(channel, consumer_tag, lambda: last_tag)
         return ScanResult(info.message_count, read, complete)
     finally:
         await channel.close()
+
+
+async def nack_back(
+    channel: Channel, consumer_tag: str | None, last_tag: Callable[[], int]
+) -> None:
+    """Hand back every delivery of ``channel`` uncounted (RabbitMQ 4.3 and later): cancel the
+    consumer (so that nothing handed back comes to it again), one ``basic.nack(multiple,
+    requeue=true)`` up to the last tag delivered, then a round trip that proves the broker
+    processed it before the channel closes (RabbitMQ may drop settles sent just before a
+    close: docs/dlq.md, "Known limits"). ``last_tag`` is read after the cancel: a delivery
+    that arrived before the cancel-ok has been counted by then. If the channel is lost on
+    the way, its close returns the rest, as on older servers."""
+    try:
+        if consumer_tag is not None:
+            await channel.cancel(consumer_tag)
+        tag = last_tag()
+        if tag:
+            await channel.nack(tag, multiple=True, requeue=True)
+            await channel.qos(0)
+    except TransportError:
+        return
 
 
 async def read_messages(
@@ -538,6 +566,7 @@ __all__ = [
     "export_queue",
     "import_file",
     "login_user",
+    "nack_back",
     "purge",
     "queue_state",
     "read_messages",

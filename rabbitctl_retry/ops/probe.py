@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+from rabbitctl_retry.dlq.read_cost import Cost, GiveBack, ReadCost, give_back_for, read_cost
 from rabbitctl_retry.errors import (
     NotFound,
     PreconditionFailed,
@@ -42,7 +43,7 @@ from rabbitctl_retry.topology.inequivalence import (
     parse_inequivalence,
 )
 from rabbitctl_retry.topology.plan import Absent, Difference, Differs, Matches, Observation, Refused
-from rabbitctl_retry.transport.base import Channel, Connection, QueueInfo
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery, QueueInfo
 
 T = TypeVar("T")
 
@@ -92,13 +93,22 @@ async def depth_on(connection: Connection, channel: Channel, queue: str) -> Queu
     messages and 0 consumers on RabbitMQ 3.10, however many it holds (docs/cluster.md,
     "What a quorum queue says during an election"). So a 0 is checked with one
     ``basic.get`` on a channel of its own, closed at once: get-empty confirms it; a message
-    means the queue holds it plus the count its get-ok gives, and closing the channel puts
-    it back in its place (a quorum queue counts that as one more delivery). A classic
+    means the queue holds it plus the count its get-ok gives, and it is handed back as every
+    read is (``dlq/read_cost.py``: a ``basic.nack`` where that is not counted, else the
+    channel's close, which a quorum queue before 4.3 counts as one more delivery). A classic
     queue, or a quorum queue with a leader, is only ever asked when it is empty."""
     info = await queue_info_on(channel, queue)
     if info.message_count:
         return info
-    got = await _on_own_channel(connection, lambda probe: probe.get(queue))
+    by_nack = give_back_for(connection.server_version.release) is GiveBack.NACK
+
+    async def peek(probe: Channel) -> Delivery | None:
+        got = await probe.get(queue)
+        if got is not None and by_nack:
+            await probe.nack(got.delivery_tag, requeue=True)
+        return got
+
+    got = await _on_own_channel(connection, peek)
     if got is None:
         return info
     return QueueInfo(
@@ -165,16 +175,33 @@ class QueueState:
     quorum: bool | None
     """True for a quorum queue, False for any other, None when the broker would not say."""
     delivery_limit: int | None = None
+    """Its ``x-delivery-limit`` when that is an integer."""
+    reads: ReadCost = field(default_factory=lambda: ReadCost(Cost.SPENDS, GiveBack.CLOSE))
+    """What reading it without taking costs its messages on this server
+    (``dlq/read_cost.py``); the default, for a state made by hand, assumes the worst."""
 
 
 async def queue_state(connection: Connection, queue: str) -> QueueState:
-    """The queue's depth (a passive declare) and type (:func:`queue_type`); :class:`NotFound`
-    (exit 1) in the broker's words when the passive declare gets a 404. Other refusals raise."""
+    """The queue's depth (a passive declare), type and ``x-delivery-limit`` (:func:`queue_type`)
+    and what a read costs it (``dlq/read_cost.py``); :class:`NotFound` (exit 1) in the
+    broker's words when the passive declare gets a 404. Other refusals raise."""
     info = await _on_own_channel(connection, lambda channel: depth_on(connection, channel, queue))
-    quorum, limit = await queue_type(connection, queue)
+    arguments = await queue_arguments(connection, queue)
+    quorum = None if arguments is None else arguments.get("x-queue-type") == "quorum"
+    argument = None if arguments is None else arguments.get("x-delivery-limit")
     return QueueState(
-        name=queue, message_count=info.message_count, quorum=quorum, delivery_limit=limit
+        name=queue,
+        message_count=info.message_count,
+        quorum=quorum,
+        delivery_limit=_integer(argument),
+        reads=read_cost(
+            connection.server_version.release, queue, quorum=quorum, limit_argument=argument
+        ),
     )
+
+
+def _integer(value: FieldValue | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def queue_arguments(connection: Connection, queue: str) -> Mapping[str, FieldValue] | None:
@@ -219,9 +246,8 @@ async def queue_type(connection: Connection, queue: str) -> tuple[bool | None, i
     arguments = await queue_arguments(connection, queue)
     if arguments is None:
         return None, None
-    limit = arguments.get("x-delivery-limit")
     quorum = arguments.get("x-queue-type") == "quorum"
-    return quorum, limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+    return quorum, _integer(arguments.get("x-delivery-limit"))
 
 
 async def queue_kind(connection: Connection, queue: str) -> str | None:

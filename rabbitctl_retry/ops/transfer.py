@@ -12,7 +12,9 @@ once (each delivery's callback awaits its own confirm), and the message is acked
 after its copy was confirmed. Acks are coalesced into ``basic.ack(multiple=true)`` over the
 settled prefix of the channel and written in order by one settler (``ops/settler.py``).
 A copy the broker returned (no such queue) or refused leaves its message unacked: it
-goes back to the queue, in its place, when the channel closes, as do skipped messages.
+goes back to the queue, in its place, when the run ends, as do skipped messages (by one
+``basic.nack`` on RabbitMQ 4.3 and later, which a quorum queue does not count; else by the
+channel's close: ``dlq/read_cost.py``).
 A run reads at most the messages the queue held when it started, so copies that come back
 are never read again; a replayed one carrying this run's id stops the run (the loop guard).
 
@@ -46,6 +48,7 @@ from typing import Any
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
+from rabbitctl_retry.dlq.read_cost import GiveBack, give_back_for
 from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
@@ -65,6 +68,7 @@ from rabbitctl_retry.ops.dlq import (
     NO_PROGRESS,
     REPLAY_WINDOW,
     ProgressSink,
+    nack_back,
     scan_messages,
 )
 from rabbitctl_retry.ops.probe import depth_on, queue_missing
@@ -154,6 +158,8 @@ class Transfer:
         self._consume: Channel | None = None
         self._confirm: Channel | None = None
         self._consumer_tag: str | None = None
+        self._last_tag = 0
+        """The highest delivery tag seen on the consuming channel."""
         self._finished = asyncio.Event()
         """Set once the state is finished (:attr:`TransferState.finished`)."""
         self._abort = asyncio.Event()
@@ -191,6 +197,7 @@ class Transfer:
                 try:
                     await self._wait()
                     await self._drain()
+                    await self._hand_back()
                 except TransportError as error:
                     self._interrupt(error)
                     await self._settle_in_flight()
@@ -273,6 +280,20 @@ class Transfer:
         await self._flush()
         await self._sync()
 
+    async def _hand_back(self) -> None:
+        """After a clean end (every ack processed): on a server that does not count a
+        ``basic.nack`` (RabbitMQ 4.3 and later), hand back the messages left unacked
+        (skipped, failed, past ``--limit``) with one, so that a quorum queue does not count
+        them as the channel's close would (``dlq/read_cost.py``)."""
+        consume = self._consume
+        if (
+            consume is None
+            or self._state.interrupted is not None
+            or give_back_for(self._connection.server_version.release) is not GiveBack.NACK
+        ):
+            return
+        await nack_back(consume, None, lambda: self._last_tag)
+
     # -- deliveries ------------------------------------------------------------------------
 
     async def _on_delivery(self, delivery: Delivery) -> None:
@@ -280,6 +301,7 @@ class Transfer:
         # First statement, before any await: tags enter the window in delivery order.
         assert self._settler is not None
         self._settler.delivered(tag)
+        self._last_tag = max(self._last_tag, tag)
         state = self._state
         choice = (
             choice_of(
