@@ -132,9 +132,10 @@ class TestBroker:
         # rr declare puts them through the management API (docs/topology.md)
         api = self.emulator.management("http://guest:guest@emulator:15672/", vhost="/")
         policies = await api.policies() if declared.uses_policies else None
+        connection = await self._shared()
         result = await provision(
-            await self._shared(),
-            expand(declared),
+            connection,
+            expand(declared, connection.server_version.release),
             dry_run=False,
             connect=self.connect,
             api=api,

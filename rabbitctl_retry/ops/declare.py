@@ -358,7 +358,7 @@ async def declare_topology(
         if api is not None:
             await _check_same_server(api, connection)
         nodes = await api.nodes() if api is not None else None
-        desired = expand(topology)
+        desired = expand(topology, connection.server_version.release)
         features = None
         if api is not None and any(not queue.durable for queue in desired.queues):
             features = permitted_features(await api.deprecated_features())

@@ -165,7 +165,7 @@ async def migrate_topology(
             if management_url is not None and management is not None
             else None
         )
-        desired = expand(topology)
+        desired = expand(topology, connection.server_version.release)
         policies = await api.policies() if api is not None and topology.uses_policies else None
         observed = await observe(connection, desired, connect=connect)
         nodes = await api.nodes() if api is not None else None

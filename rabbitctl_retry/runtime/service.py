@@ -461,7 +461,7 @@ class Service:
         if self.topology is None:
             await self._check_queues_exist(connection)
             return
-        desired = expand(self.topology)
+        desired = expand(self.topology, connection.server_version.release)
         if self.options.declare:
             result = await provision(connection, desired, dry_run=False, connect=self._connect)
             if result.conflicts:

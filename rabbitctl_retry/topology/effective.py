@@ -80,8 +80,24 @@ def merged(
     if is_int(policy_value) and is_int(operator_value):
         if key == "delayed-retry-min":
             return max(int(policy_value), int(operator_value))
+        if key == "delivery-limit":
+            # only RabbitMQ 4 takes a negative delivery-limit in a policy: no limit
+            return smallest_limit(int(policy_value), int(operator_value), unlimited_below_0=True)
         return min(int(policy_value), int(operator_value))
     return operator_value
+
+
+def smallest_limit(first: int, second: int, *, unlimited_below_0: bool) -> int:
+    """The limit that applies of two: the smaller; on RabbitMQ 4 a negative delivery limit is
+    none at all, so the other applies (measured on 4.0.5 and 4.3.6: an argument of -1 under a
+    policy of 3 dead-letters at the 4th return; an argument of 5 under a policy of -1 at the
+    6th). RabbitMQ 3.10 compares the count with a negative one as with any other."""
+    if unlimited_below_0:
+        if first < 0:
+            return second
+        if second < 0:
+            return first
+    return min(first, second)
 
 
 RuleOf = Callable[[str, QueueKind, ServerVersion], Rule]
@@ -116,7 +132,15 @@ def resolve(
                 case "argument":
                     chosen = argument
                 case "smallest" if isinstance(argument, int) and is_int(argument):
-                    chosen = min(argument, int(value)) if is_int(value) else argument
+                    chosen = (
+                        smallest_limit(
+                            argument,
+                            int(value),
+                            unlimited_below_0=key == "delivery-limit" and version.major >= 4,
+                        )
+                        if is_int(value)
+                        else argument
+                    )
                 case _:
                     chosen = value
         result[name] = chosen

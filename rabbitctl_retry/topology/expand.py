@@ -12,6 +12,9 @@ quorum + max_attempts N + D     ``x-delivery-limit = N - 1`` (the server counts 
                                 deliveries), ``x-dead-letter-exchange = ""`` (or the queue's
                                 own), ``x-dead-letter-routing-key = D``
 quorum + delivery_limit L       ``x-delivery-limit = L`` (with D or dead_letter_exchange)
+quorum, neither, RabbitMQ 4.x   ``x-delivery-limit = -1``: no limit (4.x would give it 20, and
+                                drop a message returned that often); nothing on 3.10, which
+                                has no default and reads -1 as "drop at the first return"
 quorum + replicas R             ``x-quorum-initial-group-size = R``, on the queue and on its
                                 wait queues (unset: every node of the cluster holds them)
 quorum with D or its own DLX    ``x-dead-letter-strategy = "at-least-once"`` and
@@ -59,7 +62,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import Policy
+from rabbitctl_retry.server import UNLIMITED_DELIVERY_LIMIT, Policy
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.model import (
     DELAYED_EXCHANGE_TYPE,
@@ -95,6 +98,11 @@ class QueueEntity:
     arguments mode, or when no setting needs one."""
     wait_of: str | None = None
     """For a wait queue: the queue it dead-letters its expired copies back to, by name."""
+    lifts_delivery_limit: bool = False
+    """A quorum queue declared with ``x-delivery-limit = -1`` (no limit) only because the
+    server would otherwise give it one (:func:`takes_unlimited`): one that already exists
+    without it keeps the server's default limit and is no conflict (the plan warns,
+    ``topology/plan.py``)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -162,14 +170,19 @@ class Desired:
         return (*self.exchanges, *self.queues, *self.bindings)
 
 
-def queue_arguments(queue: Queue) -> dict[str, FieldValue]:
-    """The exact ``x-`` arguments of a listed queue (table in the module docstring)."""
+def queue_arguments(
+    queue: Queue, server: tuple[int, int, int] | None = None
+) -> dict[str, FieldValue]:
+    """The exact ``x-`` arguments of a listed queue (table in the module docstring) on a
+    server of release ``server`` (None: not known)."""
     arguments: dict[str, FieldValue] = dict(queue.arguments)
     if queue.type is QueueType.QUORUM:
         arguments["x-queue-type"] = "quorum"
         limit = queue.server_delivery_limit
         if limit is not None:
             arguments["x-delivery-limit"] = limit
+        elif takes_unlimited(server):
+            arguments["x-delivery-limit"] = UNLIMITED_DELIVERY_LIMIT
         if queue.dead_letter is not None:
             arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange or ""
             arguments["x-dead-letter-routing-key"] = queue.dead_letter
@@ -255,8 +268,21 @@ def targets_first(
     return ordered
 
 
-def expand(topology: Topology) -> Desired:
-    """The concrete entities of ``topology`` (see the module docstring)."""
+def takes_unlimited(server: tuple[int, int, int] | None) -> bool:
+    """Whether rr declares a quorum queue without a limit (no ``max_attempts``, no
+    ``delivery_limit``: a dead-letter or parking queue) with ``x-delivery-limit = -1`` on a
+    server of release ``server``: on RabbitMQ 4.0 and later, which would otherwise give it a
+    limit of 20 and drop what was returned that often (every read of it before 4.3 counts).
+    Not on 3.10, which has no default limit and drops every message at its first return
+    under -1; not when the server is not known (``rr topology show``, an export of
+    definitions)."""
+    return server is not None and server[0] >= 4
+
+
+def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> Desired:
+    """The concrete entities of ``topology`` (see the module docstring) on a server of release
+    ``server`` (``(4, 3, 6)``; None when not known: then no argument that depends on the
+    server is set, see :func:`takes_unlimited`)."""
     listed = {queue.name for queue in topology.queues}
     declared_exchanges = {exchange.name for exchange in topology.exchanges}
     exchanges = [
@@ -294,9 +320,14 @@ def expand(topology: Topology) -> Desired:
             QueueEntity(
                 name=queue.name,
                 durable=queue.durable,
-                arguments=frozen_mapping(queue_arguments(queue)),
+                arguments=frozen_mapping(queue_arguments(queue, server)),
                 role=role,
                 source=at,
+                lifts_delivery_limit=(
+                    queue.type is QueueType.QUORUM
+                    and queue.server_delivery_limit is None
+                    and takes_unlimited(server)
+                ),
             )
         )
         queues.extend(_wait_queues(queue))
@@ -376,6 +407,7 @@ def _in_policy(queue: QueueEntity) -> QueueEntity:
         policy_mode=True,
         policy=rr_policy(queue.name, definition) if definition else None,
         wait_of=queue.wait_of,
+        lifts_delivery_limit=queue.lifts_delivery_limit,
     )
 
 

@@ -37,6 +37,9 @@ existing queue, a setting        ``live``         rr's policy is put before any 
 policy matches the queue                          would not apply); below: a warning
 ``settings = "policy"``, new     ``conflict``     when the policies were not read (no
 queue, policies not read                          management API: ``rr run``)
+quorum queue without a limit     as its other     kept as it is, re-declared without -1, and
+exists without the ``-1`` rr     settings         one warning (:func:`keeps_server_limit`)
+would give it (RabbitMQ 4)
 ===============================  ===============  =======================================
 
 AMQP cannot list bindings, so a binding between two entities that already existed is
@@ -52,7 +55,12 @@ from enum import StrEnum
 from typing import assert_never
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import TRANSIENT_QUEUES_FEATURE, Placement, Policy
+from rabbitctl_retry.server import (
+    QUORUM_DEFAULT_DELIVERY_LIMIT,
+    TRANSIENT_QUEUES_FEATURE,
+    Placement,
+    Policy,
+)
 from rabbitctl_retry.topology.expand import (
     BindingEntity,
     Desired,
@@ -61,6 +69,9 @@ from rabbitctl_retry.topology.expand import (
     QueueEntity,
 )
 from rabbitctl_retry.topology.model import SERVER_DELAY_VERSION
+from rabbitctl_retry.topology.settings import (
+    NONE as NO_VALUE,
+)
 from rabbitctl_retry.topology.settings import (
     Change,
     Setting,
@@ -266,6 +277,9 @@ def plan(
         )
     for queue in desired.queues:
         observation = observed.get(queue.key, Absent())
+        queue, observation, kept = keeps_server_limit(queue, observation)
+        if kept:
+            warnings.append(server_limit_warning(queue.name, server_version))
         operation = _declare_op(OpKind.DECLARE_QUEUE, queue, observation)
         operation, warning = _settings(operation, queue, observation, policies)
         if warning is not None:
@@ -291,6 +305,42 @@ def plan(
     if transient is not None:
         warnings.insert(0, transient)
     return Plan(operations=tuple(operations), warnings=tuple(warnings))
+
+
+def keeps_server_limit(
+    queue: QueueEntity, observation: Observation
+) -> tuple[QueueEntity, Observation, bool]:
+    """A quorum queue rr would declare with ``x-delivery-limit = -1`` that exists without it
+    (declared by an earlier rr, or by hand) is taken as it is: no conflict, the same queue
+    re-declared without the argument, and True (the plan warns). Anything else unchanged."""
+    if not queue.lifts_delivery_limit or not isinstance(observation, Differs):
+        return queue, observation, False
+    kept = [
+        d
+        for d in observation.differences
+        if not (d.key == "x-delivery-limit" and d.current == NO_VALUE)
+    ]
+    if len(kept) == len(observation.differences):
+        return queue, observation, False
+    arguments = {k: v for k, v in queue.arguments.items() if k != "x-delivery-limit"}
+    entity = dataclasses.replace(queue, arguments=arguments, lifts_delivery_limit=False)
+    rest: Observation = (
+        Differs(tuple(kept), observation.detail) if kept or observation.detail else Matches()
+    )
+    return entity, rest, True
+
+
+def server_limit_warning(queue: str, server_version: tuple[int, int, int]) -> str:
+    """What a quorum queue kept with the server's default delivery limit risks."""
+    release = ".".join(str(part) for part in server_version)
+    return (
+        f"{queue!r} exists without x-delivery-limit, so RabbitMQ {release} gives it a delivery "
+        f"limit of {QUORUM_DEFAULT_DELIVERY_LIMIT}: a message returned that often is dropped "
+        "(before RabbitMQ 4.3 every read of it by rr dlq inspect, export or groups counts "
+        "one). rr declares such a queue with x-delivery-limit = -1 but changes no existing "
+        'one: lift its limit with a policy (docs/topology.md, "Quorum queues without a '
+        'limit"), or see rr doctor'
+    )
 
 
 MANAGEMENT_NEEDED = (

@@ -608,3 +608,90 @@ def test_replicas_are_not_checked_without_the_nodes_nor_on_existing_queues() -> 
     }
     result = plan(desired, existing, server_version=(3, 10, 8), cluster_nodes=NODES[:1])
     assert result.can_apply  # RabbitMQ never changes the members of a queue that exists
+
+
+# --------------------------------------------------------------------------- no limit on 4.x
+
+PARKING = """
+[queues.payouts]
+type = "quorum"
+max_attempts = 5
+dead_letter = "payouts.dead"
+
+[queues."payouts.dead"]
+type = "quorum"
+"""
+
+V3_10, V4_0, V4_3 = (3, 10, 8), (4, 0, 5), (4, 3, 6)
+
+
+def _limit_of(name: str, server: tuple[int, int, int] | None) -> object:
+    queue = next(q for q in expand(load_text(PARKING), server).queues if q.name == name)
+    return queue.arguments.get("x-delivery-limit")
+
+
+@pytest.mark.parametrize(
+    ("server", "dead_limit"),
+    [(None, None), (V3_10, None), (V4_0, -1), (V4_3, -1)],
+)
+def test_a_quorum_queue_without_a_limit_gets_minus_1_on_4_only(
+    server: tuple[int, int, int] | None, dead_limit: int | None
+) -> None:
+    """4.x would give it 20 (and drop what is returned that often); 3.10 has no default and
+    drops everything at the first return under -1; unknown server (show, export): nothing."""
+    assert _limit_of("payouts.dead", server) == dead_limit
+    assert _limit_of("payouts", server) == 4  # its own limit, whatever the server
+
+
+def test_in_policy_mode_the_minus_1_goes_into_rrs_policy() -> None:
+    text = '[broker]\nsettings = "policy"\n' + PARKING
+    dead = next(q for q in expand(load_text(text), V4_0).queues if q.name == "payouts.dead")
+    assert "x-delivery-limit" not in dead.arguments
+    assert dead.policy is not None
+    assert dead.policy.keys["delivery-limit"] == -1
+
+
+def _kept(observation: Observation) -> Plan:
+    desired = expand(load_text(PARKING), V4_0)
+    observed: dict[ObservationKey, Observation] = {
+        ("queue", "payouts"): Matches(),
+        ("queue", "payouts.dead"): observation,
+    }
+    return plan(desired, observed, server_version=V4_0)
+
+
+def test_an_existing_quorum_queue_without_minus_1_is_kept_with_a_warning() -> None:
+    result = _kept(Differs((Difference("x-delivery-limit", "-1", "(none)"),)))
+    dead = next(op for op in result.operations if op.name == "payouts.dead")
+    assert (dead.status, dead.detail, result.can_apply) == (Status.UNCHANGED, None, True)
+    assert "x-delivery-limit" not in dead.entity.arguments  # re-declared as it is
+    [warning] = result.warnings
+    assert warning.startswith(
+        "'payouts.dead' exists without x-delivery-limit, so RabbitMQ 4.0.5 gives it a "
+        "delivery limit of 20: a message returned that often is dropped"
+    )
+
+
+def test_other_differences_of_that_queue_stay_conflicts() -> None:
+    result = _kept(
+        Differs(
+            (
+                Difference("x-delivery-limit", "-1", "(none)"),
+                Difference("x-max-length", "(none)", "5"),
+            )
+        )
+    )
+    dead = next(op for op in result.operations if op.name == "payouts.dead")
+    assert dead.status is Status.CONFLICT
+    assert dead.detail is not None
+    assert dead.detail.startswith(
+        "exists with other arguments: x-max-length: file (none), broker 5"
+    )
+    assert "x-delivery-limit" not in dead.detail
+
+
+def test_a_limit_someone_set_is_a_conflict_as_any_other() -> None:
+    result = _kept(Differs((Difference("x-delivery-limit", "-1", "5"),)))
+    dead = next(op for op in result.operations if op.name == "payouts.dead")
+    assert dead.status is Status.CONFLICT
+    assert result.warnings == ()
