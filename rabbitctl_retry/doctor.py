@@ -43,11 +43,14 @@ measured on 3.10.8, 4.0.5 and 4.3.6):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rabbitctl_retry.dlq.read_cost import effective_limit
 from rabbitctl_retry.errors import escape_unprintable
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import (
     DEPRECATED_FEATURES_PATH,
     NODES_PATH,
@@ -64,6 +67,7 @@ from rabbitctl_retry.server import (
 )
 from rabbitctl_retry.topology.effective import applying
 from rabbitctl_retry.topology.expand import Desired, QueueEntity
+from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.plan import server_delay_problem
 from rabbitctl_retry.topology.settings import rival_policies, shadowed
 
@@ -127,6 +131,14 @@ class QueueCounts:
     """Its ready messages (``message_count``)."""
     consumers: int
     """``consumer_count``."""
+    limit_read: bool = False
+    """Whether its ``x-delivery-limit`` was read (a quorum queue of the file without a limit
+    of its own, whose limit the server decides: ``ops/doctor.py``)."""
+    limit_argument: FieldValue | None = None
+    """That ``x-delivery-limit`` as the queue holds it (None: not set), resolved with the
+    policies that apply to it when ``policies_read``."""
+    policies_read: bool = False
+    """Whether the policies that apply to it were read (the management API)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,9 +396,10 @@ QUORUM_COUNTING_4_3 = (
     "unacknowledged count toward a quorum queue's x-delivery-limit (x-delivery-count); "
     "basic.nack never counts; every return raises x-acquired-count; a dead letter carries "
     "its delivery count into the next queue (a quorum target starts its count, and its "
-    "delivery limit, from it). rr never sends basic.nack: it gives messages back with "
+    "delivery limit, from it). rr run never sends basic.nack: it gives messages back with "
     "basic.reject(requeue=true), and has the server dead-letter them with "
-    "basic.reject(requeue=false)"
+    "basic.reject(requeue=false); rr dlq and rr console hand back what they only read with "
+    "basic.nack, so that a look counts nothing"
 )
 
 
@@ -563,7 +576,11 @@ def _carried_count_findings(desired: Desired, facts: ServerFacts) -> Iterator[Fi
             continue
         target_limit = _delivery_limit(target)
         if target_limit is None:
-            target_limit = QUORUM_DEFAULT_DELIVERY_LIMIT
+            # the file leaves it to the server: rr declares it without a limit (-1), but one
+            # declared earlier may hold the server's own
+            target_limit = _held_limit(target.name, facts)
+        if target_limit is None:
+            continue
         returns = max(target_limit - source_limit, 1)
         then = "dead-letters" if _has_dead_letter_route(target) else "drops"
         yield Finding(
@@ -573,8 +590,7 @@ def _carried_count_findings(desired: Desired, facts: ServerFacts) -> Iterator[Fi
             f"each carries its x-delivery-count (up to {source_limit + 1}, its count when "
             f"{source.name!r}'s x-delivery-limit = {source_limit} sent it) and "
             f"{target.name!r} counts on from it, so it {then} such a message at its "
-            f"{_ordinal(returns)} counted return rather than its {_ordinal(target_limit + 1)} "
-            "(each rr dlq inspect that reads it is one)",
+            f"{_ordinal(returns)} counted return rather than its {_ordinal(target_limit + 1)}",
             target.name,
         )
 
@@ -606,6 +622,65 @@ def _server_delay_finding(queue: QueueEntity, version: ServerVersion) -> Finding
     )
 
 
+def _held_limit(queue: str, facts: ServerFacts) -> int | None:
+    """The delivery limit the server holds ``queue`` with, when its ``x-delivery-limit`` was
+    read (``QueueCounts.limit_read``) and one applies; else None."""
+    held = next((c for c in facts.queue_counts or () if c.name == queue), None)
+    if held is None or not held.limit_read:
+        return None
+    return effective_limit(facts.version.release, held.limit_argument)
+
+
+def _server_limit_finding(queue: QueueEntity, facts: ServerFacts) -> Finding | None:
+    """A quorum queue of the file without a limit of its own that the server holds with one
+    it gave it (RabbitMQ 4.x: 20, when the queue was declared without ``x-delivery-limit``,
+    by an earlier rr or by hand): a message returned that often is dropped, or dead-lettered
+    where the queue has a route; rr declares such a queue with ``x-delivery-limit = -1``
+    now, but changes no existing one. None when the server holds it without a limit, or
+    does not hold it (``rr declare`` will), or its limit was not read."""
+    limit = _held_limit(queue.name, facts)
+    if limit is None:
+        return None
+    held = next(c for c in facts.queue_counts or () if c.name == queue.name)
+    if held.limit_argument is not None:
+        given = f"holds x-delivery-limit = {display_value(held.limit_argument)}"
+    else:
+        given = (
+            f"was declared without x-delivery-limit, so RabbitMQ {facts.version} gives it a "
+            f"limit of {limit}"
+        )
+    if held.policies_read:
+        given += " (with the policies that apply to it)"
+    else:
+        given += " (a policy that applies to it is not seen without --management-url)"
+    reads = (
+        "every rr dlq inspect, export or groups read of it counts one"
+        if not facts.version.nack_returns_uncounted
+        else "rr's reads no longer count on this server, but every return does"
+    )
+    fix = (
+        f"Lift it with a policy: rabbitmqctl set_policy rr-no-limit "
+        f"'^{re.escape(queue.name)}$' '{{\"delivery-limit\": -1}}' --apply-to queues "
+        '(only the highest-priority policy applies to a queue; docs/topology.md, "Quorum '
+        'queues without a limit")'
+    )
+    if _has_dead_letter_route(queue):
+        return Finding(
+            "quorum-default-limit",
+            Level.WARNING,
+            f"{queue.name!r} {given}: a message returned {limit} times is dead-lettered "
+            f"({reads}). {fix}",
+            queue.name,
+        )
+    return Finding(
+        "quorum-default-limit-drops",
+        Level.UNSAFE,
+        f"{queue.name!r} {given}, and has no dead-letter route: a message returned {limit} "
+        f"times is dropped ({reads}). {fix}",
+        queue.name,
+    )
+
+
 def topology_findings(
     desired: Desired, facts: ServerFacts, retried_queues: frozenset[str] = frozenset()
 ) -> list[Finding]:
@@ -620,32 +695,10 @@ def topology_findings(
             transient = _transient_finding(queue, facts)
             if transient is not None:
                 findings.append(transient)
-        if version.major >= 4 and _quorum(queue) and queue.setting("x-delivery-limit") is None:
-            if _has_dead_letter_route(queue):
-                findings.append(
-                    Finding(
-                        "quorum-default-limit",
-                        Level.INFO,
-                        f"{queue.name!r} gets x-delivery-limit = "
-                        f"{QUORUM_DEFAULT_DELIVERY_LIMIT}: a message returned "
-                        f"{QUORUM_DEFAULT_DELIVERY_LIMIT} times goes to its dead-letter route",
-                        queue.name,
-                    )
-                )
-            else:
-                findings.append(
-                    Finding(
-                        "quorum-default-limit-drops",
-                        Level.UNSAFE,
-                        f"{queue.name!r} is a quorum queue without a dead-letter route: on "
-                        f"RabbitMQ {version} it gets x-delivery-limit = "
-                        f"{QUORUM_DEFAULT_DELIVERY_LIMIT}, so a message returned "
-                        f"{QUORUM_DEFAULT_DELIVERY_LIMIT} times is dropped (each rr dlq "
-                        "inspect returns what it reads). Give it a dead_letter of its own, "
-                        "or choose its limit with delivery_limit",
-                        queue.name,
-                    )
-                )
+        if _quorum(queue) and queue.setting("x-delivery-limit") is None:
+            held_limit = _server_limit_finding(queue, facts)
+            if held_limit is not None:
+                findings.append(held_limit)
         findings.extend(_counting_findings(queue, facts, retried_queues))
         server_delay = _server_delay_finding(queue, version)
         if server_delay is not None:

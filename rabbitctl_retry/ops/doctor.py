@@ -4,11 +4,14 @@ exchange (the probe of ``ops/probe.py``), and its deprecated-features table from
 management API, once that API shows it answers for the same server (docs/cli.md,
 "rr doctor"); on RabbitMQ 3.x also the vhost's policies and the state of the topology's
 queues, for classic queue mirroring; with a topology, each of its queues' depth and consumers
-by a passive declare (AMQP: no management API needed), and from the API the nodes' resource
-alarms, a quorum queue's members online and the rate a queue's depth changes at. An API that
-cannot be read is a finding, never an error."""
+by a passive declare (AMQP: no management API needed) and a quorum queue's
+``x-delivery-limit`` where the file leaves it to the server (a re-declare probe), and from
+the API the nodes' resource alarms, a quorum queue's members online and the rate a queue's
+depth changes at. An API that cannot be read is a finding, never an error."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from rabbitctl_retry.doctor import (
     ClusterRead,
@@ -21,9 +24,10 @@ from rabbitctl_retry.doctor import (
     names_to_compare,
 )
 from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
-from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_info
-from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, Unstated
-from rabbitctl_retry.topology.expand import Desired
+from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_arguments, queue_info
+from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, ServerVersion, Unstated
+from rabbitctl_retry.topology.effective import resolve
+from rabbitctl_retry.topology.expand import Desired, QueueEntity
 from rabbitctl_retry.topology.plan import Absent
 from rabbitctl_retry.transport.base import Connection, identity_of
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
@@ -65,6 +69,8 @@ async def server_facts(
                 policies = await _policies_read(api, desired)
             # the nodes and the queues whatever became of the table (paths of their own)
             cluster = await _cluster_read(api, desired)
+            if counts is not None:
+                counts = await _with_policies(api, counts, version)
     return ServerFacts(
         version=version,
         cluster_name=identity.cluster_name,
@@ -84,9 +90,56 @@ async def _queue_counts(connection: Connection, desired: Desired) -> tuple[Queue
     found = []
     for queue in desired.queues:
         info = await queue_info(connection, queue.name)
-        if info is not None:
-            found.append(QueueCounts(queue.name, info.message_count, info.consumer_count))
+        if info is None:
+            continue
+        counts = QueueCounts(queue.name, info.message_count, info.consumer_count)
+        if _limit_by_server(queue):
+            arguments = await queue_arguments(connection, queue.name)
+            if arguments is not None:
+                counts = dataclasses.replace(
+                    counts, limit_read=True, limit_argument=arguments.get("x-delivery-limit")
+                )
+        found.append(counts)
     return tuple(found)
+
+
+async def _with_policies(
+    api: ManagementApi, counts: tuple[QueueCounts, ...], version: ServerVersion
+) -> tuple[QueueCounts, ...]:
+    """``counts`` with each read ``x-delivery-limit`` resolved with the policy and the
+    operator policy that apply to the queue (``topology/effective.py``), as the management
+    API names them; unchanged where the API cannot be read."""
+    if not any(count.limit_read for count in counts):
+        return counts
+    try:
+        policies = {p.name: p for p in await api.policies()}
+        operator = {p.name: p for p in await api.policies(operator=True)}
+        resolved = []
+        for count in counts:
+            state = await api.queue_state(count.name) if count.limit_read else None
+            if state is not None:
+                acting = resolve(
+                    {"x-delivery-limit": count.limit_argument}
+                    if count.limit_argument is not None
+                    else {},
+                    "quorum",
+                    policies.get(state.policy or ""),
+                    operator.get(state.operator_policy or ""),
+                    version,
+                )
+                count = dataclasses.replace(
+                    count, limit_argument=acting.get("x-delivery-limit"), policies_read=True
+                )
+            resolved.append(count)
+    except TransportError:
+        return counts
+    return tuple(resolved)
+
+
+def _limit_by_server(queue: QueueEntity) -> bool:
+    """A quorum queue of the file without a limit of its own: the server's own limit, if it
+    gave it one, is read (a re-declare probe: ``ops/probe.py``)."""
+    return queue.setting("x-queue-type") == "quorum" and queue.setting("x-delivery-limit") is None
 
 
 async def _cluster_read(api: ManagementApi, desired: Desired | None) -> ClusterRead | TableUnread:

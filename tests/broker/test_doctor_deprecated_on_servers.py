@@ -180,10 +180,16 @@ async def test_the_4_3_counting_findings_hold_on_the_server(
 ) -> None:
     """What doctor says of orders and orders.dead on 4.3, and what 4.3.6 does: orders' limit
     of 2 dead-letters a message at its 3rd basic.reject, with x-delivery-count 3; in
-    orders.dead two basic.nack do not count; it drops the message at its 18th basic.reject."""
+    orders.dead (declared without a limit by an earlier rr) two basic.nack do not count; it
+    drops the message at its 18th basic.reject."""
     broker = current()
     topology = tmp_path / "topology.toml"
     topology.write_text(SERVER_LIMIT_ONLY)
+    # orders.dead as an earlier rr declared it: without x-delivery-limit, so with the
+    # server's 20 (rr declares it with -1 now, and keeps this one as it is)
+    await (await backend.channel()).queue_declare(
+        "orders.dead", durable=True, arguments={"x-queue-type": "quorum"}
+    )
 
     code, document = await asyncio.to_thread(doctor, backend.url, "--topology", str(topology))
 

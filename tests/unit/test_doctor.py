@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.doctor import Level, ServerFacts, examine, safe
+from rabbitctl_retry.doctor import Finding, Level, QueueCounts, ServerFacts, examine, safe
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
@@ -84,31 +85,55 @@ def test_nack_stops_counting_from_4_3() -> None:
         "unacknowledged count toward a quorum queue's x-delivery-limit (x-delivery-count); "
         "basic.nack never counts; every return raises x-acquired-count; a dead letter carries "
         "its delivery count into the next queue (a quorum target starts its count, and its "
-        "delivery limit, from it). rr never sends basic.nack: it gives messages back with "
+        "delivery limit, from it). rr run never sends basic.nack: it gives messages back with "
         "basic.reject(requeue=true), and has the server dead-letter them with "
-        "basic.reject(requeue=false)"
+        "basic.reject(requeue=false); rr dlq and rr console hand back what they only read with "
+        "basic.nack, so that a look counts nothing"
     )
 
 
-def test_a_quorum_dlq_without_a_route_is_unsafe_on_4_only() -> None:
-    on_3 = examine(
-        expand(load_text(QUORUM_DLQ_WITHOUT_ROUTE)), ServerFacts(version=ServerVersion(3, 10, 8))
-    )
-    on_4 = examine(
-        expand(load_text(QUORUM_DLQ_WITHOUT_ROUTE)), ServerFacts(version=ServerVersion(4, 0, 5))
-    )
-    assert safe(on_3)
-    assert not safe(on_4)
-    unsafe = [f for f in on_4 if f.level is Level.UNSAFE]
-    assert [(f.code, f.queue) for f in unsafe] == [("quorum-default-limit-drops", "payouts.dead")]
+def _holding(limit: FieldValue | None, *, read: bool = True) -> tuple[QueueCounts, ...]:
+    """The server holds payouts.dead with 3 letters and this ``x-delivery-limit``."""
+    return (QueueCounts("payouts.dead", 3, 0, limit_read=read, limit_argument=limit),)
 
 
-def test_a_quorum_dlq_with_a_route_is_safe_on_4() -> None:
+def test_a_quorum_dlq_held_with_the_servers_limit_is_unsafe_on_4_only() -> None:
+    """rr declares a quorum queue without a limit of its own with x-delivery-limit = -1 on
+    4.x; one the server holds without it (an earlier rr, or by hand) has the server's 20."""
+    desired = expand(load_text(QUORUM_DLQ_WITHOUT_ROUTE))
+
+    def unsafe(version: ServerVersion, held: tuple[QueueCounts, ...] | None) -> list[Finding]:
+        found = examine(desired, ServerFacts(version=version, queue_counts=held))
+        return [f for f in found if f.level is Level.UNSAFE]
+
+    assert unsafe(ServerVersion(3, 10, 8), _holding(None)) == []  # 3.10: no default limit
+    on_4 = unsafe(ServerVersion(4, 0, 5), _holding(None))
+    assert [(f.code, f.queue) for f in on_4] == [("quorum-default-limit-drops", "payouts.dead")]
+    assert "gives it a limit of 20" in on_4[0].message
+    assert "every rr dlq inspect, export or groups read of it counts one" in on_4[0].message
+    assert "rabbitmqctl set_policy rr-no-limit '^payouts\\.dead$'" in on_4[0].message
+    on_43 = unsafe(ServerVersion(4, 3, 6), _holding(None))
+    assert "rr's reads no longer count on this server" in on_43[0].message
+    # held with -1 (declared by this rr), not held (rr declare will declare it with -1), or
+    # its limit not read: nothing to say
+    assert unsafe(ServerVersion(4, 0, 5), _holding(-1)) == []
+    assert unsafe(ServerVersion(4, 0, 5), ()) == []
+    assert unsafe(ServerVersion(4, 0, 5), _holding(None, read=False)) == []
+    # a limit of its own that someone set by hand is named as such
+    (held,) = unsafe(ServerVersion(4, 0, 5), _holding(7))
+    assert "holds x-delivery-limit = 7" in held.message
+
+
+def test_a_quorum_dlq_with_a_route_is_a_warning_on_4() -> None:
     routed = QUORUM_DLQ_WITHOUT_ROUTE + 'dead_letter_exchange = "parked"\n[exchanges.parked]\n'
-
-    found = codes("4.0.5", routed)
-    assert "quorum-default-limit-drops" not in found
-    assert "quorum-default-limit" in found
+    found = examine(
+        expand(load_text(routed)),
+        ServerFacts(version=ServerVersion(4, 0, 5), queue_counts=_holding(None)),
+    )
+    assert ("quorum-default-limit", Level.WARNING, "payouts.dead") in [
+        (f.code, f.level, f.queue) for f in found
+    ]
+    assert "quorum-default-limit-drops" not in {f.code for f in found}
 
 
 def test_a_transient_queue_is_named_on_4() -> None:

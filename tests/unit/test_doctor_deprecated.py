@@ -9,6 +9,7 @@ import pytest
 from rabbitctl_retry.doctor import (
     Finding,
     Level,
+    QueueCounts,
     ServerFacts,
     TableUnread,
     Unread,
@@ -73,15 +74,22 @@ into a quorum queue with the default limit: what
 tests/broker/test_doctor_deprecated_on_servers.py measures on 4.3.6."""
 
 
+HELD_WITHOUT_LIMIT = (QueueCounts("orders.dead", 3, 0, limit_read=True, limit_argument=None),)
+"""The server holds orders.dead as an earlier rr declared it: without x-delivery-limit, so with
+the server's own limit (20 on 4.x); rr declares it with -1 now."""
+
+
 def findings(
     version: ServerVersion,
     table: tuple[DeprecatedFeature, ...] | TableUnread = NOT_GIVEN,
     topology: str | None = None,
+    held: tuple[QueueCounts, ...] | None = None,
 ) -> list[Finding]:
     loaded = load_text(topology) if topology is not None else None
     desired = expand(loaded) if loaded is not None else None
     retried = frozenset(q.name for q in loaded.queues if q.max_attempts) if loaded else frozenset()
-    return examine(desired, ServerFacts(version=version, deprecated_features=table), retried)
+    facts = ServerFacts(version=version, deprecated_features=table, queue_counts=held)
+    return examine(desired, facts, retried)
 
 
 def by_code(found: list[Finding]) -> dict[str, Finding]:
@@ -259,9 +267,9 @@ def test_a_quorum_queue_rr_run_retries_gets_the_4_3_rules_as_info() -> None:
 
 
 def test_a_quorum_queue_with_only_a_server_limit_warns_about_nacking_consumers() -> None:
-    found = findings(V4_3, TABLE_4_3_6, SERVER_LIMIT_ONLY)
+    found = findings(V4_3, TABLE_4_3_6, SERVER_LIMIT_ONLY, HELD_WITHOUT_LIMIT)
 
-    [warning] = [f for f in found if f.level is Level.WARNING]
+    [warning] = [f for f in found if f.level is Level.WARNING and f.queue == "orders"]
     assert warning == Finding(
         "quorum-nack-not-counted",
         Level.WARNING,
@@ -273,19 +281,21 @@ def test_a_quorum_queue_with_only_a_server_limit_warns_about_nacking_consumers()
         "give messages back with basic.reject",
         "orders",
     )
-    # a warning is not unsafe: only the default limit of orders.dead (no route) is
+    # a warning is not unsafe: only the default limit orders.dead is held with (no route) is
     assert [(f.code, f.queue) for f in found if f.level is Level.UNSAFE] == [
         ("quorum-default-limit-drops", "orders.dead")
     ]
     routed = SERVER_LIMIT_ONLY + 'dead_letter_exchange = "parked"\n[exchanges.parked]\n'
-    assert safe(findings(V4_3, TABLE_4_3_6, routed))
+    assert safe(findings(V4_3, TABLE_4_3_6, routed, HELD_WITHOUT_LIMIT))
+    # declared by this rr (x-delivery-limit = -1), or not there yet: nothing unsafe
+    assert safe(findings(V4_3, TABLE_4_3_6, SERVER_LIMIT_ONLY))
 
 
 def test_a_quorum_dead_letter_target_counts_on_from_the_carried_count_on_4_3() -> None:
     """Measured on 4.3.6 (tests/broker/test_doctor_deprecated_on_servers.py): orders' limit
     of 2 sends a dead letter with x-delivery-count 3; orders.dead (20) drops it at its 18th
     reject."""
-    found = findings(V4_3, TABLE_4_3_6, SERVER_LIMIT_ONLY)
+    found = findings(V4_3, TABLE_4_3_6, SERVER_LIMIT_ONLY, HELD_WITHOUT_LIMIT)
 
     [carried] = [f for f in found if f.code == "dead-letter-carried-count"]
     assert carried == Finding(
@@ -294,19 +304,25 @@ def test_a_quorum_dead_letter_target_counts_on_from_the_carried_count_on_4_3() -
         "'orders.dead' gets 'orders''s dead letters: on RabbitMQ 4.3.6 each carries its "
         "x-delivery-count (up to 3, its count when 'orders''s x-delivery-limit = 2 sent it) "
         "and 'orders.dead' counts on from it, so it drops such a message at its 18th counted "
-        "return rather than its 21st (each rr dlq inspect that reads it is one)",
+        "return rather than its 21st",
         "orders.dead",
     )
     # the default limit's own finding stays: the target still drops (4.0 and later)
     assert [(f.code, f.queue) for f in found if f.level is Level.UNSAFE] == [
         ("quorum-default-limit-drops", "orders.dead")
     ]
+    # a target rr declared (x-delivery-limit = -1) has no limit to count toward
+    assert "dead-letter-carried-count" not in {
+        f.code for f in findings(V4_3, TABLE_4_3_6, SERVER_LIMIT_ONLY)
+    }
 
 
 def test_a_dead_letter_target_with_a_route_dead_letters_on_instead() -> None:
     routed = SERVER_LIMIT_ONLY + 'dead_letter_exchange = "parked"\n[exchanges.parked]\n'
     [carried] = [
-        f for f in findings(V4_3, TABLE_4_3_6, routed) if f.code == "dead-letter-carried-count"
+        f
+        for f in findings(V4_3, TABLE_4_3_6, routed, HELD_WITHOUT_LIMIT)
+        if f.code == "dead-letter-carried-count"
     ]
     assert "so it dead-letters such a message at its 18th counted return" in carried.message
 
