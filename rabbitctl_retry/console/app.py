@@ -31,10 +31,12 @@ from rabbitctl_retry.console.reads import (
     dry_run,
     find_letter,
     group_chooser,
+    group_run,
     queue_states,
     read_groups,
     transfer,
 )
+from rabbitctl_retry.console.reads import run_group as run_on_engine
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
@@ -47,13 +49,15 @@ from rabbitctl_retry.dlq.edit import (
 )
 from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
 from rabbitctl_retry.errors import RrError, UsageError, censor_urls
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import record_of
-from rabbitctl_retry.ops.probe import Connect
+from rabbitctl_retry.ops.probe import Connect, QueueState
 from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.ops.transfers import TransferRun
 from rabbitctl_retry.retry.headers import deaths
 from rabbitctl_retry.transport.base import Delivery
 
@@ -93,6 +97,12 @@ class State:
 
 STATE = web.AppKey("state", State)
 
+READ_GROUPS = "read-groups"
+READ_MESSAGE = "read-message"
+READS = frozenset({READ_GROUPS, READ_MESSAGE})
+"""The forms that only read a queue whose reads count (a read-only console takes them where
+no letter can be dropped: ``_gate``)."""
+
 
 def _page(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
@@ -128,16 +138,18 @@ async def _checked(
         response = web.Response(status=303, headers={"Location": target})
         response.set_cookie(sec.COOKIE, token, httponly=True, samesite="Strict", path="/")
         return response
-    if not (
-        sec.token_matches(request.cookies.get(sec.COOKIE), token)
-        or sec.token_matches(sec.bearer(request.headers.get("Authorization")), token)
-    ):
+    by_bearer = sec.token_matches(sec.bearer(request.headers.get("Authorization")), token)
+    if not (by_bearer or sec.token_matches(request.cookies.get(sec.COOKIE), token)):
         return web.Response(
             status=401,
             text="rr console: open the address rr console printed (it holds the token)\n",
         )
+    if not by_bearer:
+        refused = sec.fetch_site_refusal(request.headers.get("Sec-Fetch-Site"))
+        if refused is not None:
+            return _page(html.error_page(403, refused), 403)
     if request.method not in ("GET", "HEAD"):
-        if state.config.read_only:
+        if state.config.read_only and request.match_info.route.name not in READS:
             return _page(html.error_page(403, "read-only console: no action"), 403)
         if not sec.origin_allowed(request.headers.get("Origin"), state.allowed):
             return _page(html.error_page(403, "a form of another site"), 403)
@@ -176,6 +188,7 @@ async def index(request: web.Request) -> web.Response:
             quorum=queue_state.quorum if queue_state else None,
             samples=tuple(state.samples.get(name, ())),
             error=censor_urls(error) if error else None,
+            reads=queue_state.reads.cost.value if queue_state else "",
         )
         for name, queue_state, error in found
     ]
@@ -186,27 +199,57 @@ async def style(request: web.Request) -> web.Response:
     return web.Response(text=html.STYLE, content_type="text/css")
 
 
+async def _reads_of(request: web.Request, queue: str) -> QueueState:
+    """``queue``'s state, with what a read costs its letters; an error page when it cannot
+    be read."""
+    _, found = await queue_states(request.app[STATE].config.connect, [queue])
+    (_, queue_state, error) = found[0]
+    if queue_state is None:
+        raise RrError(error or f"{queue}: its state could not be read")
+    return queue_state
+
+
+def _gate(
+    request: web.Request, queue_state: QueueState, title: str, back: str
+) -> web.Response | None:
+    """None when this request may read the queue: a read that costs nothing (any request), or
+    one asked for by the page's own form (a POST; ``access`` checked its CSRF value). Else the
+    page that says what a read costs and asks, or says why a read-only console does not read
+    it (docs/console.md, "Reading is free, or asked")."""
+    reads = queue_state.reads
+    if reads.cost is Cost.FREE:
+        return None
+    read_only = request.app[STATE].config.read_only
+    if request.method == "POST":
+        if read_only and reads.can_drop:
+            return _page(html.error_page(403, READ_ONLY_DROPS), 403)
+        return None
+    action = None if read_only and reads.can_drop else request.path_qs
+    return _page(
+        html.read_gate_page(
+            title,
+            why=reads.why,
+            count=queue_state.message_count,
+            can_drop=reads.can_drop,
+            action=action,
+            csrf=request.app[STATE].csrf,
+            back=back,
+        )
+    )
+
+
+READ_ONLY_DROPS = "read-only console: reading this queue can drop letters, so it is not read"
+
+
 async def groups(request: web.Request) -> web.Response:
     state = request.app[STATE]
     queue = _queue(request)
-    _, found = await queue_states(state.config.connect, [queue])
-    (_, queue_state, _) = found[0]
-    note = None
-    if queue_state is not None and queue_state.quorum is not False:
-        if request.query.get("read") != "1":
-            return _page(
-                html.result_page(
-                    f"Groups of {queue}",
-                    [
-                        f"{queue} is (or may be) a quorum queue: reading its "
-                        f"{queue_state.message_count:,} dead letters counts one delivery each "
-                        "(x-delivery-count + 1; past a delivery limit they are dead-lettered "
-                        "or dropped).",
-                    ],
-                    back=f"/queues/{html.path_part(queue)}/groups?read=1",
-                )
-            )
-        note = "a quorum queue: this read counted one delivery per dead letter"
+    queue_state = await _reads_of(request, queue)
+    gate = _gate(request, queue_state, f"Groups of {queue}", "/")
+    if gate is not None:
+        return gate
+    reads = queue_state.reads
+    note = None if reads.cost is Cost.FREE else f"{reads.why}: this read counted one each"
     grouping, scan = await read_groups(
         state.config.connect, queue, state.config.settings, datetime.now(UTC)
     )
@@ -252,14 +295,20 @@ async def _group_form(request: web.Request) -> GroupForm:
     )
 
 
+def _group_run(state: State, asked: GroupForm, options: TransferOptions) -> TransferRun:
+    choose, kind = group_chooser(
+        asked.queue, asked.group_id, asked.action, state.config.settings, asked.to
+    )
+    return group_run(asked.queue, choose, kind, options, to=asked.to)
+
+
 async def plan_group(request: web.Request) -> web.Response:
     state = request.app[STATE]
     asked = await _group_form(request)
     queue = asked.queue
-    choose, kind = group_chooser(
-        queue, asked.group_id, asked.action, state.config.settings, asked.to
-    )
-    report = await dry_run(state.config.connect, queue, choose, kind)
+    report = await dry_run(state.config.connect, _group_run(state, asked, TransferOptions()))
+    if report is None:
+        raise UsageError(f"{queue}: nothing was read")
     sent = [r for r in report.results if r.outcome is TransferOutcome.SENT]
     targets: dict[str, int] = {}
     for result in sent:
@@ -285,13 +334,16 @@ async def run_group(request: web.Request) -> web.Response:
     state = request.app[STATE]
     asked = await _group_form(request)
     queue = asked.queue
-    choose, kind = group_chooser(
-        queue, asked.group_id, asked.action, state.config.settings, asked.to
-    )
+    # refused at once (a target that drops what it takes, a wrong id), as the plan is
+    _group_run(state, asked, TransferOptions())
 
     async def work(job: Job) -> list[str]:
         options = TransferOptions(rate_per_s=asked.rate, stop=job.stop)
-        report = await transfer(state.config.connect, queue, choose, kind, options, job)
+        report = await run_on_engine(
+            state.config.connect, _group_run(state, asked, options), job, job.stop
+        )
+        if report is None:
+            return ["nothing was read"]
         return transfer_summary(report).splitlines()
 
     title = f"{asked.action.capitalize()} group {asked.group_id} of {queue}"
@@ -341,6 +393,11 @@ async def _letter(request: web.Request, nth: int) -> tuple[str, str, Delivery, i
 async def message(request: web.Request) -> web.Response:
     state = request.app[STATE]
     nth = _nth(request.query.get("n"))
+    queue_state = await _reads_of(request, _queue(request))
+    back = f"/queues/{html.path_part(queue_state.name)}/groups"
+    gate = _gate(request, queue_state, f"Message {request.match_info['message']}", back)
+    if gate is not None:
+        return gate
     queue, message_id, letter, position, count = await _letter(request, nth)
     properties = letter.properties
     view = html.MessageView(
@@ -492,10 +549,12 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_get("/", index)
     app.router.add_get("/static/console.css", style)
     app.router.add_get("/queues/{queue}/groups", groups)
+    app.router.add_post("/queues/{queue}/groups", groups, name=READ_GROUPS)
     app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
     app.router.add_post("/queues/{queue}/groups/{group}/run", run_group)
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)
+    app.router.add_post("/queues/{queue}/messages/{message}", message, name=READ_MESSAGE)
     app.router.add_post("/queues/{queue}/messages/{message}/edit", edit)
     return app
 

@@ -72,6 +72,9 @@ class QueueRow:
     samples: tuple[tuple[float, int], ...] = ()
     """(seconds since the console started, depth), oldest first."""
     error: str | None = None
+    reads: str = ""
+    """What a read costs its letters: ``free``, ``counted`` or ``spends``
+    (``dlq/read_cost.py``)."""
 
 
 def sparkline(samples: Sequence[tuple[float, int]], width: int = 240, height: int = 36) -> str:
@@ -92,18 +95,28 @@ def sparkline(samples: Sequence[tuple[float, int]], width: int = 240, height: in
     )
 
 
+_READS = {
+    "free": "free",
+    "counted": "counts a delivery",
+    "spends": "counts toward its limit",
+}
+"""What a read costs a queue's letters, in the queues table (``dlq/read_cost.py``)."""
+
+
 def index_page(rows: Sequence[QueueRow], *, read_only: bool, server: str) -> str:
     lines = [
         f'<p class="server">RabbitMQ {e(server)}{" - read only" if read_only else ""}</p>',
         '<table class="queues"><thead><tr><th>queue</th><th>type</th><th>messages</th>'
-        "<th>over time</th><th></th></tr></thead><tbody>",
+        "<th>a read</th><th>over time</th><th></th></tr></thead><tbody>",
     ]
     for row in rows:
         kind = {True: "quorum", False: "classic", None: "?"}[row.quorum]
         depth = e(f"{row.depth:,}") if row.depth is not None else e(row.error or "?")
+        reads = _READS.get(row.reads, "")
         lines.append(
             f'<tr data-queue="{e(row.name)}"><td>{e(row.name)}</td><td>{kind}</td>'
-            f'<td class="depth">{depth}</td><td>{sparkline(row.samples)}</td>'
+            f'<td class="depth">{depth}</td><td data-reads="{e(row.reads)}">{reads}</td>'
+            f"<td>{sparkline(row.samples)}</td>"
             f'<td><a href="/queues/{path_part(row.name)}/groups">groups</a></td></tr>'
         )
     lines.append("</tbody></table>")
@@ -384,6 +397,45 @@ def edit_preview_page(
         f'<pre class="diff">{e(lines) if changed else "(no change)"}</pre>{refused}{confirm}'
         f'<p><a href="/queues/{path_part(queue)}/messages/{path_part(message_id)}">back</a></p>',
     )
+
+
+def read_gate_page(
+    title: str,
+    *,
+    why: str,
+    count: int,
+    can_drop: bool,
+    action: str | None,
+    csrf: str,
+    back: str,
+) -> str:
+    """A page that does not read its queue on a GET, because a read counts a delivery on each
+    letter (``dlq/read_cost.py``): what it costs, and the form that reads it once asked
+    (``action``; None where the console refuses to read it: read-only, and a read can drop
+    letters)."""
+    cost = (
+        "Each read counts one delivery on each letter, and past the queue's delivery limit a "
+        "letter is dead-lettered or dropped."
+        if can_drop
+        else "Each read counts one delivery on each letter (none can be dropped)."
+    )
+    parts = [
+        f'<p class="note" data-reads="{"spends" if can_drop else "counted"}">{e(why)}.</p>',
+        f'<p class="note">{e(cost)} Reading this page reads the queue\'s {count:,} letters.</p>',
+    ]
+    if action is None:
+        parts.append(
+            '<p class="error">This console is read-only, and reading this queue can drop '
+            "letters: it is not read. Its depth is on the queues page.</p>"
+        )
+    else:
+        label = "Read them anyway" if can_drop else "Read them"
+        parts.append(
+            f'<form method="post" action="{e(action)}">{csrf_field(csrf)}'
+            f'<button class="confirm" name="read" value="1">{label}</button></form>'
+        )
+    parts.append(f'<p><a href="{e(back)}">back</a></p>')
+    return page(title, "".join(parts))
 
 
 def result_page(title: str, lines: Sequence[str], *, back: str, error: bool = False) -> str:

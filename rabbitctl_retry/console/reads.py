@@ -5,6 +5,9 @@ runs for a group and for an edited letter (``ops/transfer.py``)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,9 +27,10 @@ from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.dlq.same_id import SameId
 from rabbitctl_retry.errors import TransportError, UsageError
 from rabbitctl_retry.ops import transfer as engine
-from rabbitctl_retry.ops.dlq import ProgressSink, ScanResult, scan_messages
+from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, ScanResult, scan_messages
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
 from rabbitctl_retry.transport.base import Delivery
 
 
@@ -136,14 +140,51 @@ def group_chooser(
     return partial(choose_replay, replay), TransferKind.REPLAY
 
 
-async def dry_run(
-    connect: Connect, queue: str, choose: Chooser, kind: TransferKind
-) -> TransferReport:
-    connection = await connect()
-    try:
-        return await engine.dry_run(connection, queue, choose, kind=kind)
-    finally:
-        await connection.close()
+def group_run(
+    queue: str, choose: Chooser, kind: TransferKind, options: TransferOptions, *, to: str = ""
+) -> TransferRun:
+    """One group's retry, move or discard as ``rr dlq replay/move/purge --where group=ID``
+    runs it (``ops/transfers.py``): a move's target is checked first."""
+    return TransferRun(
+        jobs=[(queue, choose)], kind=kind, options=options, dry_run=False, target=to or None
+    )
+
+
+def _refuse_dropping(to: str, drops: str) -> None:
+    """A target that confirms copies and then drops them is refused, as ``rr dlq move``
+    refuses it (``dlq/target.py``); the console has no ``--force``."""
+    raise UsageError(f"{to!r} {drops}; nothing was moved")
+
+
+async def run_group(
+    connect: Connect, run: TransferRun, progress: ProgressSink, stop: asyncio.Event
+) -> TransferReport | None:
+    """``run`` on the one operation of ``rr dlq replay``, ``move`` and ``purge``
+    (``ops/transfers.py``: the same target check, the same engine, the same report), with
+    ``progress`` as its bar and ``stop`` as its Ctrl-C; None when it ended before the first
+    report."""
+
+    async def nothing(*_: object) -> None:
+        return None
+
+    hooks = TransferHooks(
+        reading=nothing,
+        dropping=_refuse_dropping,
+        agreed=nothing,
+        bar=lambda: contextlib.nullcontext(progress),
+        stopping=lambda: None,
+    )
+    done = Transfers(stop=stop)
+    await transfer_sources(connect, run, hooks, done, signals=False)
+    return done.reports[0] if done.reports else None
+
+
+async def dry_run(connect: Connect, run: TransferRun) -> TransferReport | None:
+    """``run`` as a plan: what it would do, reading without taking, the target checked as
+    for the run (:func:`run_group`)."""
+    return await run_group(
+        connect, dataclasses.replace(run, dry_run=True), NO_PROGRESS, asyncio.Event()
+    )
 
 
 async def transfer(

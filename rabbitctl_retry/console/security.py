@@ -8,6 +8,9 @@
 * The ``Host`` header must name the address the console listens on (or ``localhost`` for
   127.0.0.1): a page of another site that resolves its own name to 127.0.0.1 (DNS
   rebinding) is refused.
+* A request with the cookie must come from the console's own pages or be opened directly
+  (``Sec-Fetch-Site``: :func:`fetch_site_refusal`): another page of the same machine cannot
+  make the console read a queue by pointing an image or a fetch at it.
 """
 
 from __future__ import annotations
@@ -55,6 +58,27 @@ def csrf_of(token: str) -> str:
 
 def csrf_matches(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), csrf_of(token).encode())
+
+
+FETCH_SITES = frozenset({"same-origin", "none"})
+"""The ``Sec-Fetch-Site`` values of a request from the console's own pages (``same-origin``)
+or typed, bookmarked or opened from the terminal (``none``)."""
+
+
+def fetch_site_refusal(fetch_site: str | None) -> str | None:
+    """Why a request that carries the cookie is refused, or None. A browser says in
+    ``Sec-Fetch-Site`` where a request comes from, and a page cannot change it: a page of
+    another site, or of another port of 127.0.0.1 (``same-site``: the ``SameSite=Strict``
+    cookie does not tell ports apart), gets nothing. A browser too old to say is refused
+    too (a script uses ``Authorization: Bearer``)."""
+    if fetch_site is None:
+        return (
+            "this browser does not say where the request comes from (Sec-Fetch-Site): use a "
+            "current Chromium, Firefox or Safari, or send Authorization: Bearer TOKEN"
+        )
+    if fetch_site.lower() not in FETCH_SITES:
+        return f"a request from another page (Sec-Fetch-Site: {fetch_site[:40]})"
+    return None
 
 
 def allowed_hosts(bind: str, port: int) -> frozenset[str]:

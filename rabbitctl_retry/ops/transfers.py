@@ -10,6 +10,7 @@ source under a progress bar; the first Ctrl-C (or SIGTERM) ends it cleanly. What
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -67,10 +68,17 @@ class Transfers:
 
 
 async def transfer_sources(
-    connect: Connect, run: TransferRun, hooks: TransferHooks, done: Transfers
+    connect: Connect,
+    run: TransferRun,
+    hooks: TransferHooks,
+    done: Transfers,
+    *,
+    signals: bool = True,
 ) -> None:
     """Run (or dry-run) each source of ``run`` on the engine, one after the other, into
-    ``done``; the first interrupted report, or a stop, ends the run."""
+    ``done``; the first interrupted report, or a stop, ends the run. ``signals``: the first
+    Ctrl-C (or SIGTERM) sets ``done.stop`` (:func:`stop_on_interrupt`); a caller that owns
+    the signals (``rr console``) sets it itself."""
     options = dataclasses.replace(run.options, stop=done.stop)
     connection = await connect()
     try:
@@ -87,7 +95,10 @@ async def transfer_sources(
             made += [name for name in run.create if await queue_missing(connection, name)]
             if made:
                 await _declare_durable(connection, made)
-        with hooks.bar() as progress, stop_on_interrupt(done.stop, hooks.stopping):
+        interrupts = (
+            stop_on_interrupt(done.stop, hooks.stopping) if signals else contextlib.nullcontext()
+        )
+        with hooks.bar() as progress, interrupts:
             for source, choose in run.jobs:
                 act = dry_run if run.dry_run else transfer
                 report = await act(

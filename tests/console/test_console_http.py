@@ -25,10 +25,20 @@ PER_KIND = 10
 VALUE_ERROR = "ValueError"
 
 
+BROWSER = {"Sec-Fetch-Site": "same-origin"}
+"""What a browser sends with every request of the console's own pages."""
+
+
 @asynccontextmanager
-async def session(console: Console, *, login: bool = True) -> AsyncIterator[aiohttp.ClientSession]:
+async def session(
+    console: Console, *, login: bool = True, headers: dict[str, str] | None = None
+) -> AsyncIterator[aiohttp.ClientSession]:
+    """A browser's session: its cookie jar, and the ``Sec-Fetch-Site`` it sends (``headers``
+    instead, as another page's requests would carry)."""
     async with aiohttp.ClientSession(
-        cookie_jar=aiohttp.CookieJar(unsafe=True), timeout=aiohttp.ClientTimeout(total=60)
+        cookie_jar=aiohttp.CookieJar(unsafe=True),
+        timeout=aiohttp.ClientTimeout(total=60),
+        headers=BROWSER if headers is None else headers,
     ) as client:
         if login:
             async with client.get(console.entry) as answer:
