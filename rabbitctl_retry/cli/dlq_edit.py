@@ -56,7 +56,6 @@ from rabbitctl_retry.dlq.edit import (
     editable_text,
     header_lines,
     header_problem,
-    letter_picker,
     parse_assignment,
     sha256_hex,
 )
@@ -64,7 +63,7 @@ from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferReport
-from rabbitctl_retry.dlq.same_id import SameId
+from rabbitctl_retry.dlq.same_id import LetterPick, SameId, checksums
 from rabbitctl_retry.errors import DataError, RrError, UsageError
 from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
@@ -76,6 +75,11 @@ from rabbitctl_retry.transport.base import Delivery
 
 class NoSuchLetter(RrError):
     """The message id is not in the queue (exit 1: nothing was changed)."""
+
+
+class LetterChanged(RrError):
+    """The letter read is not in the queue as it was when the edit is published (exit 1:
+    nothing was published, nothing acked)."""
 
 
 @app.command("edit")
@@ -212,6 +216,8 @@ def edit_command(
         wait_queues=WaitQueues.of(topology),
     )
     target = to or "the queue it failed in"
+    # the run takes the letter only if it is still, byte for byte, the one read above
+    pick: LetterPick[Delivery] = LetterPick(message_id, position or 1, checksums(letter))
 
     async def publish() -> TransferReport:
         await ask(
@@ -221,15 +227,19 @@ def edit_command(
             "edit",
         )
         _keep_original(keep_path, letter)
-        return await runs.transfer_one(
+        report = await runs.transfer_one(
             connect,
             queue,
             edit_chooser(plan, request),
-            TransferOptions(
-                limit=1,
-                only=letter_picker(message_id, position or 1, request.original_sha256),
-            ),
+            TransferOptions(limit=1, only=pick),
         )
+        if (problem := pick.refused(report)) is not None:
+            keep_path.unlink(missing_ok=True)  # the original of nothing: the letter stays
+            raise LetterChanged(
+                f"{printable(message_id)!r} in {queue!r}: {problem}; nothing was published "
+                "and no letter removed (read it again to edit it as it is now)"
+            )
+        return report
 
     report = run(publish())
     finish(_outcome(report, message_id, request, keep_path), output)

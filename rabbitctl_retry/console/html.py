@@ -41,6 +41,12 @@ def path_part(name: str) -> str:
     return quote(name, safe="")
 
 
+def message_path(queue: str, message_id: str, nth: int = 1) -> str:
+    """The page of the ``nth`` letter with ``message_id`` in ``queue``."""
+    path = f"/queues/{path_part(queue)}/messages/{path_part(message_id)}"
+    return path + (f"?n={nth}" if nth > 1 else "")
+
+
 def stamp(moment: datetime | None) -> str:
     return utc_stamp(moment) if moment is not None else "-"
 
@@ -267,6 +273,9 @@ class MessageView:
     """The body as the edit box holds it (None: binary, not editable here)."""
     others: int = 0
     """More dead letters with the same id (the first is shown)."""
+    checksums: str = ""
+    """What the letter shown is (dlq/same_id.py ``Checksums``): the edit form carries it, and
+    the console publishes only that letter."""
 
 
 def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
@@ -304,16 +313,25 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
         action = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/edit"
         parts.append(
             f'<h2>Edit and retry</h2><form method="post" action="{action}">{csrf_field(csrf)}'
-            f'<input type="hidden" name="n" value="{view.nth}">'
+            + _letter_fields(view.nth, view.checksums)
             # raw text, escaped only (a tab or a line break must come back as it was); the
             # leading line break keeps a body's own first line break (HTML drops one)
-            '<textarea name="body" rows="16" cols="100">\n'
+            + '<textarea name="body" rows="16" cols="100">\n'
             f"{html.escape(view.editable, quote=False)}</textarea><br>"
             '<label><input type="checkbox" name="force" value="1"> publish a body that no '
             "longer parses as its content type</label><br>"
             '<button name="step" value="preview">Show the change</button></form>'
         )
     return page(f"Message {view.message_id}", "".join(parts))
+
+
+def _letter_fields(nth: int, checksums: str) -> str:
+    """Which letter an edit form is about: its place among the letters with its id and what
+    it is (the console publishes nothing if the letter there is not that one)."""
+    return (
+        f'<input type="hidden" name="n" value="{nth}">'
+        f'<input type="hidden" name="letter" value="{e(checksums)}">'
+    )
 
 
 def _field(value: FieldValue) -> str:
@@ -357,6 +375,7 @@ def edit_preview_page(
     message_id: str,
     *,
     nth: int,
+    checksums: str,
     diff: Iterable[str],
     body: str,
     force: bool,
@@ -372,8 +391,8 @@ def edit_preview_page(
         if refused or not changed
         else (
             f'<form method="post" action="{action}">{csrf_field(csrf)}'
-            f'<input type="hidden" name="n" value="{nth}">'
-            f'<input type="hidden" name="body" value="{html.escape(body, quote=True)}">'
+            + _letter_fields(nth, checksums)
+            + f'<input type="hidden" name="body" value="{html.escape(body, quote=True)}">'
             + ('<input type="hidden" name="force" value="1">' if force else "")
             + '<button name="step" value="publish" class="confirm">Publish the edited copy'
             "</button></form>"
@@ -382,7 +401,7 @@ def edit_preview_page(
     return page(
         f"Edit {message_id}",
         f'<pre class="diff">{e(lines) if changed else "(no change)"}</pre>{refused}{confirm}'
-        f'<p><a href="/queues/{path_part(queue)}/messages/{path_part(message_id)}">back</a></p>',
+        f'<p><a href="{e(message_path(queue, message_id, nth))}">back</a></p>',
     )
 
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Send
-from rabbitctl_retry.dlq.letter import Read
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.fields import FieldValue
@@ -125,22 +124,6 @@ def edit_chooser(plan: ReplayPlan, request: EditRequest) -> Chooser:
         return edit_choice(choose_replay(plan, headers, now, undecodable), request, now)
 
     return choose
-
-
-def letter_picker(message_id: str, nth: int, digest: str) -> Callable[[Read], bool]:
-    """The engine's ``only`` for an edit: the ``nth`` message with ``message_id`` in queue
-    order, as the read before counted them, taken only if its body's SHA-256 is still
-    ``digest`` (a letter changed or taken in between is left alone)."""
-    seen = 0
-
-    def only(delivery: Read) -> bool:
-        nonlocal seen
-        if delivery.properties.message_id != message_id:
-            return False
-        seen += 1
-        return seen == nth and sha256_hex(delivery.body) == digest
-
-    return only
 
 
 def _is_json_type(content_type: str | None) -> bool:

@@ -5,10 +5,13 @@ letter edited through the pages, checked on the broker by message id (docs/conso
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import html
 import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +21,20 @@ from rabbitctl_retry.console.security import csrf_of
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend
 from tests.console.conftest import Console, console_on
-from tests.dlq.support import declare, publish_all, run_to_dead
+from tests.dlq.support import (
+    as_it_is,
+    declare,
+    fail_back,
+    publish_all,
+    rr,
+    run_to_dead,
+    synthesized,
+)
 from tests.observe import peek as read_all
 
 PER_KIND = 10
 VALUE_ERROR = "ValueError"
+NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 @asynccontextmanager
@@ -260,7 +272,8 @@ async def test_a_letter_shown_edited_and_retried(backend: Backend, tmp_path: Pat
         assert "<textarea" in page
         url = f"{console.base}/queues/dead/messages/{target}/edit"
         edited = '{\n  "kind": "refund",\n  "n": 0,\n  "origin": "refunds",\n  "fixed": true\n}\n'
-        form = {"csrf": csrf_of(console.token), "n": "1", "body": "\r\n" + edited}
+        letter = form_of(page)["letter"]
+        form = {"csrf": csrf_of(console.token), "n": "1", "letter": letter, "body": "\r\n" + edited}
         status, preview, _ = await post(client, url, {**form, "step": "preview"})
         assert status == 200, preview
         assert "+  &quot;fixed&quot;: true" in preview
@@ -277,3 +290,111 @@ async def test_a_letter_shown_edited_and_retried(backend: Backend, tmp_path: Pat
     assert target not in {d.properties.message_id for d in await read_all(backend, "dead")}
     (kept,) = tmp_path.glob("rr-edit-dead-refund-0-*.jsonl")
     assert json.loads(kept.read_text())["properties"]["message_id"] == target
+
+
+# ----------------------------------------- an edit: only the letter shown
+
+
+def form_of(page: str, action_end: str = "/edit") -> dict[str, str]:
+    """The fields of the page's form whose action ends with ``action_end``, as a browser
+    submits them (HTML's rules: the parser turns CRLF and CR into LF and drops the line break
+    right after <textarea>; a submitted form sends every line break as CRLF)."""
+    found = re.search(rf'<form method="post" action="[^"]*{action_end}">(.*?)</form>', page, re.S)
+    assert found is not None, page
+    source = found.group(1)
+    fields = {
+        m.group(1): html.unescape(m.group(2))
+        for m in re.finditer(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', source)
+    }
+    box = re.search(r"<textarea[^>]*>(.*?)</textarea>", source, re.S)
+    if box is not None:
+        fields["body"] = html.unescape(box.group(1))
+    parsed = {k: re.sub(r"\r\n|\r", "\n", v) for k, v in fields.items()}
+    if box is not None:
+        parsed["body"] = parsed["body"].removeprefix("\n")
+    return {k: v.replace("\n", "\r\n") for k, v in parsed.items()}
+
+
+async def letters_with(backend: Backend, bodies: list[tuple[bytes, str]]) -> list[str]:
+    """``dead`` holding one of rr's dead letters per (body, content type), from refunds."""
+    await declare(backend, "dead", "refunds")
+    letters = []
+    for n, (body, content_type) in enumerate(bodies):
+        _, properties = synthesized("rr", 2 * n, NOW)
+        letters.append((body, dataclasses.replace(properties, content_type=content_type)))
+    await publish_all(backend, "dead", letters)
+    return [str(properties.message_id) for _, properties in letters]
+
+
+async def test_a_letter_changed_since_the_page_was_read_is_not_published(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The page is read and the change shown; meanwhile a colleague fixes the same letter with
+    rr dlq edit, and its copy fails back into the queue: Publish refuses, and the queue holds
+    the colleague's fix as it was."""
+    ids = await letters_with(
+        backend, [(b'{"n": %d, "card": "4111"}' % n, "application/json") for n in range(3)]
+    )
+    target = ids[1]
+    fix = tmp_path / "fix.json"
+    fix.write_bytes(b'{"n": 1, "card": "4242"}')
+    keep_dir = tmp_path / "console"
+    keep_dir.mkdir()
+    async with console_on(backend, keep_dir) as console, session(console) as client:
+        _, page = await text_of(client, f"{console.base}/queues/dead/messages/{target}")
+        form = form_of(page)
+        form["body"] = form["body"].replace("4111", "5555")
+        url = f"{console.base}/queues/dead/messages/{target}/edit"
+        csrf = {"csrf": csrf_of(console.token)}
+        status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
+        assert status == 200, preview
+        colleague = await rr(
+            backend, "dlq", "edit", "dead", "--id", target, "--body", str(fix),
+            "--keep", str(tmp_path / "colleague.jsonl"), "--yes",
+        )  # fmt: skip
+        assert colleague.exit_code == 0, colleague.output
+        await fail_back(backend, "refunds", "dead")
+        held = as_it_is(await read_all(backend, "dead"))
+        status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
+        assert status == 409, result
+        assert "Not the letter shown" in result
+        assert "its body and headers changed since" in result
+    assert as_it_is(await read_all(backend, "dead")) == held
+    assert [body for m, body, _ in held if m == target] == [fix.read_bytes()]
+    assert await read_all(backend, "refunds") == []
+    assert list(keep_dir.iterdir()) == []
+
+
+async def test_of_two_letters_with_one_id_only_the_one_shown_is_published(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The page shows the first of two letters with one id; a colleague takes that one: the
+    second, now the first with the id, is not edited in its place."""
+    await declare(backend, "dead", "refunds")
+    first, second = synthesized("rr", 0, NOW), synthesized("rr", 2, NOW)
+    twin = (b'{"twin": 2}', dataclasses.replace(second[1], message_id="s-rr-0"))
+    await publish_all(backend, "dead", [first, twin])
+    keep_dir = tmp_path / "console"
+    keep_dir.mkdir()
+    async with console_on(backend, keep_dir) as console, session(console) as client:
+        _, page = await text_of(client, f"{console.base}/queues/dead/messages/s-rr-0")
+        assert "(1 more with this id)" in page
+        form = form_of(page)
+        form["body"] = form["body"].replace('"n": 0', '"n": 100')
+        url = f"{console.base}/queues/dead/messages/s-rr-0/edit"
+        csrf = {"csrf": csrf_of(console.token)}
+        status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
+        assert status == 200, preview
+        body = tmp_path / "b"
+        body.write_bytes(b'{"taken": true}')
+        colleague = await rr(
+            backend, "dlq", "edit", "dead", "--id", "s-rr-0", "--position", "1",
+            "--body", str(body), "--keep", str(tmp_path / "c.jsonl"), "--yes",
+        )  # fmt: skip
+        assert colleague.exit_code == 0, colleague.output
+        status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
+        assert status == 409, result
+    (left,) = await read_all(backend, "dead")
+    assert left.body == b'{"twin": 2}'
+    assert [d.body for d in await read_all(backend, "refunds")] == [b'{"taken": true}']
+    assert list(keep_dir.iterdir()) == []

@@ -5,6 +5,7 @@ import restores, every other letter left in its place; refusals change nothing (
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -14,8 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from rabbitctl_retry.cli import app, dlq_common, dlq_edit
 from tests.backends import Backend
-from tests.dlq.support import declare, json_of, publish_all, rr, synthesized
+from tests.dlq.support import (
+    as_it_is,
+    cli_arguments,
+    declare,
+    fail_back,
+    json_of,
+    publish_all,
+    rr,
+    runner,
+    synthesized,
+)
 from tests.observe import peek as read_all
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -229,3 +241,54 @@ async def test_no_editor_and_no_body_is_a_usage_error(
     assert result.exit_code == 2
     assert "no editor: set $VISUAL or $EDITOR" in result.stderr
     assert [d.properties.message_id for d in await read_all(backend, "dead")] == ids
+
+
+async def test_a_letter_changed_since_it_was_read_is_not_published(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read, edited, then - before the question is answered - a colleague edits the same
+    letter's headers with rr dlq edit, and the copy fails back into the queue with the same
+    body: the letter there now is not the one read, so nothing is published or acked."""
+    ids = await six_letters(backend)
+    target = ids[2]
+    new_body = tmp_path / "body.json"
+    new_body.write_text('{"kind": "rr", "n": 2, "origin": "refunds", "card": "4242"}')
+    keep = tmp_path / "kept.jsonl"
+    asked = dlq_common.ask
+    meanwhile: list[object] = []
+
+    async def colleague_first(question: str, yes: bool, action: str) -> None:
+        if not meanwhile:
+            meanwhile.append(question)
+            colleague = await asyncio.to_thread(
+                runner.invoke,
+                app,
+                [
+                    "dlq", "edit", "dead", "--id", target, "--set-header", "x-tenant=globex",
+                    "--keep", str(tmp_path / "colleague.jsonl"), "--yes",
+                    *cli_arguments(backend)[0],
+                ],
+                **cli_arguments(backend)[1],
+            )  # fmt: skip
+            assert colleague.exit_code == 0, colleague.output
+            await fail_back(backend, "refunds", "dead")
+            meanwhile.append(as_it_is(await read_all(backend, "dead")))
+        await asked(question, yes, action)
+
+    monkeypatch.setattr(dlq_edit, "ask", colleague_first)
+
+    result = await rr(
+        backend, "dlq", "edit", "dead", "--id", target, "--body", str(new_body),
+        "--keep", str(keep), "--yes",
+    )  # fmt: skip
+
+    assert result.exit_code == 1, result.output
+    assert "is not the one read: its headers changed since" in result.stderr
+    assert "nothing was published and no letter removed" in result.stderr
+    # the queue holds what it held after the colleague's fix, the fix intact
+    (_, held) = meanwhile
+    assert as_it_is(await read_all(backend, "dead")) == held
+    fixed = [letter for letter in held if letter[0] == target]
+    assert [letter[2]["x-tenant"] for letter in fixed] == ["globex"]
+    assert await read_all(backend, "refunds") == []
+    assert not keep.exists()
