@@ -133,6 +133,36 @@ def _is_json_type(content_type: str | None) -> bool:
     return base == "application/json" or base.endswith("+json")
 
 
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def json_problem(body: bytes) -> str | None:
+    """Why ``body`` is not a JSON text as RFC 8259 has it (UTF-8; no ``NaN``, ``Infinity`` or
+    ``-Infinity``; no byte order mark), or None. Numbers are checked as text, never turned
+    into values (``1e400`` and ``1.00000000000000001`` are JSON)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"not UTF-8 (byte {error.start:,})"
+    try:
+        json.loads(text, parse_constant=_no_constant, parse_int=str, parse_float=str)
+    except json.JSONDecodeError as error:
+        return f"{error.msg.removesuffix(' at')} at line {error.lineno:,} column {error.colno:,}"
+    except RecursionError:
+        return "nested too deeply to be checked"
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _was_json(content_type: str | None, body: bytes) -> bool:
+    """A JSON content type, or a body that was a JSON object or array without saying so."""
+    return _is_json_type(content_type) or (
+        body.lstrip(b" \t\r\n")[:1] in (b"{", b"[") and json_problem(body) is None
+    )
+
+
 def _parses_as_json(body: bytes) -> bool:
     try:
         json.loads(body)
@@ -150,10 +180,11 @@ def _is_text(body: bytes) -> bool:
 
 
 def body_problem(content_type: str | None, before: bytes, after: bytes) -> str | None:
-    """Why ``after`` does not fit the letter's content type (JSON that no longer parses, text
-    that is no longer UTF-8), or None. A body that was JSON without saying so counts as JSON."""
-    if (_is_json_type(content_type) or _parses_as_json(before)) and not _parses_as_json(after):
-        return "the edited body is not JSON any more (--force publishes it anyway)"
+    """Why ``after`` does not fit the letter's content type, or None: a JSON letter (its
+    content type says so, or its body was a JSON object or array) whose new body is not
+    JSON (:func:`json_problem`), a UTF-8 text that no longer is."""
+    if _was_json(content_type, before) and (problem := json_problem(after)) is not None:
+        return f"the edited body is not JSON: {problem} (--force publishes it anyway)"
     if _is_text(before) and not _is_text(after):
         return "the edited body is not UTF-8 text any more (--force publishes it anyway)"
     return None

@@ -137,7 +137,7 @@ async def test_a_body_that_is_no_json_is_refused_unless_forced(
     refused = await rr(backend, *args, "--yes")
 
     assert refused.exit_code == 65, refused.output
-    assert "not JSON any more" in refused.stderr
+    assert "the edited body is not JSON: Expecting property name" in refused.stderr
     assert not keep.exists()
     assert len(await read_all(backend, "dead")) == 6
     assert await read_all(backend, "orders") == []

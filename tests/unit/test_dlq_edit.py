@@ -18,6 +18,7 @@ from rabbitctl_retry.dlq.edit import (
     edit_choice,
     editable_text,
     header_problem,
+    json_problem,
     parse_assignment,
     sha256_hex,
 )
@@ -87,15 +88,46 @@ def test_the_copy_is_the_replays_with_the_edit_marked() -> None:
         ("application/json", b'{"a": 1}', b'{"a": ', True),
         ("application/vnd.acme+json; charset=utf-8", b"[]", b"nope", True),
         (None, b'{"a": 1}', b"not json", True),  # it was JSON without saying so
+        (None, b"  [1, 2]", b"[1, 2", True),
+        (None, b"42", b"42 apples", False),  # text that happened to be a JSON number
         ("text/plain", b"hello", b"hello again", False),
         ("text/plain", b"hello", b"\xff\xfe", True),
         ("application/octet-stream", b"\x00\xff", b"\x01", False),
+        # RFC 8259: no NaN or Infinity; numbers as written are JSON whatever their size
+        ("application/json", b'{"a": 1}', b'{"a": NaN}', True),
+        ("application/json", b'{"a": 1}', b'{"a": Infinity}', True),
+        ("application/json", b'{"a": 1}', b'{"a": -Infinity}', True),
+        (None, b'{"a": 1}', b'{"a": NaN}', True),
+        ("application/json", b'{"a": 1}', b'{"a": 1e400, "b": 1.00000000000000001}', False),
+        ("application/json", b'{"a": 1}', b'{"a": 1, "a": 2}', False),  # SHOULD, not MUST
+        ("application/json", b'{"a": 1}', b'{"a": ' + b"9" * 5000 + b"}", False),
     ],
 )
 def test_a_body_must_still_parse_as_its_content_type(
     content_type: str | None, before: bytes, after: bytes, refused: bool
 ) -> None:
     assert (body_problem(content_type, before, after) is not None) == refused
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"{}", None),
+        (b'\n {"a": [1, -0, 2.5e-3, true, null, "\\u00e9"]}\r\n', None),
+        (b'"a string"', None),
+        (b"NaN", "NaN is not a JSON number"),
+        (b"[1, Infinity]", "Infinity is not a JSON number"),
+        (b'{"a": 1,}', "Expecting property name enclosed in double quotes at line 1 column 9"),
+        (b"[01]", "Expecting ',' delimiter at line 1 column 3"),
+        (b'"\x01"', "Invalid control character at line 1 column 2"),
+        (b"\xef\xbb\xbf{}", "Unexpected UTF-8 BOM (decode using utf-8-sig) at line 1 column 1"),
+        (b'"\xff"', "not UTF-8 (byte 1)"),
+        ('"é"'.encode("utf-16"), "not UTF-8 (byte 0)"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply to be checked"),
+    ],
+)
+def test_json_is_rfc_8259_json(body: bytes, problem: str | None) -> None:
+    assert json_problem(body) == problem
 
 
 def test_the_editor_sees_pretty_json_and_one_line_json_stays_one_line() -> None:
