@@ -50,12 +50,11 @@ from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
-    compact_like,
     diff_lines,
     edit_chooser,
-    editable_text,
     header_lines,
     header_problem,
+    json_problem,
     parse_assignment,
     sha256_hex,
 )
@@ -283,23 +282,26 @@ def _read_body(path: Path) -> bytes:
 
 
 def _edit_in(editor: list[str], letter: Delivery) -> bytes:
-    """The body after ``editor`` ran on it (JSON pretty-printed, written back as it was)."""
+    """The body as ``editor`` saved it, byte for byte: the file holds the body exactly as it
+    is (nothing re-serialised), and what is saved is the new body (docs/dlq.md)."""
     before = letter.body
-    text = editable_text(before, letter.properties.content_type)
-    if text is None:
-        raise UsageError("the body is binary (not UTF-8): give the new body with --body FILE")
-    suffix = ".json" if text.lstrip().startswith(("{", "[")) else ".txt"
+    try:
+        before.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(
+            "the body is binary (not UTF-8): give the new body with --body FILE"
+        ) from None
+    suffix = ".json" if json_problem(before) is None else ".txt"
     with tempfile.TemporaryDirectory(prefix="rr-edit-") as directory:
         path = Path(directory) / f"body{suffix}"
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(before)
         try:
             done = subprocess.run([*editor, str(path)], check=False)
         except OSError as error:
             raise UsageError(f"cannot start the editor {editor[0]!r}: {error}") from None
         if done.returncode != 0:
             raise RrError(f"the editor exited with {done.returncode}; nothing was changed")
-        edited = path.read_text(encoding="utf-8")
-    return before if edited == text else compact_like(before, edited)
+        return path.read_bytes()
 
 
 def _default_keep(queue: str, message_id: str) -> Path:

@@ -39,10 +39,11 @@ from rabbitctl_retry.console.reads import (
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
-    compact_like,
+    box_body,
+    box_problem,
+    box_text_problem,
     diff_lines,
     edit_chooser,
-    editable_text,
     sha256_hex,
 )
 from rabbitctl_retry.dlq.jsonl import record_line
@@ -344,6 +345,7 @@ async def message(request: web.Request) -> web.Response:
     nth = _nth(request.query.get("n"))
     queue, message_id, letter, position, count = await _letter(request, nth)
     properties = letter.properties
+    not_editable = box_problem(letter.body)
     view = html.MessageView(
         queue=queue,
         message_id=message_id,
@@ -363,19 +365,12 @@ async def message(request: web.Request) -> web.Response:
         headers=properties.headers or {},
         deaths=deaths(properties.headers),
         body=letter.body,
-        editable=editable_text(letter.body, properties.content_type),
+        editable=letter.body.decode("utf-8") if not_editable is None else None,
         others=count - 1,
+        not_editable=not_editable,
         checksums=str(checksums(letter)),
     )
     return _page(html.message_page(view, read_only=state.config.read_only, csrf=state.csrf))
-
-
-def _edited_body(before: bytes, form_text: str) -> bytes:
-    """The edit box's text as the new body: line breaks as the browser sent them become
-    ``\\n``, the line break the page put before the text goes, JSON keeps its layout."""
-    text = form_text.replace("\r\n", "\n")
-    text = text.removeprefix("\n")
-    return compact_like(before, text)
 
 
 @dataclass(frozen=True)
@@ -389,6 +384,8 @@ class EditForm:
     """The edit box's text (the preview's: the body it showed)."""
     force: bool
     publish: bool
+    edited: str
+    """The preview's SHA-256 of the body it showed ("" before)."""
 
 
 async def _edit_form(request: web.Request) -> EditForm:
@@ -404,6 +401,7 @@ async def _edit_form(request: web.Request) -> EditForm:
         text=str(form.get("body", "")),
         force=form.get("force") == "1",
         publish=form.get("step") == "publish",
+        edited=str(form.get("edited", "")),
     )
 
 
@@ -422,7 +420,9 @@ def _not_shown(queue: str, message_id: str, pick: LetterPick[Delivery], back: st
 
 async def edit(request: web.Request) -> web.Response:
     """Show the change (``step=preview``) or publish it: both only for the letter the page
-    showed (its place among the letters with its id and its checksums, dlq/same_id.py)."""
+    showed (its place among the letters with its id and its checksums, dlq/same_id.py), and
+    the body exactly as the box sent it, line breaks written as the original's (dlq/edit.py
+    ``box_body``; docs/console.md)."""
     state = request.app[STATE]
     queue = _queue(request)
     message_id = request.match_info["message"]
@@ -434,7 +434,12 @@ async def edit(request: web.Request) -> web.Response:
         return _page(_not_shown(queue, message_id, pick, back), 409)
     letter = pick.letter
     before = letter.body
-    after = _edited_body(before, asked.text)
+    refusal = box_problem(before) or box_text_problem(asked.text)
+    if refusal is not None:
+        command = html.edit_command(queue, message_id, asked.nth)
+        lines = [f"this body cannot be edited here: {refusal}; edit it with {command}"]
+        return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
+    after = box_body(before, asked.text)
     problem = body_problem(letter.properties.content_type, before, after)
     if not asked.publish:
         return _page(
@@ -444,13 +449,17 @@ async def edit(request: web.Request) -> web.Response:
                 nth=asked.nth,
                 checksums=str(asked.shown),
                 diff=diff_lines(before, after),
-                body=after.decode("utf-8", "replace"),
+                body=after.decode("utf-8"),
+                edited=sha256_hex(after),
                 force=asked.force,
                 problem=problem,
                 changed=after != before,
                 csrf=state.csrf,
             )
         )
+    if asked.edited != sha256_hex(after):
+        lines = ["the body sent back is not the one the change showed; nothing was published"]
+        return _page(html.result_page("Refused", lines, back=back, error=True), 400)
     if after == before:
         return _page(html.result_page("Nothing changed", ["nothing was published"], back=back))
     if problem is not None and not asked.force:

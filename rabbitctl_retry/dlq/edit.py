@@ -8,9 +8,13 @@ new body, the headers set and removed, and two headers more (docs/dlq.md, "Edit 
   names the original that the export line kept beside it.
 
 A header rr or the broker owns cannot be set or removed (the retry header, ``x-death`` and the
-broker's other headers, rr's failure, replay and edit headers): the replay writes those. A
-body that no longer parses as its content type is refused unless forced
-(:func:`body_problem`).
+broker's other headers, rr's failure, replay and edit headers): the replay writes those.
+
+The new body is what the user wrote, byte for byte, never re-serialised: the file ``--body``
+names, what ``$EDITOR`` saved, or the console's edit box (whose line breaks are the one thing a
+browser rewrites: :func:`box_problem`, :func:`box_body`). The diff compares the two bodies as
+they are (:func:`diff_lines`). A JSON body that is no longer JSON (RFC 8259, strictly:
+:func:`json_problem`) is refused unless forced (:func:`body_problem`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -126,6 +132,9 @@ def edit_chooser(plan: ReplayPlan, request: EditRequest) -> Chooser:
     return choose
 
 
+# --------------------------------------------------------------------------- the body
+
+
 def _is_json_type(content_type: str | None) -> bool:
     if not content_type:
         return False
@@ -163,14 +172,6 @@ def _was_json(content_type: str | None, body: bytes) -> bool:
     )
 
 
-def _parses_as_json(body: bytes) -> bool:
-    try:
-        json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return True
-
-
 def _is_text(body: bytes) -> bool:
     try:
         body.decode("utf-8")
@@ -190,71 +191,91 @@ def body_problem(content_type: str | None, before: bytes, after: bytes) -> str |
     return None
 
 
-def editable_text(body: bytes, content_type: str | None) -> str | None:
-    """The body as the editor shows it (JSON pretty-printed), or None for a binary body."""
+# --------------------------------------------------------------------------- the console's box
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _kept_in_box(char: str) -> bool:
+    """A character an HTML edit box hands back as it is (line breaks aside)."""
+    return char in "\t\r\n" or unicodedata.category(char) not in ("Cc", "Cs")
+
+
+def box_problem(body: bytes) -> str | None:
+    """Why the console's edit box cannot hand ``body`` back byte for byte, or None (docs/
+    console.md): it is not UTF-8, it holds a control character (NUL, ESC, ...; a tab is
+    fine), a carriage return that ends no line, or lines ending in both CRLF and LF. A
+    browser sends every line break of a box as CRLF, so only a body whose line breaks are all
+    LF or all CRLF gets them back (:func:`box_body`)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
+        return "it is not UTF-8 text"
+    odd = next((char for char in text if not _kept_in_box(char)), None)
+    if odd is not None:
+        return f"it holds the control character {odd.encode('unicode_escape').decode()}"
+    crlf = text.count("\r\n")
+    if text.count("\r") != crlf:
+        return "it holds a carriage return (CR) that does not end a line with LF"
+    if crlf and text.count("\n") != crlf:
+        return "its lines end in CRLF and in LF both"
+    return None
+
+
+def box_text_problem(text: str) -> str | None:
+    """Why the text a box sent cannot be a body (a control character pasted into it), or
+    None."""
+    odd = next((char for char in text if not _kept_in_box(char)), None)
+    if odd is None:
         return None
-    if _is_json_type(content_type) or _parses_as_json(body):
-        try:
-            return json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
-        except (ValueError, RecursionError):
-            return text
-    return text
+    return f"the edited text holds the control character {odd.encode('unicode_escape').decode()}"
 
 
-def compact_like(before: bytes, edited_text: str) -> bytes:
-    """The editor's text as the new body: JSON written back compact when the original was
-    compact (a one-line body stays one line), else the text as saved."""
-    stripped_before = before.strip()
-    if (
-        _parses_as_json(before)
-        and b"\n" not in stripped_before
-        and _parses_as_json(edited_text.encode("utf-8", "surrogatepass"))
-    ):
-        value = json.loads(edited_text)
-        compact = json.dumps(value, ensure_ascii=False, separators=_separators(before))
-        return compact.encode("utf-8")
-    return edited_text.encode("utf-8", "surrogatepass")
+def box_body(before: bytes, text: str) -> bytes:
+    """The box's text as the new body, byte for byte but its line breaks: each (a browser
+    sends CRLF) is written as the original's are: CRLF when its lines end in CRLF, else LF.
+    ``before`` is a body :func:`box_problem` passed, ``text`` one :func:`box_text_problem`
+    passed."""
+    newline = "\r\n" if b"\r\n" in before else "\n"
+    return newline.join(_BREAK.split(text)).encode("utf-8")
 
 
-def _separators(body: bytes) -> tuple[str, str]:
-    """The separators of a one-line JSON body: ``(", ", ": ")`` (Python's default) or
-    compact ``(",", ":")``."""
-    return (", ", ": ") if b": " in body or b", " in body else (",", ":")
+# --------------------------------------------------------------------------- the diff
+
+NO_FINAL_NEWLINE = "\\ No newline at end of file"
 
 
 def diff_lines(before: bytes, after: bytes) -> list[str]:
-    """A unified diff of the two bodies (text, JSON pretty-printed; binary bodies by size and
-    checksum), cut after :data:`MAX_DIFF_LINES`."""
+    """A unified diff of the two bodies as they are, byte for byte (text; binary bodies by
+    size and checksum), cut after :data:`MAX_DIFF_LINES`. Lines are split at LF only: a CR
+    stays in its line (the caller shows it escaped, ``\\r``), and a last line without a line
+    break is followed by :data:`NO_FINAL_NEWLINE`."""
     if not (_is_text(before) and _is_text(after)):
         return [
             f"- {len(before):,} bytes, sha256 {sha256_hex(before)[:16]}",
             f"+ {len(after):,} bytes, sha256 {sha256_hex(after)[:16]}",
         ]
-    lines = list(
-        difflib.unified_diff(
-            _shown_lines(before),
-            _shown_lines(after),
-            fromfile="body before",
-            tofile="body after",
-            lineterm="",
-        )
+    lines: list[str] = []
+    diff = difflib.unified_diff(
+        _lines(before), _lines(after), fromfile="body before", tofile="body after", lineterm=""
     )
+    for index, line in enumerate(diff):
+        if index < 2 or line.startswith("@@"):
+            lines.append(line)
+        elif line.endswith("\n"):
+            lines.append(line[:-1])
+        else:
+            lines.extend((line, NO_FINAL_NEWLINE))
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], f"... ({cut:,} more lines)"]
     return lines
 
 
-def _shown_lines(body: bytes) -> list[str]:
-    """A text body's lines; a JSON body's as pretty-printed (a one-line body's change shows
-    as the member that changed)."""
-    text = body.decode("utf-8")
-    if _parses_as_json(body):
-        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    return text.splitlines()
+def _lines(body: bytes) -> list[str]:
+    """A text body's lines, each with its LF (the last one may have none)."""
+    *ended, last = body.decode("utf-8").split("\n")
+    return [line + "\n" for line in ended] + ([last] if last else [])
 
 
 def header_lines(before: Mapping[str, FieldValue] | None, request: EditRequest) -> Iterable[str]:

@@ -271,19 +271,26 @@ async def test_a_letter_shown_edited_and_retried(backend: Backend, tmp_path: Pat
         assert "<th>rr-origin-queue</th><td>refunds</td>" in page
         assert "<textarea" in page
         url = f"{console.base}/queues/dead/messages/{target}/edit"
-        edited = '{\n  "kind": "refund",\n  "n": 0,\n  "origin": "refunds",\n  "fixed": true\n}\n'
-        letter = form_of(page)["letter"]
-        form = {"csrf": csrf_of(console.token), "n": "1", "letter": letter, "body": "\r\n" + edited}
-        status, preview, _ = await post(client, url, {**form, "step": "preview"})
+        form = form_of(page)  # the body as it is, one line
+        assert form["body"] == '{"kind": "refund", "n": 0, "origin": "refunds"}'
+        form["body"] = form["body"].replace("}", ',\r\n  "fixed": true}')
+        csrf = {"csrf": csrf_of(console.token)}
+        status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
         assert status == 200, preview
-        assert "+  &quot;fixed&quot;: true" in preview
+        assert changed_lines(preview) == [
+            '-{"kind": "refund", "n": 0, "origin": "refunds"}',
+            "\\ No newline at end of file",
+            '+{"kind": "refund", "n": 0, "origin": "refunds",',
+            '+  "fixed": true}',
+            "\\ No newline at end of file",
+        ]
         assert await read_all(backend, "refunds") == []
-        status, result, _ = await post(client, url, {**form, "step": "publish"})
+        status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
         assert status == 200, result
         assert f"edited copy of {target} published to refunds" in result
     (copy,) = await read_all(backend, "refunds")
     assert copy.properties.message_id == target
-    assert copy.body == b'{"kind": "refund", "n": 0, "origin": "refunds", "fixed": true}'
+    assert copy.body == b'{"kind": "refund", "n": 0, "origin": "refunds",\n  "fixed": true}'
     headers = copy.properties.headers or {}
     assert "rr-edited-at" in headers
     assert "rr-original-body-sha256" in headers
@@ -292,7 +299,7 @@ async def test_a_letter_shown_edited_and_retried(backend: Backend, tmp_path: Pat
     assert json.loads(kept.read_text())["properties"]["message_id"] == target
 
 
-# ----------------------------------------- an edit: only the letter shown
+# ----------------------------------------- an edit: the letter shown, the bytes as written
 
 
 def form_of(page: str, action_end: str = "/edit") -> dict[str, str]:
@@ -315,6 +322,16 @@ def form_of(page: str, action_end: str = "/edit") -> dict[str, str]:
     return {k: v.replace("\n", "\r\n") for k, v in parsed.items()}
 
 
+def changed_lines(preview: str) -> list[str]:
+    diff = re.search(r'<pre class="diff">(.*?)</pre>', preview, re.S)
+    assert diff is not None, preview
+    return [
+        line
+        for line in html.unescape(diff.group(1)).splitlines()
+        if line.startswith(("-", "+", "\\")) and not line.startswith(("--- ", "+++ "))
+    ]
+
+
 async def letters_with(backend: Backend, bodies: list[tuple[bytes, str]]) -> list[str]:
     """``dead`` holding one of rr's dead letters per (body, content type), from refunds."""
     await declare(backend, "dead", "refunds")
@@ -324,6 +341,73 @@ async def letters_with(backend: Backend, bodies: list[tuple[bytes, str]]) -> lis
         letters.append((body, dataclasses.replace(properties, content_type=content_type)))
     await publish_all(backend, "dead", letters)
     return [str(properties.message_id) for _, properties in letters]
+
+
+LF_JSON = (
+    b'\n{"amount": 10.10, "limit": 1e400, "rate": 1.00000000000000001,\n'
+    b'  "k": 1, "k": 2, "note": "card declined"}\n'
+)
+CRLF_TEXT = b"refund 7\r\ncard declined\r\n\r\nmore\tto come"
+
+
+async def test_one_word_changed_in_the_box_publishes_every_other_byte(
+    backend: Backend, tmp_path: Path
+) -> None:
+    ids = await letters_with(backend, [(LF_JSON, "application/json"), (CRLF_TEXT, "text/plain")])
+    async with console_on(backend, tmp_path) as console, session(console) as client:
+        for letter_id in ids:
+            status, page = await text_of(client, f"{console.base}/queues/dead/messages/{letter_id}")
+            assert status == 200, page
+            form = form_of(page)
+            form["body"] = form["body"].replace("declined", "accepted")
+            url = f"{console.base}/queues/dead/messages/{letter_id}/edit"
+            csrf = {"csrf": csrf_of(console.token)}
+            status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
+            assert status == 200, preview
+            # one line, as it is (a context line may say it has no final newline)
+            (removed, added) = [line for line in changed_lines(preview) if line[0] in "-+"]
+            assert removed.startswith("-"), preview
+            assert "declined" in removed, preview
+            assert added == "+" + removed[1:].replace("declined", "accepted")
+            publish = form_of(preview)
+            status, result, _ = await post(client, url, {**publish, **csrf, "step": "publish"})
+            assert status == 200, result
+            assert f"edited copy of {letter_id} published to refunds" in result
+    copies = {d.properties.message_id: d.body for d in await read_all(backend, "refunds")}
+    assert copies == {
+        ids[0]: LF_JSON.replace(b"declined", b"accepted"),
+        ids[1]: CRLF_TEXT.replace(b"declined", b"accepted"),
+    }
+
+
+async def test_a_body_the_box_cannot_carry_is_not_edited_in_the_browser(
+    backend: Backend, tmp_path: Path
+) -> None:
+    bodies = [
+        b"a lone\rcarriage return",
+        b"mixed\r\nline\nbreaks",
+        b"a NUL \x00 byte",
+        b"an escape \x1b[31m",
+    ]
+    ids = await letters_with(backend, [(body, "text/plain") for body in bodies])
+    before = as_it_is(await read_all(backend, "dead"))
+    async with console_on(backend, tmp_path) as console, session(console) as client:
+        for letter_id in ids:
+            status, page = await text_of(client, f"{console.base}/queues/dead/messages/{letter_id}")
+            assert status == 200, page
+            assert "<textarea" not in page
+            assert f"rr dlq edit dead --id {letter_id} --body FILE" in page
+            # a form made by hand is refused all the same
+            letter = re.search(r'name="letter" value="([^"]*)"', page)
+            shown = {"n": "1", "letter": letter.group(1) if letter else "", "body": "edited"}
+            url = f"{console.base}/queues/dead/messages/{letter_id}/edit"
+            for step in ("preview", "publish"):
+                data = {**shown, "csrf": csrf_of(console.token), "step": step}
+                status, answer, _ = await post(client, url, data)
+                assert status == 400, answer
+    assert as_it_is(await read_all(backend, "dead")) == before
+    assert await read_all(backend, "refunds") == []
+    assert list(tmp_path.glob("rr-edit-*")) == []
 
 
 async def test_a_letter_changed_since_the_page_was_read_is_not_published(

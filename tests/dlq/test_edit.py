@@ -116,11 +116,12 @@ async def test_the_editor_edits_the_body(
     result = await rr(backend, "dlq", "edit", "dead", "--id", ids[4], "--yes")
 
     assert result.exit_code == 0, result.output
-    assert '+  "n": 44,' in result.stderr  # the diff, shown before the question
+    # the diff, shown before the question: the one line as it was and as it is
+    assert '-{"kind": "rr", "n": 4, "origin": "refunds"}' in result.stderr
+    assert '+{"kind": "rr", "n": 44, "origin": "refunds"}' in result.stderr
     (copy,) = await read_all(backend, "refunds")
-    # the one-line JSON body stays one line, only the edited value changed
-    assert json.loads(copy.body) == {"kind": "rr", "n": 44, "origin": "refunds"}
-    assert b"\n" not in copy.body
+    # the file as the editor saved it: only the edited value changed
+    assert copy.body == b'{"kind": "rr", "n": 44, "origin": "refunds"}'
     assert len(list(tmp_path.glob("rr-edit-dead-s-rr-4-*.jsonl"))) == 1
     assert len(await read_all(backend, "dead")) == 5
 
@@ -241,6 +242,94 @@ async def test_no_editor_and_no_body_is_a_usage_error(
     assert result.exit_code == 2
     assert "no editor: set $VISUAL or $EDITOR" in result.stderr
     assert [d.properties.message_id for d in await read_all(backend, "dead")] == ids
+
+
+# ------------------------------------------------------ the body as written, the letter as read
+
+TRICKY = (
+    b'\n{"amount": 10.10, "limit": 1e400,\r\n "rate": 1.00000000000000001, "k": 1, "k": 2,'
+    b'\r "note": "card declined"}'
+)
+"""A JSON body no re-serialisation keeps: a leading line break, numbers a parser rounds, a
+duplicate key, a CRLF and a lone CR (JSON whitespace both), no final newline."""
+
+
+async def one_letter(backend: Backend, body: bytes, content_type: str = "application/json") -> str:
+    """``dead`` (and refunds) with three of rr's dead letters, the middle one with ``body``."""
+    await declare(backend, "dead", "refunds", "orders")
+    letters = [synthesized("rr", n, NOW) for n in (0, 2, 4)]
+    _, properties = letters[1]
+    letters[1] = (body, dataclasses.replace(properties, content_type=content_type))
+    await publish_all(backend, "dead", letters)
+    return str(properties.message_id)
+
+
+def _editor(tmp_path: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f"#!/bin/sh\n{script}\n")
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+
+
+def _changed_lines(stderr: str) -> list[str]:
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.startswith(("-", "+")) and not line.startswith(("--- ", "+++ "))
+    ]
+
+
+async def test_one_word_changed_in_the_editor_publishes_every_other_byte(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    letter_id = await one_letter(backend, TRICKY)
+    _editor(tmp_path, "sed -i 's/declined/accepted/' \"$1\"", monkeypatch)
+    keep = tmp_path / "kept.jsonl"
+
+    result = await rr(
+        backend, "dlq", "edit", "dead", "--id", letter_id, "--keep", str(keep), "--yes"
+    )
+
+    assert result.exit_code == 0, result.output
+    (copy,) = await read_all(backend, "refunds")
+    assert copy.properties.message_id == letter_id
+    assert copy.body == TRICKY.replace(b"declined", b"accepted")
+    # the diff: the one line that changed, as it is (its CR shown), and no final newline
+    assert _changed_lines(result.stderr) == [
+        '- "rate": 1.00000000000000001, "k": 1, "k": 2,\\r "note": "card declined"}',
+        '+ "rate": 1.00000000000000001, "k": 1, "k": 2,\\r "note": "card accepted"}',
+    ]
+    assert result.stderr.count("\\ No newline at end of file") == 2
+    assert len(await read_all(backend, "dead")) == 2
+
+
+async def test_a_body_file_is_published_byte_for_byte_and_json_is_strict(
+    backend: Backend, tmp_path: Path
+) -> None:
+    letter_id = await one_letter(backend, b'{"amount": 10.10}')
+    args = ["dlq", "edit", "dead", "--id", letter_id, "--yes"]
+    before = as_it_is(await read_all(backend, "dead"))
+    for not_json in (b'{"amount": NaN}', b'{"amount": Infinity}', b'{"amount": -Infinity}'):
+        path = tmp_path / "not-json"
+        path.write_bytes(not_json)
+        refused = await rr(backend, *args, "--body", str(path), "--keep", str(tmp_path / "k"))
+        assert refused.exit_code == 65, (not_json, refused.output)
+        assert "the edited body is not JSON" in refused.stderr
+        assert not (tmp_path / "k").exists()
+    assert as_it_is(await read_all(backend, "dead")) == before
+    assert await read_all(backend, "refunds") == []
+
+    new_body = tmp_path / "new"
+    new_body.write_bytes(b'{"amount": 10.10, "limit": 1e400}\r\n')
+    done = await rr(backend, *args, "--body", str(new_body), "--keep", str(tmp_path / "k2"))
+    assert done.exit_code == 0, done.output
+    (copy,) = await read_all(backend, "refunds")
+    assert copy.body == b'{"amount": 10.10, "limit": 1e400}\r\n'
+    assert _changed_lines(done.stderr) == [
+        '-{"amount": 10.10}',
+        '+{"amount": 10.10, "limit": 1e400}\\r',
+    ]
 
 
 async def test_a_letter_changed_since_it_was_read_is_not_published(
