@@ -381,3 +381,28 @@ async def test_a_letter_changed_since_it_was_read_is_not_published(
     assert [letter[2]["x-tenant"] for letter in fixed] == ["globex"]
     assert await read_all(backend, "refunds") == []
     assert not keep.exists()
+
+
+async def test_a_letter_of_a_quorum_queue_is_still_the_one_read_after_the_read(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """A read of a quorum queue raises each letter's x-delivery-count (4.3: x-acquired-count
+    too) and may hand the head out last afterwards: neither makes the letter another one."""
+    await declare(backend, "refunds", "orders")
+    await declare(backend, "qdead", arguments={"x-queue-type": "quorum"})
+    letters = [synthesized("rr", n, NOW) for n in range(3)]
+    await publish_all(backend, "qdead", letters)
+    first = str(letters[0][1].message_id)
+    new_body = tmp_path / "body.json"
+    new_body.write_bytes(b'{"kind": "rr", "n": 0, "origin": "refunds", "card": "4242"}')
+
+    result = await rr(
+        backend, "dlq", "edit", "qdead", "--id", first, "--body", str(new_body),
+        "--keep", str(tmp_path / "kept.jsonl"), "--yes",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    (copy,) = await read_all(backend, "refunds")
+    assert copy.body == new_body.read_bytes()
+    left = sorted(d.properties.message_id or "" for d in await read_all(backend, "qdead"))
+    assert left == sorted(str(properties.message_id) for _, properties in letters[1:])
