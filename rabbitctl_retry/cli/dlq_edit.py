@@ -50,13 +50,11 @@ from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
-    compact_like,
     diff_lines,
     edit_chooser,
-    editable_text,
     header_lines,
     header_problem,
-    letter_picker,
+    json_problem,
     parse_assignment,
     sha256_hex,
 )
@@ -64,7 +62,7 @@ from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferReport
-from rabbitctl_retry.dlq.same_id import SameId
+from rabbitctl_retry.dlq.same_id import LetterPick, SameId, checksums
 from rabbitctl_retry.errors import DataError, RrError, UsageError
 from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
@@ -76,6 +74,11 @@ from rabbitctl_retry.transport.base import Delivery
 
 class NoSuchLetter(RrError):
     """The message id is not in the queue (exit 1: nothing was changed)."""
+
+
+class LetterChanged(RrError):
+    """The letter read is not in the queue as it was when the edit is published (exit 1:
+    nothing was published, nothing acked)."""
 
 
 @app.command("edit")
@@ -212,6 +215,8 @@ def edit_command(
         wait_queues=WaitQueues.of(topology),
     )
     target = to or "the queue it failed in"
+    # the run takes the letter only if it is still, byte for byte, the one read above
+    pick: LetterPick[Delivery] = LetterPick(message_id, position or 1, checksums(letter))
 
     async def publish() -> TransferReport:
         await ask(
@@ -221,15 +226,19 @@ def edit_command(
             "edit",
         )
         _keep_original(keep_path, letter)
-        return await runs.transfer_one(
+        report = await runs.transfer_one(
             connect,
             queue,
             edit_chooser(plan, request),
-            TransferOptions(
-                limit=1,
-                only=letter_picker(message_id, position or 1, request.original_sha256),
-            ),
+            TransferOptions(limit=1, only=pick),
         )
+        if (problem := pick.refused(report)) is not None:
+            keep_path.unlink(missing_ok=True)  # the original of nothing: the letter stays
+            raise LetterChanged(
+                f"{printable(message_id)!r} in {queue!r}: {problem}; nothing was published "
+                "and no letter removed (read it again to edit it as it is now)"
+            )
+        return report
 
     report = run(publish())
     finish(_outcome(report, message_id, request, keep_path), output)
@@ -273,23 +282,26 @@ def _read_body(path: Path) -> bytes:
 
 
 def _edit_in(editor: list[str], letter: Delivery) -> bytes:
-    """The body after ``editor`` ran on it (JSON pretty-printed, written back as it was)."""
+    """The body as ``editor`` saved it, byte for byte: the file holds the body exactly as it
+    is (nothing re-serialised), and what is saved is the new body (docs/dlq.md)."""
     before = letter.body
-    text = editable_text(before, letter.properties.content_type)
-    if text is None:
-        raise UsageError("the body is binary (not UTF-8): give the new body with --body FILE")
-    suffix = ".json" if text.lstrip().startswith(("{", "[")) else ".txt"
+    try:
+        before.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(
+            "the body is binary (not UTF-8): give the new body with --body FILE"
+        ) from None
+    suffix = ".json" if json_problem(before) is None else ".txt"
     with tempfile.TemporaryDirectory(prefix="rr-edit-") as directory:
         path = Path(directory) / f"body{suffix}"
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(before)
         try:
             done = subprocess.run([*editor, str(path)], check=False)
         except OSError as error:
             raise UsageError(f"cannot start the editor {editor[0]!r}: {error}") from None
         if done.returncode != 0:
             raise RrError(f"the editor exited with {done.returncode}; nothing was changed")
-        edited = path.read_text(encoding="utf-8")
-    return before if edited == text else compact_like(before, edited)
+        return path.read_bytes()
 
 
 def _default_keep(queue: str, message_id: str) -> Path:

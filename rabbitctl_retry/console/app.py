@@ -32,6 +32,7 @@ from rabbitctl_retry.console.reads import (
     find_letter,
     group_chooser,
     group_run,
+    pick_letter,
     queue_states,
     read_groups,
     transfer,
@@ -40,11 +41,11 @@ from rabbitctl_retry.console.reads import run_group as run_on_engine
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
-    compact_like,
+    box_body,
+    box_problem,
+    box_text_problem,
     diff_lines,
     edit_chooser,
-    editable_text,
-    letter_picker,
     sha256_hex,
 )
 from rabbitctl_retry.dlq.jsonl import record_line
@@ -52,6 +53,7 @@ from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
+from rabbitctl_retry.dlq.same_id import Checksums, LetterPick, checksums
 from rabbitctl_retry.errors import RrError, UsageError, censor_urls
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import record_of
@@ -400,6 +402,7 @@ async def message(request: web.Request) -> web.Response:
         return gate
     queue, message_id, letter, position, count = await _letter(request, nth)
     properties = letter.properties
+    not_editable = box_problem(letter.body)
     view = html.MessageView(
         queue=queue,
         message_id=message_id,
@@ -419,47 +422,104 @@ async def message(request: web.Request) -> web.Response:
         headers=properties.headers or {},
         deaths=deaths(properties.headers),
         body=letter.body,
-        editable=editable_text(letter.body, properties.content_type),
+        editable=letter.body.decode("utf-8") if not_editable is None else None,
         others=count - 1,
+        not_editable=not_editable,
+        checksums=str(checksums(letter)),
     )
     return _page(html.message_page(view, read_only=state.config.read_only, csrf=state.csrf))
 
 
-def _edited_body(before: bytes, form_text: str) -> bytes:
-    """The edit box's text as the new body: line breaks as the browser sent them become
-    ``\\n``, the line break the page put before the text goes, JSON keeps its layout."""
-    text = form_text.replace("\r\n", "\n")
-    text = text.removeprefix("\n")
-    return compact_like(before, text)
+@dataclass(frozen=True)
+class EditForm:
+    """What an edit form sent (the message page's, then the preview's)."""
+
+    nth: int
+    shown: Checksums
+    """What the letter on the page was: only that letter is edited."""
+    text: str
+    """The edit box's text (the preview's: the body it showed)."""
+    force: bool
+    publish: bool
+    edited: str
+    """The preview's SHA-256 of the body it showed ("" before)."""
+
+
+async def _edit_form(request: web.Request) -> EditForm:
+    form = await request.post()
+    shown = Checksums.parse(str(form.get("letter", "")))
+    if shown is None:
+        raise UsageError(
+            "the form does not say which letter it was made on: open the message again"
+        )
+    return EditForm(
+        nth=_nth(form.get("n")),
+        shown=shown,
+        text=str(form.get("body", "")),
+        force=form.get("force") == "1",
+        publish=form.get("step") == "publish",
+        edited=str(form.get("edited", "")),
+    )
+
+
+def _not_shown(queue: str, message_id: str, pick: LetterPick[Delivery], back: str) -> str:
+    return html.result_page(
+        "Not the letter shown",
+        [
+            f"{message_id} in {queue}: {pick.problem()}",
+            "nothing was published and no letter removed; open the message again to see it "
+            "as it is now",
+        ],
+        back=back,
+        error=True,
+    )
 
 
 async def edit(request: web.Request) -> web.Response:
+    """Show the change (``step=preview``) or publish it: both only for the letter the page
+    showed (its place among the letters with its id and its checksums, dlq/same_id.py), and
+    the body exactly as the box sent it, line breaks written as the original's (dlq/edit.py
+    ``box_body``; docs/console.md)."""
     state = request.app[STATE]
-    form = await request.post()
-    nth = _nth(form.get("n"))
-    queue, message_id, letter, _, _ = await _letter(request, nth)
+    queue = _queue(request)
+    message_id = request.match_info["message"]
+    asked = await _edit_form(request)
+    back = html.message_path(queue, message_id, asked.nth)
+    pick: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)
+    await pick_letter(state.config.connect, queue, pick)
+    if pick.letter is None:
+        return _page(_not_shown(queue, message_id, pick, back), 409)
+    letter = pick.letter
     before = letter.body
-    after = _edited_body(before, str(form.get("body", "")))
-    force = form.get("force") == "1"
+    refusal = box_problem(before) or box_text_problem(asked.text)
+    if refusal is not None:
+        command = html.edit_command(queue, message_id, asked.nth)
+        lines = [f"this body cannot be edited here: {refusal}; edit it with {command}"]
+        return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
+    after = box_body(before, asked.text)
     problem = body_problem(letter.properties.content_type, before, after)
-    if form.get("step") != "publish":
+    if not asked.publish:
         return _page(
             html.edit_preview_page(
                 queue,
                 message_id,
-                nth=nth,
+                nth=asked.nth,
+                checksums=str(asked.shown),
                 diff=diff_lines(before, after),
-                body=after.decode("utf-8", "replace"),
-                force=force,
+                body=after.decode("utf-8"),
+                edited=sha256_hex(after),
+                force=asked.force,
                 problem=problem,
                 changed=after != before,
                 csrf=state.csrf,
             )
         )
-    back = f"/queues/{html.path_part(queue)}/messages/{html.path_part(message_id)}"
+    if asked.edited != sha256_hex(after):
+        lines = ["the body sent back is not the one the change showed; nothing was published"]
+        return _page(html.result_page("Refused", lines, back=back, error=True), 400)
     if after == before:
         return _page(html.result_page("Nothing changed", ["nothing was published"], back=back))
-    if problem is not None and not force:
+    if problem is not None and not asked.force:
         return _page(html.result_page("Refused", [problem], back=back, error=True), 400)
     request_ = EditRequest(body=after, original_sha256=sha256_hex(before))
     kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
@@ -469,17 +529,20 @@ async def edit(request: web.Request) -> web.Response:
         retry_header=state.config.settings.retry_header,
         wait_queues=state.config.settings.wait_queues,
     )
-    options = TransferOptions(
-        limit=1, only=letter_picker(message_id, nth, request_.original_sha256)
-    )
+    # a fresh look in the run that publishes and acks: the letter is checked on the very
+    # delivery the run acks (a colleague may have changed it since the look above)
+    taking: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)
     report = await transfer(
         state.config.connect,
         queue,
         edit_chooser(plan, request_),
         TransferKind.REPLAY,
-        options,
+        TransferOptions(limit=1, only=taking),
         Job(id="edit", title="edit", queue=queue),
     )
+    if taking.refused(report) is not None:
+        kept.unlink(missing_ok=True)  # the original of nothing: the letter stays
+        return _page(_not_shown(queue, message_id, taking, back), 409)
     published = report.sent == 1
     result = next((r for r in report.results if r.outcome is TransferOutcome.SENT), None)
     lines = [

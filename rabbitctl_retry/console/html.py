@@ -11,6 +11,7 @@ it); a run in progress refreshes its page with ``<meta http-equiv="refresh">``.
 from __future__ import annotations
 
 import html
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +40,12 @@ def e(value: object) -> str:
 def path_part(name: str) -> str:
     """A queue name or message id inside a URL path."""
     return quote(name, safe="")
+
+
+def message_path(queue: str, message_id: str, nth: int = 1) -> str:
+    """The page of the ``nth`` letter with ``message_id`` in ``queue``."""
+    path = f"/queues/{path_part(queue)}/messages/{path_part(message_id)}"
+    return path + (f"?n={nth}" if nth > 1 else "")
 
 
 def stamp(moment: datetime | None) -> str:
@@ -277,9 +284,15 @@ class MessageView:
     deaths: Sequence[Death]
     body: bytes
     editable: str | None
-    """The body as the edit box holds it (None: binary, not editable here)."""
+    """The body as the edit box holds it: its text, as it is (None: not editable here)."""
     others: int = 0
     """More dead letters with the same id (the first is shown)."""
+    not_editable: str | None = None
+    """Why the edit box cannot hand the body back byte for byte (dlq/edit.py
+    ``box_problem``)."""
+    checksums: str = ""
+    """What the letter shown is (dlq/same_id.py ``Checksums``): the edit form carries it, and
+    the console publishes only that letter."""
 
 
 def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
@@ -317,16 +330,39 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
         action = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/edit"
         parts.append(
             f'<h2>Edit and retry</h2><form method="post" action="{action}">{csrf_field(csrf)}'
-            f'<input type="hidden" name="n" value="{view.nth}">'
-            # raw text, escaped only (a tab or a line break must come back as it was); the
-            # leading line break keeps a body's own first line break (HTML drops one)
-            '<textarea name="body" rows="16" cols="100">\n'
+            + _letter_fields(view.nth, view.checksums)
+            # the body's text as it is, escaped only (a tab, a line break, a digit must come
+            # back as they were): HTML drops the line break right after <textarea>, the one
+            # written here, so that a body's own first line break stays
+            + '<textarea name="body" rows="16" cols="100">\n'
             f"{html.escape(view.editable, quote=False)}</textarea><br>"
             '<label><input type="checkbox" name="force" value="1"> publish a body that no '
             "longer parses as its content type</label><br>"
             '<button name="step" value="preview">Show the change</button></form>'
         )
+    elif not read_only and view.not_editable is not None:
+        command = edit_command(queue, view.message_id, view.nth)
+        parts.append(
+            f'<h2>Edit and retry</h2><p class="note not-editable">This body cannot be edited '
+            f"here: {e(view.not_editable)}, which an edit box would not send back as it is. "
+            f"Edit it with <code>{e(command)}</code> (the file is published byte for byte).</p>"
+        )
     return page(f"Message {view.message_id}", "".join(parts))
+
+
+def edit_command(queue: str, message_id: str, nth: int) -> str:
+    """The ``rr dlq edit`` that edits a body the edit box cannot carry, from a file."""
+    position = f" --position {nth}" if nth > 1 else ""
+    return f"rr dlq edit {shlex.quote(queue)} --id {shlex.quote(message_id)}{position} --body FILE"
+
+
+def _letter_fields(nth: int, checksums: str) -> str:
+    """Which letter an edit form is about: its place among the letters with its id and what
+    it is (the console publishes nothing if the letter there is not that one)."""
+    return (
+        f'<input type="hidden" name="n" value="{nth}">'
+        f'<input type="hidden" name="letter" value="{e(checksums)}">'
+    )
 
 
 def _field(value: FieldValue) -> str:
@@ -370,13 +406,18 @@ def edit_preview_page(
     message_id: str,
     *,
     nth: int,
+    checksums: str,
     diff: Iterable[str],
     body: str,
+    edited: str,
     force: bool,
     problem: str | None,
     changed: bool,
     csrf: str,
 ) -> str:
+    """The diff of an edit and its Publish form: the letter's place and checksums, the new
+    body (``body``) and its SHA-256 (``edited``: Publish checks the body it gets back is the
+    one this diff showed)."""
     lines = "\n".join(diff)
     action = f"/queues/{path_part(queue)}/messages/{path_part(message_id)}/edit"
     refused = f'<p class="error">{e(problem)}</p>' if problem and not force else ""
@@ -385,8 +426,9 @@ def edit_preview_page(
         if refused or not changed
         else (
             f'<form method="post" action="{action}">{csrf_field(csrf)}'
-            f'<input type="hidden" name="n" value="{nth}">'
-            f'<input type="hidden" name="body" value="{html.escape(body, quote=True)}">'
+            + _letter_fields(nth, checksums)
+            + f'<input type="hidden" name="body" value="{html.escape(body, quote=True)}">'
+            f'<input type="hidden" name="edited" value="{e(edited)}">'
             + ('<input type="hidden" name="force" value="1">' if force else "")
             + '<button name="step" value="publish" class="confirm">Publish the edited copy'
             "</button></form>"
@@ -395,7 +437,7 @@ def edit_preview_page(
     return page(
         f"Edit {message_id}",
         f'<pre class="diff">{e(lines) if changed else "(no change)"}</pre>{refused}{confirm}'
-        f'<p><a href="/queues/{path_part(queue)}/messages/{path_part(message_id)}">back</a></p>',
+        f'<p><a href="{e(message_path(queue, message_id, nth))}">back</a></p>',
     )
 
 

@@ -24,7 +24,7 @@ from rabbitctl_retry.dlq.purge import PurgePlan, choose_purge
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
-from rabbitctl_retry.dlq.same_id import SameId
+from rabbitctl_retry.dlq.same_id import LetterPick, SameId
 from rabbitctl_retry.errors import TransportError, UsageError
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, ScanResult, scan_messages
@@ -106,6 +106,16 @@ async def find_letter(
     finally:
         await connection.close()
     return found
+
+
+async def pick_letter(connect: Connect, queue: str, pick: LetterPick[Delivery]) -> None:
+    """Read ``queue`` up to the letter ``pick`` looks for (its ``letter``: that letter, as it
+    was read before; else its ``problem``); none taken."""
+    connection = await connect()
+    try:
+        await scan_messages(connection, queue, pick.look)
+    finally:
+        await connection.close()
 
 
 def group_chooser(

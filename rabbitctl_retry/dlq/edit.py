@@ -8,9 +8,13 @@ new body, the headers set and removed, and two headers more (docs/dlq.md, "Edit 
   names the original that the export line kept beside it.
 
 A header rr or the broker owns cannot be set or removed (the retry header, ``x-death`` and the
-broker's other headers, rr's failure, replay and edit headers): the replay writes those. A
-body that no longer parses as its content type is refused unless forced
-(:func:`body_problem`).
+broker's other headers, rr's failure, replay and edit headers): the replay writes those.
+
+The new body is what the user wrote, byte for byte, never re-serialised: the file ``--body``
+names, what ``$EDITOR`` saved, or the console's edit box (whose line breaks are the one thing a
+browser rewrites: :func:`box_problem`, :func:`box_body`). The diff compares the two bodies as
+they are (:func:`diff_lines`). A JSON body that is no longer JSON (RFC 8259, strictly:
+:func:`json_problem`) is refused unless forced (:func:`body_problem`).
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Send
-from rabbitctl_retry.dlq.letter import Read
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.fields import FieldValue
@@ -127,20 +132,7 @@ def edit_chooser(plan: ReplayPlan, request: EditRequest) -> Chooser:
     return choose
 
 
-def letter_picker(message_id: str, nth: int, digest: str) -> Callable[[Read], bool]:
-    """The engine's ``only`` for an edit: the ``nth`` message with ``message_id`` in queue
-    order, as the read before counted them, taken only if its body's SHA-256 is still
-    ``digest`` (a letter changed or taken in between is left alone)."""
-    seen = 0
-
-    def only(delivery: Read) -> bool:
-        nonlocal seen
-        if delivery.properties.message_id != message_id:
-            return False
-        seen += 1
-        return seen == nth and sha256_hex(delivery.body) == digest
-
-    return only
+# --------------------------------------------------------------------------- the body
 
 
 def _is_json_type(content_type: str | None) -> bool:
@@ -150,12 +142,34 @@ def _is_json_type(content_type: str | None) -> bool:
     return base == "application/json" or base.endswith("+json")
 
 
-def _parses_as_json(body: bytes) -> bool:
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def json_problem(body: bytes) -> str | None:
+    """Why ``body`` is not a JSON text as RFC 8259 has it (UTF-8; no ``NaN``, ``Infinity`` or
+    ``-Infinity``; no byte order mark), or None. Numbers are checked as text, never turned
+    into values (``1e400`` and ``1.00000000000000001`` are JSON)."""
     try:
-        json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return True
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"not UTF-8 (byte {error.start:,})"
+    try:
+        json.loads(text, parse_constant=_no_constant, parse_int=str, parse_float=str)
+    except json.JSONDecodeError as error:
+        return f"{error.msg.removesuffix(' at')} at line {error.lineno:,} column {error.colno:,}"
+    except RecursionError:
+        return "nested too deeply to be checked"
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _was_json(content_type: str | None, body: bytes) -> bool:
+    """A JSON content type, or a body that was a JSON object or array without saying so."""
+    return _is_json_type(content_type) or (
+        body.lstrip(b" \t\r\n")[:1] in (b"{", b"[") and json_problem(body) is None
+    )
 
 
 def _is_text(body: bytes) -> bool:
@@ -167,80 +181,101 @@ def _is_text(body: bytes) -> bool:
 
 
 def body_problem(content_type: str | None, before: bytes, after: bytes) -> str | None:
-    """Why ``after`` does not fit the letter's content type (JSON that no longer parses, text
-    that is no longer UTF-8), or None. A body that was JSON without saying so counts as JSON."""
-    if (_is_json_type(content_type) or _parses_as_json(before)) and not _parses_as_json(after):
-        return "the edited body is not JSON any more (--force publishes it anyway)"
+    """Why ``after`` does not fit the letter's content type, or None: a JSON letter (its
+    content type says so, or its body was a JSON object or array) whose new body is not
+    JSON (:func:`json_problem`), a UTF-8 text that no longer is."""
+    if _was_json(content_type, before) and (problem := json_problem(after)) is not None:
+        return f"the edited body is not JSON: {problem} (--force publishes it anyway)"
     if _is_text(before) and not _is_text(after):
         return "the edited body is not UTF-8 text any more (--force publishes it anyway)"
     return None
 
 
-def editable_text(body: bytes, content_type: str | None) -> str | None:
-    """The body as the editor shows it (JSON pretty-printed), or None for a binary body."""
+# --------------------------------------------------------------------------- the console's box
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _kept_in_box(char: str) -> bool:
+    """A character an HTML edit box hands back as it is (line breaks aside)."""
+    return char in "\t\r\n" or unicodedata.category(char) not in ("Cc", "Cs")
+
+
+def box_problem(body: bytes) -> str | None:
+    """Why the console's edit box cannot hand ``body`` back byte for byte, or None (docs/
+    console.md): it is not UTF-8, it holds a control character (NUL, ESC, ...; a tab is
+    fine), a carriage return that ends no line, or lines ending in both CRLF and LF. A
+    browser sends every line break of a box as CRLF, so only a body whose line breaks are all
+    LF or all CRLF gets them back (:func:`box_body`)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
+        return "it is not UTF-8 text"
+    odd = next((char for char in text if not _kept_in_box(char)), None)
+    if odd is not None:
+        return f"it holds the control character {odd.encode('unicode_escape').decode()}"
+    crlf = text.count("\r\n")
+    if text.count("\r") != crlf:
+        return "it holds a carriage return (CR) that does not end a line with LF"
+    if crlf and text.count("\n") != crlf:
+        return "its lines end in CRLF and in LF both"
+    return None
+
+
+def box_text_problem(text: str) -> str | None:
+    """Why the text a box sent cannot be a body (a control character pasted into it), or
+    None."""
+    odd = next((char for char in text if not _kept_in_box(char)), None)
+    if odd is None:
         return None
-    if _is_json_type(content_type) or _parses_as_json(body):
-        try:
-            return json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n"
-        except (ValueError, RecursionError):
-            return text
-    return text
+    return f"the edited text holds the control character {odd.encode('unicode_escape').decode()}"
 
 
-def compact_like(before: bytes, edited_text: str) -> bytes:
-    """The editor's text as the new body: JSON written back compact when the original was
-    compact (a one-line body stays one line), else the text as saved."""
-    stripped_before = before.strip()
-    if (
-        _parses_as_json(before)
-        and b"\n" not in stripped_before
-        and _parses_as_json(edited_text.encode("utf-8", "surrogatepass"))
-    ):
-        value = json.loads(edited_text)
-        compact = json.dumps(value, ensure_ascii=False, separators=_separators(before))
-        return compact.encode("utf-8")
-    return edited_text.encode("utf-8", "surrogatepass")
+def box_body(before: bytes, text: str) -> bytes:
+    """The box's text as the new body, byte for byte but its line breaks: each (a browser
+    sends CRLF) is written as the original's are: CRLF when its lines end in CRLF, else LF.
+    ``before`` is a body :func:`box_problem` passed, ``text`` one :func:`box_text_problem`
+    passed."""
+    newline = "\r\n" if b"\r\n" in before else "\n"
+    return newline.join(_BREAK.split(text)).encode("utf-8")
 
 
-def _separators(body: bytes) -> tuple[str, str]:
-    """The separators of a one-line JSON body: ``(", ", ": ")`` (Python's default) or
-    compact ``(",", ":")``."""
-    return (", ", ": ") if b": " in body or b", " in body else (",", ":")
+# --------------------------------------------------------------------------- the diff
+
+NO_FINAL_NEWLINE = "\\ No newline at end of file"
 
 
 def diff_lines(before: bytes, after: bytes) -> list[str]:
-    """A unified diff of the two bodies (text, JSON pretty-printed; binary bodies by size and
-    checksum), cut after :data:`MAX_DIFF_LINES`."""
+    """A unified diff of the two bodies as they are, byte for byte (text; binary bodies by
+    size and checksum), cut after :data:`MAX_DIFF_LINES`. Lines are split at LF only: a CR
+    stays in its line (the caller shows it escaped, ``\\r``), and a last line without a line
+    break is followed by :data:`NO_FINAL_NEWLINE`."""
     if not (_is_text(before) and _is_text(after)):
         return [
             f"- {len(before):,} bytes, sha256 {sha256_hex(before)[:16]}",
             f"+ {len(after):,} bytes, sha256 {sha256_hex(after)[:16]}",
         ]
-    lines = list(
-        difflib.unified_diff(
-            _shown_lines(before),
-            _shown_lines(after),
-            fromfile="body before",
-            tofile="body after",
-            lineterm="",
-        )
+    lines: list[str] = []
+    diff = difflib.unified_diff(
+        _lines(before), _lines(after), fromfile="body before", tofile="body after", lineterm=""
     )
+    for index, line in enumerate(diff):
+        if index < 2 or line.startswith("@@"):
+            lines.append(line)
+        elif line.endswith("\n"):
+            lines.append(line[:-1])
+        else:
+            lines.extend((line, NO_FINAL_NEWLINE))
     if len(lines) > MAX_DIFF_LINES:
         cut = len(lines) - MAX_DIFF_LINES
         lines = [*lines[:MAX_DIFF_LINES], f"... ({cut:,} more lines)"]
     return lines
 
 
-def _shown_lines(body: bytes) -> list[str]:
-    """A text body's lines; a JSON body's as pretty-printed (a one-line body's change shows
-    as the member that changed)."""
-    text = body.decode("utf-8")
-    if _parses_as_json(body):
-        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    return text.splitlines()
+def _lines(body: bytes) -> list[str]:
+    """A text body's lines, each with its LF (the last one may have none)."""
+    *ended, last = body.decode("utf-8").split("\n")
+    return [line + "\n" for line in ended] + ([last] if last else [])
 
 
 def header_lines(before: Mapping[str, FieldValue] | None, request: EditRequest) -> Iterable[str]:

@@ -97,9 +97,11 @@ class TransferOptions:
     """Set it (the CLI does on Ctrl-C) to end the run early and cleanly: no more messages are
     read, copies waiting for their --rate slot are not sent, copies under way finish and their
     messages are acked."""
-    only: Callable[[Delivery], bool] | None = None
-    """A message for which this is false is skipped before the chooser sees it (``rr dlq
-    edit``: the one message, by its id and body checksum)."""
+    only: Callable[[Delivery], Skip | Stop | None] | None = None
+    """Asked of each message before the chooser: ``None`` lets the chooser answer, a
+    :class:`Skip` or :class:`Stop` is the message's choice (``rr dlq edit``: the letters
+    before the one read are skipped, and the run stops at it when it is not as it was read:
+    ``dlq/same_id.py`` ``LetterPick``)."""
 
     @property
     def effective_window(self) -> int:
@@ -108,22 +110,18 @@ class TransferOptions:
         return max(1, min(self.window, math.ceil(self.rate_per_s)))
 
 
-NOT_THE_ONE = "not the message asked for"
-"""The reason of a message :attr:`TransferOptions.only` leaves."""
-
-
 def choice_of(
     choose: Chooser,
     delivery: Delivery,
     now: datetime,
     reasons: Reasons,
-    only: Callable[[Delivery], bool] | None = None,
+    only: Callable[[Delivery], Skip | Stop | None] | None = None,
 ) -> Choice:
-    """What ``choose`` says of ``delivery`` (skipped when ``only`` says it is not one to
-    take); a message rr cannot read fails alone."""
+    """What ``choose`` says of ``delivery`` (or ``only``, when it answers first); a message rr
+    cannot read fails alone."""
     try:
-        if only is not None and not only(delivery):
-            return Skip(NOT_THE_ONE)
+        if only is not None and (answer := only(delivery)) is not None:
+            return answer
         return choose(delivery.properties.headers, now, delivery.properties.undecodable)
     except Exception as error:  # a message rr cannot read must not stop the others
         return Fail(reasons.unreadable(error))

@@ -9,17 +9,19 @@ pictures of docs/console.md were made)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.backends import Backend
 from tests.console.conftest import console_on
-from tests.dlq.support import run_to_dead
+from tests.dlq.support import declare, publish_all, run_to_dead, synthesized
 from tests.observe import peek as read_all
 
 PER_KIND = 10
@@ -105,3 +107,49 @@ async def test_an_outage_is_sorted_out_in_the_browser(
     assert [d.properties.message_id for d in await read_all(backend, "dead")] == [
         m for m in before if m not in declined and m != edited_id
     ]
+
+
+LF_JSON = (
+    b'\n{"amount": 10.10, "limit": 1e400, "rate": 1.00000000000000001,\n'
+    b'  "k": 1, "k": 2, "note": "card declined"}\n'
+)
+CRLF_TEXT = b"refund 7\r\ncard declined\r\n\r\nmore\tto come"
+
+
+async def test_one_word_changed_in_the_browser_publishes_every_other_byte(
+    backend: Backend, browser: object, tmp_path: Path
+) -> None:
+    """A body the browser's edit box carries (a first line break, numbers a parser would round,
+    a duplicate key; CRLF line breaks, a tab, no final newline), one word changed in Chromium:
+    the diff shows that line, and the copy is the original but for that word."""
+    await declare(backend, "dead", "refunds")
+    letters = []
+    for n, (body, content_type) in enumerate(
+        [(LF_JSON, "application/json"), (CRLF_TEXT, "text/plain")]
+    ):
+        _, properties = synthesized("rr", 2 * n, datetime.now(UTC))
+        letters.append((body, dataclasses.replace(properties, content_type=content_type)))
+    await publish_all(backend, "dead", letters)
+    ids = [str(properties.message_id) for _, properties in letters]
+    async with console_on(backend, tmp_path) as console:
+        page = await browser.new_page()  # type: ignore[attr-defined]
+        await page.goto(console.entry)
+        for letter_id in ids:
+            await page.goto(f"{console.base}/queues/dead/messages/{letter_id}")
+            text = await page.input_value("textarea")
+            await page.fill("textarea", text.replace("declined", "accepted"))
+            await page.click('button[value="preview"]')
+            diff = (await page.inner_text("pre.diff")).splitlines()
+            changed = [line for line in diff[2:] if line[:1] in "-+"]
+            assert len(changed) == 2, diff
+            assert changed[1] == changed[0].replace("-", "+", 1).replace("declined", "accepted")
+            await page.click("button.confirm")
+            main = await page.inner_text("main")
+            assert f"edited copy of {letter_id} published to refunds" in main
+        await page.close()
+    copies = {d.properties.message_id: d.body for d in await read_all(backend, "refunds")}
+    assert copies == {
+        ids[0]: LF_JSON.replace(b"declined", b"accepted"),
+        ids[1]: CRLF_TEXT.replace(b"declined", b"accepted"),
+    }
+    assert await read_all(backend, "dead") == []

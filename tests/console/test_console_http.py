@@ -5,10 +5,13 @@ letter edited through the pages, checked on the broker by message id (docs/conso
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import html
 import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +21,20 @@ from rabbitctl_retry.console.security import csrf_of
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend
 from tests.console.conftest import Console, console_on
-from tests.dlq.support import declare, publish_all, run_to_dead
+from tests.dlq.support import (
+    as_it_is,
+    declare,
+    fail_back,
+    publish_all,
+    rr,
+    run_to_dead,
+    synthesized,
+)
 from tests.observe import peek as read_all
 
 PER_KIND = 10
 VALUE_ERROR = "ValueError"
+NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 BROWSER = {"Sec-Fetch-Site": "same-origin"}
@@ -269,21 +281,214 @@ async def test_a_letter_shown_edited_and_retried(backend: Backend, tmp_path: Pat
         assert "<th>rr-origin-queue</th><td>refunds</td>" in page
         assert "<textarea" in page
         url = f"{console.base}/queues/dead/messages/{target}/edit"
-        edited = '{\n  "kind": "refund",\n  "n": 0,\n  "origin": "refunds",\n  "fixed": true\n}\n'
-        form = {"csrf": csrf_of(console.token), "n": "1", "body": "\r\n" + edited}
-        status, preview, _ = await post(client, url, {**form, "step": "preview"})
+        form = form_of(page)  # the body as it is, one line
+        assert form["body"] == '{"kind": "refund", "n": 0, "origin": "refunds"}'
+        form["body"] = form["body"].replace("}", ',\r\n  "fixed": true}')
+        csrf = {"csrf": csrf_of(console.token)}
+        status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
         assert status == 200, preview
-        assert "+  &quot;fixed&quot;: true" in preview
+        assert changed_lines(preview) == [
+            '-{"kind": "refund", "n": 0, "origin": "refunds"}',
+            "\\ No newline at end of file",
+            '+{"kind": "refund", "n": 0, "origin": "refunds",',
+            '+  "fixed": true}',
+            "\\ No newline at end of file",
+        ]
         assert await read_all(backend, "refunds") == []
-        status, result, _ = await post(client, url, {**form, "step": "publish"})
+        status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
         assert status == 200, result
         assert f"edited copy of {target} published to refunds" in result
     (copy,) = await read_all(backend, "refunds")
     assert copy.properties.message_id == target
-    assert copy.body == b'{"kind": "refund", "n": 0, "origin": "refunds", "fixed": true}'
+    assert copy.body == b'{"kind": "refund", "n": 0, "origin": "refunds",\n  "fixed": true}'
     headers = copy.properties.headers or {}
     assert "rr-edited-at" in headers
     assert "rr-original-body-sha256" in headers
     assert target not in {d.properties.message_id for d in await read_all(backend, "dead")}
     (kept,) = tmp_path.glob("rr-edit-dead-refund-0-*.jsonl")
     assert json.loads(kept.read_text())["properties"]["message_id"] == target
+
+
+# ----------------------------------------- an edit: the letter shown, the bytes as written
+
+
+def form_of(page: str, action_end: str = "/edit") -> dict[str, str]:
+    """The fields of the page's form whose action ends with ``action_end``, as a browser
+    submits them (HTML's rules: the parser turns CRLF and CR into LF and drops the line break
+    right after <textarea>; a submitted form sends every line break as CRLF)."""
+    found = re.search(rf'<form method="post" action="[^"]*{action_end}">(.*?)</form>', page, re.S)
+    assert found is not None, page
+    source = found.group(1)
+    fields = {
+        m.group(1): html.unescape(m.group(2))
+        for m in re.finditer(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', source)
+    }
+    box = re.search(r"<textarea[^>]*>(.*?)</textarea>", source, re.S)
+    if box is not None:
+        fields["body"] = html.unescape(box.group(1))
+    parsed = {k: re.sub(r"\r\n|\r", "\n", v) for k, v in fields.items()}
+    if box is not None:
+        parsed["body"] = parsed["body"].removeprefix("\n")
+    return {k: v.replace("\n", "\r\n") for k, v in parsed.items()}
+
+
+def changed_lines(preview: str) -> list[str]:
+    diff = re.search(r'<pre class="diff">(.*?)</pre>', preview, re.S)
+    assert diff is not None, preview
+    return [
+        line
+        for line in html.unescape(diff.group(1)).splitlines()
+        if line.startswith(("-", "+", "\\")) and not line.startswith(("--- ", "+++ "))
+    ]
+
+
+async def letters_with(backend: Backend, bodies: list[tuple[bytes, str]]) -> list[str]:
+    """``dead`` holding one of rr's dead letters per (body, content type), from refunds."""
+    await declare(backend, "dead", "refunds")
+    letters = []
+    for n, (body, content_type) in enumerate(bodies):
+        _, properties = synthesized("rr", 2 * n, NOW)
+        letters.append((body, dataclasses.replace(properties, content_type=content_type)))
+    await publish_all(backend, "dead", letters)
+    return [str(properties.message_id) for _, properties in letters]
+
+
+LF_JSON = (
+    b'\n{"amount": 10.10, "limit": 1e400, "rate": 1.00000000000000001,\n'
+    b'  "k": 1, "k": 2, "note": "card declined"}\n'
+)
+CRLF_TEXT = b"refund 7\r\ncard declined\r\n\r\nmore\tto come"
+
+
+async def test_one_word_changed_in_the_box_publishes_every_other_byte(
+    backend: Backend, tmp_path: Path
+) -> None:
+    ids = await letters_with(backend, [(LF_JSON, "application/json"), (CRLF_TEXT, "text/plain")])
+    async with console_on(backend, tmp_path) as console, session(console) as client:
+        for letter_id in ids:
+            status, page = await text_of(client, f"{console.base}/queues/dead/messages/{letter_id}")
+            assert status == 200, page
+            form = form_of(page)
+            form["body"] = form["body"].replace("declined", "accepted")
+            url = f"{console.base}/queues/dead/messages/{letter_id}/edit"
+            csrf = {"csrf": csrf_of(console.token)}
+            status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
+            assert status == 200, preview
+            # one line, as it is (a context line may say it has no final newline)
+            (removed, added) = [line for line in changed_lines(preview) if line[0] in "-+"]
+            assert removed.startswith("-"), preview
+            assert "declined" in removed, preview
+            assert added == "+" + removed[1:].replace("declined", "accepted")
+            publish = form_of(preview)
+            status, result, _ = await post(client, url, {**publish, **csrf, "step": "publish"})
+            assert status == 200, result
+            assert f"edited copy of {letter_id} published to refunds" in result
+    copies = {d.properties.message_id: d.body for d in await read_all(backend, "refunds")}
+    assert copies == {
+        ids[0]: LF_JSON.replace(b"declined", b"accepted"),
+        ids[1]: CRLF_TEXT.replace(b"declined", b"accepted"),
+    }
+
+
+async def test_a_body_the_box_cannot_carry_is_not_edited_in_the_browser(
+    backend: Backend, tmp_path: Path
+) -> None:
+    bodies = [
+        b"a lone\rcarriage return",
+        b"mixed\r\nline\nbreaks",
+        b"a NUL \x00 byte",
+        b"an escape \x1b[31m",
+    ]
+    ids = await letters_with(backend, [(body, "text/plain") for body in bodies])
+    before = as_it_is(await read_all(backend, "dead"))
+    async with console_on(backend, tmp_path) as console, session(console) as client:
+        for letter_id in ids:
+            status, page = await text_of(client, f"{console.base}/queues/dead/messages/{letter_id}")
+            assert status == 200, page
+            assert "<textarea" not in page
+            assert f"rr dlq edit dead --id {letter_id} --body FILE" in page
+            # a form made by hand is refused all the same
+            letter = re.search(r'name="letter" value="([^"]*)"', page)
+            shown = {"n": "1", "letter": letter.group(1) if letter else "", "body": "edited"}
+            url = f"{console.base}/queues/dead/messages/{letter_id}/edit"
+            for step in ("preview", "publish"):
+                data = {**shown, "csrf": csrf_of(console.token), "step": step}
+                status, answer, _ = await post(client, url, data)
+                assert status == 400, answer
+    assert as_it_is(await read_all(backend, "dead")) == before
+    assert await read_all(backend, "refunds") == []
+    assert list(tmp_path.glob("rr-edit-*")) == []
+
+
+async def test_a_letter_changed_since_the_page_was_read_is_not_published(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The page is read and the change shown; meanwhile a colleague fixes the same letter with
+    rr dlq edit, and its copy fails back into the queue: Publish refuses, and the queue holds
+    the colleague's fix as it was."""
+    ids = await letters_with(
+        backend, [(b'{"n": %d, "card": "4111"}' % n, "application/json") for n in range(3)]
+    )
+    target = ids[1]
+    fix = tmp_path / "fix.json"
+    fix.write_bytes(b'{"n": 1, "card": "4242"}')
+    keep_dir = tmp_path / "console"
+    keep_dir.mkdir()
+    async with console_on(backend, keep_dir) as console, session(console) as client:
+        _, page = await text_of(client, f"{console.base}/queues/dead/messages/{target}")
+        form = form_of(page)
+        form["body"] = form["body"].replace("4111", "5555")
+        url = f"{console.base}/queues/dead/messages/{target}/edit"
+        csrf = {"csrf": csrf_of(console.token)}
+        status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
+        assert status == 200, preview
+        colleague = await rr(
+            backend, "dlq", "edit", "dead", "--id", target, "--body", str(fix),
+            "--keep", str(tmp_path / "colleague.jsonl"), "--yes",
+        )  # fmt: skip
+        assert colleague.exit_code == 0, colleague.output
+        await fail_back(backend, "refunds", "dead")
+        held = as_it_is(await read_all(backend, "dead"))
+        status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
+        assert status == 409, result
+        assert "Not the letter shown" in result
+        assert "its body and headers changed since" in result
+    assert as_it_is(await read_all(backend, "dead")) == held
+    assert [body for m, body, _ in held if m == target] == [fix.read_bytes()]
+    assert await read_all(backend, "refunds") == []
+    assert list(keep_dir.iterdir()) == []
+
+
+async def test_of_two_letters_with_one_id_only_the_one_shown_is_published(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The page shows the first of two letters with one id; a colleague takes that one: the
+    second, now the first with the id, is not edited in its place."""
+    await declare(backend, "dead", "refunds")
+    first, second = synthesized("rr", 0, NOW), synthesized("rr", 2, NOW)
+    twin = (b'{"twin": 2}', dataclasses.replace(second[1], message_id="s-rr-0"))
+    await publish_all(backend, "dead", [first, twin])
+    keep_dir = tmp_path / "console"
+    keep_dir.mkdir()
+    async with console_on(backend, keep_dir) as console, session(console) as client:
+        _, page = await text_of(client, f"{console.base}/queues/dead/messages/s-rr-0")
+        assert "(1 more with this id)" in page
+        form = form_of(page)
+        form["body"] = form["body"].replace('"n": 0', '"n": 100')
+        url = f"{console.base}/queues/dead/messages/s-rr-0/edit"
+        csrf = {"csrf": csrf_of(console.token)}
+        status, preview, _ = await post(client, url, {**form, **csrf, "step": "preview"})
+        assert status == 200, preview
+        body = tmp_path / "b"
+        body.write_bytes(b'{"taken": true}')
+        colleague = await rr(
+            backend, "dlq", "edit", "dead", "--id", "s-rr-0", "--position", "1",
+            "--body", str(body), "--keep", str(tmp_path / "c.jsonl"), "--yes",
+        )  # fmt: skip
+        assert colleague.exit_code == 0, colleague.output
+        status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
+        assert status == 409, result
+    (left,) = await read_all(backend, "dead")
+    assert left.body == b'{"twin": 2}'
+    assert [d.body for d in await read_all(backend, "refunds")] == [b'{"taken": true}']
+    assert list(keep_dir.iterdir()) == []

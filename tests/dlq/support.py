@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,13 +19,14 @@ from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.cli import app, dlq_common
 from rabbitctl_retry.cli._common import CliSettings
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import ACQUIRED_COUNT_HEADER, DELIVERY_COUNT_HEADER
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import native
-from rabbitctl_retry.transport.base import Connection, Properties
+from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.observe import depth
 
@@ -252,6 +254,47 @@ async def run_to_dead(backend: Backend, per_kind: int) -> Made:
         service.stop()
         await task
     return made
+
+
+READ_COUNTS = (DELIVERY_COUNT_HEADER, ACQUIRED_COUNT_HEADER)
+"""The headers a broker raises each time it hands a message out."""
+
+
+def as_it_is(deliveries: list[Delivery]) -> list[tuple[str | None, bytes, dict[str, object]]]:
+    """Each letter's id, body and headers (less the counts a read raises), in queue order."""
+    return [
+        (
+            d.properties.message_id,
+            d.body,
+            {k: v for k, v in (d.properties.headers or {}).items() if k not in READ_COUNTS},
+        )
+        for d in deliveries
+    ]
+
+
+async def fail_back(backend: Backend, queue: str, dead: str) -> None:
+    """The one message in ``queue`` fails again: rr run moves it to ``dead`` with its failure
+    headers (docs/runtime.md)."""
+    connection = await backend.connect()
+    try:
+        channel = await connection.channel(confirms=True)
+        delivery = await channel.get(queue)
+        assert delivery is not None
+        headers = {
+            **(delivery.properties.headers or {}),
+            "rr-origin-queue": queue,
+            "rr-error-type": "ValueError",
+            "rr-error-message": "declined again",
+            H: "3",
+        }
+        properties = dataclasses.replace(delivery.properties, headers=headers)
+        await channel.publish(
+            delivery.body, routing_key=dead, properties=properties, mandatory=True
+        )
+        await channel.ack(delivery.delivery_tag)
+        assert await channel.get(queue) is None
+    finally:
+        await connection.close()
 
 
 # ----------------------------------------------------------------- the CLI
