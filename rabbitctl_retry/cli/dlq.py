@@ -30,12 +30,12 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
     YesOption,
+    agree_to_read,
     app,
     ask,
     load_topology,
     progress_bar,
     require_answerable,
-    warn_of_quorum,
     where_option,
 )
 from rabbitctl_retry.cli.dlq_report import import_document, import_failure, import_summary
@@ -99,7 +99,7 @@ def export_command(
                 queue,
                 out,
                 limit=limit,
-                look=partial(warn_of_quorum, yes=yes, action=f"export {queue!r}"),
+                look=partial(agree_to_read, yes=yes, action=f"export {queue!r}"),
                 bar=partial(progress_bar, OutputFormat.TABLE),
                 keep=_matching(conditions, WaitQueues.of(topology)) if conditions else None,
             )

@@ -132,7 +132,7 @@ def read_warning(state: shell.QueueState, count: int) -> str | None:
     return f"{state.reads.why}. Reading {count:,} message(s) adds one delivery to each."
 
 
-async def warn_of_quorum(
+async def agree_to_read(
     state: shell.QueueState, count: int, version: str, *, yes: bool, action: str
 ) -> None:
     """Before a read of ``count`` messages: what it costs them, and — where a read can drop

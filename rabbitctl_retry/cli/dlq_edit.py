@@ -34,13 +34,13 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
     YesOption,
+    agree_to_read,
     app,
     ask,
     load_topology,
     note,
     progress_bar,
     require_answerable,
-    warn_of_quorum,
 )
 from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
 from rabbitctl_retry.cli.export_file import ExportFile
@@ -171,7 +171,7 @@ def edit_command(
         queue,
         wanted.look,
         limit=None,
-        look=partial(warn_of_quorum, yes=yes, action=f"read {queue!r}"),
+        look=partial(agree_to_read, yes=yes, action=f"read {queue!r}"),
         bar=partial(progress_bar, output),
     )
     run(scan_reading)

@@ -23,10 +23,10 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
     YesOption,
+    agree_to_read,
     app,
     load_topology,
     progress_bar,
-    warn_of_quorum,
 )
 from rabbitctl_retry.cli.dlq_inspect import InspectReading
 from rabbitctl_retry.cli.dlq_report import plural
@@ -104,7 +104,7 @@ def groups_command(
                 queue,
                 reading.taker(functools.partial(_add, grouping, queue), written),
                 limit=None,
-                look=partial(warn_of_quorum, yes=yes, action=f"read {queue!r}"),
+                look=partial(agree_to_read, yes=yes, action=f"read {queue!r}"),
                 bar=partial(progress_bar, output),
             )
         )

@@ -36,10 +36,10 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
     YesOption,
+    agree_to_read,
     app,
     load_topology,
     progress_bar,
-    warn_of_quorum,
     where_option,
 )
 from rabbitctl_retry.cli.dlq_render import (
@@ -164,7 +164,7 @@ def inspect_command(
             queue,
             reading.taker(take, written),
             limit=wanted,
-            look=partial(warn_of_quorum, yes=yes, action=f"inspect {queue!r}"),
+            look=partial(agree_to_read, yes=yes, action=f"inspect {queue!r}"),
             bar=partial(progress_bar, bar_output, streaming=streaming),
         )
     )

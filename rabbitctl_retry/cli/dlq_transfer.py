@@ -22,13 +22,13 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.dlq_common import (
     TopologyOption,
     YesOption,
+    agree_to_read,
     app,
     ask,
     load_topology,
     note,
     progress_bar,
     require_answerable,
-    warn_of_quorum,
     where_option,
 )
 from rabbitctl_retry.cli.dlq_render import transfer_table
@@ -243,7 +243,7 @@ async def _warn_before_dry_run(
     states: list[shell.QueueState], version: str, *, kind: TransferKind, yes: bool
 ) -> None:
     for state in states:
-        await warn_of_quorum(
+        await agree_to_read(
             state,
             state.message_count,
             version,
