@@ -105,7 +105,11 @@ def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | 
     definition = policy.keys
     for key in (*_NUMERIC, "delayed-retry-min", "delayed-retry-max"):
         value = definition.get(key)
-        if value is not None and (not effective.is_int(value) or int(value) < 0):
+        # RabbitMQ 4 takes a negative delivery-limit: no limit (measured on 4.0.5 and 4.3.6)
+        negative_allowed = key == "delivery-limit" and version.major >= 4
+        if value is not None and (
+            not effective.is_int(value) or (int(value) < 0 and not negative_allowed)
+        ):
             return f"Validation failed\n\n{key} must be a non-negative integer\n"
     kind = definition.get("delayed-retry-type")
     if kind not in (None, "disabled") and "delayed-retry-min" not in definition:

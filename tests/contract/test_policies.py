@@ -250,6 +250,26 @@ def _delivery_limits() -> list[Case]:
             "quorum.delivery-limit.argB", "limit", {**base, "x-delivery-limit": 50}, None, None, "5"
         )
     )
+    # RabbitMQ 4: a negative limit is none at all, so the other one applies (3.10 refuses a
+    # negative delivery-limit in a policy): rr declares -1 (docs/topology.md)
+    unlimited: list[tuple[str, int | None, int | None]] = [
+        ("argU-polS", -1, 1),
+        ("argS-polU", 1, -1),
+        ("argU", -1, None),
+        ("polU", None, -1),
+    ]
+    found.extend(
+        Case(
+            f"quorum.delivery-limit.{tag}",
+            "limit",
+            {**base, **({} if argument is None else {"x-delivery-limit": argument})},
+            None if policy is None else {"delivery-limit": policy},
+            None,
+            "2" if 1 in (argument, policy) else "5",
+            lines=("4.0", "4.3"),
+        )
+        for tag, argument, policy in unlimited
+    )
     return found
 
 
