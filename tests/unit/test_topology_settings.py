@@ -340,3 +340,31 @@ def test_effective_rows_resolve_argument_policy_and_operator_policy() -> None:
         ("x-overflow", None, "drop-head", "reject-publish", "reject-publish"),  # the operator's
         ("x-queue-type", "quorum", None, None, "quorum"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("version", "argument", "policy", "operator", "effective"),
+    [
+        ("4.0.5", -1, 3, None, 3),  # -1 is no limit: the policy's applies
+        ("4.3.6", 5, -1, None, 5),
+        ("4.3.6", None, -1, None, -1),  # none anywhere: no limit
+        ("4.0.5", -1, -1, None, -1),
+        ("4.3.6", None, -1, 4, 4),  # the policies merged first: the operator's 4
+        ("3.10.8", -1, 3, None, -1),  # 3.10: the smallest number (it drops at the first return)
+    ],
+)
+def test_a_negative_delivery_limit_is_none_on_4(
+    version: str, argument: int | None, policy: int, operator: int | None, effective: int
+) -> None:
+    """Measured on 4.0.5 and 4.3.6: an argument of -1 under a policy of 3 dead-letters at the
+    4th return; an argument of 5 under a policy of -1 at the 6th (tests/contract/
+    test_policies.py holds the servers to it)."""
+    rows_ = effective_rows(
+        {"x-queue-type": "quorum"} | ({} if argument is None else {"x-delivery-limit": argument}),
+        "quorum",
+        Policy.of("p", ".*", {"delivery-limit": policy}),
+        None if operator is None else Policy.of("o", ".*", {"delivery-limit": operator}),
+        ServerVersion.parse(version),
+    )
+    (limit,) = [r.effective for r in rows_ if r.key == "x-delivery-limit"]
+    assert limit == effective
