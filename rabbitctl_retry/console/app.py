@@ -427,7 +427,15 @@ async def message(request: web.Request) -> web.Response:
         not_editable=not_editable,
         checksums=str(checksums(letter)),
     )
-    return _page(html.message_page(view, read_only=state.config.read_only, csrf=state.csrf))
+    reads = queue_state.reads
+    note = (
+        None
+        if reads.cost is Cost.FREE
+        else f"{reads.why}: this read counted one each, and so does each of the forms below"
+    )
+    return _page(
+        html.message_page(view, read_only=state.config.read_only, csrf=state.csrf, note=note)
+    )
 
 
 @dataclass(frozen=True)

@@ -295,7 +295,9 @@ class MessageView:
     the console publishes only that letter."""
 
 
-def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
+def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | None = None) -> str:
+    """``note``: what reading the queue cost (a read that counts, asked for), shown first;
+    every read the page's forms make costs the same."""
     queue = view.queue
     props = "".join(
         f"<tr><th>{e(name)}</th><td>{e(value)}</td></tr>"
@@ -313,7 +315,8 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str) -> str:
         f"<td>{e(', '.join(death.routing_keys))}</td></tr>"
         for death in view.deaths
     )
-    parts = [
+    parts = [f'<p class="note">{e(note)}</p>'] if note else []
+    parts += [
         f'<p class="where">#{view.position:,} in {e(queue)}'
         + (f" ({view.others:,} more with this id)" if view.others else "")
         + "</p>",
