@@ -51,7 +51,9 @@ async def queue_states(
         found: list[tuple[str, QueueState | None, str | None]] = []
         for queue in queues:
             try:
-                found.append((queue, await queue_state(connection, queue), None))
+                # a page view reads nothing: not even the get that confirms a depth of 0
+                state = await queue_state(connection, queue, confirm_empty=False)
+                found.append((queue, state, None))
             except TransportError as error:
                 found.append((queue, None, error.message))
         return str(connection.server_version), found

@@ -181,11 +181,22 @@ class QueueState:
     (``dlq/read_cost.py``); the default, for a state made by hand, assumes the worst."""
 
 
-async def queue_state(connection: Connection, queue: str) -> QueueState:
+async def queue_state(
+    connection: Connection, queue: str, *, confirm_empty: bool = True
+) -> QueueState:
     """The queue's depth (a passive declare), type and ``x-delivery-limit`` (:func:`queue_type`)
     and what a read costs it (``dlq/read_cost.py``); :class:`NotFound` (exit 1) in the
-    broker's words when the passive declare gets a 404. Other refusals raise."""
-    info = await _on_own_channel(connection, lambda channel: depth_on(connection, channel, queue))
+    broker's words when the passive declare gets a 404. Other refusals raise.
+
+    ``confirm_empty``: a depth of 0 is confirmed by one ``basic.get`` (:func:`depth_on`);
+    without it, nothing is read (``rr console``'s page views, which change nothing)."""
+
+    async def depth(channel: Channel) -> QueueInfo:
+        if confirm_empty:
+            return await depth_on(connection, channel, queue)
+        return await queue_info_on(channel, queue)
+
+    info = await _on_own_channel(connection, depth)
     arguments = await queue_arguments(connection, queue)
     quorum = None if arguments is None else arguments.get("x-queue-type") == "quorum"
     argument = None if arguments is None else arguments.get("x-delivery-limit")
