@@ -18,7 +18,7 @@ from rabbitctl_retry.transport.base import Delivery
 from tests.backends import Backend
 from tests.console.conftest import Console, console_on
 from tests.console.test_console_http import group_rows, post, session, text_of, wait_done
-from tests.dlq.support import declare, publish_all, synthesized
+from tests.dlq.support import declare, publish_all, rr, synthesized
 from tests.observe import peek
 from tests.shared_node import BROKERS
 
@@ -163,3 +163,36 @@ async def test_a_group_moved_to_a_queue_that_drops_is_refused(
         p.message_id for _, p in letters
     ]
     assert await peek(backend, "parked") == []
+
+
+async def test_25_reads_of_a_dead_letter_queue_rr_declared(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """A quorum dead-letter queue rr declares has no limit (-1 on 4.x): a read-only console
+    reads it 25 times (asked on a server where a read counts, at once on 4.3) and every letter
+    stays, in order."""
+    topology = tmp_path / "topology.toml"
+    topology.write_text(
+        '[queues.payouts]\ntype = "quorum"\nmax_attempts = 5\ndead_letter = "dead"\n\n'
+        '[queues.dead]\ntype = "quorum"\n'
+    )
+    declared = await rr(backend, "declare", str(topology))
+    assert declared.exit_code == 0, declared.output
+    await publish_all(backend, "dead", LETTERS)
+    async with console_on(backend, tmp_path, read_only=True) as console, session(console) as client:
+        for view in range(25):
+            url = message_url(console, IDS[view % 5])
+            if free_to_read(backend):
+                status, page = await text_of(client, url)
+            else:  # counted, but nothing can be dropped: a read-only console reads it if asked
+                _, gate = await text_of(client, url)
+                assert 'data-reads="counted"' in gate
+                csrf = re.search(r'name="csrf" value="([^"]+)"', gate)
+                assert csrf is not None
+                status, page, _ = await post(client, url, {"csrf": csrf.group(1), "read": "1"})
+            assert status == 200, page
+            assert f"Message {IDS[view % 5]}" in page
+    left = await peek(backend, "dead")
+    assert [letter.properties.message_id for letter in left] == IDS
+    if not free_to_read(backend):
+        assert all(count in (25, 26) for count in delivery_counts(left))
