@@ -8,11 +8,12 @@ Reading without taking (inspect, export, groups, dry runs, the console)
     queue's depth at the start)``), never acking; once they are in, every delivery is handed
     back (``dlq/read_cost.py``): on RabbitMQ 4.3 and later the consumer is cancelled and one
     ``basic.nack(multiple, requeue=true)`` returns them all, which no queue counts as a
-    delivery and which keeps each in its place (measured on 4.3.6: a quorum queue puts them
-    back at its head, in order; a classic queue where each was); on older servers the
-    channel's close returns them, in their places, and a quorum queue counts each
-    (``x-delivery-count`` + 1; 3.10 would put a nacked one at the back). Where a read can
-    drop a letter the command says so and asks first.
+    delivery (measured on 4.3.6); on older servers the channel's close returns them, and a
+    quorum queue counts each (``x-delivery-count`` + 1; 3.10 would put a nacked one at the
+    back). A classic queue puts each back where it was; a quorum queue serves them first, in
+    order, behind what it holds from an earlier hand-back (a read of its head only may
+    rotate them: docs/dlq.md, "Inspecting without taking"). Where a read can drop a letter
+    the command says so and asks first.
 
 Publishing many copies at once (import, like replay and move)
     Through the transfers' one sender (``ops/sending.py``): the first message goes alone (a

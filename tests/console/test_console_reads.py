@@ -73,7 +73,9 @@ async def test_25_views_of_a_read_only_console_keep_every_letter(
         refused, _, _ = await post(client, message_url(console, IDS[0]), {"read": "1"})
         assert refused == 403
     left = await peek(backend, "dead")
-    assert [letter.properties.message_id for letter in left] == IDS
+    # every letter, exactly once (a message page stops reading at its letter: a quorum queue
+    # may then hold them rotated, docs/dlq.md "Inspecting without taking")
+    assert sorted(letter.properties.message_id or "" for letter in left) == sorted(IDS)
     assert all(count in (None, 0) for count in delivery_counts(left))
 
 
@@ -97,7 +99,9 @@ async def test_a_counted_read_happens_only_when_asked(backend: Backend, tmp_path
         assert asked == 200, shown
         assert f"Message {IDS[2]}" in shown
     left = await peek(backend, "dead")
-    assert [letter.properties.message_id for letter in left] == IDS
+    # every letter, exactly once (a message page stops reading at its letter: a quorum queue
+    # may then hold them rotated, docs/dlq.md "Inspecting without taking")
+    assert sorted(letter.properties.message_id or "" for letter in left) == sorted(IDS)
     # the one read that was asked for counted once on each letter it read
     assert all(count in (1, 2) for count in delivery_counts(left))
 
@@ -193,6 +197,8 @@ async def test_25_reads_of_a_dead_letter_queue_rr_declared(
             assert status == 200, page
             assert f"Message {IDS[view % 5]}" in page
     left = await peek(backend, "dead")
-    assert [letter.properties.message_id for letter in left] == IDS
+    # every letter, exactly once (a message page stops reading at its letter: a quorum queue
+    # may then hold them rotated, docs/dlq.md "Inspecting without taking")
+    assert sorted(letter.properties.message_id or "" for letter in left) == sorted(IDS)
     if not free_to_read(backend):
         assert all(count in (25, 26) for count in delivery_counts(left))
