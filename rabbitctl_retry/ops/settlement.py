@@ -110,6 +110,10 @@ class SettleWindow:
         """``tag`` was delivered and is not decided yet."""
         return tag in self._unsent and self._unsent[tag] is None
 
+    def open_tags(self) -> list[int]:
+        """Every delivered tag not decided yet, in delivery order."""
+        return [tag for tag, decision in self._unsent.items() if decision is None]
+
     @property
     def pending_acks(self) -> int:
         """Acks decided but not sent yet."""

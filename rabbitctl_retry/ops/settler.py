@@ -92,6 +92,10 @@ class ChannelSettler:
         """``tag`` is delivered and nobody decided what to do with it yet."""
         return self._window.is_open(tag)
 
+    def open_tags(self) -> list[int]:
+        """Every delivered tag nobody decided what to do with yet, in delivery order."""
+        return self._window.open_tags()
+
     def ack(self, tag: int) -> bool:
         """Ack ``tag`` (soon); ``False`` if it was already decided or is unknown."""
         if not self._window.ack(tag):

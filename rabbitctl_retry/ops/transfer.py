@@ -68,7 +68,6 @@ from rabbitctl_retry.ops.dlq import (
     NO_PROGRESS,
     REPLAY_WINDOW,
     ProgressSink,
-    nack_back,
     scan_messages,
 )
 from rabbitctl_retry.ops.probe import depth_on, queue_missing
@@ -156,8 +155,6 @@ class Transfer:
         self._consume: Channel | None = None
         self._confirm: Channel | None = None
         self._consumer_tag: str | None = None
-        self._last_tag = 0
-        """The highest delivery tag seen on the consuming channel."""
         self._finished = asyncio.Event()
         """Set once the state is finished (:attr:`TransferState.finished`)."""
         self._abort = asyncio.Event()
@@ -281,16 +278,27 @@ class Transfer:
     async def _hand_back(self) -> None:
         """After a clean end (every ack processed): on a server that does not count a
         ``basic.nack`` (RabbitMQ 4.3 and later), hand back the messages left unacked
-        (skipped, failed, past ``--limit``) with one, so that a quorum queue does not count
-        them as the channel's close would (``dlq/read_cost.py``)."""
-        consume = self._consume
+        (skipped, failed, past ``--limit``) with one each, through the settler, and wait for a
+        round trip, so that a quorum queue does not count them as the channel's close would
+        (``dlq/read_cost.py``). If the channel is lost on the way, its close returns them."""
+        consume, settler = self._consume, self._settler
         if (
             consume is None
+            or settler is None
             or self._state.interrupted is not None
             or give_back_for(self._connection.server_version.release) is not GiveBack.NACK
         ):
             return
-        await nack_back(consume, None, lambda: self._last_tag)
+        held = settler.open_tags()
+        if not held:
+            return
+        for tag in held:
+            settler.give_back(tag)
+        try:
+            await settler.flush()
+            await consume.qos(self._options.effective_window)
+        except TransportError:
+            return
 
     # -- deliveries ------------------------------------------------------------------------
 
@@ -299,7 +307,6 @@ class Transfer:
         # First statement, before any await: tags enter the window in delivery order.
         assert self._settler is not None
         self._settler.delivered(tag)
-        self._last_tag = max(self._last_tag, tag)
         state = self._state
         choice = (
             choice_of(

@@ -152,3 +152,27 @@ async def test_a_classic_queue_keeps_its_order_when_part_of_it_is_read(server: B
         looked = await rr(server, "dlq", "inspect", "refunds.dead", "--limit", "2", "-o", "json")
         assert looked.exit_code == 0, looked.output
     assert [letter.properties.message_id for letter in await peek(server, "refunds.dead")] == IDS
+
+
+async def test_a_replay_hands_back_what_it_skips_uncounted_on_4_3(server: Backend) -> None:
+    """``--where`` replays 0, 2 and 4 (the last letter read is acked) and skips 1 and 3: they
+    stay, in order, and on 4.3 uncounted (each handed back with its own basic.nack; one
+    multiple nack up to the last tag would be refused, its tag being acked)."""
+    server_version = BROKERS[server.version].server_version
+    # no limit: -1 on 4.x; nothing on 3.10 (where -1 drops at the first return)
+    unlimited = {"x-delivery-limit": -1} if server_version.takes_unlimited_delivery_limit else {}
+    await declare(server, QUEUE, arguments={"x-queue-type": "quorum", **unlimited})
+    await declare(server, "refunds", "orders")
+    await publish_all(server, QUEUE, LETTERS)
+    with interactive(False):
+        result = await rr(server, "dlq", "replay", QUEUE, "--where", "origin=refunds", "--yes")
+    assert result.exit_code == 0, result.output
+    left = await peek(server, QUEUE)
+    assert [letter.properties.message_id for letter in left] == [IDS[1], IDS[3]]
+    if nack_is_free(server):
+        assert counts(left) == [(None, 1), (None, 1)]
+    assert sorted(d.properties.message_id or "" for d in await peek(server, "refunds")) == [
+        IDS[0],
+        IDS[2],
+        IDS[4],
+    ]

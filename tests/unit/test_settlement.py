@@ -263,3 +263,14 @@ def test_a_give_back_goes_out_at_once_as_a_nack_and_before_the_ack_that_spans_it
     assert window.ack(1)
     assert window.frames() == [AckFrame(3, multiple=True)]
     assert not window.give_back(2)  # decided once
+
+
+def test_open_tags_are_the_undecided_in_delivery_order() -> None:
+    window = SettleWindow()
+    for tag in (1, 2, 3, 4):
+        window.delivered(tag)
+    window.ack(2)
+    window.give_back(4)
+    assert window.open_tags() == [1, 3]
+    window.frames()
+    assert window.open_tags() == [1, 3]  # sending decided frames leaves the open ones
