@@ -48,7 +48,14 @@ from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Channel, Connection, Properties
-from tests.shared_node import BROKERS, DEFAULT_BROKERS, SharedBroker, chosen_versions, current
+from tests.shared_node import (
+    BROKERS,
+    DEFAULT_BROKERS,
+    SharedBroker,
+    chosen_versions,
+    current,
+    require_broker,
+)
 from tests.vhost_eval import ALL_DONE, vhost_batch
 
 EMULATED: dict[str, ServerVersion] = {
@@ -296,6 +303,24 @@ class RabbitBackend:
     def ctl(self, *args: str) -> str:
         """``rabbitmqctl -q ARGS`` on this backend's node; what it printed."""
         return ctl(self.broker, *args)
+
+
+@asynccontextmanager
+async def backend_of(kind: str, version: str) -> AsyncIterator[Backend]:
+    """The shared RabbitMQ of release line ``version`` in a fresh vhost (``kind``
+    ``rabbitmq``: skipped without it, failed in CI), or the emulator set to that release
+    (``emulator``); closed after."""
+    backend: Backend
+    if kind == "rabbitmq":
+        rabbit = RabbitBackend(require_broker(version))
+        rabbit.setup()
+        backend = rabbit
+    else:
+        backend = EmulatorBackend(version)
+    try:
+        yield backend
+    finally:
+        await backend.close()
 
 
 class VhostPool:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry.transport.base import Delivery
-from tests.backends import Backend, EmulatorBackend, RabbitBackend
+from tests.backends import Backend, backend_of
 from tests.dlq.support import declare, interactive, publish_all, rr, synthesized
 from tests.observe import peek
-from tests.shared_node import BROKERS, chosen_versions, require_broker
+from tests.shared_node import BROKERS, chosen_versions
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 LETTERS = [synthesized("rr", n, NOW) for n in range(5)]
@@ -62,17 +62,8 @@ def _params() -> list[Any]:
 async def server(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """Each shared RabbitMQ (a fresh vhost) and the emulator set to each of their releases."""
     kind, _, version = str(request.param).partition("-")
-    backend: Backend
-    if kind == "rabbitmq":
-        rabbit = RabbitBackend(require_broker(version))
-        rabbit.setup()
-        backend = rabbit
-    else:
-        backend = EmulatorBackend(version)
-    try:
+    async with backend_of(kind, version) as backend:
         yield backend
-    finally:
-        await backend.close()
 
 
 def nack_is_free(backend: Backend) -> bool:

@@ -25,9 +25,9 @@ from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
+from tests.backends import Backend, backend_of, publish
 from tests.observe import depth, peek
-from tests.shared_node import chosen_versions, require_broker
+from tests.shared_node import chosen_versions
 
 TOPOLOGY = """
 [queues.jobs]
@@ -63,17 +63,8 @@ def _servers(*, with_delays: bool) -> list[object]:
 @pytest.fixture
 async def target(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     kind, version = request.param
-    backend: Backend
-    if kind == "rabbitmq":
-        rabbit = RabbitBackend(require_broker(version))
-        rabbit.setup()
-        backend = rabbit
-    else:
-        backend = EmulatorBackend(version)
-    try:
+    async with backend_of(kind, version) as backend:
         yield backend
-    finally:
-        await backend.close()
 
 
 async def _until_waited(backend: Backend, queue: str, count: int) -> None:

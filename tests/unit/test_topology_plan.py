@@ -24,6 +24,7 @@ from rabbitctl_retry.topology.plan import (
     describe_differences,
     plan,
 )
+from tests.unit.test_doctor import QUORUM_DLQ_WITHOUT_ROUTE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topology.toml"
 
@@ -612,15 +613,7 @@ def test_replicas_are_not_checked_without_the_nodes_nor_on_existing_queues() -> 
 
 # --------------------------------------------------------------------------- no limit on 4.x
 
-PARKING = """
-[queues.payouts]
-type = "quorum"
-max_attempts = 5
-dead_letter = "payouts.dead"
-
-[queues."payouts.dead"]
-type = "quorum"
-"""
+PARKING = QUORUM_DLQ_WITHOUT_ROUTE
 
 V3_10, V4_0, V4_3 = (3, 10, 8), (4, 0, 5), (4, 3, 6)
 
