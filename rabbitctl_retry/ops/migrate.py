@@ -57,8 +57,18 @@ a consumer's retries with ``--force``): the run stops there, nothing deleted."""
 
 
 UNCHECKED_PUBLISHERS = (
-    "publishing by name was not checked (it needs the management API: --management-url): "
-    "a message published by name to a queue in the instant it is rebuilt is lost"
+    "publishing by name (the default exchange, routing key = the queue) was not checked: it "
+    "needs the management API (--management-url); a message published by name to a queue in "
+    "the instant it is deleted is lost, although the broker confirmed it and returned "
+    'nothing (docs/topology.md, "Migrating a queue")'
+)
+
+NO_MANAGEMENT_API = (
+    "rr migrate: publishing by name (the default exchange, routing key = the queue) cannot be "
+    "checked without the management API: a message published by name to a queue in the "
+    "instant it is deleted is lost, although the broker confirmed it and returned nothing. "
+    "Give --management-url (or [broker] management_url), or stop such publishers and pass "
+    '--force (docs/topology.md, "Migrating a queue"); nothing was changed'
 )
 
 
@@ -100,8 +110,6 @@ class Migration:
     """The plan of the whole file after the run (every queue as the file says, unless a
     ``--queue`` left others to rebuild)."""
     dry_run: bool = False
-    notes: list[str] = field(default_factory=list)
-    """What the run could not check, for the operator (warnings)."""
     finished: bool = False
     """The run got to its end (a dry run: once it looked)."""
 
@@ -122,6 +130,8 @@ class MigrateHooks:
     """Told what the run will do, before anything changes: asks, or raises."""
     step: Callable[[StepReport], None]
     """A step begins (a log line: a killed run shows where it was)."""
+    warn: Callable[[str], None]
+    """What the run cannot check, said before it asks and before the first step."""
 
 
 def _verbatim(target: str) -> Callable[..., Choice]:
@@ -198,7 +208,9 @@ async def migrate_topology(
             )
         starting = any(found.phase is Phase.BEFORE for found in done.looks)
         if starting and api is None:
-            done.notes.append(UNCHECKED_PUBLISHERS)
+            if not force:
+                raise ConflictError(NO_MANAGEMENT_API)
+            hooks.warn(UNCHECKED_PUBLISHERS)
         if starting and api is not None and not force:
             rate = await api.publish_rate("")
             if rate:

@@ -2,7 +2,9 @@
 with delay tiers becomes a quorum queue with every message kept — those in the queue, those
 waiting in its wait queues (they wait again, then land in the rebuilt queue) and those
 published through its exchange binding during the run —; a run stopped at any step is finished
-by the same command; consumers stop it unless --force; a dry run changes nothing."""
+by the same command; consumers stop it unless --force; a dry run changes nothing. Without a
+management URL every run needs --force (publishing by name cannot be checked): the tests
+about something else pass it."""
 
 from __future__ import annotations
 
@@ -84,7 +86,7 @@ def prepare(emulator: Emulator, tmp_path: Path) -> tuple[list[str], list[str]]:
 def test_dry_run_shows_the_steps_and_changes_nothing(tmp_path: Path) -> None:
     emulator = Emulator()
     ready, _waiting = prepare(emulator, tmp_path)
-    result = invoke(emulator, tmp_path, AFTER, "migrate", "--dry-run", "-o", "json")
+    result = invoke(emulator, tmp_path, AFTER, "migrate", "--dry-run", "--force", "-o", "json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     (rebuild,) = document["rebuilds"]
@@ -109,7 +111,7 @@ def test_dry_run_shows_the_steps_and_changes_nothing(tmp_path: Path) -> None:
 def test_the_table_shows_messages_bindings_and_steps(tmp_path: Path) -> None:
     emulator = Emulator()
     prepare(emulator, tmp_path)
-    result = invoke(emulator, tmp_path, AFTER, "migrate", "--dry-run")
+    result = invoke(emulator, tmp_path, AFTER, "migrate", "--dry-run", "--force")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         "jobs: to rebuild (jobs: x-dead-letter-exchange, x-dead-letter-routing-key, x-overflow, "
@@ -136,7 +138,7 @@ def test_rr_declare_names_rr_migrate(tmp_path: Path) -> None:
 def test_migration_keeps_every_message(tmp_path: Path) -> None:
     emulator = Emulator()
     ready, waiting = prepare(emulator, tmp_path)
-    result = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "-o", "json")
+    result = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force", "-o", "json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert [s["step"] for s in document["steps"]] == [step.value for step in Step]
@@ -154,7 +156,7 @@ def test_migration_keeps_every_message(tmp_path: Path) -> None:
     asyncio.run(emulator.advance(61))
     assert sorted(ids_in(emulator, "jobs")) == sorted(ready + waiting)
     again = invoke(emulator, tmp_path, AFTER, "migrate", "--yes")
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 0, again.output  # nothing starts: no --force needed
     assert "nothing to rebuild" in again.stdout
 
 
@@ -177,11 +179,11 @@ def test_a_run_stopped_at_any_step_is_finished_by_the_same_command(
         return report
 
     monkeypatch.setattr(migrate_shell._Run, "_begin", begin)
-    first = invoke(emulator, tmp_path, AFTER, "migrate", "--yes")
+    first = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force")
     assert first.exit_code == 70, first.output  # the unexpected: an internal error's exit
     assert f"Stopped: {stop_at.value}" in first.output
     monkeypatch.setattr(migrate_shell._Run, "_begin", real)
-    second = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "-o", "json")
+    second = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force", "-o", "json")
     assert second.exit_code == 0, second.output
     assert json.loads(second.stdout)["conflicts_left"] == []
     asyncio.run(emulator.advance(61))
@@ -231,20 +233,43 @@ def test_publishing_by_name_stops_it_unless_forced(tmp_path: Path) -> None:
     assert "not checked" not in quiet.output
 
 
-def test_forced_it_goes_ahead_and_without_the_api_says_what_it_did_not_check(
-    tmp_path: Path,
-) -> None:
+def test_forced_it_goes_ahead(tmp_path: Path) -> None:
     emulator = Emulator()
     prepare(emulator, tmp_path)
     forced = invoke(
         emulator, tmp_path, AFTER, "migrate", "--yes", "--force", "--management-url", MANAGEMENT
     )
     assert forced.exit_code == 0, forced.output
+    assert "not checked" not in forced.output
+
+
+def test_without_the_api_it_refuses_unless_forced_and_warns_before_the_first_step(
+    tmp_path: Path,
+) -> None:
+    """Publishing by name cannot be checked without the management API (docs/topology.md,
+    "Migrating a queue"): the run refuses before anything changes; forced, it says so before
+    the first step, not after the last."""
     emulator = Emulator()
-    prepare(emulator, tmp_path)
-    unchecked = invoke(emulator, tmp_path, AFTER, "migrate", "--yes")
-    assert unchecked.exit_code == 0, unchecked.output
-    assert "rr: warning: publishing by name was not checked" in unchecked.output
+    ready, _waiting = prepare(emulator, tmp_path)
+    refused = invoke(emulator, tmp_path, AFTER, "migrate", "--yes")
+    assert refused.exit_code == 1, refused.output
+    said = " ".join(refused.stderr.split())
+    assert "rr: error: rr migrate: publishing by name (the default exchange, routing key = " in said
+    assert "cannot be checked without the management API" in said
+    assert "nothing was changed" in said
+    assert "rr: migrate jobs:" not in refused.stderr  # no step began
+    assert not emulator.has_queue("jobs.rr-migrating")
+    assert emulator.queue("jobs").arguments.get("x-queue-type") is None
+    assert ids_in(emulator, "jobs") == ready
+
+    forced = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force")
+    assert forced.exit_code == 0, forced.output
+    lines = forced.stderr.splitlines()
+    warning = next(i for i, line in enumerate(lines) if "was not checked" in line)
+    first_step = lines.index("rr: migrate jobs: hold")
+    assert lines[warning].startswith("rr: warning: publishing by name")
+    assert warning < first_step
+    assert sum("was not checked" in line for line in lines) == 1
 
 
 def test_copies_that_expire_while_their_wait_queue_is_drained_are_not_a_stop(
@@ -267,7 +292,7 @@ def test_copies_that_expire_while_their_wait_queue_is_drained_are_not_a_stop(
 
     monkeypatch.setattr(transfer_shell, "depth_on", depth_then_expire)
     monkeypatch.setattr(migrate_shell, "TransferOptions", lambda: TransferOptions(idle_s=0.2))
-    result = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "-o", "json")
+    result = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force", "-o", "json")
     assert expired == ["jobs.retry.10s"]
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["conflicts_left"] == []
