@@ -65,8 +65,8 @@ def migrate_command(
             "--management-url",
             envvar=MANAGEMENT_URL_ENV,
             help='The management plugin\'s URL: needed for settings = "policy", and to check '
-            "publishing by name (without it: --force) (docs/topology.md). Else [broker] "
-            "management_url.",
+            "publishing by name (without it: --force) and weigh messages "
+            "(docs/topology.md). Else [broker] management_url.",
             show_default=False,
         ),
     ] = None,

@@ -44,6 +44,9 @@ from rabbitctl_retry.topology.migration import (
     holding_name,
     phase,
     rebuilds,
+    refill_problem,
+    shortfalls,
+    weighs_bytes,
 )
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Matches, Plan, Refused, plan
@@ -195,6 +198,14 @@ async def migrate_topology(
         if isinstance(units, Refusal):
             raise ConflictError(f"rr migrate: {units.reason}")
         done.looks = [await look(connection, unit) for unit in units]
+        problems = [
+            problem
+            for found in done.looks
+            if found.phase is not Phase.DONE
+            for problem in shortfalls(found.rebuild, found.messages, await _weights(api, found))
+        ]
+        if problems:
+            raise ConflictError(f"rr migrate: {'; '.join(problems)}; nothing was changed")
         busy = [
             f"{queue} ({count} consumer{'' if count == 1 else 's'})"
             for found in done.looks
@@ -242,6 +253,24 @@ async def migrate_topology(
         done.finished = True
     finally:
         await connection.close()
+
+
+async def _weights(api: ManagementApi | None, found: Look) -> Mapping[str, int] | None:
+    """What the messages of each queue of ``found`` weigh in bytes, as the management API
+    states it; None without the API, or when it states none for a queue that holds messages
+    (its statistics not sampled yet): not known, and the plan decides as if too heavy."""
+    if api is None:
+        return None
+    if not weighs_bytes(found.rebuild):
+        return {}
+    weights: dict[str, int] = {}
+    for name, count in found.messages.items():
+        state = await api.queue_state(name)
+        weight = None if state is None else state.message_bytes
+        if weight is None and count:
+            return None
+        weights[name] = weight or 0
+    return weights
 
 
 async def look(connection: Connection, rebuild: Rebuild) -> Look:
@@ -347,12 +376,19 @@ class _Run:
             pairs.append((rebuild.name, holding_name(rebuild.name)))
         await self._move_until_empty(pairs)
 
-    async def _move_until_empty(self, pairs: Sequence[tuple[str, str]]) -> None:
+    async def _move_until_empty(
+        self, pairs: Sequence[tuple[str, str]], *, refilled: Mapping[str, QueueEntity] | None = None
+    ) -> None:
+        """Move each source of ``pairs`` into its target until all are empty; ``refilled``:
+        the file's queues by name, when the targets are rebuilt queues (the refill: each move
+        checked first, :meth:`_may_refill`)."""
         for _ in range(DRAIN_ROUNDS):
             left = 0
             for source, target in pairs:
                 if await queue_info(self._connection, source) is None:
                     continue
+                if refilled is not None:
+                    await self._may_refill(source, refilled[target])
                 await self._move(source, target)
             for source, _target in pairs:
                 if await queue_info(self._connection, source) is None:
@@ -366,6 +402,20 @@ class _Run:
             "to them by name, or a consumer retries into them; stop it and run the same "
             "command again (nothing was deleted)"
         )
+
+    async def _may_refill(self, source: str, target: QueueEntity) -> None:
+        """Raise before a move into ``target`` that it could not keep (``topology/migration.py``
+        ``refill_problem``): the plan weighed the numbers, but messages may have come since;
+        nothing moves, and they stay in ``source``."""
+        to_move = (await self._depth(source)).message_count
+        in_queue = (await self._depth(target.name)).message_count
+        problem = refill_problem(target, in_queue=in_queue, to_move=to_move)
+        if problem is not None:
+            raise ConflictError(
+                f"rr migrate: the refill {source} -> {target.name} stopped before it moved a "
+                f"message: {problem}; its {to_move:,} messages stay in {source}, none dropped "
+                '(docs/topology.md, "Migrating a queue")'
+            )
 
     async def _depth(self, queue: str) -> QueueInfo:
         channel = await self._connection.channel()
@@ -464,7 +514,8 @@ class _Run:
         pairs = [(holding_name(wait.name), wait.name) for wait in rebuild.drained]
         if holding is not None:
             pairs.append((holding.name, rebuild.name))
-        await self._move_until_empty(pairs)
+        refilled = {rebuild.name: rebuild.queue} | {wait.name: wait for wait in rebuild.waits}
+        await self._move_until_empty(pairs, refilled=refilled)
         report = self._begin(Step.CLEAN)
         for source, _ in pairs:  # the holding wait queues first: they feed the holding queue
             if await queue_info(self._connection, source) is not None:

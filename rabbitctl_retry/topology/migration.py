@@ -35,6 +35,10 @@ Every step is idempotent, and where a run stands is read from the broker, not ke
 run is *before* the rebuild; none left as it was, but a holding queue present, means
 *after* it; neither means done. So a run killed at any step is finished by running the same
 command again.
+
+Nothing is put back into a rebuilt queue that it cannot keep (:func:`shortfalls`): the
+messages of the whole rebuild end in the queue, so its length limits, in messages and in
+bytes, and an overflow rule that drops, are weighed against them before any step.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rabbitctl_retry.dlq.target import drops_on_overflow
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
@@ -159,6 +164,142 @@ class Rebuild:
         return first + tuple(self.holding_wait(wait) for wait in self.drained)
 
 
+@dataclass(frozen=True, slots=True)
+class Refill:
+    """A queue the rebuild declares again, and the queues whose messages end in it."""
+
+    target: QueueEntity
+    sources: tuple[str, ...]
+
+
+def refills(rebuild: Rebuild) -> tuple[Refill, ...]:
+    """Where the messages of ``rebuild`` end: a rebuilt queue takes everything of the rebuild
+    (its own, and its wait queues' and holding queues': a waiting copy comes back to it once
+    its wait ends); a rebuilt wait queue takes its own and its holding wait queue's."""
+    moved: list[Refill] = []
+    if rebuild.rebuilt:
+        names = [rebuild.name, *(wait.name for wait in rebuild.waits)]
+        names += [entity.name for entity in rebuild.holding_queues]
+        moved.append(Refill(rebuild.queue, tuple(names)))
+    for wait in rebuild.waits:
+        if wait.name in rebuild.rebuilt_waits:
+            moved.append(Refill(wait, (wait.name, holding_name(wait.name))))
+    return tuple(moved)
+
+
+def weighs_bytes(rebuild: Rebuild) -> bool:
+    """Whether a queue ``rebuild`` refills has a limit in bytes (its messages must be
+    weighed: :func:`shortfalls`)."""
+    return any(
+        _limit(refill.target.setting("x-max-length-bytes")) is not None
+        for refill in refills(rebuild)
+    )
+
+
+def _limit(value: FieldValue) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def limits_of(queue: QueueEntity) -> dict[str, FieldValue]:
+    """``queue``'s length limits and overflow rule as the file gives them (an argument or
+    rr's policy), as ``x-`` arguments."""
+    names = ("x-max-length", "x-max-length-bytes", "x-overflow")
+    return {name: queue.setting(name) for name in names if queue.setting(name) is not None}
+
+
+def capacity_problem(queue: QueueEntity, messages: int, message_bytes: int | None) -> str | None:
+    """Why ``queue``, declared as the file says, cannot take back the ``messages`` of
+    ``message_bytes`` bytes (None: not known) a rebuild puts into it; None when it can.
+
+    Over ``x-max-length`` or ``x-max-length-bytes``, whatever the overflow rule: drop-head
+    drops, reject-publish refuses (the run would stop half done), reject-publish-dlx
+    dead-letters. A bytes limit with bytes not known refuses (only the management API
+    weighs a queue). A limit with drop-head refuses whatever the numbers: the refill does
+    not move into a queue that drops what it confirmed, as new messages may arrive meanwhile
+    (``dlq/target.py``)."""
+    if messages == 0:
+        return None
+    name = queue.name
+    max_length = _limit(queue.setting("x-max-length"))
+    max_bytes = _limit(queue.setting("x-max-length-bytes"))
+    if max_length is not None and messages > max_length:
+        return (
+            f"{name} would hold at most {max_length:,} messages (x-max-length = {max_length}), "
+            f"and the rebuild puts {messages:,} back into it"
+        )
+    if max_bytes is not None and message_bytes is None:
+        return (
+            f"{name} would hold at most {max_bytes:,} bytes (x-max-length-bytes = "
+            f"{max_bytes}), and the {messages:,} messages the rebuild puts back into it cannot "
+            "be weighed without the management API (--management-url)"
+        )
+    if max_bytes is not None and message_bytes is not None and message_bytes > max_bytes:
+        return (
+            f"{name} would hold at most {max_bytes:,} bytes (x-max-length-bytes = "
+            f"{max_bytes}), and the rebuild puts {messages:,} messages of {message_bytes:,} "
+            "bytes back into it"
+        )
+    drops = drops_on_overflow(limits_of(queue))
+    if drops is not None:
+        return (
+            f"the rebuilt {name} {drops}; rr does not refill such a queue ({messages:,} "
+            'messages to put back): give it x-overflow = "reject-publish" in the file, or '
+            "empty it first"
+        )
+    return None
+
+
+def shortfalls(
+    rebuild: Rebuild,
+    messages: Mapping[str, int],
+    message_bytes: Mapping[str, int] | None,
+) -> tuple[str, ...]:
+    """Why the queues of ``rebuild`` cannot take back what it moves (:func:`capacity_problem`),
+    given each queue's ``messages`` and ``message_bytes`` (None: not known); empty when they
+    can."""
+    problems: list[str] = []
+    for refill in refills(rebuild):
+        count = sum(messages.get(name, 0) for name in refill.sources)
+        weight = (
+            None
+            if message_bytes is None
+            else sum(message_bytes.get(name, 0) for name in refill.sources)
+        )
+        problem = capacity_problem(refill.target, count, weight)
+        if problem is not None:
+            held = ", ".join(
+                f"{name} {messages[name]:,}" for name in refill.sources if messages.get(name)
+            )
+            problems.append(f"{problem} ({held})")
+    return tuple(problems)
+
+
+def refill_problem(queue: QueueEntity, *, in_queue: int, to_move: int) -> str | None:
+    """Why the refill must not move ``to_move`` messages into ``queue`` (declared as the file
+    says) that holds ``in_queue`` now, and what to do; None when it may. The plan weighed
+    the numbers before the run; this is the refill's own check, as messages may have come
+    since (through the exchanges, into the holding queue)."""
+    if to_move == 0:
+        return None
+    drops = drops_on_overflow(limits_of(queue))
+    if drops is not None:
+        return (
+            f"the rebuilt {queue.name} {drops}; rr does not move into it: give it x-overflow = "
+            '"reject-publish" in the file and run rr migrate again (it rebuilds the queue once '
+            "more)"
+        )
+    max_length = _limit(queue.setting("x-max-length"))
+    if max_length is not None and in_queue + to_move > max_length:
+        return (
+            f"{queue.name} holds {in_queue:,} of at most {max_length:,} messages "
+            f"(x-max-length), and {to_move:,} are to come back: run rr migrate again once it "
+            "has room"
+        )
+    return None
+
+
 def phase(rebuild: Rebuild, found: Mapping[str, Found], holding_present: bool) -> Phase:
     """Where a run of ``rebuild`` stands, from what the broker holds (see the module doc):
     ``found`` says how each subject stands, ``holding_present`` whether any of its holding
@@ -273,10 +414,17 @@ __all__ = [
     "Found",
     "Phase",
     "Rebuild",
+    "Refill",
     "Refusal",
     "Step",
     "apart_from",
+    "capacity_problem",
     "holding_name",
+    "limits_of",
     "phase",
     "rebuilds",
+    "refill_problem",
+    "refills",
+    "shortfalls",
+    "weighs_bytes",
 ]

@@ -1,11 +1,14 @@
-"""``rr migrate`` and a publisher by name, on RabbitMQ 3.10.8, 4.0.5 and 4.3.6
-(docs/topology.md, "Migrating a queue"): a publisher by name (``mandatory``, publisher
-confirms, 50 msg/s) can lose a message the broker confirmed when its queue is deleted (issue
-#40). Without the management API every run is refused unless ``--force``; with it (4.3.6),
-while the default exchange's rate is above 0. Run seven times in a row; every id counted
-afterwards: nothing lost, nothing returned.
+"""``rr migrate`` keeps every message or does not start, on RabbitMQ 3.10.8, 4.0.5 and 4.3.6
+(docs/topology.md, "Migrating a queue"), every message id counted afterwards (issue #40):
 
-Only 4.3.6 has a management API here: the other servers run the AMQP-only path. The CLI runs
+* ``x-max-length = 10`` added to a classic queue holding 50: refused in the plan, with the
+  numbers; and messages that reach the holding queue during a run are never moved into a
+  rebuilt queue that would drop them (the refill's own check);
+* a publisher by name (``mandatory``, publisher confirms, 50 msg/s): without the management
+  API every run is refused unless ``--force``; with it (4.3.6), while the default exchange's
+  rate is above 0. Run seven times in a row; nothing lost, nothing returned.
+
+Only 4.3.6 has a management API here: the other servers run the AMQP-only paths. The CLI runs
 in this process (in a thread: it runs its own event loop); every wait is for progress.
 """
 
@@ -17,12 +20,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.errors import NotFound, PublishFailed
+from rabbitctl_retry.ops import migrate as migrate_shell
+from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Properties
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import RabbitBackend
@@ -50,6 +56,11 @@ RUNS = 7
 """Runs of the by-name scenario (the issue saw a loss in 3 of 7)."""
 
 RATE_PER_S = 50
+
+
+def with_arguments(arguments: str) -> str:
+    """BEFORE with ``arguments`` for jobs: a rebuild (RabbitMQ changes no x- argument)."""
+    return BEFORE.replace("max_attempts = 5", f"max_attempts = 5\narguments = {{ {arguments} }}")
 
 
 @pytest.fixture
@@ -101,6 +112,59 @@ async def as_before(backend: RabbitBackend, folder: Path) -> None:
     result = await rr_async(backend, folder, BEFORE, "declare")
     assert result.exit_code == 0, result.output
     assert not await exists(backend, "jobs.rr-migrating")
+
+
+async def test_x_max_length_10_on_a_classic_queue_of_50_is_refused_before_any_step(
+    backend: RabbitBackend, tmp_path: Path
+) -> None:
+    assert (await rr_async(backend, tmp_path, BEFORE, "declare")).exit_code == 0
+    ids = message_ids("m", 50)
+    await publish_ids(backend.connect, "jobs", ids)
+    limited = with_arguments('"x-max-length" = 10')
+    for extra in [("--force",), ("--force", "--dry-run"), *management_ways(backend)]:
+        result = await rr_async(backend, tmp_path, limited, "migrate", "--yes", *extra)
+        assert result.exit_code == 1, (extra, result.output)
+        assert (
+            "rr: error: rr migrate: jobs would hold at most 10 messages (x-max-length = 10), and "
+            "the rebuild puts 50 back into it (jobs 50); nothing was changed"
+        ) in said(result), said(result)
+        assert "rr: migrate jobs:" not in result.stderr  # no step began
+        await as_before(backend, tmp_path)
+    found = await take_ids(backend.connect, "jobs")
+    assert found == dict.fromkeys(ids, 1)
+
+
+async def test_messages_that_come_during_the_run_are_not_refilled_into_a_queue_that_drops(
+    backend: RabbitBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan saw jobs empty (a drop-head limit was no loss then); 12 messages come through
+    the exchange while the binding is the holding queue's: the refill stops before it moves
+    one, and they wait in the holding queue until a file with reject-publish finishes."""
+    assert (await rr_async(backend, tmp_path, BEFORE, "declare")).exit_code == 0
+    late = message_ids("late", 12)
+    real_after = migrate_shell._Run.after
+
+    async def after(self: Any) -> None:
+        await publish_ids(
+            lambda: clients.connect(backend.url), "job", late, exchange="events"
+        )  # in rr's own event loop, as the run reaches ``declare``
+        await real_after(self)
+
+    monkeypatch.setattr(migrate_shell._Run, "after", after)
+    dropping = with_arguments('"x-max-length" = 10')
+    stopped = await rr_async(backend, tmp_path, dropping, "migrate", "--yes", "--force")
+    assert stopped.exit_code == 1, stopped.output
+    assert (
+        "rr: error: rr migrate: the refill jobs.rr-migrating -> jobs stopped before it moved a "
+        "message: the rebuilt jobs has x-max-length = 10 with x-overflow = drop-head"
+    ) in said(stopped), said(stopped)
+    assert "its 12 messages stay in jobs.rr-migrating, none dropped" in said(stopped)
+    monkeypatch.undo()
+    keeping = with_arguments('"x-max-length" = 20, "x-overflow" = "reject-publish"')
+    finished = await rr_async(backend, tmp_path, keeping, "migrate", "--yes", "--force")
+    assert finished.exit_code == 0, finished.output
+    assert not await exists(backend, "jobs.rr-migrating")
+    assert await take_ids(backend.connect, "jobs") == dict.fromkeys(late, 1)
 
 
 @dataclass

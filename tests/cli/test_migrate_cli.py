@@ -301,3 +301,166 @@ def test_copies_that_expire_while_their_wait_queue_is_drained_are_not_a_stop(
     assert sorted(ids_in(emulator, "jobs.retry.1m")) == sorted(waiting[20:])
     assert ids_in(emulator, "jobs.retry.10s") == []
     assert not [q for q in emulator.queue_names() if q.endswith(".rr-migrating")]
+
+
+# --- what the rebuilt queue can hold (docs/topology.md, "Migrating a queue") -----------------
+
+
+def with_arguments(arguments: str) -> str:
+    """BEFORE with ``arguments`` for jobs: a migration (RabbitMQ changes no x- argument)."""
+    return BEFORE.replace("max_attempts = 5", f"max_attempts = 5\narguments = {{ {arguments} }}")
+
+
+def declare_with(emulator: Emulator, tmp_path: Path, bodies: list[str]) -> None:
+    """The old topology, ``bodies`` in jobs (each its own id), the publish rate quiet again."""
+    result = invoke(emulator, tmp_path, BEFORE, "declare")
+    assert result.exit_code == 0, result.output
+    asyncio.run(publish(emulator, bodies, routing_key="jobs"))
+    asyncio.run(emulator.advance(5))  # the default exchange's rate back to 0
+
+
+def unchanged(emulator: Emulator, ids: list[str]) -> None:
+    """Nothing was changed: jobs as it was, with every id, and no holding queue."""
+    assert ids_in(emulator, "jobs") == ids
+    assert emulator.queue("jobs").arguments.get("x-max-length") is None
+    assert not [q for q in emulator.queue_names() if q.endswith(".rr-migrating")]
+
+
+def test_the_issue_s_x_max_length_10_on_a_queue_of_50_is_refused_before_any_step(
+    tmp_path: Path,
+) -> None:
+    emulator = Emulator()
+    ids = [f"m{n}" for n in range(50)]
+    declare_with(emulator, tmp_path, ids)
+    limited = with_arguments('"x-max-length" = 10')
+    for extra in (("--force",), ("--force", "--dry-run"), ("--management-url", MANAGEMENT)):
+        result = invoke(emulator, tmp_path, limited, "migrate", "--yes", *extra)
+        assert result.exit_code == 1, (extra, result.output)
+        said = " ".join(result.stderr.split())
+        assert (
+            "rr: error: rr migrate: jobs would hold at most 10 messages (x-max-length = 10), "
+            "and the rebuild puts 50 back into it (jobs 50); nothing was changed"
+        ) in said, said
+        assert "rr: migrate jobs:" not in result.stderr
+        unchanged(emulator, ids)
+
+
+def test_the_wait_queues_count_with_the_queue(tmp_path: Path) -> None:
+    emulator = Emulator()
+    ready, _waiting = prepare(emulator, tmp_path)  # 300 ready, 20 waiting in each tier
+    result = invoke(
+        emulator, tmp_path, with_arguments('"x-max-length" = 330'), "migrate", "--yes", "--force"
+    )
+    assert result.exit_code == 1, result.output
+    assert "the rebuild puts 340 back into it (jobs 300, jobs.retry.10s 20, jobs.retry.1m 20)" in (
+        " ".join(result.stderr.split())
+    )
+    assert ids_in(emulator, "jobs") == ready
+
+
+def test_a_limit_that_drops_is_refused_even_with_room(tmp_path: Path) -> None:
+    emulator = Emulator()
+    ids = [f"m{n}" for n in range(50)]
+    declare_with(emulator, tmp_path, ids)
+    result = invoke(
+        emulator, tmp_path, with_arguments('"x-max-length" = 1000'), "migrate", "--yes", "--force"
+    )
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert "the rebuilt jobs has x-max-length = 1000 with x-overflow = drop-head" in said
+    assert 'give it x-overflow = "reject-publish" in the file' in said
+    unchanged(emulator, ids)
+    # with reject-publish and room, the same rebuild runs and keeps every message
+    room = with_arguments('"x-max-length" = 1000, "x-overflow" = "reject-publish"')
+    done = invoke(emulator, tmp_path, room, "migrate", "--yes", "--force")
+    assert done.exit_code == 0, done.output
+    assert ids_in(emulator, "jobs") == ids
+    assert emulator.queue("jobs").arguments["x-max-length"] == 1000
+
+
+@pytest.mark.parametrize(("limit_bytes", "refused"), [(149, True), (150, False)])
+def test_a_bytes_limit_is_weighed_by_the_management_api(
+    tmp_path: Path, limit_bytes: int, refused: bool
+) -> None:
+    emulator = Emulator()
+    ids = [f"m{n:02}" for n in range(50)]  # 3 bytes each: 150
+    declare_with(emulator, tmp_path, ids)
+    file = with_arguments(f'"x-max-length-bytes" = {limit_bytes}, "x-overflow" = "reject-publish"')
+    # without the API the bytes are not known: refused, whatever the limit
+    blind = invoke(emulator, tmp_path, file, "migrate", "--yes", "--force")
+    assert blind.exit_code == 1, blind.output
+    assert "cannot be weighed without the management API" in " ".join(blind.stderr.split())
+    unchanged(emulator, ids)
+    weighed = invoke(emulator, tmp_path, file, "migrate", "--yes", "--management-url", MANAGEMENT)
+    if refused:
+        assert weighed.exit_code == 1, weighed.output
+        assert (
+            f"jobs would hold at most {limit_bytes} bytes (x-max-length-bytes = {limit_bytes}), "
+            "and the rebuild puts 50 messages of 150 bytes back into it (jobs 50)"
+        ) in " ".join(weighed.stderr.split())
+        unchanged(emulator, ids)
+    else:
+        assert weighed.exit_code == 0, weighed.output
+        assert ids_in(emulator, "jobs") == ids
+
+
+def publish_before_the_declare(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, ids: list[str]
+) -> None:
+    """Publish ``ids`` through the exchange binding as the run reaches ``declare`` (the binding
+    is the holding queue's then): new messages during the run, which the plan did not count."""
+    real = migrate_shell._Run.after
+
+    async def after(self: Any) -> None:
+        await publish(emulator, ids, exchange="events", routing_key="job")
+        await real(self)
+
+    monkeypatch.setattr(migrate_shell._Run, "after", after)
+
+
+def test_the_refill_does_not_move_into_a_queue_that_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan saw an empty queue, so a drop-head limit was no problem; 12 messages come
+    through the exchange during the run, into the holding queue: the refill stops before it
+    moves one, they stay there, and a file with reject-publish finishes the job."""
+    emulator = Emulator()
+    declare_with(emulator, tmp_path, [])
+    late = [f"late{n}" for n in range(12)]
+    publish_before_the_declare(emulator, monkeypatch, late)
+    dropping = with_arguments('"x-max-length" = 10')
+    stopped = invoke(emulator, tmp_path, dropping, "migrate", "--yes", "--force")
+    assert stopped.exit_code == 1, stopped.output
+    said = " ".join(stopped.stderr.split())
+    assert (
+        "rr: error: rr migrate: the refill jobs.rr-migrating -> jobs stopped before it moved a "
+        "message: the rebuilt jobs has x-max-length = 10 with x-overflow = drop-head"
+    ) in said, said
+    assert "its 12 messages stay in jobs.rr-migrating, none dropped" in said
+    assert ids_in(emulator, "jobs.rr-migrating") == late
+    assert ids_in(emulator, "jobs") == []
+    monkeypatch.undo()
+    keeping = with_arguments('"x-max-length" = 20, "x-overflow" = "reject-publish"')
+    finished = invoke(emulator, tmp_path, keeping, "migrate", "--yes", "--force")
+    assert finished.exit_code == 0, finished.output
+    assert ids_in(emulator, "jobs") == late
+    assert not emulator.has_queue("jobs.rr-migrating")
+
+
+def test_the_refill_does_not_move_more_than_the_queue_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator = Emulator()
+    ready = [f"m{n}" for n in range(5)]
+    declare_with(emulator, tmp_path, ready)
+    late = [f"late{n}" for n in range(10)]
+    publish_before_the_declare(emulator, monkeypatch, late)
+    limited = with_arguments('"x-max-length" = 10, "x-overflow" = "reject-publish"')
+    stopped = invoke(emulator, tmp_path, limited, "migrate", "--yes", "--force")
+    assert stopped.exit_code == 1, stopped.output
+    assert (
+        "jobs holds 0 of at most 10 messages (x-max-length), and 15 are to come back: run rr "
+        "migrate again once it has room; its 15 messages stay in jobs.rr-migrating"
+    ) in " ".join(stopped.stderr.split())
+    assert sorted(ids_in(emulator, "jobs.rr-migrating")) == sorted(ready + late)
+    assert ids_in(emulator, "jobs") == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.topology.expand import Desired, expand
+from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.topology.expand import Desired, QueueEntity, expand
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.migration import (
     Found,
@@ -13,9 +14,14 @@ from rabbitctl_retry.topology.migration import (
     Rebuild,
     Refusal,
     apart_from,
+    capacity_problem,
     holding_name,
     phase,
     rebuilds,
+    refill_problem,
+    refills,
+    shortfalls,
+    weighs_bytes,
 )
 from rabbitctl_retry.topology.plan import (
     Difference,
@@ -206,3 +212,175 @@ def test_rebuilds_left_for_later_stay_out_of_the_rest_too() -> None:
     rest = apart_from(result, units)
     assert rest.can_apply
     assert "mail" not in [op.name for op in rest.operations]
+
+
+# --- what a rebuild puts back, against what the rebuilt queue can hold -----------------------
+
+
+def limited(arguments: dict[str, FieldValue]) -> QueueEntity:
+    """``jobs`` as a file declares it with these arguments."""
+    return QueueEntity(name="jobs", arguments=arguments)
+
+
+@pytest.mark.parametrize(
+    ("entity", "messages", "message_bytes", "expected"),
+    [
+        (limited({}), 50, None, None),
+        (limited({"x-max-length": 10}), 0, None, None),  # nothing to put back
+        # the issue's file: x-max-length = 10 on a classic queue holding 50
+        (
+            limited({"x-max-length": 10}),
+            50,
+            None,
+            "jobs would hold at most 10 messages (x-max-length = 10), and the rebuild puts 50 "
+            "back into it",
+        ),
+        (
+            limited({"x-max-length": 10, "x-overflow": "reject-publish"}),
+            11,
+            None,
+            "jobs would hold at most 10 messages (x-max-length = 10), and the rebuild puts 11 "
+            "back into it",
+        ),
+        (limited({"x-max-length": 10, "x-overflow": "reject-publish"}), 10, None, None),
+        (
+            limited({"x-max-length": 10, "x-overflow": "reject-publish-dlx"}),
+            11,
+            None,
+            "jobs would hold at most 10 messages (x-max-length = 10), and the rebuild puts 11 "
+            "back into it",
+        ),
+        # room enough, but drop-head: the refill would not move into it
+        (limited({"x-max-length": 1000}), 50, None, "the rebuilt jobs has x-max-length = 1000"),
+        (limited({"x-max-length": 1000, "x-overflow": "drop-head"}), 50, None, "the rebuilt jobs"),
+        # bytes: weighed by the management API; unknown without it
+        (
+            limited({"x-max-length-bytes": 5000, "x-overflow": "reject-publish"}),
+            50,
+            None,
+            "jobs would hold at most 5,000 bytes (x-max-length-bytes = 5000), and the 50 "
+            "messages the rebuild puts back into it cannot be weighed without the management "
+            "API (--management-url)",
+        ),
+        (limited({"x-max-length-bytes": 5000, "x-overflow": "reject-publish"}), 50, 5000, None),
+        (
+            limited({"x-max-length-bytes": 5000, "x-overflow": "reject-publish"}),
+            50,
+            5001,
+            "jobs would hold at most 5,000 bytes (x-max-length-bytes = 5000), and the rebuild "
+            "puts 50 messages of 5,001 bytes back into it",
+        ),
+        (limited({"x-max-length-bytes": 5000}), 50, 10, "the rebuilt jobs has x-max-length-bytes"),
+        (limited({"x-max-length-bytes": 5000, "x-overflow": "reject-publish"}), 0, None, None),
+    ],
+)
+def test_what_a_rebuilt_queue_can_hold_is_weighed_before_any_step(
+    entity: QueueEntity, messages: int, message_bytes: int | None, expected: str | None
+) -> None:
+    problem = capacity_problem(entity, messages, message_bytes)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert problem.startswith(expected), problem
+    if problem is not None and problem.startswith("the rebuilt"):
+        assert "RabbitMQ confirms a copy, then drops the oldest" in problem
+        assert 'give it x-overflow = "reject-publish" in the file' in problem
+
+
+def test_a_policy_s_limit_counts_as_the_argument_s() -> None:
+    text = FILE.replace(
+        "[queues.mail]", '[queues.mail]\nsettings = "policy"\narguments = { "x-max-length" = 10 }'
+    )
+    mail = next(q for q in expand(load_text(text)).queues if q.name == "mail")
+    assert "x-max-length" not in mail.arguments  # in rr's policy
+    assert capacity_problem(mail, 11, None) == (
+        "mail would hold at most 10 messages (x-max-length = 10), and the rebuild puts 11 back "
+        "into it"
+    )
+
+
+def test_the_whole_rebuild_ends_in_the_queue() -> None:
+    text = FILE.replace(
+        'type = "quorum"\nmax_attempts = 5',
+        'type = "quorum"\nmax_attempts = 5\narguments = { "x-max-length" = 100 }',
+    )
+    wanted = expand(load_text(text))
+    result = plan(
+        wanted,
+        {q.key: Matches() for q in wanted.queues}
+        | {("exchange", "events"): Matches(), ("queue", "jobs"): OLD_TYPE},
+        server_version=(3, 10, 8),
+    )
+    unit = only(rebuilds(result, wanted))
+    (refill,) = refills(unit)
+    assert refill.target.name == "jobs"
+    assert refill.sources == (
+        "jobs",
+        "jobs.retry.10s",
+        "jobs.retry.1m",
+        "jobs.rr-migrating",
+        "jobs.retry.10s.rr-migrating",
+        "jobs.retry.1m.rr-migrating",
+    )
+    fits = {"jobs": 60, "jobs.retry.10s": 20, "jobs.retry.1m.rr-migrating": 20}
+    assert shortfalls(unit, fits, None) == ()
+    over = fits | {"jobs.rr-migrating": 1}
+    assert shortfalls(unit, over, None) == (
+        "jobs would hold at most 100 messages (x-max-length = 100), and the rebuild puts 101 "
+        "back into it (jobs 60, jobs.retry.10s 20, jobs.rr-migrating 1, "
+        "jobs.retry.1m.rr-migrating 20)",
+    )
+
+
+def test_a_rebuilt_wait_queue_takes_back_its_own() -> None:
+    wanted, result = planned({"mail.retry": OLD_TYPE})
+    unit = only(rebuilds(result, wanted))
+    (refill,) = refills(unit)
+    assert (refill.target.name, refill.sources) == (
+        "mail.retry",
+        ("mail.retry", "mail.retry.rr-migrating"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("entity", "in_queue", "to_move", "expected"),
+    [
+        (limited({}), 10**6, 10**6, None),
+        (limited({"x-max-length": 10}), 0, 0, None),  # nothing to move
+        (limited({"x-max-length": 10}), 0, 1, "the rebuilt jobs has x-max-length = 10"),
+        (limited({"x-max-length": 10, "x-overflow": "reject-publish"}), 4, 6, None),
+        (
+            limited({"x-max-length": 10, "x-overflow": "reject-publish"}),
+            5,
+            6,
+            "jobs holds 5 of at most 10 messages (x-max-length), and 6 are to come back: run "
+            "rr migrate again once it has room",
+        ),
+    ],
+)
+def test_the_refill_checks_again_before_it_moves(
+    entity: QueueEntity, in_queue: int, to_move: int, expected: str | None
+) -> None:
+    problem = refill_problem(entity, in_queue=in_queue, to_move=to_move)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert problem.startswith(expected), problem
+
+
+@pytest.mark.parametrize(
+    ("arguments", "weighed"),
+    [
+        ("", False),
+        ('arguments = { "x-max-length" = 5 }', False),
+        ('arguments = { "x-max-length-bytes" = 0, "x-overflow" = "reject-publish" }', True),
+        ('arguments = { "x-max-length-bytes" = 900, "x-overflow" = "reject-publish" }', True),
+    ],
+)
+def test_messages_are_weighed_only_for_a_limit_in_bytes(arguments: str, weighed: bool) -> None:
+    text = f'[queues.jobs]\ntype = "quorum"\n{arguments}\n'
+    wanted = expand(load_text(text))
+    result = plan(wanted, {("queue", "jobs"): OLD_TYPE}, server_version=(3, 10, 8))
+    assert weighs_bytes(only(rebuilds(result, wanted))) is weighed
