@@ -29,6 +29,7 @@ from rabbitctl_retry.ops.declare import (
 from rabbitctl_retry.ops.probe import (
     compare_queue,
     depth_on,
+    queue_arguments,
     queue_info,
     queue_type,
 )
@@ -41,7 +42,10 @@ from rabbitctl_retry.topology.migration import (
     Refusal,
     Step,
     apart_from,
+    foreign_holdings,
     holding_name,
+    is_rr_holding,
+    not_rr_holding,
     phase,
     rebuilds,
     refill_problem,
@@ -189,11 +193,14 @@ async def migrate_topology(
             cluster_nodes=nodes,
             policies=policies,
         )
-        held = [
-            queue.name
+        owned = {
+            queue.name: await _holding_is_rr(connection, api, queue.name)
             for queue in desired.queues
-            if await queue_info(connection, holding_name(queue.name)) is not None
-        ]
+        }
+        foreign = foreign_holdings(desired, owned, only=only)
+        if foreign:
+            raise ConflictError(f"rr migrate: {not_rr_holding(foreign)}")
+        held = [name for name, rr_s in owned.items() if rr_s]
         units = rebuilds(whole, desired, held=held, only=only)
         if isinstance(units, Refusal):
             raise ConflictError(f"rr migrate: {units.reason}")
@@ -253,6 +260,23 @@ async def migrate_topology(
         done.finished = True
     finally:
         await connection.close()
+
+
+async def _holding_is_rr(
+    connection: Connection, api: ManagementApi | None, queue: str
+) -> bool | None:
+    """Whether the holding queue of ``queue`` on the broker is rr's (``topology/migration.py``
+    ``is_rr_holding``): by all its arguments where the management API is given, else by the
+    ones AMQP reads; None when there is none."""
+    name = holding_name(queue)
+    if await queue_info(connection, name) is None:
+        return None
+    if api is not None:
+        state = await api.queue_state(name)
+        if state is not None:
+            return is_rr_holding(queue, state.arguments, marker_visible=True)
+    arguments = await queue_arguments(connection, name)
+    return is_rr_holding(queue, arguments, marker_visible=False)
 
 
 async def _weights(api: ManagementApi | None, found: Look) -> Mapping[str, int] | None:

@@ -8,11 +8,11 @@ together with its wait queues, as one :class:`Rebuild`:
 =========  ===============================================================================
 step       what it does on the broker
 =========  ===============================================================================
-hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic, no
-           arguments) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
-           queue (durable, classic, the wait queue's ``x-message-ttl``, dead-lettering
-           expired copies to the holding queue: while the queue is rebuilt, a copy whose
-           wait ends lands there, not nowhere)
+hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic, rr's
+           marks only) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
+           queue (durable, classic, rr's marks, the wait queue's ``x-message-ttl``,
+           dead-lettering expired copies to the holding queue: while the queue is rebuilt, a
+           copy whose wait ends lands there, not nowhere)
 redirect   bind the holding queue with each of the queue's bindings in the file, then unbind
            the queue (a message published through an exchange between the two lands in both:
            the one window of duplicates)
@@ -35,6 +35,14 @@ Every step is idempotent, and where a run stands is read from the broker, not ke
 run is *before* the rebuild; none left as it was, but a holding queue present, means
 *after* it; neither means done. So a run killed at any step is finished by running the same
 command again.
+
+A queue is rr's holding queue by what rr declares it with, never by its name
+(:func:`is_rr_holding`, docs/topology.md, "Holding queues"): the marker
+``x-rr-holding-for`` (the queue it stands in for: only the management API shows it, as
+RabbitMQ does not compare an argument it does not know on a re-declare) and
+``x-max-length`` = :data:`HOLDING_MAX_LENGTH` with ``x-overflow = "reject-publish"``
+(compared on a re-declare, so AMQP alone reads them). A queue of that name without them is
+another's: a conflict, nothing changed.
 
 Nothing is put back into a rebuilt queue that it cannot keep (:func:`shortfalls`): the
 messages of the whole rebuild end in the queue, so its length limits, in messages and in
@@ -59,9 +67,82 @@ MAX_NAME_BYTES = 255
 """AMQP 0-9-1's limit on a queue name (a short string)."""
 
 
+HOLDING_MARK = "x-rr-holding-for"
+"""The argument rr declares a holding queue with: the name of the queue it stands in for.
+RabbitMQ keeps it and the management API shows it, but a re-declare does not compare it
+(measured on 3.10.8, 4.0.5 and 4.3.6): AMQP cannot read it."""
+
+HOLDING_MAX_LENGTH = int.from_bytes(b"rr-hold", "big")
+"""``x-max-length`` of every holding queue: 32,213,686,696,242,276 (the bytes of
+``rr-hold`` read as a number), a length no queue reaches, with ``x-overflow =
+"reject-publish"`` (were it reached, the queue would refuse, not drop). RabbitMQ compares
+both on a re-declare, so AMQP reads them where the management API is not given; no other
+application would pick this number."""
+
+HOLDING_OVERFLOW = "reject-publish"
+
+
 def holding_name(queue: str) -> str:
     """The holding queue of ``queue``: ``refunds`` -> ``refunds.rr-migrating``."""
     return queue + HOLDING_SUFFIX
+
+
+def holding_marks(queue: str) -> dict[str, FieldValue]:
+    """The arguments that make ``queue``'s holding queue rr's (see the module doc)."""
+    return {
+        HOLDING_MARK: queue,
+        "x-max-length": HOLDING_MAX_LENGTH,
+        "x-overflow": HOLDING_OVERFLOW,
+    }
+
+
+def is_rr_holding(
+    queue: str, arguments: Mapping[str, object] | None, *, marker_visible: bool
+) -> bool:
+    """Whether the holding queue of ``queue``, declared with ``arguments``, is rr's.
+
+    ``marker_visible``: the arguments are the management API's, all of them; else they are
+    what AMQP reads (the ones RabbitMQ compares on a re-declare), without the marker. None
+    (the broker would not say) is not rr's."""
+    if arguments is None:
+        return False
+    length = arguments.get("x-max-length")
+    compared = (
+        isinstance(length, int)
+        and not isinstance(length, bool)
+        and length == HOLDING_MAX_LENGTH
+        and arguments.get("x-overflow") == HOLDING_OVERFLOW
+    )
+    if not marker_visible:
+        return compared
+    return compared and arguments.get(HOLDING_MARK) == queue
+
+
+def foreign_holdings(
+    desired: Desired, owned: Mapping[str, bool | None], *, only: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The queues of the file whose holding queue exists but is not rr's (``owned``: queue ->
+    whether its holding queue is rr's, None when there is none), in file order; with
+    ``only`` (``--queue``), those of the listed queues and their wait queues."""
+    return tuple(
+        queue.name
+        for queue in desired.queues
+        if owned.get(queue.name) is False
+        and (not only or queue.name in only or queue.wait_of in only)
+    )
+
+
+def not_rr_holding(queues: Sequence[str]) -> str:
+    """Why rr leaves the holding queues of ``queues`` alone, and how to go on
+    (docs/topology.md, "Holding queues")."""
+    names = ", ".join(repr(holding_name(queue)) for queue in queues)
+    return (
+        f"{names}: named as rr names its holding queues, but not declared by rr (no "
+        f"{HOLDING_MARK}, no x-max-length = {HOLDING_MAX_LENGTH}): another application's, or "
+        "left by an rr from before these marks in a stopped run; rr neither takes nor deletes "
+        "it, and nothing was changed. Finish such a run with the rr that started it; move "
+        'another\'s queue out of the way (docs/topology.md, "Holding queues")'
+    )
 
 
 class Step(StrEnum):
@@ -137,7 +218,9 @@ class Rebuild:
         if not self.rebuilt:
             return None
         return QueueEntity(
-            name=holding_name(self.name), role=f"holding queue of {self.name} (rr migrate)"
+            name=holding_name(self.name),
+            arguments=holding_marks(self.name),
+            role=f"holding queue of {self.name} (rr migrate)",
         )
 
     def holding_wait(self, wait: QueueEntity) -> QueueEntity:
@@ -145,6 +228,7 @@ class Rebuild:
         queue (or, when the queue stays, to the queue)."""
         target = holding_name(self.name) if self.rebuilt else self.name
         arguments: dict[str, FieldValue] = {
+            **holding_marks(wait.name),
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": target,
         }
@@ -410,6 +494,9 @@ def apart_from(plan: Plan, units: Sequence[Rebuild]) -> Plan:
 __all__ = [
     "AFTER_STEPS",
     "BEFORE_STEPS",
+    "HOLDING_MARK",
+    "HOLDING_MAX_LENGTH",
+    "HOLDING_OVERFLOW",
     "HOLDING_SUFFIX",
     "Found",
     "Phase",
@@ -419,8 +506,12 @@ __all__ = [
     "Step",
     "apart_from",
     "capacity_problem",
+    "foreign_holdings",
+    "holding_marks",
     "holding_name",
+    "is_rr_holding",
     "limits_of",
+    "not_rr_holding",
     "phase",
     "rebuilds",
     "refill_problem",

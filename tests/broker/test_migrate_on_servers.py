@@ -1,12 +1,15 @@
 """``rr migrate`` keeps every message or does not start, on RabbitMQ 3.10.8, 4.0.5 and 4.3.6
-(docs/topology.md, "Migrating a queue"), every message id counted afterwards (issue #40):
+(docs/topology.md, "Migrating a queue" and "Holding queues"): the three ways it lost messages
+(issue #40), each now refused before any step, every message id counted afterwards.
 
 * ``x-max-length = 10`` added to a classic queue holding 50: refused in the plan, with the
   numbers; and messages that reach the holding queue during a run are never moved into a
   rebuilt queue that would drop them (the refill's own check);
 * a publisher by name (``mandatory``, publisher confirms, 50 msg/s): without the management
   API every run is refused unless ``--force``; with it (4.3.6), while the default exchange's
-  rate is above 0. Run seven times in a row; nothing lost, nothing returned.
+  rate is above 0. Run seven times in a row; nothing lost, nothing returned;
+* another application's ``jobs.rr-migrating`` holding 5: a conflict, whether the file needs a
+  rebuild or not, with or without the management API: its 5 messages stay where they are.
 
 Only 4.3.6 has a management API here: the other servers run the AMQP-only paths. The CLI runs
 in this process (in a thread: it runs its own event loop); every wait is for progress.
@@ -249,3 +252,31 @@ async def test_a_publisher_by_name_loses_nothing_run_after_run(
     assert not lost, f"{len(lost)} lost, e.g. {sorted(lost)[:5]}"
     assert found == dict.fromkeys(sorted(expected), 1)
     assert publisher.refused == []
+
+
+async def test_another_application_s_holding_named_queue_is_left_alone(
+    backend: RabbitBackend, tmp_path: Path
+) -> None:
+    """The issue's case: another application's jobs.rr-migrating holding 5, and a file that
+    needs no change (and one that needs a rebuild): a conflict each time, nothing moved."""
+    assert (await rr_async(backend, tmp_path, BEFORE, "declare")).exit_code == 0
+    ids = message_ids("m", 7)
+    await publish_ids(backend.connect, "jobs", ids)
+    channel = await backend.channel()
+    await channel.queue_declare("jobs.rr-migrating", durable=True)
+    theirs = message_ids("theirs", 5)
+    await publish_ids(backend.connect, "jobs.rr-migrating", theirs)
+    for extra in [(), ("--force",), *management_ways(backend)]:
+        for text in (BEFORE, AFTER):
+            result = await rr_async(backend, tmp_path, text, "migrate", "--yes", *extra)
+            assert result.exit_code == 1, (extra, result.output)
+            assert (
+                "rr: error: rr migrate: 'jobs.rr-migrating': named as rr names its holding "
+                "queues, but not declared by rr"
+            ) in said(result), said(result)
+            assert "nothing was changed" in said(result)
+            assert "rr: migrate jobs:" not in result.stderr
+    assert await take_ids(backend.connect, "jobs.rr-migrating") == dict.fromkeys(theirs, 1)
+    assert await take_ids(backend.connect, "jobs") == dict.fromkeys(ids, 1)
+    result = await rr_async(backend, tmp_path, BEFORE, "declare")
+    assert result.exit_code == 0, result.output  # jobs as it was: still classic

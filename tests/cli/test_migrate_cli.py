@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.cli._common import CliSettings
 from rabbitctl_retry.emulator import Emulator
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops import migrate as migrate_shell
 from rabbitctl_retry.ops import transfer as transfer_shell
 from rabbitctl_retry.ops.transfer import TransferOptions
@@ -464,3 +465,92 @@ def test_the_refill_does_not_move_more_than_the_queue_holds(
     ) in " ".join(stopped.stderr.split())
     assert sorted(ids_in(emulator, "jobs.rr-migrating")) == sorted(ready + late)
     assert ids_in(emulator, "jobs") == []
+
+
+# --- holding queues: rr's by its marks, never by their name --------------------------------
+
+
+def test_another_application_s_holding_named_queue_is_a_conflict(tmp_path: Path) -> None:
+    """The issue's case: another application's jobs.rr-migrating holding 5, and a file that
+    needs no change: nothing moved, nothing deleted, with or without the management API."""
+    emulator = Emulator()
+    ids = [f"m{n}" for n in range(7)]
+    declare_with(emulator, tmp_path, ids)
+    theirs = [f"theirs{n}" for n in range(5)]
+
+    async def their_queue() -> None:
+        channel = await emulator.connect().channel()
+        await channel.queue_declare("jobs.rr-migrating", durable=True)
+
+    asyncio.run(their_queue())
+    asyncio.run(publish(emulator, theirs, routing_key="jobs.rr-migrating"))
+    asyncio.run(emulator.advance(5))
+    for extra in ((), ("--force",), ("--management-url", MANAGEMENT)):
+        for file in (BEFORE, AFTER):
+            result = invoke(emulator, tmp_path, file, "migrate", "--yes", *extra)
+            assert result.exit_code == 1, (extra, result.output)
+            said = " ".join(result.stderr.split())
+            assert (
+                "rr: error: rr migrate: 'jobs.rr-migrating': named as rr names its holding "
+                "queues, but not declared by rr"
+            ) in said, said
+            assert "nothing was changed" in said
+            assert ids_in(emulator, "jobs.rr-migrating") == theirs
+            assert ids_in(emulator, "jobs") == ids
+            assert emulator.queue("jobs").arguments.get("x-queue-type") is None
+
+
+def test_a_holding_named_wait_queue_of_another_is_a_conflict_too(tmp_path: Path) -> None:
+    emulator = Emulator()
+    declare_with(emulator, tmp_path, ["m0"])
+
+    async def their_queue() -> None:
+        channel = await emulator.connect().channel()
+        await channel.queue_declare("jobs.retry.10s.rr-migrating", durable=True)
+
+    asyncio.run(their_queue())
+    result = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force")
+    assert result.exit_code == 1, result.output
+    assert "'jobs.retry.10s.rr-migrating': named as rr names" in " ".join(result.stderr.split())
+    assert emulator.has_queue("jobs.retry.10s.rr-migrating")
+
+
+def test_the_api_reads_the_marker_that_amqp_cannot(tmp_path: Path) -> None:
+    """A queue with rr's compared marks but not its marker: the management API shows it is
+    not rr's (AMQP alone cannot tell: docs/topology.md, "Holding queues")."""
+    emulator = Emulator()
+    declare_with(emulator, tmp_path, ["m0"])
+    marks: dict[str, FieldValue] = {
+        "x-max-length": 32_213_686_696_242_276,
+        "x-overflow": "reject-publish",
+    }
+
+    async def look_alike() -> None:
+        channel = await emulator.connect().channel()
+        await channel.queue_declare("jobs.rr-migrating", durable=True, arguments=marks)
+
+    asyncio.run(look_alike())
+    result = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--management-url", MANAGEMENT)
+    assert result.exit_code == 1, result.output
+    assert "'jobs.rr-migrating': named as rr names" in " ".join(result.stderr.split())
+
+
+def test_rr_declares_its_holding_queues_with_its_marks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator = Emulator()
+    prepare(emulator, tmp_path)
+
+    class Stopped(Exception):
+        pass
+
+    def stop(self: Any) -> Any:
+        raise Stopped
+
+    monkeypatch.setattr(migrate_shell._Run, "after", stop)
+    assert invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force").exit_code == 70
+    for queue in ("jobs", "jobs.retry.10s", "jobs.retry.1m"):
+        arguments = emulator.queue(f"{queue}.rr-migrating").arguments
+        assert arguments["x-rr-holding-for"] == queue
+        assert arguments["x-max-length"] == 32_213_686_696_242_276
+        assert arguments["x-overflow"] == "reject-publish"

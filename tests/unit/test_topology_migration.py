@@ -9,13 +9,18 @@ from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import Desired, QueueEntity, expand
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.topology.migration import (
+    HOLDING_MARK,
+    HOLDING_MAX_LENGTH,
     Found,
     Phase,
     Rebuild,
     Refusal,
     apart_from,
     capacity_problem,
+    foreign_holdings,
     holding_name,
+    is_rr_holding,
+    not_rr_holding,
     phase,
     rebuilds,
     refill_problem,
@@ -88,19 +93,25 @@ def test_a_queue_and_its_wait_queues_are_one_rebuild_with_a_holding_queue_each()
         "jobs.retry.1m": ("x-queue-type",),
     }
     holding = {entity.name: dict(entity.arguments) for entity in unit.holding_queues}
+    marks = {"x-max-length": 32_213_686_696_242_276, "x-overflow": "reject-publish"}
     assert holding == {
-        "jobs.rr-migrating": {},
+        "jobs.rr-migrating": {"x-rr-holding-for": "jobs", **marks},
         "jobs.retry.10s.rr-migrating": {
+            "x-rr-holding-for": "jobs.retry.10s",
+            **marks,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "jobs.rr-migrating",
             "x-message-ttl": 10_000,
         },
         "jobs.retry.1m.rr-migrating": {
+            "x-rr-holding-for": "jobs.retry.1m",
+            **marks,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "jobs.rr-migrating",
             "x-message-ttl": 60_000,
         },
     }
+    assert int.from_bytes(b"rr-hold", "big") == HOLDING_MAX_LENGTH
     assert all(entity.durable for entity in unit.holding_queues)
 
 
@@ -212,6 +223,74 @@ def test_rebuilds_left_for_later_stay_out_of_the_rest_too() -> None:
     rest = apart_from(result, units)
     assert rest.can_apply
     assert "mail" not in [op.name for op in rest.operations]
+
+
+# --- holding queues: rr's by what rr declares them with, never by name -----------------------
+
+RR_MARKS = {"x-max-length": HOLDING_MAX_LENGTH, "x-overflow": "reject-publish"}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "marker_visible", "rr_s"),
+    [
+        # the management API states every argument: the marker and the compared marks
+        ({HOLDING_MARK: "jobs", **RR_MARKS}, True, True),
+        ({HOLDING_MARK: "mail", **RR_MARKS}, True, False),  # another queue's
+        (RR_MARKS, True, False),  # the marker missing
+        ({HOLDING_MARK: "jobs"}, True, False),  # the marker alone: anyone can write it
+        # AMQP reads only what a re-declare compares: the marker is invisible
+        (RR_MARKS, False, True),
+        ({**RR_MARKS, "x-message-ttl": 10_000}, False, True),  # a holding wait queue
+        ({"x-max-length": HOLDING_MAX_LENGTH}, False, False),  # drop-head: not rr's
+        ({"x-max-length": HOLDING_MAX_LENGTH - 1, "x-overflow": "reject-publish"}, False, False),
+        ({"x-max-length": str(HOLDING_MAX_LENGTH), "x-overflow": "reject-publish"}, False, False),
+        ({}, False, False),  # an earlier rr's holding queue, or another application's
+        ({"x-queue-type": "quorum"}, False, False),
+        (None, False, False),  # the broker would not say
+        (None, True, False),
+    ],
+)
+def test_a_holding_queue_is_rr_s_by_its_marks_never_by_its_name(
+    arguments: dict[str, object] | None, marker_visible: bool, rr_s: bool
+) -> None:
+    assert is_rr_holding("jobs", arguments, marker_visible=marker_visible) is rr_s
+
+
+def test_the_holding_queues_rr_declares_carry_its_marks() -> None:
+    wanted, result = planned({"jobs": OLD_TYPE})
+    unit = only(rebuilds(result, wanted))
+    for entity in unit.holding_queues:
+        queue = entity.name.removesuffix(".rr-migrating")
+        assert is_rr_holding(queue, entity.arguments, marker_visible=True)
+        compared = {k: v for k, v in entity.arguments.items() if k != HOLDING_MARK}
+        assert is_rr_holding(queue, compared, marker_visible=False)
+
+
+@pytest.mark.parametrize(
+    ("owned", "only_", "expected"),
+    [
+        ({}, (), ()),
+        ({"jobs": True, "jobs.retry.10s": None}, (), ()),
+        ({"jobs": False}, (), ("jobs",)),
+        ({"jobs.retry.10s": False, "mail": False}, (), ("jobs.retry.10s", "mail")),
+        ({"jobs.retry.10s": False, "mail": False}, ("jobs",), ("jobs.retry.10s",)),
+        ({"jobs": False}, ("mail",), ()),
+    ],
+)
+def test_a_holding_queue_that_is_not_rr_s_is_a_conflict(
+    owned: dict[str, bool | None], only_: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    assert foreign_holdings(desired(), owned, only=only_) == expected
+
+
+def test_the_conflict_says_what_is_missing_and_how_to_go_on() -> None:
+    text = not_rr_holding(["jobs"])
+    assert text.startswith("'jobs.rr-migrating': named as rr names its holding queues, but not ")
+    assert "x-rr-holding-for" in text
+    assert "32213686696242276" in text
+    assert "nothing was changed" in text
+    assert "Finish such a run with the rr that started it" in text
+    assert 'docs/topology.md, "Holding queues"' in text
 
 
 # --- what a rebuild puts back, against what the rebuilt queue can hold -----------------------
