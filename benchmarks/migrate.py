@@ -14,7 +14,8 @@ the script touches no other queue of the broker; it deletes every queue and exch
 
 Throughput (each round runs both cases, the order alternating by round, each on fresh queues):
 
-* rr migrate       `python -m rabbitctl_retry migrate after.toml --yes -o json --url URL` as a
+* rr migrate       `python -m rabbitctl_retry migrate after.toml --yes --force -o json --url URL`
+                   (`--force`: no management URL is given here, docs/topology.md) as a
                    subprocess (what an operator runs): plan, the eight steps (hold, redirect,
                    drain, delete, declare, restore, refill, clean), the plan again. msg/s is
                    N / the command's wall time, the Python start and the planning included;
@@ -42,8 +43,10 @@ persistent, `mandatory`, on a confirm channel (from 1 s before the command to 1 
                    routed to both queues and counted as a duplicate
 * by name          published to the default exchange with routing key `jobs`: a message
                    published while `jobs` does not exist (between `delete` and `declare`) is
-                   returned to the publisher (not lost: it knows). rr refuses such publishers
-                   when it can see them (`--management-url`, not given here) and stops the
+                   returned to the publisher (it knows), but one routed to `jobs` in the
+                   instant it is deleted is confirmed and lost (benchmarks/publish_by_name.py).
+                   rr refuses such publishers when it can see them (`--management-url`), and
+                   every run without it unless `--force` (given here); it stops the
                    drain when the queue keeps filling (`kept filling after 20 moves`) or the
                    if-empty delete finds a new message; so `rr migrate` is run up to
                    `--attempts` times while the publisher runs, then (if still not done) once
@@ -354,7 +357,7 @@ class Timing:
 
 
 async def case_rr(url: str, directory: Path, names: Names, prefetch: int) -> Timing:
-    run = await rr(directory, url, "migrate", "after.toml", "--yes", "-o", "json")
+    run = await rr(directory, url, "migrate", "after.toml", "--yes", "--force", "-o", "json")
     if run.code != 0:
         raise RuntimeError(f"rr migrate exited {run.code}:\n{run.stderr[-2000:]}")
     return Timing(run.wall_s, run.steps_s)
@@ -468,7 +471,9 @@ async def unavailability(url: str, count: int, rate: float, attempts: int, by_na
             started = time.perf_counter()
             try:
                 for _ in range(attempts if by_name else 1):
-                    run = await rr(directory, url, "migrate", "after.toml", "--yes", "-o", "json")
+                    run = await rr(
+                        directory, url, "migrate", "after.toml", "--yes", "--force", "-o", "json"
+                    )
                     codes.append(run.code)
                     if run.code == 0:
                         break
@@ -480,7 +485,9 @@ async def unavailability(url: str, count: int, rate: float, attempts: int, by_na
                 publisher.stop.set()
                 await publishing
             if codes[-1] != 0:  # finish it with the publisher stopped, as rr's error says
-                run = await rr(directory, url, "migrate", "after.toml", "--yes", "-o", "json")
+                run = await rr(
+                    directory, url, "migrate", "after.toml", "--yes", "--force", "-o", "json"
+                )
                 codes.append(run.code)
             expected = ids + publisher.confirmed
             seen = await read_back(url, names)

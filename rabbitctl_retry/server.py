@@ -149,13 +149,17 @@ class Placement:
 class QueueState:
     """A queue as the management API states it (``GET /api/queues/VHOST/NAME``): its type,
     its arguments and the names of the policy and the operator policy that apply to it (None:
-    none); docs/topology.md, "Changing a topology"."""
+    none); docs/topology.md, "Changing a topology"; and what its messages weigh."""
 
     kind: str
     """``classic``, ``quorum`` (or ``stream``)."""
     arguments: Mapping[str, object]
     policy: str | None = None
     operator_policy: str | None = None
+    message_bytes: int | None = None
+    """``message_bytes``: the bodies of its messages, ready and unacknowledged, in bytes (what
+    ``x-max-length-bytes`` counts), as the server's statistics last sampled them; None when
+    the API states none (docs/topology.md, "Migrating a queue")."""
 
 
 @dataclass(frozen=True, slots=True)

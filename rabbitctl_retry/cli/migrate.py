@@ -53,8 +53,9 @@ def migrate_command(
         typer.Option(
             "--force",
             help="Go ahead although consumers are attached to a queue being rebuilt (what "
-            'they hold unacknowledged when it is deleted is lost: docs/topology.md, "Migrating '
-            'a queue").',
+            "they hold unacknowledged when it is deleted is lost), or publishing by name cannot "
+            'be checked (no management URL) or is seen (docs/topology.md, "Migrating a '
+            'queue").',
         ),
     ] = False,
     url: UrlOption = None,
@@ -63,7 +64,8 @@ def migrate_command(
         typer.Option(
             "--management-url",
             envvar=MANAGEMENT_URL_ENV,
-            help='The management plugin\'s URL: needed for settings = "policy" '
+            help='The management plugin\'s URL: needed for settings = "policy", and to check '
+            "publishing by name (without it: --force) and weigh messages "
             "(docs/topology.md). Else [broker] management_url.",
             show_default=False,
         ),
@@ -100,7 +102,7 @@ def migrate_command(
         await ask(_question(migration), yes, "migrate")
 
     done = Migration()
-    hooks = MigrateHooks(agreed=agreed, step=_step_line)
+    hooks = MigrateHooks(agreed=agreed, step=_step_line, warn=_warning)
     run(
         migrate_topology(
             topology,
@@ -119,6 +121,11 @@ def migrate_command(
         then=lambda: render(migration_outcome(done), output),
     )
     finish(Outcome())
+
+
+def _warning(text: str) -> None:
+    """``rr: warning: ...`` on stderr at once: before the question and the first step."""
+    stderr_console().print(warning_line(text), soft_wrap=True)
 
 
 def _step_line(report: StepReport) -> None:
@@ -243,5 +250,4 @@ def migration_outcome(migration: Migration) -> Outcome:
     return Outcome(
         document=lambda: migration_document(migration),
         table=lambda: migration_lines(migration),
-        notes=[warning_line(note) for note in migration.notes],
     )

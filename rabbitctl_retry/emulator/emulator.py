@@ -287,6 +287,12 @@ class Emulator:
             if item.queue is q
         ]
 
+    def message_bytes(self, queue: str) -> int:
+        """The bodies of ``queue``'s messages, ready and unacknowledged, in bytes (what the
+        management API states as ``message_bytes`` of a classic queue)."""
+        held = self.messages(queue) + self.unacked_messages(queue)
+        return sum(len(message.body) for message in held)
+
     def bindings(self, exchange: str) -> list[tuple[str, str, dict[str, FieldValue]]]:
         """``(queue, routing_key, arguments)`` of every binding of ``exchange``."""
         x = self.broker.exchanges.get(exchange)

@@ -172,6 +172,8 @@ class Emulated(Protocol):
 
     def queue(self, name: str) -> QueueSnapshot: ...
 
+    def message_bytes(self, queue: str) -> int: ...
+
     def put_policy(self, policy: Policy, *, operator: bool = False) -> None: ...
 
     def delete_policy(self, name: str, *, operator: bool = False) -> None: ...
@@ -276,8 +278,9 @@ class EmulatedManagementApi:
 
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s kind, arguments and the policies that apply to it (the rules of
-        ``topology/effective.py``, as the emulator applies them); None for a queue the
-        emulator does not hold."""
+        ``topology/effective.py``, as the emulator applies them) and its messages' bodies in
+        bytes, ready and unacknowledged (at once: the server's lag is not emulated); None for
+        a queue the emulator does not hold."""
         if not self._emulator.has_queue(queue):
             return None
         snapshot = self._emulator.queue(queue)
@@ -292,6 +295,7 @@ class EmulatedManagementApi:
             arguments=dict(snapshot.arguments),
             policy=None if policy is None else policy.name,
             operator_policy=None if operator_policy is None else operator_policy.name,
+            message_bytes=self._emulator.message_bytes(queue),
         )
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:

@@ -29,6 +29,7 @@ from rabbitctl_retry.ops.declare import (
 from rabbitctl_retry.ops.probe import (
     compare_queue,
     depth_on,
+    queue_arguments,
     queue_info,
     queue_type,
 )
@@ -41,9 +42,15 @@ from rabbitctl_retry.topology.migration import (
     Refusal,
     Step,
     apart_from,
+    foreign_holdings,
     holding_name,
+    is_rr_holding,
+    not_rr_holding,
     phase,
     rebuilds,
+    refill_problem,
+    shortfalls,
+    weighs_bytes,
 )
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Matches, Plan, Refused, plan
@@ -57,8 +64,18 @@ a consumer's retries with ``--force``): the run stops there, nothing deleted."""
 
 
 UNCHECKED_PUBLISHERS = (
-    "publishing by name was not checked (it needs the management API: --management-url): "
-    "a message published by name to a queue in the instant it is rebuilt is lost"
+    "publishing by name (the default exchange, routing key = the queue) was not checked: it "
+    "needs the management API (--management-url); a message published by name to a queue in "
+    "the instant it is deleted is lost, although the broker confirmed it and returned "
+    'nothing (docs/topology.md, "Migrating a queue")'
+)
+
+NO_MANAGEMENT_API = (
+    "rr migrate: publishing by name (the default exchange, routing key = the queue) cannot be "
+    "checked without the management API: a message published by name to a queue in the "
+    "instant it is deleted is lost, although the broker confirmed it and returned nothing. "
+    "Give --management-url (or [broker] management_url), or stop such publishers and pass "
+    '--force (docs/topology.md, "Migrating a queue"); nothing was changed'
 )
 
 
@@ -100,8 +117,6 @@ class Migration:
     """The plan of the whole file after the run (every queue as the file says, unless a
     ``--queue`` left others to rebuild)."""
     dry_run: bool = False
-    notes: list[str] = field(default_factory=list)
-    """What the run could not check, for the operator (warnings)."""
     finished: bool = False
     """The run got to its end (a dry run: once it looked)."""
 
@@ -122,6 +137,8 @@ class MigrateHooks:
     """Told what the run will do, before anything changes: asks, or raises."""
     step: Callable[[StepReport], None]
     """A step begins (a log line: a killed run shows where it was)."""
+    warn: Callable[[str], None]
+    """What the run cannot check, said before it asks and before the first step."""
 
 
 def _verbatim(target: str) -> Callable[..., Choice]:
@@ -176,15 +193,26 @@ async def migrate_topology(
             cluster_nodes=nodes,
             policies=policies,
         )
-        held = [
-            queue.name
+        owned = {
+            queue.name: await _holding_is_rr(connection, api, queue.name)
             for queue in desired.queues
-            if await queue_info(connection, holding_name(queue.name)) is not None
-        ]
+        }
+        foreign = foreign_holdings(desired, owned, only=only)
+        if foreign:
+            raise ConflictError(f"rr migrate: {not_rr_holding(foreign)}")
+        held = [name for name, rr_s in owned.items() if rr_s]
         units = rebuilds(whole, desired, held=held, only=only)
         if isinstance(units, Refusal):
             raise ConflictError(f"rr migrate: {units.reason}")
         done.looks = [await look(connection, unit) for unit in units]
+        problems = [
+            problem
+            for found in done.looks
+            if found.phase is not Phase.DONE
+            for problem in shortfalls(found.rebuild, found.messages, await _weights(api, found))
+        ]
+        if problems:
+            raise ConflictError(f"rr migrate: {'; '.join(problems)}; nothing was changed")
         busy = [
             f"{queue} ({count} consumer{'' if count == 1 else 's'})"
             for found in done.looks
@@ -198,7 +226,9 @@ async def migrate_topology(
             )
         starting = any(found.phase is Phase.BEFORE for found in done.looks)
         if starting and api is None:
-            done.notes.append(UNCHECKED_PUBLISHERS)
+            if not force:
+                raise ConflictError(NO_MANAGEMENT_API)
+            hooks.warn(UNCHECKED_PUBLISHERS)
         if starting and api is not None and not force:
             rate = await api.publish_rate("")
             if rate:
@@ -230,6 +260,41 @@ async def migrate_topology(
         done.finished = True
     finally:
         await connection.close()
+
+
+async def _holding_is_rr(
+    connection: Connection, api: ManagementApi | None, queue: str
+) -> bool | None:
+    """Whether the holding queue of ``queue`` on the broker is rr's (``topology/migration.py``
+    ``is_rr_holding``): by all its arguments where the management API is given, else by the
+    ones AMQP reads; None when there is none."""
+    name = holding_name(queue)
+    if await queue_info(connection, name) is None:
+        return None
+    if api is not None:
+        state = await api.queue_state(name)
+        if state is not None:
+            return is_rr_holding(queue, state.arguments, marker_visible=True)
+    arguments = await queue_arguments(connection, name)
+    return is_rr_holding(queue, arguments, marker_visible=False)
+
+
+async def _weights(api: ManagementApi | None, found: Look) -> Mapping[str, int] | None:
+    """What the messages of each queue of ``found`` weigh in bytes, as the management API
+    states it; None without the API, or when it states none for a queue that holds messages
+    (its statistics not sampled yet): not known, and the plan decides as if too heavy."""
+    if api is None:
+        return None
+    if not weighs_bytes(found.rebuild):
+        return {}
+    weights: dict[str, int] = {}
+    for name, count in found.messages.items():
+        state = await api.queue_state(name)
+        weight = None if state is None else state.message_bytes
+        if weight is None and count:
+            return None
+        weights[name] = weight or 0
+    return weights
 
 
 async def look(connection: Connection, rebuild: Rebuild) -> Look:
@@ -335,12 +400,19 @@ class _Run:
             pairs.append((rebuild.name, holding_name(rebuild.name)))
         await self._move_until_empty(pairs)
 
-    async def _move_until_empty(self, pairs: Sequence[tuple[str, str]]) -> None:
+    async def _move_until_empty(
+        self, pairs: Sequence[tuple[str, str]], *, refilled: Mapping[str, QueueEntity] | None = None
+    ) -> None:
+        """Move each source of ``pairs`` into its target until all are empty; ``refilled``:
+        the file's queues by name, when the targets are rebuilt queues (the refill: each move
+        checked first, :meth:`_may_refill`)."""
         for _ in range(DRAIN_ROUNDS):
             left = 0
             for source, target in pairs:
                 if await queue_info(self._connection, source) is None:
                     continue
+                if refilled is not None:
+                    await self._may_refill(source, refilled[target])
                 await self._move(source, target)
             for source, _target in pairs:
                 if await queue_info(self._connection, source) is None:
@@ -354,6 +426,20 @@ class _Run:
             "to them by name, or a consumer retries into them; stop it and run the same "
             "command again (nothing was deleted)"
         )
+
+    async def _may_refill(self, source: str, target: QueueEntity) -> None:
+        """Raise before a move into ``target`` that it could not keep (``topology/migration.py``
+        ``refill_problem``): the plan weighed the numbers, but messages may have come since;
+        nothing moves, and they stay in ``source``."""
+        to_move = (await self._depth(source)).message_count
+        in_queue = (await self._depth(target.name)).message_count
+        problem = refill_problem(target, in_queue=in_queue, to_move=to_move)
+        if problem is not None:
+            raise ConflictError(
+                f"rr migrate: the refill {source} -> {target.name} stopped before it moved a "
+                f"message: {problem}; its {to_move:,} messages stay in {source}, none dropped "
+                '(docs/topology.md, "Migrating a queue")'
+            )
 
     async def _depth(self, queue: str) -> QueueInfo:
         channel = await self._connection.channel()
@@ -452,7 +538,8 @@ class _Run:
         pairs = [(holding_name(wait.name), wait.name) for wait in rebuild.drained]
         if holding is not None:
             pairs.append((holding.name, rebuild.name))
-        await self._move_until_empty(pairs)
+        refilled = {rebuild.name: rebuild.queue} | {wait.name: wait for wait in rebuild.waits}
+        await self._move_until_empty(pairs, refilled=refilled)
         report = self._begin(Step.CLEAN)
         for source, _ in pairs:  # the holding wait queues first: they feed the holding queue
             if await queue_info(self._connection, source) is not None:

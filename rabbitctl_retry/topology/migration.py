@@ -8,11 +8,11 @@ together with its wait queues, as one :class:`Rebuild`:
 =========  ===============================================================================
 step       what it does on the broker
 =========  ===============================================================================
-hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic, no
-           arguments) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
-           queue (durable, classic, the wait queue's ``x-message-ttl``, dead-lettering
-           expired copies to the holding queue: while the queue is rebuilt, a copy whose
-           wait ends lands there, not nowhere)
+hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic, rr's
+           marks only) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
+           queue (durable, classic, rr's marks, the wait queue's ``x-message-ttl``,
+           dead-lettering expired copies to the holding queue: while the queue is rebuilt, a
+           copy whose wait ends lands there, not nowhere)
 redirect   bind the holding queue with each of the queue's bindings in the file, then unbind
            the queue (a message published through an exchange between the two lands in both:
            the one window of duplicates)
@@ -35,6 +35,18 @@ Every step is idempotent, and where a run stands is read from the broker, not ke
 run is *before* the rebuild; none left as it was, but a holding queue present, means
 *after* it; neither means done. So a run killed at any step is finished by running the same
 command again.
+
+A queue is rr's holding queue by what rr declares it with, never by its name
+(:func:`is_rr_holding`, docs/topology.md, "Holding queues"): the marker
+``x-rr-holding-for`` (the queue it stands in for: only the management API shows it, as
+RabbitMQ does not compare an argument it does not know on a re-declare) and
+``x-max-length`` = :data:`HOLDING_MAX_LENGTH` with ``x-overflow = "reject-publish"``
+(compared on a re-declare, so AMQP alone reads them). A queue of that name without them is
+another's: a conflict, nothing changed.
+
+Nothing is put back into a rebuilt queue that it cannot keep (:func:`shortfalls`): the
+messages of the whole rebuild end in the queue, so its length limits, in messages and in
+bytes, and an overflow rule that drops, are weighed against them before any step.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rabbitctl_retry.dlq.target import drops_on_overflow
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
@@ -54,9 +67,82 @@ MAX_NAME_BYTES = 255
 """AMQP 0-9-1's limit on a queue name (a short string)."""
 
 
+HOLDING_MARK = "x-rr-holding-for"
+"""The argument rr declares a holding queue with: the name of the queue it stands in for.
+RabbitMQ keeps it and the management API shows it, but a re-declare does not compare it
+(measured on 3.10.8, 4.0.5 and 4.3.6): AMQP cannot read it."""
+
+HOLDING_MAX_LENGTH = int.from_bytes(b"rr-hold", "big")
+"""``x-max-length`` of every holding queue: 32,213,686,696,242,276 (the bytes of
+``rr-hold`` read as a number), a length no queue reaches, with ``x-overflow =
+"reject-publish"`` (were it reached, the queue would refuse, not drop). RabbitMQ compares
+both on a re-declare, so AMQP reads them where the management API is not given; no other
+application would pick this number."""
+
+HOLDING_OVERFLOW = "reject-publish"
+
+
 def holding_name(queue: str) -> str:
     """The holding queue of ``queue``: ``refunds`` -> ``refunds.rr-migrating``."""
     return queue + HOLDING_SUFFIX
+
+
+def holding_marks(queue: str) -> dict[str, FieldValue]:
+    """The arguments that make ``queue``'s holding queue rr's (see the module doc)."""
+    return {
+        HOLDING_MARK: queue,
+        "x-max-length": HOLDING_MAX_LENGTH,
+        "x-overflow": HOLDING_OVERFLOW,
+    }
+
+
+def is_rr_holding(
+    queue: str, arguments: Mapping[str, object] | None, *, marker_visible: bool
+) -> bool:
+    """Whether the holding queue of ``queue``, declared with ``arguments``, is rr's.
+
+    ``marker_visible``: the arguments are the management API's, all of them; else they are
+    what AMQP reads (the ones RabbitMQ compares on a re-declare), without the marker. None
+    (the broker would not say) is not rr's."""
+    if arguments is None:
+        return False
+    length = arguments.get("x-max-length")
+    compared = (
+        isinstance(length, int)
+        and not isinstance(length, bool)
+        and length == HOLDING_MAX_LENGTH
+        and arguments.get("x-overflow") == HOLDING_OVERFLOW
+    )
+    if not marker_visible:
+        return compared
+    return compared and arguments.get(HOLDING_MARK) == queue
+
+
+def foreign_holdings(
+    desired: Desired, owned: Mapping[str, bool | None], *, only: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The queues of the file whose holding queue exists but is not rr's (``owned``: queue ->
+    whether its holding queue is rr's, None when there is none), in file order; with
+    ``only`` (``--queue``), those of the listed queues and their wait queues."""
+    return tuple(
+        queue.name
+        for queue in desired.queues
+        if owned.get(queue.name) is False
+        and (not only or queue.name in only or queue.wait_of in only)
+    )
+
+
+def not_rr_holding(queues: Sequence[str]) -> str:
+    """Why rr leaves the holding queues of ``queues`` alone, and how to go on
+    (docs/topology.md, "Holding queues")."""
+    names = ", ".join(repr(holding_name(queue)) for queue in queues)
+    return (
+        f"{names}: named as rr names its holding queues, but not declared by rr (no "
+        f"{HOLDING_MARK}, no x-max-length = {HOLDING_MAX_LENGTH}): another application's, or "
+        "left by an rr from before these marks in a stopped run; rr neither takes nor deletes "
+        "it, and nothing was changed. Finish such a run with the rr that started it; move "
+        'another\'s queue out of the way (docs/topology.md, "Holding queues")'
+    )
 
 
 class Step(StrEnum):
@@ -132,7 +218,9 @@ class Rebuild:
         if not self.rebuilt:
             return None
         return QueueEntity(
-            name=holding_name(self.name), role=f"holding queue of {self.name} (rr migrate)"
+            name=holding_name(self.name),
+            arguments=holding_marks(self.name),
+            role=f"holding queue of {self.name} (rr migrate)",
         )
 
     def holding_wait(self, wait: QueueEntity) -> QueueEntity:
@@ -140,6 +228,7 @@ class Rebuild:
         queue (or, when the queue stays, to the queue)."""
         target = holding_name(self.name) if self.rebuilt else self.name
         arguments: dict[str, FieldValue] = {
+            **holding_marks(wait.name),
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": target,
         }
@@ -157,6 +246,142 @@ class Rebuild:
         """Every queue the run declares for itself, the holding queue first."""
         first = (self.holding,) if self.holding is not None else ()
         return first + tuple(self.holding_wait(wait) for wait in self.drained)
+
+
+@dataclass(frozen=True, slots=True)
+class Refill:
+    """A queue the rebuild declares again, and the queues whose messages end in it."""
+
+    target: QueueEntity
+    sources: tuple[str, ...]
+
+
+def refills(rebuild: Rebuild) -> tuple[Refill, ...]:
+    """Where the messages of ``rebuild`` end: a rebuilt queue takes everything of the rebuild
+    (its own, and its wait queues' and holding queues': a waiting copy comes back to it once
+    its wait ends); a rebuilt wait queue takes its own and its holding wait queue's."""
+    moved: list[Refill] = []
+    if rebuild.rebuilt:
+        names = [rebuild.name, *(wait.name for wait in rebuild.waits)]
+        names += [entity.name for entity in rebuild.holding_queues]
+        moved.append(Refill(rebuild.queue, tuple(names)))
+    for wait in rebuild.waits:
+        if wait.name in rebuild.rebuilt_waits:
+            moved.append(Refill(wait, (wait.name, holding_name(wait.name))))
+    return tuple(moved)
+
+
+def weighs_bytes(rebuild: Rebuild) -> bool:
+    """Whether a queue ``rebuild`` refills has a limit in bytes (its messages must be
+    weighed: :func:`shortfalls`)."""
+    return any(
+        _limit(refill.target.setting("x-max-length-bytes")) is not None
+        for refill in refills(rebuild)
+    )
+
+
+def _limit(value: FieldValue) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def limits_of(queue: QueueEntity) -> dict[str, FieldValue]:
+    """``queue``'s length limits and overflow rule as the file gives them (an argument or
+    rr's policy), as ``x-`` arguments."""
+    names = ("x-max-length", "x-max-length-bytes", "x-overflow")
+    return {name: queue.setting(name) for name in names if queue.setting(name) is not None}
+
+
+def capacity_problem(queue: QueueEntity, messages: int, message_bytes: int | None) -> str | None:
+    """Why ``queue``, declared as the file says, cannot take back the ``messages`` of
+    ``message_bytes`` bytes (None: not known) a rebuild puts into it; None when it can.
+
+    Over ``x-max-length`` or ``x-max-length-bytes``, whatever the overflow rule: drop-head
+    drops, reject-publish refuses (the run would stop half done), reject-publish-dlx
+    dead-letters. A bytes limit with bytes not known refuses (only the management API
+    weighs a queue). A limit with drop-head refuses whatever the numbers: the refill does
+    not move into a queue that drops what it confirmed, as new messages may arrive meanwhile
+    (``dlq/target.py``)."""
+    if messages == 0:
+        return None
+    name = queue.name
+    max_length = _limit(queue.setting("x-max-length"))
+    max_bytes = _limit(queue.setting("x-max-length-bytes"))
+    if max_length is not None and messages > max_length:
+        return (
+            f"{name} would hold at most {max_length:,} messages (x-max-length = {max_length}), "
+            f"and the rebuild puts {messages:,} back into it"
+        )
+    if max_bytes is not None and message_bytes is None:
+        return (
+            f"{name} would hold at most {max_bytes:,} bytes (x-max-length-bytes = "
+            f"{max_bytes}), and the {messages:,} messages the rebuild puts back into it cannot "
+            "be weighed without the management API (--management-url)"
+        )
+    if max_bytes is not None and message_bytes is not None and message_bytes > max_bytes:
+        return (
+            f"{name} would hold at most {max_bytes:,} bytes (x-max-length-bytes = "
+            f"{max_bytes}), and the rebuild puts {messages:,} messages of {message_bytes:,} "
+            "bytes back into it"
+        )
+    drops = drops_on_overflow(limits_of(queue))
+    if drops is not None:
+        return (
+            f"the rebuilt {name} {drops}; rr does not refill such a queue ({messages:,} "
+            'messages to put back): give it x-overflow = "reject-publish" in the file, or '
+            "empty it first"
+        )
+    return None
+
+
+def shortfalls(
+    rebuild: Rebuild,
+    messages: Mapping[str, int],
+    message_bytes: Mapping[str, int] | None,
+) -> tuple[str, ...]:
+    """Why the queues of ``rebuild`` cannot take back what it moves (:func:`capacity_problem`),
+    given each queue's ``messages`` and ``message_bytes`` (None: not known); empty when they
+    can."""
+    problems: list[str] = []
+    for refill in refills(rebuild):
+        count = sum(messages.get(name, 0) for name in refill.sources)
+        weight = (
+            None
+            if message_bytes is None
+            else sum(message_bytes.get(name, 0) for name in refill.sources)
+        )
+        problem = capacity_problem(refill.target, count, weight)
+        if problem is not None:
+            held = ", ".join(
+                f"{name} {messages[name]:,}" for name in refill.sources if messages.get(name)
+            )
+            problems.append(f"{problem} ({held})")
+    return tuple(problems)
+
+
+def refill_problem(queue: QueueEntity, *, in_queue: int, to_move: int) -> str | None:
+    """Why the refill must not move ``to_move`` messages into ``queue`` (declared as the file
+    says) that holds ``in_queue`` now, and what to do; None when it may. The plan weighed
+    the numbers before the run; this is the refill's own check, as messages may have come
+    since (through the exchanges, into the holding queue)."""
+    if to_move == 0:
+        return None
+    drops = drops_on_overflow(limits_of(queue))
+    if drops is not None:
+        return (
+            f"the rebuilt {queue.name} {drops}; rr does not move into it: give it x-overflow = "
+            '"reject-publish" in the file and run rr migrate again (it rebuilds the queue once '
+            "more)"
+        )
+    max_length = _limit(queue.setting("x-max-length"))
+    if max_length is not None and in_queue + to_move > max_length:
+        return (
+            f"{queue.name} holds {in_queue:,} of at most {max_length:,} messages "
+            f"(x-max-length), and {to_move:,} are to come back: run rr migrate again once it "
+            "has room"
+        )
+    return None
 
 
 def phase(rebuild: Rebuild, found: Mapping[str, Found], holding_present: bool) -> Phase:
@@ -269,14 +494,28 @@ def apart_from(plan: Plan, units: Sequence[Rebuild]) -> Plan:
 __all__ = [
     "AFTER_STEPS",
     "BEFORE_STEPS",
+    "HOLDING_MARK",
+    "HOLDING_MAX_LENGTH",
+    "HOLDING_OVERFLOW",
     "HOLDING_SUFFIX",
     "Found",
     "Phase",
     "Rebuild",
+    "Refill",
     "Refusal",
     "Step",
     "apart_from",
+    "capacity_problem",
+    "foreign_holdings",
+    "holding_marks",
     "holding_name",
+    "is_rr_holding",
+    "limits_of",
+    "not_rr_holding",
     "phase",
     "rebuilds",
+    "refill_problem",
+    "refills",
+    "shortfalls",
+    "weighs_bytes",
 ]

@@ -255,9 +255,10 @@ class HttpManagementApi:
         return placement
 
     async def queue_state(self, queue: str) -> QueueState | None:
-        """``queue``'s ``type``, ``arguments`` (an object) and ``policy`` /
-        ``operator_policy`` (a name; null or empty: none), or None when the API does not
-        know it (404)."""
+        """``queue``'s ``type``, ``arguments`` (an object), ``policy`` /
+        ``operator_policy`` (a name; null or empty: none) and ``message_bytes`` (a count;
+        absent before the statistics are sampled), or None when the API does not know it
+        (404)."""
         answer = await self._queue(queue)
         if answer is None:
             return None
@@ -442,8 +443,8 @@ class HttpManagementApi:
 
 
 _QUEUE_STATE_SHAPE = (
-    "no 'type' text, 'arguments' that is not an object, or a 'policy' or 'operator_policy' "
-    "that is not a text"
+    "no 'type' text, 'arguments' that is not an object, a 'policy' or 'operator_policy' "
+    "that is not a text, or a 'message_bytes' that is not a count"
 )
 
 
@@ -455,9 +456,18 @@ def _queue_state_of(queue: Mapping[str, Any]) -> QueueState | None:
         return None
     if not all(name is None or isinstance(name, str) for name in names):
         return None
+    weight = queue.get("message_bytes")
+    if weight is not None and (
+        not isinstance(weight, int) or isinstance(weight, bool) or weight < 0
+    ):
+        return None
     policy, operator_policy = (name or None for name in names)
     return QueueState(
-        kind=kind, arguments=dict(arguments), policy=policy, operator_policy=operator_policy
+        kind=kind,
+        arguments=dict(arguments),
+        policy=policy,
+        operator_policy=operator_policy,
+        message_bytes=weight,
     )
 
 

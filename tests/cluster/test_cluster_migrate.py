@@ -145,7 +145,8 @@ async def test_a_mirrored_classic_queue_becomes_a_quorum_queue_on_three_nodes(
     await publish_ids(connect, "jobs", ready)
     await publish_ids(connect, WAIT_QUEUE, waiting)
     collector = Collector(url)
-    migrate = ("migrate", "after.toml", "--yes", "-o", "json", "--url", url)
+    # --force: no management URL is given (nothing publishes by name while it runs)
+    migrate = ("migrate", "after.toml", "--yes", "--force", "-o", "json", "--url", url)
 
     # 1. killed in the middle of the drain
     log = tmp_path / "migrate-1.log"

@@ -147,6 +147,32 @@ async def test_a_queue_states_its_arguments_and_policies(backend: Backend) -> No
     await api.delete_policy("o", operator=True)
 
 
+async def test_a_queue_states_what_its_messages_weigh(backend: Backend) -> None:
+    """What ``rr migrate`` weighs against a rebuilt queue's ``x-max-length-bytes``
+    (docs/topology.md, "Migrating a queue"): a classic queue's bodies in bytes, ready and
+    unacknowledged alike; a quorum queue states at least its bodies (RabbitMQ 4.3.6 counts
+    properties too: 3 bodies of 15 bytes in all weigh 123). The server samples every 5 s:
+    the test waits for the numbers."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    for queue, arguments in (("mq.bytes.c", {}), ("mq.bytes.q", {"x-queue-type": "quorum"})):
+        await channel.queue_declare(queue, arguments=arguments)
+        for body in (b"abc", b"hello", b"seven b"):
+            await channel.publish(body, routing_key=queue)
+    holder = await backend.channel(confirms=False)
+    delivery = await holder.get("mq.bytes.c")  # one of them unacknowledged
+    assert delivery is not None
+
+    async def weighed() -> bool:
+        classic, quorum = [await api.queue_state(q) for q in ("mq.bytes.c", "mq.bytes.q")]
+        if classic is None or quorum is None or quorum.message_bytes is None:
+            return False
+        return classic.message_bytes == 15 and quorum.message_bytes >= 15
+
+    await backend.until(weighed, "the bodies' 15 bytes in each queue")
+    await holder.ack(delivery.delivery_tag)
+
+
 async def test_the_vhost_lists_its_queues_with_their_types(backend: Backend) -> None:
     """What ``rr doctor`` reads to check every queue of the vhost for classic queue mirroring
     (docs/cli.md, "rr doctor"): each queue's name and type, sorted by name."""

@@ -8,6 +8,7 @@ work), one run loses its connection in the middle of a move (the fault proxy cut
 last run finishes. Then every id is counted in the rebuilt queue, once the waiting copies
 waited again: none lost; duplicates only where the documented windows allow (the copies in
 flight of a killed move, one prefetch window each; messages published while a binding moved).
+Every run passes ``--force``: no management URL is given, and nothing publishes by name.
 """
 
 from __future__ import annotations
@@ -136,7 +137,16 @@ async def test_migration_killed_at_every_step_loses_nothing(
         log = tmp_path / f"migrate-{runs}.log"
         target = any_fault_vhost.proxy_url if cut else url
         process = rr(
-            tmp_path, "migrate", "after.toml", "--yes", "-o", "json", "--url", target, log=log
+            tmp_path,
+            "migrate",
+            "after.toml",
+            "--yes",
+            "--force",
+            "-o",
+            "json",
+            "--url",
+            target,
+            log=log,
         )
         try:
             began: dict[Step, float] = {}

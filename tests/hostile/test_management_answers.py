@@ -239,6 +239,17 @@ QUEUE_STATE_ANSWERS = [
     pytest.param(
         Answer.json({"type": "quorum", "policy": 1}), "no 'type' text", id="policy-not-text"
     ),
+    pytest.param(
+        Answer.json({"type": "quorum", "message_bytes": "15"}),
+        "no 'type' text",
+        id="bytes-a-text",
+    ),
+    pytest.param(
+        Answer.json({"type": "quorum", "message_bytes": -1}), "no 'type' text", id="bytes-below-0"
+    ),
+    pytest.param(
+        Answer.json({"type": "quorum", "message_bytes": True}), "no 'type' text", id="bytes-a-bool"
+    ),
     pytest.param(Answer(body=b"nope"), "not JSON", id="not-json"),
 ]
 
@@ -264,15 +275,22 @@ async def test_a_queue_state_is_read(api: FakeManagement) -> None:
                 "arguments": {"x-queue-type": "quorum"},
                 "policy": "rr.q1",
                 "operator_policy": "",
+                "message_bytes": 123,
             }
         ),
     )
+    api.answer("/api/queues/shop/fresh", Answer.json({"type": "classic"}))  # not sampled yet
     api.answer("/api/queues/shop/missing", Answer.json({"error": "Object Not Found"}, 404))
     client = _client(api)
 
     assert await client.queue_state("q1") == QueueState(
-        kind="quorum", arguments={"x-queue-type": "quorum"}, policy="rr.q1", operator_policy=None
+        kind="quorum",
+        arguments={"x-queue-type": "quorum"},
+        policy="rr.q1",
+        operator_policy=None,
+        message_bytes=123,
     )
+    assert await client.queue_state("fresh") == QueueState(kind="classic", arguments={})
     assert await client.queue_state("missing") is None
 
 
