@@ -25,6 +25,12 @@ if [ "$(id -u)" = 0 ] && ! command -v chromium >/dev/null; then
   (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium) \
     >/dev/null 2>&1 || echo "could not install chromium; the browser test will skip" >&2
 fi
+# Node's amqplib for the interop tests (tests/interop/; docs/interop.md), where node is
+# installed; without it those tests skip (and fail in CI only when CI has node).
+if command -v npm >/dev/null; then
+  npm ci --prefix tests/interop/node --no-audit --no-fund --loglevel=error ||
+    echo "could not install amqplib; its interop tests will fail in CI" >&2
+fi
 ruff check .
 ruff format --check .
 mypy
