@@ -88,7 +88,7 @@ def _consume_with_global_qos(url: str) -> str:
         pika.exceptions.ChannelClosedByBroker,
         pika.exceptions.ConnectionClosedByBroker,
     ) as error:
-        return f"{err.reply_code} {err.reply_text}"
+        return f"{error.reply_code} {error.reply_text}"
     finally:
         if connection.is_open:
             connection.close()
