@@ -71,6 +71,15 @@ async def test_a_celery_worker_on_rrs_quorum_queue(rabbit: RabbitBackend) -> Non
     assert message["message_id"] is None
     assert message["properties"]["correlation_id"] == sent[-1]
     assert message["origin_queue"] == "payments"
+    replayed = await rr(rabbit, "dlq", "replay", "payments.dead", "--yes")
+    assert replayed.exit_code == 0, replayed.output
+    (back,) = await peek(rabbit, "payments")
+    assert back.properties.correlation_id == sent[-1]
+    assert back.body == letter.body
+    # Celery's own topology for delayed tasks, beside rr's (it declared it: a quorum queue)
+    channel = await rabbit.channel()
+    for exchange in ("celery_delayed_delivery", "celery_delayed_0", "celery_delayed_27"):
+        await channel.exchange_declare(exchange, passive=True)
 
 
 async def _holds(rabbit: RabbitBackend, queue: str, count: int) -> bool:
