@@ -23,7 +23,7 @@ from rabbitctl_retry.emulator.management import EmulatedCluster, EmulatedManagem
 from rabbitctl_retry.emulator.model import EmulatedQueue, Entry
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedConnection
-from rabbitctl_retry.emulator.values import copy_table, with_headers
+from rabbitctl_retry.emulator.values import copy_headers, copy_table, with_headers
 from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import Policy, ServerVersion
@@ -299,7 +299,7 @@ def _snapshot(entry: Entry) -> QueuedMessage:
     message = entry.message
     properties = message.properties
     if properties.headers is not None:
-        properties = with_headers(properties, copy_table(properties.headers))
+        properties = with_headers(properties, copy_headers(properties.headers))
     return QueuedMessage(
         message=message.number,
         body=message.body,

@@ -15,7 +15,13 @@ from typing import Protocol, TypeVar, assert_never
 from rabbitctl_retry.emulator.broker import Broker, ConnectionFault
 from rabbitctl_retry.emulator.flow import PublishOutcome
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState
-from rabbitctl_retry.emulator.values import name_problem, routing_key_problem, with_message_id
+from rabbitctl_retry.emulator.values import (
+    client_table,
+    name_problem,
+    routing_key_problem,
+    with_headers,
+    with_message_id,
+)
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
@@ -332,6 +338,11 @@ class EmulatedChannel:
         sent = properties or _CLIENT_DEFAULT_PROPERTIES
         if not sent.message_id and self._emulator.client_message_ids:
             sent = with_message_id(sent, self._emulator.next_message_id())
+        if sent.headers is not None and sent.raw is None:
+            try:
+                sent = with_headers(sent, client_table(sent.headers))
+            except (TypeError, ValueError, OverflowError) as error:
+                raise DataError(f"{what}: cannot encode: {error}") from error
 
         def publish() -> PublishOutcome:
             return self._broker.publish(

@@ -307,9 +307,12 @@ def message_record(
 
 
 def properties_of(record: Record) -> Properties:
-    """An export record's properties, exactly (headers included)."""
+    """An export record's properties, exactly (headers included, with their types)."""
     values: dict[str, Any] = dict(record.properties)
-    return Properties(**values, headers=dict(record.headers) if record.headers else None)
+    headers = record.headers
+    if not headers:
+        return Properties(**values)
+    return Properties(**values, headers=headers if isinstance(headers, dict) else dict(headers))
 
 
 @dataclass(frozen=True, slots=True)

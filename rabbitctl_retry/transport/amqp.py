@@ -53,11 +53,14 @@ in force as soon as ``transport/values.py`` is imported):
   ``basic.return`` to its publish by it).
 * A returned ``mandatory`` message is reported (:class:`~rabbitctl_retry.errors.PublishFailed`)
   only on a confirm channel; without confirms aiormq logs the return and drops it.
-* Field tables (arguments, headers): ``int`` goes as the smallest signed AMQP integer that
-  holds it, ``bool`` as boolean, ``str`` as long string, ``bytes`` as byte array, ``datetime``
-  as timestamp (whole seconds; naive means UTC), ``None`` as void, lists as arrays, dicts as
-  tables, and ``float`` as a 64-bit double. Read back, byte arrays (and long strings that are
-  not UTF-8) are ``bytes``, decimals are ``float`` and timestamps are aware UTC datetimes.
+* Field tables (arguments, headers) are rr's (``field_codec.py``): a table read keeps its
+  bytes, and each value of it still as read is written again with its type tag and bytes, in
+  the table's order. A new value: ``int`` goes as the smallest AMQP integer that holds it,
+  ``bool`` as boolean, ``str`` as long string, ``bytes`` as byte array, ``datetime`` as
+  timestamp (whole seconds; naive means UTC), ``None`` as void, lists as arrays, dicts as
+  tables, and ``float`` as a 64-bit double. Read, byte arrays (and long strings that are not
+  UTF-8) are ``bytes``, decimals and 32-bit floats are ``float`` and timestamps are aware UTC
+  datetimes.
 * A delivery whose properties, exchange, routing key or consumer tag cannot be decoded (a
   routing key that is not UTF-8) arrives with their names in ``properties.undecodable`` and
   its property bytes in ``properties.raw``; the connection stays up (docs/runtime.md,

@@ -38,11 +38,22 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     RrError,
 )
+from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.retry.headers import copy_headers
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties, QueueInfo
+from tests.hostile.raw_amqp import RawPublish, get_raw, send_raw
 from tests.ledger import wait_until
 from tests.shared_node import ctl_command, current
+from tests.wire_headers import (
+    TYPED_NAMES,
+    TYPED_TABLE,
+    as_the_server_writes_it,
+    header_table,
+    parse,
+    properties,
+)
 
 # The tests that take amqp_url (or conn, scratch, upstream) are marked broker by it
 # (tests/conftest.py); the others never reach a broker and run without one.
@@ -474,6 +485,38 @@ async def test_properties_and_headers_round_trip_exactly(
     assert when.utcoffset() == timedelta(0)
     await channel.ack(got.delivery_tag)
     assert await channel.get(name) is None
+
+
+async def test_a_copy_keeps_every_header_type_on_the_wire(
+    conn: Connection, scratch: Scratch, amqp_url: str
+) -> None:
+    """A message published with one header of each type RabbitMQ takes, read through the
+    port and copied with rr's copy rule plus a header of rr's: the copy's bytes (read over a
+    raw socket) hold each header with its type tag and bytes, in its order, rr's after them
+    (docs/runtime.md, "What a copy keeps")."""
+    source, target = scratch.queue("typed"), scratch.queue("typed-copy")
+    channel = await conn.channel(confirms=True)
+    for name in (source, target):
+        await channel.queue_declare(name, durable=True)
+    await send_raw(amqp_url, [RawPublish(b"", source.encode(), b"typed", properties(TYPED_TABLE))])
+    got = await channel.get(source, no_ack=True)
+    assert got is not None
+    assert got.properties.headers is not None
+    assert got.properties.headers["D-decimal"] == 123.45  # handlers see plain values
+    headers = copy_headers(got.properties.headers, {"rr-origin-queue": source})
+    copy = copy_properties(got.properties, headers)
+    await channel.publish(got.body, routing_key=target, properties=copy, mandatory=True)
+
+    raw = await get_raw(amqp_url, target)
+    assert raw is not None
+    copied = parse(header_table(raw.properties))
+    older = current().version == "3.10"  # 4.0 and 4.3 write every table again, sorted
+    expected = as_the_server_writes_it(
+        parse(TYPED_TABLE), written_again=not older, sorted_names=not older
+    )
+    assert [f for f in copied if f.name != "rr-origin-queue"] == expected
+    names = [f.name for f in copied]
+    assert names == ([*TYPED_NAMES, "rr-origin-queue"] if older else sorted(names))
 
 
 async def test_naive_and_offset_timestamps_are_read_back_in_utc(

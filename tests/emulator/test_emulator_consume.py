@@ -337,11 +337,12 @@ async def test_headers_handed_out_are_private_copies(
     await channel.reject(delivery.delivery_tag, requeue=True)
     stored = emulator.messages("q")[0].headers
     assert stored == {"k": "v", "nested": {"a": [1], "b": 1}}
-    # tables arrive sorted, as pamqp encodes them
+    # a table arrives in the order rr's codec wrote it; nested ones in theirs on every server
+    # (the emulator's default server, 4.0, sorts the top level only: docs/testing.md)
     assert list(stored) == ["k", "nested"]
     nested = stored["nested"]
     assert isinstance(nested, dict)
-    assert list(nested) == ["a", "b"]
+    assert list(nested) == ["b", "a"]
 
 
 async def test_prefetch_belongs_to_the_consumer_made_under_it(
