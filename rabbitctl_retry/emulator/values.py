@@ -192,27 +192,6 @@ def with_headers(p: Properties, headers: FieldTable | None) -> Properties:
     )
 
 
-def with_message_id(p: Properties, message_id: str) -> Properties:
-    """``p`` with another ``message_id`` (hot path, as :func:`with_headers`)."""
-    return Properties(
-        content_type=p.content_type,
-        content_encoding=p.content_encoding,
-        headers=p.headers,
-        delivery_mode=p.delivery_mode,
-        priority=p.priority,
-        correlation_id=p.correlation_id,
-        reply_to=p.reply_to,
-        expiration=p.expiration,
-        message_id=message_id,
-        timestamp=p.timestamp,
-        type=p.type,
-        user_id=p.user_id,
-        app_id=p.app_id,
-        undecodable=p.undecodable,
-        raw=p.raw,
-    )
-
-
 _NAME = re.compile("^[a-zA-Z0-9-_.:@#,/+ \u0080-\ud7ff\ue000-\U0010ffff]*$")
 """pamqp's ``DOMAIN_REGEX`` for exchange and queue names (stricter than the server), as
 ``transport/amqp.py`` widens it: non-ASCII characters too."""
