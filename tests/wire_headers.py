@@ -215,17 +215,22 @@ def message_id_of(raw_properties: bytes) -> str | None:
 
 
 async def publish_typed(
-    backend: Backend, queue: str, body: bytes, *, message_id: str | None = None
+    backend: Backend,
+    queue: str,
+    body: bytes,
+    *,
+    message_id: str | None = None,
+    table: bytes = TYPED_TABLE,
 ) -> None:
-    """Publish ``body`` to ``queue`` with the headers :data:`TYPED_TABLE` (confirmed): on
+    """Publish ``body`` to ``queue`` with the headers ``table`` (its fields; confirmed): on
     RabbitMQ the bytes go over a raw socket as they are; on the emulator through the port."""
     if isinstance(backend, RabbitBackend):
-        raw = properties(TYPED_TABLE, message_id=message_id)
+        raw = properties(table, message_id=message_id)
         await send_raw(backend.url, [RawPublish(b"", queue.encode(), body, raw)])
         return
     assert isinstance(backend, EmulatorBackend)
     channel = await backend.channel(confirms=True)
-    headers = decode_fields(TYPED_TABLE)
+    headers = decode_fields(table)
     await channel.publish(
         body, routing_key=queue, properties=Properties(headers=headers, message_id=message_id)
     )

@@ -10,7 +10,6 @@ from decimal import Decimal
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from rabbitctl_retry.field_codec import (
     TYPE_TAGS,
@@ -25,6 +24,7 @@ from rabbitctl_retry.fields import EncodedTable, like
 from rabbitctl_retry.ops.copying import copy_properties
 from rabbitctl_retry.retry.headers import copy_headers
 from rabbitctl_retry.transport.base import Properties
+from tests.field_tables import raw_tables
 from tests.wire_headers import TYPED_FIELDS, TYPED_NAMES, TYPED_TABLE, field, parse
 
 
@@ -152,53 +152,7 @@ def test_a_timestamp_past_32_bits_is_read_as_milliseconds() -> None:
     assert encode_fields(table) == table.encoded  # and written as it came
 
 
-_FIXED = {
-    "t": st.sampled_from([b"\x00", b"\x01"]),
-    "b": st.binary(min_size=1, max_size=1),
-    "B": st.binary(min_size=1, max_size=1),
-    "s": st.binary(min_size=2, max_size=2),
-    "u": st.binary(min_size=2, max_size=2),
-    "I": st.binary(min_size=4, max_size=4),
-    "i": st.binary(min_size=4, max_size=4),
-    "l": st.binary(min_size=8, max_size=8),
-    "L": st.binary(min_size=8, max_size=8),
-    "f": st.floats(width=32, allow_nan=False).map(lambda x: struct.pack(">f", x)),
-    "d": st.floats(allow_nan=False).map(lambda x: struct.pack(">d", x)),
-    "D": st.binary(min_size=5, max_size=5),
-    "T": st.integers(0, 253_402_300_799).map(lambda x: struct.pack(">Q", x)),
-    "V": st.just(b""),
-}
-
-
-def _sized(data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + data
-
-
-_SCALARS = st.one_of(
-    *(value.map(lambda data, tag=tag: tag.encode() + data) for tag, value in _FIXED.items()),
-    st.binary(max_size=8).map(lambda data: b"S" + _sized(data)),
-    st.binary(max_size=8).map(lambda data: b"x" + _sized(data)),
-)
-_NAMES = st.text(min_size=1, max_size=6).filter(lambda name: len(name.encode()) < 256)
-
-
-def _tables(values: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
-    return st.dictionaries(_NAMES, values, max_size=4).map(
-        lambda table: b"".join(bytes((len(k.encode()),)) + k.encode() + v for k, v in table.items())
-    )
-
-
-_VALUES = st.recursive(
-    _SCALARS,
-    lambda inner: st.one_of(
-        _tables(inner).map(lambda data: b"F" + _sized(data)),
-        st.lists(inner, max_size=3).map(lambda items: b"A" + _sized(b"".join(items))),
-    ),
-    max_leaves=8,
-)
-
-
-@given(_tables(_VALUES))
+@given(raw_tables())
 def test_any_table_of_these_types_is_written_again_as_it_was_read(table: bytes) -> None:
     read = decode_fields(table)
     assert isinstance(read, EncodedTable)
