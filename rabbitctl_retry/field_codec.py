@@ -306,7 +306,7 @@ def encode_fields(table: Mapping[str, Any], new_value: ValueEncoder | None = Non
 
 
 def _fields_like(
-    table: Mapping[str, Any], read: dict[str, tuple[FieldValue, RawField]], write: ValueEncoder
+    table: Mapping[str, Any], read: dict[str, tuple[FieldValue, bytes]], write: ValueEncoder
 ) -> bytes:
     """``table``'s fields, each value still equal to the one ``read`` holds for its name
     written as it was read, the others by ``write``."""
@@ -315,39 +315,67 @@ def _fields_like(
         before = read.get(name)
         try:
             parts.append(name_bytes(name))
-            parts.append(write(value) if before is None else _value_like(value, before, write))
+            if before is None:
+                parts.append(write(value))
+            elif same_value(value, before[0]):
+                parts.append(before[1])
+            else:
+                parts.append(_changed(value, before[1], write))
         except TypeError as error:
             raise TypeError(f"{str(name)[:64]!r} error: {error}") from error
     return b"".join(parts)
 
 
-def _value_like(value: Any, before: tuple[FieldValue, RawField], write: ValueEncoder) -> bytes:
-    was, raw = before
-    if same_value(value, was):
-        return raw.encoded()
-    if raw.tag == "F" and isinstance(value, Mapping):
-        inner = _fields_like(value, _read_segments(raw.content), write)
+def _changed(value: Any, raw: bytes, write: ValueEncoder) -> bytes:
+    """``value``, which differs from the one ``raw`` (its tag and bytes) holds: a table or an
+    array keeps the bytes of what it still holds alike, anything else is written anew."""
+    tag = raw[:1]
+    if tag == b"F" and isinstance(value, Mapping):
+        inner = _fields_like(value, _read_segments(raw[5:]), write)
         return b"F" + _LENGTH.pack(len(inner)) + inner
-    if raw.tag == "A" and isinstance(value, list | tuple):
-        read = _read_item_segments(raw.content)
-        items = b"".join(
-            _value_like(item, read[index], write) if index < len(read) else write(item)
-            for index, item in enumerate(value)
-        )
+    if tag == b"A" and isinstance(value, list | tuple):
+        read = _read_item_segments(raw[5:])
+        parts = []
+        for index, item in enumerate(value):
+            if index >= len(read):
+                parts.append(write(item))
+            elif same_value(item, read[index][0]):
+                parts.append(read[index][1])
+            else:
+                parts.append(_changed(item, read[index][1], write))
+        items = b"".join(parts)
         return b"A" + _LENGTH.pack(len(items)) + items
     return write(value)
 
 
-def _read_segments(fields: bytes) -> dict[str, tuple[FieldValue, RawField]]:
-    """Each field of a table's bytes: its plain value and its raw value."""
-    return {
-        name: (_read_value(raw.encoded(), 0, len(raw.data) + 1)[0], raw)
-        for name, raw in raw_fields(fields)
-    }
+def _read_segments(fields: bytes) -> dict[str, tuple[FieldValue, bytes]]:
+    """Each field of a table's bytes, by name: its plain value and its tag and bytes."""
+    segments: dict[str, tuple[FieldValue, bytes]] = {}
+    at, end = 0, len(fields)
+    try:
+        while at < end:
+            size = fields[at]
+            start = at + 1 + size
+            name = fields[at + 1 : start].decode()
+            value, at = _read_value(fields, start, end)
+            segments[name] = (value, fields[start:at])
+    except IndexError:
+        raise ValueError("a field table cut short") from None
+    return segments
 
 
-def _read_item_segments(items: bytes) -> list[tuple[FieldValue, RawField]]:
-    return [(_read_value(raw.encoded(), 0, len(raw.data) + 1)[0], raw) for raw in raw_items(items)]
+def _read_item_segments(items: bytes) -> list[tuple[FieldValue, bytes]]:
+    """Each value of an array's bytes: its plain value and its tag and bytes."""
+    segments: list[tuple[FieldValue, bytes]] = []
+    at, end = 0, len(items)
+    try:
+        while at < end:
+            value, stop = _read_value(items, at, end)
+            segments.append((value, items[at:stop]))
+            at = stop
+    except IndexError:
+        raise ValueError("a field array cut short") from None
+    return segments
 
 
 def same_value(value: object, other: object) -> bool:

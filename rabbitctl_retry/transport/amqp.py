@@ -434,10 +434,12 @@ class AmqpChannel:
         Without confirms it returns once the frames are written to the socket. A confirm
         makes the socket drain redundant, so a confirm channel does not wait for it.
 
-        aiormq matches a ``basic.return`` to its publish by ``message_id``: on a confirm
-        channel a second publish of an id waits until the first one is confirmed, returned or
-        refused (``transport/message_ids.py``), so a returned message's failure never lands on
-        another one's publish (and its original is never settled as if it had arrived).
+        A ``basic.return`` is matched to its publish by ``message_id``, or without one by
+        exchange, routing key and body (``transport/message_ids.py``): on a confirm channel a
+        second publish of such a key waits until the first one is confirmed, returned or
+        refused, so a returned message's failure never lands on another one's publish (and its
+        original is never settled as if it had arrived). A message without a ``message_id``
+        goes without one (module doc).
         """
         sent = properties or _TRANSIENT
         message_id = sent.message_id
