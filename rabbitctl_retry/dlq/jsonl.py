@@ -5,17 +5,27 @@ One JSON object per line, one line per message, in queue order::
     {"body": "eyJpZCI6IDF9", "body_size": 9, "exchange": "", "routing_key": "refunds.dead",
      "redelivered": false,
      "properties": {"message_id": "r-1", "timestamp": "2024-05-01T10:00:00+00:00", ...},
-     "headers": {"x-death": [{"count": 1, "time": {"$timestamp": "2024-05-01T10:00:00+00:00"},
-                              ...}], "x-ruststream-retry-count": "5"}}
+     "headers": {"x-death": [{"count": {"$int64": 1},
+                              "time": {"$timestamp": "2024-05-01T10:00:00+00:00"}, ...}],
+                 "x-ruststream-retry-count": "5"}}
 
 * ``body`` is base64 of the exact bytes; ``body_size`` their number (checked on import).
 * ``properties`` holds every property that is set, except ``headers``; ``timestamp`` as
   ISO 8601.
-* ``headers`` keeps each value's type, so an import restores it exactly: strings, integers,
-  floats, booleans and null are plain JSON; values JSON cannot hold exactly are tagged:
-  ``{"$bytes": BASE64}`` (a byte array), ``{"$timestamp": ISO 8601}`` (an AMQP timestamp);
-  lists and tables nest. A table that itself has exactly one key starting with ``$`` is
-  wrapped as ``{"$table": {...}}``, so it is never read as a tag.
+* ``headers`` records each value's AMQP type, in the table's order, so that an import writes
+  every header with the type tag and bytes it was exported with (docs/dlq.md, "Export
+  format"): a UTF-8 long string is a JSON string, a boolean ``true``/``false``, void
+  ``null``, a double a JSON number; the other types are tagged: ``{"$int8": N}``,
+  ``$uint8``, ``$int16``, ``$uint16``, ``$int32``, ``$uint32``, ``$int64``, ``$uint64``,
+  ``{"$float": N}`` (32-bit), ``{"$decimal": "1.50"}`` (its scale kept), ``{"$bytes":
+  BASE64}`` (a byte array), ``{"$longstr": BASE64}`` (a long string that is not UTF-8),
+  ``{"$timestamp": ISO 8601}`` (whole seconds; a number of seconds past 2**32 - 1);
+  ``{"$double": "NaN"}`` (and ``"Infinity"``, ``"-Infinity"``, for either float). Arrays
+  and tables nest. A table that itself has exactly one key starting with ``$`` is wrapped as
+  ``{"$table": {...}}``, so it is never read as a tag.
+* Files written before the typed format (no ``$int8``... tags; read as before): a plain JSON
+  integer is written as the smallest integer type that holds it, a JSON number with a
+  fraction as a double, ``$bytes``, ``$timestamp`` and ``$table`` as above.
 
 Lines are written with every character a terminal could act on (C0 and C1 controls, DEL, bidi
 controls, U+2028/U+2029, lone surrogates) as a ``\\uXXXX`` escape: the same JSON value, and a
@@ -33,14 +43,28 @@ import binascii
 import json
 import math
 import re
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from rabbitctl_retry.dlq.origin import parse_time
 from rabbitctl_retry.errors import DataError
-from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.field_codec import (
+    RawField,
+    decode_fields,
+    encode_fields,
+    name_bytes,
+    raw_fields,
+    raw_items,
+    sized,
+)
+from rabbitctl_retry.field_codec import (
+    encode_value as encode_field,
+)
+from rabbitctl_retry.fields import EncodedTable, FieldTable, FieldValue
 from rabbitctl_retry.json_text import escape_unsafe
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 
@@ -59,6 +83,8 @@ EXPIRATION_MAX_MS = 4_294_967_295
 """RabbitMQ takes an ``expiration`` of 0 to 2**32 - 1 ms (a decimal integer string)."""
 
 _INT64 = range(-(2**63), 2**63)
+_READ_INTEGERS = range(-(2**63), 2**64)
+"""The integers a header read with its bytes may hold (``L``: unsigned 64-bit)."""
 _TIMESTAMP_S = range(2**64)
 """An AMQP timestamp: unsigned 64-bit seconds since the Unix epoch."""
 _EXPIRATION = re.compile(r"[+-]?[0-9]+")
@@ -80,7 +106,8 @@ class Record:
 
 
 def encode_value(value: FieldValue) -> Any:
-    """A header value as type-preserving JSON (see the module doc)."""
+    """A plain header value as JSON, as older files hold it (``$bytes``, ``$timestamp``,
+    ``$table``; no AMQP types)."""
     if isinstance(value, bytes):
         return {"$bytes": base64.b64encode(value).decode("ascii")}
     if isinstance(value, datetime):
@@ -96,7 +123,9 @@ def encode_value(value: FieldValue) -> Any:
 
 
 def decode_value(value: Any, where: str) -> FieldValue:
-    """The inverse of :func:`encode_value`; :class:`DataError` naming ``where`` if malformed."""
+    """A header value of the export as a plain value (the inverse of :func:`encode_value`;
+    typed values as a handler would see them); :class:`DataError` naming ``where`` if
+    malformed."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list):
@@ -107,8 +136,8 @@ def decode_value(value: Any, where: str) -> FieldValue:
         ((tag, inner),) = value.items()
         if tag == "$bytes":
             return _base64(inner, where)
-        if tag == "$timestamp":
-            if not isinstance(inner, str) or (parsed := parse_time(inner)) is None:
+        if tag == "$timestamp" and isinstance(inner, str):
+            if (parsed := parse_time(inner)) is None:
                 raise DataError(f"{where}: $timestamp must be an ISO 8601 time, not {inner!r}")
             return parsed
         if tag == "$table":
@@ -118,7 +147,9 @@ def decode_value(value: Any, where: str) -> FieldValue:
                 key: decode_value(item, f"{where}.{field_name(key)}") for key, item in inner.items()
             }
         if tag.startswith("$"):
-            raise DataError(f"{where}: unknown tag {tag!r} (known: $bytes, $timestamp, $table)")
+            tagged = _tagged_bytes(value, where)  # DataError for an unknown or malformed tag
+            assert tagged is not None
+            return _plain(tagged, where)
     return {key: decode_value(item, f"{where}.{field_name(key)}") for key, item in value.items()}
 
 
@@ -129,6 +160,224 @@ def _base64(value: object, where: str) -> bytes:
         return base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
         raise DataError(f"{where}: not valid base64") from None
+
+
+# --------------------------------------------------------------------------- typed headers
+
+INTEGER_TAGS = {
+    "$int8": ("b", struct.Struct(">b")),
+    "$uint8": ("B", struct.Struct(">B")),
+    "$int16": ("s", struct.Struct(">h")),
+    "$uint16": ("u", struct.Struct(">H")),
+    "$int32": ("I", struct.Struct(">i")),
+    "$uint32": ("i", struct.Struct(">I")),
+    "$int64": ("l", struct.Struct(">q")),
+    "$uint64": ("L", struct.Struct(">Q")),
+}
+"""The export's tag of each AMQP integer type (module doc), with its tag and layout."""
+_INTEGER_NAMES = {tag: name for name, (tag, _) in INTEGER_TAGS.items()}
+_TAGS = (*INTEGER_TAGS, "$float", "$double", "$decimal", "$bytes", "$longstr", "$timestamp")
+_NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_FLOAT = struct.Struct(">f")
+_DOUBLE = struct.Struct(">d")
+_TIMESTAMP = struct.Struct(">Q")
+_DECIMAL = struct.Struct(">BI")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECONDS_SHOWN_AS_TIME = 0xFFFFFFFF
+"""A timestamp is exported as an ISO 8601 time up to 2**32 - 1 seconds (as it reads), as its
+number of seconds past it."""
+
+
+def headers_document(headers: Mapping[str, FieldValue]) -> dict[str, Any]:
+    """The export's ``headers``: each value by its AMQP type, from the bytes the table goes
+    out as (``field_codec.py``: a table read from the wire is written as it came). A table
+    the client could not write (it would not reach a broker either) is written as plain
+    values, as older files hold them."""
+    try:
+        fields = encode_fields(headers)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return {key: encode_value(value) for key, value in headers.items()}
+    document = _table_document(fields)
+    return document["$table"] if "$table" in document and len(document) == 1 else document
+
+
+def _table_document(fields: bytes) -> dict[str, Any]:
+    table = {name: _value_document(raw) for name, raw in raw_fields(fields)}
+    if len(table) == 1 and next(iter(table)).startswith("$"):
+        return {"$table": table}
+    return table
+
+
+def _value_document(raw: RawField) -> Any:
+    tag, data = raw.tag, raw.content
+    if tag == "S":
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return {"$longstr": base64.b64encode(data).decode("ascii")}
+    if tag == "x":
+        return {"$bytes": base64.b64encode(data).decode("ascii")}
+    if tag == "t":
+        return data != b"\x00"
+    if tag == "V":
+        return None
+    integer = _INTEGER_NAMES.get(tag)
+    if integer is not None:
+        return {integer: INTEGER_TAGS[integer][1].unpack(data)[0]}
+    if tag == "d":
+        value = _DOUBLE.unpack(data)[0]
+        return value if math.isfinite(value) else {"$double": _not_finite(value)}
+    if tag == "f":
+        value = _FLOAT.unpack(data)[0]
+        return {"$float": value if math.isfinite(value) else _not_finite(value)}
+    if tag == "D":
+        scale, unscaled = _DECIMAL.unpack(data)
+        return {"$decimal": str(Decimal(unscaled).scaleb(-scale))}
+    if tag == "T":
+        (seconds,) = _TIMESTAMP.unpack(data)
+        if seconds > _SECONDS_SHOWN_AS_TIME:
+            return {"$timestamp": seconds}
+        return {"$timestamp": (_EPOCH + timedelta(seconds=seconds)).isoformat()}
+    if tag == "F":
+        return _table_document(data)
+    return [_value_document(item) for item in raw_items(data)]  # A
+
+
+def _not_finite(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+class _Unencodable(Exception):
+    """A plain value of an older file that AMQP cannot carry: :func:`record_problem` says
+    what, once the record is read as plain values."""
+
+
+def headers_of_document(document: Mapping[str, Any], where: str) -> FieldTable:
+    """The headers of an export's ``headers`` object: with the type tag and bytes each value
+    was exported with (an ``EncodedTable``); as plain values when one cannot be written (an
+    older file's integer past 64 bits, ...: :func:`record_problem` names it)."""
+    try:
+        fields = b"".join(
+            _name(key) + _value_bytes(value, f"{where}.{field_name(key)}")
+            for key, value in document.items()
+        )
+    except _Unencodable:
+        return {
+            key: decode_value(value, f"{where}.{field_name(key)}")
+            for key, value in document.items()
+        }
+    return decode_fields(fields)
+
+
+def _name(key: str) -> bytes:
+    try:
+        return name_bytes(key)
+    except (TypeError, ValueError):
+        raise _Unencodable from None
+
+
+def _value_bytes(value: Any, where: str) -> bytes:
+    """One header value of the export as its AMQP tag and bytes (module doc)."""
+    if isinstance(value, list):
+        return sized(
+            "A", b"".join(_value_bytes(item, f"{where}[{i}]") for i, item in enumerate(value))
+        ).encoded()
+    if isinstance(value, dict):
+        tagged = _tagged_bytes(value, where)
+        if tagged is not None:
+            return tagged
+        inner = value["$table"] if len(value) == 1 and "$table" in value else value
+        if not isinstance(inner, dict):
+            raise DataError(f"{where}: $table must hold an object")
+        return sized(
+            "F",
+            b"".join(
+                _name(key) + _value_bytes(item, f"{where}.{field_name(key)}")
+                for key, item in inner.items()
+            ),
+        ).encoded()
+    if value is None or isinstance(value, bool | int | float | str):
+        try:
+            return encode_field(value)
+        except (TypeError, ValueError, OverflowError):
+            raise _Unencodable from None
+    raise DataError(f"{where}: {type(value).__name__} is not a header value")
+
+
+def _tagged_bytes(value: dict[str, Any], where: str) -> bytes | None:
+    """A tagged value (``{"$int32": 7}``) as its tag and bytes; ``None`` for a table."""
+    if len(value) != 1:
+        return None
+    ((tag, inner),) = value.items()
+    if tag == "$table" or not tag.startswith("$"):
+        return None
+    integer = INTEGER_TAGS.get(tag)
+    if integer is not None:
+        amqp, layout = integer
+        if isinstance(inner, bool) or not isinstance(inner, int):
+            raise DataError(f"{where}: {tag} must hold an integer, not {inner!r}")
+        try:
+            return amqp.encode() + layout.pack(inner)
+        except struct.error:
+            raise DataError(f"{where}: {_integer(inner)} does not fit {tag}") from None
+    if tag in ("$float", "$double"):
+        number = _NOT_FINITE.get(inner) if isinstance(inner, str) else inner
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise DataError(f"{where}: {tag} must hold a number, not {inner!r}")
+        try:
+            return b"f" + _FLOAT.pack(number) if tag == "$float" else b"d" + _DOUBLE.pack(number)
+        except (OverflowError, struct.error):
+            raise DataError(f"{where}: {inner!r} does not fit {tag}") from None
+    if tag == "$decimal":
+        return b"D" + _decimal(inner, where)
+    if tag == "$bytes":
+        return sized("x", _base64(inner, where)).encoded()
+    if tag == "$longstr":
+        return sized("S", _base64(inner, where)).encoded()
+    if tag == "$timestamp":
+        return b"T" + _TIMESTAMP.pack(_seconds(inner, where))
+    known = ", ".join((*_TAGS, "$table"))
+    raise DataError(f"{where}: unknown tag {tag!r} (known: {known})")
+
+
+def _decimal(value: object, where: str) -> bytes:
+    """An AMQP decimal: a scale of 0 to 255 and an unsigned 32-bit value (as RabbitMQ reads
+    it), from its text: ``"1.50"`` is 150 at scale 2."""
+    try:
+        number = Decimal(value) if isinstance(value, str) else None
+    except InvalidOperation:
+        number = None
+    exponent = number.as_tuple().exponent if number is not None else None
+    if number is None or not isinstance(exponent, int) or number < 0:
+        raise DataError(f"{where}: $decimal must hold a decimal number as text, not {value!r}")
+    scale = max(0, -exponent)
+    unscaled = int(number.scaleb(scale))
+    if scale > 255 or unscaled > 0xFFFFFFFF:
+        raise DataError(f"{where}: {value!r} does not fit an AMQP decimal")
+    return _DECIMAL.pack(scale, unscaled)
+
+
+def _seconds(value: object, where: str) -> int:
+    """A timestamp's seconds: from an ISO 8601 time, or a number of seconds."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value not in _TIMESTAMP_S:
+            raise DataError(f"{where}: {_integer(value)} seconds do not fit an AMQP timestamp")
+        return value
+    parsed = parse_time(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise DataError(f"{where}: $timestamp must be an ISO 8601 time, not {value!r}")
+    seconds = int(parsed.timestamp())
+    if seconds not in _TIMESTAMP_S:
+        raise _Unencodable
+    return seconds
+
+
+def _plain(field: bytes, where: str) -> FieldValue:
+    """The plain value of one field's tag and bytes (what a handler sees of it)."""
+    try:
+        return decode_fields(b"\x00" + field)[""]
+    except ValueError as error:
+        raise DataError(f"{where}: rr cannot read it back: {error}") from None
 
 
 def record_document(record: Record) -> dict[str, Any]:
@@ -146,7 +395,7 @@ def record_document(record: Record) -> dict[str, Any]:
         "routing_key": record.routing_key,
         "redelivered": record.redelivered,
         "properties": properties,
-        "headers": {key: encode_value(value) for key, value in (record.headers or {}).items()},
+        "headers": headers_document(record.headers or {}),
     }
 
 
@@ -208,14 +457,7 @@ def parse_record(line: str, where: str) -> Record:
                 f"{where}: headers.{field_name(key)}: nested more than {HEADER_MAX_DEPTH} "
                 "levels deep"
             )
-    headers = (
-        {
-            key: decode_value(value, f"{where}: headers.{field_name(key)}")
-            for key, value in raw_headers.items()
-        }
-        if raw_headers
-        else None
-    )
+    headers = headers_of_document(raw_headers, f"{where}: headers") if raw_headers else None
     exchange = document.get("exchange", "")
     routing_key = document.get("routing_key", "")
     redelivered = document.get("redelivered", False)
@@ -324,7 +566,7 @@ def record_problem(record: Record) -> str | None:
     if unknown:
         return f"properties.{unknown[0]}: not a message property"
     for key, header in (record.headers or {}).items():
-        problem = _header_problem(key, header)
+        problem = _header_problem(key, header, typed=isinstance(record.headers, EncodedTable))
         if problem is not None:
             return problem
     return None
@@ -346,7 +588,7 @@ def _octet_problem(name: str, value: object) -> str | None:
     return None
 
 
-def _header_problem(key: str, value: FieldValue) -> str | None:
+def _header_problem(key: str, value: FieldValue, *, typed: bool = False) -> str | None:
     """The first header value (or name) under ``key`` the client cannot encode; no recursion
     (a table nested 100,000 deep is refused, not a RecursionError)."""
     stack: list[tuple[str, object, int]] = [(f"headers.{field_name(key)}", value, 1)]
@@ -370,7 +612,7 @@ def _header_problem(key: str, value: FieldValue) -> str | None:
         if isinstance(item, list):
             stack.extend((f"{where}[{i}]", inner, depth + 1) for i, inner in enumerate(item))
             continue
-        problem = _scalar_problem(item)
+        problem = _scalar_problem(item, typed)
         if problem is not None:
             return f"{where}: {problem}"
     return None
@@ -386,11 +628,11 @@ def _key_problem(key: str) -> str | None:
     return None
 
 
-def _scalar_problem(value: object) -> str | None:
+def _scalar_problem(value: object, typed: bool = False) -> str | None:
     if value is None or isinstance(value, bool | bytes):
         return None
     if isinstance(value, int):
-        if value not in _INT64:
+        if value not in (_READ_INTEGERS if typed else _INT64):
             return f"{_integer(value)} is outside a signed 64-bit integer, which AMQP carries"
         return None
     if isinstance(value, float):

@@ -23,10 +23,10 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from rabbitctl_retry.dlq.choice import Skip, Stop
-from rabbitctl_retry.dlq.jsonl import encode_value
+from rabbitctl_retry.dlq.jsonl import headers_document
 from rabbitctl_retry.dlq.letter import Read
 from rabbitctl_retry.dlq.report import TransferReport
-from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.fields import FieldValue, like
 from rabbitctl_retry.retry.headers import ACQUIRED_COUNT_HEADER, DELIVERY_COUNT_HEADER
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 
@@ -102,9 +102,9 @@ class Checksums:
 
 def checksums(letter: Read) -> Checksums:
     """What ``letter`` is, as :class:`Checksums`: every property that is set (and the bytes of
-    those the codec could not decode) and every header by name and typed value (the export
-    format's encoding, dlq/jsonl.py), a header table's order aside (RabbitMQ hands headers out
-    sorted by name)."""
+    those the codec could not decode) and every header by name, AMQP type and value (the export
+    format's encoding, dlq/jsonl.py), a header table's order aside (RabbitMQ 4 hands headers
+    out sorted by name)."""
     properties = letter.properties
     values: dict[str, object] = {}
     for name in PROPERTY_NAMES:
@@ -117,7 +117,9 @@ def checksums(letter: Read) -> Checksums:
     if properties.undecodable:
         values["(undecodable)"] = list(properties.undecodable)
     headers: Mapping[str, FieldValue] = properties.headers or {}
-    kept = {name: encode_value(value) for name, value in headers.items() if name not in READ_COUNTS}
+    kept = headers_document(
+        like(headers, {name: value for name, value in headers.items() if name not in READ_COUNTS})
+    )
     return Checksums(
         body=hashlib.sha256(letter.body).hexdigest(),
         properties=_sha256_of(values),

@@ -11,7 +11,6 @@ the delayed-message exchange, and whatever else was put on the clock).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -23,7 +22,7 @@ from rabbitctl_retry.emulator.management import EmulatedCluster, EmulatedManagem
 from rabbitctl_retry.emulator.model import EmulatedQueue, Entry
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
 from rabbitctl_retry.emulator.transport import EmulatedConnection
-from rabbitctl_retry.emulator.values import copy_table, with_headers
+from rabbitctl_retry.emulator.values import copy_headers, copy_table, with_headers
 from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import Policy, ServerVersion
@@ -40,11 +39,6 @@ DEFAULT_SERVER_VERSION = ServerVersion(3, 10, 8)
 _FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
 
-_NOT_VERSION_BITS = ~((0xF000 << 64) | (0xC000 << 48))
-_VERSION_4_BITS = (0x4000 << 64) | (0x8000 << 48)
-"""A UUID's version (4) and variant (RFC 4122) bits, as ``uuid.UUID(version=4)`` sets them."""
-
-
 class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
 
@@ -57,10 +51,10 @@ class Emulator:
     ``delayed_message_exchange`` enables the ``x-delayed-message`` exchange type (the plugin).
     ``record_events`` keeps the event history (:attr:`events`).
 
-    The port's channels also do what the aiormq adapter's client library does on the wire: a
-    publish without properties goes with ``delivery_mode = 1``, and one without a
-    ``message_id`` gets one (aiormq uses random UUIDs; here they count up, as UUID-shaped hex,
-    unless ``client_message_ids`` is false).
+    The port's channels also do what rr's AMQP clients do on the wire: a publish without
+    properties goes with ``delivery_mode = 1`` (and no ``message_id``: the clients add none),
+    and its headers are written by rr's codec (``field_codec.py``; docs/testing.md,
+    "Headers").
 
     ``idle_rounds``: how many event-loop turns without any broker activity :meth:`settle`
     waits, after the last consumer callback finished, before it calls things quiet.
@@ -73,7 +67,6 @@ class Emulator:
         start_s: float = DEFAULT_START_S,
         delayed_message_exchange: bool = True,
         record_events: bool = True,
-        client_message_ids: bool = True,
         idle_rounds: int = 3,
     ) -> None:
         version = (
@@ -89,7 +82,6 @@ class Emulator:
             delayed_message_exchange=delayed_message_exchange,
             record_events=record_events,
         )
-        self.client_message_ids = client_message_ids
         self.cluster = EmulatedCluster()
         """What the management twin states of the cluster: more nodes, stopped ones, resource
         alarms (``emulator.cluster.raise_alarm("memory")``; emulator/management.py)."""
@@ -98,7 +90,6 @@ class Emulator:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._idle_rounds = idle_rounds
         self._connections: list[EmulatedConnection] = []
-        self._message_ids = itertools.count(1)
         self._finished = 0
 
     # -- the port ----------------------------------------------------------------------------
@@ -125,12 +116,6 @@ class Emulator:
     def forget(self, connection: EmulatedConnection) -> None:
         if connection in self._connections:
             self._connections.remove(connection)
-
-    def next_message_id(self) -> str:
-        """The next id the client gives a message published without one: a version-4 UUID's
-        hex, from a counter (what ``uuid.UUID(int=n, version=4).hex`` gives, made directly)."""
-        number = next(self._message_ids) & _NOT_VERSION_BITS | _VERSION_4_BITS
-        return f"{number:032x}"
 
     # -- running -----------------------------------------------------------------------------
 
@@ -305,7 +290,7 @@ def _snapshot(entry: Entry) -> QueuedMessage:
     message = entry.message
     properties = message.properties
     if properties.headers is not None:
-        properties = with_headers(properties, copy_table(properties.headers))
+        properties = with_headers(properties, copy_headers(properties.headers))
     return QueuedMessage(
         message=message.number,
         body=message.body,

@@ -76,14 +76,16 @@ from rabbitctl_retry.emulator.model import (
 )
 from rabbitctl_retry.emulator.routing import headers_match, topic_matches
 from rabbitctl_retry.emulator.values import (
-    copy_table,
+    client_table,
+    copy_headers,
     parse_delay_ms,
     parse_expiration,
+    server_table,
     timestamp,
-    wire_table,
     with_headers,
 )
 from rabbitctl_retry.errors import AccessRefused, NotFound, PreconditionFailed
+from rabbitctl_retry.fields import EncodedTable, like
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport.base import Delivery, Properties
 
@@ -180,6 +182,14 @@ class Flow:
         # A dead letter routed by x-dead-letter-routing-key goes to that key only; RabbitMQ 3.10
         # also removes its CC header (rabbit_dead_letter), 4.0 keeps it (measured on 4.0.5)
         self._dead_letter_key_drops_cc = version < (4, 0)
+        # How the server keeps a message's headers (measured on 3.10.8, 4.0.5 and 4.3.6;
+        # docs/testing.md, "Headers"): 4.0 and 4.3 write every table they take again, names
+        # sorted and an unsigned 64-bit L as a signed l; 3.10 keeps the bytes it got in a
+        # classic queue, and writes them again (L as l, names in their order) in a quorum
+        # queue; every server sorts the names when it adds a header (dead-lettering, a
+        # quorum queue's counts)
+        self._sorts_headers_on_arrival = version >= (4, 0)
+        self._quorum_writes_headers_again = version < (4, 0)
 
     def _emit(self, event: Event) -> None:
         if self._record:
@@ -233,8 +243,13 @@ class Flow:
             raise PreconditionFailed(
                 f"PRECONDITION_FAILED - invalid expiration '{properties.expiration}': {error}"
             ) from None
-        if properties.headers is not None:
-            properties = with_headers(properties, wire_table(properties.headers))
+        headers = properties.headers
+        if headers is not None and properties.raw is None:
+            if self._sorts_headers_on_arrival:
+                headers = server_table(headers, sort=True)
+            elif not isinstance(headers, EncodedTable):
+                headers = client_table(headers)
+            properties = with_headers(properties, headers)
         if properties.timestamp is not None:
             properties = replace(properties, timestamp=timestamp(properties.timestamp))
         extra_keys: tuple[str, ...] = ()
@@ -354,9 +369,13 @@ class Flow:
         if self.exchanges.get(x.name) is not x:
             self._emit(Released(self.clock.now_s, message.number, x.name, ()))
             return
-        headers = dict(message.properties.headers or {})
+        before = message.properties.headers
+        headers = dict(before or {})
         headers["x-delay"] = -delay_ms
-        released = replace(message, properties=replace(message.properties, headers=headers))
+        # not measured (the test servers have no delayed-message plugin): written again as
+        # 3.10 writes a table it changed without adding to it (BCC removed), names unsorted
+        stored = server_table(like(before, headers), sort=False)
+        released = replace(message, properties=replace(message.properties, headers=stored))
         queues, _ = self._route(x, released)
         self._emit(Released(self.clock.now_s, message.number, x.name, _names(queues)))
         for queue in queues:
@@ -604,15 +623,20 @@ class Flow:
             (entry.acquired_before or entry.delivery_count) if self._counts_travel_everywhere else 0
         )
         if q.is_quorum and (shown > 0 or acquired > 0 or (via_get and self._get_shows_zero_count)):
-            headers = copy_table(properties.headers) if properties.headers else {}
+            headers = dict(properties.headers) if properties.headers else {}
             if shown > 0 or not self._counts_travel_everywhere:
                 headers["x-delivery-count"] = shown
             if acquired > 0:
                 headers["x-acquired-count"] = acquired
             # the server adds the header with set_table_value, which sorts the table
-            properties = with_headers(properties, dict(sorted(headers.items())))
-        elif properties.headers is not None:
-            properties = with_headers(properties, copy_table(properties.headers))
+            properties = with_headers(
+                properties, server_table(like(properties.headers, headers), sort=True)
+            )
+        elif (stored := properties.headers) is not None and properties.raw is None:
+            if q.is_quorum and self._quorum_writes_headers_again:
+                properties = with_headers(properties, server_table(stored, sort=False))
+            else:
+                properties = with_headers(properties, copy_headers(stored))
         return Delivery(
             body=message.body,
             properties=properties,
@@ -721,6 +745,7 @@ class Flow:
         dlrk = q.settings.dead_letter_routing_key
         if dlrk is not None and self._dead_letter_key_drops_cc and "CC" in headers:
             headers = {name: value for name, value in headers.items() if name != "CC"}
+        headers = server_table(like(properties.headers, headers), sort=True)
         dead = DeadLetter(
             number=message.number,
             body=message.body,
@@ -936,5 +961,7 @@ def _sender_selected(properties: Properties) -> tuple[Properties, tuple[str, ...
             keys.extend(item for item in value if isinstance(item, str))
     if "BCC" in headers:
         remaining = {name: value for name, value in headers.items() if name != "BCC"}
-        properties = with_headers(properties, remaining)
+        # written again without it: L as l, the names in their order (measured on 3.10.8; 4.0
+        # and 4.3 sorted them on arrival already)
+        properties = with_headers(properties, server_table(like(headers, remaining), sort=False))
     return properties, tuple(keys)

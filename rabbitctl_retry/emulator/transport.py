@@ -15,7 +15,12 @@ from typing import Protocol, TypeVar, assert_never
 from rabbitctl_retry.emulator.broker import Broker, ConnectionFault
 from rabbitctl_retry.emulator.flow import PublishOutcome
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState
-from rabbitctl_retry.emulator.values import name_problem, routing_key_problem, with_message_id
+from rabbitctl_retry.emulator.values import (
+    client_table,
+    name_problem,
+    routing_key_problem,
+    with_headers,
+)
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
@@ -49,14 +54,9 @@ class Host(Protocol):
 
     broker: Broker
     server_version: ServerVersion
-    client_message_ids: bool
 
     def forget(self, connection: EmulatedConnection) -> None:
         """``connection`` closed: stop tracking it."""
-        ...
-
-    def next_message_id(self) -> str:
-        """The message id the client library would add to a message that has none."""
         ...
 
     def spawn(self, callback: DeliveryCallback, delivery: Delivery) -> None:
@@ -67,7 +67,8 @@ class Host(Protocol):
 T = TypeVar("T")
 
 _CLIENT_DEFAULT_PROPERTIES = Properties(delivery_mode=1)
-"""aiormq publishes ``Properties(delivery_mode=1)`` when given none."""
+"""The clients publish ``Properties(delivery_mode=1)`` when given none (and never add a
+``message_id``)."""
 
 
 class EmulatedConnection:
@@ -328,10 +329,13 @@ class EmulatedChannel:
     ) -> None:
         what = _publish_what(exchange, routing_key)
         _encodable(what, routing_key=routing_key, exchange=exchange)
-        # what aiormq sends for us: default properties, and a message id when there is none
+        # what the client sends for us: default properties, headers written by rr's codec
         sent = properties or _CLIENT_DEFAULT_PROPERTIES
-        if not sent.message_id and self._emulator.client_message_ids:
-            sent = with_message_id(sent, self._emulator.next_message_id())
+        if sent.headers is not None and sent.raw is None:
+            try:
+                sent = with_headers(sent, client_table(sent.headers))
+            except (TypeError, ValueError, OverflowError) as error:
+                raise DataError(f"{what}: cannot encode: {error}") from error
 
         def publish() -> PublishOutcome:
             return self._broker.publish(

@@ -1,10 +1,14 @@
 """Field tables as the wire would carry them: private copies, normalised values.
 
 A table the broker stores is copied on the way in (the publisher may mutate its dict) and on
-the way out (a consumer may mutate what it got). On the way in its keys are sorted, at every
-level, because that is what reaches the server: the client (pamqp) encodes tables sorted.
-Values are normalised to what a client decodes from the wire: a ``datetime`` becomes whole
-seconds in UTC (an AMQP timestamp), ``bytearray`` becomes ``bytes``, tuples become lists.
+the way out (a consumer may mutate what it got). Arguments are copied with their values
+normalised to what a client decodes from the wire: a ``datetime`` becomes whole seconds in
+UTC (an AMQP timestamp), ``bytearray`` becomes ``bytes``, tuples become lists.
+
+A message's headers travel as bytes, as on the wire (docs/testing.md, "Headers"): the client
+writes them with rr's codec (:func:`client_table`: each value read keeps its type tag and
+bytes, a new one is typed by its Python type, in the table's order), the server keeps them as
+RabbitMQ does (:func:`server_table`), and a consumer gets an ``EncodedTable`` read from them.
 
 Names are checked as the client library checks them before it sends a frame
 (:func:`name_problem`, :func:`routing_key_problem`): what it refuses never reaches a server.
@@ -17,29 +21,88 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.field_codec import (
+    RawField,
+    decode_fields,
+    encode_fields,
+    encode_value,
+    join_fields,
+    join_items,
+    raw_fields,
+    raw_items,
+    sized,
+)
+from rabbitctl_retry.fields import EncodedTable, FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Properties
 
 
 def copy_table(table: Mapping[str, FieldValue]) -> FieldTable:
     """A deep copy of ``table`` with wire-normalised values, keys in the same order."""
-    return {key: _copy_value(value, False) for key, value in table.items()}
+    return {key: _copy_value(value) for key, value in table.items()}
 
 
-def wire_table(table: Mapping[str, FieldValue]) -> FieldTable:
-    """``table`` as the server receives it from a client: a deep copy with every table's keys
-    sorted (pamqp encodes tables sorted; the server keeps that order)."""
-    return {key: _copy_value(table[key], True) for key in sorted(table)}
+def client_table(headers: Mapping[str, FieldValue]) -> EncodedTable:
+    """``headers`` as a client of the port writes them and the server reads them: rr's codec
+    (``field_codec.py``; a value it cannot write raises ``TypeError`` or ``ValueError``)."""
+    return decode_fields(encode_fields(headers))
 
 
-def _copy_value(value: object, sort: bool) -> FieldValue:
+def server_table(headers: Mapping[str, FieldValue], *, sort: bool) -> EncodedTable:
+    """A table as RabbitMQ writes it again once it read it (measured on 3.10.8, 4.0.5 and
+    4.3.6; docs/testing.md, "Headers"): each value as it was, but every unsigned 64-bit ``L``
+    as a signed ``l`` with the same bytes, at every depth; a value the server adds typed as
+    it types one (:func:`server_value`); with ``sort``, the top-level names sorted (nested
+    tables keep their order), as when the server adds a header to the table."""
+    fields = raw_fields(encode_fields(headers, server_value))
+    kept = [(name, _signed_longs(field)) for name, field in fields]
+    if sort:
+        kept.sort(key=lambda item: item[0].encode())
+    return decode_fields(join_fields(kept))
+
+
+def server_value(value: object) -> bytes:
+    """A value the server writes of its own (``x-death`` and its entries, ``x-delivery-count``,
+    ``x-first-death-*``): integers as signed 64-bit ``l``, text and binaries as long strings,
+    times as timestamps, lists as arrays, tables as tables."""
+    if isinstance(value, bool):
+        return b"t\x01" if value else b"t\x00"
+    if isinstance(value, int):
+        return b"l" + value.to_bytes(8, "big", signed=True)
+    if isinstance(value, str | bytes):
+        raw = value.encode() if isinstance(value, str) else value
+        return sized("S", raw).encoded()
+    if isinstance(value, Mapping):
+        return sized("F", encode_fields(value, server_value)).encoded()
+    if isinstance(value, list | tuple):
+        return sized("A", b"".join(server_value(item) for item in value)).encoded()
+    return encode_value(value)  # any other type as a client writes it
+
+
+def _signed_longs(field: RawField) -> RawField:
+    if field.tag == "L":
+        return RawField("l", field.data)
+    if field.tag == "F":
+        inner = [(name, _signed_longs(each)) for name, each in raw_fields(field.content)]
+        return sized("F", join_fields(inner))
+    if field.tag == "A":
+        return sized("A", join_items(_signed_longs(each) for each in raw_items(field.content)))
+    return field
+
+
+def copy_headers(headers: FieldTable) -> FieldTable:
+    """A private copy of stored headers, for a consumer: read again from their bytes."""
+    if isinstance(headers, EncodedTable):
+        return decode_fields(headers.encoded)
+    return copy_table(headers)
+
+
+def _copy_value(value: object) -> FieldValue:
     if isinstance(value, str | int | float | bytes) or value is None:
         return value
     if isinstance(value, dict):
-        keys = sorted(value) if sort else value
-        return {str(k): _copy_value(value[k], sort) for k in keys}
+        return {str(k): _copy_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_copy_value(v, sort) for v in value]
+        return [_copy_value(v) for v in value]
     if isinstance(value, datetime):
         return timestamp(value)
     if isinstance(value, bytearray | memoryview):
@@ -120,27 +183,6 @@ def with_headers(p: Properties, headers: FieldTable | None) -> Properties:
         reply_to=p.reply_to,
         expiration=p.expiration,
         message_id=p.message_id,
-        timestamp=p.timestamp,
-        type=p.type,
-        user_id=p.user_id,
-        app_id=p.app_id,
-        undecodable=p.undecodable,
-        raw=p.raw,
-    )
-
-
-def with_message_id(p: Properties, message_id: str) -> Properties:
-    """``p`` with another ``message_id`` (hot path, as :func:`with_headers`)."""
-    return Properties(
-        content_type=p.content_type,
-        content_encoding=p.content_encoding,
-        headers=p.headers,
-        delivery_mode=p.delivery_mode,
-        priority=p.priority,
-        correlation_id=p.correlation_id,
-        reply_to=p.reply_to,
-        expiration=p.expiration,
-        message_id=message_id,
         timestamp=p.timestamp,
         type=p.type,
         user_id=p.user_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.fields import FieldValue, like
 from rabbitctl_retry.retry.properties import COPIED_PROPERTIES
 from rabbitctl_retry.transport.base import Properties
 
@@ -15,7 +15,9 @@ def copy_properties(
 ) -> Properties:
     """The properties of a copy of a message with ``original``'s: the copied ones (not
     ``expiration``, not ``user_id``), ``headers``, and ``overrides`` (say, a retry copy's
-    ``delivery_mode`` and ``expiration``)."""
+    ``delivery_mode`` and ``expiration``). ``headers`` keep the bytes of ``original``'s
+    headers: each one the copy kept as it was goes out as it came, type tag and all
+    (``fields.py`` ``EncodedTable``; docs/runtime.md, "What a copy keeps")."""
     kept: dict[str, Any] = {name: getattr(original, name) for name in COPIED_PROPERTIES}
     kept.update(overrides)
-    return Properties(**kept, headers=headers if type(headers) is dict else dict(headers))
+    return Properties(**kept, headers=like(original.headers, headers))

@@ -18,9 +18,10 @@ Reading without taking (inspect, export, groups, dry runs, the console)
 Publishing many copies at once (import, like replay and move)
     Through the transfers' one sender (``ops/sending.py``): the first message goes alone (a
     refused permission then proves nothing arrived), then many are in flight at once on one
-    confirm channel; the AMQP adapter keeps two with the same ``message_id`` from being in
-    flight together (``transport/amqp.py``). aiormq gives a message published without a
-    ``message_id`` a random one, which the copy then carries.
+    confirm channel; the AMQP adapters keep two a return would be matched alike (the same
+    ``message_id``, or without one the same target and body) from being in flight together
+    (``transport/message_ids.py``). A message without a ``message_id`` is published without
+    one.
 
 Importing all or nothing, then resuming (docs/dlq.md, "Import")
     Every line is checked before the first publish: what RabbitMQ or the AMQP client would
@@ -307,9 +308,12 @@ def message_record(
 
 
 def properties_of(record: Record) -> Properties:
-    """An export record's properties, exactly (headers included)."""
+    """An export record's properties, exactly (headers included, with their types)."""
     values: dict[str, Any] = dict(record.properties)
-    return Properties(**values, headers=dict(record.headers) if record.headers else None)
+    headers = record.headers
+    if not headers:
+        return Properties(**values)
+    return Properties(**values, headers=headers if isinstance(headers, dict) else dict(headers))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,22 +14,24 @@ copies published ``mandatory`` on one confirm channel, and what became of each.
   counted as cut.
 
 * **In order.** Copies go out in the order of their turns (:meth:`CopySender.turn`). A copy
-  whose ``message_id`` is already in flight waits for that copy's answer, and the copies
-  behind it wait too: the target queue gets them in the caller's order (an import keeps its
-  file's order, repeated ids included). The AMQP adapter also keeps two publishes with the
-  same ``message_id`` from being in flight at once (``transport/amqp.py``); without this rule
-  its wait would let later copies overtake.
+  whose return would be matched like one in flight (the same ``message_id``, or without an
+  id the same target and body: ``transport/message_ids.py``) waits for that copy's answer,
+  and the copies behind it wait too: the target queue gets them in the caller's order (an
+  import keeps its file's order, repeated ids included). The AMQP adapters also keep two such
+  publishes from being in flight at once; without this rule their wait would let later
+  copies overtake.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Hashable
 
 from rabbitctl_retry.dlq.rate import Pacer
 from rabbitctl_retry.ops.sent import SendResult, classified
 from rabbitctl_retry.transport.base import Channel, Properties
+from rabbitctl_retry.transport.message_ids import return_key
 
 
 class Turn:
@@ -75,8 +77,9 @@ class CopySender:
         self._first_taken = False
         self._first_done = asyncio.Event()
         self._last: Turn | None = None
-        self._in_flight: dict[str, asyncio.Future[None]] = {}
-        """message_id -> done when the copy in flight with it is answered."""
+        self._in_flight: dict[Hashable, asyncio.Future[None]] = {}
+        """A return's key (``transport/message_ids.py``) -> done when the copy in flight with
+        it is answered."""
 
     def turn(self) -> Turn:
         """Take the next place, before any ``await`` (so places follow the caller's order);
@@ -106,12 +109,10 @@ class CopySender:
         and classify what became of it."""
         if turn.after is not None:
             await turn.after  # the copies before this one went out
-        message_id = properties.message_id
-        answered: asyncio.Future[None] | None = None
-        if message_id:
-            while (earlier := self._in_flight.get(message_id)) is not None:
-                await earlier  # holding the turn: the copies behind wait too
-            answered = self._in_flight[message_id] = asyncio.get_running_loop().create_future()
+        key = return_key(properties.message_id, "", to, body)
+        while (earlier := self._in_flight.get(key)) is not None:
+            await earlier  # holding the turn: the copies behind wait too
+        answered = self._in_flight[key] = asyncio.get_running_loop().create_future()
         publishing = self._channel.publish(
             body, routing_key=to, properties=properties, mandatory=True
         )
@@ -119,9 +120,8 @@ class CopySender:
         try:
             return await outcome_of(publishing, alone=turn.first)
         finally:
-            if message_id and answered is not None:
-                del self._in_flight[message_id]
-                answered.set_result(None)
+            del self._in_flight[key]
+            answered.set_result(None)
 
 
 async def outcome_of(publishing: Awaitable[None], *, alone: bool = False) -> SendResult:

@@ -49,15 +49,21 @@ carries (``localhost`` or the IP in its subjectAltName).
 Wire notes, aiormq's or pamqp's behaviour as rr's codec corrects it (``transport/codec.py``,
 in force as soon as ``transport/values.py`` is imported):
 
-* Every message published without a ``message_id`` gets a random one (aiormq matches a
-  ``basic.return`` to its publish by it).
+* A message published without a ``message_id`` goes without one. aiormq gives such a message
+  a random id and matches a ``basic.return`` to its publish by it; the adapter lets aiormq
+  keep its id for that and writes the message without it (:class:`_WithoutMessageId`), and
+  matches a return of such a message by its exchange, routing key and body instead
+  (``transport/message_ids.py``, :meth:`AmqpChannel._on_return_frame`).
 * A returned ``mandatory`` message is reported (:class:`~rabbitctl_retry.errors.PublishFailed`)
   only on a confirm channel; without confirms aiormq logs the return and drops it.
-* Field tables (arguments, headers): ``int`` goes as the smallest signed AMQP integer that
-  holds it, ``bool`` as boolean, ``str`` as long string, ``bytes`` as byte array, ``datetime``
-  as timestamp (whole seconds; naive means UTC), ``None`` as void, lists as arrays, dicts as
-  tables, and ``float`` as a 64-bit double. Read back, byte arrays (and long strings that are
-  not UTF-8) are ``bytes``, decimals are ``float`` and timestamps are aware UTC datetimes.
+* Field tables (arguments, headers) are rr's (``field_codec.py``): a table read keeps its
+  bytes, and each value of it still as read is written again with its type tag and bytes, in
+  the table's order. A new value: ``int`` goes as the smallest AMQP integer that holds it,
+  ``bool`` as boolean, ``str`` as long string, ``bytes`` as byte array, ``datetime`` as
+  timestamp (whole seconds; naive means UTC), ``None`` as void, lists as arrays, dicts as
+  tables, and ``float`` as a 64-bit double. Read, byte arrays (and long strings that are not
+  UTF-8) are ``bytes``, decimals and 32-bit floats are ``float`` and timestamps are aware UTC
+  datetimes.
 * A delivery whose properties, exchange, routing key or consumer tag cannot be decoded (a
   routing key that is not UTF-8) arrives with their names in ``properties.undecodable`` and
   its property bytes in ``properties.raw``; the connection stays up (docs/runtime.md,
@@ -68,8 +74,9 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import itertools
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Hashable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -77,6 +84,7 @@ import aiormq
 import pamqp.frame
 from aiormq import exceptions as amqp_exc
 from aiormq.abc import DeliveredMessage
+from aiormq.channel import Returning
 from aiormq.connection import FrameReceiver, TransportFactory
 from pamqp import commands as spec
 from pamqp import common as wire
@@ -102,7 +110,7 @@ from rabbitctl_retry.transport.base import (
     QueueInfo,
 )
 from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
-from rabbitctl_retry.transport.message_ids import MessageIdGuard
+from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
     TLS_NOT_VERIFIED,
@@ -258,11 +266,26 @@ class AmqpConnection:
 class AmqpChannel:
     """One AMQP channel (implements the port's ``Channel``)."""
 
-    __slots__ = ("_cancel_callbacks", "_channel", "_confirms", "_deliver_callbacks", "_message_ids")
+    __slots__ = (
+        "_cancel_callbacks",
+        "_channel",
+        "_confirms",
+        "_deliver_callbacks",
+        "_message_ids",
+        "_returnable",
+        "_tokens",
+    )
 
     def __init__(self, channel: aiormq.Channel, *, confirms: bool) -> None:
         self._channel = channel
         self._confirms = confirms
+        self._returnable: dict[Hashable, str] = {}
+        """The key of each mandatory publish in flight without a message id
+        (``transport/message_ids.py``) -> the id aiormq knows it by."""
+        self._tokens = itertools.count(1)
+        if confirms:
+            # aiormq's reader calls this method by attribute for every basic.return
+            channel._on_return_frame = self._on_return_frame  # type: ignore[method-assign]
         self._cancel_callbacks: dict[str, CancelCallback] = {}
         self._deliver_callbacks: dict[
             str, Callable[[DeliveredMessage], Coroutine[Any, Any, None]]
@@ -411,20 +434,36 @@ class AmqpChannel:
         Without confirms it returns once the frames are written to the socket. A confirm
         makes the socket drain redundant, so a confirm channel does not wait for it.
 
-        aiormq matches a ``basic.return`` to its publish by ``message_id``: on a confirm
-        channel a second publish of an id waits until the first one is confirmed, returned or
-        refused (``transport/message_ids.py``), so a returned message's failure never lands on
-        another one's publish (and its original is never settled as if it had arrived).
+        A ``basic.return`` is matched to its publish by ``message_id``, or without one by
+        exchange, routing key and body (``transport/message_ids.py``): on a confirm channel a
+        second publish of such a key waits until the first one is confirmed, returned or
+        refused, so a returned message's failure never lands on another one's publish (and its
+        original is never settled as if it had arrived). A message without a ``message_id``
+        goes without one (module doc).
         """
-        message_id = properties.message_id if self._confirms and properties else None
-        if message_id is not None and not self._message_ids.try_acquire(message_id):
-            await self._message_ids.acquire(message_id)
+        sent = properties or _TRANSIENT
+        message_id = sent.message_id
+        key: Hashable | None = None
+        if self._confirms and (mandatory or message_id is not None):
+            key = return_key(message_id, exchange, routing_key, body)
+            if not self._message_ids.try_acquire(key):
+                await self._message_ids.acquire(key)
+        if message_id:
+            wire_properties = values.basic_properties(sent)
+        else:
+            wire_properties = values.basic_properties(sent, _WithoutMessageId)
+            if isinstance(wire_properties, _WithoutMessageId):
+                wire_properties.sent_message_id = message_id
+            # the id aiormq knows it by, never written (_WithoutMessageId)
+            wire_properties.message_id = token = f"rr-unnamed-{next(self._tokens)}"
+            if key is not None and mandatory:
+                self._returnable[key] = token
         try:
             await self._channel.basic_publish(
                 body,
                 exchange=exchange,
                 routing_key=routing_key,
-                properties=None if properties is None else values.basic_properties(properties),
+                properties=wire_properties,
                 mandatory=mandatory,
                 wait=not self._confirms,
             )
@@ -432,8 +471,34 @@ class AmqpChannel:
             where = f"exchange {exchange!r}" if exchange else "the default exchange"
             self._fail(exc, f"publish to {where} with routing key {routing_key!r}")
         finally:
-            if message_id is not None:
-                self._message_ids.release(message_id)
+            if key is not None:
+                self._returnable.pop(key, None)
+                self._message_ids.release(key)
+
+    async def _on_return_frame(self, frame: spec.Basic.Return) -> None:
+        """aiormq's handling of a ``basic.return`` (aiormq 7.2), matching a message without a
+        message id to its publish by its exchange, routing key and body (module doc)."""
+        channel = self._channel
+        header = await channel._Channel__get_content_header()  # type: ignore[attr-defined]
+        message = await channel._read_content(frame, header)
+        sent = message.header.properties
+        token = self._returnable.get(
+            return_key(sent.message_id, frame.exchange or "", frame.routing_key or "", message.body)
+        )
+        message_id = token if token is not None else sent.message_id
+        tags = channel.message_id_delivery_tag
+        delivery_tag = None if message_id is None else tags.get(message_id)
+        if delivery_tag is None:
+            log.warning(
+                "a returned message matches no publish waiting for its confirm",
+                extra={"rr": {"message_id": sent.message_id, "routing_key": frame.routing_key}},
+            )
+            return
+        confirmation = channel.confirmations.pop(delivery_tag, None)
+        if confirmation is None:
+            return
+        channel.confirmations[delivery_tag] = Returning()
+        confirmation.set_exception(amqp_exc.PublishError(message, frame))
 
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
         try:
@@ -570,6 +635,25 @@ class AmqpChannel:
         state = "closed" if self.is_closed else "open"
         kind = "confirm " if self._confirms else ""
         return f"<AmqpChannel {kind}{self._channel.number} {state}>"
+
+
+_TRANSIENT = Properties(delivery_mode=1)
+"""What a publish without properties sends, as aiormq does."""
+
+
+class _WithoutMessageId(spec.Basic.Properties):
+    """Properties of a message published without a ``message_id`` (or with an empty one):
+    aiormq sets one to match a return by, and this writes the message without it."""
+
+    sent_message_id: str | None = None
+    """The ``message_id`` the message goes with: ``None``, or an empty one."""
+
+    def marshal(self) -> bytes:
+        token, self.message_id = self.message_id, self.sent_message_id
+        try:
+            return super().marshal()
+        finally:
+            self.message_id = token
 
 
 class _Connection(aiormq.Connection):

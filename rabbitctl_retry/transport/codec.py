@@ -1,15 +1,14 @@
-"""Two corrections to pamqp, the AMQP codec under aiormq (docs/runtime.md, "Malformed
-messages").
+"""Corrections to pamqp, the AMQP codec under aiormq and rr's own client (docs/runtime.md,
+"Malformed messages" and "What a copy keeps").
 
-**Doubles stay doubles.** pamqp encodes every Python float in a field table as a 32-bit
-``f``, though it decodes RabbitMQ's and other clients' 64-bit ``d``: a header ``0.1`` would
-come back from a copy as ``0.10000000149011612``, and a double beyond 3.4e38 would make the
-copy fail. :func:`encode_table_value` writes floats as ``d``.
-
-**Header names are never cut.** pamqp shortens every table key longer than 128 bytes (the
-spec's advice) and logs the raw key: a copy of a message whose header name another client
-wrote at 200 bytes would silently lose the end of it. RabbitMQ takes keys up to 255 bytes
-(an AMQP short string); :func:`field_table` writes them whole, and refuses longer ones.
+**Field tables are rr's** (``field_codec.py``). pamqp sorts a table's names, writes every
+``int`` as the smallest type that holds it and every float as a 32-bit ``f``, reads decimals
+as ``Decimal`` and cuts names past 128 bytes: a copy of a message would change its headers'
+types and order. rr's codec reads every type RabbitMQ takes, keeps the bytes of a table it
+read beside its values (an ``EncodedTable``), and writes a table in its own order, each value
+read from it as it was read, new values by their Python type (floats as 64-bit ``d``, names
+whole up to 255 bytes, longer ones refused). :func:`install` makes pamqp read and write every
+table with it.
 
 **Non-ASCII names pass.** pamqp checks queue and exchange names against
 ``[a-zA-Z0-9-_.:@#,/+ ]`` before it sends a frame; RabbitMQ takes any UTF-8 name of at most
@@ -59,8 +58,12 @@ from contextvars import ContextVar
 from typing import Final
 
 import pamqp.frame
-from pamqp import commands, common, constants, decode, encode, exceptions, header
+from pamqp import commands, constants, decode, encode, exceptions, header
 from pamqp.frame import FrameTypes
+
+from rabbitctl_retry.field_codec import decode_table as read_table
+from rabbitctl_retry.field_codec import encode_table, encode_value
+from rabbitctl_retry.fields import EncodedTable
 
 _FIXED_SIZES: Final = {"octet": 1, "short": 2, "long": 4, "longlong": 8, "timestamp": 8}
 _LENGTH_PREFIXES: Final = {"shortstr": (">B", 1), "longstr": (">I", 4), "table": (">I", 4)}
@@ -146,31 +149,12 @@ _NAME_WITH_NON_ASCII = re.compile("^[a-zA-Z0-9-_.:@#,/+ \u0080-\ud7ff\ue000-\U00
 """pamqp's name rule, plus every non-ASCII character but lone surrogates."""
 
 _strict_unmarshal = pamqp.frame.unmarshal
-_strict_encode_table_value = encode.encode_table_value
 
 
-def field_table(value: common.FieldTable) -> bytes:
-    """pamqp's field-table encoder, without shortening keys (module docstring)."""
-    if not value:
-        return struct.pack(">I", 0)
-    if not isinstance(value, dict):
-        raise TypeError(f"dict required, received {type(value)}")
-    parts: list[bytes] = []
-    for key, item in sorted(value.items()):
-        try:
-            parts.append(encode.short_string(key))
-            parts.append(encode.encode_table_value(item))
-        except TypeError as error:
-            raise TypeError(f"{key[:64]!r} error: {error}") from error
-    payload = b"".join(parts)
-    return struct.pack(">I", len(payload)) + payload
-
-
-def encode_table_value(value: common.FieldArray | common.FieldTable | common.FieldValue) -> bytes:
-    """pamqp's table value encoder, with floats as 64-bit doubles (``d``)."""
-    if isinstance(value, float):
-        return b"d" + encode.double(value)
-    return _strict_encode_table_value(value)
+def decode_table(data: bytes) -> tuple[int, EncodedTable]:
+    """A table as pamqp's decoders are called: the bytes from the table on; what they took
+    and the table (``field_codec.py``)."""
+    return read_table(data, 0)
 
 
 def unmarshal_frame(data_in: bytes) -> tuple[int, int, FrameTypes]:
@@ -344,22 +328,24 @@ def _encoded_size(data: bytes, offset: int, data_type: str) -> int | None:
 
 
 def install() -> None:
-    """Make pamqp read frames with :func:`unmarshal_frame`, write tables with
-    :func:`field_table` and :func:`encode_table_value`, and take non-ASCII names
-    (idempotent; done when this module is imported).
+    """Make pamqp read frames with :func:`unmarshal_frame`, read and write tables with rr's
+    codec (``field_codec.py``), and take non-ASCII names (idempotent; done when this module
+    is imported).
 
-    aiormq calls ``pamqp.frame.unmarshal`` by attribute, and pamqp's table encoders call
-    ``encode_table_value`` by module global; the replacements only differ for a frame pamqp
-    would refuse (a :class:`LenientContentHeader` or a lenient method frame instead of an
-    exception), for the content header after such a method frame (its raw bytes kept), for
-    floats (``d`` instead of ``f``) and for keys of 129 to 255 bytes (kept whole).
+    aiormq calls ``pamqp.frame.unmarshal`` by attribute, and pamqp's property and method
+    codecs find their table codec by module global; the replacements only differ for a frame
+    pamqp would refuse (a :class:`LenientContentHeader` or a lenient method frame instead of
+    an exception), for the content header after such a method frame (its raw bytes kept), and
+    for tables (module doc).
     """
     pamqp.frame.unmarshal = unmarshal_frame
-    encode.encode_table_value = encode_table_value
+    encode.encode_table_value = encode_value
     for domain in ("exchange-name", "queue-name"):
         constants.DOMAIN_REGEX[domain] = _NAME_WITH_NON_ASCII
-    encode.field_table = field_table
-    encode.METHODS["table"] = field_table
+    encode.field_table = encode_table  # type: ignore[assignment]
+    encode.METHODS["table"] = encode_table
+    decode.field_table = decode_table  # type: ignore[assignment]
+    decode.METHODS["table"] = decode_table  # type: ignore[assignment]
 
 
 install()  # on import: whoever builds a frame has the corrections (module docstring)

@@ -1,9 +1,10 @@
 """A content header's properties read straight into the port's :class:`Properties`.
 
 The hot half of reading a message for rr's own client (``transport/native.py``): one pass over
-the property flags and values, with pamqp's decoders only for a header table and a timestamp.
-Anything it does not read the common way (a ``cluster_id``, a second flags word, a value that
-is not UTF-8, a table pamqp refuses, bytes left over) gives ``None``, and the caller reads the
+the property flags and values, with rr's table codec for a header table (``field_codec.py``:
+its values, and its bytes kept) and pamqp's decoder for a timestamp. Anything it does not read
+the common way (a ``cluster_id``, a second flags word, a value that is not UTF-8, a table the
+codec refuses, bytes left over) gives ``None``, and the caller reads the
 frame with rr's lenient codec instead (``transport/codec.py``), whose answer is the rule:
 tests/unit/test_content_header.py checks that both read every header alike.
 """
@@ -14,8 +15,8 @@ import struct
 
 from pamqp import decode
 
+from rabbitctl_retry.field_codec import decode_table
 from rabbitctl_retry.transport.base import Properties
-from rabbitctl_retry.transport.values import plain_table
 
 _SIZE_AND_FLAGS = struct.Struct(">QH")
 _NOT_READ_HERE = 0b111
@@ -43,10 +44,8 @@ def read_content_header(payload: bytes) -> tuple[int, Properties] | None:
             elif kind == 1:  # octet
                 fields[name] = payload[offset]
                 offset += 1
-            elif kind == 2:  # table: from the rest of the frame, as the general path reads it
-                consumed, table = decode.field_table(payload[offset:])
-                fields[name] = plain_table(table)
-                offset += consumed
+            elif kind == 2:  # table: as the general path reads it
+                offset, fields[name] = decode_table(payload, offset)
             else:  # timestamp
                 consumed, stamp = decode.timestamp(payload[offset : offset + 8])
                 fields[name] = stamp

@@ -14,9 +14,9 @@ errors (``transport/errors.py``, ``transport/reply_codes.py``), same rules as th
 (``transport/base.py``). Differences from the aiormq adapter, none visible to the port:
 
 * A ``basic.return`` is matched to the oldest unconfirmed ``mandatory`` publish with its
-  message id, exchange and routing key (RabbitMQ sends the return before the confirm of the
-  same message); as with aiormq, a message published without a ``message_id`` gets a
-  random one.
+  exchange, routing key and message id, or without an id its body (RabbitMQ sends the return
+  before the confirm of the same message; ``transport/message_ids.py``). A message published
+  without a ``message_id`` goes without one, with either adapter.
 * A consumer callback's exception is logged (``rr.transport``); the delivery stays
   unacknowledged, and the callbacks still running when their channel closes are cancelled,
   as with aiormq.
@@ -32,9 +32,8 @@ import importlib.metadata
 import logging
 import platform
 import ssl
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -90,7 +89,7 @@ from rabbitctl_retry.transport.frames import (
     read_deliver,
     reject_frame,
 )
-from rabbitctl_retry.transport.message_ids import MessageIdGuard
+from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
 from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_for
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
@@ -125,7 +124,7 @@ _CONTENT_METHODS = (spec.Basic.GetOk, spec.Basic.Return)
 """The methods other than basic.deliver that a message's header and body follow."""
 _FAILED = "the connection to the broker failed"
 _TRANSIENT = Properties(delivery_mode=1)
-"""What a publish without properties sends (besides its message id), as aiormq does."""
+"""What a publish without properties sends, as aiormq does."""
 
 
 class _Closed(Exception):
@@ -639,6 +638,8 @@ class _Publish:
     exchange: str
     routing_key: str
     mandatory: bool
+    body: bytes | None
+    """Without a message id, what a return is matched by (``transport/message_ids.py``)."""
     returned: spec.Basic.Return | None = None
 
 
@@ -832,28 +833,39 @@ class NativeChannel:
         once the frames are handed to the socket (waiting while its buffer is full)."""
         where = f"exchange {exchange!r}" if exchange else "the default exchange"
         what = f"publish to {where} with routing key {routing_key!r}"
-        if properties is None or properties.message_id is None:
-            # as aiormq does (transport/amqp.py, "Wire notes"): a return names its message
-            properties = replace(properties or _TRANSIENT, message_id=_random_message_id())
+        if properties is None:
+            properties = _TRANSIENT
         data = self._publish_bytes(what, body, exchange, routing_key, properties, mandatory)
         if not self._confirms:
             self._write(what, data)
             await self._protocol.drain()
             return
         message_id = properties.message_id
-        if message_id is not None and not self._message_ids.try_acquire(message_id):
-            await self._message_ids.acquire(message_id)
+        # one publish a return could be matched to in flight at once (transport/message_ids.py)
+        key = (
+            return_key(message_id, exchange, routing_key, body)
+            if mandatory or message_id is not None
+            else None
+        )
+        if key is not None and not self._message_ids.try_acquire(key):
+            await self._message_ids.acquire(key)
         try:
             self._write(what, data)
             self._publish_tag += 1
             future = self._protocol.loop.create_future()
             self._publishes[self._publish_tag] = _Publish(
-                future, what, message_id, exchange, routing_key, mandatory
+                future,
+                what,
+                message_id,
+                exchange,
+                routing_key,
+                mandatory,
+                body if message_id is None else None,
             )
             await future
         finally:
-            if message_id is not None:
-                self._message_ids.release(message_id)
+            if key is not None:
+                self._message_ids.release(key)
 
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None:
         what = f"get from queue {queue!r}"
@@ -1067,7 +1079,7 @@ class NativeChannel:
         properties = content.properties
         assert properties is not None
         if isinstance(method, spec.Basic.Return):
-            self._on_return(method, properties)
+            self._on_return(method, properties, body)
             return
         delivery = Delivery(
             body=body,
@@ -1145,7 +1157,7 @@ class NativeChannel:
         except Exception:
             log.exception("a consumer cancel callback failed")
 
-    def _on_return(self, method: spec.Basic.Return, properties: Properties) -> None:
+    def _on_return(self, method: spec.Basic.Return, properties: Properties, body: bytes) -> None:
         for publish in self._publishes.values():
             if (
                 publish.mandatory
@@ -1153,6 +1165,7 @@ class NativeChannel:
                 and publish.message_id == properties.message_id
                 and publish.exchange == (method.exchange or "")
                 and publish.routing_key == (method.routing_key or "")
+                and (publish.body is None or publish.body == body)
             ):
                 publish.returned = method
                 return
@@ -1216,11 +1229,6 @@ class NativeChannel:
         state = "closed" if self.is_closed else "open"
         kind = "confirm " if self._confirms else ""
         return f"<NativeChannel {kind}{self.number} {state}>"
-
-
-def _random_message_id() -> str | None:
-    """The message id of a publish that has none (a random UUID's hex, as aiormq's)."""
-    return uuid.uuid4().hex
 
 
 def _method(what: str, kind: type[Any], **fields: Any) -> Any:

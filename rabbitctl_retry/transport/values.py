@@ -1,8 +1,10 @@
-"""The port's values as pamqp encodes them, and back: field tables and message properties.
+"""The port's values as pamqp encodes them, and back: arguments and message properties.
 
 Only pamqp (the codec under aiormq) is needed here, not the AMQP client: the shells use
 :func:`encoding_problem` as a dry run of the adapter's own encoder (``rr dlq import`` checks
-every record before it publishes anything, docs/dlq.md "Import").
+every record before it publishes anything, docs/dlq.md "Import"). Header tables go to and come
+from the wire through rr's table codec (``field_codec.py``, installed by ``codec.py``): a table
+read keeps its bytes (an ``EncodedTable``), and is written again as it was read.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from rabbitctl_retry.transport import codec
 from rabbitctl_retry.transport.base import Properties
 
 _WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
-_PLAIN_READY = frozenset({str, int, bool, float, bytes, type(None), datetime})
 
 
 def wire_arguments(arguments: Mapping[str, FieldValue] | None) -> wire.FieldTable | None:
@@ -31,7 +32,8 @@ def wire_arguments(arguments: Mapping[str, FieldValue] | None) -> wire.FieldTabl
 
 
 def wire_table(table: Mapping[str, FieldValue]) -> wire.FieldTable:
-    """A plain table as pamqp encodes it: bytes as bytearray (byte array), tuples as lists."""
+    """Queue or binding arguments as pamqp takes them: bytes as bytearray (byte array),
+    tuples as lists; a value of another type is refused here, naming its field."""
     if type(table) is dict:
         for value in table.values():
             if type(value) not in _WIRE_READY:
@@ -53,34 +55,18 @@ def _wire_value(key: str, value: object) -> wire.FieldValue:
     raise DataError(f"field {key!r}: {type(value).__name__} values cannot go in an AMQP table")
 
 
-def plain_table(table: wire.FieldTable) -> FieldTable:
-    """A decoded pamqp table as plain values: bytearray -> bytes, Decimal -> float."""
-    for value in table.values():
-        if type(value) not in _PLAIN_READY:
-            return {key: _plain_value(value) for key, value in table.items()}
-    return cast(FieldTable, table)
-
-
-def _plain_value(value: wire.FieldValue) -> FieldValue:
-    if isinstance(value, bytearray):
-        return bytes(value)
-    if isinstance(value, dict):
-        return plain_table(value)
-    if isinstance(value, list):
-        return [_plain_value(item) for item in value]
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
-
-
-def basic_properties(properties: Properties) -> spec.Basic.Properties:
+def basic_properties(
+    properties: Properties, kind: type[spec.Basic.Properties] = spec.Basic.Properties
+) -> spec.Basic.Properties:
+    """``properties`` as pamqp's ``kind`` (raw ones as :class:`codec.RawProperties`); header
+    tables as they are: rr's codec writes them (``field_codec.py``)."""
     if properties.raw is not None:
         return codec.RawProperties(properties.raw)
     headers = properties.headers
-    return spec.Basic.Properties(
+    return kind(
         content_type=properties.content_type,
         content_encoding=properties.content_encoding,
-        headers=None if headers is None else wire_table(headers),
+        headers=cast("wire.FieldTable | None", headers),
         delivery_mode=properties.delivery_mode,
         priority=properties.priority,
         correlation_id=properties.correlation_id,
@@ -112,7 +98,7 @@ def properties_from_header(content_header: ContentHeader, method: object = None)
     return Properties(
         content_type=properties.content_type,
         content_encoding=properties.content_encoding,
-        headers=None if headers is None else plain_table(headers),
+        headers=cast("FieldTable | None", headers),
         delivery_mode=properties.delivery_mode,
         priority=properties.priority,
         correlation_id=properties.correlation_id,

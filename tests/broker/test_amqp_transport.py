@@ -38,11 +38,23 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     RrError,
 )
+from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.retry.headers import copy_headers
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties, QueueInfo
+from tests.hostile.raw_amqp import RawPublish, get_raw, send_raw
 from tests.ledger import wait_until
 from tests.shared_node import ctl_command, current
+from tests.wire_headers import (
+    TYPED_NAMES,
+    TYPED_TABLE,
+    as_the_server_writes_it,
+    header_table,
+    message_id_of,
+    parse,
+    properties,
+)
 
 # The tests that take amqp_url (or conn, scratch, upstream) are marked broker by it
 # (tests/conftest.py); the others never reach a broker and run without one.
@@ -476,6 +488,38 @@ async def test_properties_and_headers_round_trip_exactly(
     assert await channel.get(name) is None
 
 
+async def test_a_copy_keeps_every_header_type_on_the_wire(
+    conn: Connection, scratch: Scratch, amqp_url: str
+) -> None:
+    """A message published with one header of each type RabbitMQ takes, read through the
+    port and copied with rr's copy rule plus a header of rr's: the copy's bytes (read over a
+    raw socket) hold each header with its type tag and bytes, in its order, rr's after them
+    (docs/runtime.md, "What a copy keeps")."""
+    source, target = scratch.queue("typed"), scratch.queue("typed-copy")
+    channel = await conn.channel(confirms=True)
+    for name in (source, target):
+        await channel.queue_declare(name, durable=True)
+    await send_raw(amqp_url, [RawPublish(b"", source.encode(), b"typed", properties(TYPED_TABLE))])
+    got = await channel.get(source, no_ack=True)
+    assert got is not None
+    assert got.properties.headers is not None
+    assert got.properties.headers["D-decimal"] == 123.45  # handlers see plain values
+    headers = copy_headers(got.properties.headers, {"rr-origin-queue": source})
+    copy = copy_properties(got.properties, headers)
+    await channel.publish(got.body, routing_key=target, properties=copy, mandatory=True)
+
+    raw = await get_raw(amqp_url, target)
+    assert raw is not None
+    copied = parse(header_table(raw.properties))
+    older = current().version == "3.10"  # 4.0 and 4.3 write every table again, sorted
+    expected = as_the_server_writes_it(
+        parse(TYPED_TABLE), written_again=not older, sorted_names=not older
+    )
+    assert [f for f in copied if f.name != "rr-origin-queue"] == expected
+    names = [f.name for f in copied]
+    assert names == ([*TYPED_NAMES, "rr-origin-queue"] if older else sorted(names))
+
+
 async def test_naive_and_offset_timestamps_are_read_back_in_utc(
     conn: Connection, scratch: Scratch
 ) -> None:
@@ -495,19 +539,57 @@ async def test_naive_and_offset_timestamps_are_read_back_in_utc(
     assert got.properties.headers == {"at": datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)}
 
 
-async def test_publish_without_properties_is_transient_with_a_message_id(
-    conn: Connection, scratch: Scratch
+async def test_publish_without_properties_is_transient_without_a_message_id(
+    conn: Connection, scratch: Scratch, amqp_url: str
 ) -> None:
     name = scratch.queue("bare")
     channel = await conn.channel()
     await channel.queue_declare(name, durable=True)
     await channel.publish(b"plain", routing_key=name)  # no confirms: returns once written
-    got = await channel.get(name, no_ack=True)
-    assert got is not None
-    assert got.body == b"plain"
-    assert got.properties.delivery_mode == 1
-    assert got.properties.headers is None
-    assert got.properties.message_id is not None  # aiormq stamps one (see module doc)
+    confirming = await conn.channel(confirms=True)
+    await confirming.publish(b"confirmed", routing_key=name, mandatory=True)
+    for body in (b"plain", b"confirmed"):
+        raw = await get_raw(amqp_url, name)  # the bytes as they travelled
+        assert raw is not None
+        assert raw.body == body
+        assert raw.properties == b"\x10\x00\x01"  # delivery_mode 1 only: no client adds an id
+        assert message_id_of(raw.properties) is None
+
+
+async def test_returns_without_message_ids_land_on_their_own_publishes(
+    conn: Connection, scratch: Scratch, uid: str
+) -> None:
+    """Many ``mandatory`` publishes without a message id in flight at once, to one headers
+    exchange and routing key, every other one routed by its headers, equal bodies among them:
+    each returned one, and only it, fails; none gains an id (transport/message_ids.py)."""
+    name, exchange = scratch.queue("kept"), scratch.exchange("by-header")
+    channel = await conn.channel(confirms=True)
+    await channel.exchange_declare(exchange, type="headers", durable=False)
+    await channel.queue_declare(name, durable=True)
+    await channel.queue_bind(name, exchange, arguments={"x-match": "all", "route": "yes"})
+
+    async def publish(number: int) -> str:
+        routed = number % 2 == 0
+        body = f"m{number % 7}".encode()  # equal bodies, routed or not, in flight together
+        sent = Properties(headers={"route": "yes" if routed else "no"})
+        try:
+            await channel.publish(
+                body, exchange=exchange, routing_key="k", properties=sent, mandatory=True
+            )
+        except PublishFailed:
+            return "returned"
+        return "confirmed"
+
+    outcomes = await asyncio.gather(*(publish(number) for number in range(80)))
+    assert outcomes == ["confirmed" if n % 2 == 0 else "returned" for n in range(80)]
+    with pytest.raises(PublishFailed):  # and to the default exchange: a queue that is not there
+        await channel.publish(b"m0", routing_key=f"{uid}-nowhere", mandatory=True)
+    assert not channel.is_closed
+    kept: list[Delivery] = []
+    while (got := await channel.get(name, no_ack=True)) is not None:
+        kept.append(got)
+    assert sorted(d.body for d in kept) == sorted(f"m{n % 7}".encode() for n in range(0, 80, 2))
+    assert {d.properties.message_id for d in kept} == {None}
 
 
 async def test_large_body_is_split_into_frames_and_joined(

@@ -1,9 +1,9 @@
 """What the contract scenarios observe, in plain values both backends can be compared on.
 
-Only things a client sees through the port: bodies, routing, flags, headers. Two values differ
-by nature between the backends and are checked, then set aside: the ``time`` of an ``x-death``
-entry (a real or a virtual instant: it must be an aware ``datetime``) and the ``message_id``
-the client library invents for a message published without one.
+Only things a client sees through the port: bodies, routing, flags, headers. One value differs
+by nature between the backends and is checked, then set aside: the ``time`` of an ``x-death``
+entry (a real or a virtual instant: it must be an aware ``datetime``). A message published
+without a ``message_id`` has none on either (rr's clients add none).
 """
 
 from __future__ import annotations

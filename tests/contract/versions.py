@@ -530,3 +530,39 @@ TABLE["policy-quorum-expires"] = Difference(
     "on a tick: gone 8 to 12 s after; not in the contract scenarios for that reason, "
     "tests/unit/test_emulator_policies.py states it).",
 )
+
+
+# -- headers as bytes (docs/testing.md, "Headers") --------------------------------------------
+
+_HEADER_PATHS = (
+    "classic get",
+    "classic consume",
+    "quorum consume",
+    "quorum get",
+    "quorum requeued",
+    "dead-lettered",
+    "BCC removed",
+)
+TABLE["headers-as-served"] = Difference(
+    # path -> (the table written again: L as l; its top-level names sorted)
+    {
+        "3.10": {
+            "classic get": (False, False),
+            "classic consume": (False, False),
+            "quorum consume": (True, False),
+            "quorum get": (True, True),
+            "quorum requeued": (True, True),
+            "dead-lettered": (True, True),
+            "BCC removed": (True, False),
+        },
+        "4.0": dict.fromkeys(_HEADER_PATHS, (True, True)),
+        "4.3": dict.fromkeys(_HEADER_PATHS, (True, True)),
+    },
+    "How the server hands out a table a client wrote: 3.10 keeps a classic queue's bytes, "
+    "writes them again in a quorum queue (an unsigned 64-bit L as a signed l, same bytes; "
+    "names in their order) and when it removes BCC, and sorts the top-level names when it "
+    "adds a header (basic.get's x-delivery-count 0 on a quorum queue, x-delivery-count, "
+    "x-death); 4.0 and 4.3 write every table again, L as l and the top-level names sorted. "
+    "Nested tables keep their order everywhere; every other type tag and its bytes are kept. "
+    "Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)

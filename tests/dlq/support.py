@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from unittest import mock
 
-import aiormq.channel
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry import Message, Outcome
@@ -25,7 +23,6 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.transport import native
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.observe import depth
@@ -63,24 +60,6 @@ async def declare(
             await channel.queue_declare(queue, arguments=arguments)
     finally:
         await connection.close()
-
-
-@contextmanager
-def no_client_message_ids(backend: Backend) -> Iterator[None]:
-    """Publish without the message_id the AMQP client adds to every message by default."""
-    if isinstance(backend, EmulatorBackend):
-        backend.emulator.client_message_ids = False
-        try:
-            yield
-        finally:
-            backend.emulator.client_message_ids = True
-        return
-    no_hex = mock.Mock(return_value=mock.Mock(hex=None))
-    with (
-        mock.patch.object(aiormq.channel, "UUID", no_hex),
-        mock.patch.object(native, "_random_message_id", return_value=None),
-    ):
-        yield
 
 
 async def publish_all(

@@ -13,7 +13,6 @@ from tests.dlq.support import (
     declare,
     interactive,
     json_of,
-    no_client_message_ids,
     publish_all,
     rr,
     run_to_dead,
@@ -105,8 +104,7 @@ async def test_export_then_import_restores_every_byte_property_and_header(
 
 async def test_export_limit_and_a_message_without_id(backend: Backend, tmp_path: Path) -> None:
     await declare(backend, "dead", "restored")
-    with no_client_message_ids(backend):
-        await publish_all(backend, "dead", [(b"no id %d" % n, Properties()) for n in range(5)])
+    await publish_all(backend, "dead", [(b"no id %d" % n, Properties()) for n in range(5)])
     file = tmp_path / "head.jsonl"
     result = await rr(backend, "dlq", "export", "dead", str(file), "--limit", "2")
     assert result.exit_code == 0, result.output

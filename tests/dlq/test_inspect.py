@@ -16,7 +16,6 @@ from tests.dlq.support import (
     declare,
     interactive,
     json_of,
-    no_client_message_ids,
     publish_all,
     rr,
     run_to_dead,
@@ -114,21 +113,20 @@ async def test_binary_bodies_no_message_id_and_hostile_text(backend: Backend) ->
     await declare(backend, "raw.dead")
     binary = bytes(range(256))
     hostile = "\x1b[31mred[/] [bold]x[/bold]\x07"
-    with no_client_message_ids(backend):
-        await publish_all(
-            backend,
-            "raw.dead",
-            [
-                (binary, Properties(headers={"rr-origin-queue": "raw"})),
-                (
-                    hostile.encode(),
-                    Properties(
-                        headers={"rr-origin-queue": hostile, "rr-error-message": hostile},
-                    ),
+    await publish_all(
+        backend,
+        "raw.dead",
+        [
+            (binary, Properties(headers={"rr-origin-queue": "raw"})),
+            (
+                hostile.encode(),
+                Properties(
+                    headers={"rr-origin-queue": hostile, "rr-error-message": hostile},
                 ),
-                (b"x" * 5000, Properties(headers={H: "2", "blob": b"\x00\x01"})),
-            ],
-        )
+            ),
+            (b"x" * 5000, Properties(headers={H: "2", "blob": b"\x00\x01"})),
+        ],
+    )
     document = json_of(await rr(backend, "dlq", "inspect", "raw.dead", "-o", "json"))
     first, second, third = document["messages"]
     assert first["message_id"] is None

@@ -26,7 +26,6 @@ from tests.dlq.support import (
     H,
     declare,
     json_of,
-    no_client_message_ids,
     publish_all,
     rr,
     synthesized,
@@ -160,15 +159,14 @@ async def test_lines_show_one_dead_letter_per_line(backend: Backend) -> None:
     now = datetime.now(UTC)
     await fill(backend, now, count=40)
     await declare(backend, "odd.dead")
-    with no_client_message_ids(backend):
-        await publish_all(
-            backend,
-            "odd.dead",
-            [
-                (bytes(range(200)), synthesized("server", 61, now)[1]),
-                (b"a\n  b\tc " * 20, Properties()),
-            ],
-        )
+    await publish_all(
+        backend,
+        "odd.dead",
+        [
+            (bytes(range(200)), synthesized("server", 61, now)[1]),
+            (b"a\n  b\tc " * 20, Properties()),
+        ],
+    )
 
     result = await rr(backend, "dlq", "inspect", "dead", "--format", "lines", "--limit", "3")
 

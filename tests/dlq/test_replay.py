@@ -22,7 +22,6 @@ from tests.dlq.support import (
     declare,
     interactive,
     json_of,
-    no_client_message_ids,
     origin_of,
     publish_all,
     rr,
@@ -63,8 +62,7 @@ async def test_2000_dead_letters_from_mixed_origins_go_home_exactly_once(
         for n in range(30)
     ]
     await publish_all(backend, "dead", extra)
-    with no_client_message_ids(backend):
-        await publish_all(backend, "dead", binary)
+    await publish_all(backend, "dead", binary)
     assert await depth(backend, "dead") == 2000
 
     result = await rr(backend, "dlq", "replay", "dead", "--yes", "-o", "json")

@@ -337,11 +337,12 @@ async def test_headers_handed_out_are_private_copies(
     await channel.reject(delivery.delivery_tag, requeue=True)
     stored = emulator.messages("q")[0].headers
     assert stored == {"k": "v", "nested": {"a": [1], "b": 1}}
-    # tables arrive sorted, as pamqp encodes them
+    # a table arrives in the order rr's codec wrote it; nested ones in theirs on every server
+    # (the emulator's default server, 4.0, sorts the top level only: docs/testing.md)
     assert list(stored) == ["k", "nested"]
     nested = stored["nested"]
     assert isinstance(nested, dict)
-    assert list(nested) == ["a", "b"]
+    assert list(nested) == ["b", "a"]
 
 
 async def test_prefetch_belongs_to_the_consumer_made_under_it(
@@ -408,22 +409,16 @@ async def test_a_broker_shutdown_closes_connections_and_returns_messages(
     assert [(m.body, m.redelivered) for m in emulator.messages("q")] == [(b"1", True)]
 
 
-async def test_client_defaults_match_the_aiormq_adapter(
+async def test_client_defaults_match_the_adapters(
     emulator: Emulator, channel: EmulatedChannel
 ) -> None:
     await channel.queue_declare("q")
     await channel.publish(b"a", routing_key="q")
     await channel.publish(b"b", routing_key="q", properties=Properties(message_id="mine"))
     first, second = emulator.messages("q")
-    assert first.properties.delivery_mode == 1  # aiormq's default properties
-    assert first.properties.message_id is not None
-    assert len(first.properties.message_id) == 32
+    assert first.properties.delivery_mode == 1  # the clients' default properties
+    assert first.properties.message_id is None  # and no message id of their own
     assert (second.properties.delivery_mode, second.properties.message_id) == (None, "mine")
-    plain = Emulator(client_message_ids=False)
-    other = await plain.connect().channel()
-    await other.queue_declare("q")
-    await other.publish(b"a", routing_key="q")
-    assert plain.messages("q")[0].properties.message_id is None
 
 
 async def test_many_messages_flow_in_linear_time(emulator: Emulator) -> None:

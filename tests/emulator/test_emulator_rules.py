@@ -9,13 +9,15 @@ import pytest
 from rabbitctl_retry.emulator.args import amqp_type_name
 from rabbitctl_retry.emulator.deadletter import dead_letter_headers, death_time, is_cycle
 from rabbitctl_retry.emulator.values import (
-    copy_table,
+    client_table,
+    copy_headers,
     parse_delay_ms,
     parse_expiration,
+    server_table,
     timestamp,
-    wire_table,
 )
-from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.field_codec import decode_fields, raw_fields
+from rabbitctl_retry.fields import FieldTable, FieldValue, like
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -156,16 +158,50 @@ def test_delay(headers: FieldTable | None, delay_ms: int | None) -> None:
     assert parse_delay_ms(headers) == delay_ms
 
 
-def test_tables_reach_the_server_sorted_and_copied() -> None:
+def test_headers_reach_the_server_as_the_client_wrote_them_and_are_copied() -> None:
     original: FieldTable = {"b": {"z": 1, "a": [{"y": 1, "x": 2}]}, "a": bytearray(b"\x00")}  # type: ignore[dict-item]
-    copied = wire_table(original)
-    assert list(copied) == ["a", "b"]
-    inner = copied["b"]
+    received = client_table(original)
+    assert list(received) == ["b", "a"]  # rr's codec keeps the order (field_codec.py)
+    inner = received["b"]
     assert isinstance(inner, dict)
-    assert list(inner) == ["a", "z"]
-    assert copied["a"] == b"\x00"
-    assert copy_table(copied) == copied
-    assert copy_table(copied) is not copied
+    assert list(inner) == ["z", "a"]
+    assert received["a"] == b"\x00"
+    assert [(name, field.tag) for name, field in raw_fields(received.encoded)] == [
+        ("b", "F"),
+        ("a", "x"),
+    ]
+    copied = copy_headers(received)
+    assert copied == received
+    assert copied is not received
+    assert copied["b"] is not received["b"]
+
+
+def _tags(table: FieldTable) -> list[tuple[str, str]]:
+    assert hasattr(table, "encoded")
+    return [(name, field.tag) for name, field in raw_fields(table.encoded)]
+
+
+def test_the_server_writes_a_table_again_as_rabbitmq_does() -> None:
+    unsigned = b"L" + (5).to_bytes(8, "big")
+    nested = b"F" + (17).to_bytes(4, "big") + b"\x02zz" + unsigned + b"\x02aa" + b"t\x01"
+    table = decode_fields(b"\x02zz" + unsigned + b"\x01m" + nested + b"\x02aa" + b"I" + bytes(4))
+    assert _tags(server_table(table, sort=False)) == [("zz", "l"), ("m", "F"), ("aa", "I")]
+    again = server_table(table, sort=True)
+    assert _tags(again) == [("aa", "I"), ("m", "F"), ("zz", "l")]
+    inner = again["m"]
+    assert isinstance(inner, dict)
+    assert list(inner) == ["zz", "aa"]  # nested tables keep their order
+    assert _tags(decode_fields(raw_fields(again.encoded)[1][1].content)) == [
+        ("zz", "l"),
+        ("aa", "t"),
+    ]
+    counted = server_table(like(table, {**table, "x-delivery-count": 3}), sort=True)
+    assert _tags(counted) == [  # the server's long, sorted in; the client's bytes kept
+        ("aa", "I"),
+        ("m", "F"),
+        ("x-delivery-count", "l"),
+        ("zz", "l"),
+    ]
 
 
 def test_timestamps_are_whole_utc_seconds() -> None:
