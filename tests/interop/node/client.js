@@ -4,6 +4,8 @@
 //   node client.js URL check QUEUE                  checkQueue (a passive declare)
 //   node client.js URL assert QUEUE                 assertQueue with amqplib's defaults
 //   node client.js URL publish QUEUE ID BODY        sendToQueue on a confirm channel
+//   node client.js URL publish-typed QUEUE ID       the same, with a header of each of
+//                                                   amqplib's types
 //   node client.js URL take QUEUE N SETTLE          get up to N messages, settle each:
 //                                                   ack, reject, nack, requeue-reject,
 //                                                   requeue-nack
@@ -16,6 +18,31 @@ async function main() {
   // a channel the broker closes (a 406) is an error event: answered below, not thrown again
   connection.on("error", () => {});
   try {
+    if (action === "publish-typed") {
+      // amqplib's own types for header values (its {"!": type, value} form, and defaults)
+      const channel = await connection.createConfirmChannel();
+      const [id] = rest;
+      const headers = {
+        "a-decimal": { "!": "decimal", value: { places: 2, digits: 12345 } },
+        "a-float": { "!": "float", value: 1.5 },
+        "a-double": 0.25,
+        "a-int8": { "!": "int8", value: -5 },
+        "a-int16": { "!": "int16", value: -300 },
+        "a-int32": { "!": "int32", value: 7 },
+        "a-int64": { "!": "int64", value: 5 },
+        "a-number": 42,
+        "a-text": "héllo",
+        "a-bytes": Buffer.from([0, 1, 2]),
+        "a-time": { "!": "timestamp", value: 1700000000 },
+        "a-bool": true,
+        "a-void": null,
+        "a-table": { inner: { "!": "int16", value: 3 } },
+        "a-array": [1, "b"],
+      };
+      channel.sendToQueue(queue, Buffer.from(id), { messageId: id, headers, persistent: true });
+      await channel.waitForConfirms();
+      return { ok: true };
+    }
     if (action === "publish") {
       const channel = await connection.createConfirmChannel();
       const [id, body] = rest;
