@@ -5,9 +5,12 @@ The decision table, per listed queue:
 ==============================  ==========================================================
 file                            on the broker
 ==============================  ==========================================================
-classic, any max_attempts       the queue, no retry argument (the runtime counts)
+every queue                     ``x-queue-type``, ``"classic"`` or ``"quorum"``: always sent,
+                                so that a vhost (or node) whose default queue type is quorum
+                                makes no classic queue of the file a quorum queue, and a queue
+                                of the other type is a conflict (docs/topology.md, "type")
+classic, any max_attempts       no retry argument (the runtime counts)
 classic + dead_letter_exchange  ``x-dead-letter-exchange = <it>`` (where drops go)
-quorum                          ``x-queue-type = "quorum"``
 quorum + max_attempts N + D     ``x-delivery-limit = N - 1`` (the server counts returns, not
                                 deliveries), ``x-dead-letter-exchange = ""`` (or the queue's
                                 own), ``x-dead-letter-routing-key = D``
@@ -22,7 +25,7 @@ quorum with D or its own DLX    ``x-dead-letter-strategy = "at-least-once"`` and
                                 the queue until its target confirmed it: neither a full
                                 target nor a crash loses it), unless
                                 ``dead_letter_strategy = "at-most-once"``
-dead_letter D not listed        D as a durable classic queue, no arguments
+dead_letter D not listed        D as a durable classic queue (``x-queue-type`` only)
 delay = "dlx-ttl"               wait queue ``<q>.retry`` (or ``wait_queue``): durable,
                                 ``x-dead-letter-exchange = ""``,
                                 ``x-dead-letter-routing-key = <q>``; per-message expiration
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import UNLIMITED_DELIVERY_LIMIT, Policy
@@ -170,14 +174,22 @@ class Desired:
         return (*self.exchanges, *self.queues, *self.bindings)
 
 
+CLASSIC_ARGUMENTS: Mapping[str, FieldValue] = MappingProxyType(
+    {"x-queue-type": QueueType.CLASSIC.value}
+)
+"""What a plain classic queue rr declares on its own (an unlisted dead-letter queue, a
+holding queue of ``rr migrate``, ``rr dlq move --create``'s target) is declared with: its
+type, whatever the vhost's default queue type (docs/topology.md, "type")."""
+
+
 def queue_arguments(
     queue: Queue, server: tuple[int, int, int] | None = None
 ) -> dict[str, FieldValue]:
     """The exact ``x-`` arguments of a listed queue (table in the module docstring) on a
     server of release ``server`` (None: not known)."""
     arguments: dict[str, FieldValue] = dict(queue.arguments)
+    arguments["x-queue-type"] = queue.type.value
     if queue.type is QueueType.QUORUM:
-        arguments["x-queue-type"] = "quorum"
         limit = queue.server_delivery_limit
         if limit is not None:
             arguments["x-delivery-limit"] = limit
@@ -215,8 +227,8 @@ def wait_queue_arguments(
     }
     if ttl_ms is not None:
         arguments["x-message-ttl"] = ttl_ms
+    arguments["x-queue-type"] = (QueueType.QUORUM if quorum else QueueType.CLASSIC).value
     if quorum:
-        arguments["x-queue-type"] = "quorum"
         arguments["x-dead-letter-strategy"] = "at-least-once"
         arguments["x-overflow"] = "reject-publish"
         if replicas is not None:
@@ -363,6 +375,7 @@ def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> De
             queues.append(
                 QueueEntity(
                     name=dead_letter,
+                    arguments=frozen_mapping(CLASSIC_ARGUMENTS),
                     role="classic queue, dead letters of " + ", ".join(dead_letter_of[dead_letter]),
                     source=key_path("queues", queue.name, "dead_letter"),
                 )

@@ -8,8 +8,8 @@ together with its wait queues, as one :class:`Rebuild`:
 =========  ===============================================================================
 step       what it does on the broker
 =========  ===============================================================================
-hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic, no
-           arguments) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
+hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic: only
+           ``x-queue-type``) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
            queue (durable, classic, the wait queue's ``x-message-ttl``, dead-lettering
            expired copies to the holding queue: while the queue is rebuilt, a copy whose
            wait ends lands there, not nowhere)
@@ -44,7 +44,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
+from rabbitctl_retry.topology.expand import (
+    CLASSIC_ARGUMENTS,
+    BindingEntity,
+    Desired,
+    QueueEntity,
+)
 from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
 
 HOLDING_SUFFIX = ".rr-migrating"
@@ -132,7 +137,9 @@ class Rebuild:
         if not self.rebuilt:
             return None
         return QueueEntity(
-            name=holding_name(self.name), role=f"holding queue of {self.name} (rr migrate)"
+            name=holding_name(self.name),
+            arguments=CLASSIC_ARGUMENTS,
+            role=f"holding queue of {self.name} (rr migrate)",
         )
 
     def holding_wait(self, wait: QueueEntity) -> QueueEntity:
@@ -146,6 +153,7 @@ class Rebuild:
         ttl_ms = wait.setting("x-message-ttl")
         if ttl_ms is not None:
             arguments["x-message-ttl"] = ttl_ms
+        arguments.update(CLASSIC_ARGUMENTS)
         return QueueEntity(
             name=holding_name(wait.name),
             arguments=arguments,

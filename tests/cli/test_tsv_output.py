@@ -110,6 +110,7 @@ def test_status_with_live_settings_prints_two_sections(emulator: Emulator, topol
         "\n"
         "# live settings\n"
         "queue\tsetting\targument\tpolicy\toperator policy\teffective\n"
+        "jobs.dead\tx-queue-type\t'classic'\t-\t-\t'classic'\n"
         "jobs\tx-dead-letter-exchange\t''\t-\t-\t''\n"
         "jobs\tx-dead-letter-routing-key\t'jobs.dead'\t-\t-\t'jobs.dead'\n"
         "jobs\tx-dead-letter-strategy\t'at-least-once'\t-\t-\t'at-least-once'\n"
@@ -175,7 +176,7 @@ def test_topology_show_prints_its_two_tables_as_titled_sections(topology: Path) 
         "\n"
         "# entities\n"
         "kind\tname\tdurable\targuments\trole\n"
-        "queue\tjobs.dead\ttrue\t\tclassic queue, dead letters of jobs\n"
+        "queue\tjobs.dead\ttrue\tx-queue-type='classic'\tclassic queue, dead letters of jobs\n"
         f"queue\tjobs\ttrue\t{QUORUM_ARGUMENTS}\tquorum queue\n"
     )
 
@@ -185,7 +186,7 @@ def test_declare_prints_its_plan(emulator: Emulator, topology: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         "op\tname\tstatus\targuments\tdetail\n"
-        "declare_queue\tjobs.dead\tunchanged\t\t\n"
+        "declare_queue\tjobs.dead\tunchanged\tx-queue-type='classic'\t\n"
         f"declare_queue\tjobs\tunchanged\t{QUORUM_ARGUMENTS}\t\n"
     )
 

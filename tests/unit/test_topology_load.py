@@ -1157,14 +1157,14 @@ STRATEGIES = [
         '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\n',
         None,
         None,
-        {},
+        {"x-queue-type": "classic"},
     ),
     (
         "classic-own-dead-letter-exchange-has-no-strategy",
         '[queues.q]\ndead_letter_exchange = "dlx"\n',
         None,
         None,
-        {"x-dead-letter-exchange": "dlx"},
+        {"x-dead-letter-exchange": "dlx", "x-queue-type": "classic"},
     ),
 ]
 

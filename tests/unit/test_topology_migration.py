@@ -83,16 +83,18 @@ def test_a_queue_and_its_wait_queues_are_one_rebuild_with_a_holding_queue_each()
     }
     holding = {entity.name: dict(entity.arguments) for entity in unit.holding_queues}
     assert holding == {
-        "jobs.rr-migrating": {},
+        "jobs.rr-migrating": {"x-queue-type": "classic"},
         "jobs.retry.10s.rr-migrating": {
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "jobs.rr-migrating",
             "x-message-ttl": 10_000,
+            "x-queue-type": "classic",
         },
         "jobs.retry.1m.rr-migrating": {
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "jobs.rr-migrating",
             "x-message-ttl": 60_000,
+            "x-queue-type": "classic",
         },
     }
     assert all(entity.durable for entity in unit.holding_queues)

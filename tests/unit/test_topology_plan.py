@@ -220,13 +220,21 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
             "current": "true",
             "change": "unchanged",
             "reason": "",
-        }
+        },
+        {
+            "key": "x-queue-type",
+            "held_by": "argument",
+            "desired": "'classic'",
+            "current": "'classic'",
+            "change": "unchanged",
+            "reason": "",
+        },
     ]
     assert {row["change"] for row in document["operations"][4]["settings"]} == {"planned"}
     assert existing[1] == {
         "op": "declare_queue",
         "name": "refunds",
-        "arguments": {},
+        "arguments": {"x-queue-type": "classic"},
         "status": "unchanged",
         "detail": None,
         "placement": None,
