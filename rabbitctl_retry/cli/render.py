@@ -247,6 +247,7 @@ def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
                 "type": queue.type.value,
                 "max_attempts": queue.max_attempts,
                 "dead_letter": queue.dead_letter,
+                "rejected": queue.rejected,
                 "attempts_counted_by": _counted_by(queue.type, queue.max_attempts),
                 "delay": queue.delay.value,
                 "wait_queues": list(queue.wait_queue_names),

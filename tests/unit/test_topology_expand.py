@@ -141,6 +141,138 @@ EXPANSIONS = [
         ["dlx"],
     ),
     (
+        "classic-default-exchange-dlx-with-its-routing-key",
+        '[queues.q]\ndead_letter_exchange = ""\n'
+        'arguments = { x-dead-letter-routing-key = "q.kept" }\n',
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-dead-letter-routing-key": "q.kept",
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                },
+            )
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-rejected",
+        '[queues.q]\nrejected = "q.rejected"\n',
+        [
+            ("q.rejected", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.rejected",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-rejected-beside-rr-dead-letters",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\nrejected = "q.rejected"\n'
+        'delay = "dlx-ttl"\n',
+        [
+            ("q.rejected", True, CLASSIC),
+            ("q.dead", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.rejected",
+                },
+            ),
+            (
+                "q.retry",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "classic",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-rejected-into-its-dead-letter-queue",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\nrejected = "q.dead"\n',
+        [
+            ("q.dead", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.dead",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-rejected-is-its-dead-letter-route",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "q.dead"\n'
+        'rejected = "q.dead"\n',
+        [
+            ("q.dead", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 2,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.dead",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-rejected-without-dead-letter",
+        '[queues.q]\ntype = "quorum"\ndelivery_limit = 4\nrejected = "q.parked"\n',
+        [
+            ("q.parked", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 4,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.parked",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
         "classic-raw-arguments",
         "[queues.q]\n"
         'arguments = { x-message-ttl = 60000, x-max-length = 10, x-overflow = "drop-head" }\n',
@@ -754,6 +886,20 @@ def test_shared_dead_letter_role_names_both_queues() -> None:
         "c": ("classic queue", "queues.c"),
         "listed": ("classic queue, dead letters of c", "queues.listed"),
     }
+
+
+def test_rejected_queues_say_whose_rejects_they_keep() -> None:
+    desired = expand(
+        load_text(
+            '[queues.a]\nmax_attempts = 2\ndead_letter = "a.dead"\nrejected = "kept"\n'
+            '[queues.b]\nrejected = "kept"\n'
+            '[queues.c]\nmax_attempts = 2\ndead_letter = "c.dead"\nrejected = "c.dead"\n'
+        )
+    )
+    roles = {queue.name: (queue.role, queue.source) for queue in desired.queues}
+    assert roles["kept"] == ("classic queue, rejected messages of a, b", "queues.a.rejected")
+    assert roles["c.dead"] == ("classic queue, dead letters of c", "queues.c.dead_letter")
+    assert [queue.name for queue in desired.queues].count("kept") == 1
 
 
 def test_binding_sources_name_the_item() -> None:
