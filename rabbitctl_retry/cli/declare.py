@@ -20,7 +20,13 @@ from rabbitctl_retry.cli._common import (
     run,
 )
 from rabbitctl_retry.cli.finish import Outcome, finish
-from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table, setting_lines
+from rabbitctl_retry.cli.render import (
+    default_type_line,
+    plan_document,
+    plan_summary,
+    plan_table,
+    setting_lines,
+)
 from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
 from rabbitctl_retry.ops.declare import Declared, declare_topology
 from rabbitctl_retry.ops.preflight import load_checked
@@ -91,6 +97,7 @@ def declare_outcome(
 
     def document() -> dict[str, Any]:
         shown = plan_document(result, dry_run=dry_run)
+        shown["vhost_default_queue_type"] = declared.default_queue_type
         if problem is not None:
             shown["placement_error"] = censor_urls(str(problem))
         return shown
@@ -119,6 +126,11 @@ def declare_outcome(
             plan_table(result),
             *setting_lines(result),
             plan_summary(result, dry_run=dry_run),
+            *(
+                [default_type_line(declared.default_queue_type)]
+                if declared.default_queue_type is not None
+                else []
+            ),
         ],
         notes=warnings,
         error=ConflictError(

@@ -314,6 +314,10 @@ class Declared:
     """Why the management API could not tell where the queues live after the apply (the
     apply itself is done): a refused login, an error answer, an answer of the wrong shape.
     None when it told, or was not asked."""
+    default_queue_type: str | None = None
+    """The vhost's default queue type as the management API states it (None: no management
+    URL, or the API states none): what a queue declared without ``x-queue-type`` would be;
+    rr declares every queue with its type (docs/topology.md, "type")."""
 
 
 async def declare_topology(
@@ -358,6 +362,7 @@ async def declare_topology(
         if api is not None:
             await _check_same_server(api, connection)
         nodes = await api.nodes() if api is not None else None
+        default_type = await api.vhost_default_queue_type() if api is not None else None
         desired = expand(topology, connection.server_version.release)
         features = None
         if api is not None and any(not queue.durable for queue in desired.queues):
@@ -376,7 +381,7 @@ async def declare_topology(
     finally:
         await connection.close()
     if api is None or dry_run or result.conflicts:
-        return Declared(plan=result)
+        return Declared(plan=result, default_queue_type=default_type)
     placements = {}
     try:
         for queue in desired.queues:
@@ -384,5 +389,5 @@ async def declare_topology(
             if placement is not None:
                 placements[queue.name] = placement
     except TransportError as error:
-        return Declared(plan=result, placement_problem=error)
-    return Declared(plan=result.placed(placements))
+        return Declared(plan=result, placement_problem=error, default_queue_type=default_type)
+    return Declared(plan=result.placed(placements), default_queue_type=default_type)

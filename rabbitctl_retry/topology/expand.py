@@ -120,6 +120,14 @@ class QueueEntity:
     def key(self) -> tuple[str, str]:
         return ("queue", self.name)
 
+    def settings_by_argument(self) -> dict[str, FieldValue]:
+        """Every setting rr gives the queue, by its argument's name (``x-delivery-limit``),
+        whether the declare or rr's policy holds it."""
+        found = dict(self.arguments)
+        if self.policy is not None:
+            found.update((f"x-{key}", value) for key, value in self.policy.definition)
+        return found
+
     def setting(self, argument: str) -> FieldValue:
         """The value of ``argument`` (``x-dead-letter-exchange``) whether the declare or rr's
         policy holds it; None when neither sets it."""

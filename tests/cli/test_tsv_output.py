@@ -109,14 +109,15 @@ def test_status_with_live_settings_prints_two_sections(emulator: Emulator, topol
         "jobs\tquorum\t1234\t0\t0\t\t0.0\t0.0\tok\tquorum queue\n"
         "\n"
         "# live settings\n"
-        "queue\tsetting\targument\tpolicy\toperator policy\teffective\n"
-        "jobs.dead\tx-queue-type\t'classic'\t-\t-\t'classic'\n"
-        "jobs\tx-dead-letter-exchange\t''\t-\t-\t''\n"
-        "jobs\tx-dead-letter-routing-key\t'jobs.dead'\t-\t-\t'jobs.dead'\n"
-        "jobs\tx-dead-letter-strategy\t'at-least-once'\t-\t-\t'at-least-once'\n"
-        "jobs\tx-delivery-limit\t2\t-\t-\t2\n"
-        "jobs\tx-overflow\t'reject-publish'\t-\t-\t'reject-publish'\n"
-        "jobs\tx-queue-type\t'quorum'\t-\t-\t'quorum'\n"
+        "queue\tsetting\tfile\targument\tpolicy\toperator policy\teffective\tstate\n"
+        "jobs.dead\tx-queue-type\t'classic'\t'classic'\t-\t-\t'classic'\t\n"
+        "jobs\tx-dead-letter-exchange\t''\t''\t-\t-\t''\t\n"
+        "jobs\tx-dead-letter-routing-key\t'jobs.dead'\t'jobs.dead'\t-\t-\t'jobs.dead'\t\n"
+        "jobs\tx-dead-letter-strategy\t'at-least-once'\t'at-least-once'\t-\t-\t"
+        "'at-least-once'\t\n"
+        "jobs\tx-delivery-limit\t2\t2\t-\t-\t2\t\n"
+        "jobs\tx-overflow\t'reject-publish'\t'reject-publish'\t-\t-\t'reject-publish'\t\n"
+        "jobs\tx-queue-type\t'quorum'\t'quorum'\t-\t-\t'quorum'\t\n"
     )
 
 

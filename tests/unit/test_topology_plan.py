@@ -207,8 +207,20 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
     document = json.loads(json.dumps(plan_document(result, dry_run=True)))
     assert document["dry_run"] is True
     existing = [
-        {key: value for key, value in op.items() if key not in ("policy", "settings")}
+        {
+            key: value
+            for key, value in op.items()
+            if key not in ("policy", "settings", "broker_type")
+        }
         for op in document["operations"]
+    ]
+    # issue #41: each queue's type on the broker, as the observation shows it
+    assert [op.get("broker_type") for op in document["operations"]] == [
+        None,
+        "classic",
+        None,
+        None,
+        None,
     ]
     # issue #27: each queue also names rr's policy for it and classifies its settings
     assert document["operations"][1]["policy"] is None
