@@ -3,7 +3,8 @@ that share rr's queues use them (docs/cli.md, "Consumers that are not rr").
 
 Each consumer runs its client's own loop in a thread of its own and settles every delivery as
 told: ``ack``, ``reject`` (``basic.reject`` without requeue), ``nack`` (``basic.nack``
-without requeue) or ``requeue`` (``basic.reject`` with requeue). It counts what it was
+without requeue), ``requeue`` (``basic.reject`` with requeue) or ``nack-requeue``
+(``basic.nack`` with requeue). It counts what it was
 delivered by ``message_id``, so that a test can wait for progress and count every id.
 Nothing here talks to rr: these are the other clients.
 """
@@ -20,7 +21,7 @@ from urllib.parse import quote
 import kombu
 import pika
 
-Settle = Literal["ack", "reject", "nack", "requeue"]
+Settle = Literal["ack", "reject", "nack", "requeue", "nack-requeue"]
 
 
 class Seen:
@@ -70,6 +71,8 @@ def pika_consumer(
                 chan.basic_nack(method.delivery_tag, requeue=False)
             case "requeue":
                 chan.basic_reject(method.delivery_tag, requeue=True)
+            case "nack-requeue":
+                chan.basic_nack(method.delivery_tag, requeue=True)
 
     channel.basic_consume(queue, on_message)
     thread = threading.Thread(target=channel.start_consuming, name="pika-consumer")
@@ -80,6 +83,25 @@ def pika_consumer(
         connection.add_callback_threadsafe(channel.stop_consuming)
         thread.join(timeout=30)
         connection.close()
+
+
+def pika_declare(amqp_url: str, queue: str, arguments: dict[str, Any] | None = None) -> None:
+    """``queue`` declared as a pika service declares its queue: durable, with ``arguments``
+    (none names a type unless they do)."""
+    connection = pika.BlockingConnection(pika.URLParameters(pika_url(amqp_url, "svc-pika")))
+    try:
+        connection.channel().queue_declare(queue, durable=True, arguments=arguments)
+    finally:
+        connection.close()
+
+
+def kombu_declare(amqp_url: str, queue: str, arguments: dict[str, Any] | None = None) -> None:
+    """``queue`` declared as kombu (and Celery) declares its queues: ``kombu.Queue`` with
+    ``queue_arguments``, durable."""
+    with kombu.Connection(amqp_url) as connection:
+        kombu.Queue(queue, queue_arguments=arguments or None, durable=True)(
+            connection.default_channel
+        ).declare()
 
 
 @contextmanager
@@ -99,7 +121,7 @@ def kombu_consumer(
         seen.add(message.properties.get("message_id") or "")
         if settle == "ack":
             message.ack()
-        elif settle == "requeue":
+        elif settle in ("requeue", "nack-requeue"):
             message.requeue()
         else:
             message.reject()

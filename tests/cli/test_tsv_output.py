@@ -158,8 +158,10 @@ def test_doctor_prints_the_findings_without_the_server_line_and_verdict(
         ["info", "transient-queues-deprecated"],
         ["info", "quorum-return-counting"],
         ["info", "alarms-not-checked"],
+        ["info", "declare-matches"],
         ["info", "quorum-delivery-limit-counting"],
         ["warning", "no-consumer"],
+        ["info", "foreign-consumers-not-checked"],
         ["info", "quorum-members-not-checked"],
     ]
     assert lines[1] == "info\tserver-version\tRabbitMQ 4.3.6"
