@@ -225,7 +225,7 @@ def _queue_arguments_text(arguments: Mapping[str, FieldValue], policy: Policy | 
 
 def default_type_line(default_queue_type: str) -> str:
     """What ``rr declare``, ``rr status`` and ``rr topology show --live`` say of the vhost's
-    default queue type, when the management API states it (docs/topology.md, "type")."""
+    default queue type, when the management API states it (docs/topology.md, "The queue's type")."""
     return (
         f"the vhost's default queue type: {default_queue_type} (from the management API): "
         "what a queue declared without x-queue-type becomes; rr declares every queue with "

@@ -98,7 +98,7 @@ class Broker(Settlement):
         """The vhost's default queue type (``rabbitmqctl add_vhost --default-queue-type``),
         None when it was made without one: a queue declared without ``x-queue-type`` is of
         this type, and a redeclaration without one means it (measured on 3.10.8, 4.0.5 and
-        4.3.6, docs/topology.md, "type")."""
+        4.3.6, docs/topology.md, "The queue's type")."""
         # RabbitMQ 4.0 (measured on 4.0.5; rabbitmq-server #11541 and #12109, also backported
         # to late 3.13.x): a queue declared without x-queue-type has the default type written
         # into its arguments, and a redeclaration without one means that default; so redeclaring

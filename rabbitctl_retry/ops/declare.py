@@ -317,7 +317,7 @@ class Declared:
     default_queue_type: str | None = None
     """The vhost's default queue type as the management API states it (None: no management
     URL, or the API states none): what a queue declared without ``x-queue-type`` would be;
-    rr declares every queue with its type (docs/topology.md, "type")."""
+    rr declares every queue with its type (docs/topology.md, "The queue's type")."""
 
 
 async def declare_topology(

@@ -118,8 +118,8 @@ def _classic_note(queue: QueueEntity, others: Sequence[QueueConsumer]) -> Consum
         f"{head}: what they reject or nack without requeue is dropped (the queue has no "
         f"dead-letter route: rr copies its own dead letters), {requeued}{lost_auto}. Keep "
         f'what they reject with rejected = "{queue.name}.rejected" in [queues.{queue.name}] '
-        '(docs/topology.md, "rejected"); a cap on their requeues is theirs to keep, or '
-        "consume the queue with rr run",
+        '(docs/topology.md, "What other consumers reject"); a cap on their requeues is '
+        "theirs to keep, or consume the queue with rr run",
         tuple(others),
     )
 

@@ -8,7 +8,8 @@ file                            on the broker
 every queue                     ``x-queue-type``, ``"classic"`` or ``"quorum"``: always sent,
                                 so that a vhost (or node) whose default queue type is quorum
                                 makes no classic queue of the file a quorum queue, and a queue
-                                of the other type is a conflict (docs/topology.md, "type")
+                                of the other type is a conflict (docs/topology.md, "The
+                                queue's type")
 classic, any max_attempts       no retry argument (the runtime counts)
 classic + dead_letter_exchange  ``x-dead-letter-exchange = <it>`` (where drops go; ``""``, the
                                 default exchange, with ``x-dead-letter-routing-key`` from
@@ -195,7 +196,7 @@ CLASSIC_ARGUMENTS: Mapping[str, FieldValue] = MappingProxyType(
 )
 """What a plain classic queue rr declares on its own (an unlisted dead-letter queue, a
 holding queue of ``rr migrate``, ``rr dlq move --create``'s target) is declared with: its
-type, whatever the vhost's default queue type (docs/topology.md, "type")."""
+type, whatever the vhost's default queue type (docs/topology.md, "The queue's type")."""
 
 
 def queue_arguments(

@@ -250,7 +250,7 @@ class Queue:
     rejected: str | None = None
     """A queue (on the default exchange) that keeps what any consumer of this queue rejects
     or nacks without requeue, rr's ``drop()`` included: the queue's server-side dead-letter
-    route (docs/topology.md, "rejected")."""
+    route (docs/topology.md, "What other consumers reject")."""
     delivery_limit: int | None = None
     delay: DelayMode = DelayMode.MEMORY
     wait_queue: str | None = None

@@ -1,5 +1,5 @@
-"""Queues are what the file says on every server default (docs/topology.md, "type"): in a
-vhost whose default queue type is quorum (``rabbitmqctl add_vhost --default-queue-type
+"""Queues are what the file says on every server default (docs/topology.md, "The queue's
+type"): in a vhost whose default queue type is quorum (``rabbitmqctl add_vhost --default-queue-type
 quorum``, which 3.10.8, 4.0.5 and 4.3.6 all take), on every server.
 
 What the issue measured on 4.3.6 before rr sent ``x-queue-type`` with every declare: a

@@ -177,8 +177,8 @@ def test_the_default_exchange_with_a_routing_key_keeps_them_too(
 def test_without_a_route_what_another_consumer_rejects_is_lost(
     amqp_url: str, tmp_path: Path
 ) -> None:
-    """The measurement behind docs/topology.md, "rejected": an rr classic queue as rr
-    declares it without ``rejected`` drops what pika rejects; nothing keeps it."""
+    """The measurement behind docs/topology.md, "What other consumers reject": an rr classic
+    queue as rr declares it without ``rejected`` drops what pika rejects; nothing keeps it."""
     with own_vhost(amqp_url) as rabbit:
         declared(rabbit, tmp_path, PLAIN)
         message_ids = ids("pika-reject", 5)

@@ -25,7 +25,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topolo
 QueueRow = tuple[str, bool, dict[str, Any]]
 
 CLASSIC = {"x-queue-type": "classic"}
-"""The arguments of a plain classic queue: its type, always sent (docs/topology.md, "type")."""
+"""The arguments of a plain classic queue: its type, always sent (docs/topology.md, "The
+queue's type")."""
 
 
 def queues_of(desired: Desired) -> list[QueueRow]:

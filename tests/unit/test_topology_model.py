@@ -380,7 +380,8 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
             "queues.q.arguments.x-dead-letter-routing-key",
             'x-dead-letter-routing-key needs dead_letter_exchange ("" for the default exchange',
         ),
-        # rejected (docs/topology.md, "rejected"): the queue's one server-side route
+        # rejected (docs/topology.md, "What other consumers reject"): the queue's one
+        # server-side dead-letter route
         (
             {"name": "q", "rejected": "q"},
             "queues.q.rejected",
