@@ -36,10 +36,13 @@ type = "quorum"
 max_attempts = 5
 dead_letter = "orders.dead"
 
+[exchanges."emails.dropped"]
+type = "fanout"
+
 [queues.emails]
 max_attempts = 3
 dead_letter = "emails.dead"
-rejected = "emails.rejected"
+dead_letter_exchange = "emails.dropped"
 
 [queues.reports]
 arguments = { x-max-length = 1000 }
@@ -88,7 +91,7 @@ def test_queues_other_clients_declared_first_make_doctor_unsafe(
     with own_vhost(amqp_url) as rabbit:
         # as FastStream, Celery, kombu and pika services declare them, before rr
         pika_declare(rabbit.url, "orders", {"x-queue-type": "quorum"})  # no limit, no route
-        kombu_declare(rabbit.url, "emails")  # no dead-letter route for what is rejected
+        kombu_declare(rabbit.url, "emails")  # without the route for what is rejected
         pika_declare(rabbit.url, "reports", {"x-max-length": 500})
         kombu_declare(rabbit.url, "payments")  # a classic queue
         pika_declare(rabbit.url, "audit", {"x-message-ttl": 60000})
@@ -117,7 +120,7 @@ def test_queues_other_clients_declared_first_make_doctor_unsafe(
         assert f"x-queue-type: file 'quorum', broker {broker_side}" in said["payments"]["message"]
         assert "x-delivery-limit: file 4, broker (none)" in said["orders"]["message"]
         assert (
-            "x-dead-letter-routing-key: file 'emails.rejected', broker (none)"
+            "x-dead-letter-exchange: file 'emails.dropped', broker (none)"
             in said["emails"]["message"]
         )
         assert "x-max-length: file 1000, broker 500" in said["reports"]["message"]
