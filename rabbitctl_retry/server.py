@@ -190,8 +190,10 @@ class QueueConsumer:
 
     queue: str
     tag: str
-    connection: str
-    """The server's name of its connection: ``127.0.0.1:39600 -> 127.0.0.1:5675``."""
+    connection: str | None
+    """The server's name of its connection: ``127.0.0.1:39600 -> 127.0.0.1:5675``; None when
+    the API does not state it yet (4.3.6 states a new consumer's ``channel_details`` as ``{}``
+    for a moment, until its channel's statistics are in: measured)."""
     ack_required: bool
     """False for a consumer that takes without acknowledging (``no_ack``, auto-ack)."""
     product: str | None = None

@@ -104,6 +104,13 @@ def declare_outcome(
 
     # transient queues on RabbitMQ 4 (docs/topology.md)
     warnings = [warning_line(warning) for warning in result.warnings]
+    if declared.default_type_problem is not None:
+        warnings.append(
+            warning_line(
+                "the vhost's default queue type could not be read (rr declares every queue "
+                f"with its type all the same): {declared.default_type_problem}"
+            )
+        )
     if problem is not None:
         # The apply is done and stands; only the report of where the queues live is
         # missing: a warning, exit 0 (docs/cluster.md, "Replicas").

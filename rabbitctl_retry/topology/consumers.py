@@ -55,8 +55,14 @@ class ConsumerNote:
 
 
 def foreign(consumers: Iterable[QueueConsumer]) -> tuple[QueueConsumer, ...]:
-    """The consumers whose connection is not rr's (``server.is_rr_client``)."""
-    return tuple(c for c in consumers if not is_rr_client(c.product, c.connection_name))
+    """The consumers whose connection is not rr's (``server.is_rr_client``); one whose
+    connection the API does not state yet (a new consumer, for a moment) is not known to be
+    either, and is left out until it does."""
+    return tuple(
+        c
+        for c in consumers
+        if c.connection is not None and not is_rr_client(c.product, c.connection_name)
+    )
 
 
 def describe(consumer: QueueConsumer) -> str:
@@ -66,7 +72,7 @@ def describe(consumer: QueueConsumer) -> str:
         part
         for part in (
             repr(consumer.connection_name) if consumer.connection_name else "",
-            consumer.connection,
+            consumer.connection or "",
         )
         if part
     )

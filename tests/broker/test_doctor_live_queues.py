@@ -176,16 +176,17 @@ def test_doctor_names_the_consumers_that_are_not_rr(amqp_url: str, tmp_path: Pat
 
 
 async def listed_by_the_api(rabbit: RabbitBackend, queue: str, count: int) -> None:
-    """Wait until the management API lists ``count`` consumers of ``queue`` (it states what
-    its statistics last sampled: a new consumer shows within seconds); at once without an
-    API."""
+    """Wait until the management API lists ``count`` consumers of ``queue``, each with its
+    connection (it states what its statistics last sampled: a new consumer shows within
+    seconds, and for a moment without its channel); at once without an API."""
     url = MANAGEMENT_URLS.get(current().version)
     if url is None:
         return
     api = HttpManagementApi(url, vhost=rabbit.vhost)
 
     async def listed() -> bool:
-        return len([c for c in await api.consumers() if c.queue == queue]) == count
+        found = [c for c in await api.consumers() if c.queue == queue]
+        return len(found) == count and all(c.connection is not None for c in found)
 
     await rabbit.until(listed, f"the management API listing {count} consumers of {queue}")
 

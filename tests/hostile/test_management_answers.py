@@ -474,6 +474,7 @@ def test_the_placement_is_shown_when_the_api_answers(
         "/api/overview",
         f"/api/queues/{vhost}/rr-mgmt",
         f"/api/queues/{vhost}/rr-mgmt-2",
+        f"/api/vhosts/{vhost}",  # the vhost's default queue type
     ]
 
 
@@ -801,6 +802,12 @@ async def test_every_consumer_is_read_with_its_clients_properties(api: FakeManag
                 _consumer_row("jobs", "None1", "py-amqp"),
                 _consumer_row("jobs", "amq.ctag-r", RR, ack_required=False),
                 _consumer_row("jobs", "gone", "127.0.0.1:1 -> 127.0.0.1:5675"),
+                {  # a new consumer, stated without its channel for a moment (4.3.6)
+                    "queue": {"name": "jobs"},
+                    "consumer_tag": "new",
+                    "ack_required": True,
+                    "channel_details": {},
+                },
             ]
         ),
     )
@@ -836,7 +843,9 @@ async def test_every_consumer_is_read_with_its_clients_properties(api: FakeManag
         ("amq.ctag-r", False, "rr", None, "rr run svc on h"),
         ("ctag1.a", True, "Pika Python Client Library", "1.4.4", "svc-a"),
         ("gone", True, None, None, None),
+        ("new", True, None, None, None),
     ]
+    assert found[-1].connection is None
     assert {c.queue for c in found} == {"jobs"}
 
 
@@ -850,7 +859,22 @@ async def test_every_consumer_is_read_with_its_clients_properties(api: FakeManag
             QUEUE_CONSUMERS_PATH,
             Answer.json([{"queue": {"name": "q"}, "consumer_tag": "t", "ack_required": True}]),
             "a consumer without",
-            id="no-connection",
+            id="no-channel-details",
+        ),
+        pytest.param(
+            QUEUE_CONSUMERS_PATH,
+            Answer.json(
+                [
+                    {
+                        "queue": {"name": "q"},
+                        "consumer_tag": "t",
+                        "ack_required": True,
+                        "channel_details": {"connection_name": 7},
+                    }
+                ]
+            ),
+            "a consumer without",
+            id="connection-not-a-text",
         ),
         pytest.param(
             QUEUE_CONSUMERS_PATH,

@@ -90,6 +90,14 @@ def test_before_4_3_a_quorum_queue_counts_a_nack(server: tuple[int, int, int]) -
     )
 
 
+def test_a_consumer_whose_connection_is_not_stated_yet_is_not_named() -> None:
+    """4.3.6 states a new consumer's channel as {} for a moment (measured): its client is
+    not known, so it is neither rr's nor another's until the API states it."""
+    new = QueueConsumer(queue="work", tag="t", connection=None, ack_required=True)
+    assert foreign([new]) == ()
+    assert notes((4, 3, 6), [new]) == {}
+
+
 def test_rr_s_own_consumers_are_no_note() -> None:
     own = [c for c in EVERY_QUEUE if c.product == "rr"]
     assert notes((4, 3, 6), own) == {}
