@@ -478,6 +478,28 @@ def test_the_placement_is_shown_when_the_api_answers(
     ]
 
 
+def test_a_vhost_answer_that_fails_is_a_warning_and_the_declare_goes_on(
+    tmp_path: Path, vhost_url: str, api: FakeManagement
+) -> None:
+    """The vhost's default queue type decides nothing for rr declare (every queue is declared
+    with its type): an API that fails to tell it is one warning line, and the queues are
+    declared."""
+    api.speak_for(current().release)
+    vhost = urlsplit(vhost_url).path[1:]
+    api.answer(f"/api/vhosts/{vhost}", Answer(status=500))
+
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 0, result.stderr
+    shown = api.url().replace(SECRET, "******")
+    assert result.stderr.splitlines() == [
+        "rr: warning: the vhost's default queue type could not be read (rr declares every "
+        f"queue with its type all the same): the management API at {shown} answered 500 to "
+        f"GET /api/vhosts/{vhost}"
+    ]
+    assert sorted(_queues(vhost_url)) == ["rr-mgmt", "rr-mgmt-2"]
+
+
 @pytest.mark.parametrize(
     ("told", "difference"),
     [
