@@ -183,6 +183,54 @@ class QueueActivity:
     """``message_stats.deliver_get_details.rate``: deliveries and gets per second."""
 
 
+@dataclass(frozen=True, slots=True)
+class QueueConsumer:
+    """A consumer of a queue of the vhost as the management API states it (``rr doctor``,
+    ``rr status``; docs/cli.md, "Consumers that are not rr"): ``GET /api/consumers/VHOST``
+    names its queue, tag and channel's connection, and ``GET /api/vhosts/VHOST/connections``
+    that connection's client properties (the same shape on 4.3.6, measured). Nothing there
+    says how a consumer settles what it takes (ack, reject, nack, requeue or not): the API
+    keeps no count per consumer."""
+
+    queue: str
+    tag: str
+    connection: str | None
+    """The server's name of its connection: ``127.0.0.1:39600 -> 127.0.0.1:5675``; None when
+    the API does not state it yet (4.3.6 states a new consumer's ``channel_details`` as ``{}``
+    for a moment, until its channel's statistics are in: measured)."""
+    ack_required: bool
+    """False for a consumer that takes without acknowledging (``no_ack``, auto-ack)."""
+    product: str | None = None
+    """Its connection's client property ``product`` (``Pika Python Client Library``,
+    ``py-amqp``, ``rr``), None when the client sent none."""
+    version: str | None = None
+    """``version`` (``product_version`` for py-amqp), None when not sent."""
+    connection_name: str | None = None
+    """The name the client gave its connection (client property ``connection_name``)."""
+
+
+RR_CLIENT_PRODUCT = "rr"
+"""The ``product`` rr's own AMQP client names itself with in its client properties
+(``transport/native.py``; the aiormq adapter sends aiormq's): how the management API's
+connections tell rr from other clients (docs/cli.md, "Consumers that are not rr")."""
+
+RR_CONNECTION_NAMES = ("rr", "rr run ")
+"""The ``connection_name`` rr gives its connections when the URL names none: ``rr``, and
+``rr run MODULE on HOST`` for ``rr run`` (``cli/_common.py``, ``cli/run.py``): with either
+AMQP client, a connection so named is rr's."""
+
+
+def is_rr_client(product: str | None, connection_name: str | None) -> bool:
+    """Whether a connection with these client properties is one of rr's: rr's own client's
+    ``product``, or a name rr gives its connections (docs/cli.md, "Consumers that are not
+    rr"). A URL that names the connection (``?name=``) with ``RR_AMQP_CLIENT=aiormq`` leaves
+    neither: rr does not know it then."""
+    if product == RR_CLIENT_PRODUCT:
+        return True
+    name = connection_name or ""
+    return name == RR_CONNECTION_NAMES[0] or name.startswith(RR_CONNECTION_NAMES[1])
+
+
 NODES_PATH = "/api/nodes"
 """The management API's nodes of the cluster, each with its name and, while it runs, its
 resource alarms and the numbers behind them (docs/cli.md, "rr doctor")."""

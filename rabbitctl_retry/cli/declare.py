@@ -20,7 +20,13 @@ from rabbitctl_retry.cli._common import (
     run,
 )
 from rabbitctl_retry.cli.finish import Outcome, finish
-from rabbitctl_retry.cli.render import plan_document, plan_summary, plan_table, setting_lines
+from rabbitctl_retry.cli.render import (
+    default_type_line,
+    plan_document,
+    plan_summary,
+    plan_table,
+    setting_lines,
+)
 from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
 from rabbitctl_retry.ops.declare import Declared, declare_topology
 from rabbitctl_retry.ops.preflight import load_checked
@@ -91,12 +97,20 @@ def declare_outcome(
 
     def document() -> dict[str, Any]:
         shown = plan_document(result, dry_run=dry_run)
+        shown["vhost_default_queue_type"] = declared.default_queue_type
         if problem is not None:
             shown["placement_error"] = censor_urls(str(problem))
         return shown
 
     # transient queues on RabbitMQ 4 (docs/topology.md)
     warnings = [warning_line(warning) for warning in result.warnings]
+    if declared.default_type_problem is not None:
+        warnings.append(
+            warning_line(
+                "the vhost's default queue type could not be read (rr declares every queue "
+                f"with its type all the same): {declared.default_type_problem}"
+            )
+        )
     if problem is not None:
         # The apply is done and stands; only the report of where the queues live is
         # missing: a warning, exit 0 (docs/cluster.md, "Replicas").
@@ -119,6 +133,11 @@ def declare_outcome(
             plan_table(result),
             *setting_lines(result),
             plan_summary(result, dry_run=dry_run),
+            *(
+                [default_type_line(declared.default_queue_type)]
+                if declared.default_queue_type is not None
+                else []
+            ),
         ],
         notes=warnings,
         error=ConflictError(

@@ -67,7 +67,8 @@ def doctor_command(
             envvar=MANAGEMENT_URL_ENV,
             help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
             "deprecated features the server permits or denies, which AMQP does not tell, "
-            "the nodes' memory and disk alarms, quorum queues' members online, "
+            "the nodes' memory and disk alarms, quorum queues' members online, the vhost's "
+            "default queue type, the consumers that are not rr, "
             "and on RabbitMQ 3.x which queues an ha-mode policy mirrors "
             '(docs/cli.md, "rr doctor"). Else [broker] management_url; without one, those '
             "findings are assumed from the version or not made.",
@@ -77,7 +78,8 @@ def doctor_command(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Print the server's version and every behaviour of it that matters for retries; with
-    --topology, what it means for that file's queues and how they are now (consumers,
+    --topology, what it means for that file's queues, whether the queues the server holds
+    are as the file says (as rr declare checks them), and how they are now (consumers,
     dead letters). Exit 1 when something in the topology is unsafe on this server, or the
     server is not healthy now (docs/cli.md, "rr doctor")."""
     with guard():
@@ -95,17 +97,24 @@ def doctor_command(
         topology.broker.urls if topology else (),
     )
     facts = run(
-        server_facts(connect_to(ctx, broker_urls), desired, management_connector_of(ctx), api_url)
+        server_facts(
+            connect_to(ctx, broker_urls),
+            desired,
+            management_connector_of(ctx),
+            api_url,
+            topology,
+        )
     )
     retried = frozenset(
         queue.name
         for queue in (topology.queues if topology else ())
         if queue.max_attempts is not None
     )
-    dead_letters = frozenset(
-        queue.dead_letter
+    dead_letters = frozenset(  # and the queues that keep what is rejected: no consumer
+        target
         for queue in (topology.queues if topology else ())
-        if queue.dead_letter is not None
+        for target in (queue.dead_letter, queue.rejected)
+        if target is not None
     )
     findings = examine(desired, facts, retried, dead_letters)
     finish(doctor_outcome(facts, findings), output)

@@ -86,9 +86,10 @@ COMMANDS = (
         "rabbitctl_retry.cli.doctor",
         "doctor_command",
         "Print the server's version and every behaviour of it that matters for retries; with "
-        "--topology, what it means for that file's queues and how they are now (consumers, "
-        "dead letters). Exit 1 when something in the topology is unsafe on this server, or "
-        'the server is not healthy now (docs/cli.md, "rr doctor").',
+        "--topology, what it means for that file's queues, whether the queues the server "
+        "holds are as the file says (as rr declare checks them), and how they are now "
+        "(consumers, dead letters). Exit 1 when something in the topology is unsafe on this "
+        'server, or the server is not healthy now (docs/cli.md, "rr doctor").',
     ),
     LazyCommand(
         "completion",

@@ -18,6 +18,7 @@ from rich.text import Text
 from rabbitctl_retry.cli.plain_table import Rows
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import Placement, Policy
+from rabbitctl_retry.topology.effective import EffectiveSetting
 from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns, Topology
@@ -124,6 +125,7 @@ def _operation_document(result: Plan, operation: Operation) -> dict[str, Any]:
     if operation.op is OpKind.DECLARE_QUEUE:
         policy = getattr(operation.entity, "policy", None)
         document["policy"] = None if policy is None else policy.name
+        document["broker_type"] = operation.broker_type
         document["settings"] = [_setting_document(row) for row in operation.settings]
     return document
 
@@ -221,6 +223,16 @@ def _queue_arguments_text(arguments: Mapping[str, FieldValue], policy: Policy | 
     return "\n".join(part for part in (shown, f"policy {policy.name}:", keys) if part)
 
 
+def default_type_line(default_queue_type: str) -> str:
+    """What ``rr declare``, ``rr status`` and ``rr topology show --live`` say of the vhost's
+    default queue type, when the management API states it (docs/topology.md, "The queue's type")."""
+    return (
+        f"the vhost's default queue type: {default_queue_type} (from the management API): "
+        "what a queue declared without x-queue-type becomes; rr declares every queue with "
+        "its type"
+    )
+
+
 def plan_summary(result: Plan, *, dry_run: bool) -> str:
     counts: dict[Status, int] = {}
     for operation in result.operations:
@@ -247,6 +259,7 @@ def topology_document(topology: Topology, desired: Desired) -> dict[str, Any]:
                 "type": queue.type.value,
                 "max_attempts": queue.max_attempts,
                 "dead_letter": queue.dead_letter,
+                "rejected": queue.rejected,
                 "attempts_counted_by": _counted_by(queue.type, queue.max_attempts),
                 "delay": queue.delay.value,
                 "wait_queues": list(queue.wait_queue_names),
@@ -310,52 +323,98 @@ def _counted_by(queue_type: QueueType, max_attempts: int | None) -> str | None:
     return "server" if queue_type is QueueType.QUORUM else "rr"
 
 
+MISSING = "missing"
+"""The state of a queue of the file the broker does not hold, and of a setting the file gives
+a queue that nothing on the broker sets (docs/cli.md, "rr topology show --live")."""
+TYPE_DIFFERS = "type differs"
+"""The state of the type of a queue that is not of the file's type."""
+
+
+def _live_state(queue: LiveQueue, key: str, effective: FieldValue) -> str:
+    file = queue.file_value(key)
+    if file is not None and effective is None:
+        return MISSING
+    if key == "x-queue-type" and file is not None and effective != file:
+        return TYPE_DIFFERS
+    return ""
+
+
+def _live_settings(queue: LiveQueue) -> list[EffectiveSetting]:
+    """The queue's settings on the broker, and those the file gives it that the broker does
+    not set (all four values None), sorted by name."""
+    shown = {row.key for row in queue.settings}
+    absent = [
+        EffectiveSetting(key=key, argument=None, policy=None, operator_policy=None, effective=None)
+        for key, _ in queue.file
+        if key not in shown
+    ]
+    return sorted((*queue.settings, *absent), key=lambda row: row.key)
+
+
 def live_document(queues: Sequence[LiveQueue]) -> list[dict[str, Any]]:
     """``rr topology show --live --output json``: per queue of the file, whether it exists,
-    the policy and operator policy that apply to it, and each setting's values."""
+    its type on the broker, the policy and operator policy that apply to it, what the file
+    gives it that the broker does not set (``missing``), and each setting's values."""
     return [
         {
             "queue": queue.name,
             "exists": queue.exists,
+            "type": queue.kind,
             "policy": queue.policy,
             "operator_policy": queue.operator_policy,
+            "missing": list(queue.missing),
             "settings": [
                 {
                     "key": row.key,
+                    "file": json_value(queue.file_value(row.key)),
                     "argument": json_value(row.argument),
                     "policy": row.policy,
                     "operator_policy": row.operator_policy,
                     "effective": json_value(row.effective),
+                    "state": _live_state(queue, row.key, row.effective) or None,
                 }
-                for row in queue.settings
+                for row in (_live_settings(queue) if queue.exists else ())
             ],
         }
         for queue in queues
     ]
 
 
-LIVE_COLUMNS = ("queue", "setting", "argument", "policy", "operator policy", "effective")
+LIVE_COLUMNS = (
+    "queue",
+    "setting",
+    "file",
+    "argument",
+    "policy",
+    "operator policy",
+    "effective",
+    "state",
+)
 
 
 def live_rows(queues: Sequence[LiveQueue]) -> Rows:
-    """``rr topology show --live``: one row per setting of each queue on the broker."""
+    """``rr topology show --live``: one row per setting of each queue on the broker and per
+    setting of the file it lacks (``missing``); a queue the broker does not hold is one row,
+    ``missing``."""
     rows: list[tuple[str, ...]] = []
     for queue in queues:
         if not queue.exists:
-            rows.append((queue.name, "(no such queue)", "", "", "", ""))
+            rows.append((queue.name, "(no such queue)", "", "", "", "", "", MISSING))
             continue
         policy = f" ({queue.policy})" if queue.policy else ""
         operator = f" ({queue.operator_policy})" if queue.operator_policy else ""
-        for row in queue.settings:
+        for row in _live_settings(queue):
             rows.append(
                 (
                     queue.name,
                     row.key,
+                    _shown(queue.file_value(row.key)),
                     _shown(row.argument),
                     _shown(row.policy) + (policy if row.policy is not None else ""),
                     _shown(row.operator_policy)
                     + (operator if row.operator_policy is not None else ""),
                     _shown(row.effective),
+                    _live_state(queue, row.key, row.effective),
                 )
             )
     return Rows("live settings", LIVE_COLUMNS, rows)

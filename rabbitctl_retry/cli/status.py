@@ -98,6 +98,7 @@ def status_command(
     from rabbitctl_retry.cli.status_render import Reading, status_outcome
     from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.ops.status import read_statuses
+    from rabbitctl_retry.topology.consumers import consumer_notes
     from rabbitctl_retry.topology.expand import QueueEntity, expand
     from rabbitctl_retry.topology.load import load_file
 
@@ -108,6 +109,9 @@ def status_command(
         topology = load_file(shown.topology) if shown.topology is not None else None
     listed = list(expand(topology).queues) if topology is not None else []
     in_file = {queue.name for queue in listed}
+    retried = frozenset(
+        queue.name for queue in (topology.queues if topology else ()) if queue.max_attempts
+    )
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
     urls = resolve_urls(url, topology.broker.urls if topology else ())
     connect = connect_to(ctx, urls)
@@ -128,12 +132,26 @@ def status_command(
     def reading() -> Reading:
         read_at = datetime.now(UTC)
         statuses = read_statuses(
-            connect, listed, None if every_queue else named, management=management
+            connect, topology, None if every_queue else named, management=management
+        )
+        found = run(statuses, quiet_interrupt=watch_s is not None)
+        notes = (
+            consumer_notes(
+                [status.entity for status in found.queues if status.listed],
+                retried,
+                found.consumers,
+                found.server.release,
+            )
+            if found.consumers is not None
+            else []
         )
         return Reading(
-            run(statuses, quiet_interrupt=watch_s is not None),
+            found.queues,
             read_at=read_at,
             management=management is not None,
+            default_queue_type=found.default_queue_type,
+            consumers=found.consumers,
+            notes=notes,
         )
 
     if watch_s is None:

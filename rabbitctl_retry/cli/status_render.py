@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from rabbitctl_retry.ops.status import QueueStatus
+    from rabbitctl_retry.server import QueueConsumer
+    from rabbitctl_retry.topology.consumers import ConsumerNote
 
 NO_MANAGEMENT_LINE = (
     "unacked messages, consumers' prefetch and publish/deliver rates: give --management-url "
@@ -44,6 +46,13 @@ class Reading:
     """When the reading began (timezone-aware)."""
     management: bool = False
     """A management API was read: its columns are shown."""
+    default_queue_type: str | None = None
+    """The vhost's default queue type, as the management API states it."""
+    consumers: Sequence[QueueConsumer] | None = None
+    """Every consumer of the vhost with its client (the management API; None: not read)."""
+    notes: Sequence[ConsumerNote] = ()
+    """What the consumers that are not rr mean for the file's queues
+    (``topology/consumers.py``), each a line under the table."""
 
 
 def timestamp(moment: datetime) -> str:
@@ -78,6 +87,13 @@ def status_outcome(
         pieces += [status_table(reading), count]
         if not reading.management and first:
             pieces.append(Unwrapped(NO_MANAGEMENT_LINE))
+        if reading.default_queue_type is not None:
+            from rabbitctl_retry.cli.render import default_type_line
+
+            pieces.append(Unwrapped(default_type_line(reading.default_queue_type)))
+        from rabbitctl_retry.cli.render import cell as shown
+
+        pieces += [shown(f"{note.level.value}: {note.message}") for note in reading.notes]
         live = [status.live for status in statuses if status.live is not None]
         if live:
             from rabbitctl_retry.cli.render import live_rows, rich_table
@@ -102,9 +118,10 @@ def status_outcome(
 
 
 def type_of(status: QueueStatus) -> str:
-    """The table's type: the broker's when known, else the file's (a queue of the file);
-    ``-`` for a queue only named that does not exist, ``?`` for one whose type the broker
-    would not tell."""
+    """The table's type: the broker's when known (a queue of the file whose type differs
+    shows the broker's, and its state says so); else the file's (a queue of the file that
+    does not exist); ``-`` for a queue only named that does not exist, ``?`` for one whose
+    type the broker would not tell."""
     if status.kind is not None:
         return status.kind
     if status.listed:
@@ -146,12 +163,16 @@ def prefetch_text(prefetches: Sequence[int]) -> str:
 def status_document(reading: Reading) -> dict[str, Any]:
     """``rr status --output json`` (docs/cli.md, "rr status")."""
     from rabbitctl_retry.cli.render import json_arguments, live_document
+    from rabbitctl_retry.topology.consumers import describe, foreign
+
+    others = None if reading.consumers is None else foreign(reading.consumers)
 
     def queue(status: QueueStatus) -> dict[str, Any]:
         activity = status.activity
         return {
             "name": status.entity.name,
-            "type": file_type(status) if status.listed else status.kind,
+            "type": status.kind if status.kind is not None or not status.listed else None,
+            "file_type": file_type(status) if status.listed else None,
             "role": status.entity.role if status.listed else None,
             "present": status.present,
             "locked": status.locked,
@@ -168,12 +189,25 @@ def status_document(reading: Reading) -> dict[str, Any]:
             ),
             "differences": status.drift,
             "arguments": json_arguments(status.entity.arguments) if status.listed else None,
+            "consumers_not_rr": None
+            if others is None
+            else [describe(c) for c in others if c.queue == status.entity.name],
             **({} if status.live is None else {"live": live_document([status.live])[0]}),
         }
 
     return {
         "read_at": timestamp(reading.read_at),
+        "vhost_default_queue_type": reading.default_queue_type,
         "queues": [queue(status) for status in reading.statuses],
+        "consumer_notes": [
+            {
+                "code": note.code,
+                "level": note.level.value,
+                "queue": note.queue,
+                "message": note.message,
+            }
+            for note in reading.notes
+        ],
         "ok": all(status.ok for status in reading.statuses),
     }
 

@@ -27,6 +27,7 @@ from rabbitctl_retry.cli._common import (
 )
 from rabbitctl_retry.cli.finish import Outcome, Piece, Unwrapped, finish
 from rabbitctl_retry.cli.render import (
+    default_type_line,
     live_document,
     live_rows,
     printable,
@@ -41,7 +42,7 @@ from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.management import check_management_url, vhost_of
 
 if TYPE_CHECKING:  # loaded by show --live only: the other commands run no operation
-    from rabbitctl_retry.ops.live import LiveQueue
+    from rabbitctl_retry.ops.live import Live
 
 app = typer.Typer(
     help="Check, show and export a topology file without touching a broker.",
@@ -83,8 +84,9 @@ def show(
         typer.Option(
             "--live",
             help="Also read each queue's settings on the broker through the management API: "
-            "its argument, the policy and the operator policy that apply to it, and the "
-            "effective value (docs/topology.md, 'Changing a topology').",
+            "its type, argument, policy, operator policy and effective value beside the "
+            "file's; what the broker lacks is marked missing (docs/topology.md, 'Changing a "
+            "topology').",
         ),
     ] = False,
     url: UrlOption = None,
@@ -102,7 +104,7 @@ def show(
     """Show the retry policy of each queue and every entity the file declares, with its
     exact arguments (and, with --live, each setting's effective value on the broker)."""
     topology, desired = _load(topology_file)
-    found: tuple[LiveQueue, ...] | None = None
+    found: Live | None = None
     if live:
         with guard():
             given = resolve_management_url(
@@ -117,10 +119,10 @@ def show(
                 )
             check_management_url(given)
             vhost = vhost_of(resolve_urls(url, topology.broker.urls)[0])
-        from rabbitctl_retry.ops.live import live_settings
+        from rabbitctl_retry.ops.live import live_topology
 
         found = run(
-            live_settings(
+            live_topology(
                 desired,
                 management_url=given,
                 vhost=vhost,
@@ -131,13 +133,16 @@ def show(
     def document() -> dict[str, object]:
         shown = topology_document(topology, desired)
         if found is not None:
-            shown["live"] = live_document(found)
+            shown["live"] = live_document(found.queues)
+            shown["vhost_default_queue_type"] = found.default_queue_type
         return shown
 
     def table() -> list[Piece]:
         pieces = _show_pieces(topology, desired)
         if found is not None:
-            pieces += [live_rows(found), ""]
+            pieces += [live_rows(found.queues), ""]
+            if found.default_queue_type is not None:
+                pieces.append(default_type_line(found.default_queue_type))
         return pieces
 
     finish(Outcome(document=document, table=table), output)

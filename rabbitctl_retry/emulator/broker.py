@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 
 from rabbitctl_retry.emulator import policies
 from rabbitctl_retry.emulator.args import (
+    QueueKind,
     QueueSettings,
     exchange_inequivalence,
     frozen_arguments,
@@ -41,7 +42,7 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
 )
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import Policy, ServerVersion
+from rabbitctl_retry.server import RR_CLIENT_PRODUCT, Policy, ServerVersion
 from rabbitctl_retry.transport.base import Delivery, QueueInfo
 
 DELAYED_TYPE = "x-delayed-message"
@@ -60,6 +61,14 @@ _SYSTEM_EXCHANGES = (
 class NotModelled(ConfigError):
     """A declaration the server accepts whose behaviour the emulator does not model: it refuses
     it clearly instead of behaving differently from RabbitMQ."""
+
+
+RR_CLIENT_PROPERTIES: Mapping[str, FieldValue] = {
+    "product": RR_CLIENT_PRODUCT,
+    "connection_name": "rr",
+}
+"""The client properties of a connection made without any: those of rr's own client (the
+emulator's connections stand in for rr's), a ``product`` and a ``connection_name``."""
 
 
 class ConnectionFault(Exception):
@@ -81,9 +90,15 @@ class Broker(Settlement):
         *,
         delayed_message_exchange: bool = True,
         record_events: bool = True,
+        default_queue_type: QueueKind | None = None,
     ) -> None:
         super().__init__(clock, server_version, record_events=record_events)
         self.delayed_message_exchange = delayed_message_exchange
+        self.default_queue_type = default_queue_type
+        """The vhost's default queue type (``rabbitmqctl add_vhost --default-queue-type``),
+        None when it was made without one: a queue declared without ``x-queue-type`` is of
+        this type, and a redeclaration without one means it (measured on 3.10.8, 4.0.5 and
+        4.3.6, docs/topology.md, "The queue's type")."""
         # RabbitMQ 4.0 (measured on 4.0.5; rabbitmq-server #11541 and #12109, also backported
         # to late 3.13.x): a queue declared without x-queue-type has the default type written
         # into its arguments, and a redeclaration without one means that default; so redeclaring
@@ -113,8 +128,13 @@ class Broker(Settlement):
 
     # -- connections and channels ------------------------------------------------------------
 
-    def open_connection(self) -> ConnectionState:
-        connection = ConnectionState(number=next(self._connection_numbers))
+    def open_connection(
+        self, client_properties: Mapping[str, FieldValue] | None = None
+    ) -> ConnectionState:
+        connection = ConnectionState(
+            number=next(self._connection_numbers),
+            client_properties=dict(client_properties or RR_CLIENT_PROPERTIES),
+        )
         connection.on_fault = lambda reply_code, reply_text: self.close_connection(connection)
         self.connections.append(connection)
         return connection
@@ -198,9 +218,10 @@ class Broker(Settlement):
                 raise _locked(name)
             current_args: Mapping[str, FieldValue] = existing.arguments
             compared_args: Mapping[str, FieldValue] = args
-            if self._queue_type_always_set:
+            implied = self._implied_queue_type()
+            if implied is not None:
                 current_args = {**current_args, "x-queue-type": existing.settings.kind}
-                compared_args = {"x-queue-type": "classic", **args}
+                compared_args = {"x-queue-type": implied, **args}
             problem = queue_inequivalence(
                 name,
                 kind=existing.settings.kind,
@@ -216,6 +237,8 @@ class Broker(Settlement):
                 raise PreconditionFailed(problem)
             self.mark_used(existing)
             return self._info(existing)
+        if self.default_queue_type is not None and "x-queue-type" not in args:
+            args = frozen_arguments({"x-queue-type": self.default_queue_type, **args})
         settings = validate_queue(
             name,
             durable=durable,
@@ -228,6 +251,14 @@ class Broker(Settlement):
         self._apply_policies(q)
         self.mark_used(q)
         return self._info(q)
+
+    def _implied_queue_type(self) -> QueueKind | None:
+        """The type a declaration without ``x-queue-type`` means when the server compares it
+        with an existing queue: the vhost's default; on RabbitMQ 4 without one, classic; on
+        3.10 without one, none (it compares "none" with the queue's argument)."""
+        if self.default_queue_type is not None:
+            return self.default_queue_type
+        return "classic" if self._queue_type_always_set else None
 
     # -- policies (docs/topology.md, "Policies and arguments") ------------------------------
 

@@ -28,6 +28,7 @@ from rabbitctl_retry.server import (
     Placement,
     Policy,
     QueueActivity,
+    QueueConsumer,
     QueueHealth,
     QueueState,
     ServerIdentity,
@@ -166,6 +167,11 @@ class Emulated(Protocol):
     server_version: ServerVersion
     cluster: EmulatedCluster
 
+    @property
+    def default_queue_type(self) -> str | None: ...
+
+    def queue_consumers(self) -> tuple[QueueConsumer, ...]: ...
+
     def has_queue(self, name: str) -> bool: ...
 
     def queue_names(self) -> list[str]: ...
@@ -275,6 +281,25 @@ class EmulatedManagementApi:
                 )
             )
         return tuple(found)
+
+    async def consumers(self) -> tuple[QueueConsumer, ...]:
+        """Every consumer of the emulator's queues, with what its connection's client said
+        of itself (rr's own client's properties unless the test connected with others:
+        ``Emulator.connect(client_properties=...)``), sorted by queue and tag."""
+        return tuple(
+            sorted(self._emulator.queue_consumers(), key=lambda found: (found.queue, found.tag))
+        )
+
+    async def vhost_default_queue_type(self) -> str | None:
+        """The emulated vhost's default queue type when it was made with one; else what
+        RabbitMQ 4.3.6's API states for a vhost made without one, ``classic`` (measured), on
+        every 4.x line (4.0.5's API was not measured: the shared 4.0.5 has no management
+        plugin; its declares behave as 4.3.6's, docs/testing.md), and none on 3.10, whose
+        declares compare a queue's type with none (measured: 3.10.8's API was not)."""
+        given = self._emulator.default_queue_type
+        if given is not None:
+            return given
+        return "classic" if self._emulator.server_version.major >= 4 else None
 
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s kind, arguments and the policies that apply to it (the rules of

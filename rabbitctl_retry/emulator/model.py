@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from rabbitctl_retry.emulator.args import QueueSettings, StrictPriorities
 from rabbitctl_retry.emulator.clock import TimerHandle
 from rabbitctl_retry.emulator.delayed_retry import WaitingRoom
-from rabbitctl_retry.fields import FieldTable
+from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Delivery, Properties
 
 
@@ -395,6 +395,9 @@ class Unacked:
 @dataclass(slots=True, eq=False)
 class ConnectionState:
     number: int
+    client_properties: dict[str, FieldValue] = field(default_factory=dict)
+    """What its client said of itself when it connected (``product``, ``connection_name``,
+    ...): the management twin's connections state them."""
     channels: dict[int, ChannelState] = field(default_factory=dict)
     closed: bool = False
     next_channel: int = 1

@@ -75,9 +75,11 @@ class EmulatedConnection:
     """A :class:`~rabbitctl_retry.transport.base.Connection` to an
     :class:`~rabbitctl_retry.emulator.emulator.Emulator` (made by ``Emulator.connect()``)."""
 
-    def __init__(self, emulator: Host) -> None:
+    def __init__(
+        self, emulator: Host, client_properties: Mapping[str, FieldValue] | None = None
+    ) -> None:
         self._emulator = emulator
-        self._state: ConnectionState = emulator.broker.open_connection()
+        self._state: ConnectionState = emulator.broker.open_connection(client_properties)
         self._state.on_fault = self._closed_by_broker
         self._closed = asyncio.Event()
         self.close_reason: str | None = None

@@ -18,6 +18,7 @@ deprecated-features table, docs/cluster.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -314,6 +315,13 @@ class Declared:
     """Why the management API could not tell where the queues live after the apply (the
     apply itself is done): a refused login, an error answer, an answer of the wrong shape.
     None when it told, or was not asked."""
+    default_queue_type: str | None = None
+    """The vhost's default queue type as the management API states it (None: no management
+    URL, or the API states none): what a queue declared without ``x-queue-type`` would be;
+    rr declares every queue with its type (docs/topology.md, "The queue's type")."""
+    default_type_problem: TransportError | None = None
+    """Why the management API could not tell the vhost's default queue type (it decides
+    nothing: rr declares every queue with its type); None when it told, or was not asked."""
 
 
 async def declare_topology(
@@ -358,6 +366,7 @@ async def declare_topology(
         if api is not None:
             await _check_same_server(api, connection)
         nodes = await api.nodes() if api is not None else None
+        default_type, default_problem = await _default_type(api)
         desired = expand(topology, connection.server_version.release)
         features = None
         if api is not None and any(not queue.durable for queue in desired.queues):
@@ -375,8 +384,11 @@ async def declare_topology(
         )
     finally:
         await connection.close()
+    told = Declared(
+        plan=result, default_queue_type=default_type, default_type_problem=default_problem
+    )
     if api is None or dry_run or result.conflicts:
-        return Declared(plan=result)
+        return told
     placements = {}
     try:
         for queue in desired.queues:
@@ -384,5 +396,17 @@ async def declare_topology(
             if placement is not None:
                 placements[queue.name] = placement
     except TransportError as error:
-        return Declared(plan=result, placement_problem=error)
-    return Declared(plan=result.placed(placements))
+        return dataclasses.replace(told, placement_problem=error)
+    return dataclasses.replace(told, plan=result.placed(placements))
+
+
+async def _default_type(api: ManagementApi | None) -> tuple[str | None, TransportError | None]:
+    """The vhost's default queue type the management API states, or why it could not: only
+    said, it decides nothing (rr declares every queue with its type), so an API that fails
+    here does not stop the declare."""
+    if api is None:
+        return None, None
+    try:
+        return await api.vhost_default_queue_type(), None
+    except TransportError as error:
+        return None, error

@@ -15,6 +15,7 @@ import dataclasses
 
 from rabbitctl_retry.doctor import (
     ClusterRead,
+    DeclareCheck,
     PoliciesRead,
     QueueCounts,
     ServerFacts,
@@ -24,11 +25,20 @@ from rabbitctl_retry.doctor import (
     names_to_compare,
 )
 from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
+from rabbitctl_retry.ops.declare import observe
 from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_arguments, queue_info
-from rabbitctl_retry.server import DeprecatedFeature, ServerIdentity, ServerVersion, Unstated
+from rabbitctl_retry.server import (
+    DeprecatedFeature,
+    Policy,
+    QueueConsumer,
+    ServerIdentity,
+    ServerVersion,
+    Unstated,
+)
 from rabbitctl_retry.topology.effective import resolve
-from rabbitctl_retry.topology.expand import Desired, QueueEntity
-from rabbitctl_retry.topology.plan import Absent
+from rabbitctl_retry.topology.expand import Desired, QueueEntity, expand
+from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.topology.plan import Absent, plan
 from rabbitctl_retry.transport.base import Connection, identity_of
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
 
@@ -40,10 +50,12 @@ async def server_facts(
     desired: Desired | None,
     management: ManagementConnector,
     management_url: str | None,
+    topology: Topology | None = None,
 ) -> ServerFacts:
     """What ``doctor.py`` examines: the server ``connect`` reaches, whether it has the
     delayed-message plugin (probed only when ``desired`` has such an exchange) and, with a
-    ``management_url``, what its management API says."""
+    ``management_url``, what its management API says; with ``topology`` (``desired`` its
+    expansion), what ``rr declare`` would make of it now (:func:`_declare_check`)."""
     connection = await connect()
     try:
         version, reached = connection.server_version, connection.url
@@ -56,11 +68,15 @@ async def server_facts(
     features: tuple[DeprecatedFeature, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
     policies: PoliciesRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
     cluster: ClusterRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    default_type: str | TableUnread | None = TableUnread(Unread.NOT_GIVEN)
+    consumers: tuple[QueueConsumer, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    api: ManagementApi | None = None
     if management_url is not None:
         api = management(management_url, vhost=vhost_of(reached))
         unusable = await _identity_problem(api, identity, reached)
         if unusable is not None:  # an API that failed, or answers for another server
-            features = policies = cluster = unusable
+            features = policies = cluster = default_type = consumers = unusable
+            api = None
         else:
             features = await _deprecated_features(api)
             if isinstance(features, TableUnread) and features.why is Unread.FAILED:
@@ -71,7 +87,14 @@ async def server_facts(
             cluster = await _cluster_read(api, desired)
             if counts is not None:
                 counts = await _with_policies(api, counts, version)
+            default_type, consumers = await _vhost_read(api, desired is not None)
+    check = None
+    if topology is not None:
+        check = await _declare_check(connect, topology, api)
     return ServerFacts(
+        declare=check,
+        default_queue_type=default_type,
+        consumers=consumers,
         version=version,
         cluster_name=identity.cluster_name,
         delayed_message_plugin=plugin,
@@ -81,6 +104,55 @@ async def server_facts(
         queue_counts=counts,
         cluster=cluster,
     )
+
+
+async def _declare_check(
+    connect: Connect, topology: Topology, api: ManagementApi | None
+) -> DeclareCheck | TableUnread:
+    """What ``rr declare`` would make of ``topology`` now: the file expanded for the server
+    reached, observed and planned by ``rr declare``'s own code (``ops/declare.py``
+    ``observe``, ``topology/plan.py`` ``plan``; nothing is changed: an equivalent redeclare
+    is a no-op), with the vhost's policies when the management API reads them and the file
+    keeps settings in a policy. A refusal of a look (a user without the configure
+    permission) is why it was not checked."""
+    connection = await connect()
+    try:
+        desired = expand(topology, connection.server_version.release)
+        policies: tuple[Policy, ...] | None = None
+        if api is not None and topology.uses_policies:
+            policies = await api.policies()
+        observed = await observe(connection, desired, connect=connect)
+        planned = plan(
+            desired,
+            observed,
+            server_version=connection.server_version.release,
+            policies=policies,
+        )
+    except TransportError as error:
+        return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    finally:
+        await connection.close()
+    return DeclareCheck(planned, observed, desired.referenced_exchanges)
+
+
+async def _vhost_read(
+    api: ManagementApi, with_consumers: bool
+) -> tuple[str | TableUnread | None, tuple[QueueConsumer, ...] | TableUnread]:
+    """The vhost's default queue type and (``with_consumers``: a topology was given) every
+    consumer of it with its client, each or why it could not be read (one censored, escaped
+    line)."""
+    default: str | TableUnread | None
+    consumers: tuple[QueueConsumer, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    try:
+        default = await api.vhost_default_queue_type()
+    except TransportError as error:
+        default = TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    if with_consumers:
+        try:
+            consumers = await api.consumers()
+        except TransportError as error:
+            consumers = TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))
+    return default, consumers
 
 
 async def _queue_counts(connection: Connection, desired: Desired) -> tuple[QueueCounts, ...]:

@@ -353,6 +353,7 @@ async def _compare(
             key=found.key,
             desired=desired_display(declaration, found.key),
             current=found.current.display(),
+            current_value=found.current.value if found.current.present else None,
         )
         for found in learned.found
     )

@@ -1,7 +1,9 @@
 """``rr status``: each queue's depth, consumers, type and whether it is what the topology file
-says, from passive declares and the declare probes of ``ops/probe.py``; with a management
-API, also its unacked messages, its consumers' prefetch and its publish and deliver rates.
-Nothing is changed and no message is read (docs/cli.md, "rr status")."""
+says, from passive declares and the declare probes of ``ops/probe.py`` (the file expanded for
+the server reached, each probe judged as ``rr declare`` judges it: ``topology/plan.py``);
+with a management API, also its unacked messages, its consumers' prefetch and its publish
+and deliver rates, and the vhost's default queue type. Nothing is changed and no message is
+read (docs/cli.md, "rr status")."""
 
 from __future__ import annotations
 
@@ -12,9 +14,16 @@ from functools import partial
 from rabbitctl_retry.errors import ResourceLocked
 from rabbitctl_retry.ops.live import LiveQueue, live_settings
 from rabbitctl_retry.ops.probe import Connect, compare_queue, queue_info, queue_kind
-from rabbitctl_retry.server import QueueActivity
-from rabbitctl_retry.topology.expand import Desired, QueueEntity
-from rabbitctl_retry.topology.plan import Differs, Refused, describe_differences
+from rabbitctl_retry.server import QueueActivity, QueueConsumer, ServerVersion
+from rabbitctl_retry.topology.expand import Desired, QueueEntity, expand
+from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.topology.plan import (
+    Differs,
+    Refused,
+    broker_queue_type,
+    describe_differences,
+    keeps_server_limit,
+)
 from rabbitctl_retry.transport.base import Connection
 from rabbitctl_retry.transport.management import ManagementConnector
 
@@ -34,8 +43,9 @@ class QueueStatus:
     no management URL was given; docs/topology.md, "Changing a topology")."""
     kind: str | None = None
     """Its type on the broker (``classic``, ``quorum``, ``stream``), from the management API,
-    else, for a queue only named, from a re-declare probe (``ops/probe.py`` ``queue_kind``);
-    None when not known, or the queue does not exist."""
+    else from the re-declare probes: a queue of the file's (``topology/plan.py``
+    ``broker_queue_type``), a queue only named's (``ops/probe.py`` ``queue_kind``); None when
+    not known, or the queue does not exist."""
     activity: QueueActivity | None = None
     """Its traffic as the management API states it (None: no management URL was given, or
     the API does not list the queue)."""
@@ -80,12 +90,15 @@ async def queue_statuses(
             continue
         drift = None
         if listed:
-            observed = await compare_queue(connection, entity)
+            # judged as rr declare judges it: a quorum queue kept with the server's limit is
+            # no difference (topology/plan.py, keeps_server_limit)
+            _, observed, _ = keeps_server_limit(entity, await compare_queue(connection, entity))
             if isinstance(observed, Differs):
                 drift = describe_differences(observed)
             elif isinstance(observed, Refused):
                 drift = observed.reason
-        if kind is None and not listed:
+            kind = kind or broker_queue_type(entity, observed)
+        elif kind is None:
             kind = await queue_kind(connection, entity.name)
         statuses.append(
             QueueStatus(
@@ -114,6 +127,10 @@ class Management:
 
     activity: ReadActivity
     live: ReadLive
+    default_queue_type: Callable[[], Awaitable[str | None]]
+    """The vhost's default queue type (``vhost_default_queue_type``)."""
+    consumers: Callable[[], Awaitable[tuple[QueueConsumer, ...]]]
+    """Every consumer of the vhost with its client (``consumers``)."""
 
 
 def management_reads(
@@ -125,33 +142,61 @@ def management_reads(
     async def activity() -> tuple[QueueActivity, ...]:
         return await management(management_url, vhost=vhost).queue_activity()
 
+    async def default_queue_type() -> str | None:
+        return await management(management_url, vhost=vhost).vhost_default_queue_type()
+
+    async def consumers() -> tuple[QueueConsumer, ...]:
+        return await management(management_url, vhost=vhost).consumers()
+
     return Management(
         activity=activity,
         live=partial(
             live_settings, management_url=management_url, vhost=vhost, management=management
         ),
+        default_queue_type=default_queue_type,
+        consumers=consumers,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Statuses:
+    """One reading of ``rr status``."""
+
+    queues: list[QueueStatus]
+    server: ServerVersion
+    """The release of the server read."""
+    default_queue_type: str | None = None
+    """The vhost's default queue type, as the management API states it (None: no API, or it
+    states none)."""
+    consumers: tuple[QueueConsumer, ...] | None = None
+    """Every consumer of the vhost with its client, from the management API (None: no
+    API)."""
 
 
 async def read_statuses(
     connect: Connect,
-    listed: Sequence[QueueEntity],
+    topology: Topology | None,
     named: Sequence[QueueEntity] | None,
     *,
     management: Management | None = None,
-) -> list[QueueStatus]:
-    """One reading of ``rr status``: the queues of the topology file (``listed``, compared
-    with it), then the ones only named (``named``; None: every queue of the vhost, as the
-    management API lists them, sorted by name), on one connection from ``connect``; with
-    ``management``, each one's traffic and its settings as the management API states them."""
+) -> Statuses:
+    """One reading of ``rr status``: the queues of the topology file (``topology``, expanded
+    for the server reached and compared with it), then the ones only named (``named``; None:
+    every queue of the vhost, as the management API lists them, sorted by name), on one
+    connection from ``connect``; with ``management``, each one's traffic and its settings as
+    the management API states them, the vhost's default queue type and its consumers."""
     activities = None
     if management is not None:
         activities = {found.name: found for found in await management.activity()}
-    if named is None:
-        in_file = {queue.name for queue in listed}
-        named = [QueueEntity(name=name) for name in sorted(activities or {}) if name not in in_file]
     connection = await connect()
     try:
+        server = connection.server_version
+        listed = expand(topology, server.release).queues if topology is not None else ()
+        if named is None:
+            in_file = {queue.name for queue in listed}
+            named = [
+                QueueEntity(name=name) for name in sorted(activities or {}) if name not in in_file
+            ]
         statuses = [
             *await queue_statuses(connection, listed, listed=True, activities=activities),
             *await queue_statuses(connection, named, listed=False, activities=activities),
@@ -159,9 +204,21 @@ async def read_statuses(
     finally:
         await connection.close()
     if management is None:
-        return statuses
+        return Statuses(statuses, server)
     found = await management.live(Desired(queues=tuple(status.entity for status in statuses)))
-    return [replace(status, live=live) for status, live in zip(statuses, found, strict=True)]
+    return Statuses(
+        [replace(status, live=live) for status, live in zip(statuses, found, strict=True)],
+        server,
+        default_queue_type=await management.default_queue_type(),
+        consumers=await management.consumers(),
+    )
 
 
-__all__ = ["Management", "QueueStatus", "management_reads", "queue_statuses", "read_statuses"]
+__all__ = [
+    "Management",
+    "QueueStatus",
+    "Statuses",
+    "management_reads",
+    "queue_statuses",
+    "read_statuses",
+]

@@ -23,6 +23,7 @@ from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.ops.dlq import ProgressSink, target_drops
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_missing, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions, dry_run, transfer
+from rabbitctl_retry.topology.expand import CLASSIC_ARGUMENTS
 from rabbitctl_retry.transport.base import Connection
 
 
@@ -112,12 +113,12 @@ async def transfer_sources(
 
 
 async def _declare_durable(connection: Connection, names: Sequence[str]) -> None:
-    """Durable classic queues without arguments (a declare of one that exists alike is a
-    no-op)."""
+    """Durable classic queues without other arguments than their type (``x-queue-type``,
+    whatever the vhost's default; a declare of one that exists alike is a no-op)."""
     channel = await connection.channel()
     try:
         for name in names:
-            await channel.queue_declare(name, durable=True)
+            await channel.queue_declare(name, durable=True, arguments=CLASSIC_ARGUMENTS)
     finally:
         await channel.close()
 

@@ -5,9 +5,20 @@ The decision table, per listed queue:
 ==============================  ==========================================================
 file                            on the broker
 ==============================  ==========================================================
-classic, any max_attempts       the queue, no retry argument (the runtime counts)
-classic + dead_letter_exchange  ``x-dead-letter-exchange = <it>`` (where drops go)
-quorum                          ``x-queue-type = "quorum"``
+every queue                     ``x-queue-type``, ``"classic"`` or ``"quorum"``: always sent,
+                                so that a vhost (or node) whose default queue type is quorum
+                                makes no classic queue of the file a quorum queue, and a queue
+                                of the other type is a conflict (docs/topology.md, "The
+                                queue's type")
+classic, any max_attempts       no retry argument (the runtime counts)
+classic + dead_letter_exchange  ``x-dead-letter-exchange = <it>`` (where drops go; ``""``, the
+                                default exchange, with ``x-dead-letter-routing-key`` from
+                                ``arguments``)
+rejected R (classic, or quorum  ``x-dead-letter-exchange = ""``,
+without D)                      ``x-dead-letter-routing-key = R``: what any consumer rejects
+                                or nacks without requeue (rr's ``drop()`` included) goes to
+                                R; an unlisted R is declared as D is (below)
+quorum + D, rejected = D        nothing more: D is already the queue's route
 quorum + max_attempts N + D     ``x-delivery-limit = N - 1`` (the server counts returns, not
                                 deliveries), ``x-dead-letter-exchange = ""`` (or the queue's
                                 own), ``x-dead-letter-routing-key = D``
@@ -22,7 +33,8 @@ quorum with D or its own DLX    ``x-dead-letter-strategy = "at-least-once"`` and
                                 the queue until its target confirmed it: neither a full
                                 target nor a crash loses it), unless
                                 ``dead_letter_strategy = "at-most-once"``
-dead_letter D not listed        D as a durable classic queue, no arguments
+dead_letter D not listed        D as a durable classic queue (``x-queue-type`` only); the
+(or rejected R)                 same for R
 delay = "dlx-ttl"               wait queue ``<q>.retry`` (or ``wait_queue``): durable,
                                 ``x-dead-letter-exchange = ""``,
                                 ``x-dead-letter-routing-key = <q>``; per-message expiration
@@ -60,6 +72,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import UNLIMITED_DELIVERY_LIMIT, Policy
@@ -107,6 +120,14 @@ class QueueEntity:
     @property
     def key(self) -> tuple[str, str]:
         return ("queue", self.name)
+
+    def settings_by_argument(self) -> dict[str, FieldValue]:
+        """Every setting rr gives the queue, by its argument's name (``x-delivery-limit``),
+        whether the declare or rr's policy holds it."""
+        found = dict(self.arguments)
+        if self.policy is not None:
+            found.update((f"x-{key}", value) for key, value in self.policy.definition)
+        return found
 
     def setting(self, argument: str) -> FieldValue:
         """The value of ``argument`` (``x-dead-letter-exchange``) whether the declare or rr's
@@ -170,14 +191,22 @@ class Desired:
         return (*self.exchanges, *self.queues, *self.bindings)
 
 
+CLASSIC_ARGUMENTS: Mapping[str, FieldValue] = MappingProxyType(
+    {"x-queue-type": QueueType.CLASSIC.value}
+)
+"""What a plain classic queue rr declares on its own (an unlisted dead-letter queue, a
+holding queue of ``rr migrate``, ``rr dlq move --create``'s target) is declared with: its
+type, whatever the vhost's default queue type (docs/topology.md, "The queue's type")."""
+
+
 def queue_arguments(
     queue: Queue, server: tuple[int, int, int] | None = None
 ) -> dict[str, FieldValue]:
     """The exact ``x-`` arguments of a listed queue (table in the module docstring) on a
     server of release ``server`` (None: not known)."""
     arguments: dict[str, FieldValue] = dict(queue.arguments)
+    arguments["x-queue-type"] = queue.type.value
     if queue.type is QueueType.QUORUM:
-        arguments["x-queue-type"] = "quorum"
         limit = queue.server_delivery_limit
         if limit is not None:
             arguments["x-delivery-limit"] = limit
@@ -186,7 +215,10 @@ def queue_arguments(
         if queue.dead_letter is not None:
             arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange or ""
             arguments["x-dead-letter-routing-key"] = queue.dead_letter
-        elif queue.dead_letter_exchange:
+        elif queue.rejected is not None:
+            arguments["x-dead-letter-exchange"] = ""
+            arguments["x-dead-letter-routing-key"] = queue.rejected
+        elif queue.dead_letter_exchange is not None:
             arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
         if queue.effective_dead_letter_strategy is DeadLetterStrategy.AT_LEAST_ONCE:
             arguments["x-dead-letter-strategy"] = DeadLetterStrategy.AT_LEAST_ONCE.value
@@ -198,7 +230,10 @@ def queue_arguments(
             returns = queue.delay_returns or ServerDelayReturns.FAILED
             arguments["x-delayed-retry-type"] = returns.value
             arguments["x-delayed-retry-min"], arguments["x-delayed-retry-max"] = server_delay
-    elif queue.dead_letter_exchange:
+    elif queue.rejected is not None:
+        arguments["x-dead-letter-exchange"] = ""
+        arguments["x-dead-letter-routing-key"] = queue.rejected
+    elif queue.dead_letter_exchange is not None:
         arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
     return arguments
 
@@ -215,8 +250,8 @@ def wait_queue_arguments(
     }
     if ttl_ms is not None:
         arguments["x-message-ttl"] = ttl_ms
+    arguments["x-queue-type"] = (QueueType.QUORUM if quorum else QueueType.CLASSIC).value
     if quorum:
-        arguments["x-queue-type"] = "quorum"
         arguments["x-dead-letter-strategy"] = "at-least-once"
         arguments["x-overflow"] = "reject-publish"
         if replicas is not None:
@@ -305,17 +340,28 @@ def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> De
             referenced.append(exchange)
 
     dead_letter_of: dict[str, list[str]] = {}
+    rejected_of: dict[str, list[str]] = {}
     for queue in topology.queues:
         if queue.dead_letter is not None:
             dead_letter_of.setdefault(queue.dead_letter, []).append(queue.name)
+        if queue.rejected is not None and queue.rejected != queue.dead_letter:
+            rejected_of.setdefault(queue.rejected, []).append(queue.name)
+
+    def keeps(name: str) -> str:
+        """``, dead letters of a, rejected messages of b``: what queue ``name`` keeps."""
+        kept = ""
+        if name in dead_letter_of:
+            kept += ", dead letters of " + ", ".join(dead_letter_of[name])
+        if name in rejected_of:
+            kept += ", rejected messages of " + ", ".join(rejected_of[name])
+        return kept
 
     for queue in topology.queues:
         at = key_path("queues", queue.name)
         role = f"{queue.type.value} queue"
         if queue.replicas is not None:
             role += f" on {queue.replicas} node{'' if queue.replicas == 1 else 's'}"
-        if queue.name in dead_letter_of:
-            role += ", dead letters of " + ", ".join(dead_letter_of[queue.name])
+        role += keeps(queue.name)
         queues.append(
             QueueEntity(
                 name=queue.name,
@@ -331,7 +377,7 @@ def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> De
             )
         )
         queues.extend(_wait_queues(queue))
-        if queue.dead_letter_exchange:
+        if queue.dead_letter_exchange:  # "" is the default exchange: always there
             reference(queue.dead_letter_exchange)
         if queue.delay is DelayMode.PLUGIN_DME:
             exchange_name = queue.delay_exchange or ""
@@ -353,18 +399,16 @@ def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> De
                     source=key_path("queues", queue.name, "delay"),
                 )
             )
-        dead_letter = queue.dead_letter
-        if (
-            dead_letter is not None
-            and dead_letter not in listed
-            and dead_letter not in seen_dead_letters
-        ):
-            seen_dead_letters.add(dead_letter)
+        for key, target in (("dead_letter", queue.dead_letter), ("rejected", queue.rejected)):
+            if target is None or target in listed or target in seen_dead_letters:
+                continue
+            seen_dead_letters.add(target)
             queues.append(
                 QueueEntity(
-                    name=dead_letter,
-                    role="classic queue, dead letters of " + ", ".join(dead_letter_of[dead_letter]),
-                    source=key_path("queues", queue.name, "dead_letter"),
+                    name=target,
+                    arguments=frozen_mapping(CLASSIC_ARGUMENTS),
+                    role="classic queue" + keeps(target),
+                    source=key_path("queues", queue.name, key),
                 )
             )
         for index, binding in enumerate(queue.bindings):

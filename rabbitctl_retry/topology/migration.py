@@ -8,11 +8,11 @@ together with its wait queues, as one :class:`Rebuild`:
 =========  ===============================================================================
 step       what it does on the broker
 =========  ===============================================================================
-hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic, rr's
-           marks only) and one holding wait queue ``<wait queue>.rr-migrating`` per wait
-           queue (durable, classic, rr's marks, the wait queue's ``x-message-ttl``,
-           dead-lettering expired copies to the holding queue: while the queue is rebuilt, a
-           copy whose wait ends lands there, not nowhere)
+hold       declare the holding queue ``<queue>.rr-migrating`` (durable, classic:
+           ``x-queue-type`` and rr's marks only) and one holding wait queue
+           ``<wait queue>.rr-migrating`` per wait queue (durable, classic, rr's marks, the
+           wait queue's ``x-message-ttl``, dead-lettering expired copies to the holding
+           queue: while the queue is rebuilt, a copy whose wait ends lands there, not nowhere)
 redirect   bind the holding queue with each of the queue's bindings in the file, then unbind
            the queue (a message published through an exchange between the two lands in both:
            the one window of duplicates)
@@ -57,7 +57,12 @@ from enum import StrEnum
 
 from rabbitctl_retry.dlq.target import drops_on_overflow
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
+from rabbitctl_retry.topology.expand import (
+    CLASSIC_ARGUMENTS,
+    BindingEntity,
+    Desired,
+    QueueEntity,
+)
 from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
 
 HOLDING_SUFFIX = ".rr-migrating"
@@ -219,7 +224,7 @@ class Rebuild:
             return None
         return QueueEntity(
             name=holding_name(self.name),
-            arguments=holding_marks(self.name),
+            arguments={**holding_marks(self.name), **CLASSIC_ARGUMENTS},
             role=f"holding queue of {self.name} (rr migrate)",
         )
 
@@ -235,6 +240,7 @@ class Rebuild:
         ttl_ms = wait.setting("x-message-ttl")
         if ttl_ms is not None:
             arguments["x-message-ttl"] = ttl_ms
+        arguments.update(CLASSIC_ARGUMENTS)
         return QueueEntity(
             name=holding_name(wait.name),
             arguments=arguments,

@@ -245,6 +245,12 @@ class Queue:
     max_attempts: int | None = None
     dead_letter: str | None = None
     dead_letter_exchange: str | None = None
+    """The queue's own dead-letter exchange; ``""`` is the default exchange (with
+    ``arguments.x-dead-letter-routing-key`` naming the queue that keeps what is dropped)."""
+    rejected: str | None = None
+    """A queue (on the default exchange) that keeps what any consumer of this queue rejects
+    or nacks without requeue, rr's ``drop()`` included: the queue's server-side dead-letter
+    route (docs/topology.md, "What other consumers reject")."""
     delivery_limit: int | None = None
     delay: DelayMode = DelayMode.MEMORY
     wait_queue: str | None = None
@@ -276,6 +282,7 @@ class Queue:
         check_entity_name(self.name, self._path(), "queue")
         self._check_attempts()
         self._check_dead_letter()
+        self._check_rejected()
         self._check_quorum()
         self._check_delay()
         self._check_arguments()
@@ -321,13 +328,56 @@ class Queue:
             if self.dead_letter in self.wait_queue_names:
                 raise ConfigError(f"{self.dead_letter!r} is this queue's own wait queue", path=path)
         if self.dead_letter_exchange:
-            # "" is the default exchange, a valid dead-letter exchange. Only declaring an
-            # amq.* exchange is refused; pointing at one is fine.
+            # "" is the default exchange, a valid dead-letter exchange (checked with its
+            # routing key: _check_arguments). Only declaring an amq.* exchange is refused;
+            # pointing at one is fine.
             check_entity_name(
                 self.dead_letter_exchange,
                 self._path("dead_letter_exchange"),
                 "exchange",
                 reserved_ok=True,
+            )
+
+    def _check_rejected(self) -> None:
+        """``rejected`` is the queue's server-side dead-letter route: a queue of its own,
+        never another route beside it (a queue has one)."""
+        if self.rejected is None:
+            return
+        path = self._path("rejected")
+        check_entity_name(self.rejected, path, "queue")
+        if self.rejected == self.name:
+            raise ConfigError(
+                f"names the queue itself: what a consumer of {self.name!r} rejects would come "
+                "straight back to it, again and again",
+                path=path,
+            )
+        if self.rejected in self.wait_queue_names:
+            raise ConfigError(f"{self.rejected!r} is this queue's own wait queue", path=path)
+        route = (
+            ("dead_letter_exchange", self._path("dead_letter_exchange"))
+            if self.dead_letter_exchange is not None
+            else ("arguments.x-dead-letter-routing-key", self._path("arguments"))
+            if "x-dead-letter-routing-key" in self.arguments
+            else None
+        )
+        if route is not None:
+            raise ConfigError(
+                f'rejected sets the queue\'s dead-letter route (x-dead-letter-exchange = "" '
+                f"and x-dead-letter-routing-key = {self.rejected!r}); a queue has one: drop "
+                f"{route[0]}, or rejected",
+                path=path,
+            )
+        if (
+            self.type is QueueType.QUORUM
+            and self.dead_letter is not None
+            and self.rejected != self.dead_letter
+        ):
+            raise ConfigError(
+                f"a quorum queue has one dead-letter route, its dead_letter "
+                f"{self.dead_letter!r}: what any consumer rejects without requeue goes there "
+                f"already (x-death reason rejected); drop rejected, or make it "
+                f"{self.dead_letter!r}",
+                path=path,
             )
 
     def _check_quorum(self) -> None:
@@ -379,14 +429,10 @@ class Queue:
                 f"{self.max_attempts - 1}; drop delivery_limit or make them agree",
                 path=self._path("delivery_limit"),
             )
-        if (
-            self.delivery_limit is not None
-            and self.dead_letter is None
-            and not self.dead_letter_exchange
-        ):
+        if self.delivery_limit is not None and not self._dead_letters:
             raise ConfigError(
-                "a delivery limit without dead_letter or dead_letter_exchange throws the "
-                "spent message away",
+                "a delivery limit without dead_letter, rejected or dead_letter_exchange "
+                "throws the spent message away",
                 path=self._path("delivery_limit"),
             )
 
@@ -505,11 +551,24 @@ class Queue:
                 "dead_letter already sets x-dead-letter-routing-key",
                 path=self._path("arguments", "x-dead-letter-routing-key"),
             )
-        if "x-dead-letter-routing-key" in self.arguments and not self.dead_letter_exchange:
+        if "x-dead-letter-routing-key" in self.arguments and self.dead_letter_exchange is None:
             raise ConfigError(
-                "x-dead-letter-routing-key needs dead_letter_exchange: RabbitMQ refuses a "
-                "dead-letter routing key without a dead-letter exchange",
+                'x-dead-letter-routing-key needs dead_letter_exchange ("" for the default '
+                "exchange, or use rejected): RabbitMQ refuses a dead-letter routing key "
+                "without a dead-letter exchange",
                 path=self._path("arguments", "x-dead-letter-routing-key"),
+            )
+        if (
+            self.dead_letter_exchange == ""
+            and self.dead_letter is None
+            and "x-dead-letter-routing-key" not in self.arguments
+        ):
+            raise ConfigError(
+                'dead_letter_exchange = "" (the default exchange) routes by queue name: '
+                "without arguments.x-dead-letter-routing-key a dropped message goes to the "
+                "queue its own routing key names (none: lost; this one: back again); name the "
+                'queue that keeps them, or write rejected = "QUEUE"',
+                path=self._path("dead_letter_exchange"),
             )
 
     def _check_expires(self) -> None:
@@ -569,8 +628,13 @@ class Queue:
 
     @property
     def _dead_letters(self) -> bool:
-        """The queue has a dead-letter route (``dead_letter``, or a named exchange)."""
-        return self.dead_letter is not None or bool(self.dead_letter_exchange)
+        """The queue has a server-side dead-letter route: a quorum queue's ``dead_letter``,
+        ``rejected``, or its own ``dead_letter_exchange`` (``""`` included)."""
+        return (
+            (self.type is QueueType.QUORUM and self.dead_letter is not None)
+            or self.rejected is not None
+            or self.dead_letter_exchange is not None
+        )
 
     @property
     def effective_wait_queue(self) -> str | None:
@@ -690,6 +754,18 @@ class Topology:
                 )
         expiring = {queue.name for queue in self.queues if "x-expires" in queue.arguments}
         for queue in self.queues:
+            if queue.rejected is not None and queue.rejected in expiring:
+                raise ConfigError(
+                    f"{queue.rejected!r} has x-expires: RabbitMQ would delete it while unused, "
+                    f"and what is rejected from {queue.name!r} then would be lost",
+                    path=key_path("queues", queue.rejected, "arguments", "x-expires"),
+                )
+            if queue.rejected is not None and queue.rejected in owner_of_wait_queue:
+                raise ConfigError(
+                    f"{queue.rejected!r} is the wait queue of "
+                    f"{owner_of_wait_queue[queue.rejected]!r}: what it holds goes back there",
+                    path=key_path("queues", queue.name, "rejected"),
+                )
             if queue.dead_letter is not None and queue.dead_letter in expiring:
                 raise ConfigError(
                     f"{queue.dead_letter!r} has x-expires: RabbitMQ would delete it while "

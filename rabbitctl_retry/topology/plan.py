@@ -100,6 +100,8 @@ class Difference:
     key: str
     desired: str
     current: str
+    current_value: FieldValue = None
+    """The broker's value itself (None: it has none), where ``current`` is how it shows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,10 @@ class Operation:
     """A conflict no rebuild resolves (a refused entity, a missing exchange, a rival policy,
     a setting the server cannot take): ``rr migrate`` refuses the file as ``rr declare``
     does."""
+    broker_type: str | None = None
+    """A queue's type on the broker (``classic``, ``quorum``, ``stream``), as the observation
+    shows it (:func:`broker_queue_type`); None for a queue it does not hold, one it would not
+    show, and for anything else."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +216,7 @@ def _with_status(op: Operation, status: Status, detail: str | None = None) -> Op
         drop_policy=op.drop_policy,
         rebuild=op.rebuild,
         blocked=op.blocked,
+        broker_type=op.broker_type,
     )
 
 
@@ -218,6 +225,11 @@ def _conflict(op: Operation, detail: str) -> Operation:
     if op.status is Status.CONFLICT and op.detail:
         detail = f"{op.detail}; {detail}"
     return dataclasses.replace(_with_status(op, Status.CONFLICT, detail), blocked=True)
+
+
+def missing_exchange_detail(exchange: str, observation: Observation) -> str:
+    """Why the file cannot use ``exchange`` (it does not declare it), as the plan says it."""
+    return _missing_detail(exchange, observation)
 
 
 def _missing_detail(exchange: str, observation: Observation) -> str:
@@ -418,6 +430,7 @@ def _settings(
         drop_policy=drop,
         rebuild=rebuild,
         blocked=blocked or (status is Status.CONFLICT and not rebuild),
+        broker_type=operation.broker_type,
     )
     return updated, warning
 
@@ -503,6 +516,31 @@ def replicas_problem(queue: QueueEntity, cluster_nodes: Sequence[str] | None) ->
     )
 
 
+def broker_queue_type(queue: QueueEntity, observation: Observation) -> str | None:
+    """``queue``'s type on the broker, as its observation shows it: rr re-declares an existing
+    queue with its ``x-queue-type`` (always sent, ``topology/expand.py``), so a queue the
+    broker takes as it is (:class:`Matches`) is of the file's type, and one of another type
+    is refused naming it (:class:`Differs`; RabbitMQ 3.10 says "none" for a queue declared
+    without a type on a vhost without a default type, which is classic: measured). None when
+    the queue is absent, or locked (exclusive to another connection)."""
+    declared = queue.arguments.get("x-queue-type")
+    match observation:
+        case Matches():
+            return declared if isinstance(declared, str) else None
+        case Differs():
+            for difference in observation.differences:
+                if difference.key == "x-queue-type":
+                    current = difference.current_value
+                    return current if isinstance(current, str) else "classic"
+            if observation.detail:  # the broker's words could not all be read
+                return None
+            return declared if isinstance(declared, str) else None
+        case Absent() | Refused():
+            return None
+        case _:
+            assert_never(observation)
+
+
 def _declare_op(
     kind: OpKind, entity: QueueEntity | ExchangeEntity, observation: Observation
 ) -> Operation:
@@ -525,6 +563,9 @@ def _declare_op(
         # an exchange is never rebuilt, nor is anything the broker refuses
         blocked=isinstance(observation, Refused)
         or (isinstance(observation, Differs) and kind is OpKind.DECLARE_EXCHANGE),
+        broker_type=broker_queue_type(entity, observation)
+        if isinstance(entity, QueueEntity)
+        else None,
     )
 
 

@@ -37,7 +37,7 @@ to another)                                    limit added or removed is a resta
 ``type``, ``durable``, ``replicas``,  no       a migration of the queue, then a restart
 ``settings``
 ``arguments``, ``bindings``,          no       the broker's, not rr run's: ``rr declare`` applies
-``dead_letter_exchange``,                      them (live in rr's policy, else a migration); rr
+``dead_letter_exchange``, ``rejected``,        them (live in rr's policy, else a migration); rr
 ``dead_letter_strategy``                       run re-declares the running values on a reconnect
 ``publish``                           no       restart ``rr run``
 a queue added or removed, an          no       restart ``rr run``
@@ -258,7 +258,13 @@ def _reason(
         )
     if name in ("type", "durable", "settings", "replicas"):
         return MIGRATION
-    if name in ("arguments", "dead_letter_exchange", "dead_letter_strategy", "bindings"):
+    if name in (
+        "arguments",
+        "dead_letter_exchange",
+        "rejected",
+        "dead_letter_strategy",
+        "bindings",
+    ):
         return BROKER
     return RESTART
 

@@ -32,6 +32,7 @@ from rabbitctl_retry.server import (
     Placement,
     Policy,
     QueueActivity,
+    QueueConsumer,
     QueueHealth,
     QueueState,
     ServerIdentity,
@@ -79,6 +80,17 @@ class ManagementApi(Protocol):
     async def queue_activity(self) -> tuple[QueueActivity, ...]:
         """Every queue of the vhost with its traffic: ready and unacked messages, each
         consumer's prefetch, the publish and deliver rates (``rr status``), sorted by name."""
+        ...
+
+    async def consumers(self) -> tuple[QueueConsumer, ...]:
+        """Every consumer of the vhost's queues, each with what its connection's client
+        said of itself (``rr doctor``, ``rr status``: the consumers that are not rr), sorted
+        by queue and tag."""
+        ...
+
+    async def vhost_default_queue_type(self) -> str | None:
+        """The vhost's default queue type (``classic``, ``quorum``): what a queue declared
+        without ``x-queue-type`` becomes; None when the API states none."""
         ...
 
     async def queue_state(self, queue: str) -> QueueState | None:

@@ -48,6 +48,7 @@ from rabbitctl_retry.server import (
     Policy,
     PolicyValue,
     QueueActivity,
+    QueueConsumer,
     QueueHealth,
     QueueState,
     ServerIdentity,
@@ -221,6 +222,47 @@ class HttpManagementApi:
                 raise self._unexpected(path, _ACTIVITY_SHAPE)
             found.append(activity)
         return tuple(sorted(found, key=lambda activity: activity.name))
+
+    async def consumers(self) -> tuple[QueueConsumer, ...]:
+        """Every consumer of the vhost with its connection's client properties, from two
+        answers (measured on RabbitMQ 4.3.6): ``GET /api/consumers/VHOST?columns=...`` (each
+        consumer's ``queue.name`` and ``consumer_tag`` texts, ``ack_required`` boolean and
+        ``channel_details.connection_name``, the server's name of its connection) and
+        ``GET /api/vhosts/VHOST/connections?columns=name,client_properties`` (each
+        connection's ``name`` and ``client_properties`` object, of which rr reads the texts
+        ``product``, ``version`` or ``product_version``, and ``connection_name``); sorted by
+        queue and tag. A consumer whose connection is gone between the two answers has no
+        client properties; one whose ``channel_details`` is ``{}`` (a new consumer, for a
+        moment: measured on 4.3.6) has no connection either."""
+        vhost = urllib.parse.quote(self._vhost, safe="")
+        path = f"/api/consumers/{vhost}?columns={_CONSUMER_COLUMNS}"
+        listed = await self._get(path)
+        connections_path = f"/api/vhosts/{vhost}/connections?columns=name,client_properties"
+        connections = _client_properties_of(await self._get(connections_path))
+        if connections is None:
+            raise self._unexpected(connections_path, _CONNECTION_SHAPE)
+        if not isinstance(listed, list):
+            raise self._unexpected(path, "not a list of consumers")
+        found = []
+        for row in listed:
+            consumer = _consumer_of(row, connections)
+            if consumer is None:
+                raise self._unexpected(path, _QUEUE_CONSUMER_SHAPE)
+            found.append(consumer)
+        return tuple(sorted(found, key=lambda consumer: (consumer.queue, consumer.tag)))
+
+    async def vhost_default_queue_type(self) -> str | None:
+        """``default_queue_type`` of ``GET /api/vhosts/VHOST`` (a text; 4.3.6 states
+        ``classic`` for a vhost made without one, and the vhost's ``--default-queue-type``
+        otherwise: measured), None when absent or null."""
+        path = "/api/vhosts/{}".format(urllib.parse.quote(self._vhost, safe=""))
+        found = await self._get(path)
+        if not isinstance(found, dict):
+            raise self._unexpected(path, "not a vhost")
+        kind = found.get("default_queue_type")
+        if kind is not None and not (isinstance(kind, str) and _FEATURE_NAME.fullmatch(kind)):
+            raise self._unexpected(path, "a 'default_queue_type' that is not a word")
+        return kind or None
 
     async def publish_rate(self, exchange: str) -> float | None:
         """``message_stats.publish_in_details.rate`` of ``GET /api/exchanges/VHOST/NAME``
@@ -553,6 +595,81 @@ def _prefetches_of(listed: object) -> dict[str, tuple[int, ...]] | None:
             return None
         found.setdefault(name, []).append(prefetch)
     return {name: tuple(sorted(counts)) for name, counts in found.items()}
+
+
+_CONSUMER_COLUMNS = "queue.name,consumer_tag,ack_required,channel_details.connection_name"
+
+_QUEUE_CONSUMER_SHAPE = (
+    "a consumer without a 'queue' 'name', a 'consumer_tag' text, an 'ack_required' boolean "
+    "and 'channel_details' (an object, its 'connection_name' a text when present)"
+)
+
+_CONNECTION_SHAPE = "not a list of connections, each with a 'name' text and 'client_properties'"
+
+
+ClientTexts = tuple[str | None, str | None, str | None]
+"""A connection's client properties as rr reads them: product, version, connection name."""
+
+
+def _client_text(properties: Mapping[str, object], *keys: str) -> str | None:
+    """The first of ``keys`` that ``properties`` holds as a text; None when none does."""
+    for key in keys:
+        value = properties.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _client_properties_of(listed: object) -> dict[str, ClientTexts] | None:
+    """Each connection's client texts by its name, from ``/api/vhosts/VHOST/connections``;
+    None when the answer is not of that shape (a connection without client properties, an
+    AMQP 1.0 or MQTT one, has none to read)."""
+    if not isinstance(listed, list):
+        return None
+    found: dict[str, ClientTexts] = {}
+    for row in listed:
+        name = row.get("name") if isinstance(row, dict) else None
+        if not isinstance(name, str):
+            return None
+        properties = row.get("client_properties") or {}
+        if not isinstance(properties, dict):
+            return None
+        found[name] = (
+            _client_text(properties, "product"),
+            _client_text(properties, "version", "product_version"),
+            _client_text(properties, "connection_name"),
+        )
+    return found
+
+
+def _consumer_of(row: object, connections: Mapping[str, ClientTexts]) -> QueueConsumer | None:
+    """A consumer of ``/api/consumers/VHOST?columns=...`` with its connection's client texts;
+    None when the row is not of the documented shape."""
+    if not isinstance(row, dict):
+        return None
+    queue, channel = row.get("queue"), row.get("channel_details")
+    name = queue.get("name") if isinstance(queue, dict) else None
+    tag, ack_required = row.get("consumer_tag"), row.get("ack_required")
+    if not (isinstance(name, str) and isinstance(tag, str) and isinstance(ack_required, bool)):
+        return None
+    # a new consumer's channel is stated as {} for a moment (4.3.6, measured): not known yet
+    if not isinstance(channel, dict) and channel != []:
+        return None
+    connection = channel.get("connection_name") if isinstance(channel, dict) else None
+    if connection is not None and not isinstance(connection, str):
+        return None
+    product, version, connection_name = (
+        connections.get(connection, (None, None, None)) if connection else (None, None, None)
+    )
+    return QueueConsumer(
+        queue=name,
+        tag=tag,
+        connection=connection,
+        ack_required=ack_required,
+        product=product,
+        version=version,
+        connection_name=connection_name,
+    )
 
 
 _NODE_COLUMNS = ",".join(

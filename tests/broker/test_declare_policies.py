@@ -320,10 +320,13 @@ def test_show_live_gives_the_value_the_queue_acts_on(
     [limit] = [row for row in jobs["settings"] if row["key"] == "x-delivery-limit"]
     assert limit == {
         "key": "x-delivery-limit",
+        "file": 2,
         "argument": None,
         "policy": 2,
         "operator_policy": 1,
         "effective": 1,
+        "state": None,
     }
+    assert (jobs["type"], jobs["missing"]) == ("quorum", [])
     publish(backend, 1)
     assert deliveries_until_dead(backend) == 2

@@ -147,6 +147,7 @@ async def test_an_api_of_the_same_cluster_and_version_is_used(
 ) -> None:
     broker = current()
     api.answer("/api/overview", overview(broker.release, cluster_name()))
+    api.answer("/api/vhosts/%2F", Answer.json({"name": "/", "default_queue_type": "classic"}))
 
     code, document = await asyncio.to_thread(doctor, amqp_url, "--management-url", api.url())
 
@@ -160,7 +161,10 @@ async def test_an_api_of_the_same_cluster_and_version_is_used(
         *policies,
         "/api/nodes?columns=name,running,mem_alarm,disk_free_alarm,mem_used,mem_limit,disk_free,"
         "disk_free_limit",  # the nodes' alarms (rr doctor's checks of now)
+        "/api/vhosts/%2F",  # the vhost's default queue type
     ]
+    [default] = findings(document, "vhost-default-queue-type")
+    assert default["message"].startswith("the vhost's default queue type is classic")
     unchecked = findings(document, "classic-mirroring-not-checked")
     if broker.major < 4:  # the fake has no policies (404): a warning with the error, censored
         [found] = unchecked

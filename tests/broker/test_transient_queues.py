@@ -171,6 +171,7 @@ def test_a_table_that_denies_them_is_a_conflict_before_any_change(
     assert [seen.path for seen in api.seen()] == [
         "/api/overview",
         "/api/nodes",
+        f"/api/vhosts/{vhost}",  # the vhost's default queue type
         "/api/deprecated-features",
     ]
 

@@ -360,14 +360,17 @@ def test_topology_show_live_gives_each_settings_effective_value(tmp_path: Path) 
     rows = {row["key"]: row for row in jobs["settings"]}
     assert rows["x-delivery-limit"] == {
         "key": "x-delivery-limit",
+        "file": 2,
         "argument": None,
         "policy": 2,
         "operator_policy": 1,
         "effective": 1,
+        "state": None,
     }
+    assert (jobs["type"], jobs["missing"]) == ("quorum", [])
     assert rows["x-queue-type"]["argument"] == rows["x-queue-type"]["effective"] == "quorum"
     assert rows["x-dead-letter-routing-key"]["effective"] == "jobs.dead"
-    assert live["jobs.dead"]["settings"] == []
+    assert [row["key"] for row in live["jobs.dead"]["settings"]] == ["x-queue-type"]
     assert table.exit_code == 0, table.output
     assert "live settings" in table.stdout
     assert "x-delivery-limit" in table.stdout

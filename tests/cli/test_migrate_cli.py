@@ -106,7 +106,7 @@ def test_dry_run_shows_the_steps_and_changes_nothing(tmp_path: Path) -> None:
     assert document["steps"] == []
     assert ids_in(emulator, "jobs") == ready
     assert not emulator.has_queue("jobs.rr-migrating")
-    assert emulator.queue("jobs").arguments.get("x-queue-type") is None
+    assert emulator.queue("jobs").kind == "classic"  # as it was
 
 
 def test_the_table_shows_messages_bindings_and_steps(tmp_path: Path) -> None:

@@ -78,6 +78,7 @@ async def test_a_missing_queue_and_a_drifted_one_exit_1(backend: Backend) -> Non
     assert by_name["elsewhere"] == {
         "name": "elsewhere",
         "type": None,
+        "file_type": None,
         "role": None,
         "present": False,
         "locked": False,
@@ -90,6 +91,7 @@ async def test_a_missing_queue_and_a_drifted_one_exit_1(backend: Backend) -> Non
         "matches": None,
         "differences": None,
         "arguments": None,
+        "consumers_not_rr": None,
     }
 
     table = await rr(backend, "status", "-t", str(EXAMPLE))

@@ -61,12 +61,13 @@ def test_show_json_lists_every_entity_with_exact_arguments() -> None:
     document = json.loads(result.stdout)
     queues = {queue["name"]: queue["arguments"] for queue in document["queues"]}
     assert queues == {
-        "refunds": {},
+        "refunds": {"x-queue-type": "classic"},
         "refunds.retry": {
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "refunds",
+            "x-queue-type": "classic",
         },
-        "refunds.dead": {},
+        "refunds.dead": {"x-queue-type": "classic"},
         "payouts": {
             "x-queue-type": "quorum",
             "x-delivery-limit": 4,
@@ -75,7 +76,7 @@ def test_show_json_lists_every_entity_with_exact_arguments() -> None:
             "x-dead-letter-strategy": "at-least-once",
             "x-overflow": "reject-publish",
         },
-        "payouts.dead": {},
+        "payouts.dead": {"x-queue-type": "classic"},
     }
     policies = {policy["queue"]: policy for policy in document["policies"]}
     assert policies["refunds"]["attempts_counted_by"] == "rr"

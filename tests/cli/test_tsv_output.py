@@ -109,13 +109,15 @@ def test_status_with_live_settings_prints_two_sections(emulator: Emulator, topol
         "jobs\tquorum\t1234\t0\t0\t\t0.0\t0.0\tok\tquorum queue\n"
         "\n"
         "# live settings\n"
-        "queue\tsetting\targument\tpolicy\toperator policy\teffective\n"
-        "jobs\tx-dead-letter-exchange\t''\t-\t-\t''\n"
-        "jobs\tx-dead-letter-routing-key\t'jobs.dead'\t-\t-\t'jobs.dead'\n"
-        "jobs\tx-dead-letter-strategy\t'at-least-once'\t-\t-\t'at-least-once'\n"
-        "jobs\tx-delivery-limit\t2\t-\t-\t2\n"
-        "jobs\tx-overflow\t'reject-publish'\t-\t-\t'reject-publish'\n"
-        "jobs\tx-queue-type\t'quorum'\t-\t-\t'quorum'\n"
+        "queue\tsetting\tfile\targument\tpolicy\toperator policy\teffective\tstate\n"
+        "jobs.dead\tx-queue-type\t'classic'\t'classic'\t-\t-\t'classic'\t\n"
+        "jobs\tx-dead-letter-exchange\t''\t''\t-\t-\t''\t\n"
+        "jobs\tx-dead-letter-routing-key\t'jobs.dead'\t'jobs.dead'\t-\t-\t'jobs.dead'\t\n"
+        "jobs\tx-dead-letter-strategy\t'at-least-once'\t'at-least-once'\t-\t-\t"
+        "'at-least-once'\t\n"
+        "jobs\tx-delivery-limit\t2\t2\t-\t-\t2\t\n"
+        "jobs\tx-overflow\t'reject-publish'\t'reject-publish'\t-\t-\t'reject-publish'\t\n"
+        "jobs\tx-queue-type\t'quorum'\t'quorum'\t-\t-\t'quorum'\t\n"
     )
 
 
@@ -156,8 +158,10 @@ def test_doctor_prints_the_findings_without_the_server_line_and_verdict(
         ["info", "transient-queues-deprecated"],
         ["info", "quorum-return-counting"],
         ["info", "alarms-not-checked"],
+        ["info", "declare-matches"],
         ["info", "quorum-delivery-limit-counting"],
         ["warning", "no-consumer"],
+        ["info", "foreign-consumers-not-checked"],
         ["info", "quorum-members-not-checked"],
     ]
     assert lines[1] == "info\tserver-version\tRabbitMQ 4.3.6"
@@ -175,7 +179,7 @@ def test_topology_show_prints_its_two_tables_as_titled_sections(topology: Path) 
         "\n"
         "# entities\n"
         "kind\tname\tdurable\targuments\trole\n"
-        "queue\tjobs.dead\ttrue\t\tclassic queue, dead letters of jobs\n"
+        "queue\tjobs.dead\ttrue\tx-queue-type='classic'\tclassic queue, dead letters of jobs\n"
         f"queue\tjobs\ttrue\t{QUORUM_ARGUMENTS}\tquorum queue\n"
     )
 
@@ -185,7 +189,7 @@ def test_declare_prints_its_plan(emulator: Emulator, topology: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         "op\tname\tstatus\targuments\tdetail\n"
-        "declare_queue\tjobs.dead\tunchanged\t\t\n"
+        "declare_queue\tjobs.dead\tunchanged\tx-queue-type='classic'\t\n"
         f"declare_queue\tjobs\tunchanged\t{QUORUM_ARGUMENTS}\t\n"
     )
 

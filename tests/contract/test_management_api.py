@@ -13,8 +13,13 @@ twin's node is ``rabbit@emulator``): the scenario names each node by its place i
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version as installed_version
 from typing import Any
 
+import pika
 import pytest
 
 from rabbitctl_retry.doctor import identity_differences
@@ -23,15 +28,23 @@ from rabbitctl_retry.server import (
     DeprecatedFeature,
     NodeResources,
     Policy,
+    QueueConsumer,
     QueueHealth,
     Unstated,
+    is_rr_client,
 )
 from rabbitctl_retry.transport.base import identity_of
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
-from tests.backends import Backend, EmulatorBackend
+from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
+from tests.contract.test_default_queue_type import quorum_by_default
 from tests.contract.versions import expected
+from tests.foreign import pika_consumer
+
+RR_VERSION = installed_version("rabbitctl-retry")
+"""What rr's own client sends as its ``version`` (the twin's connections stand in for rr's
+and send none: it states none)."""
 
 TWIN_URL = "http://guest:guest@emulator:15672/"
 
@@ -44,6 +57,34 @@ def management_api(backend: Backend) -> ManagementApi:
     if url is None:
         pytest.skip(f"the shared RabbitMQ {backend.version} has no management API")
     return HttpManagementApi(url, vhost=backend.vhost)
+
+
+@asynccontextmanager
+async def foreign_consumer(backend: Backend, queue: str) -> AsyncIterator[tuple[str, str]]:
+    """A consumer of ``queue`` that is not rr, on a connection named ``svc-a``: pika itself on
+    RabbitMQ, and on the emulator a connection that says what pika says of itself; its
+    ``product`` and ``version``."""
+    product, version = "Pika Python Client Library", pika.__version__
+    if isinstance(backend, RabbitBackend):
+        consumer = pika_consumer(backend.url, queue, "ack", connection_name="svc-a")
+        await asyncio.to_thread(consumer.__enter__)
+        try:
+            yield product, version
+        finally:
+            await asyncio.to_thread(consumer.__exit__, None, None, None)
+        return
+    assert isinstance(backend, EmulatorBackend)
+    properties = {"product": product, "version": version, "connection_name": "svc-a"}
+    connection = backend.emulator.connect(client_properties=properties)
+
+    async def hold(delivery: object) -> None:
+        return None
+
+    await (await connection.channel()).consume(queue, hold)
+    try:
+        yield product, version
+    finally:
+        await connection.close()
 
 
 def features_view(table: tuple[DeprecatedFeature, ...] | Unstated | None) -> Any:
@@ -313,3 +354,55 @@ async def test_a_quorum_queue_states_its_members_online(backend: Backend) -> Non
     for queue in await api.queue_health():
         if queue.name.startswith("mq.health.") and queue.messages_per_s is not None:
             assert queue.messages_per_s == 0.0
+
+
+async def test_the_vhost_states_its_default_queue_type(backend: Backend) -> None:
+    """What ``rr declare``, ``rr status``, ``rr topology show --live`` and ``rr doctor`` say
+    of the vhost (docs/cli.md): its default queue type, ``classic`` for a vhost made without
+    one (measured on 4.3.6; the twin answers 4.0 so, and 3.10 with none), ``quorum`` for one
+    made with ``--default-queue-type quorum``."""
+    api = management_api(backend)
+    made_without = None if backend.version == "3.10" else "classic"
+    assert await api.vhost_default_queue_type() == made_without
+    async with quorum_by_default(backend) as typed:
+        assert await management_api(typed).vhost_default_queue_type() == "quorum"
+
+
+async def test_each_consumer_states_its_clients_properties(backend: Backend) -> None:
+    """What ``rr doctor`` and ``rr status`` read to tell rr's consumers from the others
+    (docs/cli.md, "Consumers that are not rr"): each consumer's queue, whether it
+    acknowledges, and its connection's client properties: pika's as pika sends them, rr's
+    own as rr's client sends them."""
+    api = management_api(backend)
+    channel = await backend.channel()
+    await channel.queue_declare("mq.consumed", arguments={"x-queue-type": "classic"})
+
+    async def hold(delivery: object) -> None:
+        return None
+
+    rr_side = await (await backend.connect()).channel()
+    await rr_side.consume("mq.consumed", hold)
+    rr_version = None if isinstance(backend, EmulatorBackend) else RR_VERSION
+    async with foreign_consumer(backend, "mq.consumed") as (product, version):
+
+        def view(found: tuple[QueueConsumer, ...]) -> list[tuple[Any, ...]]:
+            return sorted(
+                (c.queue, c.ack_required, c.product, c.version, c.connection_name)
+                for c in found
+                if c.queue == "mq.consumed"
+            )
+
+        wanted = sorted(
+            [
+                ("mq.consumed", True, product, version, "svc-a"),
+                ("mq.consumed", True, "rr", rr_version, "rr"),
+            ]
+        )
+
+        async def stated() -> bool:
+            return view(await api.consumers()) == wanted
+
+        await backend.until(stated, "both consumers stated with their clients")
+        found = [c for c in await api.consumers() if c.queue == "mq.consumed"]
+        assert [is_rr_client(c.product, c.connection_name) for c in found].count(True) == 1
+        assert len({c.connection for c in found}) == 2  # the server's name of each connection

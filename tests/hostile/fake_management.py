@@ -92,6 +92,8 @@ class FakeManagement:
         self.answers.setdefault("/api/overview", overview())
         self.answers.setdefault("/api/nodes", Answer.json([{"name": FAKE_NODE}]))
         self.prefixes.setdefault("/api/queues/", Answer.json({"node": FAKE_NODE}))
+        # what RabbitMQ 4.3.6 states of a vhost made without a default queue type (measured)
+        self.prefixes.setdefault("/api/vhosts/", Answer.json({"default_queue_type": "classic"}))
 
     def answer(self, path: str, answer: Answer, *, prefix: bool = False) -> None:
         """Answer ``path`` (or, with ``prefix``, every path that starts with it) so."""

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -22,6 +23,7 @@ from rabbitctl_retry.cli import app
 from rabbitctl_retry.cli._common import CliSettings
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.transport.base import Connection
+from rabbitctl_retry.transport.management import vhost_of
 from tests.hostile.fake_management import SECRET, Answer, FakeManagement
 
 PATH = "/api/deprecated-features"
@@ -31,6 +33,13 @@ NODES = (
     "disk_free_limit"
 )
 """What rr doctor reads next, for the nodes' alarms (tests/hostile/test_doctor_health.py)."""
+VHOST = f"/api/vhosts/{quote(vhost_of('emulator'), safe='')}"
+"""Then the vhost's default queue type: the vhost of the emulator's connection URL."""
+CONSUMERS = (
+    f"/api/consumers/{quote(vhost_of('emulator'), safe='')}?columns=queue.name,consumer_tag,"
+    "ack_required,channel_details.connection_name"
+)
+"""With a topology, its consumers (the fake has none: 404, so no connection is asked for)."""
 DEEP = b"[" * 200_000 + b"]" * 200_000
 ASSUMED = "findings on deprecated features are assumed from the version"
 WHAT = "not checked: which deprecated features this server permits or denies"
@@ -154,7 +163,7 @@ def test_a_malformed_table_is_one_warning_not_a_traceback(api: FakeManagement, c
         "message": f"{WHAT}: {detail}; {ASSUMED}",
     }
     assert "\x1b" not in result.output
-    assert [seen.path for seen in api.seen()] == [OVERVIEW, PATH, NODES]
+    assert [seen.path for seen in api.seen()] == [OVERVIEW, PATH, NODES, VHOST]
 
 
 @pytest.mark.parametrize(
@@ -330,7 +339,10 @@ def test_the_url_comes_from_the_environment_and_the_file_as_for_declare(
     )
     seen = api.seen()
     # the fake has no /api/nodes (404): the queues' members are not asked for then
-    assert [s.path for s in seen] == [OVERVIEW, PATH, NODES, OVERVIEW, PATH, NODES]
+    assert [s.path for s in seen] == [
+        *(OVERVIEW, PATH, NODES, VHOST),
+        *(OVERVIEW, PATH, NODES, VHOST, CONSUMERS),
+    ]
     assert all(s.headers["authorization"].startswith("Basic ") for s in seen)
 
 

@@ -492,7 +492,30 @@ def test_the_placement_is_shown_when_the_api_answers(
         "/api/overview",
         f"/api/queues/{vhost}/rr-mgmt",
         f"/api/queues/{vhost}/rr-mgmt-2",
+        f"/api/vhosts/{vhost}",  # the vhost's default queue type
     ]
+
+
+def test_a_vhost_answer_that_fails_is_a_warning_and_the_declare_goes_on(
+    tmp_path: Path, vhost_url: str, api: FakeManagement
+) -> None:
+    """The vhost's default queue type decides nothing for rr declare (every queue is declared
+    with its type): an API that fails to tell it is one warning line, and the queues are
+    declared."""
+    api.speak_for(current().release)
+    vhost = urlsplit(vhost_url).path[1:]
+    api.answer(f"/api/vhosts/{vhost}", Answer(status=500))
+
+    result = _rr_declare(tmp_path, vhost_url, api.url())
+
+    assert result.returncode == 0, result.stderr
+    shown = api.url().replace(SECRET, "******")
+    assert result.stderr.splitlines() == [
+        "rr: warning: the vhost's default queue type could not be read (rr declares every "
+        f"queue with its type all the same): the management API at {shown} answered 500 to "
+        f"GET /api/vhosts/{vhost}"
+    ]
+    assert sorted(_queues(vhost_url)) == ["rr-mgmt", "rr-mgmt-2"]
 
 
 @pytest.mark.parametrize(
@@ -784,3 +807,185 @@ async def test_a_doctor_answer_of_the_wrong_shape_is_exit_69(
     assert exit_code_for(caught.value) == 69
     assert f"gave an unexpected answer to GET {path} ({what}" in str(caught.value)
     assert SECRET not in str(caught.value)
+
+
+# --- rr doctor, rr status: the consumers and their clients; the vhost's default type ---------
+
+QUEUE_CONSUMERS_PATH = (
+    "/api/consumers/shop?columns=queue.name,consumer_tag,ack_required,"
+    "channel_details.connection_name"
+)
+CONNECTIONS_PATH = "/api/vhosts/shop/connections?columns=name,client_properties"
+VHOST_PATH = "/api/vhosts/shop"
+PIKA = "127.0.0.1:39600 -> 127.0.0.1:5675"
+RR = "127.0.0.1:39626 -> 127.0.0.1:5675"
+
+
+def _consumer_row(queue: str, tag: str, connection: str, ack_required: bool = True) -> Any:
+    return {
+        "queue": {"name": queue},
+        "consumer_tag": tag,
+        "ack_required": ack_required,
+        "channel_details": {"connection_name": connection},
+    }
+
+
+async def test_every_consumer_is_read_with_its_clients_properties(api: FakeManagement) -> None:
+    """In the shape RabbitMQ 4.3.6 answers (measured with pika 1.4.4, kombu's py-amqp 5.4.2,
+    rr's own client and rr on aiormq): the client properties' texts, ``product_version`` for
+    py-amqp's version; a consumer whose connection went between the two answers has none."""
+    api.answer(
+        QUEUE_CONSUMERS_PATH,
+        Answer.json(
+            [
+                _consumer_row("jobs", "ctag1.a", PIKA),
+                _consumer_row("jobs", "None1", "py-amqp"),
+                _consumer_row("jobs", "amq.ctag-r", RR, ack_required=False),
+                _consumer_row("jobs", "gone", "127.0.0.1:1 -> 127.0.0.1:5675"),
+                {  # a new consumer, stated without its channel for a moment (4.3.6)
+                    "queue": {"name": "jobs"},
+                    "consumer_tag": "new",
+                    "ack_required": True,
+                    "channel_details": {},
+                },
+            ]
+        ),
+    )
+    api.answer(
+        CONNECTIONS_PATH,
+        Answer.json(
+            [
+                {
+                    "name": PIKA,
+                    "client_properties": {
+                        "capabilities": {"basic.nack": True},
+                        "connection_name": "svc-a",
+                        "product": "Pika Python Client Library",
+                        "version": "1.4.4",
+                    },
+                },
+                {
+                    "name": "py-amqp",
+                    "client_properties": {"product": "py-amqp", "product_version": "5.4.2"},
+                },
+                {
+                    "name": RR,
+                    "client_properties": {"product": "rr", "connection_name": "rr run svc on h"},
+                },
+            ]
+        ),
+    )
+
+    found = await _client(api).consumers()
+
+    assert [(c.tag, c.ack_required, c.product, c.version, c.connection_name) for c in found] == [
+        ("None1", True, "py-amqp", "5.4.2", None),
+        ("amq.ctag-r", False, "rr", None, "rr run svc on h"),
+        ("ctag1.a", True, "Pika Python Client Library", "1.4.4", "svc-a"),
+        ("gone", True, None, None, None),
+        ("new", True, None, None, None),
+    ]
+    assert found[-1].connection is None
+    assert {c.queue for c in found} == {"jobs"}
+
+
+@pytest.mark.parametrize(
+    ("path", "answer", "what"),
+    [
+        pytest.param(
+            QUEUE_CONSUMERS_PATH, Answer.json({}), "not a list of consumers", id="not-a-list"
+        ),
+        pytest.param(
+            QUEUE_CONSUMERS_PATH,
+            Answer.json([{"queue": {"name": "q"}, "consumer_tag": "t", "ack_required": True}]),
+            "a consumer without",
+            id="no-channel-details",
+        ),
+        pytest.param(
+            QUEUE_CONSUMERS_PATH,
+            Answer.json(
+                [
+                    {
+                        "queue": {"name": "q"},
+                        "consumer_tag": "t",
+                        "ack_required": True,
+                        "channel_details": {"connection_name": 7},
+                    }
+                ]
+            ),
+            "a consumer without",
+            id="connection-not-a-text",
+        ),
+        pytest.param(
+            QUEUE_CONSUMERS_PATH,
+            Answer.json(
+                [
+                    {
+                        "queue": {"name": "q"},
+                        "consumer_tag": "t",
+                        "ack_required": "yes",
+                        "channel_details": {"connection_name": "c"},
+                    }
+                ]
+            ),
+            "a consumer without",
+            id="ack-required-a-text",
+        ),
+        pytest.param(
+            CONNECTIONS_PATH,
+            Answer.json([{"client_properties": {}}]),
+            "not a list of connections",
+            id="connection-without-a-name",
+        ),
+        pytest.param(
+            CONNECTIONS_PATH,
+            Answer.json([{"name": "c", "client_properties": ["rr"]}]),
+            "not a list of connections",
+            id="properties-not-an-object",
+        ),
+    ],
+)
+async def test_a_consumers_answer_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, path: str, answer: Answer, what: str
+) -> None:
+    api.answer(QUEUE_CONSUMERS_PATH, Answer.json([]))
+    api.answer(CONNECTIONS_PATH, Answer.json([]))
+    api.answer(path, answer)
+
+    with pytest.raises(BrokerUnreachable) as caught:
+        await _client(api).consumers()
+
+    assert exit_code_for(caught.value) == 69
+    assert f"gave an unexpected answer to GET {path} ({what}" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("answer", "default"),
+    [
+        pytest.param({"name": "shop", "default_queue_type": "quorum"}, "quorum", id="quorum"),
+        pytest.param({"name": "shop", "default_queue_type": "classic"}, "classic", id="classic"),
+        pytest.param({"name": "shop"}, None, id="none-stated"),
+        pytest.param({"name": "shop", "default_queue_type": None}, None, id="null"),
+    ],
+)
+async def test_the_vhosts_default_queue_type_is_read(
+    api: FakeManagement, answer: dict[str, Any], default: str | None
+) -> None:
+    api.answer(VHOST_PATH, Answer.json(answer))
+    assert await _client(api).vhost_default_queue_type() == default
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [[], {"default_queue_type": 1}, {"default_queue_type": "quo\x1brum"}],
+    ids=["a-list", "a-number", "a-control-character"],
+)
+async def test_a_vhost_answer_of_the_wrong_shape_is_exit_69(
+    api: FakeManagement, answer: Any
+) -> None:
+    api.answer(VHOST_PATH, Answer.json(answer))
+    with pytest.raises(BrokerUnreachable) as caught:
+        await _client(api).vhost_default_queue_type()
+    assert exit_code_for(caught.value) == 69
+    assert f"gave an unexpected answer to GET {VHOST_PATH}" in str(caught.value)

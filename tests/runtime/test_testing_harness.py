@@ -126,7 +126,8 @@ async def test_a_policy_held_topology_gets_its_policies_from_the_fixture(
     settings are in rr's policy, and its copies still come back to their queue."""
     seen.clear()
     assert {policy.name for policy in rr_broker.emulator.policies()} == {"rr.orders.retry"}
-    assert rr_broker.emulator.queue("orders.retry").arguments == {}
+    # only its type stays in the declare (docs/topology.md, "The queue's type")
+    assert rr_broker.emulator.queue("orders.retry").arguments == {"x-queue-type": "classic"}
     await rr_broker.run(always_later)
     await rr_broker.publish("orders", {"id": 1})
     await rr_broker.advance(120)

@@ -14,6 +14,10 @@ from rabbitctl_retry.topology.load import load_file, load_text
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topology.toml"
 
+CLASSIC = {"x-queue-type": "classic"}
+"""A plain classic queue's arguments: its type, always sent (docs/topology.md, "The queue's
+type")."""
+
 
 def _queue(
     name: str, arguments: dict[str, Any], *, vhost: str = "/", durable: bool = True
@@ -31,13 +35,17 @@ def test_the_guides_file() -> None:
     document = to_definitions(expand(load_file(EXAMPLE)))
     assert document == {
         "queues": [
-            _queue("refunds.dead", {}),
-            _queue("refunds", {}),
+            _queue("refunds.dead", CLASSIC),
+            _queue("refunds", CLASSIC),
             _queue(
                 "refunds.retry",
-                {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"},
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "refunds",
+                    "x-queue-type": "classic",
+                },
             ),
-            _queue("payouts.dead", {}),
+            _queue("payouts.dead", CLASSIC),
             _queue(
                 "payouts",
                 {
@@ -69,7 +77,12 @@ def test_exchanges_bindings_and_vhost() -> None:
     document = to_definitions(desired, vhost="prod")
     assert document == {
         "queues": [
-            _queue("q", {"x-dead-letter-exchange": "external.dlx"}, vhost="prod", durable=False),
+            _queue(
+                "q",
+                {"x-dead-letter-exchange": "external.dlx", "x-queue-type": "classic"},
+                vhost="prod",
+                durable=False,
+            ),
         ],
         "exchanges": [
             {
@@ -125,10 +138,15 @@ def test_exchanges_bindings_and_vhost() -> None:
 def test_delay_tiers_export_their_ttls() -> None:
     document = to_definitions(expand(load_text('[queues.q]\ndelay_tiers = ["1s", "5m"]\n')))
     assert [(queue["name"], queue["arguments"]) for queue in document["queues"]] == [
-        ("q", {}),
+        ("q", CLASSIC),
         (
             "q.retry.1s",
-            {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q", "x-message-ttl": 1000},
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "q",
+                "x-message-ttl": 1000,
+                "x-queue-type": "classic",
+            },
         ),
         (
             "q.retry.5m",
@@ -136,6 +154,7 @@ def test_delay_tiers_export_their_ttls() -> None:
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": "q",
                 "x-message-ttl": 300000,
+                "x-queue-type": "classic",
             },
         ),
     ]

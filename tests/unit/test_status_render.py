@@ -224,8 +224,9 @@ def test_a_locked_queue_exists_but_its_numbers_are_not_known() -> None:
         for q in document["queues"]
     ] == [
         ("private", None, True, True, None, None),
-        ("work", "quorum", True, True, None, None),
+        ("work", None, True, True, None, None),  # the broker's type is not known
     ]
+    assert [q["file_type"] for q in document["queues"]] == [None, "quorum"]
     assert (named.ok, listed.ok, document["ok"]) == (True, False, False)
     assert type_of(named) == "?"
     assert printed(Reading([named, listed], read_at=AT)).split("\n")[2:4] == [

@@ -24,6 +24,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topolo
 
 QueueRow = tuple[str, bool, dict[str, Any]]
 
+CLASSIC = {"x-queue-type": "classic"}
+"""The arguments of a plain classic queue: its type, always sent (docs/topology.md, "The
+queue's type")."""
+
 
 def queues_of(desired: Desired) -> list[QueueRow]:
     return [(queue.name, queue.durable, dict(queue.arguments)) for queue in desired.queues]
@@ -42,14 +46,18 @@ def test_the_guides_file_expands_exactly() -> None:
     # refunds.dead, refunds.retry (x-dead-letter-routing-key) after refunds, payouts after
     # payouts.dead.
     expected: list[QueueRow] = [
-        ("refunds.dead", True, {}),
-        ("refunds", True, {}),
+        ("refunds.dead", True, CLASSIC),
+        ("refunds", True, CLASSIC),
         (
             "refunds.retry",
             True,
-            {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"},
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "refunds",
+                "x-queue-type": "classic",
+            },
         ),
-        ("payouts.dead", True, {}),
+        ("payouts.dead", True, CLASSIC),
         (
             "payouts",
             True,
@@ -96,7 +104,7 @@ EXPANSIONS = [
     (
         "classic-plain",
         "[queues.q]\n",
-        [("q", True, {})],
+        [("q", True, CLASSIC)],
         [],
         [],
         [],
@@ -104,7 +112,7 @@ EXPANSIONS = [
     (
         "classic-non-durable",
         "[queues.q]\ndurable = false\n",
-        [("q", False, {})],
+        [("q", False, CLASSIC)],
         [],
         [],
         [],
@@ -112,7 +120,7 @@ EXPANSIONS = [
     (
         "classic-max-attempts-has-no-server-argument",
         "[queues.q]\nmax_attempts = 5\n",
-        [("q", True, {})],
+        [("q", True, CLASSIC)],
         [],
         [],
         [],
@@ -120,7 +128,7 @@ EXPANSIONS = [
     (
         "classic-unlisted-dead-letter",
         '[queues.q]\nmax_attempts = 5\ndead_letter = "q.dead"\n',
-        [("q.dead", True, {}), ("q", True, {})],
+        [("q.dead", True, CLASSIC), ("q", True, CLASSIC)],
         [],
         [],
         [],
@@ -128,16 +136,159 @@ EXPANSIONS = [
     (
         "classic-own-dlx",
         '[queues.q]\ndead_letter_exchange = "dlx"\n',
-        [("q", True, {"x-dead-letter-exchange": "dlx"})],
+        [("q", True, {"x-dead-letter-exchange": "dlx", "x-queue-type": "classic"})],
         [],
         [],
         ["dlx"],
     ),
     (
+        "classic-default-exchange-dlx-with-its-routing-key",
+        '[queues.q]\ndead_letter_exchange = ""\n'
+        'arguments = { x-dead-letter-routing-key = "q.kept" }\n',
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-dead-letter-routing-key": "q.kept",
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                },
+            )
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-rejected",
+        '[queues.q]\nrejected = "q.rejected"\n',
+        [
+            ("q.rejected", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.rejected",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-rejected-beside-rr-dead-letters",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\nrejected = "q.rejected"\n'
+        'delay = "dlx-ttl"\n',
+        [
+            ("q.rejected", True, CLASSIC),
+            ("q.dead", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.rejected",
+                },
+            ),
+            (
+                "q.retry",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "classic",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "classic-rejected-into-its-dead-letter-queue",
+        '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\nrejected = "q.dead"\n',
+        [
+            ("q.dead", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "classic",
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.dead",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-rejected-is-its-dead-letter-route",
+        '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "q.dead"\n'
+        'rejected = "q.dead"\n',
+        [
+            ("q.dead", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 2,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.dead",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
+        "quorum-rejected-without-dead-letter",
+        '[queues.q]\ntype = "quorum"\ndelivery_limit = 4\nrejected = "q.parked"\n',
+        [
+            ("q.parked", True, CLASSIC),
+            (
+                "q",
+                True,
+                {
+                    "x-queue-type": "quorum",
+                    "x-delivery-limit": 4,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q.parked",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish",
+                },
+            ),
+        ],
+        [],
+        [],
+        [],
+    ),
+    (
         "classic-raw-arguments",
         "[queues.q]\n"
         'arguments = { x-message-ttl = 60000, x-max-length = 10, x-overflow = "drop-head" }\n',
-        [("q", True, {"x-message-ttl": 60000, "x-max-length": 10, "x-overflow": "drop-head"})],
+        [
+            (
+                "q",
+                True,
+                {
+                    "x-message-ttl": 60000,
+                    "x-max-length": 10,
+                    "x-overflow": "drop-head",
+                    "x-queue-type": "classic",
+                },
+            )
+        ],
         [],
         [],
         [],
@@ -154,7 +305,7 @@ EXPANSIONS = [
         "quorum-max-attempts-1",
         '[queues.q]\ntype = "quorum"\nmax_attempts = 1\ndead_letter = "d"\n',
         [
-            ("d", True, {}),
+            ("d", True, CLASSIC),
             (
                 "q",
                 True,
@@ -177,7 +328,7 @@ EXPANSIONS = [
         '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "d"\n'
         'dead_letter_exchange = "dlx"\n',
         [
-            ("d", True, {}),
+            ("d", True, CLASSIC),
             (
                 "q",
                 True,
@@ -219,7 +370,7 @@ EXPANSIONS = [
         "quorum-agreeing-delivery-limit",
         '[queues.q]\ntype = "quorum"\nmax_attempts = 5\ndelivery_limit = 4\ndead_letter = "d"\n',
         [
-            ("d", True, {}),
+            ("d", True, CLASSIC),
             (
                 "q",
                 True,
@@ -242,7 +393,7 @@ EXPANSIONS = [
         '[queues.q]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "d"\n'
         'arguments = { x-max-length = 100, x-overflow = "reject-publish" }\n',
         [
-            ("d", True, {}),
+            ("d", True, CLASSIC),
             (
                 "q",
                 True,
@@ -265,8 +416,16 @@ EXPANSIONS = [
         "dlx-ttl-default-wait-queue",
         '[queues.q]\ndelay = "dlx-ttl"\n',
         [
-            ("q", True, {}),
-            ("q.retry", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+            ("q", True, CLASSIC),
+            (
+                "q.retry",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "classic",
+                },
+            ),
         ],
         [],
         [],
@@ -276,8 +435,16 @@ EXPANSIONS = [
         "dlx-ttl-named-wait-queue",
         '[queues.q]\ndelay = "dlx-ttl"\nwait_queue = "q.wait"\n',
         [
-            ("q", True, {}),
-            ("q.wait", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+            ("q", True, CLASSIC),
+            (
+                "q.wait",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "classic",
+                },
+            ),
         ],
         [],
         [],
@@ -287,8 +454,16 @@ EXPANSIONS = [
         "dlx-ttl-on-a-non-durable-queue-still-durable-wait-queue",
         '[queues.q]\ndurable = false\ndelay = "dlx-ttl"\n',
         [
-            ("q", False, {}),
-            ("q.retry", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+            ("q", False, CLASSIC),
+            (
+                "q.retry",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "classic",
+                },
+            ),
         ],
         [],
         [],
@@ -298,7 +473,7 @@ EXPANSIONS = [
         "delay-tiers-inferred-dlx-ttl",
         '[queues.q]\ndelay_tiers = ["1s", "30s", "5m"]\n',
         [
-            ("q", True, {}),
+            ("q", True, CLASSIC),
             (
                 "q.retry.1s",
                 True,
@@ -306,6 +481,7 @@ EXPANSIONS = [
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "q",
                     "x-message-ttl": 1000,
+                    "x-queue-type": "classic",
                 },
             ),
             (
@@ -315,6 +491,7 @@ EXPANSIONS = [
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "q",
                     "x-message-ttl": 30000,
+                    "x-queue-type": "classic",
                 },
             ),
             (
@@ -324,6 +501,7 @@ EXPANSIONS = [
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "q",
                     "x-message-ttl": 300000,
+                    "x-queue-type": "classic",
                 },
             ),
         ],
@@ -335,7 +513,7 @@ EXPANSIONS = [
         "delay-tiers-odd-spellings",
         '[queues."a.b"]\ndelay = "dlx-ttl"\ndelay_tiers = ["1500ms", "90s", "120m"]\n',
         [
-            ("a.b", True, {}),
+            ("a.b", True, CLASSIC),
             (
                 "a.b.retry.1500ms",
                 True,
@@ -343,6 +521,7 @@ EXPANSIONS = [
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "a.b",
                     "x-message-ttl": 1500,
+                    "x-queue-type": "classic",
                 },
             ),
             (
@@ -352,6 +531,7 @@ EXPANSIONS = [
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "a.b",
                     "x-message-ttl": 90000,
+                    "x-queue-type": "classic",
                 },
             ),
             (
@@ -361,6 +541,7 @@ EXPANSIONS = [
                     "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": "a.b",
                     "x-message-ttl": 7200000,
+                    "x-queue-type": "classic",
                 },
             ),
         ],
@@ -373,8 +554,8 @@ EXPANSIONS = [
         '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\ndelay_tiers = ["1s", "1m"]\n'
         'wait_queue_type = "quorum"\n',
         [
-            ("q.dead", True, {}),
-            ("q", True, {}),
+            ("q.dead", True, CLASSIC),
+            ("q", True, CLASSIC),
             *(
                 (
                     f"q.retry.{tier}",
@@ -399,8 +580,16 @@ EXPANSIONS = [
         "classic-with-its-classic-wait-queue-said",
         '[queues.q]\ndelay = "dlx-ttl"\nwait_queue_type = "classic"\n',
         [
-            ("q", True, {}),
-            ("q.retry", True, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}),
+            ("q", True, CLASSIC),
+            (
+                "q.retry",
+                True,
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "q",
+                    "x-queue-type": "classic",
+                },
+            ),
         ],
         [],
         [],
@@ -411,7 +600,7 @@ EXPANSIONS = [
         '[queues.q]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "q.dead"\n'
         'delay = "dlx-ttl"\n',
         [
-            ("q.dead", True, {}),
+            ("q.dead", True, CLASSIC),
             (
                 "q",
                 True,
@@ -477,7 +666,7 @@ EXPANSIONS = [
     (
         "plugin-dme",
         '[queues.q]\ndelay = "plugin-dme"\n',
-        [("q", True, {})],
+        [("q", True, CLASSIC)],
         [("q.delay", "x-delayed-message", True, {"x-delayed-type": "direct"})],
         [("q.delay", "q", "q", {})],
         [],
@@ -487,8 +676,8 @@ EXPANSIONS = [
         '[queues.a]\nmax_attempts = 3\ndead_letter = "shared"\n\n'
         '[queues.b]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "shared"\n',
         [
-            ("shared", True, {}),
-            ("a", True, {}),
+            ("shared", True, CLASSIC),
+            ("a", True, CLASSIC),
             (
                 "b",
                 True,
@@ -511,7 +700,7 @@ EXPANSIONS = [
         '[queues.a]\nmax_attempts = 3\ndead_letter = "d"\n'
         '[queues.b]\nmax_attempts = 1\ndead_letter = "d"\n'
         "[queues.d]\ndurable = false\n",
-        [("d", False, {}), ("a", True, {}), ("b", True, {})],
+        [("d", False, CLASSIC), ("a", True, CLASSIC), ("b", True, CLASSIC)],
         [],
         [],
         [],
@@ -522,7 +711,7 @@ EXPANSIONS = [
         '[queues.b]\ntype = "quorum"\nmax_attempts = 2\ndead_letter = "c"\n'
         "[queues.c]\n",
         [
-            ("c", True, {}),
+            ("c", True, CLASSIC),
             (
                 "b",
                 True,
@@ -535,7 +724,7 @@ EXPANSIONS = [
                     "x-overflow": "reject-publish",
                 },
             ),
-            ("a", True, {}),
+            ("a", True, CLASSIC),
         ],
         [],
         [],
@@ -548,7 +737,7 @@ EXPANSIONS = [
         '  { exchange = "amq.topic", routing_key = "k" },\n'
         '  { exchange = "legacy", arguments = { x-match = "all" } },\n'
         '  { exchange = "amq.topic", routing_key = "k2" },\n]\n',
-        [("a", True, {})],
+        [("a", True, CLASSIC)],
         [("events", "topic", False, {})],
         [
             ("events", "a", "a.#", {}),
@@ -561,7 +750,7 @@ EXPANSIONS = [
     (
         "declared-dlx-is-not-referenced",
         '[exchanges.dlx]\ntype = "fanout"\n[queues.q]\ndead_letter_exchange = "dlx"\n',
-        [("q", True, {"x-dead-letter-exchange": "dlx"})],
+        [("q", True, {"x-dead-letter-exchange": "dlx", "x-queue-type": "classic"})],
         [("dlx", "fanout", True, {})],
         [],
         [],
@@ -583,15 +772,19 @@ EXPANSIONS = [
         '[queues.third]\ndelay = "plugin-dme"\n'
         '[exchanges.events]\ntype = "topic"\n',
         [
-            ("first", True, {}),
-            ("second.dead", True, {}),
-            ("second", True, {"x-dead-letter-exchange": "other.dlx"}),
+            ("first", True, CLASSIC),
+            ("second.dead", True, CLASSIC),
+            ("second", True, {"x-dead-letter-exchange": "other.dlx", "x-queue-type": "classic"}),
             (
                 "second.retry",
                 True,
-                {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "second"},
+                {
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": "second",
+                    "x-queue-type": "classic",
+                },
             ),
-            ("third", True, {}),
+            ("third", True, CLASSIC),
         ],
         [
             ("events", "topic", True, {}),
@@ -696,6 +889,20 @@ def test_shared_dead_letter_role_names_both_queues() -> None:
     }
 
 
+def test_rejected_queues_say_whose_rejects_they_keep() -> None:
+    desired = expand(
+        load_text(
+            '[queues.a]\nmax_attempts = 2\ndead_letter = "a.dead"\nrejected = "kept"\n'
+            '[queues.b]\nrejected = "kept"\n'
+            '[queues.c]\nmax_attempts = 2\ndead_letter = "c.dead"\nrejected = "c.dead"\n'
+        )
+    )
+    roles = {queue.name: (queue.role, queue.source) for queue in desired.queues}
+    assert roles["kept"] == ("classic queue, rejected messages of a, b", "queues.a.rejected")
+    assert roles["c.dead"] == ("classic queue, dead letters of c", "queues.c.dead_letter")
+    assert [queue.name for queue in desired.queues].count("kept") == 1
+
+
 def test_binding_sources_name_the_item() -> None:
     desired = expand(
         load_text(
@@ -728,12 +935,15 @@ def test_expand_of_an_empty_topology() -> None:
 @pytest.mark.parametrize(
     ("fields", "arguments"),
     [
-        ({}, {}),
-        ({"max_attempts": 3, "dead_letter": "d"}, {}),
-        ({"dead_letter_exchange": "dlx"}, {"x-dead-letter-exchange": "dlx"}),
+        ({}, CLASSIC),
+        ({"max_attempts": 3, "dead_letter": "d"}, CLASSIC),
+        (
+            {"dead_letter_exchange": "dlx"},
+            {"x-queue-type": "classic", "x-dead-letter-exchange": "dlx"},
+        ),
         (
             {"max_attempts": 4, "dead_letter": "d", "dead_letter_exchange": "dlx"},
-            {"x-dead-letter-exchange": "dlx"},
+            {"x-queue-type": "classic", "x-dead-letter-exchange": "dlx"},
         ),
         ({"type": QueueType.QUORUM}, {"x-queue-type": "quorum"}),
         (
@@ -759,7 +969,7 @@ def test_expand_of_an_empty_topology() -> None:
         ),
         (
             {"delay": DelayMode.DLX_TTL, "arguments": {"x-max-length": 5}},
-            {"x-max-length": 5},
+            {"x-max-length": 5, "x-queue-type": "classic"},
         ),
     ],
 )
@@ -775,7 +985,7 @@ def test_quorum_dead_letter_with_a_raw_delivery_limit_expands() -> None:
         load_text('[queues.q]\ntype = "quorum"\ndead_letter = "q.dead"\ndelivery_limit = 3\n')
     )
     assert queues_of(desired) == [
-        ("q.dead", True, {}),
+        ("q.dead", True, CLASSIC),
         (
             "q",
             True,
@@ -793,14 +1003,24 @@ def test_quorum_dead_letter_with_a_raw_delivery_limit_expands() -> None:
 
 def test_builtin_dead_letter_exchange_is_referenced() -> None:
     desired = expand(load_text('[queues.q]\ndead_letter_exchange = "amq.direct"\n'))
-    assert queues_of(desired) == [("q", True, {"x-dead-letter-exchange": "amq.direct"})]
+    assert queues_of(desired) == [
+        ("q", True, {"x-dead-letter-exchange": "amq.direct", "x-queue-type": "classic"})
+    ]
     assert desired.referenced_exchanges == ("amq.direct",)
 
 
 @pytest.mark.parametrize(
     ("queue", "ttl_ms", "arguments"),
     [
-        ("refunds", None, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "refunds"}),
+        (
+            "refunds",
+            None,
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "refunds",
+                "x-queue-type": "classic",
+            },
+        ),
         (
             "refunds",
             30_000,
@@ -808,12 +1028,18 @@ def test_builtin_dead_letter_exchange_is_referenced() -> None:
                 "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": "refunds",
                 "x-message-ttl": 30_000,
+                "x-queue-type": "classic",
             },
         ),
         (
             "q",
             0,
-            {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q", "x-message-ttl": 0},
+            {
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "q",
+                "x-message-ttl": 0,
+                "x-queue-type": "classic",
+            },
         ),
     ],
 )
@@ -851,10 +1077,11 @@ def test_wait_queue_arguments(queue: str, ttl_ms: int | None, arguments: dict[st
 )
 def test_quorum_wait_queue_arguments(ttl_ms: int | None, arguments: dict[str, Any]) -> None:
     assert_same_types(wait_queue_arguments("payouts", ttl_ms, quorum=True), arguments)
-    # quorum=False (the default) adds none of the three
+    # quorum=False (the default): a classic wait queue, which dead-letters at most once
     plain = wait_queue_arguments("payouts", ttl_ms)
     assert plain == wait_queue_arguments("payouts", ttl_ms, quorum=False)
-    assert not {"x-queue-type", "x-dead-letter-strategy", "x-overflow"} & plain.keys()
+    assert plain["x-queue-type"] == "classic"
+    assert not {"x-dead-letter-strategy", "x-overflow"} & plain.keys()
 
 
 def _dead_letters_to(name: str, target: str) -> QueueEntity:

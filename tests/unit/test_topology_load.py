@@ -555,7 +555,7 @@ REFUSALS = [
         '[queues.a]\ntype = "quorum"\ndelivery_limit = 3\n',
         "queues.a.delivery_limit",
         3,
-        "a delivery limit without dead_letter or dead_letter_exchange",
+        "a delivery limit without dead_letter, rejected or dead_letter_exchange",
     ),
     (
         "delivery-limit-negative",
@@ -884,7 +884,8 @@ def test_refusal_names_every_known_key() -> None:
     error = load_error("[queues.q]\nmax_attemps = 1\n")
     assert error.detail == (
         "unknown key 'max_attemps' (did you mean 'max_attempts'?); known keys: type, durable, "
-        "max_attempts, dead_letter, dead_letter_exchange, delivery_limit, delay, wait_queue, "
+        "max_attempts, dead_letter, dead_letter_exchange, rejected, delivery_limit, delay, "
+        "wait_queue, "
         "wait_queue_type, delay_tiers, delay_min, delay_max, delay_returns, publish, "
         "dead_letter_strategy, replicas, arguments, bindings, settings"
     )
@@ -1157,14 +1158,14 @@ STRATEGIES = [
         '[queues.q]\nmax_attempts = 3\ndead_letter = "q.dead"\n',
         None,
         None,
-        {},
+        {"x-queue-type": "classic"},
     ),
     (
         "classic-own-dead-letter-exchange-has-no-strategy",
         '[queues.q]\ndead_letter_exchange = "dlx"\n',
         None,
         None,
-        {"x-dead-letter-exchange": "dlx"},
+        {"x-dead-letter-exchange": "dlx", "x-queue-type": "classic"},
     ),
 ]
 

@@ -95,13 +95,14 @@ def test_a_queue_and_its_wait_queues_are_one_rebuild_with_a_holding_queue_each()
     holding = {entity.name: dict(entity.arguments) for entity in unit.holding_queues}
     marks = {"x-max-length": 32_213_686_696_242_276, "x-overflow": "reject-publish"}
     assert holding == {
-        "jobs.rr-migrating": {"x-rr-holding-for": "jobs", **marks},
+        "jobs.rr-migrating": {"x-rr-holding-for": "jobs", **marks, "x-queue-type": "classic"},
         "jobs.retry.10s.rr-migrating": {
             "x-rr-holding-for": "jobs.retry.10s",
             **marks,
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "jobs.rr-migrating",
             "x-message-ttl": 10_000,
+            "x-queue-type": "classic",
         },
         "jobs.retry.1m.rr-migrating": {
             "x-rr-holding-for": "jobs.retry.1m",
@@ -109,6 +110,7 @@ def test_a_queue_and_its_wait_queues_are_one_rebuild_with_a_holding_queue_each()
             "x-dead-letter-exchange": "",
             "x-dead-letter-routing-key": "jobs.rr-migrating",
             "x-message-ttl": 60_000,
+            "x-queue-type": "classic",
         },
     }
     assert int.from_bytes(b"rr-hold", "big") == HOLDING_MAX_LENGTH

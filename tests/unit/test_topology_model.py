@@ -185,7 +185,7 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
         (
             {"name": "q", "type": QUORUM, "delivery_limit": 2},
             "queues.q.delivery_limit",
-            "a delivery limit without dead_letter or dead_letter_exchange",
+            "a delivery limit without dead_letter, rejected or dead_letter_exchange",
         ),
         (
             {"name": "q", "type": QUORUM, "delivery_limit": -1, "dead_letter_exchange": "x"},
@@ -369,6 +369,49 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
             None,
             None,
         ),
+        # dead_letter_exchange = "" (docs/topology.md): the default exchange routes by name
+        (
+            {"name": "q", "dead_letter_exchange": ""},
+            "queues.q.dead_letter_exchange",
+            'dead_letter_exchange = "" (the default exchange) routes by queue name',
+        ),
+        (
+            {"name": "q", "arguments": {"x-dead-letter-routing-key": "k"}},
+            "queues.q.arguments.x-dead-letter-routing-key",
+            'x-dead-letter-routing-key needs dead_letter_exchange ("" for the default exchange',
+        ),
+        # rejected (docs/topology.md, "What other consumers reject"): the queue's one
+        # server-side dead-letter route
+        (
+            {"name": "q", "rejected": "q"},
+            "queues.q.rejected",
+            "names the queue itself",
+        ),
+        (
+            {"name": "q", "rejected": "q.retry", "delay": DLX_TTL},
+            "queues.q.rejected",
+            "'q.retry' is this queue's own wait queue",
+        ),
+        (
+            {"name": "q", "rejected": "r", "dead_letter_exchange": "dlx"},
+            "queues.q.rejected",
+            "a queue has one: drop dead_letter_exchange, or rejected",
+        ),
+        (
+            {"name": "q", "rejected": "r", "arguments": {"x-dead-letter-routing-key": "k"}},
+            "queues.q.rejected",
+            "drop arguments.x-dead-letter-routing-key, or rejected",
+        ),
+        (
+            {"name": "q", "type": QUORUM, "rejected": "r", "max_attempts": 2, "dead_letter": "d"},
+            "queues.q.rejected",
+            "a quorum queue has one dead-letter route, its dead_letter 'd'",
+        ),
+        (
+            {"name": "q", "rejected": "a!b"},
+            "queues.q.rejected",
+            "queue name 'a!b' holds '!'",
+        ),
     ],
 )
 def test_queue_validation(fields: dict[str, Any], path: str | None, fragment: str | None) -> None:
@@ -412,7 +455,23 @@ def test_queue_validation(fields: dict[str, Any], path: str | None, fragment: st
         {"name": "q", "delay": DLX_TTL, "delay_tiers_ms": (1, 2, 3)},
         {"name": "q", "delay": DME},
         {"name": "q", "publish": PublishMode.FAST},
-        {"name": "q", "dead_letter_exchange": ""},
+        # the default exchange, with the queue that keeps what is dropped (docs/topology.md)
+        {
+            "name": "q",
+            "dead_letter_exchange": "",
+            "arguments": {"x-dead-letter-routing-key": "q.rejected"},
+        },
+        {"name": "q", "rejected": "q.rejected"},
+        {"name": "q", "rejected": "q.dead", "max_attempts": 3, "dead_letter": "q.dead"},
+        {"name": "q", "rejected": "q.rejected", "max_attempts": 3, "dead_letter": "q.dead"},
+        {
+            "name": "q",
+            "type": QUORUM,
+            "rejected": "q.dead",
+            "max_attempts": 3,
+            "dead_letter": "q.dead",
+        },
+        {"name": "q", "type": QUORUM, "rejected": "q.parked", "delivery_limit": 4},
     ],
 )
 def test_queue_accepts(fields: dict[str, Any]) -> None:

@@ -208,8 +208,20 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
     document = json.loads(json.dumps(plan_document(result, dry_run=True)))
     assert document["dry_run"] is True
     existing = [
-        {key: value for key, value in op.items() if key not in ("policy", "settings")}
+        {
+            key: value
+            for key, value in op.items()
+            if key not in ("policy", "settings", "broker_type")
+        }
         for op in document["operations"]
+    ]
+    # issue #41: each queue's type on the broker, as the observation shows it
+    assert [op.get("broker_type") for op in document["operations"]] == [
+        None,
+        "classic",
+        None,
+        None,
+        None,
     ]
     # issue #27: each queue also names rr's policy for it and classifies its settings
     assert document["operations"][1]["policy"] is None
@@ -221,13 +233,21 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
             "current": "true",
             "change": "unchanged",
             "reason": "",
-        }
+        },
+        {
+            "key": "x-queue-type",
+            "held_by": "argument",
+            "desired": "'classic'",
+            "current": "'classic'",
+            "change": "unchanged",
+            "reason": "",
+        },
     ]
     assert {row["change"] for row in document["operations"][4]["settings"]} == {"planned"}
     assert existing[1] == {
         "op": "declare_queue",
         "name": "refunds",
-        "arguments": {},
+        "arguments": {"x-queue-type": "classic"},
         "status": "unchanged",
         "detail": None,
         "placement": None,

@@ -128,9 +128,9 @@ def test_a_queue_overrides_the_broker() -> None:
     )
     by_name = {queue.name: queue for queue in expand(topology).queues}
     assert by_name["a"].policy is None
-    assert by_name["a"].arguments == {"x-max-length": 5}
+    assert by_name["a"].arguments == {"x-max-length": 5, "x-queue-type": "classic"}
     assert by_name["b"].policy is not None
-    assert by_name["b"].arguments == {}
+    assert by_name["b"].arguments == {"x-queue-type": "classic"}  # the type stays declared
 
 
 @pytest.mark.parametrize(
