@@ -31,9 +31,9 @@ import atexit
 import functools
 import inspect
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 from uuid import uuid4
@@ -317,6 +317,18 @@ class RabbitBackend:
     def ctl(self, *args: str) -> str:
         """``rabbitmqctl -q ARGS`` on this backend's node; what it printed."""
         return ctl(self.broker, *args)
+
+
+@contextmanager
+def own_vhost(amqp_url: str) -> Iterator[RabbitBackend]:
+    """For a test that runs the CLI (its own event loop): the current shared server, in a
+    fresh vhost of the test's own (the URL's is shared by every test), closed after."""
+    rabbit = RabbitBackend(amqp_url)
+    rabbit.setup()
+    try:
+        yield rabbit
+    finally:
+        asyncio.run(rabbit.close())
 
 
 @asynccontextmanager

@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 from rabbitctl_retry.cli import app
 from tests.backends import RabbitBackend
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
-from tests.foreign import pika_declare
+from tests.interop.foreign import pika_declare
 from tests.shared_node import current
 
 runner = CliRunner()

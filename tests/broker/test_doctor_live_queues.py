@@ -24,7 +24,7 @@ from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import RabbitBackend, publish
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.contract.versions import expected
-from tests.foreign import kombu_consumer, kombu_declare, pika_consumer, pika_declare
+from tests.interop.foreign import kombu_consumer, kombu_declare, pika_consumer, pika_declare
 from tests.observe import depth
 from tests.shared_node import current
 

@@ -7,15 +7,13 @@ import asyncio
 import json
 import shlex
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.transport import clients
-from tests.backends import RabbitBackend
+from tests.backends import own_vhost
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.shared_node import SharedBroker, current
 
@@ -103,17 +101,6 @@ def test_a_quorum_dlq_rr_declares_is_safe_on_every_server(amqp_url: str, tmp_pat
         assert declared.exit_code == 0, declared.output
         code, document = doctor(rabbit.url, "--topology", str(topology))
         assert (code, document["safe"]) == (0, True), document["findings"]
-
-
-@contextmanager
-def own_vhost(amqp_url: str) -> Iterator[RabbitBackend]:
-    """A vhost of the test's own on the current server (the URL's is shared)."""
-    rabbit = RabbitBackend(amqp_url)
-    rabbit.setup()
-    try:
-        yield rabbit
-    finally:
-        asyncio.run(rabbit.close())
 
 
 async def declare_by_hand(url: str, queue: str) -> None:

@@ -40,7 +40,7 @@ from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.contract.test_default_queue_type import quorum_by_default
 from tests.contract.versions import expected
-from tests.foreign import pika_consumer
+from tests.interop.foreign import pika_consumer
 
 RR_VERSION = installed_version("rabbitctl-retry")
 """What rr's own client sends as its ``version`` (the twin's connections stand in for rr's

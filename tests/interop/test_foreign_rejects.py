@@ -1,5 +1,6 @@
 """What consumers other than ``rr run`` reject on an rr classic queue (docs/topology.md,
-"rejected"), with real clients (pika, kombu) on every server.
+"rejected"; docs/interop.md), with real clients (pika, kombu, FastStream, Node's amqplib) on
+every server.
 
 rr counts a classic queue's attempts itself and dead-letters by copy, so the queue has no
 dead-letter route of its own: what another consumer rejects (or nacks) without requeue is
@@ -12,18 +13,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
+from faststream.rabbit import RabbitBroker, RabbitMessage, RabbitQueue
 from typer.testing import CliRunner
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.transport.base import Delivery, Properties
-from tests.backends import RabbitBackend, publish, running_work
-from tests.foreign import Seen, Settle, kombu_consumer, pika_consumer
+from tests.backends import RabbitBackend, own_vhost, publish, running_work
+from tests.dlq.support import rr
+from tests.interop.conftest import amqplib
+from tests.interop.foreign import Seen, Settle, kombu_consumer, pika_consumer
 from tests.observe import depth, peek
 
 runner = CliRunner()
@@ -49,16 +52,6 @@ PLAIN = """
 max_attempts = 2
 dead_letter = "work.dead"
 """
-
-
-@contextmanager
-def own_vhost(amqp_url: str) -> Iterator[RabbitBackend]:
-    rabbit = RabbitBackend(amqp_url)
-    rabbit.setup()
-    try:
-        yield rabbit
-    finally:
-        asyncio.run(rabbit.close())
 
 
 def declared(rabbit: RabbitBackend, tmp_path: Path, topology: str) -> None:
@@ -189,3 +182,41 @@ def test_without_a_route_what_another_consumer_rejects_is_lost(
             assert (await depth(rabbit, "work"), await depth(rabbit, "work.dead")) == (0, 0)
 
         asyncio.run(scenario())
+
+
+async def test_faststream_and_amqplib_rejects_are_kept(
+    rabbit: RabbitBackend, tmp_path: Path
+) -> None:
+    """FastStream's default (REJECT_ON_ERROR: a handler that raises rejects without requeue)
+    and amqplib's reject, on a queue with ``rejected``: every message in work.rejected."""
+    topology = tmp_path / "kept.toml"
+    topology.write_text(KEPT)
+    declared_now = await rr(rabbit, "declare", str(topology))
+    assert declared_now.exit_code == 0, declared_now.output
+    failing = ids("faststream", 5)
+    await publish_all(rabbit, failing)
+    broker = RabbitBroker(rabbit.url, logger=None)
+    handled: list[str | None] = []
+
+    @broker.subscriber(RabbitQueue("work", declare=False))
+    async def handle(body: bytes, message: RabbitMessage) -> None:
+        handled.append(message.message_id)
+        raise ValueError("declined")
+
+    await broker.start()
+    try:
+        await rabbit.until(lambda: _holds(rabbit, "work.rejected", 5), "FastStream's rejects")
+    finally:
+        await broker.stop()
+    assert sorted(handled, key=str) == failing  # each handled once: none came back
+    rejected = ids("amqplib", 5)
+    await publish_all(rabbit, rejected)
+    taken = await amqplib(rabbit.url, "take", "work", "5", "reject")
+    assert [message["id"] for message in taken["taken"]] == rejected
+    await rabbit.until(lambda: _holds(rabbit, "work.rejected", 10), "amqplib's rejects")
+    assert by_id(await peek(rabbit, "work.rejected")) == Counter([*failing, *rejected])
+    assert await depth(rabbit, "work") == 0
+
+
+async def _holds(rabbit: RabbitBackend, queue: str, count: int) -> bool:
+    return await depth(rabbit, queue) == count
