@@ -320,11 +320,12 @@ class RabbitBackend:
 
 
 @contextmanager
-def own_vhost(amqp_url: str) -> Iterator[RabbitBackend]:
+def own_vhost(amqp_url: str, default_queue_type: str | None = None) -> Iterator[RabbitBackend]:
     """For a test that runs the CLI (its own event loop): the current shared server, in a
-    fresh vhost of the test's own (the URL's is shared by every test), closed after."""
+    fresh vhost of the test's own (the URL's is shared by every test; ``default_queue_type``:
+    the vhost's, see :meth:`RabbitBackend.setup`), closed after."""
     rabbit = RabbitBackend(amqp_url)
-    rabbit.setup()
+    rabbit.setup(default_queue_type=default_queue_type)
     try:
         yield rabbit
     finally:

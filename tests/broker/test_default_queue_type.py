@@ -11,17 +11,14 @@ rr.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
-from tests.backends import RabbitBackend
+from tests.backends import RabbitBackend, own_vhost
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.interop.foreign import pika_declare
 from tests.shared_node import current
@@ -39,16 +36,6 @@ CONFLICT = (
     "exists with other arguments: x-queue-type: file 'classic', broker 'quorum'; the queue "
     "must be rebuilt"
 )
-
-
-@contextmanager
-def vhost_with_default(amqp_url: str, default_queue_type: str | None) -> Iterator[RabbitBackend]:
-    rabbit = RabbitBackend(amqp_url)
-    rabbit.setup(default_queue_type=default_queue_type)
-    try:
-        yield rabbit
-    finally:
-        asyncio.run(rabbit.close())
 
 
 def rr(rabbit: RabbitBackend, *args: str) -> Result:
@@ -79,7 +66,7 @@ def test_a_classic_topology_stays_classic_where_the_default_is_quorum(
 ) -> None:
     topology = tmp_path / "topology.toml"
     topology.write_text(CLASSIC)
-    with vhost_with_default(amqp_url, "quorum") as rabbit:
+    with own_vhost(amqp_url, "quorum") as rabbit:
         first = json_of(rr(rabbit, "declare", str(topology), "-o", "json", *management()))
         assert [(op["name"], op["status"]) for op in first["operations"]] == [
             ("work.dead", "created"),
@@ -135,7 +122,7 @@ def test_queues_made_first_without_a_type_are_a_conflict_everywhere(
     rr status shows their type, rr doctor is unsafe in rr declare's words."""
     topology = tmp_path / "topology.toml"
     topology.write_text(CLASSIC)
-    with vhost_with_default(amqp_url, "quorum") as rabbit:
+    with own_vhost(amqp_url, "quorum") as rabbit:
         for queue in ("work", "work.dead"):
             pika_declare(rabbit.url, queue)
         assert types_on_the_node(rabbit) == {"work": "quorum", "work.dead": "quorum"}
@@ -192,7 +179,7 @@ def test_a_classic_queue_an_earlier_rr_declared_without_a_type_is_no_conflict(
     users' queues stay as they are."""
     topology = tmp_path / "topology.toml"
     topology.write_text(CLASSIC)
-    with vhost_with_default(amqp_url, None) as rabbit:
+    with own_vhost(amqp_url, None) as rabbit:
         for queue in ("work", "work.dead"):
             pika_declare(rabbit.url, queue)
         declare = rr(rabbit, "declare", str(topology), "-o", "json")

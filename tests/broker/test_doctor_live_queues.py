@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from typer.testing import CliRunner, Result
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.transport.base import Properties
 from rabbitctl_retry.transport.management_http import HttpManagementApi
-from tests.backends import RabbitBackend, publish
+from tests.backends import RabbitBackend, own_vhost, publish
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.contract.versions import expected
 from tests.interop.foreign import kombu_consumer, kombu_declare, pika_consumer, pika_declare
@@ -54,16 +52,6 @@ dead_letter = "payments.dead"
 
 [queues.audit]
 """
-
-
-@contextmanager
-def own_vhost(amqp_url: str) -> Iterator[RabbitBackend]:
-    rabbit = RabbitBackend(amqp_url)
-    rabbit.setup()
-    try:
-        yield rabbit
-    finally:
-        asyncio.run(rabbit.close())
 
 
 def rr(rabbit: RabbitBackend, *args: str) -> Result:
