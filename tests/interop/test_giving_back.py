@@ -105,3 +105,39 @@ async def test_amqplib_giving_back(rabbit: RabbitBackend, settle: str) -> None:
 
 async def _any_in(rabbit: RabbitBackend) -> bool:
     return await depth(rabbit, "payments") + await depth(rabbit, "payments.dead") > 0
+
+
+def _pika_reject_all(url: str, count: int) -> list[str]:
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        channel = connection.channel()
+        rejected = []
+        while len(rejected) < count:
+            method, properties, _ = _get_soon(connection, channel)
+            assert method is not None, f"{len(rejected)} of {count} came"
+            rejected.append(properties.message_id)
+            channel.basic_reject(method.delivery_tag, requeue=False)
+        return rejected
+    finally:
+        connection.close()
+
+
+async def test_what_another_consumer_rejects_on_rrs_quorum_queue_is_kept(
+    rabbit: RabbitBackend,
+) -> None:
+    """A quorum queue's ``dead_letter`` is its dead-letter route: what pika rejects without
+    requeue lands there (x-death reason rejected), every id once."""
+    ids = [f"q{n}" for n in range(5)]
+    await publish(rabbit, "payments", ids)
+    assert await asyncio.to_thread(_pika_reject_all, rabbit.url, 5) == ids
+    await rabbit.until(lambda: _holds(rabbit, "payments.dead", 5), "5 dead letters")
+    letters = await peek(rabbit, "payments.dead")
+    assert sorted(d.properties.message_id or "" for d in letters) == ids
+    reasons = {
+        (
+            (d.properties.headers or {})["x-first-death-reason"],
+            d.properties.headers["x-first-death-queue"],
+        )  # type: ignore[index]
+        for d in letters
+    }
+    assert reasons == {("rejected", "payments")}
