@@ -260,7 +260,7 @@ def test_without_the_api_it_refuses_unless_forced_and_warns_before_the_first_ste
     assert "nothing was changed" in said
     assert "rr: migrate jobs:" not in refused.stderr  # no step began
     assert not emulator.has_queue("jobs.rr-migrating")
-    assert emulator.queue("jobs").arguments.get("x-queue-type") is None
+    assert emulator.queue("jobs").kind == "classic"  # not migrated
     assert ids_in(emulator, "jobs") == ready
 
     forced = invoke(emulator, tmp_path, AFTER, "migrate", "--yes", "--force")
@@ -497,7 +497,7 @@ def test_another_application_s_holding_named_queue_is_a_conflict(tmp_path: Path)
             assert "nothing was changed" in said
             assert ids_in(emulator, "jobs.rr-migrating") == theirs
             assert ids_in(emulator, "jobs") == ids
-            assert emulator.queue("jobs").arguments.get("x-queue-type") is None
+            assert emulator.queue("jobs").kind == "classic"  # not migrated
 
 
 def test_a_holding_named_wait_queue_of_another_is_a_conflict_too(tmp_path: Path) -> None:
