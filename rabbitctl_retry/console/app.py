@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,6 +26,7 @@ from aiohttp import web
 from rabbitctl_retry.cli.dlq_report import transfer_summary
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
+from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
 from rabbitctl_retry.console.jobs import Job, Jobs
 from rabbitctl_retry.console.reads import (
     Settings,
@@ -89,6 +91,9 @@ class State:
     config: ConsoleConfig
     jobs: Jobs = field(default_factory=Jobs)
     allowed: frozenset[str] = frozenset()
+    any_address: bool = False
+    """Listening on every address (``--bind 0.0.0.0`` or ``::``): a request may name the
+    address it reached (console/security.py)."""
     started: float = field(default_factory=time.monotonic)
     samples: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
 
@@ -129,19 +134,23 @@ async def _checked(
 ) -> web.StreamResponse:
     state = request.app[STATE]
     token = state.config.token
-    if not sec.host_allowed(request.headers.get("Host"), state.allowed):
+    reached = _reached(request)
+    if not sec.host_allowed(request.headers.get("Host"), state.allowed, reached):
         return web.Response(status=421, text="rr console: unknown Host\n")
     given = request.query.get("token")
     if given is not None:
         if not sec.token_matches(given, token):
             return web.Response(status=401, text="rr console: wrong token\n")
-        rest = {k: v for k, v in request.query.items() if k != "token"}
-        target = request.path + (f"?{urlencode(rest)}" if rest else "")
+        rest = [(k, v) for k, v in request.query.items() if k != "token"]
+        # the path as sent (percent-encoded): a %0d%0a in it stays out of the header
+        target = request.rel_url.raw_path + (f"?{urlencode(rest)}" if rest else "")
         response = web.Response(status=303, headers={"Location": target})
-        response.set_cookie(sec.COOKIE, token, httponly=True, samesite="Strict", path="/")
+        response.set_cookie(
+            sec.COOKIE, sec.cookie_of(token), httponly=True, samesite="Strict", path="/"
+        )
         return response
     by_bearer = sec.token_matches(sec.bearer(request.headers.get("Authorization")), token)
-    if not (by_bearer or sec.token_matches(request.cookies.get(sec.COOKIE), token)):
+    if not (by_bearer or sec.cookie_matches(request.cookies.get(sec.COOKIE), token)):
         return web.Response(
             status=401,
             text="rr console: open the address rr console printed (it holds the token)\n",
@@ -153,7 +162,7 @@ async def _checked(
     if request.method not in ("GET", "HEAD"):
         if state.config.read_only and request.match_info.route.name not in READS:
             return _page(html.error_page(403, "read-only console: no action"), 403)
-        if not sec.origin_allowed(request.headers.get("Origin"), state.allowed):
+        if not sec.origin_allowed(request.headers.get("Origin"), state.allowed, reached):
             return _page(html.error_page(403, "a form of another site"), 403)
         form = await request.post()
         csrf = form.get("csrf")
@@ -167,6 +176,13 @@ async def _checked(
         return _page(html.error_page(400, censor_urls(str(error))), 400)
     except RrError as error:
         return _page(html.error_page(502, censor_urls(str(error))), 502)
+
+
+def _reached(request: web.Request) -> str | None:
+    """The address this request reached, for a console on every address (else None)."""
+    if not request.app[STATE].any_address or request.transport is None:
+        return None
+    return sec.reached_host(request.transport.get_extra_info("sockname"))
 
 
 def _queue(request: web.Request) -> str:
@@ -634,17 +650,21 @@ async def serve(
     config: ConsoleConfig, started: Callable[[str], None], stop: asyncio.Event | None = None
 ) -> None:
     """Serve until SIGINT or SIGTERM (or ``stop`` is set); ``started`` is told the address
-    (with the token)."""
+    (``http://127.0.0.1:8765``, without the token: the CLI says how to give it). A listen
+    that fails is an rr error naming the address (console/address.py)."""
     app = make_app(config)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_WAIT_S)
     await runner.setup()
     site = web.TCPSite(runner, config.bind, config.port)
     try:
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            raise listen_error(config.bind, config.port, error) from None
         port = _bound_port(runner, config.port)
-        app[STATE].allowed = sec.allowed_hosts(config.bind, port)
-        host = f"[{config.bind}]" if ":" in config.bind else config.bind
-        started(f"http://{host}:{port}/?token={config.token}")
+        app[STATE].allowed = sec.allowed_hosts(config.bind, port, (socket.gethostname(),))
+        app[STATE].any_address = is_wildcard(config.bind)
+        started(base_address(config.bind, port))
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
