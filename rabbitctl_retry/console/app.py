@@ -140,7 +140,7 @@ async def _checked(
     given = request.query.get("token")
     if given is not None:
         if not sec.token_matches(given, token):
-            return web.Response(status=401, text="rr console: wrong token\n")
+            return _page(html.token_page(wrong=True), 401)
         rest = [(k, v) for k, v in request.query.items() if k != "token"]
         # the path as sent (percent-encoded): a %0d%0a in it stays out of the header
         target = request.rel_url.raw_path + (f"?{urlencode(rest)}" if rest else "")
@@ -151,10 +151,7 @@ async def _checked(
         return response
     by_bearer = sec.token_matches(sec.bearer(request.headers.get("Authorization")), token)
     if not (by_bearer or sec.cookie_matches(request.cookies.get(sec.COOKIE), token)):
-        return web.Response(
-            status=401,
-            text="rr console: open the address rr console printed (it holds the token)\n",
-        )
+        return _page(html.token_page(), 401)
     if not by_bearer:
         refused = sec.fetch_site_refusal(request.headers.get("Sec-Fetch-Site"))
         if refused is not None:

@@ -489,6 +489,23 @@ def result_page(title: str, lines: Sequence[str], *, back: str, error: bool = Fa
     return page(title, f'{body}<p><a href="{e(back)}">back</a></p>')
 
 
+def token_page(*, wrong: bool = False) -> str:
+    """The answer to a request without the token (401): nothing of the broker, and a form
+    that opens the console with one (a token read from ``--token-file`` is not printed; the
+    browser URL-encodes what is typed)."""
+    said = (
+        '<p class="error">That is not the token.</p>'
+        if wrong
+        else "<p>Open the address rr console printed, or give its token (with "
+        "<code>--token-file</code>: the one in that file).</p>"
+    )
+    return page(
+        "The token",
+        f'{said}<form method="get" action="/"><label>token <input type="password" '
+        'name="token" autocomplete="off" size="40"></label> <button>Open</button></form>',
+    )
+
+
 def error_page(status: int, text: str) -> str:
     return page(f"{status}", f'<p class="error">{e(text)}</p>')
 

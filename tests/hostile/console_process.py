@@ -123,6 +123,8 @@ def console_process(
             process.kill()
             process.wait()
         reader.join(timeout=WAIT_S)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 def request(
