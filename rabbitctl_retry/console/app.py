@@ -22,12 +22,21 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from aiohttp import web
+from multidict import MultiDictProxy
 
 from rabbitctl_retry.cli.dlq_report import transfer_summary
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
 from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
 from rabbitctl_retry.console.jobs import Job, Jobs
+from rabbitctl_retry.console.limits import IDLE_CLOSE_S
+from rabbitctl_retry.console.listen import (
+    HTTP_LOG,
+    Admission,
+    ConsoleSite,
+    quiet_http_log,
+    server_options,
+)
 from rabbitctl_retry.console.reads import (
     Settings,
     dry_run,
@@ -84,6 +93,10 @@ class ConsoleConfig:
     keep_dir: Path = Path(".")
     """Where an edit writes the original (an export line)."""
     sample_every_s: float = 5.0
+    idle_close_s: float = IDLE_CLOSE_S
+    """A connection without a whole request for this long is closed (console/limits.py)."""
+    max_connections: int | None = None
+    """Connections held at once (None: from the limit of open files, console/limits.py)."""
 
 
 @dataclass
@@ -96,6 +109,7 @@ class State:
     address it reached (console/security.py)."""
     started: float = field(default_factory=time.monotonic)
     samples: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    admission: Admission = field(default_factory=Admission)
 
     @property
     def csrf(self) -> str:
@@ -119,12 +133,17 @@ def _page(text: str, status: int = 200) -> web.Response:
 async def access(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Host, token, CSRF and read-only checks; the security headers on every answer."""
+    """Host, token, CSRF and read-only checks; the security headers on every answer. The
+    connection is busy meanwhile: it is not closed to make room (console/listen.py)."""
+    busy = request.app[STATE].admission.busy
+    busy.add(request.protocol)
     try:
         response = await _checked(request, handler)
     except web.HTTPException as error:  # a redirect, a 404: an answer too
         error.headers.update(sec.HEADERS)
         raise
+    finally:
+        busy.discard(request.protocol)
     response.headers.update(sec.HEADERS)
     return response
 
@@ -161,7 +180,11 @@ async def _checked(
             return _page(html.error_page(403, "read-only console: no action"), 403)
         if not sec.origin_allowed(request.headers.get("Origin"), state.allowed, reached):
             return _page(html.error_page(403, "a form of another site"), 403)
-        form = await request.post()
+        form = await _form(request)
+        if form is None:
+            response = _page(html.error_page(408, "the form did not all come in time"), 408)
+            response.force_close()
+            return response
         csrf = form.get("csrf")
         if not sec.csrf_matches(csrf if isinstance(csrf, str) else None, token):
             return _page(html.error_page(403, "the form's CSRF value is missing or wrong"), 403)
@@ -173,6 +196,20 @@ async def _checked(
         return _page(html.error_page(400, censor_urls(str(error))), 400)
     except RrError as error:
         return _page(html.error_page(502, censor_urls(str(error))), 502)
+
+
+async def _form(
+    request: web.Request,
+) -> MultiDictProxy[str | bytes | bytearray | web.FileField] | None:
+    """The POST's form, or None when its body stops coming for ``idle_close_s``."""
+    try:
+        async with asyncio.timeout(request.app[STATE].config.idle_close_s):
+            return await request.post()
+    except TimeoutError:
+        HTTP_LOG.warning(
+            "a form from %s did not all come in time: answered 408", request.remote or "?"
+        )
+        return None
 
 
 def _reached(request: web.Request) -> str | None:
@@ -628,7 +665,11 @@ async def _sampler(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(config: ConsoleConfig) -> web.Application:
     app = web.Application(middlewares=[access], client_max_size=MAX_FORM_BYTES)
-    app[STATE] = State(config=config, allowed=sec.allowed_hosts(config.bind, config.port))
+    app[STATE] = State(
+        config=config,
+        allowed=sec.allowed_hosts(config.bind, config.port),
+        admission=Admission(config.max_connections),
+    )
     app.cleanup_ctx.append(_sampler)
     app.router.add_get("/", index)
     app.router.add_get("/static/console.css", style)
@@ -650,9 +691,10 @@ async def serve(
     (``http://127.0.0.1:8765``, without the token: the CLI says how to give it). A listen
     that fails is an rr error naming the address (console/address.py)."""
     app = make_app(config)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_WAIT_S)
+    quiet_http_log()
+    runner = web.AppRunner(app, shutdown_timeout=STOP_WAIT_S, **server_options(config.idle_close_s))
     await runner.setup()
-    site = web.TCPSite(runner, config.bind, config.port)
+    site = ConsoleSite(runner, config.bind, config.port, app[STATE].admission)
     try:
         try:
             await site.start()
