@@ -54,6 +54,7 @@ from rabbitctl_retry.dlq.edit import (
     body_problem,
     box_body,
     box_problem,
+    box_size_problem,
     box_text_problem,
     diff_lines,
     edit_chooser,
@@ -65,7 +66,7 @@ from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
 from rabbitctl_retry.dlq.same_id import Checksums, LetterPick, checksums
-from rabbitctl_retry.errors import RrError, UsageError, censor_urls
+from rabbitctl_retry.errors import RrError, UsageError, censor_urls, write_failure
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import record_of
 from rabbitctl_retry.ops.probe import Connect, QueueState
@@ -120,7 +121,8 @@ STATE = web.AppKey("state", State)
 
 READ_GROUPS = "read-groups"
 READ_MESSAGE = "read-message"
-READS = frozenset({READ_GROUPS, READ_MESSAGE})
+READ_BODY = "read-body"
+READS = frozenset({READ_GROUPS, READ_MESSAGE, READ_BODY})
 """The forms that only read a queue whose reads count (a read-only console takes them where
 no letter can be dropped: ``_gate``)."""
 
@@ -488,6 +490,25 @@ async def message(request: web.Request) -> web.Response:
     )
 
 
+async def body(request: web.Request) -> web.StreamResponse:
+    """The whole body of a letter, as a file: read as the message page reads it (the same
+    gate: a read that counts is asked first)."""
+    nth = _nth(request.query.get("n"))
+    queue_state = await _reads_of(request, _queue(request))
+    message_id = request.match_info["message"]
+    back = html.message_path(queue_state.name, message_id, nth)
+    gate = _gate(request, queue_state, f"Body of {message_id}", back)
+    if gate is not None:
+        return gate
+    queue, message_id, letter, _, _ = await _letter(request, nth)
+    name = html.body_file_name(queue, message_id, nth)
+    return web.Response(
+        body=letter.body,
+        content_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
 @dataclass(frozen=True)
 class EditForm:
     """What an edit form sent (the message page's, then the preview's)."""
@@ -555,6 +576,10 @@ async def edit(request: web.Request) -> web.Response:
         lines = [f"this body cannot be edited here: {refusal}; edit it with {command}"]
         return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
     after = box_body(before, asked.text)
+    if (too_large := box_size_problem(after, edited=True)) is not None:
+        command = html.edit_command(queue, message_id, asked.nth)
+        lines = [f"this body cannot be edited here: {too_large}; edit it with {command}"]
+        return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
     problem = body_problem(letter.properties.content_type, before, after)
     if not asked.publish:
         return _page(
@@ -580,7 +605,10 @@ async def edit(request: web.Request) -> web.Response:
     if problem is not None and not asked.force:
         return _page(html.result_page("Refused", [problem], back=back, error=True), 400)
     request_ = EditRequest(body=after, original_sha256=sha256_hex(before))
-    kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
+    try:
+        kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
+    except OSError as error:
+        return _page(_not_kept(state.config.keep_dir, queue, message_id, error, back), 500)
     plan = ReplayPlan(
         source=queue,
         run_id=engine.new_run_id(),
@@ -623,15 +651,37 @@ async def edit(request: web.Request) -> web.Response:
 
 
 def _keep_original(directory: Path, queue: str, message_id: str, letter: Delivery) -> Path:
-    """The original as one export line, synced, before anything is published."""
+    """The original as one export line, synced, before anything is published (an OSError
+    when it cannot be written: no file is left half written)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{queue}-{message_id}")
     path = directory / f"rr-edit-{safe[:120]}-{stamp}.jsonl"
     with path.open("x", encoding="utf-8") as out:
-        out.write(record_line(record_of(letter)) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+        try:
+            out.write(record_line(record_of(letter)) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        except OSError:
+            path.unlink(missing_ok=True)
+            raise
     return path
+
+
+def _not_kept(directory: Path, queue: str, message_id: str, error: OSError, back: str) -> str:
+    """The page of an edit whose original could not be kept: nothing was published (the
+    original is written first, docs/console.md "What each page does")."""
+    said = write_failure(error, f"--keep-dir {directory}")
+    HTTP_LOG.warning("an edit of %s in %s was not published: %s", message_id, queue, said)
+    return html.result_page(
+        "Not published",
+        [
+            f"{message_id} in {queue}: the original could not be kept: {said}",
+            "nothing was published and no letter removed: the dead letter stays in the queue",
+            "give rr console a --keep-dir it can write, then edit again",
+        ],
+        back=back,
+        error=True,
+    )
 
 
 # --------------------------------------------------------------------------- the app
@@ -680,6 +730,8 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)
     app.router.add_post("/queues/{queue}/messages/{message}", message, name=READ_MESSAGE)
+    app.router.add_get("/queues/{queue}/messages/{message}/body", body)
+    app.router.add_post("/queues/{queue}/messages/{message}/body", body, name=READ_BODY)
     app.router.add_post("/queues/{queue}/messages/{message}/edit", edit)
     return app
 

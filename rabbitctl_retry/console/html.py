@@ -48,6 +48,20 @@ def message_path(queue: str, message_id: str, nth: int = 1) -> str:
     return path + (f"?n={nth}" if nth > 1 else "")
 
 
+def body_path(queue: str, message_id: str, nth: int = 1) -> str:
+    """The whole body of the ``nth`` letter with ``message_id``, as a file."""
+    path = f"/queues/{path_part(queue)}/messages/{path_part(message_id)}/body"
+    return path + (f"?n={nth}" if nth > 1 else "")
+
+
+def body_file_name(queue: str, message_id: str, nth: int) -> str:
+    """The name a downloaded body is saved under: ASCII letters, digits and ``. _ -``."""
+    safe = "".join(
+        c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in f"{queue}-{message_id}"
+    )
+    return f"{safe[:120]}-{nth}.body"
+
+
 def stamp(moment: datetime | None) -> str:
     return utc_stamp(moment) if moment is not None else "-"
 
@@ -327,7 +341,10 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
         + "</tbody></table>",
         f'<h2>Properties</h2><table class="props">{props}</table>',
         f'<h2>Headers</h2><table class="headers">{headers}</table>',
-        "<h2>Body</h2>" + body_html(view.body),
+        "<h2>Body</h2>"
+        + body_html(view.body)
+        + f'<p><a class="download" href="{e(body_path(queue, view.message_id, view.nth))}">'
+        f"download the whole body</a> ({len(view.body):,} bytes)</p>",
     ]
     if not read_only and view.editable is not None:
         action = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/edit"
@@ -347,7 +364,7 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
         command = edit_command(queue, view.message_id, view.nth)
         parts.append(
             f'<h2>Edit and retry</h2><p class="note not-editable">This body cannot be edited '
-            f"here: {e(view.not_editable)}, which an edit box would not send back as it is. "
+            f"here: {e(view.not_editable)}; an edit box would not send it back as it is. "
             f"Edit it with <code>{e(command)}</code> (the file is published byte for byte).</p>"
         )
     return page(f"Message {view.message_id}", "".join(parts))
