@@ -28,7 +28,7 @@ from rabbitctl_retry.cli.dlq_report import transfer_summary
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
 from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
-from rabbitctl_retry.console.jobs import Job, Jobs
+from rabbitctl_retry.console.jobs import BeingMoved, Job, Jobs
 from rabbitctl_retry.console.limits import IDLE_CLOSE_S
 from rabbitctl_retry.console.listen import (
     HTTP_LOG,
@@ -122,6 +122,7 @@ STATE = web.AppKey("state", State)
 READ_GROUPS = "read-groups"
 READ_MESSAGE = "read-message"
 READ_BODY = "read-body"
+RUN_GROUP = "run-group"
 READS = frozenset({READ_GROUPS, READ_MESSAGE, READ_BODY})
 """The forms that only read a queue whose reads count (a read-only console takes them where
 no letter can be dropped: ``_gate``)."""
@@ -191,9 +192,16 @@ async def _checked(
         if not sec.csrf_matches(csrf if isinstance(csrf, str) else None, token):
             return _page(html.error_page(403, "the form's CSRF value is missing or wrong"), 403)
     try:
-        return await handler(request)
+        queue = request.match_info.get("queue")
+        if queue is None or request.match_info.route.name == RUN_GROUP:
+            return await handler(request)
+        # a page of a queue reads it: not while a run moves its letters (console/jobs.py)
+        async with state.jobs.reading(queue):
+            return await handler(request)
     except web.HTTPException:
         raise
+    except BeingMoved as moved:
+        return _page(_being_moved(moved), 409)
     except UsageError as error:
         return _page(html.error_page(400, censor_urls(str(error))), 400)
     except RrError as error:
@@ -212,6 +220,15 @@ async def _form(
             "a form from %s did not all come in time: answered 408", request.remote or "?"
         )
         return None
+
+
+def _being_moved(moved: BeingMoved) -> str:
+    job = moved.job
+    return html.being_moved_page(
+        moved.queue,
+        job_id=job.id if job is not None else None,
+        job_title=job.title if job is not None else None,
+    )
 
 
 def _reached(request: web.Request) -> str | None:
@@ -726,7 +743,7 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_get("/queues/{queue}/groups", groups)
     app.router.add_post("/queues/{queue}/groups", groups, name=READ_GROUPS)
     app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
-    app.router.add_post("/queues/{queue}/groups/{group}/run", run_group)
+    app.router.add_post("/queues/{queue}/groups/{group}/run", run_group, name=RUN_GROUP)
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)
     app.router.add_post("/queues/{queue}/messages/{message}", message, name=READ_MESSAGE)

@@ -506,6 +506,24 @@ def result_page(title: str, lines: Sequence[str], *, back: str, error: bool = Fa
     return page(title, f'{body}<p><a href="{e(back)}">back</a></p>')
 
 
+def being_moved_page(queue: str, *, job_id: str | None, job_title: str | None) -> str:
+    """A page of ``queue`` asked for while a run moves its letters (409): nothing is read, so
+    that the run moves exactly what its plan said (console/queue_use.py)."""
+    run = (
+        f'<a href="/jobs/{path_part(job_id)}">{e(job_title or "a run")}</a>'
+        if job_id is not None
+        else "a run"
+    )
+    return page(
+        "Being moved",
+        f'<p class="note" data-state="being-moved">The letters of {e(queue)} are being moved '
+        f"by {run}: the letter asked for may be among them. The console reads none of "
+        f"{e(queue)}'s letters until that run is done, so that it moves exactly what its "
+        "plan said; open this page again then.</p>"
+        '<p><a href="/">queues</a></p>',
+    )
+
+
 def token_page(*, wrong: bool = False) -> str:
     """The answer to a request without the token (401): nothing of the broker, and a form
     that opens the console with one (a token read from ``--token-file`` is not printed; the
