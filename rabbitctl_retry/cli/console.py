@@ -12,7 +12,7 @@ from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_ur
 from rabbitctl_retry.cli.dlq_common import TopologyOption, load_topology, note
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
-from rabbitctl_retry.errors import ConfigError, UsageError
+from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 MIN_TOKEN_CHARACTERS = 16
@@ -30,7 +30,12 @@ def console_command(
     ] = None,
     topology_file: TopologyOption = None,
     bind: Annotated[
-        str, typer.Option("--bind", help="The address to listen on (loopback by default).")
+        str,
+        typer.Option(
+            "--bind",
+            help="The address to listen on (loopback by default; 0.0.0.0 or :: for every "
+            "address of this machine, docs/console.md).",
+        ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port.")] = 8765,
     token_file: Annotated[
@@ -38,7 +43,8 @@ def console_command(
         typer.Option(
             "--token-file",
             metavar="FILE",
-            help="Read the access token from FILE (else a random one is printed).",
+            help="Read the access token from FILE; it is never printed (else a random one is "
+            "printed in the address).",
         ),
     ] = None,
     read_only: Annotated[
@@ -105,7 +111,7 @@ def console_command(
             if token_file is None
             else address.address_for_token_file(base, str(token_file))
         )
-        sys.stderr.write(f"rr console: {shown}\n")
+        sys.stderr.write(f"rr console: {escape_unprintable(shown)}\n")
         sys.stderr.flush()
 
     run(serve(config, started), quiet_interrupt=True)
