@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +12,7 @@ from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_ur
 from rabbitctl_retry.cli.dlq_common import TopologyOption, load_topology, note
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
-from rabbitctl_retry.errors import ConfigError, UsageError
+from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 MIN_TOKEN_CHARACTERS = 16
@@ -31,7 +30,12 @@ def console_command(
     ] = None,
     topology_file: TopologyOption = None,
     bind: Annotated[
-        str, typer.Option("--bind", help="The address to listen on (loopback by default).")
+        str,
+        typer.Option(
+            "--bind",
+            help="The address to listen on (loopback by default; 0.0.0.0 or :: for every "
+            "address of this machine, docs/console.md).",
+        ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port.")] = 8765,
     token_file: Annotated[
@@ -39,7 +43,8 @@ def console_command(
         typer.Option(
             "--token-file",
             metavar="FILE",
-            help="Read the access token from FILE (else a random one is printed).",
+            help="Read the access token from FILE; it is never printed (else a random one is "
+            "printed in the address).",
         ),
     ] = None,
     read_only: Annotated[
@@ -55,6 +60,7 @@ def console_command(
     group, a message's deaths, edit and retry; a local web page that needs the printed token
     (docs/console.md)."""
     try:
+        from rabbitctl_retry.console import address
         from rabbitctl_retry.console.app import ConsoleConfig, serve
         from rabbitctl_retry.console.reads import Settings
         from rabbitctl_retry.console.security import new_token
@@ -63,6 +69,10 @@ def console_command(
             raise ConfigError(
                 f"rr console needs aiohttp ({error}): pip install 'rabbitctl-retry[console]'"
             ) from None
+    with guard():
+        refused = address.bind_problem(bind)
+        if refused is not None:
+            raise UsageError(refused)
     topology = load_topology(topology_file)
     with guard():
         names = list(queues or [])
@@ -74,11 +84,6 @@ def console_command(
         token = _token(token_file) if token_file is not None else new_token()
         if not keep_dir.is_dir():
             raise UsageError(f"--keep-dir {keep_dir}: not a directory")
-    if not _loopback(bind):
-        note(
-            f"rr console listens on {bind}, not only on this machine: anyone who can reach it "
-            "and has the token can retry, discard and edit dead letters (--read-only shows only)"
-        )
     config = ConsoleConfig(
         connect=connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ())),
         queues=names,
@@ -93,8 +98,20 @@ def console_command(
         keep_dir=keep_dir,
     )
 
-    def started(address: str) -> None:
-        sys.stderr.write(f"rr console: {address}\n")
+    def started(base: str) -> None:
+        if not address.is_loopback(bind):  # once it listens: a bind that fails says only why
+            note(
+                f"rr console listens on {bind}, not only on this machine: anyone who can reach "
+                "it and has the token can retry, discard and edit dead letters (--read-only "
+                "shows only)"
+            )
+        # a token from a file is never printed: stderr lands in a service manager's logs
+        shown = (
+            address.address_with_token(base, token)
+            if token_file is None
+            else address.address_for_token_file(base, str(token_file))
+        )
+        sys.stderr.write(f"rr console: {escape_unprintable(shown)}\n")
         sys.stderr.flush()
 
     run(serve(config, started), quiet_interrupt=True)
@@ -111,15 +128,6 @@ def _token(path: Path) -> str:
             "ASCII characters"
         )
     return token
-
-
-def _loopback(bind: str) -> bool:
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
 
 
 __all__ = ["console_command"]

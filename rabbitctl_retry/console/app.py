@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,11 +22,21 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from aiohttp import web
+from multidict import MultiDictProxy
 
 from rabbitctl_retry.cli.dlq_report import transfer_summary
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
-from rabbitctl_retry.console.jobs import Job, Jobs
+from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
+from rabbitctl_retry.console.jobs import BeingMoved, Job, Jobs
+from rabbitctl_retry.console.limits import IDLE_CLOSE_S
+from rabbitctl_retry.console.listen import (
+    HTTP_LOG,
+    Admission,
+    ConsoleSite,
+    quiet_http_log,
+    server_options,
+)
 from rabbitctl_retry.console.reads import (
     Settings,
     dry_run,
@@ -43,6 +54,7 @@ from rabbitctl_retry.dlq.edit import (
     body_problem,
     box_body,
     box_problem,
+    box_size_problem,
     box_text_problem,
     diff_lines,
     edit_chooser,
@@ -54,7 +66,7 @@ from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
 from rabbitctl_retry.dlq.same_id import Checksums, LetterPick, checksums
-from rabbitctl_retry.errors import RrError, UsageError, censor_urls
+from rabbitctl_retry.errors import RrError, UsageError, censor_urls, write_failure
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import record_of
 from rabbitctl_retry.ops.probe import Connect, QueueState
@@ -82,6 +94,10 @@ class ConsoleConfig:
     keep_dir: Path = Path(".")
     """Where an edit writes the original (an export line)."""
     sample_every_s: float = 5.0
+    idle_close_s: float = IDLE_CLOSE_S
+    """A connection without a whole request for this long is closed (console/limits.py)."""
+    max_connections: int | None = None
+    """Connections held at once (None: from the limit of open files, console/limits.py)."""
 
 
 @dataclass
@@ -89,8 +105,12 @@ class State:
     config: ConsoleConfig
     jobs: Jobs = field(default_factory=Jobs)
     allowed: frozenset[str] = frozenset()
+    any_address: bool = False
+    """Listening on every address (``--bind 0.0.0.0`` or ``::``): a request may name the
+    address it reached (console/security.py)."""
     started: float = field(default_factory=time.monotonic)
     samples: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    admission: Admission = field(default_factory=Admission)
 
     @property
     def csrf(self) -> str:
@@ -101,7 +121,9 @@ STATE = web.AppKey("state", State)
 
 READ_GROUPS = "read-groups"
 READ_MESSAGE = "read-message"
-READS = frozenset({READ_GROUPS, READ_MESSAGE})
+READ_BODY = "read-body"
+RUN_GROUP = "run-group"
+READS = frozenset({READ_GROUPS, READ_MESSAGE, READ_BODY})
 """The forms that only read a queue whose reads count (a read-only console takes them where
 no letter can be dropped: ``_gate``)."""
 
@@ -114,12 +136,17 @@ def _page(text: str, status: int = 200) -> web.Response:
 async def access(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Host, token, CSRF and read-only checks; the security headers on every answer."""
+    """Host, token, CSRF and read-only checks; the security headers on every answer. The
+    connection is busy meanwhile: it is not closed to make room (console/listen.py)."""
+    busy = request.app[STATE].admission.busy
+    busy.add(request.protocol)
     try:
         response = await _checked(request, handler)
     except web.HTTPException as error:  # a redirect, a 404: an answer too
         error.headers.update(sec.HEADERS)
         raise
+    finally:
+        busy.discard(request.protocol)
     response.headers.update(sec.HEADERS)
     return response
 
@@ -129,23 +156,24 @@ async def _checked(
 ) -> web.StreamResponse:
     state = request.app[STATE]
     token = state.config.token
-    if not sec.host_allowed(request.headers.get("Host"), state.allowed):
+    reached = _reached(request)
+    if not sec.host_allowed(request.headers.get("Host"), state.allowed, reached):
         return web.Response(status=421, text="rr console: unknown Host\n")
     given = request.query.get("token")
     if given is not None:
         if not sec.token_matches(given, token):
-            return web.Response(status=401, text="rr console: wrong token\n")
-        rest = {k: v for k, v in request.query.items() if k != "token"}
-        target = request.path + (f"?{urlencode(rest)}" if rest else "")
+            return _page(html.token_page(wrong=True), 401)
+        rest = [(k, v) for k, v in request.query.items() if k != "token"]
+        # the path as sent (percent-encoded): a %0d%0a in it stays out of the header
+        target = request.rel_url.raw_path + (f"?{urlencode(rest)}" if rest else "")
         response = web.Response(status=303, headers={"Location": target})
-        response.set_cookie(sec.COOKIE, token, httponly=True, samesite="Strict", path="/")
+        response.set_cookie(
+            sec.COOKIE, sec.cookie_of(token), httponly=True, samesite="Strict", path="/"
+        )
         return response
     by_bearer = sec.token_matches(sec.bearer(request.headers.get("Authorization")), token)
-    if not (by_bearer or sec.token_matches(request.cookies.get(sec.COOKIE), token)):
-        return web.Response(
-            status=401,
-            text="rr console: open the address rr console printed (it holds the token)\n",
-        )
+    if not (by_bearer or sec.cookie_matches(request.cookies.get(sec.COOKIE), token)):
+        return _page(html.token_page(), 401)
     if not by_bearer:
         refused = sec.fetch_site_refusal(request.headers.get("Sec-Fetch-Site"))
         if refused is not None:
@@ -153,20 +181,61 @@ async def _checked(
     if request.method not in ("GET", "HEAD"):
         if state.config.read_only and request.match_info.route.name not in READS:
             return _page(html.error_page(403, "read-only console: no action"), 403)
-        if not sec.origin_allowed(request.headers.get("Origin"), state.allowed):
+        if not sec.origin_allowed(request.headers.get("Origin"), state.allowed, reached):
             return _page(html.error_page(403, "a form of another site"), 403)
-        form = await request.post()
+        form = await _form(request)
+        if form is None:
+            response = _page(html.error_page(408, "the form did not all come in time"), 408)
+            response.force_close()
+            return response
         csrf = form.get("csrf")
         if not sec.csrf_matches(csrf if isinstance(csrf, str) else None, token):
             return _page(html.error_page(403, "the form's CSRF value is missing or wrong"), 403)
     try:
-        return await handler(request)
+        queue = request.match_info.get("queue")
+        if queue is None or request.match_info.route.name == RUN_GROUP:
+            return await handler(request)
+        # a page of a queue reads it: not while a run moves its letters (console/jobs.py)
+        async with state.jobs.reading(queue):
+            return await handler(request)
     except web.HTTPException:
         raise
+    except BeingMoved as moved:
+        return _page(_being_moved(moved), 409)
     except UsageError as error:
         return _page(html.error_page(400, censor_urls(str(error))), 400)
     except RrError as error:
         return _page(html.error_page(502, censor_urls(str(error))), 502)
+
+
+async def _form(
+    request: web.Request,
+) -> MultiDictProxy[str | bytes | bytearray | web.FileField] | None:
+    """The POST's form, or None when its body stops coming for ``idle_close_s``."""
+    try:
+        async with asyncio.timeout(request.app[STATE].config.idle_close_s):
+            return await request.post()
+    except TimeoutError:
+        HTTP_LOG.warning(
+            "a form from %s did not all come in time: answered 408", request.remote or "?"
+        )
+        return None
+
+
+def _being_moved(moved: BeingMoved) -> str:
+    job = moved.job
+    return html.being_moved_page(
+        moved.queue,
+        job_id=job.id if job is not None else None,
+        job_title=job.title if job is not None else None,
+    )
+
+
+def _reached(request: web.Request) -> str | None:
+    """The address this request reached, for a console on every address (else None)."""
+    if not request.app[STATE].any_address or request.transport is None:
+        return None
+    return sec.reached_host(request.transport.get_extra_info("sockname"))
 
 
 def _queue(request: web.Request) -> str:
@@ -438,6 +507,25 @@ async def message(request: web.Request) -> web.Response:
     )
 
 
+async def body(request: web.Request) -> web.StreamResponse:
+    """The whole body of a letter, as a file: read as the message page reads it (the same
+    gate: a read that counts is asked first)."""
+    nth = _nth(request.query.get("n"))
+    queue_state = await _reads_of(request, _queue(request))
+    message_id = request.match_info["message"]
+    back = html.message_path(queue_state.name, message_id, nth)
+    gate = _gate(request, queue_state, f"Body of {message_id}", back)
+    if gate is not None:
+        return gate
+    queue, message_id, letter, _, _ = await _letter(request, nth)
+    name = html.body_file_name(queue, message_id, nth)
+    return web.Response(
+        body=letter.body,
+        content_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
 @dataclass(frozen=True)
 class EditForm:
     """What an edit form sent (the message page's, then the preview's)."""
@@ -505,6 +593,10 @@ async def edit(request: web.Request) -> web.Response:
         lines = [f"this body cannot be edited here: {refusal}; edit it with {command}"]
         return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
     after = box_body(before, asked.text)
+    if (too_large := box_size_problem(after, edited=True)) is not None:
+        command = html.edit_command(queue, message_id, asked.nth)
+        lines = [f"this body cannot be edited here: {too_large}; edit it with {command}"]
+        return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
     problem = body_problem(letter.properties.content_type, before, after)
     if not asked.publish:
         return _page(
@@ -530,7 +622,10 @@ async def edit(request: web.Request) -> web.Response:
     if problem is not None and not asked.force:
         return _page(html.result_page("Refused", [problem], back=back, error=True), 400)
     request_ = EditRequest(body=after, original_sha256=sha256_hex(before))
-    kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
+    try:
+        kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
+    except OSError as error:
+        return _page(_not_kept(state.config.keep_dir, queue, message_id, error, back), 500)
     plan = ReplayPlan(
         source=queue,
         run_id=engine.new_run_id(),
@@ -573,15 +668,37 @@ async def edit(request: web.Request) -> web.Response:
 
 
 def _keep_original(directory: Path, queue: str, message_id: str, letter: Delivery) -> Path:
-    """The original as one export line, synced, before anything is published."""
+    """The original as one export line, synced, before anything is published (an OSError
+    when it cannot be written: no file is left half written)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{queue}-{message_id}")
     path = directory / f"rr-edit-{safe[:120]}-{stamp}.jsonl"
     with path.open("x", encoding="utf-8") as out:
-        out.write(record_line(record_of(letter)) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+        try:
+            out.write(record_line(record_of(letter)) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        except OSError:
+            path.unlink(missing_ok=True)
+            raise
     return path
+
+
+def _not_kept(directory: Path, queue: str, message_id: str, error: OSError, back: str) -> str:
+    """The page of an edit whose original could not be kept: nothing was published (the
+    original is written first, docs/console.md "What each page does")."""
+    said = write_failure(error, f"--keep-dir {directory}")
+    HTTP_LOG.warning("an edit of %s in %s was not published: %s", message_id, queue, said)
+    return html.result_page(
+        "Not published",
+        [
+            f"{message_id} in {queue}: the original could not be kept: {said}",
+            "nothing was published and no letter removed: the dead letter stays in the queue",
+            "give rr console a --keep-dir it can write, then edit again",
+        ],
+        back=back,
+        error=True,
+    )
 
 
 # --------------------------------------------------------------------------- the app
@@ -615,17 +732,23 @@ async def _sampler(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(config: ConsoleConfig) -> web.Application:
     app = web.Application(middlewares=[access], client_max_size=MAX_FORM_BYTES)
-    app[STATE] = State(config=config, allowed=sec.allowed_hosts(config.bind, config.port))
+    app[STATE] = State(
+        config=config,
+        allowed=sec.allowed_hosts(config.bind, config.port),
+        admission=Admission(config.max_connections),
+    )
     app.cleanup_ctx.append(_sampler)
     app.router.add_get("/", index)
     app.router.add_get("/static/console.css", style)
     app.router.add_get("/queues/{queue}/groups", groups)
     app.router.add_post("/queues/{queue}/groups", groups, name=READ_GROUPS)
     app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
-    app.router.add_post("/queues/{queue}/groups/{group}/run", run_group)
+    app.router.add_post("/queues/{queue}/groups/{group}/run", run_group, name=RUN_GROUP)
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)
     app.router.add_post("/queues/{queue}/messages/{message}", message, name=READ_MESSAGE)
+    app.router.add_get("/queues/{queue}/messages/{message}/body", body)
+    app.router.add_post("/queues/{queue}/messages/{message}/body", body, name=READ_BODY)
     app.router.add_post("/queues/{queue}/messages/{message}/edit", edit)
     return app
 
@@ -634,17 +757,22 @@ async def serve(
     config: ConsoleConfig, started: Callable[[str], None], stop: asyncio.Event | None = None
 ) -> None:
     """Serve until SIGINT or SIGTERM (or ``stop`` is set); ``started`` is told the address
-    (with the token)."""
+    (``http://127.0.0.1:8765``, without the token: the CLI says how to give it). A listen
+    that fails is an rr error naming the address (console/address.py)."""
     app = make_app(config)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_WAIT_S)
+    quiet_http_log()
+    runner = web.AppRunner(app, shutdown_timeout=STOP_WAIT_S, **server_options(config.idle_close_s))
     await runner.setup()
-    site = web.TCPSite(runner, config.bind, config.port)
+    site = ConsoleSite(runner, config.bind, config.port, app[STATE].admission)
     try:
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            raise listen_error(config.bind, config.port, error) from None
         port = _bound_port(runner, config.port)
-        app[STATE].allowed = sec.allowed_hosts(config.bind, port)
-        host = f"[{config.bind}]" if ":" in config.bind else config.bind
-        started(f"http://{host}:{port}/?token={config.token}")
+        app[STATE].allowed = sec.allowed_hosts(config.bind, port, (socket.gethostname(),))
+        app[STATE].any_address = is_wildcard(config.bind)
+        started(base_address(config.bind, port))
         if stop is None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

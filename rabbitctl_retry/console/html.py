@@ -48,6 +48,20 @@ def message_path(queue: str, message_id: str, nth: int = 1) -> str:
     return path + (f"?n={nth}" if nth > 1 else "")
 
 
+def body_path(queue: str, message_id: str, nth: int = 1) -> str:
+    """The whole body of the ``nth`` letter with ``message_id``, as a file."""
+    path = f"/queues/{path_part(queue)}/messages/{path_part(message_id)}/body"
+    return path + (f"?n={nth}" if nth > 1 else "")
+
+
+def body_file_name(queue: str, message_id: str, nth: int) -> str:
+    """The name a downloaded body is saved under: ASCII letters, digits and ``. _ -``."""
+    safe = "".join(
+        c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in f"{queue}-{message_id}"
+    )
+    return f"{safe[:120]}-{nth}.body"
+
+
 def stamp(moment: datetime | None) -> str:
     return utc_stamp(moment) if moment is not None else "-"
 
@@ -327,7 +341,10 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
         + "</tbody></table>",
         f'<h2>Properties</h2><table class="props">{props}</table>',
         f'<h2>Headers</h2><table class="headers">{headers}</table>',
-        "<h2>Body</h2>" + body_html(view.body),
+        "<h2>Body</h2>"
+        + body_html(view.body)
+        + f'<p><a class="download" href="{e(body_path(queue, view.message_id, view.nth))}">'
+        f"download the whole body</a> ({len(view.body):,} bytes)</p>",
     ]
     if not read_only and view.editable is not None:
         action = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/edit"
@@ -347,7 +364,7 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
         command = edit_command(queue, view.message_id, view.nth)
         parts.append(
             f'<h2>Edit and retry</h2><p class="note not-editable">This body cannot be edited '
-            f"here: {e(view.not_editable)}, which an edit box would not send back as it is. "
+            f"here: {e(view.not_editable)}; an edit box would not send it back as it is. "
             f"Edit it with <code>{e(command)}</code> (the file is published byte for byte).</p>"
         )
     return page(f"Message {view.message_id}", "".join(parts))
@@ -487,6 +504,41 @@ def result_page(title: str, lines: Sequence[str], *, back: str, error: bool = Fa
     kind = "error" if error else "report"
     body = "".join(f'<p class="{kind}">{e(line)}</p>' for line in lines)
     return page(title, f'{body}<p><a href="{e(back)}">back</a></p>')
+
+
+def being_moved_page(queue: str, *, job_id: str | None, job_title: str | None) -> str:
+    """A page of ``queue`` asked for while a run moves its letters (409): nothing is read, so
+    that the run moves exactly what its plan said (console/queue_use.py)."""
+    run = (
+        f'<a href="/jobs/{path_part(job_id)}">{e(job_title or "a run")}</a>'
+        if job_id is not None
+        else "a run"
+    )
+    return page(
+        "Being moved",
+        f'<p class="note" data-state="being-moved">The letters of {e(queue)} are being moved '
+        f"by {run}: the letter asked for may be among them. The console reads none of "
+        f"{e(queue)}'s letters until that run is done, so that it moves exactly what its "
+        "plan said; open this page again then.</p>"
+        '<p><a href="/">queues</a></p>',
+    )
+
+
+def token_page(*, wrong: bool = False) -> str:
+    """The answer to a request without the token (401): nothing of the broker, and a form
+    that opens the console with one (a token read from ``--token-file`` is not printed; the
+    browser URL-encodes what is typed)."""
+    said = (
+        '<p class="error">That is not the token.</p>'
+        if wrong
+        else "<p>Open the address rr console printed, or give its token (with "
+        "<code>--token-file</code>: the one in that file).</p>"
+    )
+    return page(
+        "The token",
+        f'{said}<form method="get" action="/"><label>token <input type="password" '
+        'name="token" autocomplete="off" size="40"></label> <button>Open</button></form>',
+    )
 
 
 def error_page(status: int, text: str) -> str:

@@ -1,6 +1,8 @@
 """The console's runs in progress: a group retried or discarded runs as a task of the console's
 event loop while its page refreshes; each job counts what the transfer engine read (it is the
-engine's progress sink) and keeps its report's lines once done."""
+engine's progress sink) and keeps its report's lines once done. A run has its queue to
+itself (console/queue_use.py): it starts once the pages reading the queue are done, and no
+page reads it meanwhile (:class:`BeingMoved`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ import asyncio
 import contextlib
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from rabbitctl_retry.console.queue_use import QueueUse
 from rabbitctl_retry.errors import RrError, censor_urls
 
 MAX_JOBS = 100
@@ -38,13 +41,42 @@ class Job:
         self.examined += count
 
 
+class BeingMoved(Exception):
+    """A page would read a queue whose letters a run moves now (or a second run would move
+    them): it reads nothing, and says so."""
+
+    def __init__(self, queue: str, job: Job | None) -> None:
+        super().__init__(queue)
+        self.queue = queue
+        self.job = job
+
+
 class Jobs:
     def __init__(self) -> None:
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._use = QueueUse()
+        self._read_ended = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def reading(self, queue: str) -> AsyncIterator[None]:
+        """A page reads ``queue`` inside: :class:`BeingMoved` when a run moves its letters."""
+        moving = self._use.start_read(queue)
+        if moving is not None:
+            raise BeingMoved(queue, self._jobs.get(moving))
+        try:
+            yield
+        finally:
+            self._use.end_read(queue)
+            self._read_ended.set()
 
     def start(self, title: str, queue: str, work: Callable[[Job], Awaitable[list[str]]]) -> Job:
+        """A run of ``work`` on ``queue``'s letters (:class:`BeingMoved` while another one
+        moves them)."""
         job = Job(id=secrets.token_hex(8), title=title, queue=queue)
+        moving = self._use.start_move(queue, job.id)
+        if moving is not None:
+            raise BeingMoved(queue, self._jobs.get(moving))
         self._jobs[job.id] = job
         self._forget_old()
         task = asyncio.ensure_future(self._run(job, work))
@@ -57,12 +89,16 @@ class Jobs:
 
     async def _run(self, job: Job, work: Callable[[Job], Awaitable[list[str]]]) -> None:
         try:
+            while self._use.reading(job.queue):  # the reads under way end first
+                self._read_ended.clear()
+                await self._read_ended.wait()
             job.lines = await work(job)
         except RrError as error:
             job.error = censor_urls(str(error))
         except Exception as error:  # a page must say what became of the run
             job.error = censor_urls(f"{type(error).__name__}: {error}")
         finally:
+            self._use.end_move(job.queue, job.id)
             job.running = False
 
     def _forget_old(self) -> None:

@@ -7,7 +7,11 @@
   token (an HMAC), and whose ``Origin`` (when the browser sends one) is the console's own.
 * The ``Host`` header must name the address the console listens on (or ``localhost`` for
   127.0.0.1): a page of another site that resolves its own name to 127.0.0.1 (DNS
-  rebinding) is refused.
+  rebinding) is refused. A console on every address (``--bind 0.0.0.0`` or ``::``) takes
+  the machine's own names (its host name, ``localhost``) and the address each request
+  reached, as a literal: still no name of another site.
+* The token may hold any printable ASCII character (``--token-file``): the cookie holds a
+  value derived from it (an HMAC, hex), never the token itself.
 * A request with the cookie must come from the console's own pages or be opened directly
   (``Sec-Fetch-Site``: :func:`fetch_site_refusal`): another page of the same machine cannot
   make the console read a queue by pointing an image or a fetch at it.
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 COOKIE = "rr_console"
@@ -56,6 +62,16 @@ def csrf_of(token: str) -> str:
     return hmac.new(token.encode(), b"rr-console-csrf", hashlib.sha256).hexdigest()
 
 
+def cookie_of(token: str) -> str:
+    """The value of the ``rr_console`` cookie: derived from the token, so that a token's
+    ``;``, ``"`` or space never reaches a ``Set-Cookie`` header."""
+    return hmac.new(token.encode(), b"rr-console-cookie", hashlib.sha256).hexdigest()
+
+
+def cookie_matches(given: str | None, token: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), cookie_of(token).encode())
+
+
 def csrf_matches(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), csrf_of(token).encode())
 
@@ -81,24 +97,52 @@ def fetch_site_refusal(fetch_site: str | None) -> str | None:
     return None
 
 
-def allowed_hosts(bind: str, port: int) -> frozenset[str]:
-    """The ``Host`` values a request may carry."""
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
+
+
+def allowed_hosts(bind: str, port: int, own_names: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` values a request may carry; ``own_names``: the machine's host names,
+    taken when the console listens on every address (a wildcard ``bind``)."""
     names = {bind}
-    if bind in ("127.0.0.1", "::1", "localhost"):
+    if bind in LOOPBACK or bind in WILDCARDS:
         names |= {"127.0.0.1", "localhost", "[::1]"}
+    if bind in WILDCARDS:
+        names |= {name.lower() for name in own_names if name}
     if ":" in bind and not bind.startswith("["):
         names.add(f"[{bind}]")
     return frozenset(f"{name}:{port}" for name in names)
 
 
-def host_allowed(host: str | None, allowed: frozenset[str]) -> bool:
-    return host is not None and host.lower() in allowed
+def reached_host(sockname: object) -> str | None:
+    """The address a request reached (its socket's local address), as a ``Host`` value: a
+    wildcard console takes it, since no other site's name can be an address literal. An
+    IPv4 address seen through an IPv6 socket (``::ffff:10.0.0.5``) is the IPv4 one."""
+    if not isinstance(sockname, tuple) or len(sockname) < 2:
+        return None
+    try:
+        address = ipaddress.ip_address(str(sockname[0]).partition("%")[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    name = f"[{address}]" if address.version == 6 else str(address)
+    return f"{name}:{sockname[1]}"
 
 
-def origin_allowed(origin: str | None, allowed: frozenset[str]) -> bool:
+def host_allowed(host: str | None, allowed: frozenset[str], reached: str | None = None) -> bool:
+    """``reached``: the address this request reached (:func:`reached_host`), for a console
+    on every address; None otherwise."""
+    if host is None:
+        return False
+    host = host.lower()
+    return host in allowed or (reached is not None and host == reached)
+
+
+def origin_allowed(origin: str | None, allowed: frozenset[str], reached: str | None = None) -> bool:
     """A POST's ``Origin``: absent (an old browser, a script with the bearer token) or the
     console's own."""
     if origin is None:
         return True
     parts = urlsplit(origin)
-    return parts.scheme == "http" and parts.netloc.lower() in allowed
+    return parts.scheme == "http" and host_allowed(parts.netloc, allowed, reached)

@@ -194,6 +194,19 @@ def body_problem(content_type: str | None, before: bytes, after: bytes) -> str |
 # --------------------------------------------------------------------------- the console's box
 
 _BREAK = re.compile(r"\r\n|\r|\n")
+MAX_BOX_BYTES = 64 * 1024
+"""The largest body the console's edit box holds (docs/console.md: a page shows the first
+64 KiB of a body; a larger one is downloaded and edited with ``rr dlq edit --body FILE``)."""
+
+
+def box_size_problem(body: bytes, *, edited: bool = False) -> str | None:
+    """Why ``body`` is too large for the edit box (:data:`MAX_BOX_BYTES`), or None."""
+    if len(body) <= MAX_BOX_BYTES:
+        return None
+    which = "the edited body" if edited else "it"
+    return (
+        f"{which} is {len(body):,} bytes, more than the {MAX_BOX_BYTES // 1024} KiB the box holds"
+    )
 
 
 def _kept_in_box(char: str) -> bool:
@@ -206,7 +219,10 @@ def box_problem(body: bytes) -> str | None:
     console.md): it is not UTF-8, it holds a control character (NUL, ESC, ...; a tab is
     fine), a carriage return that ends no line, or lines ending in both CRLF and LF. A
     browser sends every line break of a box as CRLF, so only a body whose line breaks are all
-    LF or all CRLF gets them back (:func:`box_body`)."""
+    LF or all CRLF gets them back (:func:`box_body`). A body past :data:`MAX_BOX_BYTES` is
+    not put in the box at all (a page shows its first 64 KiB)."""
+    if (too_large := box_size_problem(body)) is not None:
+        return too_large
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

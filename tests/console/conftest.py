@@ -58,7 +58,7 @@ async def console_on(
         done, _ = await asyncio.wait({task, address}, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
             task.result()  # serve failed to start: raise its error
-        yield Console(base=(await address).split("/?")[0], token=TOKEN)
+        yield Console(base=await address, token=TOKEN)
     finally:
         stop.set()
         await task
