@@ -27,7 +27,7 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
-from rabbitctl_retry.errors import RrError
+from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.runtime.workers import MAX_WORKERS, WORKER_DIR_ENV, WORKER_ENV, Slot
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S
 
@@ -170,6 +170,11 @@ def run_command(
     release_stdout()  # the handlers' own (cli/group.py)
     slot = Slot.parse(os.environ.get(WORKER_ENV, ""))
     configure_logging(log_level.value, log_format, worker=slot.label if slot else None)
+    if not metrics_bind.strip():
+        with guard():
+            raise UsageError(
+                "--metrics-bind: an address, such as 127.0.0.1, or 0.0.0.0 for every interface"
+            )
     if workers > 1 and slot is None:
         root = ctx.find_root().command
         _supervise(

@@ -286,3 +286,20 @@ def test_the_port_binds_loopback_unless_told_and_warns_beyond_it(
     assert len(warnings) == warned, text
     assert all(" WARNING rr.runtime rr run serves metrics on 0.0.0.0" in line for line in warnings)
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("workers", ["1", "2"], ids=["one", "workers"])
+def test_an_empty_bind_address_is_a_usage_error(tmp_path: Path, workers: str) -> None:
+    """Before, an empty --metrics-bind listened on every interface, without a word. (An
+    address not on this machine, or one that does not resolve, was one error line and exit 1
+    already: tests/cli/test_run_metrics.py.)"""
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "none.py")]
+    command += ["--url", "amqp://guest:guest@127.0.0.1:1/", "--workers", workers]
+    command += ["--metrics-port", str(free_port()), "--metrics-bind", ""]
+    done = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "rr: error: --metrics-bind: an address, such as 127.0.0.1, or 0.0.0.0 for every interface\n"
+    )
