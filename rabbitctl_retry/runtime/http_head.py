@@ -73,6 +73,8 @@ def _parse(head: bytes) -> Request | Refusal:
     if len(words) != 3 or not all(words) or not words[2].startswith("HTTP/1."):
         return malformed
     method, target, _ = words
+    if target.startswith(("http://", "https://")):  # the absolute form, as to a proxy
+        target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
     if not method.isalpha() or not target.startswith("/") or not target.isprintable():
         return malformed
     if any(line and ":" not in line for line in lines[1:]):

@@ -17,6 +17,7 @@ client that connects and closes without a byte (a TCP probe) is not logged.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import selectors
 import socket
@@ -44,6 +45,9 @@ TEXT = "text/plain; charset=utf-8"
 
 
 _RECV_BYTES = 4096
+
+ACCEPT_PAUSE_S = 0.1
+"""The pause after a connection could not be accepted (no file descriptor left)."""
 
 LINGER_S = 1.0
 """After a refusal (400, 414, 431), how long rr reads what the client still sends, at most
@@ -130,15 +134,22 @@ class MetricsServer:
     def _accept(self) -> None:
         try:
             client, address = self._listener.accept()
-        except OSError:  # the client went before it was taken (ECONNABORTED), no fds left
+        except OSError as error:
+            if error.errno != errno.ECONNABORTED:  # no file descriptor left, say: not in a spin
+                self._stopping.wait(ACCEPT_PAUSE_S)
             return
         if not self._clients.acquire(blocking=False):
             self._drop(_where(address), "too many clients at once")
             _close(client)
             return
-        threading.Thread(
-            target=self._serve, args=(client, address), name="rr-metrics-client", daemon=True
-        ).start()
+        try:
+            threading.Thread(
+                target=self._serve, args=(client, address), name="rr-metrics-client", daemon=True
+            ).start()
+        except RuntimeError:  # no thread can be started just now
+            self._clients.release()
+            self._drop(_where(address), "no thread to serve it")
+            _close(client)
 
     # one client ------------------------------------------------------------------------
 

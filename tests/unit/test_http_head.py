@@ -26,6 +26,8 @@ MALFORMED = Refusal(400, "malformed request")
         (b"GET /healthz?probe=1 HTTP/1.0\n\n", Request("GET", "/healthz")),
         (b"HEAD /metrics HTTP/1.1\r\n\r\nbody ignored", Request("HEAD", "/metrics")),
         (b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", Request("POST", "/")),
+        (b"GET http://rr:9100/metrics?x HTTP/1.1\r\n\r\n", Request("GET", "/metrics")),
+        (b"GET http://rr:9100 HTTP/1.1\r\n\r\n", Request("GET", "/")),
         (b"GET /metrics\r\n\r\n", MALFORMED),  # HTTP/0.9
         (b"GET  /metrics HTTP/1.1\r\n\r\n", MALFORMED),
         (b"GET /metrics HTTP/2.0\r\n\r\n", MALFORMED),
