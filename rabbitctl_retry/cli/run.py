@@ -144,6 +144,7 @@ def run_command(
         str,
         typer.Option(
             "--metrics-bind",
+            metavar="ADDRESS",
             help="The address --metrics-port listens on: 0.0.0.0 (or :: for IPv6) for every "
             "interface, for probes and scrapers from outside this host; there is no "
             "authentication (docs/runtime.md, 'Metrics and health') [default: 127.0.0.1, this "
