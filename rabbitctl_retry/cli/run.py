@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import signal
@@ -26,21 +27,22 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
-from rabbitctl_retry.errors import RrError
+from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.runtime.workers import MAX_WORKERS, WORKER_DIR_ENV, WORKER_ENV, Slot
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.runtime.metrics import MetricsServer, Probe, RunMetrics
+    from rabbitctl_retry.runtime.metrics import RunMetrics
+    from rabbitctl_retry.runtime.metrics_server import MetricsServer, Probe
     from rabbitctl_retry.runtime.service import Service
     from rabbitctl_retry.topology.model import Topology
 
 log = logging.getLogger("rr.runtime")
 
-DEFAULT_BIND = "0.0.0.0"
-"""Where --metrics-port listens by default: every interface, since an orchestrator's probes
-and a Prometheus scraper connect from outside the process's own host or network namespace
-(docs/runtime.md, "Metrics and health")."""
+DEFAULT_BIND = "127.0.0.1"
+"""Where --metrics-port listens by default: this host only, since the page has no
+authentication; --metrics-bind opens it to more, with a warning (docs/runtime.md, "Metrics
+and health")."""
 
 MAX_PREFETCH = 65_535
 """basic.qos prefetch-count is an AMQP short: 0..65535."""
@@ -142,8 +144,11 @@ def run_command(
         str,
         typer.Option(
             "--metrics-bind",
-            help="The address --metrics-port listens on (127.0.0.1: this host only; :: for "
-            "IPv6) [default: 0.0.0.0, every interface: probes and scrapers come from outside].",
+            metavar="ADDRESS",
+            help="The address --metrics-port listens on: 0.0.0.0 (or :: for IPv6) for every "
+            "interface, for probes and scrapers from outside this host; there is no "
+            "authentication (docs/runtime.md, 'Metrics and health') [default: 127.0.0.1, this "
+            "host only].",
             show_default=False,
         ),
     ] = DEFAULT_BIND,
@@ -166,6 +171,11 @@ def run_command(
     release_stdout()  # the handlers' own (cli/group.py)
     slot = Slot.parse(os.environ.get(WORKER_ENV, ""))
     configure_logging(log_level.value, log_format, worker=slot.label if slot else None)
+    if not metrics_bind.strip():
+        with guard():
+            raise UsageError(
+                "--metrics-bind: an address, such as 127.0.0.1, or 0.0.0.0 for every interface"
+            )
     if workers > 1 and slot is None:
         root = ctx.find_root().command
         _supervise(
@@ -283,17 +293,34 @@ def _serve_metrics(port: int, bind: str) -> tuple[RunMetrics, MetricsServer]:
 
 def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
     """``probe``'s /metrics and /healthz, served on ``bind`` ``port`` from now on."""
-    from rabbitctl_retry.runtime.metrics import MetricsServer
+    from rabbitctl_retry.runtime.metrics_server import MetricsServer
 
     with guard():
         try:
             server = MetricsServer(probe, port, bind)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a name IDNA cannot encode
             where = f"port {port}" if bind == DEFAULT_BIND else f"{bind} port {port}"
             raise RrError(f"cannot serve metrics on {where}: {error}") from None
     server.start()
     log.info("serving metrics", extra={"rr": {"bind": bind, "port": server.port}})
+    if not _loopback(bind):
+        log.warning(
+            f"rr run serves metrics on {bind}, not only on this machine: anyone who can reach "
+            f"port {server.port} can read /metrics and /healthz, without authentication "
+            "(docs/runtime.md, 'Metrics and health')",
+            extra={"rr": {"bind": bind, "port": server.port}},
+        )
     return server
+
+
+def _loopback(bind: str) -> bool:
+    """Whether ``bind`` is this machine only (a loopback address, or ``localhost``)."""
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
 
 
 def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:

@@ -1,5 +1,5 @@
-"""``rr run --metrics-port PORT``: Prometheus metrics and a readiness probe over HTTP
-(docs/runtime.md, "Metrics and health").
+"""``rr run --metrics-port PORT``: the Prometheus metrics and the readiness of one ``rr run``
+(docs/runtime.md, "Metrics and health"); runtime/metrics_server.py serves them.
 
 ``GET /metrics`` is the Prometheus text format of the standard ``prometheus_client`` library:
 deliveries and decisions by queue and outcome, handler latency, copies published, confirmed
@@ -7,26 +7,18 @@ and refused, dead letters, connections and consumer restarts, in-flight deliveri
 ``GET /healthz`` answers 200 ``consuming`` while every consumer consumes, 503 otherwise:
 ``starting`` while rr loads the handlers and the topology (the server is the first thing
 ``rr run`` starts, so a probe gets an answer from the start, however slow the imports),
-``not consuming`` while it connects, reconnects or stops. The server runs in daemon threads,
-one per client connection, each of which gives up on a client that sends nothing for
-:data:`CLIENT_TIMEOUT_S`: it never waits on the event loop, the event loop never waits on it,
-and a client that connects and says nothing cannot make ``/healthz`` time out for the others.
-Label values (queue names) have every character a terminal could act on escaped, as rr's
-logs do (``\u202e``, ``\x9b``).
+``not consuming`` while it connects, reconnects or stops. Label values (queue names) have
+every character a terminal could act on escaped, as rr's logs do (``\u202e``, ``\x9b``).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import socket
-import socketserver
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -36,7 +28,6 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rabbitctl_retry.errors import escape_unprintable
 
@@ -183,80 +174,4 @@ class _StatsCollector:
         yield ready
 
 
-CLIENT_TIMEOUT_S = 5.0
-"""A client connection that sends nothing for this long is closed."""
-
-
-class _QuietHandler(WSGIRequestHandler):
-    timeout = CLIENT_TIMEOUT_S
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not logged."""
-
-
-class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    block_on_close = False
-
-
-class _ThreadingServer6(_ThreadingServer):
-    address_family = socket.AF_INET6
-
-
-class Probe(Protocol):
-    """What :class:`MetricsServer` serves: one ``rr run``'s metrics (:class:`RunMetrics`), or
-    those of a supervisor's workers added up (cli/workers.py)."""
-
-    def page(self) -> bytes:
-        """``/metrics``: the Prometheus text format."""
-        ...
-
-    def health(self) -> tuple[int, str]:
-        """``/healthz``: (HTTP status, body)."""
-        ...
-
-
-class MetricsServer:
-    """``/metrics`` and ``/healthz`` on ``host:port``, a daemon thread per client."""
-
-    def __init__(self, metrics: Probe, port: int, host: str) -> None:
-        self._metrics = metrics
-        self._server: WSGIServer = make_server(
-            host,
-            port,
-            self._app,
-            server_class=_ThreadingServer6 if ":" in host else _ThreadingServer,
-            handler_class=_QuietHandler,
-        )
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="rr-metrics", daemon=True
-        )
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_port)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path == "/metrics":
-            body = self._metrics.page()
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-        elif path == "/healthz":
-            code, text = self._metrics.health()
-            body = text.encode()
-            status = "200 OK" if code == 200 else "503 Service Unavailable"
-            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-        else:
-            body = b"rr run: /metrics and /healthz\n"
-            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-        yield body
-
-
-__all__ = ["MetricsServer", "Probe", "RunMetrics"]
+__all__ = ["RunMetrics"]

@@ -191,7 +191,8 @@ def test_metrics_answer_while_rr_still_loads_the_handlers(tmp_path: Path) -> Non
 
 
 def test_healthz_is_503_until_rr_consumes() -> None:
-    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+    from rabbitctl_retry.runtime.metrics import RunMetrics
+    from rabbitctl_retry.runtime.metrics_server import MetricsServer
 
     metrics = RunMetrics()
     server = MetricsServer(metrics, 0, host="127.0.0.1")
@@ -229,7 +230,8 @@ def test_a_client_that_says_nothing_does_not_silence_the_others() -> None:
     """One connection that sends half a request and waits held the one-threaded server:
     /healthz timed out for every probe until it closed (an orchestrator then kills the
     service). Each client now has a thread of its own, and a silent one is dropped."""
-    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+    from rabbitctl_retry.runtime.metrics import RunMetrics
+    from rabbitctl_retry.runtime.metrics_server import MetricsServer
 
     server = MetricsServer(RunMetrics(), 0, host="127.0.0.1")
     server.start()
@@ -246,7 +248,8 @@ def test_a_client_that_says_nothing_does_not_silence_the_others() -> None:
 
 def test_queue_names_reach_the_page_escaped() -> None:
     from rabbitctl_retry.retry.policy import Decision, Event, RejectAction
-    from rabbitctl_retry.runtime.metrics import MetricsServer, RunMetrics
+    from rabbitctl_retry.runtime.metrics import RunMetrics
+    from rabbitctl_retry.runtime.metrics_server import MetricsServer
 
     metrics = RunMetrics()
     hostile = "q\u202eevil\x9b2028\u2028x"
@@ -270,7 +273,8 @@ def test_queue_names_reach_the_page_escaped() -> None:
 
 
 def test_metrics_bind_chooses_the_address(tmp_path: Path) -> None:
-    """--metrics-bind 127.0.0.1 listens there only (the default is every interface)."""
+    """The default, 127.0.0.1, listens there only; --metrics-bind 0.0.0.0 on every
+    interface."""
     (tmp_path / "bind_svc.py").write_text(SERVICE, encoding="utf-8")
     port = free_port()
     command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "bind_svc.py")]
@@ -278,13 +282,13 @@ def test_metrics_bind_chooses_the_address(tmp_path: Path) -> None:
     with socket.socket() as taken:  # the port is taken on another address than 127.0.0.1
         taken.bind(("127.0.0.2", port))
         taken.listen()
-        done = subprocess.run(
-            [*command, "--metrics-bind", "127.0.0.1"], capture_output=True, text=True, check=False
-        )
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
         assert done.returncode == 69, done.stderr  # it listened, then found no broker on :1
-        everywhere = subprocess.run(command, capture_output=True, text=True, check=False)
+        everywhere = subprocess.run(
+            [*command, "--metrics-bind", "0.0.0.0"], capture_output=True, text=True, check=False
+        )
     assert everywhere.returncode == 1, everywhere.stderr
-    assert everywhere.stderr.startswith(f"rr: error: cannot serve metrics on port {port}: ")
+    assert everywhere.stderr.startswith(f"rr: error: cannot serve metrics on 0.0.0.0 port {port}: ")
     bad = subprocess.run(
         [*command, "--metrics-bind", "no such host!"], capture_output=True, text=True, check=False
     )
