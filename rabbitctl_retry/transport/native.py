@@ -1113,7 +1113,7 @@ def _method(what: str, kind: type[Any], **fields: Any) -> Any:
 
 def _closed_error(what: str, cause: RrError | None, *, resource: str = "channel") -> TransportError:
     """The error for ``what`` on a channel (or connection) ``cause`` closed earlier
-    (``None``: rr closed it), worded as ``transport/errors.py`` words aiormq's."""
+    (``None``: rr closed it), worded as ``transport/aiormq_errors.py`` words aiormq's."""
     if cause is None:
         return ChannelClosed(f"{what}: the {resource} is closed")
     if isinstance(cause, BrokerUnreachable | BrokerRefused):
