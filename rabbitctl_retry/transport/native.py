@@ -982,8 +982,10 @@ class NativeChannel:
     def on_frame(self, frame: Frame) -> None:
         """Hand one frame of this channel to its state, and carry out the events."""
         for event in self.state.receive(frame):
-            if type(event) is Delivered:
+            if isinstance(event, Delivered):
                 self._deliver(event.delivery, event.consumer)
+            elif isinstance(event, Confirmed):
+                self._confirmed(event)
             else:
                 self._on_event(event)
 

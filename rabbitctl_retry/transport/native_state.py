@@ -128,9 +128,10 @@ class Unasked:
     method: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delivered(Generic[C]):
-    """A whole delivery for the registered consumer ``consumer``."""
+    """A whole delivery for the registered consumer ``consumer``. (Not frozen, as
+    :class:`Confirmed`: one is made per message, and a frozen dataclass is slower to make.)"""
 
     delivery: Delivery
     consumer: C
@@ -143,7 +144,7 @@ class Orphaned:
     delivery: Delivery
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Confirmed:
     """The broker settled publish ``sequence``: confirmed, refused (``nack``) or, confirmed
     after a ``basic.return`` of it (``returned``)."""
@@ -316,6 +317,7 @@ class ChannelState(Generic[C]):
         "_asked",
         "_consumers",
         "_content",
+        "_ended",
         "_joining",
         "_pending",
         "_sequence",
@@ -329,6 +331,8 @@ class ChannelState(Generic[C]):
         self.number = number
         self.confirms = confirms
         self.phase = Phase.OPENING
+        self._ended = False
+        """``phase`` is CLOSED (read on every frame)."""
         self._asked: tuple[type[Any], ...] | None = None
         self._joining: C | None = None
         self._consumers: dict[str, C] = {}
@@ -341,7 +345,7 @@ class ChannelState(Generic[C]):
 
     @property
     def closed(self) -> bool:
-        return self.phase is Phase.CLOSED
+        return self._ended
 
     @property
     def pending(self) -> tuple[int, ...]:
@@ -400,7 +404,7 @@ class ChannelState(Generic[C]):
     def receive(self, frame: Frame) -> tuple[ChannelEvent[C], ...]:
         """The events of one frame of this channel, in order; raises :class:`FrameError` on a
         frame out of place."""
-        if self.phase is Phase.CLOSED:
+        if self._ended:
             return _NOTHING
         kind = frame.kind
         if kind == METHOD:
@@ -561,8 +565,9 @@ class ChannelState(Generic[C]):
         return tuple(events)
 
     def _close(self, reply_code: int | None, reply_text: str) -> ChannelGone | None:
-        if self.phase is Phase.CLOSED:
+        if self._ended:
             return None
+        self._ended = True
         self.phase = Phase.CLOSED
         gone = ChannelGone(reply_code, reply_text, tuple(self._pending), self._asked is not None)
         self._pending.clear()
