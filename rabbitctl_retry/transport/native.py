@@ -31,17 +31,11 @@ errors (``transport/errors.py``, ``transport/reply_codes.py``), same rules as th
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import importlib.metadata
 import logging
-import platform
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote, urlsplit
 
 import pamqp.frame
 from pamqp import commands as spec
@@ -87,6 +81,7 @@ from rabbitctl_retry.transport.frames import (
     reject_frame,
 )
 from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
+from rabbitctl_retry.transport.native_login import Login, tls_context
 from rabbitctl_retry.transport.native_state import (
     Answered,
     ChannelEvent,
@@ -113,7 +108,7 @@ from rabbitctl_retry.transport.server_info import (
     identity_of_properties,
     without_password,
 )
-from rabbitctl_retry.transport.url import BrokerUrl, parse_broker_url
+from rabbitctl_retry.transport.url import parse_broker_url
 
 if TYPE_CHECKING:
     from rabbitctl_retry.transport.base import Channel, Connection
@@ -150,12 +145,12 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
         raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
     if not target.verify_tls:
         log.warning(TLS_NOT_VERIFIED, extra={"rr": {"url": shown}})
-    login = _Login.of(target, client_name)
+    login = Login.of(target, client_name)
     loop = asyncio.get_running_loop()
     protocol = _Protocol(loop, shown)
     try:
         async with asyncio.timeout(timeout_s):
-            tls = _tls_context(login.options) if target.tls else None
+            tls = tls_context(login.options) if target.tls else None
             await loop.create_connection(
                 lambda: protocol,
                 target.host,
@@ -180,76 +175,6 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
         protocol.abort()
         raise without_password(network_error(exc, url=shown)) from exc
     return NativeConnection(protocol, shown)
-
-
-@dataclass(frozen=True, slots=True)
-class _Login:
-    user: str
-    password: str
-    vhost: str
-    external: bool
-    heartbeat_s: int
-    options: Mapping[str, str]
-    client_properties: dict[str, Any]
-
-    @staticmethod
-    def of(target: BrokerUrl, client_name: str) -> _Login:
-        parts = urlsplit(target.url)
-        options = target.options
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        name = options.get("name") or client_name
-        return _Login(
-            user=unquote(parts.username) if parts.username is not None else "guest",
-            password=unquote(parts.password) if parts.password is not None else "guest",
-            vhost=unquote(path) if path else "/",
-            external=options.get("auth", "plain").lower() == "external",
-            heartbeat_s=target.heartbeat_s,
-            options=options,
-            client_properties={
-                "product": "rr",
-                "version": _rr_version(),
-                "platform": f"Python {platform.python_version()}",
-                "connection_name": name,
-                "capabilities": {
-                    "authentication_failure_close": True,
-                    "basic.nack": True,
-                    "connection.blocked": True,
-                    "consumer_cancel_notify": True,
-                    "publisher_confirms": True,
-                },
-            },
-        )
-
-
-def _rr_version() -> str:
-    try:
-        return importlib.metadata.version("rabbitctl-retry")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _tls_context(options: Mapping[str, str]) -> ssl.SSLContext:
-    """The TLS context of an ``amqps://`` URL's options (docs/cli.md, "Connecting")."""
-    cadata = options.get("cadata")
-    try:
-        ca_bytes = base64.b64decode(cadata) if cadata else None
-    except binascii.Error:
-        raise UsageError("broker URL cannot be read: cadata is not base64 (docs/cli.md)") from None
-    ca: str | bytes | None = ca_bytes
-    if ca_bytes is not None and ca_bytes.lstrip().startswith(b"-----"):
-        ca = ca_bytes.decode("ascii", "replace")  # PEM text; DER stays bytes
-    context = ssl.create_default_context(
-        ssl.Purpose.SERVER_AUTH,
-        cafile=options.get("cafile"),
-        capath=options.get("capath"),
-        cadata=ca,
-    )
-    if options.get("certfile"):
-        context.load_cert_chain(options["certfile"], options.get("keyfile"))
-    if "no_verify_ssl" in options:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 class _Protocol(asyncio.Protocol):
@@ -384,7 +309,7 @@ class _Protocol(asyncio.Protocol):
 
     # -- the handshake ------------------------------------------------------------------------
 
-    async def handshake(self, login: _Login) -> None:
+    async def handshake(self, login: Login) -> None:
         start = await self._expect(spec.Connection.Start)
         offered = start.mechanisms
         if isinstance(offered, bytes | bytearray):
