@@ -2,7 +2,8 @@
 
 Pure. Every error rr raises on purpose is an :class:`RrError`; the CLI turns it into a
 message on stderr and the exit code of :func:`exit_code_for`. Driver errors (aiormq, sockets,
-TLS) are mapped into this tree once, in ``transport/errors.py``; the emulator raises the same
+TLS) are mapped into this tree once, in ``transport/errors.py`` and, for aiormq's,
+``transport/aiormq_errors.py``; the emulator raises the same
 classes, so callers never see a driver exception.
 
 ::

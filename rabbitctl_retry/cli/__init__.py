@@ -24,7 +24,8 @@ DISTRIBUTION = "rabbitctl-retry"
 
 
 def version_text() -> str:
-    """``rr 0.1.0 (Python 3.11.7, aiormq 6.8.1)``: what ``rr --version`` prints."""
+    """``rr 0.1.0 (Python 3.11.7, aiormq 6.8.1)``: what ``rr --version`` prints (aiormq's
+    only with the ``aiormq`` extra installed)."""
     import platform
     from importlib import metadata  # 40 ms: only for --version
 
@@ -32,7 +33,11 @@ def version_text() -> str:
         own = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         own = "(not installed)"
-    return f"rr {own} (Python {platform.python_version()}, aiormq {metadata.version('aiormq')})"
+    try:
+        aiormq = f", aiormq {metadata.version('aiormq')}"
+    except metadata.PackageNotFoundError:  # without the aiormq extra
+        aiormq = ""
+    return f"rr {own} (Python {platform.python_version()}{aiormq})"
 
 
 def _print_version(asked: bool) -> None:

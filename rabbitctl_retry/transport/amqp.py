@@ -1,7 +1,7 @@
 """The aiormq adapter of the transport port: the real RabbitMQ behind Connection and Channel.
 
 Rule: a thin shell that decides nothing. Each method is one aiormq call; values are converted
-to pamqp's and back, and driver errors become rr errors in ``transport/errors.py``. The hot
+to pamqp's and back, and driver errors become rr errors in ``transport/aiormq_errors.py``. The hot
 paths (``publish``, ``ack``, ``reject``, ``nack``, the consume callback) add one ``try`` and
 one conversion over raw aiormq; ``ack``/``reject``/``nack`` do not wait for the socket to
 drain, since AMQP never answers them.
@@ -101,6 +101,7 @@ from rabbitctl_retry.errors import (
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
+from rabbitctl_retry.transport.aiormq_errors import closed_error, map_amqp_errors, to_rr_error
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
@@ -109,7 +110,6 @@ from rabbitctl_retry.transport.base import (
     Properties,
     QueueInfo,
 )
-from rabbitctl_retry.transport.errors import closed_error, map_amqp_errors, to_rr_error
 from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,

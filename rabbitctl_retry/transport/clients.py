@@ -7,7 +7,9 @@
     rr's own client, the default: the same URLs, errors and behaviour as aiormq's adapter,
     fewer steps per message.
 ``aiormq``
-    the aiormq adapter: the way back, should rr's own client misbehave somewhere.
+    the aiormq adapter: the way back, should rr's own client misbehave somewhere. aiormq is
+    not part of the default install: ``pip install 'rabbitctl-retry[aiormq]'`` adds it;
+    without it this choice is a usage error that says so.
 
 :func:`choose` is the pure decision; :func:`connect` carries it out.
 """
@@ -23,6 +25,13 @@ from rabbitctl_retry.transport.base import Connection
 
 ENV = "RR_AMQP_CLIENT"
 """The environment variable that chooses the client."""
+
+AIORMQ_MODULES = ("aiormq", "yarl")
+"""What the aiormq adapter imports that the default install does not hold."""
+AIORMQ_MISSING = (
+    f"{ENV}=aiormq needs aiormq, which is not installed: pip install 'rabbitctl-retry[aiormq]', "
+    f"or unset {ENV} for rr's own client (docs/runtime.md, Running it)"
+)
 
 ClientName = Literal["aiormq", "native"]
 CHOICES: tuple[ClientName, ...] = ("aiormq", "native")
@@ -53,6 +62,10 @@ async def connect(
         from rabbitctl_retry.transport import native
 
         return await native.connect(url, timeout_s=timeout_s, client_name=client_name)
-    from rabbitctl_retry.transport import amqp
-
+    try:
+        from rabbitctl_retry.transport import amqp
+    except ModuleNotFoundError as missing:
+        if missing.name not in AIORMQ_MODULES:
+            raise
+        raise UsageError(AIORMQ_MISSING) from None
     return await amqp.connect(url, timeout_s=timeout_s, client_name=client_name)

@@ -1,5 +1,11 @@
 """rr's own AMQP 0-9-1 client: the transport port over one ``asyncio.Protocol``.
 
+This module is the asyncio shell: it reads bytes, splits them into frames, hands each to the
+sans-I/O protocol state (``transport/native_state.py``: message assembly, publish sequence
+numbers, confirms and returns, consumers, channel lifecycle, channel 0), writes the frames
+the state's events ask for, and resolves the futures and runs the callbacks they name. The
+handshake's order, heartbeats, flow control of the socket and timeouts stay here.
+
 rr's default adapter of the port (aiormq's, ``transport/amqp.py``, is the other), for speed:
 a delivery goes from the socket to its consumer's callback in one pass over the bytes read
 (``transport/frames.py`` splits them; ``basic.deliver`` is read without a general codec),
@@ -25,17 +31,11 @@ errors (``transport/errors.py``, ``transport/reply_codes.py``), same rules as th
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import importlib.metadata
 import logging
-import platform
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote, urlsplit
 
 import pamqp.frame
 from pamqp import commands as spec
@@ -56,7 +56,7 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import ServerIdentity, ServerVersion
-from rabbitctl_retry.transport import codec, values
+from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.base import (
     BlockedListener,
     CancelCallback,
@@ -65,31 +65,42 @@ from rabbitctl_retry.transport.base import (
     Properties,
     QueueInfo,
 )
-from rabbitctl_retry.transport.content_header import read_content_header
 from rabbitctl_retry.transport.errors import (
     connection_close_error,
     network_error,
     returned_error,
 )
 from rabbitctl_retry.transport.frames import (
-    BODY,
-    CONTENT_HEADER,
-    FRAME_OVERHEAD_BYTES,
     HEARTBEAT_FRAME,
-    METHOD,
     PROTOCOL_HEADER,
     Frame,
     FrameError,
     FrameSplitter,
     ack_frame,
-    frame_bytes,
-    is_deliver,
     nack_frame,
-    read_confirm,
-    read_deliver,
     reject_frame,
 )
 from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
+from rabbitctl_retry.transport.native_login import Login, tls_context
+from rabbitctl_retry.transport.native_state import (
+    Answered,
+    ChannelEvent,
+    ChannelGone,
+    ChannelState,
+    CloseAnswered,
+    Confirmed,
+    ConnectionClosed,
+    ConnectionState,
+    ConsumerCancelled,
+    Delivered,
+    HandshakeMethod,
+    Orphaned,
+    ReturnUnmatched,
+    Send,
+    Unasked,
+    free_number,
+    publish_frames,
+)
 from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_for
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
@@ -97,7 +108,7 @@ from rabbitctl_retry.transport.server_info import (
     identity_of_properties,
     without_password,
 )
-from rabbitctl_retry.transport.url import BrokerUrl, parse_broker_url
+from rabbitctl_retry.transport.url import parse_broker_url
 
 if TYPE_CHECKING:
     from rabbitctl_retry.transport.base import Channel, Connection
@@ -106,10 +117,6 @@ __all__ = ["NativeChannel", "NativeConnection", "connect"]
 
 log = logging.getLogger("rr.transport")
 
-FRAME_MAX_BYTES = 131_072
-"""The frame size rr asks for (RabbitMQ's default); the server's own limit wins if smaller."""
-CHANNEL_MAX = 2047
-"""Channels rr asks for at most (RabbitMQ's default)."""
 CLOSE_TIMEOUT_S = 5.0
 """How long a channel's or the connection's close waits for the broker's answer."""
 READ_PAUSE_DELIVERIES = 256
@@ -120,8 +127,6 @@ would otherwise pile up the queue in memory, one task per message."""
 MISSED_HEARTBEATS = 3
 """Heartbeat timeouts without a frame from the broker before the connection is taken for dead."""
 
-_CONTENT_METHODS = (spec.Basic.GetOk, spec.Basic.Return)
-"""The methods other than basic.deliver that a message's header and body follow."""
 _FAILED = "the connection to the broker failed"
 _TRANSIENT = Properties(delivery_mode=1)
 """What a publish without properties sends, as aiormq does."""
@@ -140,12 +145,12 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
         raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
     if not target.verify_tls:
         log.warning(TLS_NOT_VERIFIED, extra={"rr": {"url": shown}})
-    login = _Login.of(target, client_name)
+    login = Login.of(target, client_name)
     loop = asyncio.get_running_loop()
     protocol = _Protocol(loop, shown)
     try:
         async with asyncio.timeout(timeout_s):
-            tls = _tls_context(login.options) if target.tls else None
+            tls = tls_context(login.options) if target.tls else None
             await loop.create_connection(
                 lambda: protocol,
                 target.host,
@@ -172,76 +177,6 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
     return NativeConnection(protocol, shown)
 
 
-@dataclass(frozen=True, slots=True)
-class _Login:
-    user: str
-    password: str
-    vhost: str
-    external: bool
-    heartbeat_s: int
-    options: Mapping[str, str]
-    client_properties: dict[str, Any]
-
-    @staticmethod
-    def of(target: BrokerUrl, client_name: str) -> _Login:
-        parts = urlsplit(target.url)
-        options = target.options
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        name = options.get("name") or client_name
-        return _Login(
-            user=unquote(parts.username) if parts.username is not None else "guest",
-            password=unquote(parts.password) if parts.password is not None else "guest",
-            vhost=unquote(path) if path else "/",
-            external=options.get("auth", "plain").lower() == "external",
-            heartbeat_s=target.heartbeat_s,
-            options=options,
-            client_properties={
-                "product": "rr",
-                "version": _rr_version(),
-                "platform": f"Python {platform.python_version()}",
-                "connection_name": name,
-                "capabilities": {
-                    "authentication_failure_close": True,
-                    "basic.nack": True,
-                    "connection.blocked": True,
-                    "consumer_cancel_notify": True,
-                    "publisher_confirms": True,
-                },
-            },
-        )
-
-
-def _rr_version() -> str:
-    try:
-        return importlib.metadata.version("rabbitctl-retry")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _tls_context(options: Mapping[str, str]) -> ssl.SSLContext:
-    """The TLS context of an ``amqps://`` URL's options (docs/cli.md, "Connecting")."""
-    cadata = options.get("cadata")
-    try:
-        ca_bytes = base64.b64decode(cadata) if cadata else None
-    except binascii.Error:
-        raise UsageError("broker URL cannot be read: cadata is not base64 (docs/cli.md)") from None
-    ca: str | bytes | None = ca_bytes
-    if ca_bytes is not None and ca_bytes.lstrip().startswith(b"-----"):
-        ca = ca_bytes.decode("ascii", "replace")  # PEM text; DER stays bytes
-    context = ssl.create_default_context(
-        ssl.Purpose.SERVER_AUTH,
-        cafile=options.get("cafile"),
-        capath=options.get("capath"),
-        cadata=ca,
-    )
-    if options.get("certfile"):
-        context.load_cert_chain(options["certfile"], options.get("keyfile"))
-    if "no_verify_ssl" in options:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 class _Protocol(asyncio.Protocol):
     """The socket's side of one connection: frames in, routed to channel 0 or a channel."""
 
@@ -251,11 +186,9 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.splitter = FrameSplitter()
         self.channels: dict[int, NativeChannel] = {}
-        self.frame_max = FRAME_MAX_BYTES
-        self.channel_max = CHANNEL_MAX
-        self.heartbeat_s = 0
+        self.state = ConnectionState()
+        """Channel 0's protocol state (``transport/native_state.py``)."""
         self.server_properties: dict[str, Any] = {}
-        self.opened = False
         self.closed = loop.create_future()
         """Done once the connection is closed (by rr, the broker or the network)."""
         self.close_error: RrError | None = None
@@ -315,7 +248,8 @@ class _Protocol(asyncio.Protocol):
         # The words of the aiormq adapter's (transport/errors.py): a close without a word
         # reads as an end of stream, and during the handshake names the broker.
         cause = exc if exc is not None else asyncio.IncompleteReadError(b"", None)
-        self._finish(network_error(cause, url=None if self.opened else self.shown), abort=True)
+        opened = self.state.opened
+        self._finish(network_error(cause, url=None if opened else self.shown), abort=True)
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -375,7 +309,7 @@ class _Protocol(asyncio.Protocol):
 
     # -- the handshake ------------------------------------------------------------------------
 
-    async def handshake(self, login: _Login) -> None:
+    async def handshake(self, login: Login) -> None:
         start = await self._expect(spec.Connection.Start)
         offered = start.mechanisms
         if isinstance(offered, bytes | bytearray):
@@ -399,21 +333,12 @@ class _Protocol(asyncio.Protocol):
             ),
         )
         tune = await self._expect(spec.Connection.Tune)
-        self.frame_max = min(tune.frame_max or FRAME_MAX_BYTES, FRAME_MAX_BYTES)
-        self.channel_max = min(tune.channel_max or CHANNEL_MAX, CHANNEL_MAX)
-        wanted_s = login.heartbeat_s
-        self.heartbeat_s = 0 if wanted_s == 0 else min(tune.heartbeat or wanted_s, wanted_s)
-        self.send(
-            0,
-            spec.Connection.TuneOk(
-                channel_max=self.channel_max, frame_max=self.frame_max, heartbeat=self.heartbeat_s
-            ),
-        )
-        self.splitter.limit(self.frame_max)
+        self.write(self.state.tune(tune, login.heartbeat_s))
+        self.splitter.limit(self.state.frame_max)
         self.send(0, spec.Connection.Open(virtual_host=login.vhost))
         await self._expect(spec.Connection.OpenOk)
-        self.opened = True
-        if self.heartbeat_s:
+        self.state.opened = True
+        if self.state.heartbeat_s:
             self._heartbeat_task = self.loop.create_task(self._heartbeat())
 
     async def _expect(self, kind: type[Any]) -> Any:
@@ -444,24 +369,21 @@ class _Protocol(asyncio.Protocol):
     # -- channel 0 ----------------------------------------------------------------------------
 
     def _on_connection_frame(self, frame: Frame) -> None:
-        if frame.kind != METHOD:
-            return  # heartbeats: _last_read_s says it is alive
-        method = _decode(frame)
-        if not self.opened:
-            self._handshake.put_nowait(method)
-            return
-        if isinstance(method, spec.Connection.Close):
-            with contextlib.suppress(_Closed):
-                self.send(0, spec.Connection.CloseOk())
-            text = method.reply_text or ""
-            self._finish(connection_close_error(method.reply_code, text), reason=text)
-        elif isinstance(method, spec.Connection.CloseOk):
-            if self._close_ok is not None and not self._close_ok.done():
-                self._close_ok.set_result(None)
-        elif isinstance(method, spec.Connection.Blocked):
-            self._tell_blocked(method.reason or "blocked")
-        elif isinstance(method, spec.Connection.Unblocked):
-            self._tell_blocked(None)
+        # heartbeats have no event: _last_read_s says the broker is alive
+        for event in self.state.receive(frame):
+            if isinstance(event, HandshakeMethod):
+                self._handshake.put_nowait(event.method)
+            elif isinstance(event, Send):
+                with contextlib.suppress(_Closed):
+                    self.write(event.data)
+            elif isinstance(event, ConnectionClosed):
+                text = event.reply_text
+                self._finish(connection_close_error(event.reply_code, text), reason=text)
+            elif isinstance(event, CloseAnswered):
+                if self._close_ok is not None and not self._close_ok.done():
+                    self._close_ok.set_result(None)
+            else:
+                self._tell_blocked(event.reason)
 
     def _tell_blocked(self, reason: str | None) -> None:
         for listener in list(self.blocked_listeners):
@@ -471,14 +393,15 @@ class _Protocol(asyncio.Protocol):
                 log.exception("a blocked listener failed")
 
     async def _heartbeat(self) -> None:
-        interval_s = max(1.0, self.heartbeat_s / 2)
-        dead_after_s = self.heartbeat_s * MISSED_HEARTBEATS
+        heartbeat_s = self.state.heartbeat_s
+        interval_s = max(1.0, heartbeat_s / 2)
+        dead_after_s = heartbeat_s * MISSED_HEARTBEATS
         while not self.closed.done():
             await asyncio.sleep(interval_s)
             if self.closed.done():
                 return
             if not self._reading_paused and self.loop.time() - self._last_read_s > dead_after_s:
-                self.lost(BrokerUnreachable(HEARTBEAT_LOST.format(seconds=self.heartbeat_s)))
+                self.lost(BrokerUnreachable(HEARTBEAT_LOST.format(seconds=heartbeat_s)))
                 return
             with contextlib.suppress(_Closed):
                 self.write(HEARTBEAT_FRAME)
@@ -541,15 +464,11 @@ class _Protocol(asyncio.Protocol):
     # -- channels -----------------------------------------------------------------------------
 
     def free_number(self) -> int:
-        for number in range(1, self.channel_max + 1):
-            if number not in self.channels:
-                return number
-        raise TransportError(f"open a channel: all {self.channel_max} channels are in use")
-
-
-def _decode(frame: Frame) -> Any:
-    """pamqp's frame for a method or content header, through rr's lenient codec."""
-    return codec.unmarshal_frame(frame_bytes(frame.kind, frame.channel, frame.payload))[2]
+        channel_max = self.state.channel_max
+        number = free_number(self.channels, channel_max)
+        if number is None:
+            raise TransportError(f"open a channel: all {channel_max} channels are in use")
+        return number
 
 
 class NativeConnection:
@@ -584,7 +503,7 @@ class NativeConnection:
 
     @property
     def frame_max(self) -> int:
-        return self._protocol.frame_max
+        return self._protocol.state.frame_max
 
     async def channel(self, *, confirms: bool = False) -> NativeChannel:
         what = "open a channel"
@@ -621,65 +540,51 @@ class NativeConnection:
 
 
 @dataclass(slots=True)
-class _Content:
-    """A message whose method frame came and whose header or body is still coming."""
+class _Consumer:
+    """What rr keeps of a consumer: its callback, and what a cancel by the broker calls."""
 
-    method: Any
-    properties: Properties | None = None
-    parts: list[bytes] | None = None
-    left: int = 0
+    callback: DeliveryCallback
+    on_cancel: CancelCallback | None = None
 
 
 @dataclass(slots=True)
 class _Publish:
+    """A publish waiting for its confirm: what its caller awaits, and its words."""
+
     future: asyncio.Future[None]
     what: str
-    message_id: str | None
-    exchange: str
-    routing_key: str
-    mandatory: bool
-    body: bytes | None
-    """Without a message id, what a return is matched by (``transport/message_ids.py``)."""
-    returned: spec.Basic.Return | None = None
 
 
 class NativeChannel:
-    """One AMQP channel (implements the port's ``Channel``)."""
+    """One AMQP channel (implements the port's ``Channel``): the asyncio side of its
+    :class:`ChannelState` (``transport/native_state.py``)."""
 
     __slots__ = (
-        "_cancel_callbacks",
         "_close_error",
         "_closed",
-        "_confirms",
-        "_consumers",
-        "_content",
         "_lock",
         "_message_ids",
-        "_pending_consumer",
         "_protocol",
-        "_publish_tag",
         "_publishes",
         "_rpc",
         "_tasks",
         "number",
+        "state",
     )
 
     def __init__(self, protocol: _Protocol, number: int, *, confirms: bool) -> None:
         self._protocol = protocol
         self.number = number
-        self._confirms = confirms
+        self.state: ChannelState[_Consumer] = ChannelState(number, confirms=confirms)
         self._lock = asyncio.Lock()
-        self._rpc: tuple[tuple[type[Any], ...], asyncio.Future[Any]] | None = None
+        self._rpc: asyncio.Future[Any] | None = None
+        """What the request in flight awaits (one at a time: ``_lock``)."""
         self._closed = protocol.loop.create_future()
         self._close_error: RrError | None = None
         """Why the broker or the connection closed it (``None``: open, or closed by rr)."""
-        self._consumers: dict[str, DeliveryCallback] = {}
-        self._cancel_callbacks: dict[str, CancelCallback] = {}
-        self._pending_consumer: DeliveryCallback | None = None
-        self._content: _Content | None = None
         self._tasks: set[asyncio.Future[None]] = set()
-        self._publish_tag = 0
         self._publishes: dict[int, _Publish] = {}
+        """Publish sequence number -> its caller (``ChannelState`` keeps the rest)."""
         self._message_ids = MessageIdGuard()
 
     # -- the port -----------------------------------------------------------------------------
@@ -696,7 +601,7 @@ class NativeChannel:
 
     @property
     def confirms(self) -> bool:
-        return self._confirms
+        return self.state.confirms
 
     async def wait_closed(self) -> None:
         if not self._closed.done():
@@ -835,8 +740,12 @@ class NativeChannel:
         what = f"publish to {where} with routing key {routing_key!r}"
         if properties is None:
             properties = _TRANSIENT
-        data = self._publish_bytes(what, body, exchange, routing_key, properties, mandatory)
-        if not self._confirms:
+        frame_max = self._protocol.state.frame_max
+        number = self.number
+        data = publish_frames(
+            number, what, body, exchange, routing_key, properties, mandatory, frame_max
+        )
+        if not self.state.confirms:
             self._write(what, data)
             await self._protocol.drain()
             return
@@ -851,17 +760,11 @@ class NativeChannel:
             await self._message_ids.acquire(key)
         try:
             self._write(what, data)
-            self._publish_tag += 1
-            future = self._protocol.loop.create_future()
-            self._publishes[self._publish_tag] = _Publish(
-                future,
-                what,
-                message_id,
-                exchange,
-                routing_key,
-                mandatory,
-                body if message_id is None else None,
+            sequence = self.state.published(
+                message_id, exchange, routing_key, mandatory=mandatory, body=body
             )
+            future = self._protocol.loop.create_future()
+            self._publishes[sequence] = _Publish(future, what)
             await future
         finally:
             if key is not None:
@@ -902,22 +805,19 @@ class NativeChannel:
             no_ack=no_ack,
             exclusive=exclusive,
         )
+        consumer = _Consumer(callback)  # registered as its consume-ok is read
         async with self._lock:
-            self._pending_consumer = callback  # registered as ConsumeOk is read
-            try:
-                ok = await self._call(request, (spec.Basic.ConsumeOk,), what)
-            finally:
-                self._pending_consumer = None
+            ok = await self._call(request, (spec.Basic.ConsumeOk,), what, joining=consumer)
         tag = str(ok.consumer_tag or "")
         if on_cancel is not None:
-            self._cancel_callbacks[tag] = on_cancel
+            consumer.on_cancel = on_cancel
+            self.state.watch(tag)
         return tag
 
     async def cancel(self, consumer_tag: str) -> None:
-        self._cancel_callbacks.pop(consumer_tag, None)
+        self.state.unwatch(consumer_tag)  # its cancel-ok drops the consumer
         what = f"cancel consumer {consumer_tag!r}"
         await self._ask(what, (spec.Basic.CancelOk,), spec.Basic.Cancel, consumer_tag=consumer_tag)
-        self._consumers.pop(consumer_tag, None)
 
     async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
         self._write(
@@ -966,18 +866,26 @@ class NativeChannel:
         async with self._lock:
             return await self._call(request, answers, what)
 
-    async def _call(self, request: PamqpFrame, answers: tuple[type[Any], ...], what: str) -> Any:
+    async def _call(
+        self,
+        request: PamqpFrame,
+        answers: tuple[type[Any], ...],
+        what: str,
+        *,
+        joining: _Consumer | None = None,
+    ) -> Any:
         if self._closed.done():
             raise _closed_error(what, self._close_error)
         future: asyncio.Future[Any] = self._protocol.loop.create_future()
-        self._rpc = (answers, future)
+        self._rpc = future
         try:
-            self._protocol.send(self.number, request)
+            self._protocol.write(self.state.ask(request, answers, joining))
             return await future
         except _Closed:
             raise self._failed(what) from None
         finally:
             self._rpc = None
+            self.state.forget()
 
     def _failed(self, what: str) -> TransportError:
         """The error of ``what``, in flight when the channel closed."""
@@ -994,114 +902,20 @@ class NativeChannel:
         except _Closed:
             raise _closed_error(what, self._protocol.close_error) from None
 
-    def _publish_bytes(
-        self,
-        what: str,
-        body: bytes,
-        exchange: str,
-        routing_key: str,
-        properties: Properties | None,
-        mandatory: bool,
-    ) -> bytes:
-        number = self.number
-        if len(routing_key) > 255:  # aiormq's check and words (the contract suite's)
-            raise DataError(f"{what}: cannot encode: Routing key too long (max 255 bytes)")
-        try:
-            method = spec.Basic.Publish(
-                exchange=exchange, routing_key=routing_key, mandatory=mandatory
-            )
-            header = ContentHeader(
-                0,
-                len(body),
-                spec.Basic.Properties()
-                if properties is None
-                else values.basic_properties(properties),
-            )
-            parts = [pamqp.frame.marshal(method, number), pamqp.frame.marshal(header, number)]
-        except RrError:
-            raise
-        except (TypeError, ValueError, OverflowError) as error:
-            raise DataError(f"{what}: cannot encode: {error}") from error
-        step = self._protocol.frame_max - FRAME_OVERHEAD_BYTES
-        for start in range(0, len(body), step):
-            parts.append(frame_bytes(BODY, number, body[start : start + step]))
-        return b"".join(parts)
-
     # -- frames in ----------------------------------------------------------------------------
 
     def on_frame(self, frame: Frame) -> None:
-        kind = frame.kind
-        if kind == METHOD:
-            payload = frame.payload
-            if is_deliver(payload):
-                deliver = read_deliver(payload)
-                self._content = _Content(deliver if deliver is not None else _decode(frame))
-                return
-            confirm = read_confirm(payload)
-            if confirm is not None:
-                self._confirmed(confirm.nack, confirm.delivery_tag, confirm.multiple)
-                return
-            self._on_method(_decode(frame))
-        elif kind == CONTENT_HEADER:
-            self._on_header(frame)
-        elif kind == BODY:
-            content = self._content
-            if content is None or content.parts is None:
-                raise FrameError("a body frame without its content header")
-            content.parts.append(frame.payload)
-            content.left -= len(frame.payload)
-            if content.left <= 0:
-                self._content = None
-                parts = content.parts
-                self._on_message(content, parts[0] if len(parts) == 1 else b"".join(parts))
+        """Hand one frame of this channel to its state, and carry out the events."""
+        for event in self.state.receive(frame):
+            if isinstance(event, Delivered):
+                self._deliver(event.delivery, event.consumer)
+            elif isinstance(event, Confirmed):
+                self._confirmed(event)
+            else:
+                self._on_event(event)
 
-    def _on_header(self, frame: Frame) -> None:
-        content = self._content
-        if content is None or content.properties is not None:
-            raise FrameError("a content header without its method")
-        method = content.method
-        lenient = codec.undecodable_fields(method)
-        read = None if lenient else read_content_header(frame.payload)
-        if read is None:  # the general, lenient codec (transport/content_header.py)
-            header = _decode(frame)
-            if lenient and not isinstance(header, codec.LenientContentHeader):
-                header = codec.with_raw(header, frame.payload[12:])
-            read = header.body_size, values.properties_from_header(header, method)
-        body_size, content.properties = read
-        if body_size:
-            content.parts, content.left = [], body_size
-        else:
-            self._content = None
-            self._on_message(content, b"")
-
-    def _on_message(self, content: _Content, body: bytes) -> None:
-        method = content.method
-        properties = content.properties
-        assert properties is not None
-        if isinstance(method, spec.Basic.Return):
-            self._on_return(method, properties, body)
-            return
-        delivery = Delivery(
-            body=body,
-            properties=properties,
-            exchange=method.exchange or "",
-            routing_key=method.routing_key or "",
-            redelivered=bool(method.redelivered),
-            delivery_tag=int(method.delivery_tag or 0),
-            consumer_tag=getattr(method, "consumer_tag", None),
-            message_count=getattr(method, "message_count", None),
-        )
-        if isinstance(method, spec.Basic.GetOk):
-            self._answer(method, delivery)
-            return
-        callback = self._consumers.get(delivery.consumer_tag or "")
-        if callback is None:
-            log.warning(
-                "a delivery for a consumer that is gone stays unacknowledged",
-                extra={"rr": {"consumer_tag": delivery.consumer_tag, "tag": delivery.delivery_tag}},
-            )
-            return
-        task = asyncio.ensure_future(callback(delivery))
+    def _deliver(self, delivery: Delivery, consumer: _Consumer) -> None:
+        task = asyncio.ensure_future(consumer.callback(delivery))
         self._tasks.add(task)
         task.add_done_callback(self._delivered)
         self._protocol.deliveries += 1
@@ -1111,93 +925,67 @@ class NativeChannel:
         if not task.cancelled() and task.exception() is not None:
             log.error("a consumer callback failed", exc_info=task.exception())
 
-    def _on_method(self, method: Any) -> None:
-        if isinstance(method, spec.Basic.Ack | spec.Basic.Nack):
-            nack = isinstance(method, spec.Basic.Nack)
-            self._confirmed(nack, int(method.delivery_tag or 0), bool(method.multiple))
-        elif isinstance(method, _CONTENT_METHODS):
-            self._content = _Content(method)
-        elif isinstance(method, spec.Basic.Cancel):
-            self._server_cancel(method)
-        elif isinstance(method, spec.Channel.Close):
+    def _on_event(self, event: ChannelEvent[_Consumer]) -> None:
+        if isinstance(event, Confirmed):
+            self._confirmed(event)
+        elif isinstance(event, Send):
             with contextlib.suppress(_Closed):
-                self._protocol.send(self.number, spec.Channel.CloseOk())
-            code = method.reply_code
-            self._gone(error_class_for(code)(describe_reply(code, method.reply_text or "")))
-        elif isinstance(method, spec.Channel.Flow):
-            with contextlib.suppress(_Closed):
-                self._protocol.send(self.number, spec.Channel.FlowOk(active=method.active))
-        else:
-            if isinstance(method, spec.Basic.ConsumeOk) and self._pending_consumer is not None:
-                self._consumers[str(method.consumer_tag)] = self._pending_consumer
-            self._answer(method, method)
-
-    def _answer(self, method: Any, result: Any) -> None:
-        waiting = self._rpc
-        if waiting is None or not isinstance(method, waiting[0]) or waiting[1].done():
-            log.warning("an answer nobody asked for", extra={"rr": {"frame": repr(method)[:200]}})
-            return
-        waiting[1].set_result(result)
-        if isinstance(method, spec.Channel.CloseOk):
-            self._gone(None)
-
-    def _server_cancel(self, method: spec.Basic.Cancel) -> None:
-        tag = str(method.consumer_tag or "")
-        if not method.nowait:
-            with contextlib.suppress(_Closed):
-                self._protocol.send(self.number, spec.Basic.CancelOk(consumer_tag=tag))
-        callback = self._cancel_callbacks.pop(tag, None)
-        if callback is None:
-            self._consumers.pop(tag, None)
-            return
-        # Kept: RabbitMQ 4.3 may still hand it deliveries, which the callback settles
-        # (transport/base.py, Channel.consume).
-        try:
-            callback(tag)
-        except Exception:
-            log.exception("a consumer cancel callback failed")
-
-    def _on_return(self, method: spec.Basic.Return, properties: Properties, body: bytes) -> None:
-        for publish in self._publishes.values():
-            if (
-                publish.mandatory
-                and publish.returned is None
-                and publish.message_id == properties.message_id
-                and publish.exchange == (method.exchange or "")
-                and publish.routing_key == (method.routing_key or "")
-                and (publish.body is None or publish.body == body)
-            ):
-                publish.returned = method
-                return
-        log.warning(
-            "a returned message matches no publish waiting for its confirm",
-            extra={"rr": {"message_id": properties.message_id, "routing_key": method.routing_key}},
-        )
-
-    def _confirmed(self, nack: bool, tag: int, multiple: bool) -> None:
-        """The broker confirmed (or refused: ``nack``) publish ``tag``, with ``multiple``
-        every earlier one too. Publishes wait in the order of their tags."""
-        publishes = self._publishes
-        if multiple:
-            settled = []
-            for each in publishes:
-                if each > tag:
-                    break
-                settled.append(each)
-        else:
-            settled = [tag]
-        for each in settled:
-            publish = publishes.pop(each, None)
-            if publish is None or publish.future.done():
-                continue
-            if nack:
-                publish.future.set_exception(
-                    PublishFailed(f"{publish.what}: the broker refused the message (basic.nack)")
-                )
-            elif publish.returned is not None:
-                publish.future.set_exception(returned_error(publish.returned, publish.what))
+                self._protocol.write(event.data)
+        elif isinstance(event, Answered):
+            waiting = self._rpc
+            if waiting is None or waiting.done():
+                _unasked(event.result)
             else:
-                publish.future.set_result(None)
+                waiting.set_result(event.result)
+        elif isinstance(event, Unasked):
+            _unasked(event.method)
+        elif isinstance(event, ChannelGone):
+            code = event.reply_code
+            cause = None
+            if code is not None:
+                cause = error_class_for(code)(describe_reply(code, event.reply_text))
+            self._end(cause, event.pending)
+        else:
+            self._on_notice(event)
+
+    def _on_notice(self, event: ChannelEvent[_Consumer]) -> None:
+        """The events that only tell: a delivery nobody takes, a return nobody sent, a
+        consumer cancelled by the broker."""
+        if isinstance(event, Orphaned):
+            delivery = event.delivery
+            log.warning(
+                "a delivery for a consumer that is gone stays unacknowledged",
+                extra={"rr": {"consumer_tag": delivery.consumer_tag, "tag": delivery.delivery_tag}},
+            )
+        elif isinstance(event, ReturnUnmatched):
+            log.warning(
+                "a returned message matches no publish waiting for its confirm",
+                extra={"rr": {"message_id": event.message_id, "routing_key": event.routing_key}},
+            )
+        elif isinstance(event, ConsumerCancelled):
+            # Kept: RabbitMQ 4.3 may still hand it deliveries, which the callback settles
+            # (transport/base.py, Channel.consume).
+            consumer = event.consumer
+            if consumer is None or consumer.on_cancel is None:
+                return
+            try:
+                consumer.on_cancel(event.tag)
+            except Exception:
+                log.exception("a consumer cancel callback failed")
+
+    def _confirmed(self, event: Confirmed) -> None:
+        """The broker confirmed, refused or returned one publish."""
+        publish = self._publishes.pop(event.sequence, None)
+        if publish is None or publish.future.done():
+            return
+        if event.nack:
+            publish.future.set_exception(
+                PublishFailed(f"{publish.what}: the broker refused the message (basic.nack)")
+            )
+        elif event.returned is not None:
+            publish.future.set_exception(returned_error(event.returned, publish.what))
+        else:
+            publish.future.set_result(None)
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -1206,6 +994,13 @@ class NativeChannel:
         self._gone(cause, connection=True)
 
     def _gone(self, cause: RrError | None, *, connection: bool = False) -> None:
+        gone = self.state.gone()
+        self._end(cause, () if gone is None else gone.pending, connection=connection)
+
+    def _end(
+        self, cause: RrError | None, pending: tuple[int, ...], *, connection: bool = False
+    ) -> None:
+        """The channel ended; its ``pending`` publishes fail, and its callbacks are cancelled."""
         if self._closed.done():
             return
         self._close_error = cause
@@ -1213,13 +1008,13 @@ class NativeChannel:
         if not connection:
             self._protocol.channels.pop(self.number, None)
         waiting = self._rpc
-        if waiting is not None and not waiting[1].done():
-            waiting[1].set_exception(_Closed())
-        for publish in self._publishes.values():
-            if not publish.future.done():  # as aiormq raises the close for a publish in flight
+        if waiting is not None and not waiting.done():
+            waiting.set_exception(_Closed())
+        for sequence in pending:
+            publish = self._publishes.pop(sequence, None)
+            if publish is not None and not publish.future.done():
+                # as aiormq raises the close for a publish in flight
                 publish.future.set_exception(self._failed(publish.what))
-        self._publishes.clear()
-        self._content = None
         # As aiormq does: the consumer callbacks still running are cancelled with their
         # channel (their deliveries went back to the queue with it).
         for task in list(self._tasks):
@@ -1227,8 +1022,12 @@ class NativeChannel:
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else "open"
-        kind = "confirm " if self._confirms else ""
+        kind = "confirm " if self.state.confirms else ""
         return f"<NativeChannel {kind}{self.number} {state}>"
+
+
+def _unasked(method: Any) -> None:
+    log.warning("an answer nobody asked for", extra={"rr": {"frame": repr(method)[:200]}})
 
 
 def _method(what: str, kind: type[Any], **fields: Any) -> Any:
@@ -1241,7 +1040,7 @@ def _method(what: str, kind: type[Any], **fields: Any) -> Any:
 
 def _closed_error(what: str, cause: RrError | None, *, resource: str = "channel") -> TransportError:
     """The error for ``what`` on a channel (or connection) ``cause`` closed earlier
-    (``None``: rr closed it), worded as ``transport/errors.py`` words aiormq's."""
+    (``None``: rr closed it), worded as ``transport/aiormq_errors.py`` words aiormq's."""
     if cause is None:
         return ChannelClosed(f"{what}: the {resource} is closed")
     if isinstance(cause, BrokerUnreachable | BrokerRefused):

@@ -1,8 +1,9 @@
 """Pure. AMQP reply codes -> rr's error classes (docs/cli.md, "Exit codes").
 
-The one table both transports raise from: the aiormq adapter (``transport/errors.py``) for
-what the broker said, and the emulator for what it says itself. No driver import here, so the
-emulator and ``TestBroker`` work without aiormq installed.
+The one table both transports raise from: rr's own client and the aiormq adapter
+(``transport/errors.py``, ``transport/aiormq_errors.py``) for what the broker said, and the
+emulator for what it says itself. No driver import here, so the emulator and ``TestBroker``
+work without aiormq installed.
 """
 
 from __future__ import annotations

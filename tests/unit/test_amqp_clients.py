@@ -9,6 +9,7 @@ import traceback
 
 import pytest
 
+from rabbitctl_retry import transport
 from rabbitctl_retry.errors import BrokerUnreachable, ExitCode, UsageError
 from rabbitctl_retry.transport import clients
 
@@ -56,3 +57,53 @@ def test_a_command_refuses_an_unknown_client_with_the_usage_exit_code() -> None:
     assert result.returncode == ExitCode.USAGE, result.stderr
     assert "RR_AMQP_CLIENT='bogus' is not a client rr knows" in result.stderr
     assert result.stdout == ""
+
+
+async def test_aiormq_asked_for_and_not_installed_is_a_usage_error_that_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "aiormq", None)  # import aiormq fails, as if not installed
+    monkeypatch.delitem(sys.modules, "rabbitctl_retry.transport.amqp", raising=False)
+    monkeypatch.delitem(sys.modules, "rabbitctl_retry.transport.aiormq_errors", raising=False)
+    monkeypatch.delattr(transport, "amqp", raising=False)  # imported by a test before
+    with pytest.raises(UsageError, match=r"needs aiormq.*rabbitctl-retry\[aiormq\]"):
+        await clients.connect("amqp://127.0.0.1:1/", environ={clients.ENV: "aiormq"})
+
+
+WITHOUT_AIORMQ = """
+import runpy, sys
+sys.modules["aiormq"] = None  # as if the aiormq extra were not installed
+sys.modules["yarl"] = None
+sys.argv = ["rr", *sys.argv[1:]]
+runpy.run_module("rabbitctl_retry", run_name="__main__")
+"""
+
+
+def rr_without_aiormq(*args: str, client: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != clients.ENV}
+    if client is not None:
+        env[clients.ENV] = client
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_AIORMQ, *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_rr_runs_without_aiormq() -> None:
+    """The default install holds no aiormq: rr's commands, its own client and --version
+    run without it; asking for aiormq then is a usage error that says what to install."""
+    version = rr_without_aiormq("--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("rr ")
+    url = "amqp://guest:guest@127.0.0.1:1/"
+    native = rr_without_aiormq("dlq", "inspect", "q", "--url", url)
+    assert native.returncode == ExitCode.UNAVAILABLE, native.stderr
+    assert "connection refused" in native.stderr
+    assert "aiormq" not in native.stderr
+    asked = rr_without_aiormq("dlq", "inspect", "q", "--url", url, client="aiormq")
+    assert asked.returncode == ExitCode.USAGE, asked.stderr
+    assert "RR_AMQP_CLIENT=aiormq needs aiormq" in asked.stderr

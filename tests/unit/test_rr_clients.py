@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rabbitctl_retry.server import RR_CLIENT_PRODUCT, is_rr_client
-from rabbitctl_retry.transport.native import _Login
+from rabbitctl_retry.transport.native_login import Login
 from rabbitctl_retry.transport.url import parse_broker_url
 
 
@@ -36,7 +36,7 @@ def test_rr_is_known_by_its_product_or_the_names_it_gives(
 
 
 def test_rr_s_own_client_says_what_the_rule_reads() -> None:
-    login = _Login.of(parse_broker_url("amqp://guest:guest@localhost/"), "rr")
+    login = Login.of(parse_broker_url("amqp://guest:guest@localhost/"), "rr")
     properties = login.client_properties
     assert properties["product"] == RR_CLIENT_PRODUCT
     assert properties["connection_name"] == "rr"

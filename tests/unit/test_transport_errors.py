@@ -26,13 +26,8 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
-from rabbitctl_retry.transport.errors import (
-    REPLY_CODE_ERRORS,
-    closed_error,
-    error_class_for,
-    map_amqp_errors,
-    to_rr_error,
-)
+from rabbitctl_retry.transport.aiormq_errors import closed_error, map_amqp_errors, to_rr_error
+from rabbitctl_retry.transport.errors import REPLY_CODE_ERRORS, error_class_for
 
 URL = "amqp://guest:s3cret-pw@broker.example:5672/%2F"
 
