@@ -413,10 +413,10 @@ def release_of(version: Sequence[int]) -> ServerRelease:
     of the newest release line not newer than it. A server older than the oldest row gets
     the oldest row (3.10's: rr assumes it behaves as 3.10), a newer one the newest row (4.3's
     for 4.4 or 5.0, until measured); a release between two rows (4.1, 4.2) the older one's."""
-    line = (version[0], version[1] if len(version) > 1 else 0)
+    major, minor = version[0], (version[1] if len(version) > 1 else 0)
     found = RELEASES[0]
     for row in RELEASES:
-        if line >= row.line:
+        if (major, minor) >= row.line:  # the one comparison of a version with a release
             found = row
     return found
 

@@ -109,7 +109,8 @@ def test_the_scan_leaves_other_comparisons(snippet: str) -> None:
 
 def test_the_table_module_is_where_versions_are_compared() -> None:
     """The scan finds the comparison the lookup itself makes: it reads real source."""
-    assert version_comparisons(TABLE_MODULE.read_text(encoding="utf-8")) != []
+    found = version_comparisons(TABLE_MODULE.read_text(encoding="utf-8"))
+    assert any("(major, minor) >= row.line" in comparison for comparison in found)
 
 
 # --- the lookup -------------------------------------------------------------------------------
