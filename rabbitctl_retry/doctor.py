@@ -232,10 +232,6 @@ class Finding:
     queue: str | None = None
 
 
-def _at_least(version: ServerVersion, major: int, minor: int) -> bool:
-    return (version.major, version.minor) >= (major, minor)
-
-
 # --- the deprecated-features table ------------------------------------------------------------
 
 
@@ -450,7 +446,7 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
             f"{facts.product} {version}",
         )
     ]
-    if _at_least(version, 3, 13):
+    if version.behaviour.writes_last_death_headers:
         findings.append(
             Finding(
                 "last-death-headers",
@@ -458,7 +454,7 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
                 "dead letters carry x-last-death-queue/-reason/-exchange beside x-first-death-*",
             )
         )
-    if version.major >= 4:
+    if version.behaviour.default_quorum_delivery_limit is not None:
         findings.append(
             Finding(
                 "quorum-default-delivery-limit",
@@ -469,7 +465,7 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
             )
         )
     findings.extend(deprecated_features_findings(facts))
-    if facts.table is None and version.major >= 4:
+    if facts.table is None and version.behaviour.transient_queues_deprecated:
         findings.append(
             Finding(
                 "transient-queues-deprecated",
@@ -482,7 +478,7 @@ def server_findings(facts: ServerFacts) -> list[Finding]:
         )
     counted = (
         QUORUM_COUNTING_4_3
-        if _at_least(version, 4, 3)
+        if not version.behaviour.nack_requeue_counts_delivery
         else "basic.reject and basic.nack(requeue=true) both count toward a quorum delivery "
         "limit; rr uses reject"
     )
@@ -523,7 +519,7 @@ def _transient_finding(queue: QueueEntity, facts: ServerFacts) -> Finding | None
     version = facts.version
     table = facts.table
     if table is None:
-        if version.major < 4:
+        if not version.behaviour.transient_queues_deprecated:
             return None
         return Finding(
             "transient-queue",
@@ -560,7 +556,7 @@ def _counting_findings(
 ) -> list[Finding]:
     """RabbitMQ 4.3's counting, for a quorum queue that relies on its delivery limit."""
     limit = _delivery_limit(queue)
-    if limit is None or not _quorum(queue) or not _at_least(facts.version, 4, 3):
+    if limit is None or not _quorum(queue) or facts.version.behaviour.nack_requeue_counts_delivery:
         return []
     version = facts.version
     nack = (
@@ -597,7 +593,7 @@ def _carried_count_findings(desired: Desired, facts: ServerFacts) -> Iterator[Fi
     default exchange) counts on from the delivery count the dead letter carries. Measured on
     4.3.6: a source limit of 2 sends it with x-delivery-count 3, and a target of limit 20
     drops it at its 18th counted return (20 - 2), not its 21st."""
-    if not _at_least(facts.version, 4, 3):
+    if not facts.version.behaviour.counts_travel_from_any_queue:
         return
     by_name = {queue.name: queue for queue in desired.queues}
     for source in desired.queues:
@@ -812,7 +808,7 @@ def mirroring_findings(desired: Desired | None, facts: ServerFacts) -> list[Find
     safe on this server, but one copy after an upgrade to 4.0), and each queue of the topology
     whose rr policy outranks one (``classic-mirroring-shadowed``, a warning: it does not
     mirror, the warning ``rr declare``'s plan gives). Nothing on 4.x."""
-    if facts.version.major >= 4:
+    if not facts.version.behaviour.mirrors_classic_queues:
         return []
     read = facts.policies
     if isinstance(read, TableUnread):

@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rabbitctl_retry.releases import (
+    QUORUM_DEFAULT_DELIVERY_LIMIT as QUORUM_DEFAULT_DELIVERY_LIMIT,  # the rows' own constant
+)
+from rabbitctl_retry.releases import ServerRelease, release_of
+
 # --- which server -----------------------------------------------------------------------------
 
 
@@ -47,25 +52,31 @@ class ServerVersion:
         return self.major, self.minor, self.patch
 
     @property
+    def behaviour(self) -> ServerRelease:
+        """What this server does where releases differ: the row of its release line
+        (``releases.py``, :func:`~rabbitctl_retry.releases.release_of`)."""
+        return release_of(self.release)
+
+    @property
     def quorum_default_delivery_limit(self) -> int | None:
         """The ``x-delivery-limit`` this server gives a quorum queue declared without one
         (:data:`QUORUM_DEFAULT_DELIVERY_LIMIT` from RabbitMQ 4.0), or None (no limit)."""
-        return QUORUM_DEFAULT_DELIVERY_LIMIT if self.major >= 4 else None
+        return self.behaviour.default_quorum_delivery_limit
 
     @property
     def nack_returns_uncounted(self) -> bool:
         """Whether a quorum queue takes a message back from ``basic.nack(requeue=true)``
-        without counting a delivery: from :data:`NACK_UNCOUNTED_FROM` (only
-        ``x-acquired-count`` grows). Older servers count it, as they count a channel's close
-        (docs/dlq.md, "Inspecting without taking")."""
-        return (self.major, self.minor) >= NACK_UNCOUNTED_FROM
+        without counting a delivery: from RabbitMQ 4.3 (only ``x-acquired-count`` grows).
+        Older servers count it, as they count a channel's close (docs/dlq.md, "Inspecting
+        without taking")."""
+        return not self.behaviour.nack_requeue_counts_delivery
 
     @property
     def takes_unlimited_delivery_limit(self) -> bool:
         """Whether ``x-delivery-limit = -1`` means no limit: from RabbitMQ 4.0. RabbitMQ 3.10
         accepts -1 and drops (or dead-letters) every message at its first return (measured
         on 3.10.8), so rr never declares it there (docs/topology.md, "[queues.NAME]")."""
-        return self.major >= 4
+        return self.behaviour.takes_unlimited_delivery_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +93,6 @@ class ServerIdentity:
 
 
 # --- what it does by default ------------------------------------------------------------------
-
-QUORUM_DEFAULT_DELIVERY_LIMIT = 20
-"""RabbitMQ 4.0 and later give a quorum queue declared without ``x-delivery-limit`` this
-limit (docs/cli.md, "rr doctor"; measured on 4.0.5 and 4.3.6)."""
-
-NACK_UNCOUNTED_FROM = (4, 3)
-"""From RabbitMQ 4.3 a quorum queue counts only failed deliveries in ``x-delivery-count``: a
-message returned by ``basic.nack(requeue=true)`` keeps its count (``x-acquired-count`` grows)
-and keeps its place at the head of the queue, as a classic queue's does (measured on 4.3.6;
-4.0.5 counts it, 3.10.8 counts it and puts it at the back)."""
 
 UNLIMITED_DELIVERY_LIMIT = -1
 """The ``x-delivery-limit`` (and policy ``delivery-limit``) that means no limit on RabbitMQ

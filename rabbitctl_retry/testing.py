@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from rabbitctl_retry import releases
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.emulator.events import Event
 from rabbitctl_retry.emulator.snapshots import QueuedMessage
@@ -61,11 +62,11 @@ def as_topology(topology: Topology | str | Path) -> Topology:
     return load_text(topology)
 
 
-DEFAULT_SERVER_VERSION = "4.0.5"
-"""What :class:`TestBroker` emulates unless told otherwise: the newest release it is proven
-against (docs/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
+DEFAULT_SERVER_VERSION = releases.DEFAULT_SERVER_VERSION
+"""What :class:`TestBroker` emulates unless told otherwise, 4.0.5: the emulator's one default
+(``releases.py``; docs/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
 
-EMULATED_RELEASES = ("3.10.8", "4.0.5", "4.3.6")
+EMULATED_RELEASES = releases.MEASURED_RELEASES
 """The releases the emulator is proven against, one per line (docs/testing.md): the values
 ``rr simulate --server-version`` takes."""
 
@@ -75,7 +76,9 @@ def release_for(topology: Topology) -> str:
     queue waits on the server (``delay = "server"``, RabbitMQ 4.3 and later), else
     :data:`DEFAULT_SERVER_VERSION`."""
     if any(queue.server_delay is not None for queue in topology.queues):
-        return "4.3.6"
+        delayed = releases.first_release("delayed_retries").measured_on
+        assert delayed is not None  # a row the contract suite measures
+        return delayed
     return DEFAULT_SERVER_VERSION
 
 

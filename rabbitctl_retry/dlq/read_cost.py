@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import NACK_UNCOUNTED_FROM, QUORUM_DEFAULT_DELIVERY_LIMIT
+from rabbitctl_retry.releases import release_of
 
 
 class Cost(StrEnum):
@@ -76,25 +76,26 @@ def give_back_for(release: tuple[int, int, int]) -> GiveBack:
     """How rr hands back what it read from a server of ``release``: a ``basic.nack`` where
     a quorum queue does not count it, else the channel's close (which keeps a 3.10 quorum
     queue's order: 3.10 puts a nacked message at the back)."""
-    return GiveBack.NACK if release[:2] >= NACK_UNCOUNTED_FROM else GiveBack.CLOSE
+    counted = release_of(release).nack_requeue_counts_delivery
+    return GiveBack.CLOSE if counted else GiveBack.NACK
 
 
 def effective_limit(release: tuple[int, int, int], argument: FieldValue | None) -> int | None:
     """The returns a quorum queue with ``x-delivery-limit = argument`` (None: not set) lets a
     message have before it dead-letters or drops it, on a server of ``release``; None when
     no limit applies. (RabbitMQ compares the count with the number as it is: 2.5 lets 2.)"""
-    on_4 = release[0] >= 4
-    default = QUORUM_DEFAULT_DELIVERY_LIMIT if on_4 else None
+    row = release_of(release)
+    default = row.default_quorum_delivery_limit
     if argument is None:
         return default
     is_int = isinstance(argument, int) and not isinstance(argument, bool)
-    if release[:2] >= NACK_UNCOUNTED_FROM and not is_int:
+    if row.delivery_limit_integers_only and not is_int:
         return default  # 4.3 takes only an integer: anything else is as if not set
     if not (is_int or isinstance(argument, float)):
         return None  # a string or a bool is above every number in Erlang's order: never reached
     assert isinstance(argument, int | float)
     if argument < 0:
-        return None if on_4 else 0  # 3.10: the first return (count 1) is above it
+        return None if row.takes_unlimited_delivery_limit else 0  # 3.10: the first return
     return math.floor(argument)
 
 

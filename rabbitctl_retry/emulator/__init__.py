@@ -2,7 +2,7 @@
 
 ::
 
-    emulator = Emulator()                      # behaves as RabbitMQ 3.10.8
+    emulator = Emulator()                      # behaves as RabbitMQ 4.0.5 (releases.py)
     connection = emulator.connect()            # a transport.base.Connection
     channel = await connection.channel(confirms=True)
     ...

@@ -25,6 +25,7 @@ from rabbitctl_retry.emulator import delayed_retry
 from rabbitctl_retry.emulator.delayed_retry import DelayedRetry
 from rabbitctl_retry.errors import ChannelClosed, PreconditionFailed
 from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.releases import ServerRelease
 from rabbitctl_retry.server import ServerVersion
 
 QueueKind = Literal["classic", "quorum"]
@@ -178,8 +179,9 @@ def _delivery_limit(value: FieldValue, server_version: ServerVersion) -> float |
     """
     # RabbitMQ 4.0 (measured on 4.0.5): a negative x-delivery-limit means no limit at all;
     # 3.10 dead-letters at the first return, as the count (1) is above it
-    negative_means_unlimited = server_version.major >= 4
-    integers_only = (server_version.major, server_version.minor) >= (4, 3)
+    behaviour = server_version.behaviour
+    negative_means_unlimited = behaviour.takes_unlimited_delivery_limit
+    integers_only = behaviour.delivery_limit_integers_only
     if value is None or (integers_only and not _is_int(value)):
         return server_version.quorum_default_delivery_limit
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -223,9 +225,9 @@ def validate_queue(
         if kind_value not in ("classic", "quorum"):
             raise _invalid_arg("x-queue-type", name, f"\"unsupported queue type '{kind_value}'\"")
     kind: QueueKind = "quorum" if kind_value == "quorum" else "classic"
-    version = (server_version.major, server_version.minor)
+    behaviour = server_version.behaviour
     checked: tuple[str, ...] = _NON_NEGATIVE_INT_ARGS
-    if kind == "quorum" and version >= (4, 3):
+    if kind == "quorum" and behaviour.quorum_takes_consumer_timeout:
         checked += ("x-consumer-timeout",)  # RabbitMQ 4.3 quorum queues apply it
     for key in checked:
         if key in arguments:
@@ -280,7 +282,7 @@ def validate_queue(
                     f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{name}' in vhost "
                     f"'{VHOST}' of queue type rabbit_quorum_queue"
                 )
-    if kind == "classic" and version >= (4, 3):
+    if kind == "classic" and behaviour.delayed_retries:
         refused = delayed_retry.refused_on_classic(arguments)
         if refused is not None:
             raise PreconditionFailed(
@@ -318,10 +320,10 @@ def validate_queue(
         and arguments.get("x-dead-letter-strategy") == "at-least-once"
         and overflow == "reject-publish",
         expires_ms=expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
-        two_priorities=kind == "quorum" and (4, 0) <= version < (4, 3),
-        strict_priorities=_strict_priorities(kind, arguments.get("x-max-priority"), version),
+        two_priorities=kind == "quorum" and behaviour.quorum_priorities == "two",
+        strict_priorities=_strict_priorities(kind, arguments.get("x-max-priority"), behaviour),
         delayed_retry=delayed_retry.delayed_retry_of(arguments)
-        if kind == "quorum" and version >= (4, 3)
+        if kind == "quorum" and behaviour.delayed_retries
         else None,
     )
 
@@ -331,15 +333,17 @@ MAX_PRIORITY = 255
 
 
 def _strict_priorities(
-    kind: QueueKind, max_priority: FieldValue, version: tuple[int, int]
+    kind: QueueKind, max_priority: FieldValue, behaviour: ServerRelease
 ) -> StrictPriorities | None:
     if kind == "quorum":
-        return QUORUM_PRIORITIES_4_3 if version >= (4, 3) else None
+        return QUORUM_PRIORITIES_4_3 if behaviour.quorum_priorities == "strict" else None
     if not isinstance(max_priority, int) or isinstance(max_priority, bool):
         return None
     if max_priority == 0:
         # RabbitMQ 4.0 and 4.3 serve 0 as 1; 3.10 has no priorities then (measured)
-        return StrictPriorities(highest=1, unset=0) if version >= (4, 0) else None
+        return (
+            StrictPriorities(highest=1, unset=0) if behaviour.classic_max_priority_0_as_1 else None
+        )
     return StrictPriorities(highest=max_priority, unset=0)
 
 

@@ -99,16 +99,6 @@ class Broker(Settlement):
         None when it was made without one: a queue declared without ``x-queue-type`` is of
         this type, and a redeclaration without one means it (measured on 3.10.8, 4.0.5 and
         4.3.6, docs/topology.md, "The queue's type")."""
-        # RabbitMQ 4.0 (measured on 4.0.5; rabbitmq-server #11541 and #12109, also backported
-        # to late 3.13.x): a queue declared without x-queue-type has the default type written
-        # into its arguments, and a redeclaration without one means that default; so redeclaring
-        # a classic queue as quorum says "received 'quorum' but current is 'classic'", not
-        # 3.10's "received the value 'quorum' of type 'longstr' but current is none"
-        self._queue_type_always_set = server_version.major >= 4
-        # RabbitMQ 4.3: delayed retries of quorum queues (emulator/delayed_retry.py)
-        self._delayed_retries = (server_version.major, server_version.minor) >= (4, 3)
-        # RabbitMQ 3.10.8 predates the fix of rabbitmq-server #5927 (Consumer.crashes_its_channel)
-        self._reused_tag_crashes = server_version.major < 4
         self._connection_numbers = itertools.count(1)
         self._consumer_numbers = itertools.count(1)
         self._generated_names = itertools.count(1)
@@ -231,7 +221,7 @@ class Broker(Settlement):
                 durable=durable,
                 auto_delete=auto_delete,
                 arguments=compared_args,
-                delayed_retries=self._delayed_retries,
+                delayed_retries=self.behaviour.delayed_retries,
             )
             if problem is not None:
                 raise PreconditionFailed(problem)
@@ -258,7 +248,7 @@ class Broker(Settlement):
         3.10 without one, none (it compares "none" with the queue's argument)."""
         if self.default_queue_type is not None:
             return self.default_queue_type
-        return "classic" if self._queue_type_always_set else None
+        return "classic" if self.behaviour.queue_type_always_set else None
 
     # -- policies (docs/topology.md, "Policies and arguments") ------------------------------
 
@@ -589,7 +579,8 @@ class Broker(Settlement):
             exclusive=exclusive,
             prefetch_count=channel.prefetch_count,
             on_cancel=on_cancel,
-            crashes_its_channel=self._reused_tag_crashes and _tag_still_holds(channel, q, tag),
+            crashes_its_channel=self.behaviour.reused_consumer_tag_crashes
+            and _tag_still_holds(channel, q, tag),
         )
         channel.consumers[tag] = consumer
         q.add_consumer(consumer)

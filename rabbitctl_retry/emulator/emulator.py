@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
+from rabbitctl_retry import releases
 from rabbitctl_retry.emulator.args import QueueKind
 from rabbitctl_retry.emulator.broker import Broker
 from rabbitctl_retry.emulator.clock import DEFAULT_START_S, VirtualClock, on_grid
@@ -34,8 +35,9 @@ log = logging.getLogger("rabbitctl_retry.emulator")
 
 E = TypeVar("E", bound=Event)
 
-DEFAULT_SERVER_VERSION = ServerVersion(3, 10, 8)
-"""The server the emulator's behaviour was measured on."""
+DEFAULT_SERVER_VERSION = ServerVersion.parse(releases.DEFAULT_SERVER_VERSION)
+"""The server the emulator plays unless told otherwise: 4.0.5, the one default of
+``releases.py`` (``TestBroker``'s too; until #43 the emulator's was 3.10.8)."""
 
 _FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
@@ -43,12 +45,10 @@ _FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reaso
 class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
 
-    ``server_version`` selects version-dependent behaviour, each difference measured on 3.10.8
-    and 4.0.5 and listed in docs/testing.md ("RabbitMQ 3.10, 4.0 and 4.3"): ``x-last-death-*``
-    headers (3.13+), 4.0's ``x-death`` order and handling of client-written ``x-death``, quorum
-    returns served first, the default delivery limit 20, ``x-queue-type`` always set, the
-    headers exchange's number rules (4.0+), basic.nack not counting toward the quorum limit
-    (4.3+, from the release notes, not run).
+    ``server_version`` (default 4.0.5, :data:`DEFAULT_SERVER_VERSION`) selects
+    version-dependent behaviour: the row of ``releases.py`` for its release line, each
+    difference measured on 3.10.8, 4.0.5 and 4.3.6 and listed in docs/testing.md ("What
+    differs between releases").
     ``delayed_message_exchange`` enables the ``x-delayed-message`` exchange type (the plugin).
     ``record_events`` keeps the event history (:attr:`events`).
 

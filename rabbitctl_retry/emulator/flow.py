@@ -128,68 +128,15 @@ class Flow:
         the management API's publish rate (:meth:`publish_rate`)."""
         self._numbers = itertools.count(1)
         self._seq = itertools.count(1)
-        version = (server_version.major, server_version.minor)
-        self._write_last_death = version >= (3, 13)
-        # RabbitMQ 4.0 (measured on 4.0.5; 4.0.1 release notes, "AMQP 0.9.1 x-death header"):
-        # the broker keeps a message's deaths itself and ignores an x-death a client
-        # published; x-death is most recent first, without 3.10's regrouping (deadletter.py)
-        self._broker_keeps_deaths = version >= (4, 0)
-        # RabbitMQ 4.3 (measured on 4.3.6): a basic.nack no longer counts as a delivery (only
-        # basic.reject and a closing channel do); every message carries its delivery count in
-        # queues of either type, a basic.reject without requeue adds one, and the dead letter
-        # takes it along: a queue it reaches marks it redelivered, a quorum queue counts on
-        # from it (its delivery limit too) and shows it as x-delivery-count and as the start
-        # of x-acquired-count (every return raises that one)
-        self._nack_counts = version < (4, 3)
-        self._counts_travel_everywhere = version >= (4, 3)
-        # a quorum queue's drop-head evictions of one command are dead-lettered newest first
-        # before 4.3 (measured on 3.10.8 and 4.0.5), oldest first on 4.3.6 (_trim)
-        self._evictions_newest_first = version < (4, 3)
-        # RabbitMQ 4.3 (measured on 4.3.6, seeds 118 and 174): a quorum queue expires messages
-        # at the head of those given back and at the head of the others (of each priority)
-        # alike; 3.10 and 4.0 only what they would serve next (_expire_head)
-        self._quorum_expires_at_each_head = version >= (4, 3)
-        self._get_shows_zero_count = server_version.major < 4
-        # RabbitMQ 4.0 (measured on 4.0.5; message containers): the headers exchange compares a
-        # header with =:= on its converted value: an integer no longer matches a float (3.10:
-        # 1 matches 1.0), and a message's timestamp counts in milliseconds (routing.py)
-        self._strict_header_numbers = server_version.major >= 4
-        # RabbitMQ 3.10 (measured on 3.10.8): a return the delivery limit dead-letters gives
-        # the consumer one more message of credit, for good (settle.py); 4.0.5 does not
-        self._limit_drop_leaks_credit = version < (4, 0)
-        # RabbitMQ 4.0 (measured on 4.0.5, message containers): a quorum queue's rejection
-        # without requeue, and its return of a closing channel's delivery, add one to the
-        # message's delivery count, which travels with the dead letter: a quorum queue it
-        # reaches shows it as x-delivery-count (Entry.failed_deliveries); a requeue does not
-        self._rejections_travel = version >= (4, 0)
-        # a closing channel gives back what basic.get took before what consumers took on 3.10,
-        # after it on 4.0 (settle.py, Settlement._return_order)
-        self._gets_return_first = version < (4, 0)
-        # RabbitMQ 3.10 (measured on 3.10.8): a quorum queue with a delivery limit takes back
-        # a consumer's messages of one basic.reject / nack with requeue in the order of an
-        # Erlang map of their message ids (settle.py, Settlement._commands); 4.0 in
-        # delivery order
-        self._returns_in_map_order = version < (4, 0)
+        self.behaviour = server_version.behaviour
+        """What this server does where releases differ (``releases.py``), read once: every
+        version switch of the emulator is a field of it (docs/testing.md, "What differs
+        between releases")."""
         self._held_dead_letters: deque[Callable[[], None]] | None = None
         """Dead letters waiting for the operation that caused them (dead_letters_afterwards)."""
         self.dead_letter_retry_s = DEAD_LETTER_RETRY_S
         self.kept_dead_letters = 0
         """Dead letters quorum queues keep (at-least-once) because their target refused them."""
-        # RabbitMQ 4.0 (measured on 4.0.5): a quorum queue serves every message returned to it
-        # (basic.reject / basic.nack with requeue, or a closing channel) before all the others,
-        # in the order they came back; 3.10 appended a rejected or nacked one at the back
-        self._quorum_requeue_to_front = version >= (4, 0)
-        # A dead letter routed by x-dead-letter-routing-key goes to that key only; RabbitMQ 3.10
-        # also removes its CC header (rabbit_dead_letter), 4.0 keeps it (measured on 4.0.5)
-        self._dead_letter_key_drops_cc = version < (4, 0)
-        # How the server keeps a message's headers (measured on 3.10.8, 4.0.5 and 4.3.6;
-        # docs/testing.md, "Headers"): 4.0 and 4.3 write every table they take again, names
-        # sorted and an unsigned 64-bit L as a signed l; 3.10 keeps the bytes it got in a
-        # classic queue, and writes them again (L as l, names in their order) in a quorum
-        # queue; every server sorts the names when it adds a header (dead-lettering, a
-        # quorum queue's counts)
-        self._sorts_headers_on_arrival = version >= (4, 0)
-        self._quorum_writes_headers_again = version < (4, 0)
 
     def _emit(self, event: Event) -> None:
         if self._record:
@@ -245,7 +192,7 @@ class Flow:
             ) from None
         headers = properties.headers
         if headers is not None and properties.raw is None:
-            if self._sorts_headers_on_arrival:
+            if self.behaviour.sorts_headers_on_arrival:
                 headers = server_table(headers, sort=True)
             elif not isinstance(headers, EncodedTable):
                 headers = client_table(headers)
@@ -352,7 +299,7 @@ class Flow:
             ]
         else:
             headers = message.properties.headers
-            strict = self._strict_header_numbers
+            strict = self.behaviour.headers_exchange_strict_numbers
             found = [
                 b.queue
                 for b in x.bindings
@@ -425,7 +372,7 @@ class Flow:
     def _start_counts(self, q: EmulatedQueue, entry: Entry) -> None:
         """What a message arriving in ``q`` starts with of the count it carries."""
         carried = entry.message.carried_count
-        if self._counts_travel_everywhere:
+        if self.behaviour.counts_travel_from_any_queue:
             entry.delivery_count = carried
             entry.redelivered = carried > 0
         else:
@@ -443,7 +390,7 @@ class Flow:
         evicted: list[Entry] = []
         while q.ready and q.over_limit():
             evicted.append(q.pop())
-        newest_first = q.is_quorum and self._evictions_newest_first
+        newest_first = q.is_quorum and self.behaviour.quorum_evictions_newest_first
         for entry in reversed(evicted) if newest_first else evicted:
             self._dead_letter_entry(q, entry, "maxlen")
         self._expire_head(q)
@@ -490,7 +437,7 @@ class Flow:
             self._expire_head(q)
 
     def _expires_at_each_head(self, q: EmulatedQueue) -> bool:
-        return self._quorum_expires_at_each_head and q.is_quorum
+        return self.behaviour.quorum_expires_at_each_head and q.is_quorum
 
     def _expire_head(self, q: EmulatedQueue) -> None:
         """Expire from the head while due; arm the timer for the head's expiry.
@@ -620,11 +567,15 @@ class Flow:
         # RabbitMQ 4.3 (measured on 4.3.6, seed 290): x-acquired-count counts the returns of
         # this queue; until there is one, it shows the x-delivery-count the message came with
         acquired = (
-            (entry.acquired_before or entry.delivery_count) if self._counts_travel_everywhere else 0
+            (entry.acquired_before or entry.delivery_count)
+            if self.behaviour.counts_travel_from_any_queue
+            else 0
         )
-        if q.is_quorum and (shown > 0 or acquired > 0 or (via_get and self._get_shows_zero_count)):
+        if q.is_quorum and (
+            shown > 0 or acquired > 0 or (via_get and self.behaviour.quorum_get_shows_zero_count)
+        ):
             headers = dict(properties.headers) if properties.headers else {}
-            if shown > 0 or not self._counts_travel_everywhere:
+            if shown > 0 or not self.behaviour.counts_travel_from_any_queue:
                 headers["x-delivery-count"] = shown
             if acquired > 0:
                 headers["x-acquired-count"] = acquired
@@ -633,7 +584,7 @@ class Flow:
                 properties, server_table(like(properties.headers, headers), sort=True)
             )
         elif (stored := properties.headers) is not None and properties.raw is None:
-            if q.is_quorum and self._quorum_writes_headers_again:
+            if q.is_quorum and self.behaviour.quorum_writes_headers_again:
                 properties = with_headers(properties, server_table(stored, sort=False))
             else:
                 properties = with_headers(properties, copy_headers(stored))
@@ -700,9 +651,11 @@ class Flow:
         """The delivery count the dead letter of ``entry`` takes along (StoredMessage's
         ``carried_count``): on 4.3 its count, one more when a basic.reject made it die; on
         4.0 its failed deliveries, one more when a quorum queue's rejection did."""
-        if self._counts_travel_everywhere:
+        if self.behaviour.counts_travel_from_any_queue:
             return entry.delivery_count + (rejected_by == "reject")
-        quorum_rejection = self._rejections_travel and q.is_quorum and rejected_by is not None
+        quorum_rejection = (
+            self.behaviour.quorum_rejections_travel and q.is_quorum and rejected_by is not None
+        )
         return entry.failed_deliveries + quorum_rejection
 
     def _dead_letter(
@@ -720,7 +673,7 @@ class Flow:
             return
         properties = message.properties
         death_keys = _death_routing_keys(message)
-        if self._broker_keeps_deaths:
+        if self.behaviour.broker_keeps_deaths:
             headers = broker_dead_letter_headers(
                 properties.headers,
                 died_before=isinstance(message, DeadLetter),
@@ -740,10 +693,10 @@ class Flow:
                 routing_keys=death_keys,
                 time=death_time(now_s),
                 original_expiration=properties.expiration,
-                write_last_death=self._write_last_death,
+                write_last_death=self.behaviour.writes_last_death_headers,
             )
         dlrk = q.settings.dead_letter_routing_key
-        if dlrk is not None and self._dead_letter_key_drops_cc and "CC" in headers:
+        if dlrk is not None and self.behaviour.dead_letter_key_drops_cc and "CC" in headers:
             headers = {name: value for name, value in headers.items() if name != "CC"}
         headers = server_table(like(properties.headers, headers), sort=True)
         dead = DeadLetter(

@@ -80,11 +80,10 @@ def deprecated_features_of(
     """What the management API of ``version`` answers for its deprecated features: 3.10.8's
     has no such table (406 to rr), 4.0.5's lists them without their state, 4.3.6's with
     it; a version between two of them answers as the older one."""
-    if version.major < 4:
+    table = version.behaviour.deprecated_features_table
+    if table == "none":
         return None
-    if version.release < (4, 3, 0):
-        return FEATURES_4_0
-    return FEATURES_4_3
+    return FEATURES_4_0 if table == "names" else FEATURES_4_3
 
 
 Resource = Literal["memory", "disk"]
@@ -299,7 +298,7 @@ class EmulatedManagementApi:
         given = self._emulator.default_queue_type
         if given is not None:
             return given
-        return "classic" if self._emulator.server_version.major >= 4 else None
+        return self._emulator.server_version.behaviour.vhost_default_queue_type
 
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s kind, arguments and the policies that apply to it (the rules of

@@ -24,68 +24,16 @@ from rabbitctl_retry.topology import effective
 QueueKind = effective.QueueKind
 
 _NUMERIC = ("message-ttl", "max-length", "max-length-bytes", "expires", "delivery-limit")
-_DELAYED = ("delayed-retry-type", "delayed-retry-min", "delayed-retry-max")
-
-_POLICY_KEYS_3 = frozenset(
-    {
-        *_NUMERIC,
-        "overflow",
-        "dead-letter-exchange",
-        "dead-letter-routing-key",
-        "dead-letter-strategy",
-        "alternate-exchange",
-        "max-in-memory-length",
-        "max-in-memory-bytes",
-        "queue-mode",
-        "queue-version",
-        "queue-master-locator",
-        "queue-leader-locator",
-        "initial-cluster-size",
-        "max-age",
-        "stream-max-segment-size-bytes",
-        "ha-mode",
-        "ha-params",
-        "ha-sync-mode",
-        "ha-sync-batch-size",
-        "ha-promote-on-shutdown",
-        "ha-promote-on-failure",
-    }
-)
-"""The keys RabbitMQ 3.10.8's policies take (measured: its registry of policy validators)."""
-_POLICY_KEYS_4_0 = (_POLICY_KEYS_3 - {key for key in _POLICY_KEYS_3 if key.startswith("ha-")}) | {
-    "consumer-timeout",
-    "stream-filter-size-bytes",
-    "target-group-size",
-}
-_POLICY_KEYS_4_3 = _POLICY_KEYS_4_0 | {"consumer-disconnected-timeout", *_DELAYED}
-
-_OPERATOR_KEYS_3 = frozenset({*_NUMERIC, "max-in-memory-length", "max-in-memory-bytes"})
-"""The keys RabbitMQ 3.10.8's operator policies take: the numeric limits only."""
-_OPERATOR_KEYS_4_0 = _OPERATOR_KEYS_3 | {
-    "overflow",
-    "queue-master-locator",
-    "queue-version",
-    "target-group-size",
-}
-_OPERATOR_KEYS_4_3 = _OPERATOR_KEYS_4_0 | set(_DELAYED)
 
 _APPLY_TO_3 = ("queues", "exchanges", "all")
 _APPLY_TO_4 = (*_APPLY_TO_3, "classic_queues", "quorum_queues", "streams")
 
 
-def _at_least(version: ServerVersion, major: int, minor: int) -> bool:
-    return (version.major, version.minor) >= (major, minor)
-
-
 def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | None:
     """Why the server of ``version`` refuses ``policy`` (RabbitMQ's words), or None."""
-    if _at_least(version, 4, 3):
-        keys = _OPERATOR_KEYS_4_3 if operator else _POLICY_KEYS_4_3
-    elif version.major >= 4:
-        keys = _OPERATOR_KEYS_4_0 if operator else _POLICY_KEYS_4_0
-    else:
-        keys = _OPERATOR_KEYS_3 if operator else _POLICY_KEYS_3
-    apply_to = _APPLY_TO_4 if version.major >= 4 else _APPLY_TO_3
+    behaviour = version.behaviour
+    keys = behaviour.operator_policy_keys if operator else behaviour.policy_keys
+    apply_to = _APPLY_TO_4 if behaviour.policy_apply_to_queue_types else _APPLY_TO_3
     if policy.apply_to not in apply_to:
         allowed = ", ".join(f"'{name}'" for name in apply_to[:-1])
         return (
@@ -106,7 +54,7 @@ def refusal(policy: Policy, version: ServerVersion, *, operator: bool) -> str | 
     for key in (*_NUMERIC, "delayed-retry-min", "delayed-retry-max"):
         value = definition.get(key)
         # RabbitMQ 4 takes a negative delivery-limit: no limit (measured on 4.0.5 and 4.3.6)
-        negative_allowed = key == "delivery-limit" and version.major >= 4
+        negative_allowed = key == "delivery-limit" and behaviour.takes_unlimited_delivery_limit
         if value is not None and (
             not effective.is_int(value) or (int(value) < 0 and not negative_allowed)
         ):

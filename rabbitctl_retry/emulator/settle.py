@@ -108,7 +108,7 @@ class Settlement(Flow):
         if requeue:
             kept = self._return(q, entry, method)
             consumer = item.consumer
-            leaks = self._limit_drop_leaks_credit and not kept
+            leaks = self.behaviour.limit_drop_leaks_credit and not kept
             if leaks and consumer is not None and consumer.prefetch_count:
                 consumer.prefetch_count += 1
                 q.capacity_freed(consumer)
@@ -146,7 +146,7 @@ class Settlement(Flow):
             q = members[0][1].queue
             in_map_order = (
                 requeue
-                and self._returns_in_map_order
+                and self.behaviour.quorum_returns_in_map_order
                 and q.is_quorum
                 and q.settings.delivery_limit is not None
             )
@@ -165,9 +165,9 @@ class Settlement(Flow):
         entry.redelivered = True
         entry.acquired_before += 1
         if q.is_quorum:
-            if cause == "channel_closed" and self._rejections_travel:
+            if cause == "channel_closed" and self.behaviour.quorum_rejections_travel:
                 entry.failed_deliveries += 1
-            if cause != "nack" or self._nack_counts:
+            if cause != "nack" or self.behaviour.nack_requeue_counts_delivery:
                 entry.delivery_count += 1
                 limit = q.settings.delivery_limit
                 if limit is not None and entry.delivery_count > limit:
@@ -184,14 +184,14 @@ class Settlement(Flow):
                 self._hold_back(q, entry, wait_ms)
             elif (
                 cause == "channel_closed"
-                or self._quorum_requeue_to_front
+                or self.behaviour.quorum_requeue_to_front
                 or q.settings.delivery_limit is not None
             ):
                 q.push_returned(entry)
             else:
                 q.push(entry)
         else:
-            if self._counts_travel_everywhere and cause != "nack":
+            if self.behaviour.counts_travel_from_any_queue and cause != "nack":
                 entry.delivery_count += 1  # RabbitMQ 4.3: counted, shown only by a quorum queue
             q.insert_by_seq(entry)
         self._emit(
@@ -270,7 +270,7 @@ class Settlement(Flow):
         consumer by consumer in the order they were created (measured on 4.0.5 and 4.3.6),
         then what basic.get took, each in delivery order."""
         tag, unacked = held
-        if self._gets_return_first:
+        if self.behaviour.closing_channel_returns_gets_first:
             return (*_command_of(tag, unacked), tag)
         consumer = unacked.consumer
         return (consumer is None, 0 if consumer is None else consumer.created, b"", tag)

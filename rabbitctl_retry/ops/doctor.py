@@ -81,7 +81,7 @@ async def server_facts(
             features = await _deprecated_features(api)
             if isinstance(features, TableUnread) and features.why is Unread.FAILED:
                 policies = features
-            elif version.major < 4:
+            elif version.behaviour.mirrors_classic_queues:
                 policies = await _policies_read(api, desired)
             # the nodes and the queues whatever became of the table (paths of their own)
             cluster = await _cluster_read(api, desired)

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rabbitctl_retry.server import NACK_UNCOUNTED_FROM, QueueConsumer, is_rr_client
+from rabbitctl_retry.releases import release_of
+from rabbitctl_retry.server import QueueConsumer, is_rr_client
 from rabbitctl_retry.topology.expand import QueueEntity
 
 CONSUMERS_PATH = "/api/consumers/VHOST"
@@ -177,7 +178,7 @@ def consumer_notes(
         kind = queue.setting("x-queue-type")
         if kind == "classic" and queue.name in retried:
             notes.append(_classic_note(queue, others))
-        elif kind == "quorum" and server[:2] >= NACK_UNCOUNTED_FROM:
+        elif kind == "quorum" and not release_of(server).nack_requeue_counts_delivery:
             limit = _limit(queue)
             if limit is not None:
                 notes.append(_quorum_note(queue, limit, others, release))

@@ -29,7 +29,7 @@ def applies_to(policy: Policy, kind: QueueKind, version: ServerVersion) -> bool:
     """Whether ``policy``'s ``apply-to`` takes a queue of ``kind``."""
     if policy.apply_to in ("queues", "all"):
         return True
-    return version.major >= 4 and policy.apply_to == f"{kind}_queues"
+    return version.behaviour.policy_apply_to_queue_types and policy.apply_to == f"{kind}_queues"
 
 
 def applying(
@@ -63,7 +63,7 @@ def rule(key: str, kind: QueueKind, version: ServerVersion) -> Rule:
         return "argument"
     if key == "delayed-retry-type":
         return "policy"
-    if key == "expires" and kind == "quorum" and version.major < 4:
+    if key == "expires" and kind == "quorum" and version.behaviour.quorum_expires_from_policy:
         return "policy"
     return "smallest"
 
@@ -136,7 +136,8 @@ def resolve(
                         smallest_limit(
                             argument,
                             int(value),
-                            unlimited_below_0=key == "delivery-limit" and version.major >= 4,
+                            unlimited_below_0=key == "delivery-limit"
+                            and version.behaviour.takes_unlimited_delivery_limit,
                         )
                         if is_int(value)
                         else argument

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.releases import release_of
 from rabbitctl_retry.server import UNLIMITED_DELIVERY_LIMIT, Policy
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.model import (
@@ -311,7 +312,7 @@ def takes_unlimited(server: tuple[int, int, int] | None) -> bool:
     Not on 3.10, which has no default limit and drops every message at its first return
     under -1; not when the server is not known (``rr topology show``, an export of
     definitions)."""
-    return server is not None and server[0] >= 4
+    return server is not None and release_of(server).takes_unlimited_delivery_limit
 
 
 def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> Desired:

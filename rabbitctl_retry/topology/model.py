@@ -76,11 +76,6 @@ class ServerDelayReturns(StrEnum):
     """Those and the uncounted ones as well (``basic.nack``, RabbitMQ 4.3's consumer timeout)."""
 
 
-SERVER_DELAY_VERSION = (4, 3)
-"""The first RabbitMQ release with delayed retries on quorum queues (older ones accept the
-``x-delayed-retry-*`` arguments and ignore them)."""
-
-
 class DeadLetterStrategy(StrEnum):
     """How a quorum queue moves a message it dead-letters (RabbitMQ's own two ways)."""
 

@@ -55,6 +55,7 @@ from enum import StrEnum
 from typing import assert_never
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.releases import first_release, release_of
 from rabbitctl_retry.server import (
     QUORUM_DEFAULT_DELIVERY_LIMIT,
     TRANSIENT_QUEUES_FEATURE,
@@ -68,7 +69,6 @@ from rabbitctl_retry.topology.expand import (
     ExchangeEntity,
     QueueEntity,
 )
-from rabbitctl_retry.topology.model import SERVER_DELAY_VERSION
 from rabbitctl_retry.topology.settings import (
     NONE as NO_VALUE,
 )
@@ -467,7 +467,7 @@ def transient_warning(
     if not names or _denied(deprecated_features, TRANSIENT_QUEUES_FEATURE):
         return None
     if deprecated_features is None:
-        if server_version[0] < 4:
+        if not release_of(server_version).transient_queues_deprecated:
             return None
         state = (
             "permitted by default on 4.0.5 and 4.3.6, but a server configured to deny it "
@@ -490,10 +490,10 @@ def transient_warning(
 def server_delay_problem(queue: QueueEntity, server_version: tuple[int, int, int]) -> str | None:
     """Why ``queue``'s delayed retries (``x-delayed-retry-type``, ``delay = "server"``) would
     not work on a server of ``server_version``, or None."""
-    if queue.setting("x-delayed-retry-type") is None or server_version[:2] >= SERVER_DELAY_VERSION:
+    if queue.setting("x-delayed-retry-type") is None or release_of(server_version).delayed_retries:
         return None
     release = ".".join(str(part) for part in server_version)
-    needed = ".".join(str(part) for part in SERVER_DELAY_VERSION)
+    needed = first_release("delayed_retries").name
     return (
         f'delay = "server" needs RabbitMQ {needed} or later (delayed retries of quorum '
         f"queues); this server is {release}, which would ignore x-delayed-retry-* and give "

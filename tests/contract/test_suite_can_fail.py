@@ -15,6 +15,7 @@ policies by another rule.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 
@@ -92,7 +93,9 @@ async def test_the_headers_scenario_catches_the_other_versions_number_rule(versi
     fails that version's expectations, exactly on the bindings the rule decides."""
     right = EmulatorBackend(version, rounds=1)
     wrong = EmulatorBackend(version, rounds=1)
-    wrong.emulator.broker._strict_header_numbers = version == "3.10"  # the other line's rule
+    wrong.emulator.broker.behaviour = dataclasses.replace(  # the other line's rule
+        wrong.emulator.broker.behaviour, headers_exchange_strict_numbers=version == "3.10"
+    )
     try:
         assert await observe_headers_routing(right) == expected_headers(version)
         observed = await observe_headers_routing(wrong)
@@ -156,8 +159,8 @@ async def test_a_ported_rabbitmq_case_catches_bcc_keys_in_x_death(
 @pytest.mark.parametrize(
     ("rule", "scenario"),
     [
-        ("_nack_counts", "nack"),
-        ("_counts_travel_everywhere", "carried"),
+        ("nack_requeue_counts_delivery", "nack"),
+        ("counts_travel_from_any_queue", "carried"),
     ],
 )
 async def test_the_4_3_scenarios_catch_an_emulator_counting_as_4_0(
@@ -179,7 +182,10 @@ async def test_the_4_3_scenarios_catch_an_emulator_counting_as_4_0(
 
     right = EmulatorBackend("4.3", rounds=1)
     wrong = EmulatorBackend("4.3", rounds=1)
-    setattr(wrong.emulator.broker, rule, not getattr(wrong.emulator.broker, rule))
+    behaviour = wrong.emulator.broker.behaviour
+    wrong.emulator.broker.behaviour = dataclasses.replace(
+        behaviour, **{rule: not getattr(behaviour, rule)}
+    )
     try:
         await run(right)
         with pytest.raises(AssertionError):

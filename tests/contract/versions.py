@@ -2,16 +2,21 @@
 
 Each entry names a behaviour, gives its value per release line (``backend.version``: "3.10", "4.0"
 or "4.3"), and cites the release and the change. A scenario reads it with
-``expected(backend.version, NAME)``; the emulator models the same differences behind its
-version switches (docs/testing.md, "RabbitMQ 3.10, 4.0 and 4.3").
+``expected(backend.version, NAME)``; the emulator models the same differences, each a field of
+``rabbitctl_retry/releases.py``'s rows (docs/testing.md, "What differs between releases"). An
+entry that restates a field reads it (:func:`by_line`): run on the real servers, the
+scenarios that read it are what proves the table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.releases import RELEASES, ServerRelease, release_of
+from rabbitctl_retry.server import ServerVersion
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,17 @@ class Difference:
 
 TABLE: dict[str, Difference] = {}
 
+LINES = tuple(row.name for row in RELEASES if row.measured_on is not None)
+"""The release lines the suite measures (``("3.10", "4.0", "4.3")``): the measured rows of
+``rabbitctl_retry/releases.py``."""
+
+
+def by_line(read: Callable[[ServerRelease], Any]) -> dict[str, Any]:
+    """The expected value per release line, read from the line's row of
+    ``rabbitctl_retry/releases.py``: where an entry restates a field of the table, it reads
+    it, and the scenarios on the real servers prove the table."""
+    return {line: read(release_of(ServerVersion.parse(line).release)) for line in LINES}
+
 
 def expected(version: str, name: str) -> Any:
     """What a scenario expects of ``name`` on the release line ``version``."""
@@ -33,7 +49,7 @@ def expected(version: str, name: str) -> Any:
 # -- dead-lettering ---------------------------------------------------------------------------
 
 TABLE["last-death-headers"] = Difference(
-    {"3.10": False, "4.0": True, "4.3": True},
+    by_line(lambda row: row.writes_last_death_headers),
     "RabbitMQ 3.13+: every dead letter also carries x-last-death-reason/-queue/-exchange: this "
     "death's reason and queue, and the exchange the message died from (not the exchange of a "
     "merged x-death entry). Measured on 4.0.5.",
@@ -75,7 +91,7 @@ TABLE["x-death-entry-keys"] = Difference(
     "of every entry it rebuilt. Measured on 3.10.8 and 4.0.5.",
 )
 TABLE["client-x-death"] = Difference(
-    {"3.10": "continued", "4.0": "ignored", "4.3": "ignored"},
+    by_line(lambda row: "ignored" if row.broker_keeps_deaths else "continued"),
     "RabbitMQ 4.0: an x-death header a client (re)publishes is no longer interpreted (4.0.1 "
     "release notes, 'AMQP 0.9.1 x-death header'): the first death the broker records replaces "
     "it with a fresh one-entry list and writes x-first-death-*, and it takes no part in cycle "
@@ -95,11 +111,15 @@ def last_death(version: str, reason: str, queue: str, exchange: str) -> dict[str
 
 
 TABLE["dead-letter-carried-count"] = Difference(
-    {
-        "3.10": "none",
-        "4.0": "quorum rejections",
-        "4.3": "basic.reject in any queue",
-    },
+    by_line(
+        lambda row: (
+            "basic.reject in any queue"
+            if row.counts_travel_from_any_queue
+            else "quorum rejections"
+            if row.quorum_rejections_travel
+            else "none"
+        )
+    ),
     "What a dead letter's delivery count carries. RabbitMQ 4.0 (message containers): one per "
     "rejection without requeue (basic.reject or basic.nack) and per return of a closing "
     "channel in a quorum queue; returns by basic.reject / nack with requeue, a classic "
@@ -285,7 +305,7 @@ TABLE["quorum-after-rejects-out-of-order"] = Difference(
 )
 TABLE["counted-return"] = Difference(
     # how the delivery-limit cases return a delivery so that the queue counts it
-    {"3.10": "nack", "4.0": "nack", "4.3": "reject"},
+    by_line(lambda row: "nack" if row.nack_requeue_counts_delivery else "reject"),
     "RabbitMQ 4.3 no longer counts a basic.nack toward x-delivery-count and the delivery "
     "limit (only basic.reject and a closing channel; every return raises x-acquired-count): "
     "a message nacked with requeue forever never reaches its limit. The suite's cases nack; "
@@ -308,26 +328,30 @@ TABLE["quorum-acquired-after-a-carried-one"] = Difference(
 )
 TABLE["quorum-evictions"] = Difference(
     # the order a quorum queue dead-letters what one publish pushed out with drop-head
-    {"3.10": "newest first", "4.0": "newest first", "4.3": "oldest first"},
+    by_line(lambda row: "newest first" if row.quorum_evictions_newest_first else "oldest first"),
     "RabbitMQ 3.10 and 4.0 quorum queues (rabbit_fifo) gather the evictions of one command and "
     "hand them on in reverse; 4.3 oldest first, as a classic queue. Measured on 3.10.8, 4.0.5 "
     "and 4.3.6 (seed 14).",
 )
 TABLE["quorum-default-delivery-limit"] = Difference(
-    {"3.10": None, "4.0": 20, "4.3": 20},
+    by_line(lambda row: row.default_quorum_delivery_limit),
     "RabbitMQ 4.0: a quorum queue declared without x-delivery-limit gets 20 (4.0.0 release "
     "notes, 'Quorum queues now have a default redelivery limit'); 3.10 has none. Measured: 21 "
     "deliveries on 4.0.5, then dead-lettered (delivery_limit).",
 )
 TABLE["non-integer-delivery-limit"] = Difference(
-    {"3.10": "compared as it is", "4.0": "compared as it is", "4.3": "ignored"},
+    by_line(lambda row: "ignored" if row.delivery_limit_integers_only else "compared as it is"),
     "RabbitMQ 4.3 takes only an integer x-delivery-limit: a float (2.5, 0.5) or a string "
     "('3') is ignored and the queue gets the default limit (20). 3.10 and 4.0 compare the "
     "count with a float as a number and never reach a string (every number sorts below a "
     "binary in Erlang term order). Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
 TABLE["quorum-negative-delivery-limit"] = Difference(
-    {"3.10": "dead-letters at the first return", "4.0": "no limit", "4.3": "no limit"},
+    by_line(
+        lambda row: (
+            "no limit" if row.takes_unlimited_delivery_limit else "dead-letters at the first return"
+        )
+    ),
     "RabbitMQ 4.0: a negative x-delivery-limit (-1, -5, -0.5) means no limit; 3.10 compares "
     "the count with it and dead-letters at the first return. Measured on 3.10.8 and 4.0.5.",
 )
@@ -394,7 +418,7 @@ TABLE["headers-numbers"] = Difference(
 
 TABLE["classic-queue-type-argument"] = Difference(
     # x-queue-type in `rabbitmqctl list_queues arguments` of a classic queue declared without it
-    {"3.10": None, "4.0": "classic", "4.3": "classic"},
+    by_line(lambda row: "classic" if row.queue_type_always_set else None),
     "RabbitMQ 4.0 (rabbitmq-server #11541, #12109): the default type is written into the "
     "queue's arguments, so list_queues shows x-queue-type = classic, and rr's conflict report "
     "names it ('broker 'classic'' instead of 'broker (none)'). Measured on 3.10.8 and 4.0.5.",
@@ -436,14 +460,14 @@ TABLE["quorum-priorities-after-returns"] = Difference(
     "4.0.5 and 4.3.6.",
 )
 TABLE["quorum-expiry-heads"] = Difference(
-    {"3.10": "what it serves next", "4.0": "what it serves next", "4.3": "each"},
+    by_line(lambda row: "each" if row.quorum_expires_at_each_head else "what it serves next"),
     "RabbitMQ 4.3 quorum queues expire messages at the head of what was given back and at "
     "the head of the other messages (of each priority) alike; 3.10 and 4.0 only what they "
     "would serve next, so a message given back holds up the expiry of those behind it. "
     "Measured on 3.10.8, 4.0.5 and 4.3.6 (seeds 118 and 174 of the randomized test).",
 )
 TABLE["classic-max-priority-0"] = Difference(
-    {"3.10": "no priorities", "4.0": "as 1", "4.3": "as 1"},
+    by_line(lambda row: "as 1" if row.classic_max_priority_0_as_1 else "no priorities"),
     "A classic queue declared with x-max-priority = 0: RabbitMQ 3.10 has no priorities then "
     "(first in, first out); 4.0 and 4.3 serve it as x-max-priority = 1 (priority 1 and above "
     "before 0 and none). Measured on 3.10.8, 4.0.5 and 4.3.6.",
@@ -453,7 +477,7 @@ TABLE["classic-max-priority-0"] = Difference(
 # -- RabbitMQ 4.3's delayed retries -----------------------------------------------------------
 
 TABLE["delayed-retries"] = Difference(
-    {"3.10": False, "4.0": False, "4.3": True},
+    by_line(lambda row: row.delayed_retries),
     "RabbitMQ 4.3.0: a quorum queue with x-delayed-retry-type / -min / -max holds a return "
     "back min(min x max(count, 1), max) ms before it is ready again (emulator/"
     "delayed_retry.py); 3.10 and 4.0 take the arguments on any queue and ignore them. "
@@ -507,23 +531,25 @@ TABLE["deprecated-features"] = Difference(
 # -- policies (docs/topology.md, "Policies and arguments") ------------------------------------
 
 TABLE["policy-apply-to-queue-type"] = Difference(
-    {"3.10": False, "4.0": True, "4.3": True},
+    by_line(lambda row: row.policy_apply_to_queue_types),
     "RabbitMQ 4.0: a policy's apply-to takes classic_queues and quorum_queues (a policy for "
     "one queue type); 3.10 refuses them (queues, exchanges or all). Measured on 3.10.8, 4.0.5 "
     "and 4.3.6.",
 )
 TABLE["operator-policy-refuses"] = Difference(
-    {
-        "3.10": ["overflow", "dead-letter-exchange", "delayed-retry-min"],
-        "4.0": ["dead-letter-exchange", "delayed-retry-min"],
-        "4.3": ["dead-letter-exchange"],
-    },
+    by_line(
+        lambda row: [
+            key
+            for key in ("overflow", "dead-letter-exchange", "delayed-retry-min")
+            if key not in row.operator_policy_keys
+        ]
+    ),
     "Operator policies take the numeric limits on every line, overflow from 4.0 and the "
     "delayed-retry keys from 4.3 (new in 4.3), never a dead-letter key. Measured on 3.10.8, "
     "4.0.5 and 4.3.6 (their registries of operator policy validators).",
 )
 TABLE["policy-quorum-expires"] = Difference(
-    {"3.10": "policy", "4.0": "smallest", "4.3": "smallest"},
+    by_line(lambda row: "policy" if row.quorum_expires_from_policy else "smallest"),
     "A quorum queue's expires: on 3.10 the policies' value (the smaller of policy and "
     "operator policy) replaces the argument's; 4.0 and 4.3 take the smallest of the three, as "
     "a classic queue. Measured on 3.10.8, 4.0.5 and 4.3.6 (a quorum queue checks its expiry "

@@ -9,7 +9,9 @@ from rabbitctl_retry.emulator import EmulatedChannel, EmulatedConnection, Emulat
 
 @pytest.fixture
 def emulator() -> Emulator:
-    return Emulator()
+    """An emulated RabbitMQ 3.10.8: the server these tests were written against (the
+    emulator's own default is 4.0.5 since #43, ``releases.DEFAULT_SERVER_VERSION``)."""
+    return Emulator(server_version="3.10.8")
 
 
 @pytest.fixture
