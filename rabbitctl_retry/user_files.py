@@ -126,8 +126,8 @@ def read_stream(stream: BinaryIO, *, limit_bytes: int) -> bytes:
 def read_lines(path: str | Path, *, line_limit_bytes: int) -> Iterator[Iterator[tuple[int, str]]]:
     """The lines of the regular file ``path``, each as (1-based number, text without its line
     break), read one at a time (any number of lines in the memory of one): a line over
-    ``line_limit_bytes`` or not UTF-8 raises :class:`FileRefused` (with its ``line``) when
-    it is reached."""
+    ``line_limit_bytes`` or not UTF-8 raises :class:`FileRefused` (with its ``line``, which
+    the caller shows as ``FILE:LINE``) when it is reached."""
     with _opened(path, None) as stream:
 
         def lines() -> Iterator[tuple[int, str]]:
@@ -145,15 +145,15 @@ def read_lines(path: str | Path, *, line_limit_bytes: int) -> Iterator[Iterator[
                     content = content[:-1]
                 if len(content) > line_limit_bytes:
                     raise FileRefused(
-                        f"line {number} is longer than {size_words(line_limit_bytes)}, "
-                        "the most rr reads of a line",
+                        f"the line is longer than {size_words(line_limit_bytes)}, the most "
+                        "rr reads of a line",
                         line=number,
                     )
                 try:
                     text = content.decode("utf-8")
                 except UnicodeDecodeError as error:
                     raise FileRefused(
-                        f"line {number} is not UTF-8 text (byte 0x{content[error.start]:02x})",
+                        f"the line is not UTF-8 text (byte 0x{content[error.start]:02x})",
                         line=number,
                     ) from None
                 yield number, text
