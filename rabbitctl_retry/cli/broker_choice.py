@@ -31,6 +31,7 @@ from rabbitctl_retry.profiles import (
     profile_management_url,
     profile_urls,
 )
+from rabbitctl_retry.urls import vhost_problem
 from rabbitctl_retry.user_files import (
     CONFIG_FILE_LIMIT_BYTES,
     PASSWORD_FILE_LIMIT_BYTES,
@@ -217,9 +218,17 @@ def _keep(ctx: _click.Context, param: _click.Parameter, value: Any) -> Any:
 
 
 def _check_vhost(ctx: _click.Context, param: _click.Parameter, value: Any) -> Any:
-    if value is not None and (not value or not str(value).isprintable()):
-        raise typer.BadParameter("must be a vhost name (printable, not empty)")
+    check_vhost_option(value)
     return _keep(ctx, param, value)
+
+
+def check_vhost_option(value: str | None) -> str | None:
+    """``--vhost``'s value, or a usage error (exit 2) saying why it cannot be a vhost's name
+    (docs/cli.md, "Malformed input"); typer's callback for every ``--vhost``."""
+    problem = None if value is None else vhost_problem(str(value))
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return value
 
 
 def _broker_options(
@@ -273,6 +282,7 @@ __all__ = [
     "FromFile",
     "Picked",
     "add_broker_options",
+    "check_vhost_option",
     "config_path",
     "current_choice",
     "load_config",
