@@ -92,6 +92,14 @@ def holding_name(queue: str) -> str:
     return queue + HOLDING_SUFFIX
 
 
+def holding_fits(queue: str) -> bool:
+    """Whether ``queue``'s holding queue can exist: its name (``queue`` and
+    :data:`HOLDING_SUFFIX`) is at most :data:`MAX_NAME_BYTES` bytes. A queue of 243 to 255
+    bytes is a valid queue whose holding queue is not: it cannot be rebuilt, and no holding
+    queue of it is on a broker to be looked for."""
+    return len(holding_name(queue).encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+
+
 def holding_marks(queue: str) -> dict[str, FieldValue]:
     """The arguments that make ``queue``'s holding queue rr's (see the module doc)."""
     return {
@@ -470,10 +478,14 @@ def rebuilds(
         units = [unit for unit in units if unit.name in set(only)]
     for unit in units:
         for entity in unit.holding_queues:
-            if len(entity.name.encode()) > MAX_NAME_BYTES:
+            queue_name = entity.name.removesuffix(HOLDING_SUFFIX)
+            if not holding_fits(queue_name):
+                size = len(queue_name.encode("utf-8", "surrogatepass"))
                 return Refusal(
-                    f"{entity.name[:60]!r}...: the name of a holding queue would be longer "
-                    f"than {MAX_NAME_BYTES} bytes; rename the queue in the file"
+                    f"queue {queue_name[:60]!r}... ({size} bytes) cannot be rebuilt: its "
+                    f"holding queue's name ({HOLDING_SUFFIX!r} added) would be longer than "
+                    f"{MAX_NAME_BYTES} bytes, the most AMQP carries; rename the queue in the "
+                    'file (docs/topology.md, "Migrating a queue"); nothing was changed'
                 )
     return tuple(units)
 
@@ -513,6 +525,7 @@ __all__ = [
     "apart_from",
     "capacity_problem",
     "foreign_holdings",
+    "holding_fits",
     "holding_marks",
     "holding_name",
     "is_rr_holding",

@@ -969,10 +969,14 @@ class NativeChannel:
     async def _call(self, request: PamqpFrame, answers: tuple[type[Any], ...], what: str) -> Any:
         if self._closed.done():
             raise _closed_error(what, self._close_error)
+        try:  # pamqp checks some lengths only as it writes (a queue name of 256 bytes)
+            data = pamqp.frame.marshal(request, self.number)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise DataError(f"{what}: cannot encode: {error}") from error
         future: asyncio.Future[Any] = self._protocol.loop.create_future()
         self._rpc = (answers, future)
         try:
-            self._protocol.send(self.number, request)
+            self._protocol.write(data)
             return await future
         except _Closed:
             raise self._failed(what) from None
