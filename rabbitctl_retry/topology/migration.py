@@ -430,6 +430,15 @@ def rebuilds(
             stopped): rebuilt whatever the plan says of them, so that the run goes on.
         only: ``--queue``: just these queues (listed queues, by name).
     """
+    unnamed = [
+        op.name
+        for op in plan.operations
+        if op.op is OpKind.DECLARE_QUEUE
+        and op.status is Status.CONFLICT
+        and not holding_fits(op.name)
+    ]
+    if unnamed:  # whatever differs (a long name's 406 text is cut short): it cannot be rebuilt
+        return Refusal(_no_holding_name(unnamed[0]))
     blocked = [op for op in plan.operations if op.status is Status.CONFLICT and op.blocked]
     if blocked:
         shown = "; ".join(f"{op.name}: {op.detail}" for op in blocked)
@@ -480,14 +489,18 @@ def rebuilds(
         for entity in unit.holding_queues:
             queue_name = entity.name.removesuffix(HOLDING_SUFFIX)
             if not holding_fits(queue_name):
-                size = len(queue_name.encode("utf-8", "surrogatepass"))
-                return Refusal(
-                    f"queue {queue_name[:60]!r}... ({size} bytes) cannot be rebuilt: its "
-                    f"holding queue's name ({HOLDING_SUFFIX!r} added) would be longer than "
-                    f"{MAX_NAME_BYTES} bytes, the most AMQP carries; rename the queue in the "
-                    'file (docs/topology.md, "Migrating a queue"); nothing was changed'
-                )
+                return Refusal(_no_holding_name(queue_name))
     return tuple(units)
+
+
+def _no_holding_name(queue: str) -> str:
+    size = len(queue.encode("utf-8", "surrogatepass"))
+    return (
+        f"queue {queue[:60]!r}... ({size} bytes) cannot be rebuilt: its holding queue's name "
+        f"({HOLDING_SUFFIX!r} added) would be longer than {MAX_NAME_BYTES} bytes, the most AMQP "
+        'carries; rename the queue in the file (docs/topology.md, "Migrating a queue"); '
+        "nothing was changed"
+    )
 
 
 def apart_from(plan: Plan, units: Sequence[Rebuild]) -> Plan:
