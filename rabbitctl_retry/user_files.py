@@ -33,6 +33,7 @@ __all__ = [
     "IMPORT_LINE_LIMIT_BYTES",
     "PASSWORD_FILE_LIMIT_BYTES",
     "PUBLISH_FILE_LIMIT_BYTES",
+    "TLS_FILE_LIMIT_BYTES",
     "TOKEN_FILE_LIMIT_BYTES",
     "TOPOLOGY_FILE_LIMIT_BYTES",
     "FileRefused",
@@ -66,6 +67,9 @@ IMPORT_LINE_LIMIT_BYTES = 32 * MIB
 time, so its size has no limit; a line holds one message, its body in base64 at most."""
 HANDLER_FILE_LIMIT_BYTES = 16 * MIB
 """``rr run path/to/service.py`` and ``rr simulate``'s handler file (docs/runtime.md)."""
+TLS_FILE_LIMIT_BYTES = 16 * MIB
+"""A broker URL's ``cafile``, ``certfile`` and ``keyfile`` (docs/cli.md, "Connecting"),
+which OpenSSL reads itself: checked by their size."""
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 

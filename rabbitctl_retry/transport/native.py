@@ -97,6 +97,7 @@ from rabbitctl_retry.transport.server_info import (
     identity_of_properties,
     without_password,
 )
+from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
@@ -138,6 +139,8 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
     shown = target.shown
     if timeout_s <= 0:
         raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
+    if target.tls:
+        check_tls_files(target.options, shown)
     if not target.verify_tls:
         log.warning(TLS_NOT_VERIFIED, extra={"rr": {"url": shown}})
     login = _Login.of(target, client_name)

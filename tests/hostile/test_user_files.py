@@ -24,6 +24,7 @@ from rabbitctl_retry.user_files import (
     IMPORT_LINE_LIMIT_BYTES,
     PASSWORD_FILE_LIMIT_BYTES,
     PUBLISH_FILE_LIMIT_BYTES,
+    TLS_FILE_LIMIT_BYTES,
     TOKEN_FILE_LIMIT_BYTES,
     size_words,
 )
@@ -206,6 +207,21 @@ def test_a_handler_file(tmp_path: Path, kind: str) -> None:
     path = hostile(kind, tmp_path, HANDLER_FILE_LIMIT_BYTES, "handlers.py")
     line = refused(simulate(str(path)), 78)
     assert line == f"rr: error: {path}: {reason(kind, HANDLER_FILE_LIMIT_BYTES)}"
+
+
+@pytest.mark.parametrize("client", ["native", "aiormq"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_broker_urls_tls_file(tmp_path: Path, kind: str, client: str) -> None:
+    """OpenSSL opens a cafile itself: a FIFO would hold rr for ever (exit 69 as before for a
+    TLS file that cannot be read, now naming it)."""
+    cafile = hostile(kind, tmp_path, TLS_FILE_LIMIT_BYTES, "ca.pem")
+    url = f"amqps://guest:guest@127.0.0.1:1/?cafile={cafile}"
+    result = runner.invoke(app, ["status", "q", "--url", url], env={"RR_AMQP_CLIENT": client})
+    line = refused(result, 69)
+    assert line == (
+        f"rr: error: cannot connect to amqps://guest:******@127.0.0.1:1/?cafile={cafile}: "
+        f"cafile {cafile}: {reason(kind, TLS_FILE_LIMIT_BYTES)}"
+    )
 
 
 # --- a real process ---------------------------------------------------------------------------

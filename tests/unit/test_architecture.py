@@ -284,10 +284,11 @@ def one_place_picks_the_adapters(module: Module) -> list[str]:
 
 def transport_imports_below_it(module: Module) -> list[str]:
     """``transport/`` imports only the standard library, its driver, the shared pure modules
-    and itself: no topology, no core, no shell, no emulator."""
+    (and the file reader beside them, for a URL's TLS files) and itself: no topology, no
+    core, no shell, no emulator."""
     if not module.within("transport"):
         return []
-    allowed = tuple(f"{ROOT}.{part}" for part in (*SHARED, "transport"))
+    allowed = tuple(f"{ROOT}.{part}" for part in (*SHARED, *READS_FILES, "transport"))
     return [
         f"{module.name} (transport) imports {name}"
         for name in sorted(module.imports)
