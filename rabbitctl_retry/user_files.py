@@ -77,9 +77,18 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 class FileRefused(Exception):
     """A file rr will not read, and why (without the file's name: the caller adds it)."""
 
-    def __init__(self, reason: str, *, not_regular: bool = False, line: int | None = None):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        missing: bool = False,
+        not_regular: bool = False,
+        line: int | None = None,
+    ):
         super().__init__(reason)
         self.reason = reason
+        self.missing = missing
+        """There is no such file."""
         self.not_regular = not_regular
         """The file is a FIFO, a device, a directory or a socket."""
         self.line = line
@@ -192,7 +201,7 @@ def _opened(path: str | Path, limit_bytes: int | None) -> Iterator[BinaryIO]:
     try:
         descriptor = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
-        raise FileRefused("no such file") from None
+        raise FileRefused("no such file", missing=True) from None
     except (OSError, ValueError) as error:  # ValueError: a NUL byte in the name
         raise FileRefused(f"cannot read it: {_why(error)}") from None
     try:

@@ -103,7 +103,7 @@ def load_config(path: Path) -> Config | None:
     try:
         text = read_text(path, limit_bytes=CONFIG_FILE_LIMIT_BYTES)
     except FileRefused as refused:
-        if refused.reason == "no such file":
+        if refused.missing:
             if os.environ.get(CONFIG_ENV):
                 raise ConfigError(f"${CONFIG_ENV} names {path}, which does not exist") from None
             return None

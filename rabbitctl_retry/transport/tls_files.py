@@ -24,7 +24,7 @@ def check_tls_files(options: Mapping[str, str], shown: str) -> None:
         try:
             check_regular_file(path, limit_bytes=TLS_FILE_LIMIT_BYTES)
         except FileRefused as refused:
-            if refused.reason == "no such file":
+            if refused.missing:
                 continue  # OpenSSL's own error names it, as before
             raise BrokerUnreachable(
                 f"cannot connect to {shown}: {option} {escape_unprintable(path)}: {refused.reason}"
