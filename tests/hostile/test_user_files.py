@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -231,32 +230,43 @@ CAP_BYTES = 1024 * 1024 * 1024
 rather than growing on a shared machine (as it did: 9.8 GB in 12 s)."""
 
 
-def _capped() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
+MEASURE = """
+import os, resource, sys
+cap, argv = int(sys.argv[1]), sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    os.execv(argv[0], argv)
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)
+"""
+"""Runs a command and prints its exit code and peak memory (bytes; ru_maxrss is KiB on Linux).
+A child's peak counts the memory of the process it was forked from, so the command is forked
+from this small process, not from the test's (a worker of hundreds of MB)."""
 
 
-def _rr_process(args: list[str], env: dict[str, str]) -> tuple[int, str, int]:
-    """Run ``python -m rabbitctl_retry ARGS``: its exit code, stderr and peak memory (bytes)."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "rabbitctl_retry", *args],
+def _rr_process(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, int]:
+    """Run ``python -m rabbitctl_retry ARGS`` in ``cwd``: its exit code, stderr and peak
+    memory (bytes)."""
+    command = [sys.executable, "-m", "rabbitctl_retry", *args]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(CAP_BYTES), *command],
         env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        cwd=cwd,
+        capture_output=True,
         stdin=subprocess.DEVNULL,
-        preexec_fn=_capped,
+        check=True,
     )
-    assert child.stderr is not None
-    with child.stderr:
-        stderr = child.stderr.read().decode("utf-8", "replace")
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait for it again
-    return child.returncode, stderr, usage.ru_maxrss * 1024  # ru_maxrss: KiB on Linux
+    code, peak_bytes = (int(word) for word in done.stdout.split())
+    return code, done.stderr.decode("utf-8", "replace"), peak_bytes
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB and /dev/zero: Linux")
 def test_a_process_fed_dev_zero_as_password_file_stays_small(tmp_path: Path) -> None:
     config = profile_file(tmp_path, 'password_file = "/dev/zero"\n')
-    code, stderr, peak_bytes = _rr_process(["status", "q", "-b", "a"], {"RR_CONFIG": str(config)})
+    code, stderr, peak_bytes = _rr_process(
+        ["status", "q", "-b", "a"], {"RR_CONFIG": str(config)}, tmp_path
+    )
     assert code == 78, stderr
     assert one_error_line(stderr) == (
         f"rr: error: {config}: brokers.a.password_file: the password file /dev/zero: {DEVICE}"
