@@ -143,7 +143,7 @@ complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_f
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l id -r -d 'The dead letters message id.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l position -r -d 'When several dead letters share the id: the N-th of them (1: the first).'
-complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l body -r -F -d 'The new body, byte for byte (no editor).'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l body -r -F -d 'The new body, byte for byte (no editor); - for stdin (./- is a file). At most 16 MiB (docs/cli.md, Files rr reads).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l set-header -r -d 'Set a header (repeatable).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l remove-header -r -d 'Remove a header (repeatable).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from edit' -l to -r -d 'Publish the copy here instead of the queue it failed in.'

@@ -30,7 +30,14 @@ from types import MappingProxyType
 from typing import Any
 
 from rabbitctl_retry.errors import ConfigError, UsageError
-from rabbitctl_retry.urls import AMQP_URL, MANAGEMENT_URL, UrlKind, split_url
+from rabbitctl_retry.urls import (
+    AMQP_URL,
+    MANAGEMENT_URL,
+    UrlKind,
+    parse_management_url,
+    split_url,
+    vhost_problem,
+)
 
 __all__ = [
     "Config",
@@ -172,7 +179,10 @@ def _profile(name: str, table: Any) -> Profile:
         _checked(url, AMQP_URL, f"{key}.url" if len(urls) == 1 else f"{key}.url[{index}]")
     management_url = _optional_text(table, "management_url", key)
     if management_url is not None:
-        _checked(management_url, MANAGEMENT_URL, f"{key}.management_url")
+        try:  # every rule of a management URL, its query included (docs/cli.md, "Profiles")
+            parse_management_url(management_url)
+        except UsageError as error:
+            raise ConfigError(str(error), path=f"{key}.management_url") from None
     password_env = _optional_text(table, "password_env", key)
     password_file = _optional_text(table, "password_file", key)
     if password_env is not None and password_file is not None:
@@ -181,11 +191,19 @@ def _profile(name: str, table: Any) -> Profile:
         name=name,
         urls=tuple(urls),
         management_url=management_url,
-        vhost=_optional_text(table, "vhost", key),
+        vhost=_vhost(table, key),
         password_env=password_env,
         password_file=password_file,
         tls=_tls(table.get("tls"), f"{key}.tls"),
     )
+
+
+def _vhost(table: Mapping[str, Any], key: str) -> str | None:
+    vhost = _optional_text(table, "vhost", key)
+    problem = None if vhost is None else vhost_problem(vhost)
+    if problem is not None:
+        raise ConfigError(problem, path=f"{key}.vhost")
+    return vhost
 
 
 def _tls(table: Any, key: str) -> Tls:

@@ -32,12 +32,17 @@ __all__ = [
     "AMQP_URL",
     "MANAGEMENT_URL",
     "PERCENT_HINT",
+    "VHOST_MAX_BYTES",
     "ManagementUrl",
     "UrlKind",
     "UrlParts",
     "parse_management_url",
     "split_url",
+    "vhost_problem",
 ]
+
+VHOST_MAX_BYTES = 255
+"""The longest vhost name: AMQP 0-9-1 carries it as a short string (Connection.Open)."""
 
 PERCENT_HINT = "percent-encode / ? # @ in the user name and password as %2F %3F %23 %40"
 
@@ -153,6 +158,20 @@ def _host_and_port(host_port: str, kind: UrlKind, default_port: int) -> tuple[st
     if not _DIGITS.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
         kind.refuse("has a port that is not a number 1..65535")
     return host, int(port_text)
+
+
+def vhost_problem(vhost: str) -> str | None:
+    """Why ``vhost`` cannot be a vhost's name (empty, not printable, over
+    :data:`VHOST_MAX_BYTES` bytes of UTF-8), or None (docs/cli.md, "Malformed input")."""
+    if not vhost or not vhost.isprintable():
+        return "must be a vhost name (printable, not empty)"
+    size = len(vhost.encode("utf-8", "surrogatepass"))
+    if size > VHOST_MAX_BYTES:
+        return (
+            f"is {size} bytes long: a vhost name is at most {VHOST_MAX_BYTES} bytes (AMQP "
+            "carries it as a short string)"
+        )
+    return None
 
 
 # --- the management API's URL (docs/cluster.md, "Replicas") ---------------------------------

@@ -23,13 +23,20 @@ import typer
 from typer import _click
 from typer.core import TyperGroup
 
-from rabbitctl_retry.errors import ConfigError, UsageError
+from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.profiles import (
     Config,
     Profile,
     parse_config,
     profile_management_url,
     profile_urls,
+)
+from rabbitctl_retry.urls import vhost_problem
+from rabbitctl_retry.user_files import (
+    CONFIG_FILE_LIMIT_BYTES,
+    PASSWORD_FILE_LIMIT_BYTES,
+    FileRefused,
+    read_text,
 )
 
 BROKER_ENV = "RR_BROKER"
@@ -87,28 +94,41 @@ def config_path() -> Path:
 
 def load_config(path: Path) -> Config | None:
     """The configuration file at ``path``; None when there is none (and ``$RR_CONFIG`` did
-    not name it); :class:`ConfigError` (exit 78) naming the file for a bad one."""
+    not name it); :class:`ConfigError` (exit 78) naming the file for a bad one: not a
+    regular file, over :data:`CONFIG_FILE_LIMIT_BYTES`, not TOML, nested too deep (docs/cli.md,
+    "Files rr reads")."""
     import tomllib
 
+    source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if os.environ.get(CONFIG_ENV):
-            raise ConfigError(f"${CONFIG_ENV} names {path}, which does not exist") from None
-        return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read it: {error}", source=str(path)) from None
+        text = read_text(path, limit_bytes=CONFIG_FILE_LIMIT_BYTES)
+    except FileRefused as refused:
+        if refused.missing:
+            if os.environ.get(CONFIG_ENV):
+                raise ConfigError(f"${CONFIG_ENV} names {path}, which does not exist") from None
+            return None
+        raise ConfigError(refused.reason, source=source, line=refused.line) from None
     try:
         return parse_config(tomllib.loads(text))
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(str(error), source=str(path)) from None
+        raise ConfigError(str(error), source=source) from None
+    except RecursionError:
+        raise ConfigError(
+            "not valid TOML for rr: arrays or inline tables nest too deep", source=source
+        ) from None
+    except ValueError:
+        # tomllib reads integers with int(), which refuses more than 4300 digits
+        raise ConfigError(
+            "not valid TOML for rr: a number of thousands of digits", source=source
+        ) from None
     except ConfigError as error:
-        raise error.located(source=str(path)) from None
+        raise error.located(source=source) from None
 
 
 def password_of(profile: Profile, source: Path) -> str | None:
-    """The profile's password: the first line of its ``password_file`` or the value of its
-    ``password_env``; None when it names neither (the URL holds the password, or none)."""
+    """The profile's password: the first line of its ``password_file`` (a regular file of at
+    most :data:`PASSWORD_FILE_LIMIT_BYTES`) or the value of its ``password_env``; None when it
+    names neither (the URL holds the password, or none)."""
     if profile.password_env is not None:
         value = os.environ.get(profile.password_env)
         if value is None:
@@ -119,11 +139,12 @@ def password_of(profile: Profile, source: Path) -> str | None:
             )
         return value
     if profile.password_file is not None:
+        named = Path(profile.password_file).expanduser()
         try:
-            lines = Path(profile.password_file).expanduser().read_text("utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
+            lines = read_text(named, limit_bytes=PASSWORD_FILE_LIMIT_BYTES).splitlines()
+        except FileRefused as refused:
             raise ConfigError(
-                f"cannot read the password file: {error}",
+                f"the password file {escape_unprintable(str(named))}: {refused.reason}",
                 path=f"{profile.key}.password_file",
                 source=str(source),
             ) from None
@@ -197,9 +218,17 @@ def _keep(ctx: _click.Context, param: _click.Parameter, value: Any) -> Any:
 
 
 def _check_vhost(ctx: _click.Context, param: _click.Parameter, value: Any) -> Any:
-    if value is not None and (not value or not str(value).isprintable()):
-        raise typer.BadParameter("must be a vhost name (printable, not empty)")
+    check_vhost_option(value)
     return _keep(ctx, param, value)
+
+
+def check_vhost_option(value: str | None) -> str | None:
+    """``--vhost``'s value, or a usage error (exit 2) saying why it cannot be a vhost's name
+    (docs/cli.md, "Malformed input"); typer's callback for every ``--vhost``."""
+    problem = None if value is None else vhost_problem(str(value))
+    if problem is not None:
+        raise typer.BadParameter(problem)
+    return value
 
 
 def _broker_options(
@@ -253,6 +282,7 @@ __all__ = [
     "FromFile",
     "Picked",
     "add_broker_options",
+    "check_vhost_option",
     "config_path",
     "current_choice",
     "load_config",

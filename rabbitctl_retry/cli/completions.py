@@ -50,8 +50,16 @@ def command_specs(app: typer.Typer) -> list[CommandSpec]:
     return specs
 
 
-FILE_TARGETS = frozenset({("run", "target"), ("simulate", "target")})
-"""(command path, argument) pairs that take a module or a file (``rr run path/to/svc.py``):
+FILE_TARGETS = frozenset(
+    {
+        ("run", "target"),
+        ("simulate", "target"),
+        ("dlq", "export", "file"),
+        ("dlq", "edit", "body_file"),
+    }
+)
+"""(command path, parameter) pairs that take a module or a file (``rr run path/to/svc.py``)
+but are read as text (so that ``./-`` stays a file, docs/cli.md, "Files rr reads"):
 completed with file names."""
 
 
@@ -82,7 +90,7 @@ def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None
                 names=tuple(param.opts) + tuple(param.secondary_opts),
                 takes_value=not getattr(param, "is_flag", False),
                 choices=choices,
-                files=is_path,
+                files=is_path or (*path, param.name) in FILE_TARGETS,
                 help=_first_line(getattr(param, "help", None) or ""),
             )
         )

@@ -14,6 +14,7 @@ from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.user_files import TOKEN_FILE_LIMIT_BYTES, FileRefused, read_text
 
 MIN_TOKEN_CHARACTERS = 16
 
@@ -118,10 +119,10 @@ def console_command(
 
 
 def _token(path: Path) -> str:
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"--token-file {path}: {error}") from None
+    try:  # a regular file of at most 64 KiB (docs/cli.md, "Files rr reads")
+        token = read_text(path, limit_bytes=TOKEN_FILE_LIMIT_BYTES).strip()
+    except FileRefused as refused:
+        raise ConfigError(f"--token-file {path}: {refused.reason}") from None
     if len(token) < MIN_TOKEN_CHARACTERS or not token.isascii() or not token.isprintable():
         raise UsageError(
             f"--token-file {path}: the token must be at least {MIN_TOKEN_CHARACTERS} printable "

@@ -60,8 +60,11 @@ def export_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to copy.")],
     file: Annotated[
-        Path,
-        typer.Argument(help="The JSON Lines file to write (must not exist); - for stdout."),
+        str,
+        typer.Argument(
+            help="The JSON Lines file to write (must not exist); - for stdout (./- is a file).",
+            metavar="FILE",
+        ),
     ],
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Read at most this many.")
@@ -82,13 +85,13 @@ def export_command(
         conditions = parse_all(where or [])
     topology = load_topology(topology_file)
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    to_stdout = str(file) == "-"
+    to_stdout = file == "-"  # only a bare -: ./- is a file named - (docs/dlq.md, "Export")
     with guard():  # every check, and the file made, before rr connects (cli/export_file.py)
         if to_stdout and output is OutputFormat.JSON:
             raise UsageError("an export to stdout (-) is the output itself: -o json needs a file")
         if to_stdout:
             require_stdout()
-        target = None if to_stdout else ExportFile(file)
+        target = None if to_stdout else ExportFile(Path(file))
 
     # to stdout, the lines are the output and the summary goes to stderr
     out = sys.stdout if target is None else target.stream

@@ -70,6 +70,7 @@ from rabbitctl_retry.ops.dlq import record_of
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
+from rabbitctl_retry.user_files import BODY_LIMIT_BYTES, FileRefused, read_bytes, read_stream
 
 
 class NoSuchLetter(RrError):
@@ -98,8 +99,13 @@ def edit_command(
         ),
     ] = None,
     body_file: Annotated[
-        Path | None,
-        typer.Option("--body", metavar="FILE", help="The new body, byte for byte (no editor)."),
+        str | None,
+        typer.Option(
+            "--body",
+            metavar="FILE",
+            help="The new body, byte for byte (no editor); - for stdin (./- is a file). At "
+            'most 16 MiB (docs/cli.md, "Files rr reads").',
+        ),
     ] = None,
     set_header: Annotated[
         list[str] | None,
@@ -274,11 +280,16 @@ def _editor_command() -> list[str] | None:
     return None
 
 
-def _read_body(path: Path) -> bytes:
+def _read_body(given: str) -> bytes:
+    """``--body FILE``: a regular file, or a bare ``-`` (stdin; ``./-`` is a file), of at most
+    16 MiB (docs/cli.md, "Files rr reads"); :class:`DataError` (exit 65) naming it otherwise."""
     try:
-        return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"--body {path}: {error.strerror or error}") from None
+        if given == "-":
+            return read_stream(sys.stdin.buffer, limit_bytes=BODY_LIMIT_BYTES)
+        return read_bytes(given, limit_bytes=BODY_LIMIT_BYTES)
+    except FileRefused as refused:
+        shown = "- (stdin)" if given == "-" else given
+        raise DataError(f"--body {shown}: {refused.reason}") from None
 
 
 def _edit_in(editor: list[str], letter: Delivery) -> bytes:
@@ -301,7 +312,12 @@ def _edit_in(editor: list[str], letter: Delivery) -> bytes:
             raise UsageError(f"cannot start the editor {editor[0]!r}: {error}") from None
         if done.returncode != 0:
             raise RrError(f"the editor exited with {done.returncode}; nothing was changed")
-        return path.read_bytes()
+        try:  # what the editor saved, by the rule of --body
+            return read_bytes(path, limit_bytes=BODY_LIMIT_BYTES)
+        except FileRefused as refused:
+            raise DataError(
+                f"the file the editor saved ({path}) {refused.reason}; nothing was changed"
+            ) from None
 
 
 def _default_keep(queue: str, message_id: str) -> Path:

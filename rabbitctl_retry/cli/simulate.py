@@ -14,7 +14,7 @@ from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.render import Cell, cell
 from rabbitctl_retry.cli.threads import exit_without_joining
-from rabbitctl_retry.errors import UsageError
+from rabbitctl_retry.errors import DataError, UsageError
 from rabbitctl_retry.runtime.loader import load_target
 from rabbitctl_retry.simulation import (
     HANDLER_TIMEOUT_S,
@@ -27,6 +27,7 @@ from rabbitctl_retry.simulation import (
 from rabbitctl_retry.testing import EMULATED_RELEASES
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.naming import parse_duration_ms
+from rabbitctl_retry.user_files import PUBLISH_FILE_LIMIT_BYTES, FileRefused, read_text
 
 
 def simulate_command(
@@ -80,11 +81,7 @@ def simulate_command(
         try:
             publishes = []
             if publish_file is not None:
-                try:
-                    text = publish_file.read_text(encoding="utf-8")
-                except (OSError, UnicodeError) as error:
-                    raise ValueError(f"--publish-file {publish_file}: {error}") from None
-                publishes += parse_publish_file(text, str(publish_file))
+                publishes += parse_publish_file(_publish_text(publish_file), str(publish_file))
             publishes += [parse_publish(spec) for spec in publish or []]
             horizon_s = parse_duration_ms(horizon) / 1000
             handler_timeout_s = parse_duration_ms(handler_timeout) / 1000
@@ -113,6 +110,16 @@ def simulate_command(
         exit_without_joining(watch.threads_running, stop.exit_code)  # cli/threads.py
         raise
     finish(simulation_outcome(result), output)
+
+
+def _publish_text(path: Path) -> str:
+    """``--publish-file``: a regular file of UTF-8, at most 16 MiB (docs/cli.md, "Files rr
+    reads"); :class:`DataError` (exit 65) naming it otherwise."""
+    try:
+        return read_text(path, limit_bytes=PUBLISH_FILE_LIMIT_BYTES)
+    except FileRefused as refused:
+        where = f"{path}:{refused.line}" if refused.line is not None else str(path)
+        raise DataError(f"--publish-file {where}: {refused.reason}") from None
 
 
 def simulation_outcome(result: Simulation) -> Outcome:

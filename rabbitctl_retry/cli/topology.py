@@ -25,6 +25,7 @@ from rabbitctl_retry.cli._common import (
     resolve_urls,
     run,
 )
+from rabbitctl_retry.cli.broker_choice import check_vhost_option
 from rabbitctl_retry.cli.finish import Outcome, Piece, Unwrapped, finish
 from rabbitctl_retry.cli.render import (
     default_type_line,
@@ -170,7 +171,14 @@ def export(
         ExportFormat,
         typer.Option("--format", help="definitions: a RabbitMQ definitions.json document."),
     ] = ExportFormat.DEFINITIONS,
-    vhost: Annotated[str, typer.Option("--vhost", help="The vhost the entities go in.")] = "/",
+    vhost: Annotated[
+        str,
+        typer.Option(
+            "--vhost",
+            callback=check_vhost_option,
+            help="The vhost the entities go in.",
+        ),
+    ] = "/",
 ) -> None:
     """Print the topology as a RabbitMQ definitions document (for `rabbitmqctl
     import_definitions` or the management UI)."""

@@ -76,6 +76,7 @@ from rabbitctl_retry.retry.headers import ROUTING_HEADERS, without_routing_heade
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
 from rabbitctl_retry.transport.values import encoding_problem
+from rabbitctl_retry.user_files import IMPORT_LINE_LIMIT_BYTES, FileRefused, read_lines
 
 MAX_PREFETCH = 65535
 """basic.qos takes a 16-bit prefetch count; 0 means no limit."""
@@ -361,16 +362,19 @@ async def export_queue(
 
 
 def read_records(path: Path) -> Iterator[tuple[int, Record]]:
-    """(line number, record) of every non-blank line; :class:`DataError` on the first bad one."""
+    """(line number, record) of every non-blank line; :class:`DataError` on the first bad one.
+
+    The file is a regular file read a line at a time, each line at most
+    :data:`IMPORT_LINE_LIMIT_BYTES` (docs/cli.md, "Files rr reads"): a FIFO or a device is
+    refused unread, and the memory is that of one line whatever the file's size."""
     try:
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
+        with read_lines(path, line_limit_bytes=IMPORT_LINE_LIMIT_BYTES) as lines:
+            for number, line in lines:
                 if line.strip():
                     yield number, parse_record(line, f"{path}:{number}")
-    except OSError as error:
-        raise DataError(f"cannot read {path}: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error.reason})") from None
+    except FileRefused as refused:
+        where = f"{path}:{refused.line}" if refused.line is not None else str(path)
+        raise DataError(f"{where}: {refused.reason}") from None
 
 
 def login_user(url: str) -> str | None:

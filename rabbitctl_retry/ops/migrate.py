@@ -43,6 +43,7 @@ from rabbitctl_retry.topology.migration import (
     Step,
     apart_from,
     foreign_holdings,
+    holding_fits,
     holding_name,
     is_rr_holding,
     not_rr_holding,
@@ -268,6 +269,8 @@ async def _holding_is_rr(
     """Whether the holding queue of ``queue`` on the broker is rr's (``topology/migration.py``
     ``is_rr_holding``): by all its arguments where the management API is given, else by the
     ones AMQP reads; None when there is none."""
+    if not holding_fits(queue):  # a name AMQP cannot carry: no such queue to look for
+        return None
     name = holding_name(queue)
     if await queue_info(connection, name) is None:
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from types import ModuleType
 
 from rabbitctl_retry.errors import HandlerLoadError
 from rabbitctl_retry.runtime.handlers import Hook, Subscriber, hook_kind, subscriber_queue
+from rabbitctl_retry.user_files import HANDLER_FILE_LIMIT_BYTES, FileRefused, check_regular_file
 
 log = logging.getLogger("rr.runtime")
 
@@ -42,10 +44,13 @@ class HandlerSet:
         return tuple(seen)
 
 
-def split_target(target: str) -> tuple[str, str | None]:
-    """``"pkg.mod:attr"`` -> ``("pkg.mod", "attr")``; a Windows drive letter is not an attr."""
+def split_target(target: str, *, windows: bool = os.name == "nt") -> tuple[str, str | None]:
+    """``"pkg.mod:attr"`` -> ``("pkg.mod", "attr")``. On Windows (``windows``) a one-letter
+    module is a drive letter (``C:handlers.py``), not a module; elsewhere ``h:h`` is module
+    ``h``, function ``h`` (docs/runtime.md)."""
     module, sep, attr = target.rpartition(":")
-    if not sep or not module or len(module) == 1 or "/" in attr or "\\" in attr:
+    drive_letter = windows and len(module) == 1
+    if not sep or not module or drive_letter or "/" in attr or "\\" in attr:
         return target, None
     return module, attr or None
 
@@ -118,8 +123,10 @@ def _import(location: str) -> ModuleType:
 
 
 def _import_file(path: Path) -> ModuleType:
-    if not path.is_file():
-        raise HandlerLoadError(f"no such file: {path}")
+    try:  # a regular file of at most 16 MiB (docs/cli.md, "Files rr reads")
+        check_regular_file(path, limit_bytes=HANDLER_FILE_LIMIT_BYTES)
+    except FileRefused as refused:
+        raise HandlerLoadError(f"{path}: {refused.reason}") from None
     resolved = path.resolve()
     directory = str(resolved.parent)
     if directory not in sys.path:

@@ -11,9 +11,7 @@ was written. Malformed input (docs/topology.md, "Malformed files") ends as a
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,8 +43,9 @@ from rabbitctl_retry.topology.wire import (
     document_problem,
     escape_unprintable,
 )
+from rabbitctl_retry.user_files import TOPOLOGY_FILE_LIMIT_BYTES, FileRefused, read_text
 
-MAX_FILE_BYTES = 1024 * 1024
+MAX_FILE_BYTES = TOPOLOGY_FILE_LIMIT_BYTES
 """The largest topology file rr reads (1 MiB); a larger one is refused unread."""
 
 TOP_KEYS = ("broker", "queues", "exchanges")
@@ -99,56 +98,19 @@ def source_name(path: str | Path) -> str:
 
 def read_topology_text(path: str | Path) -> str:
     """The text of a topology file: a regular file of at most :data:`MAX_FILE_BYTES` bytes of
-    UTF-8. At most ``MAX_FILE_BYTES + 1`` bytes are read, and a FIFO or device is refused
-    without reading (or waiting for) anything.
+    UTF-8, read by ``user_files.py``'s rule (at most ``MAX_FILE_BYTES + 1`` bytes are read, and
+    a FIFO or device is refused without reading, or waiting for, anything).
 
     Raises:
         ConfigError: no such file, not a regular file, too large, unreadable, not UTF-8.
     """
-    source = source_name(path)
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise ConfigError("no such file", source=source) from None
-    except OSError as error:
-        raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(
-                f"is {_file_kind(mode)}, not a regular file; give the path of a TOML file",
-                source=source,
-            )
-        with os.fdopen(descriptor, "rb", closefd=False) as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
-    finally:
-        os.close(descriptor)
-    if len(data) > MAX_FILE_BYTES:
+        return read_text(path, limit_bytes=MAX_FILE_BYTES)
+    except FileRefused as refused:
+        hint = "; give the path of a TOML file" if refused.not_regular else ""
         raise ConfigError(
-            f"is larger than {MAX_FILE_BYTES} bytes (1 MiB), the most rr reads", source=source
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ConfigError(
-            f"is not UTF-8 text (byte 0x{data[error.start]:02x})", source=source, line=line
+            refused.reason + hint, source=source_name(path), line=refused.line
         ) from None
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 _LONG_DIGITS = re.compile(r"[0-9_]+")

@@ -92,6 +92,14 @@ def holding_name(queue: str) -> str:
     return queue + HOLDING_SUFFIX
 
 
+def holding_fits(queue: str) -> bool:
+    """Whether ``queue``'s holding queue can exist: its name (``queue`` and
+    :data:`HOLDING_SUFFIX`) is at most :data:`MAX_NAME_BYTES` bytes. A queue of 243 to 255
+    bytes is a valid queue whose holding queue is not: it cannot be rebuilt, and no holding
+    queue of it is on a broker to be looked for."""
+    return len(holding_name(queue).encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+
+
 def holding_marks(queue: str) -> dict[str, FieldValue]:
     """The arguments that make ``queue``'s holding queue rr's (see the module doc)."""
     return {
@@ -422,6 +430,15 @@ def rebuilds(
             stopped): rebuilt whatever the plan says of them, so that the run goes on.
         only: ``--queue``: just these queues (listed queues, by name).
     """
+    unnamed = [
+        op.name
+        for op in plan.operations
+        if op.op is OpKind.DECLARE_QUEUE
+        and op.status is Status.CONFLICT
+        and not holding_fits(op.name)
+    ]
+    if unnamed:  # whatever differs (a long name's 406 text is cut short): it cannot be rebuilt
+        return Refusal(_no_holding_name(unnamed[0]))
     blocked = [op for op in plan.operations if op.status is Status.CONFLICT and op.blocked]
     if blocked:
         shown = "; ".join(f"{op.name}: {op.detail}" for op in blocked)
@@ -470,12 +487,20 @@ def rebuilds(
         units = [unit for unit in units if unit.name in set(only)]
     for unit in units:
         for entity in unit.holding_queues:
-            if len(entity.name.encode()) > MAX_NAME_BYTES:
-                return Refusal(
-                    f"{entity.name[:60]!r}...: the name of a holding queue would be longer "
-                    f"than {MAX_NAME_BYTES} bytes; rename the queue in the file"
-                )
+            queue_name = entity.name.removesuffix(HOLDING_SUFFIX)
+            if not holding_fits(queue_name):
+                return Refusal(_no_holding_name(queue_name))
     return tuple(units)
+
+
+def _no_holding_name(queue: str) -> str:
+    size = len(queue.encode("utf-8", "surrogatepass"))
+    return (
+        f"queue {queue[:60]!r}... ({size} bytes) cannot be rebuilt: its holding queue's name "
+        f"({HOLDING_SUFFIX!r} added) would be longer than {MAX_NAME_BYTES} bytes, the most AMQP "
+        'carries; rename the queue in the file (docs/topology.md, "Migrating a queue"); '
+        "nothing was changed"
+    )
 
 
 def apart_from(plan: Plan, units: Sequence[Rebuild]) -> Plan:
@@ -513,6 +538,7 @@ __all__ = [
     "apart_from",
     "capacity_problem",
     "foreign_holdings",
+    "holding_fits",
     "holding_marks",
     "holding_name",
     "is_rr_holding",

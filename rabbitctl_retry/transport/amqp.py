@@ -117,6 +117,7 @@ from rabbitctl_retry.transport.server_info import (
     identity_of_properties,
     without_password,
 )
+from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import DEFAULT_HEARTBEAT_S, BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
     client_properties: wire.FieldTable = (
         {} if target.connection_name is not None else {"connection_name": client_name}
     )
+    if target.tls:
+        check_tls_files(target.options, shown)
     if not target.verify_tls:
         log.warning(TLS_NOT_VERIFIED, extra={"rr": {"url": shown}})
     connection = _new_connection(target, client_properties)

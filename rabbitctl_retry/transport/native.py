@@ -108,6 +108,7 @@ from rabbitctl_retry.transport.server_info import (
     identity_of_properties,
     without_password,
 )
+from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import parse_broker_url
 
 if TYPE_CHECKING:
@@ -143,6 +144,8 @@ async def connect(url: str, *, timeout_s: float = 5.0, client_name: str = "rr") 
     shown = target.shown
     if timeout_s <= 0:
         raise UsageError(f"timeout_s must be positive, not {timeout_s!r}")
+    if target.tls:
+        check_tls_files(target.options, shown)
     if not target.verify_tls:
         log.warning(TLS_NOT_VERIFIED, extra={"rr": {"url": shown}})
     login = Login.of(target, client_name)
@@ -876,10 +879,14 @@ class NativeChannel:
     ) -> Any:
         if self._closed.done():
             raise _closed_error(what, self._close_error)
+        try:  # pamqp checks some lengths only as it writes (a queue name of 256 bytes)
+            data = self.state.ask(request, answers, joining)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise DataError(f"{what}: cannot encode: {error}") from error
         future: asyncio.Future[Any] = self._protocol.loop.create_future()
         self._rpc = future
         try:
-            self._protocol.write(self.state.ask(request, answers, joining))
+            self._protocol.write(data)
             return await future
         except _Closed:
             raise self._failed(what) from None

@@ -24,10 +24,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from rabbitctl_retry.errors import censor_url
-from rabbitctl_retry.urls import AMQP_URL, split_url
+from rabbitctl_retry.urls import AMQP_URL, VHOST_MAX_BYTES, split_url
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -84,7 +84,13 @@ def parse_broker_url(url: str) -> BrokerUrl:
     """Check ``url``; raise :class:`UsageError` (without the URL) on what rr refuses."""
     parts = split_url(url, AMQP_URL)
     tls = parts.scheme == "amqps"
-    _, _, query = parts.after.partition("?")
+    path, _, query = parts.after.partition("?")
+    vhost_bytes = len(unquote_to_bytes(path[1:]))
+    if vhost_bytes > VHOST_MAX_BYTES:
+        _refuse(
+            f"has a vhost of {vhost_bytes} bytes: a vhost name is at most {VHOST_MAX_BYTES} "
+            "bytes (AMQP carries it as a short string)"
+        )
     options = _query_options(query, tls=tls)
     heartbeat_s = _heartbeat_s(options.get("heartbeat"))
     verify_tls = "no_verify_ssl" not in options
