@@ -126,7 +126,7 @@ class Consumer:
     created: int = field(default_factory=lambda: next(_CONSUMERS_CREATED))
     """The order consumers were created in: a RabbitMQ 4 quorum queue keys a consumer by the
     log index of its basic.consume, and a closing channel gives back what its consumers held
-    in that order (settle.py, return_order)."""
+    in that order (settle.py, _return_order)."""
     crashes_its_channel: bool = False
     """RabbitMQ 3.10 (before rabbitmq-server #5927): a quorum consumer re-created on a channel
     with the tag of a cancelled one that still holds deliveries; the first message the queue
