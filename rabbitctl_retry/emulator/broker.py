@@ -15,7 +15,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Literal
 
-from rabbitctl_retry.emulator import entities, publish, queues, settle
+from rabbitctl_retry.emulator import entities, settle
+from rabbitctl_retry.emulator import publish as publishing
+from rabbitctl_retry.emulator import queues as queue_rules
 from rabbitctl_retry.emulator.args import QueueKind
 from rabbitctl_retry.emulator.clock import VirtualClock
 from rabbitctl_retry.emulator.entities import (
@@ -194,15 +196,15 @@ class Broker:
 
     def purge(self, q: EmulatedQueue) -> int:
         """Remove ``q``'s ready messages (and those waiting out a delayed retry)."""
-        return queues.purge(self.state, q)
+        return queue_rules.purge(self.state, q)
 
     def delete_queue(self, q: EmulatedQueue) -> int:
         """Remove ``q`` with its ready messages, bindings and consumers."""
-        return queues.delete_queue(self.state, q)
+        return queue_rules.delete_queue(self.state, q)
 
     def mark_used(self, q: EmulatedQueue) -> None:
         """``x-expires``: ``q`` was used."""
-        queues.mark_used(self.state, q)
+        queue_rules.mark_used(self.state, q)
 
     def exchange_declare(
         self,
@@ -268,14 +270,14 @@ class Broker:
         publisher: object = None,
     ) -> PublishOutcome:
         """Route and enqueue one message."""
-        return publish.publish(
+        return publishing.publish(
             self.state, exchange, routing_key, body, properties, mandatory, publisher
         )
 
     def publish_rate(self, exchange: str) -> float | None:
         """Messages per second published into ``exchange`` over the last few virtual
         seconds, as the management API states it; None when nothing was published to it."""
-        return publish.publish_rate(self.state, exchange)
+        return publishing.publish_rate(self.state, exchange)
 
     def dead_letters_afterwards(self) -> AbstractContextManager[None]:
         """Hold back the dead letters an operation causes until the operation is done."""
@@ -311,7 +313,7 @@ class Broker:
 
     def get(self, channel: ChannelState, q: EmulatedQueue, no_ack: bool) -> Delivery | None:
         """basic.get from ``q``."""
-        return queues.get(self.state, channel, q, no_ack)
+        return queue_rules.get(self.state, channel, q, no_ack)
 
     def get_from(self, channel: ChannelState, queue: str, *, no_ack: bool) -> Delivery | None:
         return entities.get_from(self.state, channel, queue, no_ack=no_ack)
