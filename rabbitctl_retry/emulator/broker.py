@@ -1,12 +1,12 @@
 """The emulated broker's face: :class:`Broker`, one vhost (``/``) of an emulated RabbitMQ.
 
 A thin facade: it holds one :class:`~rabbitctl_retry.emulator.state.BrokerState` and hands
-each operation to the module of functions that owns its rules: ``entities.py`` (connections,
-channels, queues, exchanges, bindings, consumers, policies), ``publish.py`` (basic.publish),
-``queues.py`` (a queue's messages: enqueue, expiry, dispatch, basic.get, purge, delete),
-``settle.py`` (ack, reject, nack, closing channels); under them ``deliver.py``,
-``dead_letters.py``, ``route.py`` and ``limits.py``. The transport, the management twin and
-the tests use this class only.
+each operation to the module of functions that owns its rules: ``channels.py``
+(connections, channels, consumers), ``entities.py`` (queues, exchanges, bindings, policies),
+``publish.py`` (basic.publish), ``queues.py`` (a queue's messages: enqueue, expiry, dispatch,
+basic.get, purge, delete), ``settle.py`` (ack, reject, nack, closing channels); under them
+``deliver.py``, ``dead_letters.py``, ``route.py`` and ``limits.py``. The transport, the
+management twin and the tests use this class only.
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Literal
 
-from rabbitctl_retry.emulator import entities, settle
+from rabbitctl_retry.emulator import channels, entities, settle
 from rabbitctl_retry.emulator import publish as publishing
 from rabbitctl_retry.emulator import queues as queue_rules
 from rabbitctl_retry.emulator.args import QueueKind
+from rabbitctl_retry.emulator.channels import RR_CLIENT_PROPERTIES
 from rabbitctl_retry.emulator.clock import VirtualClock
-from rabbitctl_retry.emulator.entities import (
-    DELAYED_TYPE,
-    RR_CLIENT_PROPERTIES,
-    ConnectionFault,
-    NotModelled,
-)
+from rabbitctl_retry.emulator.entities import DELAYED_TYPE, ConnectionFault, NotModelled
 from rabbitctl_retry.emulator.events import Event
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState, EmulatedQueue, Exchange
 from rabbitctl_retry.emulator.publish import PublishOutcome
@@ -141,16 +137,16 @@ class Broker:
     def open_connection(
         self, client_properties: Mapping[str, FieldValue] | None = None
     ) -> ConnectionState:
-        return entities.open_connection(self.state, client_properties)
+        return channels.open_connection(self.state, client_properties)
 
     def open_channel(self, connection: ConnectionState, *, confirms: bool) -> ChannelState:
-        return entities.open_channel(self.state, connection, confirms=confirms)
+        return channels.open_channel(self.state, connection, confirms=confirms)
 
     def close_channel(self, channel: ChannelState) -> None:
-        entities.close_channel(self.state, channel)
+        channels.close_channel(self.state, channel)
 
     def close_connection(self, connection: ConnectionState) -> None:
-        entities.close_connection(self.state, connection)
+        channels.close_connection(self.state, connection)
 
     def release_channel(self, channel: ChannelState) -> None:
         """A closing channel: cancel its consumers, return its unacked deliveries in order."""
@@ -284,7 +280,7 @@ class Broker:
         return dead_letters_afterwards(self.state)
 
     def qos(self, channel: ChannelState, prefetch_count: int) -> None:
-        entities.qos(self.state, channel, prefetch_count)
+        channels.qos(self.state, channel, prefetch_count)
 
     def consume(
         self,
@@ -297,7 +293,7 @@ class Broker:
         consumer_tag: str | None,
         on_cancel: Callable[[str], None] | None = None,
     ) -> str:
-        return entities.consume(
+        return channels.consume(
             self.state,
             channel,
             queue,
@@ -309,14 +305,14 @@ class Broker:
         )
 
     def cancel(self, channel: ChannelState, consumer_tag: str) -> None:
-        entities.cancel(self.state, channel, consumer_tag)
+        channels.cancel(self.state, channel, consumer_tag)
 
     def get(self, channel: ChannelState, q: EmulatedQueue, no_ack: bool) -> Delivery | None:
         """basic.get from ``q``."""
         return queue_rules.get(self.state, channel, q, no_ack)
 
     def get_from(self, channel: ChannelState, queue: str, *, no_ack: bool) -> Delivery | None:
-        return entities.get_from(self.state, channel, queue, no_ack=no_ack)
+        return channels.get_from(self.state, channel, queue, no_ack=no_ack)
 
     def ack(self, channel: ChannelState, tag: int, multiple: bool) -> None:
         settle.ack(self.state, channel, tag, multiple)

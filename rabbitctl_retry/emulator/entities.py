@@ -1,6 +1,6 @@
-"""What exists in the emulated broker: connections, channels, exchanges, queues, bindings,
-consumers, policies; declared, checked and removed with the server's rules and error texts,
-as functions over the broker's state (``state.py``).
+"""What exists in the emulated broker: exchanges, queues, bindings, policies; declared,
+checked and removed with the server's rules and error texts, as functions over the broker's
+state (``state.py``). Connections, channels and consumers: ``channels.py``.
 
 Channel errors are the :mod:`rabbitctl_retry.errors` classes with the server's reply text; a
 *connection* error (503 COMMAND_INVALID, 530 NOT_ALLOWED) is a :class:`ConnectionFault` with
@@ -9,7 +9,7 @@ its reply code, so the transport closes the whole connection.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from rabbitctl_retry.emulator import policies
 from rabbitctl_retry.emulator.args import (
@@ -24,22 +24,12 @@ from rabbitctl_retry.emulator.args import (
 from rabbitctl_retry.emulator.model import (
     Binding,
     ChannelState,
-    ConnectionState,
-    Consumer,
     EmulatedQueue,
     Exchange,
 )
-from rabbitctl_retry.emulator.queues import (
-    delete_queue,
-    dispatch,
-    get,
-    mark_used,
-    purge,
-    trim,
-)
+from rabbitctl_retry.emulator.queues import delete_queue, mark_used, purge, trim
 from rabbitctl_retry.emulator.route import reindex_bindings
 from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
-from rabbitctl_retry.emulator.settle import release_channels, remove_consumer
 from rabbitctl_retry.emulator.state import BrokerState
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -50,8 +40,8 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
 )
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import RR_CLIENT_PRODUCT, Policy
-from rabbitctl_retry.transport.base import Delivery, QueueInfo
+from rabbitctl_retry.server import Policy
+from rabbitctl_retry.transport.base import QueueInfo
 
 DELAYED_TYPE = "x-delayed-message"
 
@@ -69,14 +59,6 @@ _SYSTEM_EXCHANGES = (
 class NotModelled(ConfigError):
     """A declaration the server accepts whose behaviour the emulator does not model: it refuses
     it clearly instead of behaving differently from RabbitMQ."""
-
-
-RR_CLIENT_PROPERTIES: Mapping[str, FieldValue] = {
-    "product": RR_CLIENT_PRODUCT,
-    "connection_name": "rr",
-}
-"""The client properties of a connection made without any: those of rr's own client (the
-emulator's connections stand in for rr's), a ``product`` and a ``connection_name``."""
 
 
 class ConnectionFault(Exception):
@@ -102,59 +84,10 @@ def declare_system_exchanges(state: BrokerState) -> None:
         )
 
 
-# -- connections and channels ------------------------------------------------------------
-
-
-def open_connection(
-    state: BrokerState, client_properties: Mapping[str, FieldValue] | None = None
-) -> ConnectionState:
-    connection = ConnectionState(
-        number=next(state.connection_numbers),
-        client_properties=dict(client_properties or RR_CLIENT_PROPERTIES),
-    )
-    connection.on_fault = lambda reply_code, reply_text: close_connection(state, connection)
-    state.connections.append(connection)
-    return connection
-
-
-def open_channel(
-    state: BrokerState, connection: ConnectionState, *, confirms: bool
-) -> ChannelState:
-    number = connection.next_channel
-    connection.next_channel += 1
-    channel = ChannelState(number=number, connection=connection, confirms=confirms)
-    connection.channels[number] = channel
-    return channel
-
-
-def close_channel(state: BrokerState, channel: ChannelState) -> None:
-    if channel.closed:
-        return
-    release_channels(state, [channel])
-    channel.connection.channels.pop(channel.number, None)
-
-
-def close_connection(state: BrokerState, connection: ConnectionState) -> None:
-    if connection.closed:
-        return
-    connection.closed = True
-    # Its channels close together: every consumer goes first (what one channel gives back
-    # is never delivered to another channel of the same closing connection: the server
-    # sends it nothing more), then all come back before a queue expires or delivers.
-    closing = [channel for channel in connection.channels.values() if not channel.closed]
-    release_channels(state, closing)
-    connection.channels.clear()
-    for q in list(state.queues.values()):
-        if q.exclusive_owner is connection:
-            delete_queue(state, q)
-    if connection in state.connections:
-        state.connections.remove(connection)
-
-
 # -- queues ------------------------------------------------------------------------------
 
 
-def _queue(state: BrokerState, channel: ChannelState, name: str) -> EmulatedQueue:
+def queue_of(state: BrokerState, channel: ChannelState, name: str) -> EmulatedQueue:
     q = state.queues.get(name)
     if q is None:
         raise NotFound(f"NOT_FOUND - no queue '{name}' in vhost '{VHOST}'")
@@ -180,7 +113,7 @@ def queue_declare(
 ) -> QueueInfo:
     state.activity += 1
     if passive:
-        return _info(state, _queue(state, channel, name))
+        return _info(state, queue_of(state, channel, name))
     if name == "":
         if (arguments or {}).get("x-queue-type") == "quorum":
             # measured on 3.10.8 and 4.0.5: the channel is closed
@@ -366,7 +299,7 @@ def _generated_name(state: BrokerState) -> str:
 
 
 def queue_purge(state: BrokerState, channel: ChannelState, name: str) -> int:
-    return purge(state, _queue(state, channel, name))
+    return purge(state, queue_of(state, channel, name))
 
 
 def queue_delete(
@@ -505,7 +438,7 @@ def queue_bind(
     x = state.exchanges.get(exchange)
     if x is None:
         raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
-    q = _queue(state, channel, queue)
+    q = queue_of(state, channel, queue)
     args = frozen_arguments(arguments)
     if x.routing_type == "headers" and not valid_match_kind(args):
         value = _erlang(args.get("x-match"))
@@ -554,75 +487,6 @@ def queue_unbind(
     if len(kept) != len(x.bindings):
         x.bindings[:] = kept
         reindex_bindings(x)
-
-
-# -- consumers ---------------------------------------------------------------------------
-
-
-def qos(state: BrokerState, channel: ChannelState, prefetch_count: int) -> None:
-    channel.prefetch_count = prefetch_count
-
-
-def consume(
-    state: BrokerState,
-    channel: ChannelState,
-    queue: str,
-    sink: Callable[[Delivery], None],
-    *,
-    no_ack: bool,
-    exclusive: bool,
-    consumer_tag: str | None,
-    on_cancel: Callable[[str], None] | None = None,
-) -> str:
-    state.activity += 1
-    q = _queue(state, channel, queue)
-    if q.consumers and (exclusive or any(c.exclusive for c in q.consumers)):
-        raise AccessRefused(
-            f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
-        )
-    tag = consumer_tag or f"amq.ctag-{next(state.consumer_numbers):022d}"
-    if tag in channel.consumers:
-        raise ConnectionFault(530, f"NOT_ALLOWED - attempt to reuse consumer tag '{tag}'")
-    consumer = Consumer(
-        tag=tag,
-        queue=q,
-        channel=channel,
-        sink=sink,
-        no_ack=no_ack,
-        exclusive=exclusive,
-        prefetch_count=channel.prefetch_count,
-        on_cancel=on_cancel,
-        crashes_its_channel=state.behaviour.reused_consumer_tag_crashes
-        and _tag_still_holds(channel, q, tag),
-    )
-    channel.consumers[tag] = consumer
-    q.add_consumer(consumer)
-    q.had_consumer = True
-    mark_used(state, q)
-    dispatch(state, q)
-    return tag
-
-
-def cancel(state: BrokerState, channel: ChannelState, consumer_tag: str) -> None:
-    state.activity += 1
-    consumer = channel.consumers.get(consumer_tag)
-    if consumer is not None:
-        remove_consumer(state, consumer)
-
-
-def get_from(
-    state: BrokerState, channel: ChannelState, queue: str, *, no_ack: bool
-) -> Delivery | None:
-    return get(state, channel, _queue(state, channel, queue), no_ack)
-
-
-def _tag_still_holds(channel: ChannelState, q: EmulatedQueue, tag: str) -> bool:
-    """A cancelled consumer of quorum queue ``q`` on ``channel``, tagged ``tag``, still holds
-    deliveries."""
-    return q.is_quorum and any(
-        held.consumer is not None and held.consumer.tag == tag and held.queue is q
-        for held in channel.unacked.values()
-    )
 
 
 def _erlang(value: FieldValue) -> str:

@@ -1,8 +1,8 @@
 """The broker's mutable state: messages, queues, exchanges, connections, channels, consumers.
 
 Plain slotted classes, no behaviour beyond bookkeeping; the rules live in the modules of
-functions over ``state.py``'s :class:`BrokerState` (``publish.py``, ``queues.py``,
-``deliver.py``, ``settle.py``, ``dead_letters.py``, ``entities.py``).
+functions over ``state.py``'s :class:`BrokerState` (``channels.py``, ``entities.py``,
+``publish.py``, ``queues.py``, ``deliver.py``, ``settle.py``, ``dead_letters.py``).
 """
 
 from __future__ import annotations

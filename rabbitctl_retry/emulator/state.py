@@ -1,6 +1,7 @@
 """The emulated broker's state: one value, :class:`BrokerState`, that every module of rules
-(``publish.py``, ``queues.py``, ``deliver.py``, ``settle.py``, ``dead_letters.py``,
-``entities.py``) takes as its first argument; ``broker.py``'s :class:`Broker` holds one.
+(``channels.py``, ``entities.py``, ``publish.py``, ``queues.py``, ``deliver.py``,
+``settle.py``, ``dead_letters.py``, ``route.py``) takes as its first argument;
+``broker.py``'s :class:`Broker` holds one.
 
 It holds what exists in the vhost (queues, exchanges, connections with their channels and
 consumers, policies), the release row the rules read (``behaviour``), the virtual clock, the
