@@ -214,40 +214,10 @@ def validate_queue(
 
     Raises :class:`PreconditionFailed` with the server's text.
     """
-    kind_value = arguments.get("x-queue-type")
-    if kind_value is not None:
-        if not isinstance(kind_value, str):
-            raise _invalid_arg(
-                "x-queue-type", name, f'"expected string, got {amqp_type_name(kind_value)}"'
-            )
-        if kind_value == "stream":
-            raise ChannelClosed("NOT_IMPLEMENTED - the emulator has no stream queues")
-        if kind_value not in ("classic", "quorum"):
-            raise _invalid_arg("x-queue-type", name, f"\"unsupported queue type '{kind_value}'\"")
+    kind_value = _queue_type(name, arguments)
     kind: QueueKind = "quorum" if kind_value == "quorum" else "classic"
     behaviour = server_version.behaviour
-    checked: tuple[str, ...] = _NON_NEGATIVE_INT_ARGS
-    if kind == "quorum" and behaviour.quorum_takes_consumer_timeout:
-        checked += ("x-consumer-timeout",)  # RabbitMQ 4.3 quorum queues apply it
-    for key in checked:
-        if key in arguments:
-            value = arguments[key]
-            if not _is_int(value):
-                raise _invalid_arg(key, name, f'"expected integer, got {amqp_type_name(value)}"')
-            assert isinstance(value, int)
-            if value < 0:
-                raise _invalid_arg(key, name, f"{{value_negative,{value}}}")
-    if "x-expires" in arguments:
-        value = arguments["x-expires"]
-        if not _is_int(value):
-            raise _invalid_arg(
-                "x-expires", name, f'"expected integer, got {amqp_type_name(value)}"'
-            )
-        assert isinstance(value, int)
-        if value < 0:
-            raise _invalid_arg("x-expires", name, f"{{value_negative,{value}}}")
-        if value == 0:
-            raise _invalid_arg("x-expires", name, "{value_zero,0}")
+    _check_integers(name, arguments, kind, behaviour)
     dlx = arguments.get("x-dead-letter-exchange")
     if "x-dead-letter-exchange" in arguments and not isinstance(dlx, str):
         raise _invalid_type("x-dead-letter-exchange", name, dlx)
@@ -257,49 +227,13 @@ def validate_queue(
             raise _invalid_type("x-dead-letter-routing-key", name, dlrk)
         if "x-dead-letter-exchange" not in arguments:
             raise _invalid_arg("x-dead-letter-routing-key", name, "routing_key_but_no_dlx_defined")
-    overflow_value = arguments.get("x-overflow", "drop-head")
-    overflow: Overflow
-    match overflow_value:
-        case "drop-head":
-            overflow = "drop-head"
-        case "reject-publish":
-            overflow = "reject-publish"
-        case "reject-publish-dlx":
-            # a 3.10 quorum queue takes the argument and then drops heads (measured)
-            overflow = "drop-head" if kind_value == "quorum" else "reject-publish-dlx"
-        case _:
-            raise _invalid_arg("x-overflow", name, "invalid_overflow")
+    overflow = _overflow(name, arguments.get("x-overflow", "drop-head"), kind_value)
     if kind == "quorum":
-        if not durable:
-            raise _invalid_property("non-durable", name)
-        if exclusive:
-            raise _invalid_property("exclusive-owner", name)
-        if auto_delete:
-            raise _invalid_property("auto-delete", name)
-        for key in _QUORUM_REFUSED_ARGS:
-            if key in arguments:
-                raise PreconditionFailed(
-                    f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{name}' in vhost "
-                    f"'{VHOST}' of queue type rabbit_quorum_queue"
-                )
-    if kind == "classic" and behaviour.delayed_retries:
-        refused = delayed_retry.refused_on_classic(arguments)
-        if refused is not None:
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - invalid arg '{refused}' for queue '{name}' in vhost "
-                f"'{VHOST}' of queue type rabbit_classic_queue"
-            )
-    if kind == "classic" and "x-max-priority" in arguments:
-        value = arguments["x-max-priority"]
-        if not _is_int(value):
-            raise _invalid_arg(
-                "x-max-priority", name, f'"expected integer, got {amqp_type_name(value)}"'
-            )
-        assert isinstance(value, int)
-        if value < 0:
-            raise _invalid_arg("x-max-priority", name, f"{{value_negative,{value}}}")
-        if value > MAX_PRIORITY:
-            raise _invalid_arg("x-max-priority", name, f"{{max_value_exceeded,{value}}}")
+        _check_quorum(
+            name, durable=durable, exclusive=exclusive, auto_delete=auto_delete, arguments=arguments
+        )
+    else:
+        _check_classic(name, arguments, behaviour)
     delivery_limit: float | None = None
     if kind == "quorum":
         delivery_limit = _delivery_limit(arguments.get("x-delivery-limit"), server_version)
@@ -326,6 +260,111 @@ def validate_queue(
         if kind == "quorum" and behaviour.delayed_retries
         else None,
     )
+
+
+def _queue_type(name: str, arguments: Mapping[str, FieldValue]) -> FieldValue:
+    """The declaration's ``x-queue-type`` (None without one), checked."""
+    kind_value = arguments.get("x-queue-type")
+    if kind_value is not None:
+        if not isinstance(kind_value, str):
+            raise _invalid_arg(
+                "x-queue-type", name, f'"expected string, got {amqp_type_name(kind_value)}"'
+            )
+        if kind_value == "stream":
+            raise ChannelClosed("NOT_IMPLEMENTED - the emulator has no stream queues")
+        if kind_value not in ("classic", "quorum"):
+            raise _invalid_arg("x-queue-type", name, f"\"unsupported queue type '{kind_value}'\"")
+    return kind_value
+
+
+def _check_integers(
+    name: str, arguments: Mapping[str, FieldValue], kind: QueueKind, behaviour: ServerRelease
+) -> None:
+    """The arguments that take a non-negative integer, and ``x-expires`` a positive one."""
+    checked: tuple[str, ...] = _NON_NEGATIVE_INT_ARGS
+    if kind == "quorum" and behaviour.quorum_takes_consumer_timeout:
+        checked += ("x-consumer-timeout",)  # RabbitMQ 4.3 quorum queues apply it
+    for key in checked:
+        if key in arguments:
+            value = arguments[key]
+            if not _is_int(value):
+                raise _invalid_arg(key, name, f'"expected integer, got {amqp_type_name(value)}"')
+            assert isinstance(value, int)
+            if value < 0:
+                raise _invalid_arg(key, name, f"{{value_negative,{value}}}")
+    if "x-expires" in arguments:
+        value = arguments["x-expires"]
+        if not _is_int(value):
+            raise _invalid_arg(
+                "x-expires", name, f'"expected integer, got {amqp_type_name(value)}"'
+            )
+        assert isinstance(value, int)
+        if value < 0:
+            raise _invalid_arg("x-expires", name, f"{{value_negative,{value}}}")
+        if value == 0:
+            raise _invalid_arg("x-expires", name, "{value_zero,0}")
+
+
+def _overflow(name: str, overflow_value: FieldValue, kind_value: FieldValue) -> Overflow:
+    """What ``x-overflow`` makes the queue do."""
+    match overflow_value:
+        case "drop-head":
+            return "drop-head"
+        case "reject-publish":
+            return "reject-publish"
+        case "reject-publish-dlx":
+            # a 3.10 quorum queue takes the argument and then drops heads (measured)
+            return "drop-head" if kind_value == "quorum" else "reject-publish-dlx"
+        case _:
+            raise _invalid_arg("x-overflow", name, "invalid_overflow")
+
+
+def _check_quorum(
+    name: str,
+    *,
+    durable: bool,
+    exclusive: bool,
+    auto_delete: bool,
+    arguments: Mapping[str, FieldValue],
+) -> None:
+    """A quorum queue is durable, not exclusive, not auto-delete, and refuses some arguments."""
+    if not durable:
+        raise _invalid_property("non-durable", name)
+    if exclusive:
+        raise _invalid_property("exclusive-owner", name)
+    if auto_delete:
+        raise _invalid_property("auto-delete", name)
+    for key in _QUORUM_REFUSED_ARGS:
+        if key in arguments:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{name}' in vhost "
+                f"'{VHOST}' of queue type rabbit_quorum_queue"
+            )
+
+
+def _check_classic(
+    name: str, arguments: Mapping[str, FieldValue], behaviour: ServerRelease
+) -> None:
+    """A classic queue refuses a delayed retry (where the release has them) and checks its
+    ``x-max-priority``."""
+    if behaviour.delayed_retries:
+        refused = delayed_retry.refused_on_classic(arguments)
+        if refused is not None:
+            raise PreconditionFailed(
+                f"PRECONDITION_FAILED - invalid arg '{refused}' for queue '{name}' in vhost "
+                f"'{VHOST}' of queue type rabbit_classic_queue"
+            )
+    if "x-max-priority" in arguments:
+        value = arguments["x-max-priority"]
+        if not _is_int(value):
+            raise _invalid_arg(
+                "x-max-priority", name, f'"expected integer, got {amqp_type_name(value)}"'
+            )
+        assert isinstance(value, int)
+        if value < 0:
+            raise _invalid_arg("x-max-priority", name, f"{{value_negative,{value}}}")
+        if value > MAX_PRIORITY:
+            raise _invalid_arg("x-max-priority", name, f"{{max_value_exceeded,{value}}}")
 
 
 MAX_PRIORITY = 255

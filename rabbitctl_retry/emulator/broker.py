@@ -1,87 +1,47 @@
-"""What exists in the emulated broker: connections, channels, exchanges, queues, bindings,
-consumers; declared, checked and removed with the server's rules and error texts.
+"""The emulated broker's face: :class:`Broker`, one vhost (``/``) of an emulated RabbitMQ.
 
-Message movement is inherited from :class:`~rabbitctl_retry.emulator.flow.Flow`. Channel
-errors are the :mod:`rabbitctl_retry.errors` classes with the server's reply text; a
-*connection* error (503 COMMAND_INVALID, 530 NOT_ALLOWED) is a :class:`ConnectionFault` with
-its reply code, so the transport closes the whole connection.
+A thin facade: it holds one :class:`~rabbitctl_retry.emulator.state.BrokerState` and hands
+each operation to the module of functions that owns its rules: ``channels.py``
+(connections, channels, consumers), ``entities.py`` (queues, exchanges, bindings, policies),
+``publish.py`` (basic.publish), ``queues.py`` (a queue's messages: enqueue, expiry, dispatch,
+basic.get, purge, delete), ``settle.py`` (ack, reject, nack, closing channels); under them
+``deliver.py``, ``dead_letters.py``, ``route.py`` and ``limits.py``. The transport, the
+management twin and the tests use this class only.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Literal
 
-from rabbitctl_retry.emulator import policies
-from rabbitctl_retry.emulator.args import (
-    QueueKind,
-    QueueSettings,
-    exchange_inequivalence,
-    frozen_arguments,
-    queue_inequivalence,
-    validate_queue,
-)
+from rabbitctl_retry.emulator import channels, entities, settle
+from rabbitctl_retry.emulator import publish as publishing
+from rabbitctl_retry.emulator import queues as queue_rules
+from rabbitctl_retry.emulator.args import QueueKind
+from rabbitctl_retry.emulator.channels import RR_CLIENT_PROPERTIES
 from rabbitctl_retry.emulator.clock import VirtualClock
-from rabbitctl_retry.emulator.flow import VHOST, reindex_bindings
-from rabbitctl_retry.emulator.model import (
-    Binding,
-    ChannelState,
-    ConnectionState,
-    Consumer,
-    EmulatedQueue,
-    Exchange,
-)
-from rabbitctl_retry.emulator.routing import ROUTING_TYPES, valid_match_kind
-from rabbitctl_retry.emulator.settle import Settlement
-from rabbitctl_retry.errors import (
-    AccessRefused,
-    BrokerRefused,
-    ConfigError,
-    NotFound,
-    PreconditionFailed,
-    ResourceLocked,
-)
+from rabbitctl_retry.emulator.entities import DELAYED_TYPE, ConnectionFault, NotModelled
+from rabbitctl_retry.emulator.events import Event
+from rabbitctl_retry.emulator.model import ChannelState, ConnectionState, EmulatedQueue, Exchange
+from rabbitctl_retry.emulator.publish import PublishOutcome
+from rabbitctl_retry.emulator.state import BrokerState, dead_letters_afterwards
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import RR_CLIENT_PRODUCT, Policy, ServerVersion
-from rabbitctl_retry.transport.base import Delivery, QueueInfo
+from rabbitctl_retry.releases import ServerRelease
+from rabbitctl_retry.server import Policy, ServerVersion
+from rabbitctl_retry.transport.base import Delivery, Properties, QueueInfo
 
-DELAYED_TYPE = "x-delayed-message"
-
-_SYSTEM_EXCHANGES = (
-    ("", "direct"),
-    ("amq.direct", "direct"),
-    ("amq.fanout", "fanout"),
-    ("amq.topic", "topic"),
-    ("amq.headers", "headers"),
-    ("amq.match", "headers"),
-    ("amq.rabbitmq.trace", "topic"),  # internal: the firehose
-)
+__all__ = [
+    "DELAYED_TYPE",
+    "RR_CLIENT_PROPERTIES",
+    "Broker",
+    "ConnectionFault",
+    "NotModelled",
+]
 
 
-class NotModelled(ConfigError):
-    """A declaration the server accepts whose behaviour the emulator does not model: it refuses
-    it clearly instead of behaving differently from RabbitMQ."""
-
-
-RR_CLIENT_PROPERTIES: Mapping[str, FieldValue] = {
-    "product": RR_CLIENT_PRODUCT,
-    "connection_name": "rr",
-}
-"""The client properties of a connection made without any: those of rr's own client (the
-emulator's connections stand in for rr's), a ``product`` and a ``connection_name``."""
-
-
-class ConnectionFault(Exception):
-    """A connection-level error (the server closes the whole connection with this reply)."""
-
-    def __init__(self, reply_code: int, reply_text: str) -> None:
-        super().__init__(reply_text)
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-
-
-class Broker(Settlement):
-    """One vhost (``/``) of an emulated RabbitMQ."""
+class Broker:
+    """One vhost (``/``) of an emulated RabbitMQ: its state, and the operations on it."""
 
     def __init__(
         self,
@@ -92,85 +52,111 @@ class Broker(Settlement):
         record_events: bool = True,
         default_queue_type: QueueKind | None = None,
     ) -> None:
-        super().__init__(clock, server_version, record_events=record_events)
-        self.delayed_message_exchange = delayed_message_exchange
-        self.default_queue_type = default_queue_type
-        """The vhost's default queue type (``rabbitmqctl add_vhost --default-queue-type``),
-        None when it was made without one: a queue declared without ``x-queue-type`` is of
-        this type, and a redeclaration without one means it (measured on 3.10.8, 4.0.5 and
-        4.3.6, docs/topology.md, "The queue's type")."""
-        self._connection_numbers = itertools.count(1)
-        self._consumer_numbers = itertools.count(1)
-        self._generated_names = itertools.count(1)
-        self.connections: list[ConnectionState] = []
-        self.policies: dict[bool, dict[str, Policy]] = {False: {}, True: {}}
+        self.state = BrokerState(
+            clock=clock,
+            server_version=server_version,
+            behaviour=server_version.behaviour,
+            record_events=record_events,
+            delayed_message_exchange=delayed_message_exchange,
+            default_queue_type=default_queue_type,
+        )
+        entities.declare_system_exchanges(self.state)
+
+    # -- the state, as the transport, the management twin and the tests read it -------------
+
+    @property
+    def clock(self) -> VirtualClock:
+        return self.state.clock
+
+    @property
+    def server_version(self) -> ServerVersion:
+        return self.state.server_version
+
+    @property
+    def behaviour(self) -> ServerRelease:
+        """What this server does where releases differ (``releases.py``)."""
+        return self.state.behaviour
+
+    @behaviour.setter
+    def behaviour(self, behaviour: ServerRelease) -> None:
+        self.state.behaviour = behaviour
+
+    @property
+    def delayed_message_exchange(self) -> bool:
+        return self.state.delayed_message_exchange
+
+    @property
+    def default_queue_type(self) -> QueueKind | None:
+        """The vhost's default queue type, None when it was made without one."""
+        return self.state.default_queue_type
+
+    @property
+    def queues(self) -> dict[str, EmulatedQueue]:
+        return self.state.queues
+
+    @property
+    def exchanges(self) -> dict[str, Exchange]:
+        return self.state.exchanges
+
+    @property
+    def connections(self) -> list[ConnectionState]:
+        return self.state.connections
+
+    @property
+    def policies(self) -> dict[bool, dict[str, Policy]]:
         """The vhost's policies (at False) and operator policies (at True), by name."""
-        for name, kind in _SYSTEM_EXCHANGES:
-            self.exchanges[name] = Exchange(
-                name=name,
-                type=kind,
-                durable=True,
-                auto_delete=False,
-                internal=name == "amq.rabbitmq.trace",
-                arguments={},
-                routing_type=kind,
-            )
+        return self.state.policies
+
+    @property
+    def events(self) -> list[Event]:
+        return self.state.events
+
+    @property
+    def activity(self) -> int:
+        """Bumped by every operation and timer: lets the glue tell when things stopped
+        moving."""
+        return self.state.activity
+
+    @property
+    def dead_letter_retry_s(self) -> float:
+        """How long an at-least-once dead-letter worker waits before it sends a refused dead
+        letter again."""
+        return self.state.dead_letter_retry_s
+
+    @dead_letter_retry_s.setter
+    def dead_letter_retry_s(self, seconds: float) -> None:
+        self.state.dead_letter_retry_s = seconds
+
+    @property
+    def kept_dead_letters(self) -> int:
+        """Dead letters quorum queues keep (at-least-once) because their target refused them."""
+        return self.state.kept_dead_letters
 
     # -- connections and channels ------------------------------------------------------------
 
     def open_connection(
         self, client_properties: Mapping[str, FieldValue] | None = None
     ) -> ConnectionState:
-        connection = ConnectionState(
-            number=next(self._connection_numbers),
-            client_properties=dict(client_properties or RR_CLIENT_PROPERTIES),
-        )
-        connection.on_fault = lambda reply_code, reply_text: self.close_connection(connection)
-        self.connections.append(connection)
-        return connection
+        return channels.open_connection(self.state, client_properties)
 
     def open_channel(self, connection: ConnectionState, *, confirms: bool) -> ChannelState:
-        number = connection.next_channel
-        connection.next_channel += 1
-        channel = ChannelState(number=number, connection=connection, confirms=confirms)
-        connection.channels[number] = channel
-        return channel
+        return channels.open_channel(self.state, connection, confirms=confirms)
 
     def close_channel(self, channel: ChannelState) -> None:
-        if channel.closed:
-            return
-        self.release_channel(channel)
-        channel.connection.channels.pop(channel.number, None)
+        channels.close_channel(self.state, channel)
 
     def close_connection(self, connection: ConnectionState) -> None:
-        if connection.closed:
-            return
-        connection.closed = True
-        # Its channels close together: every consumer goes first (what one channel gives back
-        # is never delivered to another channel of the same closing connection: the server
-        # sends it nothing more), then all come back before a queue expires or delivers.
-        closing = [channel for channel in connection.channels.values() if not channel.closed]
-        self.release_channels(closing)
-        connection.channels.clear()
-        for q in list(self.queues.values()):
-            if q.exclusive_owner is connection:
-                self.delete_queue(q)
-        if connection in self.connections:
-            self.connections.remove(connection)
+        channels.close_connection(self.state, connection)
 
-    # -- queues ------------------------------------------------------------------------------
+    def release_channel(self, channel: ChannelState) -> None:
+        """A closing channel: cancel its consumers, return its unacked deliveries in order."""
+        settle.release_channels(self.state, [channel])
 
-    def _queue(self, channel: ChannelState, name: str) -> EmulatedQueue:
-        q = self.queues.get(name)
-        if q is None:
-            raise NotFound(f"NOT_FOUND - no queue '{name}' in vhost '{VHOST}'")
-        self._check_access(channel, q)
-        return q
+    def release_channels(self, channels: list[ChannelState]) -> None:
+        """Channels closing together: cancel their consumers, return what each held."""
+        settle.release_channels(self.state, channels)
 
-    @staticmethod
-    def _check_access(channel: ChannelState, q: EmulatedQueue) -> None:
-        if q.exclusive_owner is not None and q.exclusive_owner is not channel.connection:
-            raise _locked(q.name)
+    # -- queues, exchanges, bindings, policies -----------------------------------------------
 
     def queue_declare(
         self,
@@ -183,212 +169,38 @@ class Broker(Settlement):
         auto_delete: bool,
         arguments: Mapping[str, FieldValue] | None,
     ) -> QueueInfo:
-        self.activity += 1
-        if passive:
-            return self._info(self._queue(channel, name))
-        if name == "":
-            if (arguments or {}).get("x-queue-type") == "quorum":
-                # measured on 3.10.8 and 4.0.5: the channel is closed
-                raise PreconditionFailed(
-                    "PRECONDITION_FAILED - Cannot declare a server-named queue for type "
-                    "rabbit_quorum_queue"
-                )
-            name = self._generated_name()
-        elif name.startswith("amq."):
-            raise AccessRefused(
-                f"ACCESS_REFUSED - queue name '{name}' contains reserved prefix 'amq.*'"
-            )
-        args = frozen_arguments(arguments)
-        existing = self.queues.get(name)
-        if existing is not None:
-            # an existing queue is compared, not validated: measured on 3.10.8, a string TTL
-            # against an integer one is "inequivalent", not "invalid"
-            self._check_access(channel, existing)
-            if exclusive != (existing.exclusive_owner is not None):
-                raise _locked(name)
-            current_args: Mapping[str, FieldValue] = existing.arguments
-            compared_args: Mapping[str, FieldValue] = args
-            implied = self._implied_queue_type()
-            if implied is not None:
-                current_args = {**current_args, "x-queue-type": existing.settings.kind}
-                compared_args = {"x-queue-type": implied, **args}
-            problem = queue_inequivalence(
-                name,
-                kind=existing.settings.kind,
-                current_durable=existing.durable,
-                current_auto_delete=existing.auto_delete,
-                current_arguments=current_args,
-                durable=durable,
-                auto_delete=auto_delete,
-                arguments=compared_args,
-                delayed_retries=self.behaviour.delayed_retries,
-            )
-            if problem is not None:
-                raise PreconditionFailed(problem)
-            self.mark_used(existing)
-            return self._info(existing)
-        if self.default_queue_type is not None and "x-queue-type" not in args:
-            args = frozen_arguments({"x-queue-type": self.default_queue_type, **args})
-        settings = validate_queue(
+        return entities.queue_declare(
+            self.state,
+            channel,
             name,
+            passive=passive,
             durable=durable,
             exclusive=exclusive,
             auto_delete=auto_delete,
-            arguments=args,
-            server_version=self.server_version,
-        )
-        q = self._create_queue(channel, name, settings, durable, exclusive, auto_delete, args)
-        self._apply_policies(q)
-        self.mark_used(q)
-        return self._info(q)
-
-    def _implied_queue_type(self) -> QueueKind | None:
-        """The type a declaration without ``x-queue-type`` means when the server compares it
-        with an existing queue: the vhost's default; on RabbitMQ 4 without one, classic; on
-        3.10 without one, none (it compares "none" with the queue's argument)."""
-        if self.default_queue_type is not None:
-            return self.default_queue_type
-        return "classic" if self.behaviour.queue_type_always_set else None
-
-    # -- policies (docs/topology.md, "Policies and arguments") ------------------------------
-
-    def put_policy(self, policy: Policy, *, operator: bool) -> None:
-        """Set (or replace) a policy; it applies to every queue at once."""
-        problem = policies.refusal(policy, self.server_version, operator=operator)
-        if problem is not None:
-            raise BrokerRefused(" ".join(problem.split()))
-        self.policies[operator][policy.name] = policy
-        self._policies_changed()
-
-    def delete_policy(self, name: str, *, operator: bool) -> None:
-        if self.policies[operator].pop(name, None) is None:
-            kind = "operator policy" if operator else "policy"
-            raise NotFound(f"no {kind} '{name}' in vhost '{VHOST}'")
-        self._policies_changed()
-
-    def _policies_changed(self) -> None:
-        self.activity += 1
-        for q in list(self.queues.values()):
-            self._apply_policies(q)
-
-    def _apply_policies(self, q: EmulatedQueue) -> None:
-        """Give ``q`` the settings its arguments, policy and operator policy make together; a
-        lower limit drops (dead-letters) the oldest at once, a changed expiry starts again."""
-        kind = q.settings.kind
-        version = self.server_version
-        effective = policies.effective_arguments(
-            q.arguments,
-            kind,
-            policies.applying(self.policies[False].values(), q.name, kind, version),
-            policies.applying(self.policies[True].values(), q.name, kind, version),
-            version,
-        )
-        if kind == "classic":  # a classic queue takes no delayed retry
-            effective = {k: v for k, v in effective.items() if not k.startswith("x-delayed-")}
-        try:
-            settings = validate_queue(
-                q.name,
-                durable=q.durable,
-                exclusive=q.exclusive_owner is not None,
-                auto_delete=q.auto_delete,
-                arguments=effective,
-                server_version=version,
-            )
-        except PreconditionFailed:
-            return  # a combination the server would not take: the queue keeps what it had
-        before, q.settings = q.settings, settings
-        if settings.expires_ms != before.expires_ms:
-            if settings.expires_ms is None and q.expiry_timer is not None:
-                q.expiry_timer.cancel()
-                q.expiry_timer = None
-            else:
-                self.mark_used(q)
-        if settings.overflow == "drop-head" and q.over_limit():
-            self._trim(q)
-
-    def _create_queue(
-        self,
-        channel: ChannelState,
-        name: str,
-        settings: QueueSettings,
-        durable: bool,
-        exclusive: bool,
-        auto_delete: bool,
-        arguments: dict[str, FieldValue],
-    ) -> EmulatedQueue:
-        q = EmulatedQueue(
-            name=name,
-            settings=settings,
-            durable=durable,
-            exclusive_owner=channel.connection if exclusive else None,
-            auto_delete=auto_delete,
             arguments=arguments,
         )
-        self.queues[name] = q
-        return q
-
-    def _info(self, q: EmulatedQueue) -> QueueInfo:
-        return QueueInfo(
-            name=q.name, message_count=len(q.ready), consumer_count=self._consumer_count(q)
-        )
-
-    def _consumer_count(self, q: EmulatedQueue) -> int:
-        """queue.declare-ok's consumer count: the queue's consumers; for a quorum queue also
-        each unacked ``basic.get`` delivery of it, and each cancelled consumer still holding
-        unacked deliveries, until they are settled or their channel closes (measured on
-        RabbitMQ 3.10.8 and 4.0.5: the queue keeps a consumer for each)."""
-        count = len(q.consumers)
-        if not q.is_quorum or not q.unacked:
-            return count
-        cancelled: set[int] = set()
-        for connection in self.connections:
-            for channel in connection.channels.values():
-                for item in channel.unacked.values():
-                    if item.queue is not q:
-                        continue
-                    consumer = item.consumer
-                    if consumer is None:
-                        count += 1  # one per basic.get
-                    elif channel.consumers.get(consumer.tag) is not consumer:
-                        cancelled.add(id(consumer))
-        return count + len(cancelled)
-
-    def _generated_name(self) -> str:
-        while True:
-            name = f"amq.gen-{next(self._generated_names):022d}"
-            if name not in self.queues:
-                return name
 
     def queue_purge(self, channel: ChannelState, name: str) -> int:
-        return self.purge(self._queue(channel, name))
+        return entities.queue_purge(self.state, channel, name)
 
     def queue_delete(
         self, channel: ChannelState, name: str, *, if_unused: bool, if_empty: bool
     ) -> int:
-        q = self.queues.get(name)
-        if q is None:
-            return 0  # deleting a missing queue is not an error (3.10)
-        self._check_access(channel, q)
-        if q.is_quorum and (if_unused or if_empty):
-            # RabbitMQ 3.10.8 and 4.0.5 (rabbit_quorum_queue:delete): a connection error
-            flag = "if-unused" if if_unused else "if-empty"
-            raise ConnectionFault(
-                540,
-                f"NOT_IMPLEMENTED - cannot delete queue '{name}' in vhost '{VHOST}'. "
-                f"queue.delete operations with {flag} flag set are not supported by quorum "
-                "queues",
-            )
-        if if_unused and q.consumers:
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - queue '{name}' in vhost '{VHOST}' in use"
-            )
-        if if_empty and q.ready:
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - queue '{name}' in vhost '{VHOST}' not empty"
-            )
-        return self.delete_queue(q)
+        return entities.queue_delete(
+            self.state, channel, name, if_unused=if_unused, if_empty=if_empty
+        )
 
-    # -- exchanges and bindings --------------------------------------------------------------
+    def purge(self, q: EmulatedQueue) -> int:
+        """Remove ``q``'s ready messages (and those waiting out a delayed retry)."""
+        return queue_rules.purge(self.state, q)
+
+    def delete_queue(self, q: EmulatedQueue) -> int:
+        """Remove ``q`` with its ready messages, bindings and consumers."""
+        return queue_rules.delete_queue(self.state, q)
+
+    def mark_used(self, q: EmulatedQueue) -> None:
+        """``x-expires``: ``q`` was used."""
+        queue_rules.mark_used(self.state, q)
 
     def exchange_declare(
         self,
@@ -401,86 +213,19 @@ class Broker(Settlement):
         internal: bool,
         arguments: Mapping[str, FieldValue] | None,
     ) -> None:
-        self.activity += 1
-        if name == "":
-            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
-        existing = self.exchanges.get(name)
-        if passive:
-            if existing is None:
-                raise NotFound(f"NOT_FOUND - no exchange '{name}' in vhost '{VHOST}'")
-            return
-        self._check_type(type)
-        args = frozen_arguments(arguments)
-        if existing is not None:
-            problem = exchange_inequivalence(
-                name,
-                current_type=existing.type,
-                current_durable=existing.durable,
-                current_auto_delete=existing.auto_delete,
-                current_internal=existing.internal,
-                current_arguments=existing.arguments,
-                type=type,
-                durable=durable,
-                auto_delete=auto_delete,
-                internal=internal,
-                arguments=args,
-            )
-            if problem is not None:
-                raise PreconditionFailed(problem)
-            return
-        if name.startswith("amq."):
-            raise AccessRefused(
-                f"ACCESS_REFUSED - exchange name '{name}' contains reserved prefix 'amq.*'"
-            )
-        routing_type = type
-        if type == DELAYED_TYPE:
-            delayed_type = args.get("x-delayed-type")
-            if not isinstance(delayed_type, str):
-                # the plugin's own text, typos included
-                raise PreconditionFailed(
-                    "PRECONDITION_FAILED - Invalid argument, 'x-delayed-type' must bean existing "
-                    "exchnage type"
-                )
-            self._check_type(delayed_type)
-            if delayed_type == DELAYED_TYPE:
-                raise PreconditionFailed(
-                    "PRECONDITION_FAILED - Invalid argument, 'x-delayed-type' must bean existing "
-                    "exchnage type"
-                )
-            routing_type = delayed_type
-        self.exchanges[name] = Exchange(
-            name=name,
+        entities.exchange_declare(
+            self.state,
+            name,
             type=type,
+            passive=passive,
             durable=durable,
             auto_delete=auto_delete,
             internal=internal,
-            arguments=args,
-            routing_type=routing_type,
+            arguments=arguments,
         )
 
-    def _check_type(self, type: str) -> None:
-        if type in ROUTING_TYPES or (type == DELAYED_TYPE and self.delayed_message_exchange):
-            return
-        word = "unknown" if type.startswith("x-") else "invalid"
-        raise ConnectionFault(503, f"COMMAND_INVALID - {word} exchange type '{type}'")
-
     def exchange_delete(self, name: str, *, if_unused: bool) -> None:
-        self.activity += 1
-        if name == "":
-            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
-        if name.startswith("amq.") and any(name == n for n, _ in _SYSTEM_EXCHANGES):
-            raise AccessRefused(
-                f"ACCESS_REFUSED - deletion of system exchange '{name}' in vhost '{VHOST}' "
-                "not allowed"
-            )
-        x = self.exchanges.get(name)
-        if x is None:
-            return  # deleting a missing exchange is not an error (3.10)
-        if if_unused and x.bindings:
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - exchange '{name}' in vhost '{VHOST}' in use"
-            )
-        del self.exchanges[name]
+        entities.exchange_delete(self.state, name, if_unused=if_unused)
 
     def queue_bind(
         self,
@@ -490,29 +235,7 @@ class Broker(Settlement):
         routing_key: str,
         arguments: Mapping[str, FieldValue] | None,
     ) -> None:
-        self.activity += 1
-        if exchange == "":
-            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
-        x = self.exchanges.get(exchange)
-        if x is None:
-            raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
-        q = self._queue(channel, queue)
-        args = frozen_arguments(arguments)
-        if x.routing_type == "headers" and not valid_match_kind(args):
-            value = _erlang(args.get("x-match"))
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - Invalid x-match field value {value}; "
-                "expected all, any, all-with-x, or any-with-x"
-            )
-        for binding in x.bindings:
-            if (
-                binding.queue == q.name
-                and binding.routing_key == routing_key
-                and binding.arguments == args
-            ):
-                return
-        x.bindings.append(Binding(queue=q.name, routing_key=routing_key, arguments=args))
-        reindex_bindings(x)
+        entities.queue_bind(self.state, channel, queue, exchange, routing_key, arguments)
 
     def queue_unbind(
         self,
@@ -522,33 +245,42 @@ class Broker(Settlement):
         routing_key: str,
         arguments: Mapping[str, FieldValue] | None,
     ) -> None:
-        """Remove one binding. A binding, queue or exchange that does not exist is no error:
-        RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok
-        (tests/contract/test_routing.py)."""
-        self.activity += 1
-        if exchange == "":
-            raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
-        x = self.exchanges.get(exchange)
-        if x is None:
-            return
-        args = frozen_arguments(arguments)
-        kept = [
-            binding
-            for binding in x.bindings
-            if not (
-                binding.queue == queue
-                and binding.routing_key == routing_key
-                and binding.arguments == args
-            )
-        ]
-        if len(kept) != len(x.bindings):
-            x.bindings[:] = kept
-            reindex_bindings(x)
+        entities.queue_unbind(self.state, channel, queue, exchange, routing_key, arguments)
 
-    # -- consumers ---------------------------------------------------------------------------
+    def put_policy(self, policy: Policy, *, operator: bool) -> None:
+        """Set (or replace) a policy; it applies to every queue at once."""
+        entities.put_policy(self.state, policy, operator=operator)
+
+    def delete_policy(self, name: str, *, operator: bool) -> None:
+        entities.delete_policy(self.state, name, operator=operator)
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        properties: Properties,
+        mandatory: bool,
+        publisher: object = None,
+    ) -> PublishOutcome:
+        """Route and enqueue one message."""
+        return publishing.publish(
+            self.state, exchange, routing_key, body, properties, mandatory, publisher
+        )
+
+    def publish_rate(self, exchange: str) -> float | None:
+        """Messages per second published into ``exchange`` over the last few virtual
+        seconds, as the management API states it; None when nothing was published to it."""
+        return publishing.publish_rate(self.state, exchange)
+
+    def dead_letters_afterwards(self) -> AbstractContextManager[None]:
+        """Hold back the dead letters an operation causes until the operation is done."""
+        return dead_letters_afterwards(self.state)
 
     def qos(self, channel: ChannelState, prefetch_count: int) -> None:
-        channel.prefetch_count = prefetch_count
+        channels.qos(self.state, channel, prefetch_count)
 
     def consume(
         self,
@@ -561,65 +293,36 @@ class Broker(Settlement):
         consumer_tag: str | None,
         on_cancel: Callable[[str], None] | None = None,
     ) -> str:
-        self.activity += 1
-        q = self._queue(channel, queue)
-        if q.consumers and (exclusive or any(c.exclusive for c in q.consumers)):
-            raise AccessRefused(
-                f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
-            )
-        tag = consumer_tag or f"amq.ctag-{next(self._consumer_numbers):022d}"
-        if tag in channel.consumers:
-            raise ConnectionFault(530, f"NOT_ALLOWED - attempt to reuse consumer tag '{tag}'")
-        consumer = Consumer(
-            tag=tag,
-            queue=q,
-            channel=channel,
-            sink=sink,
+        return channels.consume(
+            self.state,
+            channel,
+            queue,
+            sink,
             no_ack=no_ack,
             exclusive=exclusive,
-            prefetch_count=channel.prefetch_count,
+            consumer_tag=consumer_tag,
             on_cancel=on_cancel,
-            crashes_its_channel=self.behaviour.reused_consumer_tag_crashes
-            and _tag_still_holds(channel, q, tag),
         )
-        channel.consumers[tag] = consumer
-        q.add_consumer(consumer)
-        q.had_consumer = True
-        self.mark_used(q)
-        self._dispatch(q)
-        return tag
 
     def cancel(self, channel: ChannelState, consumer_tag: str) -> None:
-        self.activity += 1
-        consumer = channel.consumers.get(consumer_tag)
-        if consumer is not None:
-            self._remove_consumer(consumer)
+        channels.cancel(self.state, channel, consumer_tag)
+
+    def get(self, channel: ChannelState, q: EmulatedQueue, no_ack: bool) -> Delivery | None:
+        """basic.get from ``q``."""
+        return queue_rules.get(self.state, channel, q, no_ack)
 
     def get_from(self, channel: ChannelState, queue: str, *, no_ack: bool) -> Delivery | None:
-        return self.get(channel, self._queue(channel, queue), no_ack)
+        return channels.get_from(self.state, channel, queue, no_ack=no_ack)
 
+    def ack(self, channel: ChannelState, tag: int, multiple: bool) -> None:
+        settle.ack(self.state, channel, tag, multiple)
 
-def _tag_still_holds(channel: ChannelState, q: EmulatedQueue, tag: str) -> bool:
-    """A cancelled consumer of quorum queue ``q`` on ``channel``, tagged ``tag``, still holds
-    deliveries."""
-    return q.is_quorum and any(
-        held.consumer is not None and held.consumer.tag == tag and held.queue is q
-        for held in channel.unacked.values()
-    )
-
-
-def _erlang(value: FieldValue) -> str:
-    """A value as the server prints an Erlang term (``~p``): strings are binaries."""
-    if isinstance(value, str):
-        return f'<<"{value}">>'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _locked(name: str) -> ResourceLocked:
-    return ResourceLocked(
-        f"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '{name}' in vhost "
-        f"'{VHOST}'. It could be originally declared on another connection or the exclusive "
-        "property value does not match that of the original declaration."
-    )
+    def reject(
+        self,
+        channel: ChannelState,
+        tag: int,
+        multiple: bool,
+        requeue: bool,
+        method: Literal["reject", "nack"],
+    ) -> None:
+        settle.reject(self.state, channel, tag, multiple, requeue, method)

@@ -1,7 +1,8 @@
 """The broker's mutable state: messages, queues, exchanges, connections, channels, consumers.
 
-Plain slotted classes, no behaviour beyond bookkeeping; the rules live in ``flow.py``
-(messages) and ``broker.py`` (entities).
+Plain slotted classes, no behaviour beyond bookkeeping; the rules live in the modules of
+functions over ``state.py``'s :class:`BrokerState` (``channels.py``, ``entities.py``,
+``publish.py``, ``queues.py``, ``deliver.py``, ``settle.py``, ``dead_letters.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class StoredMessage:
     (:attr:`Entry.failed_deliveries`). RabbitMQ 4.3: every counted return (basic.reject, a
     closing channel) and a basic.reject without requeue, in queues of either type; the
     queue it reaches starts counting from it (:attr:`Entry.delivery_count`)."""
+
+
+@dataclass(slots=True, eq=False)
+class DeadLetter(StoredMessage):
+    """A message the broker dead-lettered: its ``x-death`` is the broker's own record (what
+    RabbitMQ 4.0 keeps as a message annotation), unlike one a client published. A marker
+    type, no behaviour of its own."""
 
 
 @dataclass(slots=True, eq=False)
@@ -118,7 +126,7 @@ class Consumer:
     created: int = field(default_factory=lambda: next(_CONSUMERS_CREATED))
     """The order consumers were created in: a RabbitMQ 4 quorum queue keys a consumer by the
     log index of its basic.consume, and a closing channel gives back what its consumers held
-    in that order (settle.py, Settlement._return_order)."""
+    in that order (settle.py, _return_order)."""
     crashes_its_channel: bool = False
     """RabbitMQ 3.10 (before rabbitmq-server #5927): a quorum consumer re-created on a channel
     with the tag of a cancelled one that still holds deliveries; the first message the queue

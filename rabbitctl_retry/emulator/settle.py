@@ -31,261 +31,285 @@ from __future__ import annotations
 import itertools
 from typing import Literal
 
+from rabbitctl_retry.emulator.dead_letters import dead_letter_entry
 from rabbitctl_retry.emulator.erlang_maps import fold_order
 from rabbitctl_retry.emulator.events import Acked, Dropped, Rejected, RequeueCause, Requeued
-from rabbitctl_retry.emulator.flow import Flow
 from rabbitctl_retry.emulator.model import ChannelState, Consumer, EmulatedQueue, Entry, Unacked
+from rabbitctl_retry.emulator.queues import (
+    delete_queue,
+    dispatch,
+    enqueue,
+    expire_head,
+    mark_used,
+    trim,
+)
+from rabbitctl_retry.emulator.state import BrokerState, dead_letters_afterwards, emit
 from rabbitctl_retry.errors import PreconditionFailed
 
+Held = tuple[int, Unacked]
+"""A delivery a channel holds: its delivery tag and what it took."""
 
-class Settlement(Flow):
-    """The broker's state and message rules, plus settling deliveries."""
 
-    def _settled(
-        self, channel: ChannelState, tag: int, multiple: bool
-    ) -> list[tuple[int, Unacked]]:
-        unacked = channel.unacked
-        if multiple and tag == 0:
-            taken = list(unacked.items())
-            unacked.clear()
-        elif multiple:
-            if tag not in unacked:
-                raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
-            tags = list(itertools.takewhile(lambda t: t <= tag, unacked))
-            taken = [(t, unacked.pop(t)) for t in tags]
-        else:
-            one = unacked.pop(tag, None)
-            if one is None:
-                raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
-            taken = [(tag, one)]
-        return taken
+def _settled(channel: ChannelState, tag: int, multiple: bool) -> list[Held]:
+    """The deliveries one basic.ack / reject / nack names, taken off ``channel``."""
+    unacked = channel.unacked
+    if multiple and tag == 0:
+        taken = list(unacked.items())
+        unacked.clear()
+    elif multiple:
+        if tag not in unacked:
+            raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
+        tags = list(itertools.takewhile(lambda t: t <= tag, unacked))
+        taken = [(t, unacked.pop(t)) for t in tags]
+    else:
+        one = unacked.pop(tag, None)
+        if one is None:
+            raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
+        taken = [(tag, one)]
+    return taken
 
-    @staticmethod
-    def _uncount(item: Unacked) -> None:
-        """A settled delivery no longer counts against its queue and consumer."""
-        item.queue.unacked -= 1
-        if item.consumer is not None:
-            item.consumer.unacked -= 1
-            item.queue.capacity_freed(item.consumer)
 
-    def ack(self, channel: ChannelState, tag: int, multiple: bool) -> None:
-        self.activity += 1
-        now_s = self.clock.now_s
-        for command in self._commands(self._settled(channel, tag, multiple), requeue=False):
+def _uncount(item: Unacked) -> None:
+    """A settled delivery no longer counts against its queue and consumer."""
+    item.queue.unacked -= 1
+    if item.consumer is not None:
+        item.consumer.unacked -= 1
+        item.queue.capacity_freed(item.consumer)
+
+
+def ack(state: BrokerState, channel: ChannelState, tag: int, multiple: bool) -> None:
+    """basic.ack."""
+    state.activity += 1
+    now_s = state.clock.now_s
+    for command in _commands(state, _settled(channel, tag, multiple), requeue=False):
+        for settled_tag, item in command:
+            _uncount(item)
+            if state.record_events:
+                state.events.append(
+                    Acked(now_s, item.entry.message.number, item.queue.name, settled_tag)
+                )
+        q = command[0][1].queue
+        if q.ready and q.consumers:
+            dispatch(state, q)
+
+
+def reject(
+    state: BrokerState,
+    channel: ChannelState,
+    tag: int,
+    multiple: bool,
+    requeue: bool,
+    method: Literal["reject", "nack"],
+) -> None:
+    """basic.reject (``method`` "reject") or basic.nack ("nack")."""
+    state.activity += 1
+    with dead_letters_afterwards(state):
+        taken = _settled(channel, tag, multiple)
+        for command in _commands(state, taken, requeue=requeue):
             for settled_tag, item in command:
-                self._uncount(item)
-                if self._record:
-                    self.events.append(
-                        Acked(now_s, item.entry.message.number, item.queue.name, settled_tag)
-                    )
+                _uncount(item)
+                _reject_one(state, settled_tag, item, requeue, method)
             q = command[0][1].queue
-            if q.ready and q.consumers:
-                self._dispatch(q)
+            _after_returns(state, {id(q): q})
 
-    def reject(
-        self,
-        channel: ChannelState,
-        tag: int,
-        multiple: bool,
-        requeue: bool,
-        method: Literal["reject", "nack"],
-    ) -> None:
-        self.activity += 1
-        with self.dead_letters_afterwards():
-            taken = self._settled(channel, tag, multiple)
-            for command in self._commands(taken, requeue=requeue):
-                for settled_tag, item in command:
-                    self._uncount(item)
-                    self._reject_one(settled_tag, item, requeue, method)
-                q = command[0][1].queue
-                self._after_returns({id(q): q})
 
-    def _reject_one(
-        self, tag: int, item: Unacked, requeue: bool, method: Literal["reject", "nack"]
-    ) -> None:
-        q, entry = item.queue, item.entry
-        self._emit(Rejected(self.clock.now_s, entry.message.number, q.name, tag, requeue, method))
-        if requeue:
-            kept = self._return(q, entry, method)
-            consumer = item.consumer
-            leaks = self.behaviour.limit_drop_leaks_credit and not kept
-            if leaks and consumer is not None and consumer.prefetch_count:
-                consumer.prefetch_count += 1
-                q.capacity_freed(consumer)
-        elif q.deleted:
-            # the server's queue is gone with its dead-letter settings: the rejection does
-            # nothing (measured on 3.10.8, 4.0.5 and 4.3.6)
-            self._emit(Dropped(self.clock.now_s, entry.message.number, q.name, "queue_deleted"))
-        else:
-            self._dead_letter_entry(q, entry, "rejected", rejected_by=method)
+def _reject_one(
+    state: BrokerState, tag: int, item: Unacked, requeue: bool, method: Literal["reject", "nack"]
+) -> None:
+    q, entry = item.queue, item.entry
+    emit(state, Rejected(state.clock.now_s, entry.message.number, q.name, tag, requeue, method))
+    if requeue:
+        kept = _return(state, q, entry, method)
+        consumer = item.consumer
+        leaks = state.behaviour.limit_drop_leaks_credit and not kept
+        if leaks and consumer is not None and consumer.prefetch_count:
+            consumer.prefetch_count += 1
+            q.capacity_freed(consumer)
+    elif q.deleted:
+        # the server's queue is gone with its dead-letter settings: the rejection does
+        # nothing (measured on 3.10.8, 4.0.5 and 4.3.6)
+        emit(state, Dropped(state.clock.now_s, entry.message.number, q.name, "queue_deleted"))
+    else:
+        dead_letter_entry(state, q, entry, "rejected", enqueue, rejected_by=method)
 
-    def _commands(
-        self, taken: list[tuple[int, Unacked]], *, requeue: bool
-    ) -> list[list[tuple[int, Unacked]]]:
-        """The commands the server settles the deliveries of one basic.ack / reject / nack
-        in, in order: queue by queue (in the order of their first delivery tag; between
-        queues the server races), in each what basic.get took (one command per delivery, by
-        delivery tag), then each consumer's (one command per consumer, by consumer tag,
-        compared as bytes): a basic.get is a consumer tagged with its delivery tag (measured
-        on 3.10.8 and 4.0.5). The queue runs after each command: the consumer settled first
-        takes the next waiting message (or one it gave back) before the next is settled
-        (measured on 3.10.8, 4.0.5 and 4.3.6, classic and quorum queues). A consumer's
-        messages in delivery order, except that RabbitMQ 3.10 takes back more than 32 of them
-        into a quorum queue with a delivery limit in the order of an Erlang map of their
-        message ids (emulator/erlang_maps.py)."""
-        if len(taken) == 1:  # one delivery: one command
-            return [taken]
-        first_tag: dict[int, int] = {}
-        groups: dict[tuple[int, tuple[int, int, bytes]], list[tuple[int, Unacked]]] = {}
-        for tag, item in taken:
-            queue_rank = first_tag.setdefault(id(item.queue), tag)
-            groups.setdefault((queue_rank, _command_of(tag, item)), []).append((tag, item))
-        ordered: list[list[tuple[int, Unacked]]] = []
-        for group in sorted(groups):
-            members = groups[group]
-            q = members[0][1].queue
-            in_map_order = (
-                requeue
-                and self.behaviour.quorum_returns_in_map_order
-                and q.is_quorum
-                and q.settings.delivery_limit is not None
-            )
-            if in_map_order:
-                by_msg_id = {item.msg_id: (tag, item) for tag, item in members}
-                members = [by_msg_id[msg_id] for msg_id in fold_order(by_msg_id)]
-            ordered.append(members)
-        return ordered
 
-    def _return(self, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> bool:
-        """Put a delivered message back; False when it did not come back (its queue is gone,
-        or the delivery limit dead-lettered it)."""
-        if q.deleted:
-            self._emit(Dropped(self.clock.now_s, entry.message.number, q.name, "queue_deleted"))
-            return False
-        entry.redelivered = True
-        entry.acquired_before += 1
-        if q.is_quorum:
-            if cause == "channel_closed" and self.behaviour.quorum_rejections_travel:
-                entry.failed_deliveries += 1
-            if cause != "nack" or self.behaviour.nack_requeue_counts_delivery:
-                entry.delivery_count += 1
-                limit = q.settings.delivery_limit
-                if limit is not None and entry.delivery_count > limit:
-                    self._dead_letter_entry(q, entry, "delivery_limit")
-                    return False
-            # rabbit_fifo keeps returns apart and serves them first; 3.10 re-enqueues a message
-            # rejected or nacked with requeue at the back, unless the queue has a delivery
-            # limit (measured on 3.10.8)
-            delayed = q.settings.delayed_retry
-            wait_ms = (
-                delayed.wait_ms(entry.delivery_count, counted=cause != "nack") if delayed else 0
-            )
-            if wait_ms:
-                self._hold_back(q, entry, wait_ms)
-            elif (
-                cause == "channel_closed"
-                or self.behaviour.quorum_requeue_to_front
-                or q.settings.delivery_limit is not None
-            ):
-                q.push_returned(entry)
-            else:
-                q.push(entry)
-        else:
-            if self.behaviour.counts_travel_from_any_queue and cause != "nack":
-                entry.delivery_count += 1  # RabbitMQ 4.3: counted, shown only by a quorum queue
-            q.insert_by_seq(entry)
-        self._emit(
-            Requeued(self.clock.now_s, entry.message.number, q.name, cause, entry.delivery_count)
+def _commands(state: BrokerState, taken: list[Held], *, requeue: bool) -> list[list[Held]]:
+    """The commands the server settles the deliveries of one basic.ack / reject / nack
+    in, in order: queue by queue (in the order of their first delivery tag; between
+    queues the server races), in each what basic.get took (one command per delivery, by
+    delivery tag), then each consumer's (one command per consumer, by consumer tag,
+    compared as bytes): a basic.get is a consumer tagged with its delivery tag (measured
+    on 3.10.8 and 4.0.5). The queue runs after each command: the consumer settled first
+    takes the next waiting message (or one it gave back) before the next is settled
+    (measured on 3.10.8, 4.0.5 and 4.3.6, classic and quorum queues). A consumer's
+    messages in delivery order, except that RabbitMQ 3.10 takes back more than 32 of them
+    into a quorum queue with a delivery limit in the order of an Erlang map of their
+    message ids (emulator/erlang_maps.py)."""
+    if len(taken) == 1:  # one delivery: one command
+        return [taken]
+    first_tag: dict[int, int] = {}
+    groups: dict[tuple[int, tuple[int, int, bytes]], list[Held]] = {}
+    for tag, item in taken:
+        queue_rank = first_tag.setdefault(id(item.queue), tag)
+        groups.setdefault((queue_rank, _command_of(tag, item)), []).append((tag, item))
+    ordered: list[list[Held]] = []
+    for group in sorted(groups):
+        members = groups[group]
+        q = members[0][1].queue
+        in_map_order = (
+            requeue
+            and state.behaviour.quorum_returns_in_map_order
+            and q.is_quorum
+            and q.settings.delivery_limit is not None
         )
-        # a classic queue applies drop-head to what comes back before it delivers again; a
-        # quorum queue delivers first (_dispatch_returned)
-        if not q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
-            self._trim(q)
-        return True
+        if in_map_order:
+            by_msg_id = {item.msg_id: (tag, item) for tag, item in members}
+            members = [by_msg_id[msg_id] for msg_id in fold_order(by_msg_id)]
+        ordered.append(members)
+    return ordered
 
-    def _hold_back(self, q: EmulatedQueue, entry: Entry, wait_ms: int) -> None:
-        """RabbitMQ 4.3's delayed retry: ``entry`` waits out ``wait_ms``, not ready, then comes
-        back as a message given back (emulator/delayed_retry.py)."""
 
-        def due() -> None:
-            if not q.waiting.release(entry) or q.deleted:
-                return
-            self.activity += 1
-            q.push_returned(entry)
-            self._after_returns({id(q): q})
+def _return(state: BrokerState, q: EmulatedQueue, entry: Entry, cause: RequeueCause) -> bool:
+    """Put a delivered message back; False when it did not come back (its queue is gone,
+    or the delivery limit dead-lettered it)."""
+    behaviour = state.behaviour
+    if q.deleted:
+        emit(state, Dropped(state.clock.now_s, entry.message.number, q.name, "queue_deleted"))
+        return False
+    entry.redelivered = True
+    entry.acquired_before += 1
+    if q.is_quorum:
+        if cause == "channel_closed" and behaviour.quorum_rejections_travel:
+            entry.failed_deliveries += 1
+        if cause != "nack" or behaviour.nack_requeue_counts_delivery:
+            entry.delivery_count += 1
+            limit = q.settings.delivery_limit
+            if limit is not None and entry.delivery_count > limit:
+                dead_letter_entry(state, q, entry, "delivery_limit", enqueue)
+                return False
+        _return_to_quorum(state, q, entry, cause)
+    else:
+        if behaviour.counts_travel_from_any_queue and cause != "nack":
+            entry.delivery_count += 1  # RabbitMQ 4.3: counted, shown only by a quorum queue
+        q.insert_by_seq(entry)
+    emit(
+        state,
+        Requeued(state.clock.now_s, entry.message.number, q.name, cause, entry.delivery_count),
+    )
+    # a classic queue applies drop-head to what comes back before it delivers again; a
+    # quorum queue delivers first (_dispatch_returned)
+    if not q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
+        trim(state, q)
+    return True
 
-        q.waiting.hold(entry, self.clock.call_later(wait_ms / 1000, due))
 
-    def _after_returns(self, touched: dict[int, EmulatedQueue]) -> None:
-        """Once every message of one settle command or one closing channel is back: expire
-        what is due at each queue's head (a message that expired while out counts only when it
-        is the head then, as on the server), then deliver."""
-        for q in touched.values():
-            self._expire_head(q)
-            self._dispatch_returned(q)
+def _return_to_quorum(
+    state: BrokerState, q: EmulatedQueue, entry: Entry, cause: RequeueCause
+) -> None:
+    """Where a message given back to quorum queue ``q`` goes: a delayed retry's waiting room,
+    the returns served first, or the back."""
+    # rabbit_fifo keeps returns apart and serves them first; 3.10 re-enqueues a message
+    # rejected or nacked with requeue at the back, unless the queue has a delivery
+    # limit (measured on 3.10.8)
+    delayed = q.settings.delayed_retry
+    wait_ms = delayed.wait_ms(entry.delivery_count, counted=cause != "nack") if delayed else 0
+    if wait_ms:
+        _hold_back(state, q, entry, wait_ms)
+    elif (
+        cause == "channel_closed"
+        or state.behaviour.quorum_requeue_to_front
+        or q.settings.delivery_limit is not None
+    ):
+        q.push_returned(entry)
+    else:
+        q.push(entry)
 
-    def _dispatch_returned(self, q: EmulatedQueue) -> None:
-        """Deliver after messages came back to ``q``; a quorum queue applies its drop-head
-        limit only then, to what its consumers did not take (rabbit_fifo: checkout, then the
-        limit; measured on 3.10.8 and 4.0.5)."""
-        self._dispatch(q)
-        if q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
-            self._trim(q)
 
-    def release_channel(self, channel: ChannelState) -> None:
-        """A closing channel: cancel its consumers, return its unacked deliveries in order."""
-        self.release_channels([channel])
+def _hold_back(state: BrokerState, q: EmulatedQueue, entry: Entry, wait_ms: int) -> None:
+    """RabbitMQ 4.3's delayed retry: ``entry`` waits out ``wait_ms``, not ready, then comes
+    back as a message given back (emulator/delayed_retry.py)."""
 
-    def release_channels(self, channels: list[ChannelState]) -> None:
-        """Channels closing together (a closing connection's): cancel their consumers, return
-        what each held (channel by channel, :meth:`_return_order`), and only then expire and
-        deliver, as after one settlement."""
-        self.activity += 1
-        touched: dict[int, EmulatedQueue] = {}
-        for channel in channels:
-            channel.closed = True
-            for consumer in list(channel.consumers.values()):
-                self._remove_consumer(consumer)
-            channel.consumers.clear()
-        for channel in channels:
-            taken = sorted(channel.unacked.items(), key=self._return_order)
-            channel.unacked.clear()
-            for _, item in taken:
-                item.queue.unacked -= 1
-                if item.consumer is not None:
-                    item.consumer.unacked -= 1
-                self._return(item.queue, item.entry, "channel_closed")
-                touched[id(item.queue)] = item.queue
-        self._after_returns(touched)
-        for channel in channels:
-            listeners, channel.close_listeners = channel.close_listeners, []
-            for listener in listeners:
-                listener()
-
-    def _return_order(self, held: tuple[int, Unacked]) -> tuple[int, int, bytes, int]:
-        """The order a closing channel gives back what it held (measured on 3.10.8 and 4.0.5
-        with quorum queues; a classic queue puts every message back in its old place anyway):
-        RabbitMQ 3.10 what basic.get took first, by delivery tag, then each consumer's by
-        consumer tag (compared as bytes), in delivery order; 4.0 what consumers took first,
-        consumer by consumer in the order they were created (measured on 4.0.5 and 4.3.6),
-        then what basic.get took, each in delivery order."""
-        tag, unacked = held
-        if self.behaviour.closing_channel_returns_gets_first:
-            return (*_command_of(tag, unacked), tag)
-        consumer = unacked.consumer
-        return (consumer is None, 0 if consumer is None else consumer.created, b"", tag)
-
-    def _remove_consumer(self, consumer: Consumer) -> None:
-        q = consumer.queue
-        consumer.channel.consumers.pop(consumer.tag, None)
-        try:
-            q.remove_consumer(consumer)
-        except ValueError:
+    def due() -> None:
+        if not q.waiting.release(entry) or q.deleted:
             return
-        if q.auto_delete and not q.consumers and q.had_consumer and not q.deleted:
-            self.delete_queue(q)
-        elif not q.consumers and not q.deleted:
-            self.mark_used(q)
+        state.activity += 1
+        q.push_returned(entry)
+        _after_returns(state, {id(q): q})
+
+    q.waiting.hold(entry, state.clock.call_later(wait_ms / 1000, due))
+
+
+def _after_returns(state: BrokerState, touched: dict[int, EmulatedQueue]) -> None:
+    """Once every message of one settle command or one closing channel is back: expire
+    what is due at each queue's head (a message that expired while out counts only when it
+    is the head then, as on the server), then deliver."""
+    for q in touched.values():
+        expire_head(state, q)
+        _dispatch_returned(state, q)
+
+
+def _dispatch_returned(state: BrokerState, q: EmulatedQueue) -> None:
+    """Deliver after messages came back to ``q``; a quorum queue applies its drop-head
+    limit only then, to what its consumers did not take (rabbit_fifo: checkout, then the
+    limit; measured on 3.10.8 and 4.0.5)."""
+    dispatch(state, q)
+    if q.is_quorum and q.settings.overflow == "drop-head" and q.over_limit():
+        trim(state, q)
+
+
+def release_channels(state: BrokerState, channels: list[ChannelState]) -> None:
+    """Channels closing together (a closing connection's, or one): cancel their consumers,
+    return what each held (channel by channel, :func:`_return_order`), and only then expire
+    and deliver, as after one settlement."""
+    state.activity += 1
+    touched: dict[int, EmulatedQueue] = {}
+    for channel in channels:
+        channel.closed = True
+        for consumer in list(channel.consumers.values()):
+            remove_consumer(state, consumer)
+        channel.consumers.clear()
+    for channel in channels:
+        taken = sorted(channel.unacked.items(), key=lambda held: _return_order(state, held))
+        channel.unacked.clear()
+        for _, item in taken:
+            item.queue.unacked -= 1
+            if item.consumer is not None:
+                item.consumer.unacked -= 1
+            _return(state, item.queue, item.entry, "channel_closed")
+            touched[id(item.queue)] = item.queue
+    _after_returns(state, touched)
+    for channel in channels:
+        listeners, channel.close_listeners = channel.close_listeners, []
+        for listener in listeners:
+            listener()
+
+
+def _return_order(state: BrokerState, held: Held) -> tuple[int, int, bytes, int]:
+    """The order a closing channel gives back what it held (measured on 3.10.8 and 4.0.5
+    with quorum queues; a classic queue puts every message back in its old place anyway):
+    RabbitMQ 3.10 what basic.get took first, by delivery tag, then each consumer's by
+    consumer tag (compared as bytes), in delivery order; 4.0 what consumers took first,
+    consumer by consumer in the order they were created (measured on 4.0.5 and 4.3.6),
+    then what basic.get took, each in delivery order."""
+    tag, unacked = held
+    if state.behaviour.closing_channel_returns_gets_first:
+        return (*_command_of(tag, unacked), tag)
+    consumer = unacked.consumer
+    return (consumer is None, 0 if consumer is None else consumer.created, b"", tag)
+
+
+def remove_consumer(state: BrokerState, consumer: Consumer) -> None:
+    """``consumer`` is cancelled: an auto-delete queue that loses its last consumer goes."""
+    q = consumer.queue
+    consumer.channel.consumers.pop(consumer.tag, None)
+    try:
+        q.remove_consumer(consumer)
+    except ValueError:
+        return
+    if q.auto_delete and not q.consumers and q.had_consumer and not q.deleted:
+        delete_queue(state, q)
+    elif not q.consumers and not q.deleted:
+        mark_used(state, q)
 
 
 def _command_of(tag: int, held: Unacked) -> tuple[int, int, bytes]:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar, assert_never
 
 from rabbitctl_retry.emulator.broker import Broker, ConnectionFault
-from rabbitctl_retry.emulator.flow import PublishOutcome
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState
+from rabbitctl_retry.emulator.publish import PublishOutcome
 from rabbitctl_retry.emulator.values import (
     client_table,
     name_problem,

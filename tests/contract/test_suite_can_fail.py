@@ -132,11 +132,11 @@ async def test_a_ported_rabbitmq_case_catches_an_emulator_without_cc_routing(
 ) -> None:
     """Sender-selected distribution removed (the CC header routes nothing): RabbitMQ's own
     dead_letter_routing_key_header_CC, ported, fails on that emulator."""
-    from rabbitctl_retry.emulator import flow
+    from rabbitctl_retry.emulator import publish
 
     await run_ported_header_case(version, "CC")
 
-    monkeypatch.setattr(flow, "_sender_selected", lambda properties: (properties, ()))
+    monkeypatch.setattr(publish, "_sender_selected", lambda properties: (properties, ()))
     with pytest.raises(AssertionError):
         await run_ported_header_case(version, "CC")
 
@@ -147,11 +147,11 @@ async def test_a_ported_rabbitmq_case_catches_bcc_keys_in_x_death(
 ) -> None:
     """The x-death rule removed (routing-keys list every key the message was routed by, BCC's
     too): the ported dead_letter_routing_key_header_BCC fails on that emulator."""
-    from rabbitctl_retry.emulator import flow
+    from rabbitctl_retry.emulator import dead_letters
 
     await run_ported_header_case(version, "BCC")
 
-    monkeypatch.setattr(flow, "_death_routing_keys", lambda message: message.routing_keys)
+    monkeypatch.setattr(dead_letters, "_death_routing_keys", lambda message: message.routing_keys)
     with pytest.raises(AssertionError, match="x-death"):
         await run_ported_header_case(version, "BCC")
 
