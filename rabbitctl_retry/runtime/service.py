@@ -52,12 +52,12 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.ops.clock import Clock, WallClock, first_of
+from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.ops.declare import observe, provision
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
-from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
