@@ -1,7 +1,7 @@
 """Pure. What each RabbitMQ release rr supports does where releases differ: one frozen row per
 release, the one place a server's version becomes behaviour.
 
-The emulator (``emulator/``), ``server.py``, the pure core (``doctor.py``, ``topology/``,
+The emulator (``emulator/``), ``server.py``, the pure core (``doctor/``, ``topology/``,
 ``dlq/``), ``testing.py`` and the contract suite's expectations (``tests/contract/
 versions.py``) read a field of :func:`release_of`'s row; no other module compares a version
 with a number (``tests/unit/test_releases.py`` scans the source). docs/testing.md's table of
