@@ -227,7 +227,7 @@ PURE_ELSEWHERE = frozenset(m.name for m in MODULES if m.says_pure and not in_cor
 
 
 def core_imports_only_the_core(module: Module) -> list[str]:
-    """The pure core (``doctor.py`` included) and the shared modules import only the standard
+    """The pure core (``doctor/`` included) and the shared modules import only the standard
     library (no asyncio: no clock, no sockets), the shared modules and the core: no
     transport module, no driver, no shell."""
     if not in_core(module):
