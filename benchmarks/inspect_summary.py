@@ -48,7 +48,7 @@ from rabbitctl_retry.cli.dlq_inspect import InspectReading
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.ops import dlq
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport import amqp
 
 

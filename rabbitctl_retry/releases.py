@@ -1,7 +1,7 @@
 """Pure. What each RabbitMQ release rr supports does where releases differ: one frozen row per
 release, the one place a server's version becomes behaviour.
 
-The emulator (``emulator/``), ``server.py``, the pure core (``doctor.py``, ``topology/``,
+The emulator (``emulator/``), ``server.py``, the pure core (``doctor/``, ``topology/``,
 ``dlq/``), ``testing.py`` and the contract suite's expectations (``tests/contract/
 versions.py``) read a field of :func:`release_of`'s row; no other module compares a version
 with a number (``tests/unit/test_releases.py`` scans the source). docs/testing.md's table of
@@ -130,17 +130,17 @@ class ServerRelease:
     )
     """RabbitMQ 3.10 (measured on 3.10.8): a quorum queue with a delivery limit takes back a
     consumer's messages of one basic.reject / nack with requeue in the order of an Erlang map
-    of their message ids (emulator/settle.py, Settlement._commands); 4.0 in delivery order."""
+    of their message ids (emulator/settle.py, emulator/settle.py, _commands); 4.0 in delivery order."""
     closing_channel_returns_gets_first: bool = field(
         metadata=_doc("A closing channel gives back what `basic.get` took before its consumers'")
     )
     """A closing channel gives back what basic.get took before what consumers took on 3.10,
-    after it on 4.0 (emulator/settle.py, Settlement._return_order)."""
+    after it on 4.0 (emulator/settle.py, emulator/settle.py, _return_order)."""
     quorum_evictions_newest_first: bool = field(
         metadata=_doc("A quorum queue's `drop-head` dead-letters several at once newest first")
     )
     """A quorum queue's drop-head evictions of one command are dead-lettered newest first before
-    4.3 (measured on 3.10.8 and 4.0.5), oldest first on 4.3.6 (emulator/flow.py, _trim)."""
+    4.3 (measured on 3.10.8 and 4.0.5), oldest first on 4.3.6 (emulator/queues.py, trim)."""
     quorum_expires_at_each_head: bool = field(
         metadata=_doc(
             "A quorum queue expires at the head of what was given back and of each priority "
@@ -149,7 +149,7 @@ class ServerRelease:
     )
     """RabbitMQ 4.3 (measured on 4.3.6, seeds 118 and 174): a quorum queue expires messages at
     the head of those given back and at the head of the others (of each priority) alike; 3.10
-    and 4.0 only what they would serve next (emulator/flow.py, _expire_head)."""
+    and 4.0 only what they would serve next (emulator/queues.py, expire_head)."""
     reused_consumer_tag_crashes: bool = field(
         metadata=_doc(
             "A quorum consumer re-created with the tag of a cancelled one still holding "

@@ -1,7 +1,7 @@
 """Pure. What rr knows of a RabbitMQ server, as plain values: which server it is, what it does
 by default, which deprecated features it permits, and which of its nodes hold a queue.
 
-The pure core (``topology/``, ``doctor.py``), the transport (its AMQP adapter reads the version
+The pure core (``topology/``, ``doctor/``), the transport (its AMQP adapter reads the version
 and identity, its management API the rest) and the emulator (which plays a server of a given
 version) share these values, so none of them imports another for them
 (docs/architecture.md, "Layers").

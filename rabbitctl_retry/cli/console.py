@@ -13,7 +13,7 @@ from rabbitctl_retry.cli.dlq_common import TopologyOption, load_topology, note
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.user_files import TOKEN_FILE_LIMIT_BYTES, FileRefused, read_text
 
 MIN_TOKEN_CHARACTERS = 16

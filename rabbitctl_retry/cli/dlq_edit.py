@@ -68,7 +68,7 @@ from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import record_of
 from rabbitctl_retry.ops.transfer import TransferOptions
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 from rabbitctl_retry.user_files import BODY_LIMIT_BYTES, FileRefused, read_bytes, read_stream
 

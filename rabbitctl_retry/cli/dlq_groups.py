@@ -48,8 +48,7 @@ from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
-from rabbitctl_retry.retry.headers import utc_stamp
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER, utc_stamp
 from rabbitctl_retry.transport.base import Delivery
 
 

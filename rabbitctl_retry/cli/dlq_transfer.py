@@ -51,8 +51,8 @@ from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 
 AttemptLimitOption = Annotated[
     int | None,

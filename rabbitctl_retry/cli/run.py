@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,7 +18,6 @@ import typer
 from rabbitctl_retry.cli._common import (
     UrlOption,
     connect_to,
-    exit_with,
     guard,
     resolve_urls,
     run,
@@ -178,18 +176,20 @@ def run_command(
             )
     if workers > 1 and slot is None:
         root = ctx.find_root().command
-        _supervise(
+        from rabbitctl_retry.cli.workers import supervise
+
+        supervise(
             getattr(root, "invoked_args", None) or tuple(sys.argv[1:]),
             workers,
             declare=declare,
             shutdown_timeout_s=shutdown_timeout,
             metrics_port=metrics_port,
-            metrics_bind=metrics_bind,
+            serve=lambda probe, port: _serve_probe(probe, port, metrics_bind),
         )
         return
     folder = Path(os.environ[WORKER_DIR_ENV]) if slot and WORKER_DIR_ENV in os.environ else None
     if slot is not None:
-        from rabbitctl_retry.cli.workers import watch_parent
+        from rabbitctl_retry.runtime.supervisor import watch_parent
 
         watch_parent()
     # /metrics and /healthz answer from here on ("starting" until the service runs): loading
@@ -197,7 +197,7 @@ def run_command(
     # "Metrics and health")
     served = _serve_metrics(metrics_port, metrics_bind) if metrics_port is not None else None
     if served is not None and slot is not None and folder is not None:
-        from rabbitctl_retry.cli.workers import write_port
+        from rabbitctl_retry.runtime.supervisor import write_port
 
         write_port(folder, slot.index, served[1].port)
     from rabbitctl_retry.runtime.loader import load_target
@@ -227,7 +227,7 @@ def run_command(
     )
     ready = None
     if slot is not None and folder is not None:
-        from rabbitctl_retry.cli.workers import ready_file
+        from rabbitctl_retry.runtime.supervisor import ready_file
 
         ready = ready_file(folder, slot.index)
     if served is None:
@@ -247,40 +247,6 @@ def run_command(
         _serve_to_the_end(service, ready)
     finally:
         server.stop()
-
-
-def _supervise(
-    argv: Sequence[str],
-    count: int,
-    *,
-    declare: bool,
-    shutdown_timeout_s: float,
-    metrics_port: int | None,
-    metrics_bind: str,
-) -> None:
-    """``--workers N``: run N worker processes under this one (cli/workers.py) until
-    SIGINT/SIGTERM; exit with their verdict."""
-    from rabbitctl_retry.cli.workers import Supervisor, worker_folder
-
-    with worker_folder() as folder:
-        supervisor = Supervisor(
-            argv,
-            count=count,
-            declare=declare,
-            metrics=metrics_port is not None,
-            shutdown_timeout_s=shutdown_timeout_s,
-            folder=folder,
-        )
-        server = None
-        if metrics_port is not None:
-            server = _serve_probe(supervisor, metrics_port, metrics_bind)
-        try:
-            code = supervisor.run()
-        finally:
-            if server is not None:
-                server.stop()
-    if code:
-        exit_with(code)
 
 
 def _serve_metrics(port: int, bind: str) -> tuple[RunMetrics, MetricsServer]:
@@ -379,6 +345,6 @@ async def _serve(service: Service, ready: Path | None) -> None:
 
 
 async def _tell_ready(service: Service, ready: Path) -> None:
-    """Create ``ready`` once ``service`` consumes: the supervisor's sign (cli/workers.py)."""
+    """Create ``ready`` once ``service`` consumes: the supervisor's sign (runtime/supervisor.py)."""
     await service.wait_ready()
     ready.touch()

@@ -30,8 +30,12 @@ from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts
 from rabbitctl_retry.dlq.replay import name_problem
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import RR_DEATH_HEADERS, copy_headers, without_routing_headers
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.retry.headers import (
+    DEFAULT_RETRY_HEADER,
+    RR_DEATH_HEADERS,
+    copy_headers,
+    without_routing_headers,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

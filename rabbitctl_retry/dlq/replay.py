@@ -36,6 +36,7 @@ from rabbitctl_retry.dlq.filters import Condition, matches
 from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue, wait_queue_named
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
+    DEFAULT_RETRY_HEADER,
     REPLAYED_AT_HEADER,
     REPLAYED_COUNT_HEADER,
     RR_DEATH_HEADERS,
@@ -44,7 +45,6 @@ from rabbitctl_retry.retry.headers import (
     utc_stamp,
 )
 from rabbitctl_retry.topology.model import MAX_NAME_BYTES
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.wire import sendable_queue_name_problem
 
 RUN_HEADER = "rr-replay-run"

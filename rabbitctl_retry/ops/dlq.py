@@ -16,7 +16,7 @@ Reading without taking (inspect, export, groups, dry runs, the console)
     the command says so and asks first.
 
 Publishing many copies at once (import, like replay and move)
-    Through the transfers' one sender (``ops/sending.py``): the first message goes alone (a
+    Through the transfers' one sender (``ops/copies/sending.py``): the first message goes alone (a
     refused permission then proves nothing arrived), then many are in flight at once on one
     confirm channel; the AMQP adapters keep two a return would be matched alike (the same
     ``message_id``, or without one the same target and body) from being in flight together
@@ -60,6 +60,10 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
+
+# QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
+from rabbitctl_retry.ops.copies.sending import CopySender, Turn
+from rabbitctl_retry.ops.copies.sent import Sent
 from rabbitctl_retry.ops.probe import (
     QueueState,
     depth_on,
@@ -68,10 +72,6 @@ from rabbitctl_retry.ops.probe import (
     queue_missing,
     queue_state,
 )
-
-# QueueState and queue_state are the CLI's (as ``shell.queue_state``); they live in probe.py.
-from rabbitctl_retry.ops.sending import CopySender, Turn
-from rabbitctl_retry.ops.sent import Sent
 from rabbitctl_retry.retry.headers import ROUTING_HEADERS, without_routing_headers
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties

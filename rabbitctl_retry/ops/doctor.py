@@ -1,4 +1,4 @@
-"""``rr doctor``: what rr reads of a server for the pure ``doctor.py`` to judge — its version
+"""``rr doctor``: what rr reads of a server for the pure ``doctor/`` to judge — its version
 and identity from the AMQP handshake, whether it can declare an ``x-delayed-message``
 exchange (the probe of ``ops/probe.py``), and its deprecated-features table from the
 management API, once that API shows it answers for the same server (docs/cli.md,
@@ -52,7 +52,7 @@ async def server_facts(
     management_url: str | None,
     topology: Topology | None = None,
 ) -> ServerFacts:
-    """What ``doctor.py`` examines: the server ``connect`` reaches, whether it has the
+    """What ``doctor/`` examines: the server ``connect`` reaches, whether it has the
     delayed-message plugin (probed only when ``desired`` has such an exchange) and, with a
     ``management_url``, what its management API says; with ``topology`` (``desired`` its
     expansion), what ``rr declare`` would make of it now (:func:`_declare_check`)."""

@@ -62,7 +62,8 @@ from rabbitctl_retry.dlq.report import (
 from rabbitctl_retry.dlq.results import TransferResults
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.clock import Clock, WallClock
-from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.ops.copies.properties import copy_properties
+from rabbitctl_retry.ops.copies.sending import CopySender
 from rabbitctl_retry.ops.dlq import (
     IDLE_S,
     NO_PROGRESS,
@@ -71,7 +72,6 @@ from rabbitctl_retry.ops.dlq import (
     scan_messages,
 )
 from rabbitctl_retry.ops.probe import depth_on, queue_missing
-from rabbitctl_retry.ops.sending import CopySender
 from rabbitctl_retry.ops.settlement import SettleFrame
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.ops.transfer_state import (

@@ -46,7 +46,7 @@ from rabbitctl_retry.dlq.report import (
 )
 from rabbitctl_retry.dlq.results import TransferResults
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, PublishFailed, TransportError
-from rabbitctl_retry.ops.sent import SendResult, Sent
+from rabbitctl_retry.ops.copies.sent import SendResult, Sent
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame
 
 
@@ -274,7 +274,7 @@ class TransferState:
         return PUBLISH
 
     def answered(self, tag: int, sent: SendResult) -> Verdict:
-        """What became of the copy of ``tag`` (``ops/sent.py``): ack its message, or leave
+        """What became of the copy of ``tag`` (``ops/copies/sent.py``): ack its message, or leave
         it and say why."""
         letter = self._publishing.pop(tag)
         error = sent.error

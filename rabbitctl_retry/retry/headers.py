@@ -21,6 +21,9 @@ from datetime import UTC, datetime
 
 from rabbitctl_retry.fields import FieldValue
 
+DEFAULT_RETRY_HEADER = "x-ruststream-retry-count"
+"""The retry header RustStream writes; rr's default, so both can share queues (a topology's
+``[broker] retry_header`` names another)."""
 DELIVERY_COUNT_HEADER = "x-delivery-count"
 ACQUIRED_COUNT_HEADER = "x-acquired-count"
 """RabbitMQ 4.3's count of every time a quorum queue handed the message out (requeues by

@@ -62,6 +62,7 @@ from typing import assert_never
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
+    DEFAULT_RETRY_HEADER,
     DELAY_HEADER,
     ERROR_MESSAGE_HEADER,
     ERROR_TYPE_HEADER,
@@ -77,7 +78,7 @@ from rabbitctl_retry.retry.headers import (
 )
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER, wait_queue_name
+from rabbitctl_retry.topology.naming import wait_queue_name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,8 +9,9 @@ properties never travel with a copy:
 * ``user_id``: RabbitMQ refuses a publish whose ``user_id`` is not the connection's user and
   closes the channel.
 
-A retry copy is also made persistent (``runtime/copies.py``); a replayed or moved one keeps the
-message's ``delivery_mode``.
+A retry copy is also made persistent; a replayed or moved one keeps the message's
+``delivery_mode``. The rule stays here, in the core, since ``dlq/`` reads the property names;
+a copy's properties are built by ``ops/copies/properties.py``.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ from typing import Any, assert_never
 from rabbitctl_retry.errors import RrError, TransportError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.clock import Clock, first_of, sleep_unless
-from rabbitctl_retry.ops.sent import Sent
+from rabbitctl_retry.ops.copies.publisher import CopyPublisher
+from rabbitctl_retry.ops.copies.sent import Sent
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
 from rabbitctl_retry.retry.headers import malformed_counts
@@ -62,7 +63,6 @@ from rabbitctl_retry.retry.policy import (
 )
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer_state import ConsumerPhase, ConsumerState, Watch
-from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.message import Message

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 from rabbitctl_retry.errors import PublishFailed, TransportError
 from rabbitctl_retry.ops.clock import Clock, Timer
-from rabbitctl_retry.ops.sent import SendResult, Sent
+from rabbitctl_retry.ops.copies.publisher import CopyPublisher
+from rabbitctl_retry.ops.copies.sent import SendResult, Sent
 from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.transport.base import Delivery
 
 log = logging.getLogger("rr.runtime")

@@ -11,6 +11,7 @@ from typing import Any
 from rabbitctl_retry.errors import DataError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
+    DEFAULT_RETRY_HEADER,
     Death,
     acquired_count,
     attempt_of,
@@ -18,7 +19,6 @@ from rabbitctl_retry.retry.headers import (
     delivery_count,
     retry_count,
 )
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery, Properties
 
 

@@ -58,7 +58,7 @@ LINGER_BYTES = 64 * 1024
 
 class Probe(Protocol):
     """What :class:`MetricsServer` serves: one ``rr run``'s metrics (runtime/metrics.py
-    ``RunMetrics``), or those of a supervisor's workers added up (cli/workers.py)."""
+    ``RunMetrics``), or those of a supervisor's workers added up (runtime/supervisor.py)."""
 
     def page(self) -> bytes:
         """``/metrics``: the Prometheus text format."""

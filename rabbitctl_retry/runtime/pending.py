@@ -25,8 +25,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from rabbitctl_retry.dlq.jsonl import record_line
+from rabbitctl_retry.ops.copies.properties import retry_copy_properties
 from rabbitctl_retry.ops.dlq import message_record
-from rabbitctl_retry.runtime.copies import retry_copy_properties
 from rabbitctl_retry.runtime.delays import PendingCopy
 
 PREFIX = "rr-pending-"

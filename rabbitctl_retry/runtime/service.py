@@ -52,11 +52,12 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.ops.clock import Clock, WallClock, first_of
+from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.ops.declare import observe, provision
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
-from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -65,7 +66,6 @@ from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import load_text, read_topology_text, source_name
 from rabbitctl_retry.topology.model import PublishMode, Queue, QueueType, Topology
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.plan import OpKind, Status, plan
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload, plan_reload
 from rabbitctl_retry.transport.base import Connection

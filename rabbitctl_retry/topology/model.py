@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from rabbitctl_retry.errors import ConfigError, UsageError
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology import naming
 from rabbitctl_retry.topology.arguments import check_queue_argument
 from rabbitctl_retry.topology.keypath import key_path
@@ -683,7 +684,7 @@ class Broker:
     urls: tuple[str, ...] = ()
     """``url``: one URL, or the nodes of a cluster in the order rr tries them (docs/cli.md,
     "Several hosts")."""
-    retry_header: str = naming.DEFAULT_RETRY_HEADER
+    retry_header: str = DEFAULT_RETRY_HEADER
     management_url: str | None = None
     """``management_url``: the management plugin's HTTP API, for what AMQP cannot tell (the
     cluster's nodes, each queue's members; docs/cluster.md)."""

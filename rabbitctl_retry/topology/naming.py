@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import re
 
-DEFAULT_RETRY_HEADER = "x-ruststream-retry-count"
-"""The retry header RustStream writes; rr's default, so both can share queues."""
-
 _DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|h|d)\s*$")
 _MAX_DURATION_DIGITS = 20
 """More digits than any delay RabbitMQ takes; longer numbers are refused before ``int()``."""

@@ -38,7 +38,7 @@ from rabbitctl_retry.errors import (
     ResourceLocked,
     RrError,
 )
-from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.ops.copies.properties import copy_properties
 from rabbitctl_retry.retry.headers import copy_headers
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport import clients

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rabbitctl_retry.cli import workers
-from rabbitctl_retry.cli.workers import Supervisor, write_port
+from rabbitctl_retry.runtime import supervisor as workers
+from rabbitctl_retry.runtime.supervisor import Supervisor, write_port
 from tests.cli.test_run_metrics import sample
 from tests.runtime.test_workers_decisions import _page
 

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from pamqp import encode
 
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.dlq.support import declare, publish_all, rr

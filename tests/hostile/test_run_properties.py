@@ -25,12 +25,11 @@ from hypothesis import strategies as st
 
 from rabbitctl_retry import Message
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import attempt_of
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER, attempt_of
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
-from rabbitctl_retry.topology.naming import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
 from tests.hostile.field_values import field_values

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from rabbitctl_retry import Message
+from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.runtime.consumer import QueueConsumer
 from rabbitctl_retry.runtime.consumer_state import ConsumerPhase
-from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.service import policy_for

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 from rabbitctl_retry.errors import TransportError
-from rabbitctl_retry.ops.sent import CONFIRMED, SendResult, classified
+from rabbitctl_retry.ops.copies.sent import CONFIRMED, SendResult, classified
 from rabbitctl_retry.retry.policy import Copy, CopyPurpose
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.transport.base import Delivery, Properties

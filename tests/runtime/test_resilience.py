@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry import Message, Outcome
-from rabbitctl_retry.ops.sent import SendResult
+from rabbitctl_retry.ops.copies.publisher import CopyPublisher
+from rabbitctl_retry.ops.copies.sent import SendResult
 from rabbitctl_retry.retry.outcome import AnyOutcome
-from rabbitctl_retry.runtime.copies import CopyPublisher
 from rabbitctl_retry.runtime.service import Service
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, publish, running_work

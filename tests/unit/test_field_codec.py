@@ -21,7 +21,7 @@ from rabbitctl_retry.field_codec import (
     same_value,
 )
 from rabbitctl_retry.fields import EncodedTable, like
-from rabbitctl_retry.ops.copying import copy_properties
+from rabbitctl_retry.ops.copies.properties import copy_properties
 from rabbitctl_retry.retry.headers import copy_headers
 from rabbitctl_retry.transport.base import Properties
 from tests.field_tables import raw_tables

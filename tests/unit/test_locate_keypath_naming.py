@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.keypath import key_path, parse_key_path, quote_key, split_keys
 from rabbitctl_retry.topology.locate import index_lines, line_of
 from rabbitctl_retry.topology.naming import (
-    DEFAULT_RETRY_HEADER,
     delay_exchange_name,
     format_duration_ms,
     parse_duration_ms,

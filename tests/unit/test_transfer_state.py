@@ -32,7 +32,7 @@ from rabbitctl_retry.errors import (
     ChannelClosed,
     PublishFailed,
 )
-from rabbitctl_retry.ops.sent import CONFIRMED, SendResult, Sent
+from rabbitctl_retry.ops.copies.sent import CONFIRMED, SendResult, Sent
 from rabbitctl_retry.ops.settlement import AckFrame, SettleFrame, SettleWindow
 from rabbitctl_retry.ops.transfer_state import (
     NOT_FINISHED,

@@ -7,7 +7,7 @@ copies published ``mandatory`` on one confirm channel, and what became of each.
   anywhere (docs/dlq.md, "When the broker refuses").
 * **At most ``rate_per_s``** copies a second (``--rate``): a copy waits for its slot, unless
   ``abort`` is set meanwhile.
-* **One classification** of a publish (``ops/sent.py``, shared with ``rr run``'s copies):
+* **One classification** of a publish (``ops/copies/sent.py``, shared with ``rr run``'s copies):
   confirmed; refused (returned or nacked: it reached no queue); unencodable (never sent); or
   cut (the channel or connection failed under it: it may have arrived). A refusal of access
   to the first copy, alone in flight, reached no queue; one while others were in flight is
@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Awaitable, Hashable
 
 from rabbitctl_retry.dlq.rate import Pacer
-from rabbitctl_retry.ops.sent import SendResult, classified
+from rabbitctl_retry.ops.copies.sent import SendResult, classified
 from rabbitctl_retry.transport.base import Channel, Properties
 from rabbitctl_retry.transport.message_ids import return_key
 
@@ -125,7 +125,7 @@ class CopySender:
 
 
 async def outcome_of(publishing: Awaitable[None], *, alone: bool = False) -> SendResult:
-    """Await one publish and say what became of its copy (``ops/sent.py``); raises nothing
+    """Await one publish and say what became of its copy (``ops/copies/sent.py``); raises nothing
     but a cancellation."""
     try:
         await publishing

@@ -1,4 +1,6 @@
-"""A copy's properties, by the one rule of ``retry/properties.py``."""
+"""A copy's properties, by the one rule of ``retry/properties.py``: those of a replayed,
+moved or imported copy (:func:`copy_properties`) and those of ``rr run``'s retry and
+dead-letter copies (:func:`retry_copy_properties`)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rabbitctl_retry.fields import FieldValue, like
+from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.retry.properties import COPIED_PROPERTIES
 from rabbitctl_retry.transport.base import Properties
 
@@ -21,3 +24,20 @@ def copy_properties(
     kept: dict[str, Any] = {name: getattr(original, name) for name in COPIED_PROPERTIES}
     kept.update(overrides)
     return Properties(**kept, headers=like(original.headers, headers))
+
+
+PERSISTENT = 2
+
+
+def retry_copy_properties(original: Properties, copy: Copy) -> Properties:
+    """A retry or dead-letter copy's properties: the copied ones of the original
+    (``retry/properties.py``), the copy's headers, persistent, and the copy's own expiration;
+    a verbatim copy's are the original's, as received."""
+    if copy.verbatim:
+        return original
+    return copy_properties(
+        original,
+        copy.headers,
+        delivery_mode=PERSISTENT,
+        expiration=str(copy.expiration_ms) if copy.expiration_ms is not None else None,
+    )

@@ -1,8 +1,8 @@
-"""Publishing the copies ``decide()`` asks for.
+"""``rr run``'s sender: publishing the copies ``decide()`` asks for.
 
 Copies go out ``mandatory`` on a confirm channel (``publish = "confirm"``, the default), so
 ``publish()`` returns only once RabbitMQ has the copy, and says what became of it in the
-words every sender of rr uses (``ops/sent.py``): confirmed, refused (returned: unroutable,
+words every sender of rr uses (``ops/copies/sent.py``): confirmed, refused (returned: unroutable,
 or nacked), cut (the channel or connection failed) or unencodable; the caller acks the
 original only after a confirm. ``publish = "fast"`` uses a channel without confirms: faster,
 but a lost or unroutable copy goes unnoticed. Concurrent publishes on the confirm channel
@@ -17,27 +17,11 @@ from __future__ import annotations
 import asyncio
 
 from rabbitctl_retry.errors import TransportError
-from rabbitctl_retry.ops.copying import copy_properties
-from rabbitctl_retry.ops.sending import outcome_of
-from rabbitctl_retry.ops.sent import SendResult, classified
+from rabbitctl_retry.ops.copies.properties import retry_copy_properties
+from rabbitctl_retry.ops.copies.sending import outcome_of
+from rabbitctl_retry.ops.copies.sent import SendResult, classified
 from rabbitctl_retry.retry.policy import Copy
-from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
-
-PERSISTENT = 2
-
-
-def retry_copy_properties(original: Properties, copy: Copy) -> Properties:
-    """A retry or dead-letter copy's properties: the copied ones of the original
-    (``retry/properties.py``), the copy's headers, persistent, and the copy's own expiration;
-    a verbatim copy's are the original's, as received."""
-    if copy.verbatim:
-        return original
-    return copy_properties(
-        original,
-        copy.headers,
-        delivery_mode=PERSISTENT,
-        expiration=str(copy.expiration_ms) if copy.expiration_ms is not None else None,
-    )
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery
 
 
 class CopyPublisher:
@@ -71,7 +55,7 @@ class CopyPublisher:
     async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> SendResult:
         """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it.
 
-        What became of it (``ops/sent.py``): confirmed; refused (returned or nacked: it
+        What became of it (``ops/copies/sent.py``): confirmed; refused (returned or nacked: it
         reached no queue); cut (the channel or connection failed, or no channel could be
         opened: the copy may or may not have arrived); unencodable (never sent).
         """

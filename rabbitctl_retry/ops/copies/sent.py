@@ -1,10 +1,11 @@
 """Pure. What became of one copy rr published: the one vocabulary of every sender.
 
 Every copy rr makes goes through one of two senders, and both answer in these words: the
-transfers' and the import's (``ops/sending.py`` :class:`~rabbitctl_retry.ops.sending.CopySender`:
-in order, paced, the first copy alone) and ``rr run``'s
-(``runtime/copies.py`` :class:`~rabbitctl_retry.runtime.copies.CopyPublisher`: retry,
-dead-letter and delayed copies). A publish is classified once, here, from what the port
+transfers' and the import's (``ops/copies/sending.py``
+:class:`~rabbitctl_retry.ops.copies.sending.CopySender`: in order, paced, the first copy
+alone) and ``rr run``'s (``ops/copies/publisher.py``
+:class:`~rabbitctl_retry.ops.copies.publisher.CopyPublisher`: retry, dead-letter and delayed
+copies). A publish is classified once, here, from what the port
 raised (:func:`classified`); each caller decides what the outcome means for its message.
 """
 
