@@ -42,7 +42,7 @@ from rabbitctl_retry.cli.dlq_common import (
     progress_bar,
     require_answerable,
 )
-from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
+from rabbitctl_retry.cli.dlq_report import transfer_exit_code
 from rabbitctl_retry.cli.export_file import ExportFile
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -61,7 +61,7 @@ from rabbitctl_retry.dlq.edit import (
 from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.dlq.report import TransferReport
+from rabbitctl_retry.dlq.report import TransferReport, transfer_document, transfer_summary
 from rabbitctl_retry.dlq.same_id import LetterPick, SameId, checksums
 from rabbitctl_retry.errors import DataError, RrError, UsageError
 from rabbitctl_retry.ops import dlq_runs as runs

@@ -24,7 +24,6 @@ from urllib.parse import urlencode
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from rabbitctl_retry.cli.dlq_report import transfer_summary
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
 from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
@@ -64,7 +63,7 @@ from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
+from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome, transfer_summary
 from rabbitctl_retry.dlq.same_id import Checksums, LetterPick, checksums
 from rabbitctl_retry.errors import RrError, UsageError, censor_urls, write_failure
 from rabbitctl_retry.ops import transfer as engine
