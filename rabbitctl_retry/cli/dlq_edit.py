@@ -51,23 +51,20 @@ from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
     diff_lines,
-    edit_chooser,
     header_lines,
     header_problem,
     json_problem,
     parse_assignment,
     sha256_hex,
 )
-from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.dlq.report import TransferReport, transfer_document, transfer_summary
+from rabbitctl_retry.dlq.report import transfer_document, transfer_summary
 from rabbitctl_retry.dlq.same_id import LetterPick, SameId, checksums
 from rabbitctl_retry.errors import DataError, RrError, UsageError
 from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
-from rabbitctl_retry.ops.dlq import record_of
-from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.ops.edit import EditDone, original_line, publish_edit
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 from rabbitctl_retry.user_files import BODY_LIMIT_BYTES, FileRefused, read_bytes, read_stream
@@ -222,32 +219,31 @@ def edit_command(
     )
     target = to or "the queue it failed in"
     # the run takes the letter only if it is still, byte for byte, the one read above
+    # (ops/edit.py: the original kept, the copy published, the letter acked)
     pick: LetterPick[Delivery] = LetterPick(message_id, position or 1, checksums(letter))
 
-    async def publish() -> TransferReport:
+    async def publish() -> EditDone:
         await ask(
             f"Publish the edited {message_id!r} to {target} and remove the dead letter? The "
             f"original is kept in {keep_path}",
             yes,
             "edit",
         )
-        _keep_original(keep_path, letter)
-        report = await runs.transfer_one(
-            connect,
-            queue,
-            edit_chooser(plan, request),
-            TransferOptions(limit=1, only=pick),
+        done = await publish_edit(
+            pick,
+            plan,
+            request,
+            keep=partial(_keep_original, keep_path, letter),
+            transfer=partial(runs.transfer_one, connect, queue),
         )
-        if (problem := pick.refused(report)) is not None:
-            keep_path.unlink(missing_ok=True)  # the original of nothing: the letter stays
+        if done.changed is not None:
             raise LetterChanged(
-                f"{printable(message_id)!r} in {queue!r}: {problem}; nothing was published "
-                "and no letter removed (read it again to edit it as it is now)"
+                f"{printable(message_id)!r} in {queue!r}: {done.changed}; nothing was "
+                "published and no letter removed (read it again to edit it as it is now)"
             )
-        return report
+        return done
 
-    report = run(publish())
-    finish(_outcome(report, message_id, request, keep_path), output)
+    finish(_outcome(run(publish()), message_id, request), output)
 
 
 def found_one(found: SameId[Delivery], queue: str, *, asked: bool) -> Delivery:
@@ -326,25 +322,24 @@ def _default_keep(queue: str, message_id: str) -> Path:
     return Path(f"rr-edit-{safe}-{stamp}.jsonl")
 
 
-def _keep_original(path: Path, letter: Delivery) -> None:
+def _keep_original(path: Path, letter: Delivery) -> Path:
     """The original as one export line, in place before anything is published."""
     with guard():
         kept = ExportFile(path)
         try:
-            kept.stream.write(record_line(record_of(letter)) + "\n")
+            kept.stream.write(original_line(letter))
             kept.stream.flush()
             os.fsync(kept.stream.fileno())
             kept.commit()
         finally:
             kept.discard()
+    return path
 
 
-def _outcome(
-    report: TransferReport, message_id: str, request: EditRequest, keep_path: Path
-) -> Outcome:
-    published = report.sent == 1
-    result = next((r for r in report.results if r.outcome.value == "sent"), None)
-    to = result.to if result is not None else None
+def _outcome(done: EditDone, message_id: str, request: EditRequest) -> Outcome:
+    report, keep_path = done.report, done.kept
+    published = done.published
+    to = done.to
     lines = [transfer_summary(report)]
     if published:
         lines.append(
