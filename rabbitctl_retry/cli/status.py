@@ -28,6 +28,7 @@ from rabbitctl_retry.cli._common import (
     exit_with,
     guard,
     management_connector_of,
+    management_url_option,
     resolve_management_url,
     resolve_urls,
     run,
@@ -80,14 +81,11 @@ def status_command(
     url: UrlOption = None,
     management_url: Annotated[
         str | None,
-        typer.Option(
-            "--management-url",
-            envvar="RR_MANAGEMENT_URL",
-            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
+        management_url_option(
+            "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
             "each queue's unacked messages, consumers' prefetch, publish and deliver rates, "
             "and its settings, with the policy and operator policy that apply and the "
-            "effective value (docs/topology.md). Else [broker] management_url of --topology.",
-            show_default=False,
+            "effective value (docs/topology.md). Else [broker] management_url of --topology."
         ),
     ] = None,
     output: OutputOption = OutputFormat.TABLE,
