@@ -65,6 +65,7 @@ from rabbitctl_retry.errors import DataError, RrError, UsageError
 from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.edit import EditDone, original_line, publish_edit
+from rabbitctl_retry.ops.probe import Connect
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 from rabbitctl_retry.user_files import BODY_LIMIT_BYTES, FileRefused, read_bytes, read_stream
@@ -147,27 +148,97 @@ def edit_command(
     retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
     with guard():
         check_queue_names([queue] + ([to] if to else []))
-        try:
-            assignments = tuple(parse_assignment(text, retry_header) for text in set_header or ())
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        for name in remove_header or ():
-            problem = header_problem(name, retry_header)
-            if problem is not None:
-                raise UsageError(f"--remove-header {name[:60]!r}: {problem}")
-        editor = None if body_file is not None else _editor_command()
-        if body_file is None and editor is None and not (assignments or remove_header):
-            raise UsageError(
-                "no editor: set $VISUAL or $EDITOR, or give the new body with --body FILE "
-                "(or only change headers with --set-header / --remove-header)"
-            )
-        new_body_given = _read_body(body_file) if body_file is not None else None
+        assignments = _assignments(set_header, remove_header, retry_header)
+        editor, new_body_given = _new_body(body_file, bool(assignments or remove_header))
         require_answerable(yes, "edit")
         keep_path = keep or _default_keep(queue, message_id)
         if keep_path.exists():
             raise UsageError(f"{keep_path} exists; choose another --keep file")
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     connect = connect_to(ctx, broker_urls)
+    letter = _read_letter(connect, queue, message_id, position, yes=yes, output=output)
+    before = letter.body
+    with guard():
+        after = new_body_given if new_body_given is not None else _edited(editor, letter)
+        request = EditRequest(
+            body=after,
+            set_headers=assignments,
+            remove_headers=tuple(remove_header or ()),
+            original_sha256=sha256_hex(before),
+        )
+        if after == before and not request.changes_headers:
+            finish(_unchanged(queue, message_id), output)
+            return
+        problem = body_problem(letter.properties.content_type, before, after)
+        if problem is not None and not force:
+            raise DataError(f"{message_id!r}: {problem}; nothing was changed")
+    for line in [*header_lines(letter.properties.headers, request), *diff_lines(before, after)]:
+        note(line)
+    plan = _plan(queue, to, retry_header, WaitQueues.of(topology))
+    done = _publish(connect, plan, letter, request, keep_path, (message_id, position), yes=yes)
+    finish(_outcome(done, message_id, request), output)
+
+
+def _unchanged(queue: str, message_id: str) -> Outcome:
+    """What an edit that changed nothing prints (nothing was published)."""
+    return Outcome(
+        document=lambda: {"queue": queue, "message_id": message_id, "edited": False},
+        table=lambda: [cell(f"{message_id!r}: body and headers unchanged; nothing was published")],
+    )
+
+
+def _plan(queue: str, to: str | None, retry_header: str, wait_queues: WaitQueues) -> ReplayPlan:
+    """The replay plan the edited copy goes out by (its origin, or --to)."""
+    return ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=retry_header,
+        to=to,
+        wait_queues=wait_queues,
+    )
+
+
+def _edited(editor: list[str] | None, letter: Delivery) -> bytes:
+    """The body as the editor saved it, or the letter's own (only headers change)."""
+    return _edit_in(editor, letter) if editor is not None else letter.body
+
+
+def _assignments(
+    set_header: list[str] | None, remove_header: list[str] | None, retry_header: str
+) -> tuple[tuple[str, str], ...]:
+    """``--set-header``'s assignments, and ``--remove-header``'s names checked."""
+    try:
+        assignments = tuple(parse_assignment(text, retry_header) for text in set_header or ())
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    for name in remove_header or ():
+        problem = header_problem(name, retry_header)
+        if problem is not None:
+            raise UsageError(f"--remove-header {name[:60]!r}: {problem}")
+    return assignments
+
+
+def _new_body(body_file: str | None, headers: bool) -> tuple[list[str] | None, bytes | None]:
+    """The editor to run, or ``--body``'s bytes (``headers``: only headers may change)."""
+    editor = None if body_file is not None else _editor_command()
+    if body_file is None and editor is None and not headers:
+        raise UsageError(
+            "no editor: set $VISUAL or $EDITOR, or give the new body with --body FILE "
+            "(or only change headers with --set-header / --remove-header)"
+        )
+    return editor, _read_body(body_file) if body_file is not None else None
+
+
+def _read_letter(
+    connect: Connect,
+    queue: str,
+    message_id: str,
+    position: int | None,
+    *,
+    yes: bool,
+    output: OutputFormat,
+) -> Delivery:
+    """The letter to edit, found by a read that takes nothing."""
     wanted: SameId[Delivery] = SameId(message_id, position or 1)
     scan_reading = runs.inspect(
         connect,
@@ -179,44 +250,22 @@ def edit_command(
     )
     run(scan_reading)
     with guard():
-        letter = found_one(wanted, queue, asked=position is not None)
-    before = letter.body
-    with guard():
-        if new_body_given is not None:
-            after = new_body_given
-        elif editor is not None:
-            after = _edit_in(editor, letter)
-        else:
-            after = before
-        request = EditRequest(
-            body=after,
-            set_headers=assignments,
-            remove_headers=tuple(remove_header or ()),
-            original_sha256=sha256_hex(before),
-        )
-        if after == before and not request.changes_headers:
-            finish(
-                Outcome(
-                    document=lambda: {"queue": queue, "message_id": message_id, "edited": False},
-                    table=lambda: [
-                        cell(f"{message_id!r}: body and headers unchanged; nothing was published")
-                    ],
-                ),
-                output,
-            )
-            return
-        problem = body_problem(letter.properties.content_type, before, after)
-        if problem is not None and not force:
-            raise DataError(f"{message_id!r}: {problem}; nothing was changed")
-    for line in [*header_lines(letter.properties.headers, request), *diff_lines(before, after)]:
-        note(line)
-    plan = ReplayPlan(
-        source=queue,
-        run_id=engine.new_run_id(),
-        retry_header=retry_header,
-        to=to,
-        wait_queues=WaitQueues.of(topology),
-    )
+        return found_one(wanted, queue, asked=position is not None)
+
+
+def _publish(
+    connect: Connect,
+    plan: ReplayPlan,
+    letter: Delivery,
+    request: EditRequest,
+    keep_path: Path,
+    asked: tuple[str, int | None],
+    *,
+    yes: bool,
+) -> EditDone:
+    """Asked, then the edit published (ops/edit.py): ``asked`` is --id and --position."""
+    queue, to = plan.source, plan.to
+    message_id, position = asked
     target = to or "the queue it failed in"
     # the run takes the letter only if it is still, byte for byte, the one read above
     # (ops/edit.py: the original kept, the copy published, the letter acked)
@@ -243,7 +292,7 @@ def edit_command(
             )
         return done
 
-    finish(_outcome(run(publish()), message_id, request), output)
+    return run(publish())
 
 
 def found_one(found: SameId[Delivery], queue: str, *, asked: bool) -> Delivery:
