@@ -36,7 +36,11 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.finish import finish, render
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.ops.status import Management
+    from collections.abc import Callable
+
+    from rabbitctl_retry.cli.status_render import Reading
+    from rabbitctl_retry.ops.status import Management, Statuses
+    from rabbitctl_retry.topology.consumers import ConsumerNote
 
 DEFAULT_TOPOLOGY = Path("topology.toml")
 """The file ``rr status`` shows when given neither a queue nor ``--topology``, if the current
@@ -96,7 +100,6 @@ def status_command(
     from rabbitctl_retry.cli.status_render import Reading, status_outcome
     from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.ops.status import read_statuses
-    from rabbitctl_retry.topology.consumers import consumer_notes
     from rabbitctl_retry.topology.expand import QueueEntity, expand
     from rabbitctl_retry.topology.load import load_file
 
@@ -133,16 +136,7 @@ def status_command(
             connect, topology, None if every_queue else named, management=management
         )
         found = run(statuses, quiet_interrupt=watch_s is not None)
-        notes = (
-            consumer_notes(
-                [status.entity for status in found.queues if status.listed],
-                retried,
-                found.consumers,
-                found.server.release,
-            )
-            if found.consumers is not None
-            else []
-        )
+        notes = _consumer_notes(found, retried)
         return Reading(
             found.queues,
             read_at=read_at,
@@ -155,6 +149,29 @@ def status_command(
     if watch_s is None:
         finish(status_outcome(reading(), notes=notes), output)
         return
+    _watch(reading, watch_s, notes, output)
+
+
+def _consumer_notes(found: Statuses, retried: frozenset[str]) -> list[ConsumerNote]:
+    """What the consumers that are not rr do with the file's queues (none without them)."""
+    from rabbitctl_retry.topology.consumers import consumer_notes
+
+    if found.consumers is None:
+        return []
+    return consumer_notes(
+        [status.entity for status in found.queues if status.listed],
+        retried,
+        found.consumers,
+        found.server.release,
+    )
+
+
+def _watch(
+    reading: Callable[[], Reading], watch_s: float, notes: list[str], output: OutputFormat
+) -> None:
+    """``--watch``: a reading every ``watch_s`` seconds until Ctrl-C (exit 0)."""
+    from rabbitctl_retry.cli.status_render import status_outcome
+
     try:  # Ctrl-C, during a reading too, is the end of the watch: exit 0
         first = True
         while True:
