@@ -130,7 +130,8 @@ class ServerRelease:
     )
     """RabbitMQ 3.10 (measured on 3.10.8): a quorum queue with a delivery limit takes back a
     consumer's messages of one basic.reject / nack with requeue in the order of an Erlang map
-    of their message ids (emulator/settle.py, emulator/settle.py, _commands); 4.0 in delivery order."""
+    of their message ids (emulator/settle.py, emulator/settle.py, _commands); 4.0 in delivery
+    order."""
     closing_channel_returns_gets_first: bool = field(
         metadata=_doc("A closing channel gives back what `basic.get` took before its consumers'")
     )

@@ -130,6 +130,31 @@ OutputOption = Annotated[
 ]
 
 
+MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
+"""Every command's ``--management-url`` variable (docs/cli.md, "The management URL")."""
+
+
+def management_url_option(help: str) -> Any:
+    """``--management-url`` (or ``$RR_MANAGEMENT_URL``), declared once: each command says
+    what it reads with it (``help``); :func:`check_given_management_url` checks it."""
+    return typer.Option(
+        "--management-url", envvar=MANAGEMENT_URL_ENV, help=help, show_default=False
+    )
+
+
+def check_given_management_url(management_url: str | None) -> None:
+    """A ``--management-url`` refused before anything connects: exit 2 (usage), saying where it
+    was given."""
+    from rabbitctl_retry.transport.management import check_management_url
+
+    if management_url is None:
+        return
+    try:
+        check_management_url(management_url)
+    except UsageError as error:
+        fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
+
+
 UNWRAPPED_WIDTH = 10_000
 """The width of rr's output when it goes to a file or a pipe (and $COLUMNS is not set): wide
 enough that no table cell and no line is wrapped for a script to reassemble."""

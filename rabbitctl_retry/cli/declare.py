@@ -11,10 +11,11 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    check_given_management_url,
     connector_of,
-    fail,
     guard,
     management_connector_of,
+    management_url_option,
     resolve_management_url,
     resolve_urls,
     run,
@@ -27,12 +28,9 @@ from rabbitctl_retry.cli.render import (
     plan_table,
     setting_lines,
 )
-from rabbitctl_retry.errors import ConflictError, UsageError, censor_urls, escape_unprintable
+from rabbitctl_retry.errors import ConflictError, censor_urls, escape_unprintable
 from rabbitctl_retry.ops.declare import Declared, declare_topology
 from rabbitctl_retry.ops.preflight import load_checked
-from rabbitctl_retry.transport.management import check_management_url
-
-MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
 
 
 def declare(
@@ -44,14 +42,11 @@ def declare(
     url: UrlOption = None,
     management_url: Annotated[
         str | None,
-        typer.Option(
-            "--management-url",
-            envvar=MANAGEMENT_URL_ENV,
-            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): check "
+        management_url_option(
+            "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): check "
             "replicas against the cluster's nodes, and show where each queue lives "
             '(docs/cluster.md); needed for settings = "policy" (docs/topology.md). Else '
-            "[broker] management_url.",
-            show_default=False,
+            "[broker] management_url."
         ),
     ] = None,
     output: OutputOption = OutputFormat.TABLE,
@@ -66,11 +61,7 @@ def declare(
         # "Malformed files"); the management URL by the rules of broker URLs (docs/cli.md,
         # "Malformed input").
         topology, _ = load_checked(topology_file)
-        if management_url is not None:
-            try:
-                check_management_url(management_url)
-            except UsageError as error:
-                fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
+        check_given_management_url(management_url)
     declared = run(
         declare_topology(
             topology,

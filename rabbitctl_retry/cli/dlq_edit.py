@@ -42,7 +42,7 @@ from rabbitctl_retry.cli.dlq_common import (
     progress_bar,
     require_answerable,
 )
-from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
+from rabbitctl_retry.cli.dlq_report import transfer_exit_code
 from rabbitctl_retry.cli.export_file import ExportFile
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -51,23 +51,21 @@ from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
     diff_lines,
-    edit_chooser,
     header_lines,
     header_problem,
     json_problem,
     parse_assignment,
     sha256_hex,
 )
-from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.dlq.report import TransferReport
+from rabbitctl_retry.dlq.report import transfer_document, transfer_summary
 from rabbitctl_retry.dlq.same_id import LetterPick, SameId, checksums
 from rabbitctl_retry.errors import DataError, RrError, UsageError
 from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
-from rabbitctl_retry.ops.dlq import record_of
-from rabbitctl_retry.ops.transfer import TransferOptions
+from rabbitctl_retry.ops.edit import EditDone, original_line, publish_edit
+from rabbitctl_retry.ops.probe import Connect
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 from rabbitctl_retry.user_files import BODY_LIMIT_BYTES, FileRefused, read_bytes, read_stream
@@ -150,27 +148,97 @@ def edit_command(
     retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
     with guard():
         check_queue_names([queue] + ([to] if to else []))
-        try:
-            assignments = tuple(parse_assignment(text, retry_header) for text in set_header or ())
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        for name in remove_header or ():
-            problem = header_problem(name, retry_header)
-            if problem is not None:
-                raise UsageError(f"--remove-header {name[:60]!r}: {problem}")
-        editor = None if body_file is not None else _editor_command()
-        if body_file is None and editor is None and not (assignments or remove_header):
-            raise UsageError(
-                "no editor: set $VISUAL or $EDITOR, or give the new body with --body FILE "
-                "(or only change headers with --set-header / --remove-header)"
-            )
-        new_body_given = _read_body(body_file) if body_file is not None else None
+        assignments = _assignments(set_header, remove_header, retry_header)
+        editor, new_body_given = _new_body(body_file, bool(assignments or remove_header))
         require_answerable(yes, "edit")
         keep_path = keep or _default_keep(queue, message_id)
         if keep_path.exists():
             raise UsageError(f"{keep_path} exists; choose another --keep file")
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     connect = connect_to(ctx, broker_urls)
+    letter = _read_letter(connect, queue, message_id, position, yes=yes, output=output)
+    before = letter.body
+    with guard():
+        after = new_body_given if new_body_given is not None else _edited(editor, letter)
+        request = EditRequest(
+            body=after,
+            set_headers=assignments,
+            remove_headers=tuple(remove_header or ()),
+            original_sha256=sha256_hex(before),
+        )
+        if after == before and not request.changes_headers:
+            finish(_unchanged(queue, message_id), output)
+            return
+        problem = body_problem(letter.properties.content_type, before, after)
+        if problem is not None and not force:
+            raise DataError(f"{message_id!r}: {problem}; nothing was changed")
+    for line in [*header_lines(letter.properties.headers, request), *diff_lines(before, after)]:
+        note(line)
+    plan = _plan(queue, to, retry_header, WaitQueues.of(topology))
+    done = _publish(connect, plan, letter, request, keep_path, (message_id, position), yes=yes)
+    finish(_outcome(done, message_id, request), output)
+
+
+def _unchanged(queue: str, message_id: str) -> Outcome:
+    """What an edit that changed nothing prints (nothing was published)."""
+    return Outcome(
+        document=lambda: {"queue": queue, "message_id": message_id, "edited": False},
+        table=lambda: [cell(f"{message_id!r}: body and headers unchanged; nothing was published")],
+    )
+
+
+def _plan(queue: str, to: str | None, retry_header: str, wait_queues: WaitQueues) -> ReplayPlan:
+    """The replay plan the edited copy goes out by (its origin, or --to)."""
+    return ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=retry_header,
+        to=to,
+        wait_queues=wait_queues,
+    )
+
+
+def _edited(editor: list[str] | None, letter: Delivery) -> bytes:
+    """The body as the editor saved it, or the letter's own (only headers change)."""
+    return _edit_in(editor, letter) if editor is not None else letter.body
+
+
+def _assignments(
+    set_header: list[str] | None, remove_header: list[str] | None, retry_header: str
+) -> tuple[tuple[str, str], ...]:
+    """``--set-header``'s assignments, and ``--remove-header``'s names checked."""
+    try:
+        assignments = tuple(parse_assignment(text, retry_header) for text in set_header or ())
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    for name in remove_header or ():
+        problem = header_problem(name, retry_header)
+        if problem is not None:
+            raise UsageError(f"--remove-header {name[:60]!r}: {problem}")
+    return assignments
+
+
+def _new_body(body_file: str | None, headers: bool) -> tuple[list[str] | None, bytes | None]:
+    """The editor to run, or ``--body``'s bytes (``headers``: only headers may change)."""
+    editor = None if body_file is not None else _editor_command()
+    if body_file is None and editor is None and not headers:
+        raise UsageError(
+            "no editor: set $VISUAL or $EDITOR, or give the new body with --body FILE "
+            "(or only change headers with --set-header / --remove-header)"
+        )
+    return editor, _read_body(body_file) if body_file is not None else None
+
+
+def _read_letter(
+    connect: Connect,
+    queue: str,
+    message_id: str,
+    position: int | None,
+    *,
+    yes: bool,
+    output: OutputFormat,
+) -> Delivery:
+    """The letter to edit, found by a read that takes nothing."""
     wanted: SameId[Delivery] = SameId(message_id, position or 1)
     scan_reading = runs.inspect(
         connect,
@@ -182,72 +250,49 @@ def edit_command(
     )
     run(scan_reading)
     with guard():
-        letter = found_one(wanted, queue, asked=position is not None)
-    before = letter.body
-    with guard():
-        if new_body_given is not None:
-            after = new_body_given
-        elif editor is not None:
-            after = _edit_in(editor, letter)
-        else:
-            after = before
-        request = EditRequest(
-            body=after,
-            set_headers=assignments,
-            remove_headers=tuple(remove_header or ()),
-            original_sha256=sha256_hex(before),
-        )
-        if after == before and not request.changes_headers:
-            finish(
-                Outcome(
-                    document=lambda: {"queue": queue, "message_id": message_id, "edited": False},
-                    table=lambda: [
-                        cell(f"{message_id!r}: body and headers unchanged; nothing was published")
-                    ],
-                ),
-                output,
-            )
-            return
-        problem = body_problem(letter.properties.content_type, before, after)
-        if problem is not None and not force:
-            raise DataError(f"{message_id!r}: {problem}; nothing was changed")
-    for line in [*header_lines(letter.properties.headers, request), *diff_lines(before, after)]:
-        note(line)
-    plan = ReplayPlan(
-        source=queue,
-        run_id=engine.new_run_id(),
-        retry_header=retry_header,
-        to=to,
-        wait_queues=WaitQueues.of(topology),
-    )
+        return found_one(wanted, queue, asked=position is not None)
+
+
+def _publish(
+    connect: Connect,
+    plan: ReplayPlan,
+    letter: Delivery,
+    request: EditRequest,
+    keep_path: Path,
+    asked: tuple[str, int | None],
+    *,
+    yes: bool,
+) -> EditDone:
+    """Asked, then the edit published (ops/edit.py): ``asked`` is --id and --position."""
+    queue, to = plan.source, plan.to
+    message_id, position = asked
     target = to or "the queue it failed in"
     # the run takes the letter only if it is still, byte for byte, the one read above
+    # (ops/edit.py: the original kept, the copy published, the letter acked)
     pick: LetterPick[Delivery] = LetterPick(message_id, position or 1, checksums(letter))
 
-    async def publish() -> TransferReport:
+    async def publish() -> EditDone:
         await ask(
             f"Publish the edited {message_id!r} to {target} and remove the dead letter? The "
             f"original is kept in {keep_path}",
             yes,
             "edit",
         )
-        _keep_original(keep_path, letter)
-        report = await runs.transfer_one(
-            connect,
-            queue,
-            edit_chooser(plan, request),
-            TransferOptions(limit=1, only=pick),
+        done = await publish_edit(
+            pick,
+            plan,
+            request,
+            keep=partial(_keep_original, keep_path, letter),
+            transfer=partial(runs.transfer_one, connect, queue),
         )
-        if (problem := pick.refused(report)) is not None:
-            keep_path.unlink(missing_ok=True)  # the original of nothing: the letter stays
+        if done.changed is not None:
             raise LetterChanged(
-                f"{printable(message_id)!r} in {queue!r}: {problem}; nothing was published "
-                "and no letter removed (read it again to edit it as it is now)"
+                f"{printable(message_id)!r} in {queue!r}: {done.changed}; nothing was "
+                "published and no letter removed (read it again to edit it as it is now)"
             )
-        return report
+        return done
 
-    report = run(publish())
-    finish(_outcome(report, message_id, request, keep_path), output)
+    return run(publish())
 
 
 def found_one(found: SameId[Delivery], queue: str, *, asked: bool) -> Delivery:
@@ -326,25 +371,24 @@ def _default_keep(queue: str, message_id: str) -> Path:
     return Path(f"rr-edit-{safe}-{stamp}.jsonl")
 
 
-def _keep_original(path: Path, letter: Delivery) -> None:
+def _keep_original(path: Path, letter: Delivery) -> Path:
     """The original as one export line, in place before anything is published."""
     with guard():
         kept = ExportFile(path)
         try:
-            kept.stream.write(record_line(record_of(letter)) + "\n")
+            kept.stream.write(original_line(letter))
             kept.stream.flush()
             os.fsync(kept.stream.fileno())
             kept.commit()
         finally:
             kept.discard()
+    return path
 
 
-def _outcome(
-    report: TransferReport, message_id: str, request: EditRequest, keep_path: Path
-) -> Outcome:
-    published = report.sent == 1
-    result = next((r for r in report.results if r.outcome.value == "sent"), None)
-    to = result.to if result is not None else None
+def _outcome(done: EditDone, message_id: str, request: EditRequest) -> Outcome:
+    report, keep_path = done.report, done.kept
+    published = done.published
+    to = done.to
     lines = [transfer_summary(report)]
     if published:
         lines.append(

@@ -29,7 +29,6 @@ from rabbitctl_retry.cli.dlq_common import (
     progress_bar,
 )
 from rabbitctl_retry.cli.dlq_inspect import InspectReading
-from rabbitctl_retry.cli.dlq_report import plural
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -45,6 +44,7 @@ from rabbitctl_retry.dlq.groups import (
 )
 from rabbitctl_retry.dlq.letter import Letter
 from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.dlq.report import plural
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs

@@ -13,11 +13,17 @@ from typing import Any
 
 from rich.table import Table
 
-from rabbitctl_retry.cli.dlq_report import inspect_summary, outcome_text
+from rabbitctl_retry.cli.dlq_report import inspect_summary
 from rabbitctl_retry.cli.render import cell, count_cell, json_value
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.origin import WaitQueues
-from rabbitctl_retry.dlq.report import TransferOutcome, TransferReport, group_counts, target_counts
+from rabbitctl_retry.dlq.report import (
+    TransferOutcome,
+    TransferReport,
+    group_counts,
+    outcome_text,
+    target_counts,
+)
 from rabbitctl_retry.dlq.spill import SpilledRows
 from rabbitctl_retry.dlq.view import death_line, encode_body, error_lines, show_body
 from rabbitctl_retry.json_text import StreamedArray

@@ -10,8 +10,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rabbitctl_retry.cli.dlq_report import plural
 from rabbitctl_retry.cli.render import cell, count_cell
+from rabbitctl_retry.dlq.report import plural
 from rabbitctl_retry.dlq.summary import Landmark, Summary
 from rabbitctl_retry.retry.headers import utc_stamp
 

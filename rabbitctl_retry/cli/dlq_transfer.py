@@ -32,7 +32,7 @@ from rabbitctl_retry.cli.dlq_common import (
     where_option,
 )
 from rabbitctl_retry.cli.dlq_render import transfer_table
-from rabbitctl_retry.cli.dlq_report import transfer_document, transfer_exit_code, transfer_summary
+from rabbitctl_retry.cli.dlq_report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, Piece, TsvOnly, finish, render
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
@@ -45,7 +45,12 @@ from rabbitctl_retry.dlq.purge import PurgePlan, choose_purge
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan, choose, to_problem
-from rabbitctl_retry.dlq.report import TransferKind, TransferReport
+from rabbitctl_retry.dlq.report import (
+    TransferKind,
+    TransferReport,
+    transfer_document,
+    transfer_summary,
+)
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import transfer as engine

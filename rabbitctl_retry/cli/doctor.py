@@ -24,10 +24,11 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    check_given_management_url,
     connect_to,
-    fail,
     guard,
     management_connector_of,
+    management_url_option,
     resolve_management_url,
     resolve_urls,
     run,
@@ -43,14 +44,9 @@ from rabbitctl_retry.doctor import (
     healthy,
     safe,
 )
-from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops.doctor import server_facts
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_file
-from rabbitctl_retry.transport.management import check_management_url
-
-MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
-"""The same variable as ``rr declare``'s (docs/cli.md, "The management URL")."""
 
 
 def doctor_command(
@@ -62,17 +58,14 @@ def doctor_command(
     url: UrlOption = None,
     management_url: Annotated[
         str | None,
-        typer.Option(
-            "--management-url",
-            envvar=MANAGEMENT_URL_ENV,
-            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
+        management_url_option(
+            "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
             "deprecated features the server permits or denies, which AMQP does not tell, "
             "the nodes' memory and disk alarms, quorum queues' members online, the vhost's "
             "default queue type, the consumers that are not rr, "
             "and on RabbitMQ 3.x which queues an ha-mode policy mirrors "
             '(docs/cli.md, "rr doctor"). Else [broker] management_url; without one, those '
-            "findings are assumed from the version or not made.",
-            show_default=False,
+            "findings are assumed from the version or not made."
         ),
     ] = None,
     output: OutputOption = OutputFormat.TABLE,
@@ -84,11 +77,7 @@ def doctor_command(
     server is not healthy now (docs/cli.md, "rr doctor")."""
     with guard():
         topology = load_file(topology_file) if topology_file else None
-        if management_url is not None:
-            try:
-                check_management_url(management_url)
-            except UsageError as error:
-                fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
+        check_given_management_url(management_url)
     desired = expand(topology) if topology is not None else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     api_url = resolve_management_url(

@@ -11,25 +11,24 @@ import typer
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     UrlOption,
+    check_given_management_url,
     connector_of,
-    fail,
     guard,
     management_connector_of,
+    management_url_option,
     resolve_management_url,
     resolve_urls,
     run,
     stderr_console,
 )
-from rabbitctl_retry.cli.declare import MANAGEMENT_URL_ENV, warning_line
+from rabbitctl_retry.cli.declare import warning_line
 from rabbitctl_retry.cli.dlq_common import YesOption, ask, require_answerable
 from rabbitctl_retry.cli.finish import Outcome, Unwrapped, finish, render
 from rabbitctl_retry.cli.render import printable
-from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops.migrate import Look, MigrateHooks, Migration, StepReport, migrate_topology
 from rabbitctl_retry.ops.preflight import load_checked
 from rabbitctl_retry.topology.migration import AFTER_STEPS, BEFORE_STEPS, Phase, Step
 from rabbitctl_retry.topology.plan import Status
-from rabbitctl_retry.transport.management import check_management_url
 
 
 def migrate_command(
@@ -61,13 +60,10 @@ def migrate_command(
     url: UrlOption = None,
     management_url: Annotated[
         str | None,
-        typer.Option(
-            "--management-url",
-            envvar=MANAGEMENT_URL_ENV,
-            help='The management plugin\'s URL: needed for settings = "policy", and to check '
+        management_url_option(
+            'The management plugin\'s URL: needed for settings = "policy", and to check '
             "publishing by name (without it: --force) and weigh messages "
-            "(docs/topology.md). Else [broker] management_url.",
-            show_default=False,
+            "(docs/topology.md). Else [broker] management_url."
         ),
     ] = None,
     output: Annotated[
@@ -88,11 +84,7 @@ def migrate_command(
     """
     with guard():
         topology, _ = load_checked(topology_file)
-        if management_url is not None:
-            try:
-                check_management_url(management_url)
-            except UsageError as error:
-                fail(UsageError(f"{error} (given by --management-url or ${MANAGEMENT_URL_ENV})"))
+        check_given_management_url(management_url)
         if not dry_run:
             require_answerable(yes, "migrate")
 

@@ -28,6 +28,7 @@ from rabbitctl_retry.cli._common import (
     exit_with,
     guard,
     management_connector_of,
+    management_url_option,
     resolve_management_url,
     resolve_urls,
     run,
@@ -35,7 +36,11 @@ from rabbitctl_retry.cli._common import (
 from rabbitctl_retry.cli.finish import finish, render
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.ops.status import Management
+    from collections.abc import Callable
+
+    from rabbitctl_retry.cli.status_render import Reading
+    from rabbitctl_retry.ops.status import Management, Statuses
+    from rabbitctl_retry.topology.consumers import ConsumerNote
 
 DEFAULT_TOPOLOGY = Path("topology.toml")
 """The file ``rr status`` shows when given neither a queue nor ``--topology``, if the current
@@ -80,14 +85,11 @@ def status_command(
     url: UrlOption = None,
     management_url: Annotated[
         str | None,
-        typer.Option(
-            "--management-url",
-            envvar="RR_MANAGEMENT_URL",
-            help="The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
+        management_url_option(
+            "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
             "each queue's unacked messages, consumers' prefetch, publish and deliver rates, "
             "and its settings, with the policy and operator policy that apply and the "
-            "effective value (docs/topology.md). Else [broker] management_url of --topology.",
-            show_default=False,
+            "effective value (docs/topology.md). Else [broker] management_url of --topology."
         ),
     ] = None,
     output: OutputOption = OutputFormat.TABLE,
@@ -98,7 +100,6 @@ def status_command(
     from rabbitctl_retry.cli.status_render import Reading, status_outcome
     from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.ops.status import read_statuses
-    from rabbitctl_retry.topology.consumers import consumer_notes
     from rabbitctl_retry.topology.expand import QueueEntity, expand
     from rabbitctl_retry.topology.load import load_file
 
@@ -135,16 +136,7 @@ def status_command(
             connect, topology, None if every_queue else named, management=management
         )
         found = run(statuses, quiet_interrupt=watch_s is not None)
-        notes = (
-            consumer_notes(
-                [status.entity for status in found.queues if status.listed],
-                retried,
-                found.consumers,
-                found.server.release,
-            )
-            if found.consumers is not None
-            else []
-        )
+        notes = _consumer_notes(found, retried)
         return Reading(
             found.queues,
             read_at=read_at,
@@ -157,6 +149,29 @@ def status_command(
     if watch_s is None:
         finish(status_outcome(reading(), notes=notes), output)
         return
+    _watch(reading, watch_s, notes, output)
+
+
+def _consumer_notes(found: Statuses, retried: frozenset[str]) -> list[ConsumerNote]:
+    """What the consumers that are not rr do with the file's queues (none without them)."""
+    from rabbitctl_retry.topology.consumers import consumer_notes
+
+    if found.consumers is None:
+        return []
+    return consumer_notes(
+        [status.entity for status in found.queues if status.listed],
+        retried,
+        found.consumers,
+        found.server.release,
+    )
+
+
+def _watch(
+    reading: Callable[[], Reading], watch_s: float, notes: list[str], output: OutputFormat
+) -> None:
+    """``--watch``: a reading every ``watch_s`` seconds until Ctrl-C (exit 0)."""
+    from rabbitctl_retry.cli.status_render import status_outcome
+
     try:  # Ctrl-C, during a reading too, is the end of the watch: exit 0
         first = True
         while True:

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from rabbitctl_retry.cli._common import (
+    MANAGEMENT_URL_ENV,
     OutputFormat,
     OutputOption,
     UrlOption,
     fail,
     guard,
     management_connector_of,
+    management_url_option,
     resolve_management_url,
     resolve_urls,
     run,
@@ -93,12 +95,9 @@ def show(
     url: UrlOption = None,
     management_url: Annotated[
         str | None,
-        typer.Option(
-            "--management-url",
-            envvar=MANAGEMENT_URL_ENV,
-            help="With --live: the management plugin's URL (http://USER:PASSWORD@HOST:15672/). "
-            "Else [broker] management_url.",
-            show_default=False,
+        management_url_option(
+            "With --live: the management plugin's URL (http://USER:PASSWORD@HOST:15672/). "
+            "Else [broker] management_url."
         ),
     ] = None,
 ) -> None:
@@ -147,9 +146,6 @@ def show(
         return pieces
 
     finish(Outcome(document=document, table=table), output)
-
-
-MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
 
 
 def _show_pieces(topology: Topology, desired: Desired) -> list[Piece]:

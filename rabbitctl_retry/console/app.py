@@ -24,7 +24,6 @@ from urllib.parse import urlencode
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from rabbitctl_retry.cli.dlq_report import transfer_summary
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
 from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
@@ -49,6 +48,7 @@ from rabbitctl_retry.console.reads import (
     transfer,
 )
 from rabbitctl_retry.console.reads import run_group as run_on_engine
+from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
     body_problem,
@@ -57,18 +57,21 @@ from rabbitctl_retry.dlq.edit import (
     box_size_problem,
     box_text_problem,
     diff_lines,
-    edit_chooser,
     sha256_hex,
 )
-from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.dlq.report import TransferKind, TransferOutcome
+from rabbitctl_retry.dlq.report import (
+    TransferKind,
+    TransferOutcome,
+    TransferReport,
+    transfer_summary,
+)
 from rabbitctl_retry.dlq.same_id import Checksums, LetterPick, checksums
 from rabbitctl_retry.errors import RrError, UsageError, censor_urls, write_failure
 from rabbitctl_retry.ops import transfer as engine
-from rabbitctl_retry.ops.dlq import record_of
+from rabbitctl_retry.ops.edit import original_line, publish_edit
 from rabbitctl_retry.ops.probe import Connect, QueueState
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferRun
@@ -622,10 +625,6 @@ async def edit(request: web.Request) -> web.Response:
     if problem is not None and not asked.force:
         return _page(html.result_page("Refused", [problem], back=back, error=True), 400)
     request_ = EditRequest(body=after, original_sha256=sha256_hex(before))
-    try:
-        kept = _keep_original(state.config.keep_dir, queue, message_id, letter)
-    except OSError as error:
-        return _page(_not_kept(state.config.keep_dir, queue, message_id, error, back), 500)
     plan = ReplayPlan(
         source=queue,
         run_id=engine.new_run_id(),
@@ -635,24 +634,32 @@ async def edit(request: web.Request) -> web.Response:
     # a fresh look in the run that publishes and acks: the letter is checked on the very
     # delivery the run acks (a colleague may have changed it since the look above)
     taking: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)
-    report = await transfer(
-        state.config.connect,
-        queue,
-        edit_chooser(plan, request_),
-        TransferKind.REPLAY,
-        TransferOptions(limit=1, only=taking),
-        Job(id="edit", title="edit", queue=queue),
-    )
-    if taking.refused(report) is not None:
-        kept.unlink(missing_ok=True)  # the original of nothing: the letter stays
+
+    def keep() -> Path:
+        try:
+            return _keep_original(state.config.keep_dir, queue, message_id, letter)
+        except OSError as error:
+            raise _NotKept(error) from None
+
+    async def publish(choose: Chooser, options: TransferOptions) -> TransferReport:
+        job = Job(id="edit", title="edit", queue=queue)
+        return await transfer(
+            state.config.connect, queue, choose, TransferKind.REPLAY, options, job
+        )
+
+    try:
+        done = await publish_edit(taking, plan, request_, keep=keep, transfer=publish)
+    except _NotKept as not_kept:  # nothing was published
+        error = not_kept.error
+        return _page(_not_kept(state.config.keep_dir, queue, message_id, error, back), 500)
+    if done.changed is not None:
         return _page(_not_shown(queue, message_id, taking, back), 409)
-    published = report.sent == 1
-    result = next((r for r in report.results if r.outcome is TransferOutcome.SENT), None)
+    published, kept = done.published, done.kept
     lines = [
-        *transfer_summary(report).splitlines(),
+        *transfer_summary(done.report).splitlines(),
         (
-            f"edited copy of {message_id} published to {result.to}; the original is in {kept}"
-            if published and result is not None
+            f"edited copy of {message_id} published to {done.to}; the original is in {kept}"
+            if published
             else f"nothing was published; the dead letter stays (its original: {kept})"
         ),
     ]
@@ -667,6 +674,14 @@ async def edit(request: web.Request) -> web.Response:
     )
 
 
+class _NotKept(Exception):
+    """The original of an edit could not be written (nothing was published)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _keep_original(directory: Path, queue: str, message_id: str, letter: Delivery) -> Path:
     """The original as one export line, synced, before anything is published (an OSError
     when it cannot be written: no file is left half written)."""
@@ -675,7 +690,7 @@ def _keep_original(directory: Path, queue: str, message_id: str, letter: Deliver
     path = directory / f"rr-edit-{safe[:120]}-{stamp}.jsonl"
     with path.open("x", encoding="utf-8") as out:
         try:
-            out.write(record_line(record_of(letter)) + "\n")
+            out.write(original_line(letter))
             out.flush()
             os.fsync(out.fileno())
         except OSError:

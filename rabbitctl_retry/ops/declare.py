@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import assert_never
@@ -324,6 +325,38 @@ class Declared:
     nothing: rr declares every queue with its type); None when it told, or was not asked."""
 
 
+def need_management_for_policies(topology: Topology, management_url: str | None) -> None:
+    """A file with policies needs the management API (rr declare, rr migrate)."""
+    if topology.uses_policies and management_url is None:
+        raise ConfigError(POLICY_NEEDS_MANAGEMENT)
+
+
+@asynccontextmanager
+async def opened(
+    urls: Sequence[str],
+    connector: Connector,
+    management_url: str | None,
+    management: ManagementConnector | None,
+) -> AsyncIterator[tuple[Connection, ManagementApi | None, Callable[[], Awaitable[Connection]]]]:
+    """The connection of ``rr declare`` and ``rr migrate`` (the first of ``urls`` that
+    answers), the management API of its vhost when ``management_url`` is given, and how to
+    open another connection like it; the connection is closed on the way out."""
+
+    async def connect() -> Connection:
+        return await connect_any(connector, urls)
+
+    connection = await connect()
+    try:
+        api = (
+            management(management_url, vhost=vhost_of(connection.url))
+            if management_url is not None and management is not None
+            else None
+        )
+        yield connection, api, connect
+    finally:
+        await connection.close()
+
+
 async def declare_topology(
     topology: Topology,
     urls: Sequence[str],
@@ -350,19 +383,8 @@ async def declare_topology(
         parse_management_url(management_url)  # refused before anything connects
         if management is None:
             raise ValueError("a management URL needs a management connector")
-    if topology.uses_policies and management_url is None:
-        raise ConfigError(POLICY_NEEDS_MANAGEMENT)
-
-    async def connect() -> Connection:
-        return await connect_any(connector, urls)
-
-    connection = await connect()
-    try:
-        api = (
-            management(management_url, vhost=vhost_of(connection.url))
-            if management_url is not None and management is not None
-            else None
-        )
+    need_management_for_policies(topology, management_url)
+    async with opened(urls, connector, management_url, management) as (connection, api, connect):
         if api is not None:
             await _check_same_server(api, connection)
         nodes = await api.nodes() if api is not None else None
@@ -382,8 +404,6 @@ async def declare_topology(
             api=api,
             policies=policies,
         )
-    finally:
-        await connection.close()
     told = Declared(
         plan=result, default_queue_type=default_type, default_type_problem=default_problem
     )

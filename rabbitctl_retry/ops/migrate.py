@@ -23,7 +23,9 @@ from rabbitctl_retry.ops.declare import (
     POLICY_NEEDS_MANAGEMENT,
     apply,
     declare_entity,
+    need_management_for_policies,
     observe,
+    opened,
     provision,
 )
 from rabbitctl_retry.ops.probe import (
@@ -56,8 +58,7 @@ from rabbitctl_retry.topology.migration import (
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Matches, Plan, Refused, plan
 from rabbitctl_retry.transport.base import Connection, Connector, QueueInfo
-from rabbitctl_retry.transport.failover import connect_any
-from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
+from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 
 DRAIN_ROUNDS = 20
 """Moves of a queue before rr concludes that something keeps filling it (a publisher by name,
@@ -169,20 +170,9 @@ async def migrate_topology(
 ) -> None:
     """``rr migrate``: plan, look, ask, then the rest of the file (as ``rr declare``) and each
     rebuild; the whole file is planned again at the end (``done.final``)."""
-    if topology.uses_policies and management_url is None:
-        raise ConfigError(POLICY_NEEDS_MANAGEMENT)
+    need_management_for_policies(topology, management_url)
     done.dry_run = dry_run
-
-    async def connect() -> Connection:
-        return await connect_any(connector, urls)
-
-    connection = await connect()
-    try:
-        api = (
-            management(management_url, vhost=vhost_of(connection.url))
-            if management_url is not None and management is not None
-            else None
-        )
+    async with opened(urls, connector, management_url, management) as (connection, api, connect):
         desired = expand(topology, connection.server_version.release)
         policies = await api.policies() if api is not None and topology.uses_policies else None
         observed = await observe(connection, desired, connect=connect)
@@ -259,8 +249,6 @@ async def migrate_topology(
             policies=await api.policies() if api is not None and topology.uses_policies else None,
         )
         done.finished = True
-    finally:
-        await connection.close()
 
 
 async def _holding_is_rr(

@@ -309,13 +309,15 @@ FORBIDDEN = {
     ),
     "runtime": ("cli", "testing", "simulation"),
     "ops": ("runtime", "cli", "testing", "simulation"),
+    "console": ("cli",),
 }
 """What each shell must not import (``transport/`` has a rule of its own)."""
 
 
 def no_arrow_points_upwards(module: Module) -> list[str]:
     """The emulator imports no shell above it and no adapter; the runtime and the operations
-    nothing built on them."""
+    nothing built on them; the console no CLI module (what both need lives below them:
+    ``ops/``, ``dlq/``)."""
     return [
         f"{module.name} imports {name}"
         for layer, above in FORBIDDEN.items()
@@ -441,6 +443,12 @@ VIOLATIONS = [
     (no_arrow_points_upwards, "rabbitctl_retry.emulator.bad", "from ..transport import amqp\n"),
     (no_arrow_points_upwards, "rabbitctl_retry.runtime.bad", "from ..cli import _common\n"),
     (no_arrow_points_upwards, "rabbitctl_retry.ops.bad", "from rabbitctl_retry import testing"),
+    (
+        no_arrow_points_upwards,
+        "rabbitctl_retry.console.bad",
+        "from rabbitctl_retry.cli.dlq_report import transfer_summary\n",
+    ),
+    (no_arrow_points_upwards, "rabbitctl_retry.console.app", "from ..cli import _common\n"),
     (nobody_imports_click, "rabbitctl_retry.cli.bad", "import click\n"),
     (only_common_runs_the_loop, "rabbitctl_retry.cli.status", "import asyncio\nasyncio.run(f())\n"),
     (

@@ -8,12 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rabbitctl_retry.cli.dlq_report import (
-    inspect_summary,
-    transfer_document,
-    transfer_exit_code,
-    transfer_summary,
-)
+from rabbitctl_retry.cli.dlq_report import inspect_summary, transfer_exit_code
 from rabbitctl_retry.dlq.report import (
     TransferKind,
     TransferOutcome,
@@ -22,6 +17,8 @@ from rabbitctl_retry.dlq.report import (
     TransferResults,
     group_counts,
     target_counts,
+    transfer_document,
+    transfer_summary,
 )
 from rabbitctl_retry.dlq.view import body_text, death_line, encode_body, error_lines, show_body
 from rabbitctl_retry.errors import ExitCode
