@@ -5,7 +5,7 @@ import os
 import sys
 
 from rabbitctl_retry.errors import RrError
-from rabbitctl_retry.transport.amqp import connect
+from rabbitctl_retry.transport.clients import connect
 
 
 async def main() -> int:

@@ -29,7 +29,7 @@ from pathlib import Path
 from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.simulation import parse_publish_file
 from rabbitctl_retry.timeline import Step, ending_text, endings
-from rabbitctl_retry.transport.amqp import connect
+from rabbitctl_retry.transport.clients import connect
 
 HERE = Path(__file__).parent
 MESSAGES = HERE / "messages.jsonl"

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from rabbitctl_retry.simulation import parse_publish_file
-from rabbitctl_retry.transport.amqp import connect
 from rabbitctl_retry.transport.base import Properties
+from rabbitctl_retry.transport.clients import connect
 
 MESSAGES = Path(__file__).with_name("messages.jsonl")
 

@@ -5,7 +5,7 @@ import os
 
 from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.retry.headers import deaths
-from rabbitctl_retry.transport.amqp import connect
+from rabbitctl_retry.transport.clients import connect
 
 QUEUES = ["refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"]
 RETRY = "x-ruststream-retry-count"
