@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 import traceback
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +109,36 @@ def test_rr_runs_without_aiormq() -> None:
     asked = rr_without_aiormq("dlq", "inspect", "q", "--url", url, client="aiormq")
     assert asked.returncode == ExitCode.USAGE, asked.stderr
     assert "RR_AMQP_CLIENT=aiormq needs aiormq" in asked.stderr
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def rr_modules_imported_by(folder: Path) -> set[str]:
+    """Every module of rr that a script under ``folder`` imports."""
+    modules: set[str] = set()
+    for script in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules.add(node.module)
+            elif isinstance(node, ast.Import):
+                modules.update(alias.name for alias in node.names)
+    return {name for name in modules if name.split(".")[0] == "rabbitctl_retry"}
+
+
+def test_the_examples_run_without_aiormq() -> None:
+    """The README's demo installs rr alone (scripts/demo.sh: no extra): what its scripts import
+    of rr imports without aiormq (they once connected through transport/amqp.py)."""
+    modules = sorted(rr_modules_imported_by(EXAMPLES))
+    assert "rabbitctl_retry.transport.clients" in modules
+    code = (
+        "import importlib, sys\n"
+        "sys.modules['aiormq'] = None\n"
+        "sys.modules['yarl'] = None\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
