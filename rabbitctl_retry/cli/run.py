@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
 import signal
@@ -259,6 +258,7 @@ def _serve_metrics(port: int, bind: str) -> tuple[RunMetrics, MetricsServer]:
 
 def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
     """``probe``'s /metrics and /healthz, served on ``bind`` ``port`` from now on."""
+    from rabbitctl_retry.console.address import is_loopback
     from rabbitctl_retry.runtime.metrics_server import MetricsServer
 
     with guard():
@@ -269,7 +269,7 @@ def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
             raise RrError(f"cannot serve metrics on {where}: {error}") from None
     server.start()
     log.info("serving metrics", extra={"rr": {"bind": bind, "port": server.port}})
-    if not _loopback(bind):
+    if not is_loopback(bind):  # the console's rule: this machine only
         log.warning(
             f"rr run serves metrics on {bind}, not only on this machine: anyone who can reach "
             f"port {server.port} can read /metrics and /healthz, without authentication "
@@ -277,16 +277,6 @@ def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
             extra={"rr": {"bind": bind, "port": server.port}},
         )
     return server
-
-
-def _loopback(bind: str) -> bool:
-    """Whether ``bind`` is this machine only (a loopback address, or ``localhost``)."""
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
 
 
 def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
