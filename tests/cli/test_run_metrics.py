@@ -124,13 +124,20 @@ async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
 
         bodies = [b"ok", b"ok", b"ok", b"bad"]
         await publish_all(backend, "metered", [(body, Properties()) for body in bodies])
-        page = until(  # until the dead letter is decided and both copies confirmed
-            lambda: get(f"{base}/metrics")[1],
-            lambda page: bool(
-                sample(page, "rr_decisions_total", queue="metered", outcome="dead-lettered")
+        # Until every delivery is decided and both copies confirmed: on a busy machine the
+        # dead letter can be decided while two "ok" deliveries are still on their way, so the
+        # wait is for all the totals; the exact numbers are checked after (a count that
+        # never comes ends the wait at its deadline and fails).
+        def settled(page: str) -> bool:
+            return (
+                sample(page, "rr_decisions_total", queue="metered", outcome="acked") >= 3
+                and sample(page, "rr_decisions_total", queue="metered", outcome="dead-lettered")
+                >= 1
+                and sample(page, "rr_handler_seconds_count", queue="metered") >= 5
                 and sample(page, "rr_copies_confirmed_total") >= 2
-            ),
-        )
+            )
+
+        page = until(lambda: get(f"{base}/metrics")[1], settled)
 
         def decisions(outcome: str) -> float:
             return sample(page, "rr_decisions_total", queue="metered", outcome=outcome)
