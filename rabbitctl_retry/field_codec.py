@@ -108,15 +108,20 @@ def decode_fields(fields: bytes) -> EncodedTable:
     return EncodedTable(_read_fields(fields, 0, len(fields)), encoded=bytes(fields))
 
 
+def _field_name(data: bytes, at: int, end: int) -> tuple[str, int]:
+    """The name of the field at ``at`` (a byte of length, then the name), and where its value
+    starts. ``IndexError`` past the data's end, ``ValueError`` past the table's."""
+    name_end = at + 1 + data[at]
+    if name_end > end:
+        raise ValueError("a field name past the end of its table")
+    return data[at + 1 : name_end].decode(), name_end
+
+
 def _read_fields(data: bytes, at: int, end: int) -> dict[str, FieldValue]:
     table: dict[str, FieldValue] = {}
     try:
         while at < end:
-            size = data[at]
-            name_end = at + 1 + size
-            if name_end > end:
-                raise ValueError("a field name past the end of its table")
-            name = data[at + 1 : name_end].decode()
+            name, name_end = _field_name(data, at, end)
             table[name], at = _read_value(data, name_end, end)
     except IndexError:
         raise ValueError("a field table cut short") from None
@@ -220,11 +225,7 @@ def raw_fields(fields: bytes) -> list[tuple[str, RawField]]:
     at, end = 0, len(fields)
     try:
         while at < end:
-            size = fields[at]
-            name_end = at + 1 + size
-            if name_end > end:
-                raise ValueError("a field name past the end of its table")
-            name = fields[at + 1 : name_end].decode()
+            name, name_end = _field_name(fields, at, end)
             stop = _value_end(fields, name_end, end)
             raw = RawField(chr(fields[name_end]), bytes(fields[name_end + 1 : stop]))
             found.append((name, raw))

@@ -750,30 +750,32 @@ class Topology:
                 )
         expiring = {queue.name for queue in self.queues if "x-expires" in queue.arguments}
         for queue in self.queues:
-            if queue.rejected is not None and queue.rejected in expiring:
-                raise ConfigError(
-                    f"{queue.rejected!r} has x-expires: RabbitMQ would delete it while unused, "
-                    f"and what is rejected from {queue.name!r} then would be lost",
-                    path=key_path("queues", queue.rejected, "arguments", "x-expires"),
-                )
-            if queue.rejected is not None and queue.rejected in owner_of_wait_queue:
-                raise ConfigError(
-                    f"{queue.rejected!r} is the wait queue of "
-                    f"{owner_of_wait_queue[queue.rejected]!r}: what it holds goes back there",
-                    path=key_path("queues", queue.name, "rejected"),
-                )
-            if queue.dead_letter is not None and queue.dead_letter in expiring:
-                raise ConfigError(
-                    f"{queue.dead_letter!r} has x-expires: RabbitMQ would delete it while "
-                    f"unused, and the dead letters of {queue.name!r} sent then would be lost",
-                    path=key_path("queues", queue.dead_letter, "arguments", "x-expires"),
-                )
-            if queue.dead_letter is not None and queue.dead_letter in owner_of_wait_queue:
-                raise ConfigError(
-                    f"{queue.dead_letter!r} is the wait queue of "
-                    f"{owner_of_wait_queue[queue.dead_letter]!r}, not a dead-letter queue",
-                    path=key_path("queues", queue.name, "dead_letter"),
-                )
+            routes = (
+                (
+                    "rejected",
+                    queue.rejected,
+                    f"what is rejected from {queue.name!r} then",
+                    ": what it holds goes back there",
+                ),
+                (
+                    "dead_letter",
+                    queue.dead_letter,
+                    f"the dead letters of {queue.name!r} sent then",
+                    ", not a dead-letter queue",
+                ),
+            )
+            for key, target, lost, not_one in routes:
+                if target is not None and target in expiring:
+                    raise ConfigError(
+                        f"{target!r} has x-expires: RabbitMQ would delete it while unused, "
+                        f"and {lost} would be lost",
+                        path=key_path("queues", target, "arguments", "x-expires"),
+                    )
+                if target is not None and target in owner_of_wait_queue:
+                    raise ConfigError(
+                        f"{target!r} is the wait queue of {owner_of_wait_queue[target]!r}{not_one}",
+                        path=key_path("queues", queue.name, key),
+                    )
 
     def settings_of(self, queue: Queue) -> SettingsMode:
         """Where ``queue``'s retry settings go: its own ``settings``, else the broker's."""
