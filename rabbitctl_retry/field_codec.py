@@ -149,11 +149,7 @@ def _read_value(data: bytes, at: int, end: int) -> tuple[FieldValue, int]:
     at += 1
     size = FIXED_SIZES.get(tag)
     if size is None:
-        if tag not in SIZED:
-            raise ValueError(f"unknown field type {tag!r}")
-        if at + 4 > end:
-            raise ValueError(f"a field of type {tag!r} cut short")
-        (length,) = _LENGTH.unpack_from(data, at)
+        length = _content_length(data, tag, at, end)
         start = at + 4
         stop = start + length
         if stop > end:
@@ -187,6 +183,17 @@ def _read_value(data: bytes, at: int, end: int) -> tuple[FieldValue, int]:
         scale, unscaled = _DECIMAL.unpack_from(data, at)
         return float(Decimal(unscaled).scaleb(-scale)), stop
     return None, stop  # V
+
+
+def _content_length(data: bytes, tag: str, at: int, end: int) -> int:
+    """The length in front of the content of a value of type ``tag`` not of a fixed size
+    (``S x F A``), read at ``at``."""
+    if tag not in SIZED:
+        raise ValueError(f"unknown field type {tag!r}")
+    if at + 4 > end:
+        raise ValueError(f"a field of type {tag!r} cut short")
+    length: int = _LENGTH.unpack_from(data, at)[0]
+    return length
 
 
 def _time(seconds: int) -> datetime:
@@ -254,11 +261,7 @@ def _value_end(data: bytes, at: int, end: int) -> int:
     tag = chr(data[at])
     size = FIXED_SIZES.get(tag)
     if size is None:
-        if tag not in SIZED:
-            raise ValueError(f"unknown field type {tag!r}")
-        if at + 5 > end:
-            raise ValueError(f"a field of type {tag!r} cut short")
-        size = 4 + _LENGTH.unpack_from(data, at + 1)[0]
+        size = 4 + _content_length(data, tag, at + 1, end)
     stop = at + 1 + size
     if stop > end:
         raise ValueError(f"a field of type {tag!r} longer than what holds it")

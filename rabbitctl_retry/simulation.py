@@ -444,25 +444,22 @@ def _server_row(
     """What the broker did on its own: dead-lettering, dropping, returning."""
     match event:
         case DeadLettered():
-            target = ", ".join(event.to_queues) or "nowhere"
-            return TimelineRow(
-                time_s=event.at_s - start_s,
-                queue=event.from_queue,
-                event=f"server dead-lettered ({event.reason})",
-                detail=f"-> {target}",
-                message_id=message_ids.get(event.message),
-            )
+            queue, what = event.from_queue, f"server dead-lettered ({event.reason})"
+            detail = f"-> {', '.join(event.to_queues) or 'nowhere'}"
         case Dropped():
-            return TimelineRow(
-                time_s=event.at_s - start_s,
-                queue=event.queue,
-                event=f"server dropped ({event.cause})",
-                message_id=message_ids.get(event.message),
-            )
+            queue, what, detail = event.queue, f"server dropped ({event.cause})", ""
         case Returned():
             return TimelineRow(
                 time_s=event.at_s - start_s,
                 queue=event.routing_key,
                 event="returned (unroutable)",
             )
-    return None
+        case _:
+            return None
+    return TimelineRow(
+        time_s=event.at_s - start_s,
+        queue=queue,
+        event=what,
+        detail=detail,
+        message_id=message_ids.get(event.message),
+    )

@@ -313,16 +313,11 @@ class Queue:
 
     def _check_dead_letter(self) -> None:
         if self.dead_letter is not None:
-            path = self._path("dead_letter")
-            check_entity_name(self.dead_letter, path, "queue")
-            if self.dead_letter == self.name:
-                raise ConfigError(
-                    f"names the queue itself: spent messages of {self.name!r} would come "
-                    "straight back to it",
-                    path=path,
-                )
-            if self.dead_letter in self.wait_queue_names:
-                raise ConfigError(f"{self.dead_letter!r} is this queue's own wait queue", path=path)
+            self._check_target(
+                "dead_letter",
+                self.dead_letter,
+                f"spent messages of {self.name!r} would come straight back to it",
+            )
         if self.dead_letter_exchange:
             # "" is the default exchange, a valid dead-letter exchange (checked with its
             # routing key: _check_arguments). Only declaring an amq.* exchange is refused;
@@ -334,21 +329,28 @@ class Queue:
                 reserved_ok=True,
             )
 
+    def _check_target(self, key: str, target: str, coming_back: str) -> str:
+        """``target``, the queue that setting ``key`` sends messages to, is a queue's name,
+        neither this queue nor one of its wait queues; its path."""
+        path = self._path(key)
+        check_entity_name(target, path, "queue")
+        if target == self.name:
+            raise ConfigError(f"names the queue itself: {coming_back}", path=path)
+        if target in self.wait_queue_names:
+            raise ConfigError(f"{target!r} is this queue's own wait queue", path=path)
+        return path
+
     def _check_rejected(self) -> None:
         """``rejected`` is the queue's server-side dead-letter route: a queue of its own,
         never another route beside it (a queue has one)."""
         if self.rejected is None:
             return
-        path = self._path("rejected")
-        check_entity_name(self.rejected, path, "queue")
-        if self.rejected == self.name:
-            raise ConfigError(
-                f"names the queue itself: what a consumer of {self.name!r} rejects would come "
-                "straight back to it, again and again",
-                path=path,
-            )
-        if self.rejected in self.wait_queue_names:
-            raise ConfigError(f"{self.rejected!r} is this queue's own wait queue", path=path)
+        path = self._check_target(
+            "rejected",
+            self.rejected,
+            f"what a consumer of {self.name!r} rejects would come straight back to it, again "
+            "and again",
+        )
         route = (
             ("dead_letter_exchange", self._path("dead_letter_exchange"))
             if self.dead_letter_exchange is not None
