@@ -33,15 +33,19 @@ Overflow = Literal["drop-head", "reject-publish", "reject-publish-dlx"]
 
 VHOST = "/"
 
-_CLASSIC_EQUIVALENCE_KEYS = (
-    # the order RabbitMQ checks a classic queue's arguments in (measured on 3.10.8 and 4.0.5:
-    # a TTL queue redeclared as quorum without its TTL reports x-message-ttl first)
+_LIFE_AND_LIMIT_KEYS = (
     "x-expires",
     "x-message-ttl",
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
     "x-max-length",
     "x-max-length-bytes",
+)
+"""Arguments both queue types check in this order, one after the other."""
+_CLASSIC_EQUIVALENCE_KEYS = (
+    # the order RabbitMQ checks a classic queue's arguments in (measured on 3.10.8 and 4.0.5:
+    # a TTL queue redeclared as quorum without its TTL reports x-message-ttl first)
+    *_LIFE_AND_LIMIT_KEYS,
     "x-max-priority",
     "x-overflow",
     "x-queue-mode",
@@ -52,12 +56,7 @@ _CLASSIC_EQUIVALENCE_KEYS = (
 )
 _QUORUM_EQUIVALENCE_KEYS = (
     "x-queue-type",
-    "x-expires",
-    "x-message-ttl",
-    "x-dead-letter-exchange",
-    "x-dead-letter-routing-key",
-    "x-max-length",
-    "x-max-length-bytes",
+    *_LIFE_AND_LIMIT_KEYS,
     "x-max-in-memory-length",
     "x-max-in-memory-bytes",
     "x-overflow",
