@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Concatenate, Generic, ParamSpec, TypeVar, cast
+from typing import Concatenate, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 from rabbitctl_retry.emulator import channels, entities, settle
 from rabbitctl_retry.emulator import publish as publishing
@@ -54,7 +54,15 @@ class _Operation(Generic[_P, _R]):
         self._rule = rule
         self.__doc__ = rule.__doc__
 
-    def __get__(self, broker: Broker, owner: type[Broker] | None = None) -> Callable[_P, _R]:
+    @overload
+    def __get__(self, broker: None, owner: type[Broker]) -> Self: ...
+    @overload
+    def __get__(self, broker: Broker, owner: type[Broker] | None = None) -> Callable[_P, _R]: ...
+    def __get__(
+        self, broker: Broker | None, owner: type[Broker] | None = None
+    ) -> Self | Callable[_P, _R]:
+        if broker is None:  # read on the class (help(), documentation tools)
+            return self
         return cast("Callable[_P, _R]", partial(self._rule, broker.state))
 
 
@@ -66,7 +74,13 @@ class _StateField(Generic[_T]):
     def __set_name__(self, owner: type[Broker], name: str) -> None:
         self._name = name
 
-    def __get__(self, broker: Broker, owner: type[Broker] | None = None) -> _T:
+    @overload
+    def __get__(self, broker: None, owner: type[Broker]) -> Self: ...
+    @overload
+    def __get__(self, broker: Broker, owner: type[Broker] | None = None) -> _T: ...
+    def __get__(self, broker: Broker | None, owner: type[Broker] | None = None) -> Self | _T:
+        if broker is None:  # read on the class
+            return self
         return cast("_T", getattr(broker.state, self._name))
 
 
