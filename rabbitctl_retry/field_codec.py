@@ -108,15 +108,20 @@ def decode_fields(fields: bytes) -> EncodedTable:
     return EncodedTable(_read_fields(fields, 0, len(fields)), encoded=bytes(fields))
 
 
+def _field_name(data: bytes, at: int, end: int) -> tuple[str, int]:
+    """The name of the field at ``at`` (a byte of length, then the name), and where its value
+    starts. ``IndexError`` past the data's end, ``ValueError`` past the table's."""
+    name_end = at + 1 + data[at]
+    if name_end > end:
+        raise ValueError("a field name past the end of its table")
+    return data[at + 1 : name_end].decode(), name_end
+
+
 def _read_fields(data: bytes, at: int, end: int) -> dict[str, FieldValue]:
     table: dict[str, FieldValue] = {}
     try:
         while at < end:
-            size = data[at]
-            name_end = at + 1 + size
-            if name_end > end:
-                raise ValueError("a field name past the end of its table")
-            name = data[at + 1 : name_end].decode()
+            name, name_end = _field_name(data, at, end)
             table[name], at = _read_value(data, name_end, end)
     except IndexError:
         raise ValueError("a field table cut short") from None
@@ -144,11 +149,7 @@ def _read_value(data: bytes, at: int, end: int) -> tuple[FieldValue, int]:
     at += 1
     size = FIXED_SIZES.get(tag)
     if size is None:
-        if tag not in SIZED:
-            raise ValueError(f"unknown field type {tag!r}")
-        if at + 4 > end:
-            raise ValueError(f"a field of type {tag!r} cut short")
-        (length,) = _LENGTH.unpack_from(data, at)
+        length = _content_length(data, tag, at, end)
         start = at + 4
         stop = start + length
         if stop > end:
@@ -182,6 +183,17 @@ def _read_value(data: bytes, at: int, end: int) -> tuple[FieldValue, int]:
         scale, unscaled = _DECIMAL.unpack_from(data, at)
         return float(Decimal(unscaled).scaleb(-scale)), stop
     return None, stop  # V
+
+
+def _content_length(data: bytes, tag: str, at: int, end: int) -> int:
+    """The length in front of the content of a value of type ``tag`` not of a fixed size
+    (``S x F A``), read at ``at``."""
+    if tag not in SIZED:
+        raise ValueError(f"unknown field type {tag!r}")
+    if at + 4 > end:
+        raise ValueError(f"a field of type {tag!r} cut short")
+    length: int = _LENGTH.unpack_from(data, at)[0]
+    return length
 
 
 def _time(seconds: int) -> datetime:
@@ -220,11 +232,7 @@ def raw_fields(fields: bytes) -> list[tuple[str, RawField]]:
     at, end = 0, len(fields)
     try:
         while at < end:
-            size = fields[at]
-            name_end = at + 1 + size
-            if name_end > end:
-                raise ValueError("a field name past the end of its table")
-            name = fields[at + 1 : name_end].decode()
+            name, name_end = _field_name(fields, at, end)
             stop = _value_end(fields, name_end, end)
             raw = RawField(chr(fields[name_end]), bytes(fields[name_end + 1 : stop]))
             found.append((name, raw))
@@ -253,11 +261,7 @@ def _value_end(data: bytes, at: int, end: int) -> int:
     tag = chr(data[at])
     size = FIXED_SIZES.get(tag)
     if size is None:
-        if tag not in SIZED:
-            raise ValueError(f"unknown field type {tag!r}")
-        if at + 5 > end:
-            raise ValueError(f"a field of type {tag!r} cut short")
-        size = 4 + _LENGTH.unpack_from(data, at + 1)[0]
+        size = 4 + _content_length(data, tag, at + 1, end)
     stop = at + 1 + size
     if stop > end:
         raise ValueError(f"a field of type {tag!r} longer than what holds it")

@@ -282,118 +282,144 @@ async def simulate(
     (``watch``: the handler calls, seen from outside; a call longer than
     ``handler_timeout_s`` real seconds stops the run), as ``server_version`` behaves
     (default: :func:`~rabbitctl_retry.testing.release_for` the topology)."""
-    result = Simulation()
     watch = watch or HandlerWatch()
     handlers = watch.watched(handlers)
     release = server_version or release_for(topology)
     async with TestBroker(topology, server_version=release) as broker:
-        start_s = broker.clock.now_s
-        first_event = len(broker.history)
-
-        seen_events = first_event
-        message_ids: dict[int, str | None] = {}
-        """The emulator's message numbers -> message ids."""
-
-        def drain() -> None:
-            # What the broker did on its own during the last step, after that step's rows.
-            nonlocal seen_events
-            events = broker.history
-            for event in events[seen_events:]:
-                if isinstance(event, Published):
-                    message_ids[event.message] = event.message_id
-                row = _server_row(event, start_s, message_ids)
-                if row is not None:
-                    result.rows.append(row)
-            seen_events = len(events)
-
-        guard = LoopGuard()
-        looped: list[str] = []
-        stuck = asyncio.Event()
-
-        def on_decision(queue: str, delivery: Delivery, decision: Decision) -> None:
-            if stuck.is_set():
-                return
-            drain()
-            headers = delivery.properties.headers
-            counts = counts_of(headers, topology.broker.retry_header, queue)
-            detail = ""
-            if decision.destination:
-                detail = f"-> {decision.destination}"
-            if decision.delay_ms:
-                detail += f" in {decision.delay_ms / 1000:g}s"
-            if decision.failure is not None:
-                detail += f" ({decision.failure.type}: {decision.failure.message})"
-            if counts.carried_retry_count is not None:
-                detail += f" ({carried_text(counts)})"
-            result.rows.append(
-                TimelineRow(
-                    time_s=broker.clock.now_s - start_s,
-                    queue=queue,
-                    event=decision.event.value,
-                    attempt=decision.attempt,
-                    retry_count=counts.retry_count,
-                    delivery_count=counts.delivery_count,
-                    detail=detail.strip(),
-                    message_id=delivery.properties.message_id,
-                    carried_retry_count=counts.carried_retry_count,
-                    origin_queue=counts.origin_queue,
-                )
-            )
-            problem = guard.note(
-                broker.clock.now_s - start_s, queue, delivery.properties.message_id
-            )
-            if problem is not None:
-                looped.append(problem)
-                stuck.set()
-
-        async def steps() -> None:
-            await broker.run(handlers, listener=on_decision, shutdown_timeout_s=1.0)
-            drain()
-            for number, message in enumerate(publishes, start=1):
-                message_id = message.message_id or f"m{number}"
-                result.rows.append(
-                    TimelineRow(
-                        time_s=broker.clock.now_s - start_s,
-                        queue=message.queue,
-                        event="published",
-                        message_id=message_id,
-                    )
-                )
-                content_type = "application/json" if message.is_json else "text/plain"
-                properties = Properties(
-                    content_type=content_type, delivery_mode=2, message_id=message_id
-                )
-                await broker.publish(message.queue, message.body, properties=properties)
-                drain()
-            end_s = start_s + horizon_s
-            while (due := broker.clock.next_due_s()) is not None and due <= end_s:
-                await broker.advance(max(0.0, due - broker.clock.now_s))
-                drain()
-            result.finished = broker.clock.next_due_s() is None
-
-        async def watching() -> None:
-            while (problem := watch.overdue(handler_timeout_s)) is None:
-                await asyncio.sleep(min(0.1, handler_timeout_s / 10))
-            looped.append(problem)
-            stuck.set()
-            watch.stop()
-            broker.emulator.cancel_callbacks()  # a delivery waiting on a thread never ends
-
-        watcher = asyncio.ensure_future(watching())
+        run = _Run(broker, topology.broker.retry_header)
+        watcher = asyncio.ensure_future(run.watching(watch, handler_timeout_s))
         try:
-            await _until_done_or_stuck(steps(), stuck)
+            await _until_done_or_stuck(run.steps(handlers, publishes, horizon_s), run.stuck)
         finally:
             watcher.cancel()
+        await run.finish(horizon_s)
+    if run.looped:
+        raise SimulationLooped(f"rr simulate stopped: {run.looped[0]}", run.result)
+    return run.result
+
+
+class _Run:
+    """One simulation under way: the timeline it writes as the broker and the handlers act,
+    and why it stopped, if it did."""
+
+    def __init__(self, broker: TestBroker, retry_header: str) -> None:
+        self.broker = broker
+        self.retry_header = retry_header
+        self.result = Simulation()
+        self.start_s: float = broker.clock.now_s
+        self.seen_events = len(broker.history)
+        self.message_ids: dict[int, str | None] = {}
+        """The emulator's message numbers -> message ids."""
+        self.guard = LoopGuard()
+        self.looped: list[str] = []
+        self.stuck = asyncio.Event()
+
+    def _now_s(self) -> float:
+        """Virtual seconds since the run started."""
+        now_s: float = self.broker.clock.now_s
+        return now_s - self.start_s
+
+    def drain(self) -> None:
+        """What the broker did on its own during the last step, after that step's rows."""
+        events = self.broker.history
+        for event in events[self.seen_events :]:
+            if isinstance(event, Published):
+                self.message_ids[event.message] = event.message_id
+            row = _server_row(event, self.start_s, self.message_ids)
+            if row is not None:
+                self.result.rows.append(row)
+        self.seen_events = len(events)
+
+    def on_decision(self, queue: str, delivery: Delivery, decision: Decision) -> None:
+        """rr run's decision on a delivery: its row, and whether the message loops."""
+        if self.stuck.is_set():
+            return
+        self.drain()
+        self.result.rows.append(
+            _decision_row(self._now_s(), queue, delivery, decision, self.retry_header)
+        )
+        problem = self.guard.note(self._now_s(), queue, delivery.properties.message_id)
+        if problem is not None:
+            self.looped.append(problem)
+            self.stuck.set()
+
+    async def steps(
+        self, handlers: HandlerSet, publishes: Sequence[Publish], horizon_s: float
+    ) -> None:
+        """Start rr run, publish the messages, then move the clock from one due timer to
+        the next until nothing is due or the horizon is reached."""
+        broker = self.broker
+        await broker.run(handlers, listener=self.on_decision, shutdown_timeout_s=1.0)
+        self.drain()
+        for number, message in enumerate(publishes, start=1):
+            await self._publish(message, message.message_id or f"m{number}")
+        end_s = self.start_s + horizon_s
+        while (due := broker.clock.next_due_s()) is not None and due <= end_s:
+            await broker.advance(max(0.0, due - broker.clock.now_s))
+            self.drain()
+        self.result.finished = broker.clock.next_due_s() is None
+
+    async def _publish(self, message: Publish, message_id: str) -> None:
+        self.result.rows.append(
+            TimelineRow(
+                time_s=self._now_s(),
+                queue=message.queue,
+                event="published",
+                message_id=message_id,
+            )
+        )
+        content_type = "application/json" if message.is_json else "text/plain"
+        properties = Properties(content_type=content_type, delivery_mode=2, message_id=message_id)
+        await self.broker.publish(message.queue, message.body, properties=properties)
+        self.drain()
+
+    async def watching(self, watch: HandlerWatch, handler_timeout_s: float) -> None:
+        """Stop the run on a handler call that has not returned in ``handler_timeout_s``."""
+        while (problem := watch.overdue(handler_timeout_s)) is None:
+            await asyncio.sleep(min(0.1, handler_timeout_s / 10))
+        self.looped.append(problem)
+        self.stuck.set()
+        watch.stop()
+        self.broker.emulator.cancel_callbacks()  # a delivery waiting on a thread never ends
+
+    async def finish(self, horizon_s: float) -> None:
+        """The run's times, the broker stopped, and what each queue holds at the end."""
+        result = self.result
         # Nothing left to happen: the run ends there, not at --for (docs/runtime.md).
-        stopped_early = looped or result.finished
-        result.elapsed_s = broker.clock.now_s - start_s if stopped_early else horizon_s
+        stopped_early = self.looped or result.finished
+        result.elapsed_s = self._now_s() if stopped_early else horizon_s
         result.last_event_s = result.rows[-1].time_s if result.rows else 0.0
-        await broker.stop()
-        for name in broker.emulator.queue_names():
-            result.queues[name] = broker.emulator.queue(name).ready
-    if looped:
-        raise SimulationLooped(f"rr simulate stopped: {looped[0]}", result)
-    return result
+        await self.broker.stop()
+        for name in self.broker.emulator.queue_names():
+            result.queues[name] = self.broker.emulator.queue(name).ready
+
+
+def _decision_row(
+    time_s: float, queue: str, delivery: Delivery, decision: Decision, retry_header: str
+) -> TimelineRow:
+    """rr run's decision on ``delivery`` from ``queue``, as a row."""
+    counts = counts_of(delivery.properties.headers, retry_header, queue)
+    detail = ""
+    if decision.destination:
+        detail = f"-> {decision.destination}"
+    if decision.delay_ms:
+        detail += f" in {decision.delay_ms / 1000:g}s"
+    if decision.failure is not None:
+        detail += f" ({decision.failure.type}: {decision.failure.message})"
+    if counts.carried_retry_count is not None:
+        detail += f" ({carried_text(counts)})"
+    return TimelineRow(
+        time_s=time_s,
+        queue=queue,
+        event=decision.event.value,
+        attempt=decision.attempt,
+        retry_count=counts.retry_count,
+        delivery_count=counts.delivery_count,
+        detail=detail.strip(),
+        message_id=delivery.properties.message_id,
+        carried_retry_count=counts.carried_retry_count,
+        origin_queue=counts.origin_queue,
+    )
 
 
 async def _until_done_or_stuck(steps: Coroutine[Any, Any, None], stuck: asyncio.Event) -> None:
@@ -418,25 +444,22 @@ def _server_row(
     """What the broker did on its own: dead-lettering, dropping, returning."""
     match event:
         case DeadLettered():
-            target = ", ".join(event.to_queues) or "nowhere"
-            return TimelineRow(
-                time_s=event.at_s - start_s,
-                queue=event.from_queue,
-                event=f"server dead-lettered ({event.reason})",
-                detail=f"-> {target}",
-                message_id=message_ids.get(event.message),
-            )
+            queue, what = event.from_queue, f"server dead-lettered ({event.reason})"
+            detail = f"-> {', '.join(event.to_queues) or 'nowhere'}"
         case Dropped():
-            return TimelineRow(
-                time_s=event.at_s - start_s,
-                queue=event.queue,
-                event=f"server dropped ({event.cause})",
-                message_id=message_ids.get(event.message),
-            )
+            queue, what, detail = event.queue, f"server dropped ({event.cause})", ""
         case Returned():
             return TimelineRow(
                 time_s=event.at_s - start_s,
                 queue=event.routing_key,
                 event="returned (unroutable)",
             )
-    return None
+        case _:
+            return None
+    return TimelineRow(
+        time_s=event.at_s - start_s,
+        queue=queue,
+        event=what,
+        detail=detail,
+        message_id=message_ids.get(event.message),
+    )

@@ -33,15 +33,19 @@ Overflow = Literal["drop-head", "reject-publish", "reject-publish-dlx"]
 
 VHOST = "/"
 
-_CLASSIC_EQUIVALENCE_KEYS = (
-    # the order RabbitMQ checks a classic queue's arguments in (measured on 3.10.8 and 4.0.5:
-    # a TTL queue redeclared as quorum without its TTL reports x-message-ttl first)
+_LIFE_AND_LIMIT_KEYS = (
     "x-expires",
     "x-message-ttl",
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
     "x-max-length",
     "x-max-length-bytes",
+)
+"""Arguments both queue types check in this order, one after the other."""
+_CLASSIC_EQUIVALENCE_KEYS = (
+    # the order RabbitMQ checks a classic queue's arguments in (measured on 3.10.8 and 4.0.5:
+    # a TTL queue redeclared as quorum without its TTL reports x-message-ttl first)
+    *_LIFE_AND_LIMIT_KEYS,
     "x-max-priority",
     "x-overflow",
     "x-queue-mode",
@@ -52,12 +56,7 @@ _CLASSIC_EQUIVALENCE_KEYS = (
 )
 _QUORUM_EQUIVALENCE_KEYS = (
     "x-queue-type",
-    "x-expires",
-    "x-message-ttl",
-    "x-dead-letter-exchange",
-    "x-dead-letter-routing-key",
-    "x-max-length",
-    "x-max-length-bytes",
+    *_LIFE_AND_LIMIT_KEYS,
     "x-max-in-memory-length",
     "x-max-in-memory-bytes",
     "x-overflow",
@@ -286,23 +285,20 @@ def _check_integers(
         checked += ("x-consumer-timeout",)  # RabbitMQ 4.3 quorum queues apply it
     for key in checked:
         if key in arguments:
-            value = arguments[key]
-            if not _is_int(value):
-                raise _invalid_arg(key, name, f'"expected integer, got {amqp_type_name(value)}"')
-            assert isinstance(value, int)
-            if value < 0:
-                raise _invalid_arg(key, name, f"{{value_negative,{value}}}")
-    if "x-expires" in arguments:
-        value = arguments["x-expires"]
-        if not _is_int(value):
-            raise _invalid_arg(
-                "x-expires", name, f'"expected integer, got {amqp_type_name(value)}"'
-            )
-        assert isinstance(value, int)
-        if value < 0:
-            raise _invalid_arg("x-expires", name, f"{{value_negative,{value}}}")
-        if value == 0:
-            raise _invalid_arg("x-expires", name, "{value_zero,0}")
+            _non_negative(key, name, arguments[key])
+    if "x-expires" in arguments and _non_negative("x-expires", name, arguments["x-expires"]) == 0:
+        raise _invalid_arg("x-expires", name, "{value_zero,0}")
+
+
+def _non_negative(key: str, name: str, value: FieldValue) -> int:
+    """Argument ``key``'s ``value``, refused (as the server words it) unless an integer of
+    zero or more."""
+    if not _is_int(value):
+        raise _invalid_arg(key, name, f'"expected integer, got {amqp_type_name(value)}"')
+    assert isinstance(value, int)
+    if value < 0:
+        raise _invalid_arg(key, name, f"{{value_negative,{value}}}")
+    return value
 
 
 def _overflow(name: str, overflow_value: FieldValue, kind_value: FieldValue) -> Overflow:
@@ -336,10 +332,7 @@ def _check_quorum(
         raise _invalid_property("auto-delete", name)
     for key in _QUORUM_REFUSED_ARGS:
         if key in arguments:
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{name}' in vhost "
-                f"'{VHOST}' of queue type rabbit_quorum_queue"
-            )
+            raise _refused_by_type(key, name, "rabbit_quorum_queue")
 
 
 def _check_classic(
@@ -350,21 +343,19 @@ def _check_classic(
     if behaviour.delayed_retries:
         refused = delayed_retry.refused_on_classic(arguments)
         if refused is not None:
-            raise PreconditionFailed(
-                f"PRECONDITION_FAILED - invalid arg '{refused}' for queue '{name}' in vhost "
-                f"'{VHOST}' of queue type rabbit_classic_queue"
-            )
+            raise _refused_by_type(refused, name, "rabbit_classic_queue")
     if "x-max-priority" in arguments:
-        value = arguments["x-max-priority"]
-        if not _is_int(value):
-            raise _invalid_arg(
-                "x-max-priority", name, f'"expected integer, got {amqp_type_name(value)}"'
-            )
-        assert isinstance(value, int)
-        if value < 0:
-            raise _invalid_arg("x-max-priority", name, f"{{value_negative,{value}}}")
+        value = _non_negative("x-max-priority", name, arguments["x-max-priority"])
         if value > MAX_PRIORITY:
             raise _invalid_arg("x-max-priority", name, f"{{max_value_exceeded,{value}}}")
+
+
+def _refused_by_type(key: str, name: str, queue_type: str) -> PreconditionFailed:
+    """Argument ``key`` is not one a queue of ``queue_type`` takes."""
+    return PreconditionFailed(
+        f"PRECONDITION_FAILED - invalid arg '{key}' for queue '{name}' in vhost "
+        f"'{VHOST}' of queue type {queue_type}"
+    )
 
 
 MAX_PRIORITY = 255

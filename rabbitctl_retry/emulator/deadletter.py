@@ -85,38 +85,23 @@ def dead_letter_headers(
         info["original-expiration"] = original_expiration
     existing = result.get(X_DEATH)
     if existing is None:
-        result["x-first-death-reason"] = reason
-        result["x-first-death-queue"] = queue
-        result["x-first-death-exchange"] = exchange
+        _write_death(result, "first", reason, queue, exchange)
         deaths: list[FieldValue] = [{"count": 1, **info}]
     elif not isinstance(existing, list):
         deaths = [{"count": 1, **info}]
     else:
         grouped = _group_by_queue_and_reason(existing)
-        match_index = next(
-            (
-                i
-                for i, entry in enumerate(grouped)
-                if isinstance(entry, dict)
-                and entry.get("queue") == queue
-                and entry.get("reason") == reason
-            ),
-            None,
-        )
+        match_index = _index_of_death(grouped, queue, reason)
         if match_index is None:
             deaths = [_sorted({"count": 1, **info}), *grouped]
         else:
             matched = grouped[match_index]
             assert isinstance(matched, dict)
-            bumped = dict(matched)
-            count = bumped.get("count")
-            bumped["count"] = (
-                count + 1 if isinstance(count, int) and not isinstance(count, bool) else 1
-            )
+            bumped = _counted_again(matched)
             deaths = [_sorted(bumped), *grouped[:match_index], *grouped[match_index + 1 :]]
     result[X_DEATH] = deaths
     if write_last_death:
-        _write_last_death(result, reason, queue, exchange)
+        _write_death(result, "last", reason, queue, exchange)
     return _sorted(result)
 
 
@@ -140,20 +125,9 @@ def broker_dead_letter_headers(
     result: FieldTable = dict(headers) if headers else {}
     existing = result.get(X_DEATH) if died_before else None
     if not isinstance(existing, list):
-        result["x-first-death-reason"] = reason
-        result["x-first-death-queue"] = queue
-        result["x-first-death-exchange"] = exchange
+        _write_death(result, "first", reason, queue, exchange)
         existing = []
-    match_index = next(
-        (
-            i
-            for i, entry in enumerate(existing)
-            if isinstance(entry, dict)
-            and entry.get("queue") == queue
-            and entry.get("reason") == reason
-        ),
-        None,
-    )
+    match_index = _index_of_death(existing, queue, reason)
     if match_index is None:
         entry: FieldTable = {}
         if original_expiration is not None:
@@ -172,21 +146,42 @@ def broker_dead_letter_headers(
     else:
         matched = existing[match_index]
         assert isinstance(matched, dict)
-        bumped = dict(matched)
-        count = bumped.get("count")
-        bumped["count"] = count + 1 if isinstance(count, int) and not isinstance(count, bool) else 1
+        bumped = _counted_again(matched)
         rest = [_copy_entry(e) for i, e in enumerate(existing) if i != match_index]
         deaths = [bumped, *rest]
     result[X_DEATH] = deaths
-    _write_last_death(result, reason, queue, exchange)
+    _write_death(result, "last", reason, queue, exchange)
     return _sorted(result)
 
 
-def _write_last_death(headers: FieldTable, reason: str, queue: str, exchange: str) -> None:
-    """``x-last-death-*`` (3.13+): this death, with the exchange the message died from."""
-    headers["x-last-death-reason"] = reason
-    headers["x-last-death-queue"] = queue
-    headers["x-last-death-exchange"] = exchange
+def _write_death(headers: FieldTable, which: str, reason: str, queue: str, exchange: str) -> None:
+    """``x-first-death-*`` (``which`` "first") or ``x-last-death-*`` ("last", 3.13+): this
+    death, with the exchange the message died from."""
+    headers[f"x-{which}-death-reason"] = reason
+    headers[f"x-{which}-death-queue"] = queue
+    headers[f"x-{which}-death-exchange"] = exchange
+
+
+def _index_of_death(deaths: list[FieldValue], queue: str, reason: str) -> int | None:
+    """Where the entry of ``(queue, reason)`` stands in ``deaths``, if it does."""
+    return next(
+        (
+            i
+            for i, entry in enumerate(deaths)
+            if isinstance(entry, dict)
+            and entry.get("queue") == queue
+            and entry.get("reason") == reason
+        ),
+        None,
+    )
+
+
+def _counted_again(entry: dict[str, FieldValue]) -> FieldTable:
+    """A copy of the ``x-death`` entry with its count one more (1 if it has none)."""
+    bumped = dict(entry)
+    count = bumped.get("count")
+    bumped["count"] = count + 1 if isinstance(count, int) and not isinstance(count, bool) else 1
+    return bumped
 
 
 def _sorted(table: FieldTable) -> FieldTable:

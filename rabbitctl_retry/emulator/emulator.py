@@ -23,6 +23,7 @@ from rabbitctl_retry.emulator.events import Event
 from rabbitctl_retry.emulator.management import EmulatedCluster, EmulatedManagementApi
 from rabbitctl_retry.emulator.model import EmulatedQueue, Entry
 from rabbitctl_retry.emulator.snapshots import QueuedMessage, QueueSnapshot
+from rabbitctl_retry.emulator.state import BrokerState
 from rabbitctl_retry.emulator.transport import EmulatedConnection
 from rabbitctl_retry.emulator.values import copy_headers, copy_table, with_headers
 from rabbitctl_retry.errors import NotFound
@@ -84,11 +85,14 @@ class Emulator:
         self.clock = VirtualClock(start_s)
         self.server_version = version
         self.broker = Broker(
-            self.clock,
-            version,
-            delayed_message_exchange=delayed_message_exchange,
-            record_events=record_events,
-            default_queue_type=default_queue_type,
+            BrokerState(
+                clock=self.clock,
+                server_version=version,
+                behaviour=version.behaviour,
+                delayed_message_exchange=delayed_message_exchange,
+                record_events=record_events,
+                default_queue_type=default_queue_type,
+            )
         )
         self.cluster = EmulatedCluster()
         """What the management twin states of the cluster: more nodes, stopped ones, resource

@@ -341,9 +341,7 @@ def exchange_declare(
     internal: bool,
     arguments: Mapping[str, FieldValue] | None,
 ) -> None:
-    state.activity += 1
-    if name == "":
-        raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+    _touch_exchange(state, name)
     existing = state.exchanges.get(name)
     if passive:
         if existing is None:
@@ -407,9 +405,7 @@ def _check_type(state: BrokerState, type: str) -> None:
 
 
 def exchange_delete(state: BrokerState, name: str, *, if_unused: bool) -> None:
-    state.activity += 1
-    if name == "":
-        raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+    _touch_exchange(state, name)
     if name.startswith("amq.") and any(name == n for n, _ in _SYSTEM_EXCHANGES):
         raise AccessRefused(
             f"ACCESS_REFUSED - deletion of system exchange '{name}' in vhost '{VHOST}' not allowed"
@@ -432,9 +428,7 @@ def queue_bind(
     routing_key: str,
     arguments: Mapping[str, FieldValue] | None,
 ) -> None:
-    state.activity += 1
-    if exchange == "":
-        raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+    _touch_exchange(state, exchange)
     x = state.exchanges.get(exchange)
     if x is None:
         raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
@@ -446,13 +440,8 @@ def queue_bind(
             f"PRECONDITION_FAILED - Invalid x-match field value {value}; "
             "expected all, any, all-with-x, or any-with-x"
         )
-    for binding in x.bindings:
-        if (
-            binding.queue == q.name
-            and binding.routing_key == routing_key
-            and binding.arguments == args
-        ):
-            return
+    if any(_is_binding(binding, q.name, routing_key, args) for binding in x.bindings):
+        return
     x.bindings.append(Binding(queue=q.name, routing_key=routing_key, arguments=args))
     reindex_bindings(x)
 
@@ -468,25 +457,34 @@ def queue_unbind(
     """Remove one binding. A binding, queue or exchange that does not exist is no error:
     RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok
     (tests/contract/test_routing.py)."""
-    state.activity += 1
-    if exchange == "":
-        raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+    _touch_exchange(state, exchange)
     x = state.exchanges.get(exchange)
     if x is None:
         return
     args = frozen_arguments(arguments)
-    kept = [
-        binding
-        for binding in x.bindings
-        if not (
-            binding.queue == queue
-            and binding.routing_key == routing_key
-            and binding.arguments == args
-        )
-    ]
+    kept = [b for b in x.bindings if not _is_binding(b, queue, routing_key, args)]
     if len(kept) != len(x.bindings):
         x.bindings[:] = kept
         reindex_bindings(x)
+
+
+def _touch_exchange(state: BrokerState, name: str) -> None:
+    """An operation on exchange ``name``: counted as activity, refused on the default
+    exchange."""
+    state.activity += 1
+    if name == "":
+        raise AccessRefused("ACCESS_REFUSED - operation not permitted on the default exchange")
+
+
+def _is_binding(
+    binding: Binding, queue: str, routing_key: str, arguments: Mapping[str, FieldValue]
+) -> bool:
+    """Whether ``binding`` binds ``queue`` with ``routing_key`` and ``arguments``."""
+    return (
+        binding.queue == queue
+        and binding.routing_key == routing_key
+        and binding.arguments == arguments
+    )
 
 
 def _erlang(value: FieldValue) -> str:

@@ -26,9 +26,17 @@ DropCause = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class Published:
+class _MessageEvent:
+    """What every event holds: when it happened and to which message."""
+
     at_s: float
+    """Virtual seconds (the clock's)."""
     message: int
+    """The message's number (the module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Published(_MessageEvent):
     exchange: str
     routing_key: str
     queues: tuple[str, ...]
@@ -39,50 +47,40 @@ class Published:
 
 
 @dataclass(frozen=True, slots=True)
-class Returned:
+class Returned(_MessageEvent):
     """A mandatory message no queue took (basic.return 312 NO_ROUTE)."""
 
-    at_s: float
-    message: int
     exchange: str
     routing_key: str
 
 
 @dataclass(frozen=True, slots=True)
-class Unroutable:
+class Unroutable(_MessageEvent):
     """A non-mandatory message no queue took: silently dropped."""
 
-    at_s: float
-    message: int
     exchange: str
     routing_key: str
 
 
 @dataclass(frozen=True, slots=True)
-class Delayed:
+class Delayed(_MessageEvent):
     """A message held by an ``x-delayed-message`` exchange for ``delay_ms``."""
 
-    at_s: float
-    message: int
     exchange: str
     delay_ms: int
 
 
 @dataclass(frozen=True, slots=True)
-class Released:
+class Released(_MessageEvent):
     """A delayed message whose delay ran out, routed by its exchange (``x-delay`` negated)."""
 
-    at_s: float
-    message: int
     exchange: str
     queues: tuple[str, ...]
     """Empty when nothing was bound for it any more: then it is dropped."""
 
 
 @dataclass(frozen=True, slots=True)
-class Delivered:
-    at_s: float
-    message: int
+class Delivered(_MessageEvent):
     queue: str
     delivery_tag: int
     consumer_tag: str | None
@@ -93,19 +91,15 @@ class Delivered:
 
 
 @dataclass(frozen=True, slots=True)
-class Acked:
-    at_s: float
-    message: int
+class Acked(_MessageEvent):
     queue: str
     delivery_tag: int
 
 
 @dataclass(frozen=True, slots=True)
-class Rejected:
+class Rejected(_MessageEvent):
     """basic.reject or basic.nack of one delivery."""
 
-    at_s: float
-    message: int
     queue: str
     delivery_tag: int
     requeue: bool
@@ -113,9 +107,7 @@ class Rejected:
 
 
 @dataclass(frozen=True, slots=True)
-class Requeued:
-    at_s: float
-    message: int
+class Requeued(_MessageEvent):
     queue: str
     cause: RequeueCause
     delivery_count: int
@@ -123,16 +115,12 @@ class Requeued:
 
 
 @dataclass(frozen=True, slots=True)
-class Expired:
-    at_s: float
-    message: int
+class Expired(_MessageEvent):
     queue: str
 
 
 @dataclass(frozen=True, slots=True)
-class DeadLettered:
-    at_s: float
-    message: int
+class DeadLettered(_MessageEvent):
     reason: DeathReason
     from_queue: str
     exchange: str
@@ -143,11 +131,9 @@ class DeadLettered:
 
 
 @dataclass(frozen=True, slots=True)
-class Dropped:
+class Dropped(_MessageEvent):
     """A message removed without going anywhere (no dead-letter exchange, purge, delete...)."""
 
-    at_s: float
-    message: int
     queue: str
     cause: DropCause
 

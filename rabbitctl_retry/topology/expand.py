@@ -319,102 +319,70 @@ def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> De
     """The concrete entities of ``topology`` (see the module docstring) on a server of release
     ``server`` (``(4, 3, 6)``; None when not known: then no argument that depends on the
     server is set, see :func:`takes_unlimited`)."""
-    listed = {queue.name for queue in topology.queues}
-    declared_exchanges = {exchange.name for exchange in topology.exchanges}
-    exchanges = [
-        ExchangeEntity(
-            name=exchange.name,
-            type=exchange.type,
-            durable=exchange.durable,
-            arguments=frozen_mapping(exchange.arguments),
-            source=key_path("exchanges", exchange.name),
-        )
-        for exchange in topology.exchanges
-    ]
-    queues: list[QueueEntity] = []
-    bindings: list[BindingEntity] = []
-    referenced: list[str] = []
-    seen_dead_letters: set[str] = set()
-
-    def reference(exchange: str) -> None:
-        if exchange and exchange not in declared_exchanges and exchange not in referenced:
-            referenced.append(exchange)
-
-    dead_letter_of: dict[str, list[str]] = {}
-    rejected_of: dict[str, list[str]] = {}
+    expansion = _Expansion(topology, server)
     for queue in topology.queues:
-        if queue.dead_letter is not None:
-            dead_letter_of.setdefault(queue.dead_letter, []).append(queue.name)
-        if queue.rejected is not None and queue.rejected != queue.dead_letter:
-            rejected_of.setdefault(queue.rejected, []).append(queue.name)
+        expansion.add(queue)
+    return expansion.desired()
 
-    def keeps(name: str) -> str:
+
+class _Expansion:
+    """The entities of a topology as :func:`expand` adds them, a listed queue at a time, in
+    declaration order."""
+
+    def __init__(self, topology: Topology, server: tuple[int, int, int] | None) -> None:
+        self.topology = topology
+        self.server = server
+        self.listed = {queue.name for queue in topology.queues}
+        self.declared_exchanges = {exchange.name for exchange in topology.exchanges}
+        self.exchanges = [
+            ExchangeEntity(
+                name=exchange.name,
+                type=exchange.type,
+                durable=exchange.durable,
+                arguments=frozen_mapping(exchange.arguments),
+                source=key_path("exchanges", exchange.name),
+            )
+            for exchange in topology.exchanges
+        ]
+        self.queues: list[QueueEntity] = []
+        self.bindings: list[BindingEntity] = []
+        self.referenced: list[str] = []
+        self.seen_dead_letters: set[str] = set()
+        self.dead_letter_of: dict[str, list[str]] = {}
+        self.rejected_of: dict[str, list[str]] = {}
+        for queue in topology.queues:
+            if queue.dead_letter is not None:
+                self.dead_letter_of.setdefault(queue.dead_letter, []).append(queue.name)
+            if queue.rejected is not None and queue.rejected != queue.dead_letter:
+                self.rejected_of.setdefault(queue.rejected, []).append(queue.name)
+
+    def reference(self, exchange: str) -> None:
+        """``exchange`` is used: an exchange the file does not declare must already exist."""
+        if exchange and exchange not in self.declared_exchanges and exchange not in self.referenced:
+            self.referenced.append(exchange)
+
+    def keeps(self, name: str) -> str:
         """``, dead letters of a, rejected messages of b``: what queue ``name`` keeps."""
         kept = ""
-        if name in dead_letter_of:
-            kept += ", dead letters of " + ", ".join(dead_letter_of[name])
-        if name in rejected_of:
-            kept += ", rejected messages of " + ", ".join(rejected_of[name])
+        if name in self.dead_letter_of:
+            kept += ", dead letters of " + ", ".join(self.dead_letter_of[name])
+        if name in self.rejected_of:
+            kept += ", rejected messages of " + ", ".join(self.rejected_of[name])
         return kept
 
-    for queue in topology.queues:
-        at = key_path("queues", queue.name)
-        role = f"{queue.type.value} queue"
-        if queue.replicas is not None:
-            role += f" on {queue.replicas} node{'' if queue.replicas == 1 else 's'}"
-        role += keeps(queue.name)
-        queues.append(
-            QueueEntity(
-                name=queue.name,
-                durable=queue.durable,
-                arguments=frozen_mapping(queue_arguments(queue, server)),
-                role=role,
-                source=at,
-                lifts_delivery_limit=(
-                    queue.type is QueueType.QUORUM
-                    and queue.server_delivery_limit is None
-                    and takes_unlimited(server)
-                ),
-            )
-        )
-        queues.extend(_wait_queues(queue))
+    def add(self, queue: Queue) -> None:
+        """A listed queue, its wait queues, its delay exchange, its unlisted dead-letter
+        queues and its bindings."""
+        self.queues.append(self._listed_queue(queue))
+        self.queues.extend(_wait_queues(queue))
         if queue.dead_letter_exchange:  # "" is the default exchange: always there
-            reference(queue.dead_letter_exchange)
+            self.reference(queue.dead_letter_exchange)
         if queue.delay is DelayMode.PLUGIN_DME:
-            exchange_name = queue.delay_exchange or ""
-            exchanges.append(
-                ExchangeEntity(
-                    name=exchange_name,
-                    type=DELAYED_EXCHANGE_TYPE,
-                    arguments=frozen_mapping({"x-delayed-type": "direct"}),
-                    role=f"delay exchange of {queue.name}",
-                    source=key_path("queues", queue.name, "delay"),
-                )
-            )
-            bindings.append(
-                BindingEntity(
-                    queue=queue.name,
-                    exchange=exchange_name,
-                    routing_key=queue.name,
-                    role=f"delay route of {queue.name}",
-                    source=key_path("queues", queue.name, "delay"),
-                )
-            )
-        for key, target in (("dead_letter", queue.dead_letter), ("rejected", queue.rejected)):
-            if target is None or target in listed or target in seen_dead_letters:
-                continue
-            seen_dead_letters.add(target)
-            queues.append(
-                QueueEntity(
-                    name=target,
-                    arguments=frozen_mapping(CLASSIC_ARGUMENTS),
-                    role="classic queue" + keeps(target),
-                    source=key_path("queues", queue.name, key),
-                )
-            )
+            self._add_delay_exchange(queue)
+        self._add_unlisted_dead_letters(queue)
         for index, binding in enumerate(queue.bindings):
-            reference(binding.exchange)
-            bindings.append(
+            self.reference(binding.exchange)
+            self.bindings.append(
                 BindingEntity(
                     queue=queue.name,
                     exchange=binding.exchange,
@@ -423,20 +391,80 @@ def expand(topology: Topology, server: tuple[int, int, int] | None = None) -> De
                     source=key_path("queues", queue.name, "bindings", index),
                 )
             )
-    routes = {q.name: q.dead_letter for q in topology.queues if q.dead_letter is not None}
-    in_policy = {
-        name
-        for queue in topology.queues
-        if topology.settings_of(queue) is SettingsMode.POLICY
-        for name in (queue.name, *queue.wait_queue_names)
-    }
-    queues = [_in_policy(queue) if queue.name in in_policy else queue for queue in queues]
-    return Desired(
-        exchanges=tuple(exchanges),
-        queues=tuple(targets_first(queues, routes)),
-        bindings=tuple(bindings),
-        referenced_exchanges=tuple(referenced),
-    )
+
+    def _listed_queue(self, queue: Queue) -> QueueEntity:
+        role = f"{queue.type.value} queue"
+        if queue.replicas is not None:
+            role += f" on {queue.replicas} node{'' if queue.replicas == 1 else 's'}"
+        return QueueEntity(
+            name=queue.name,
+            durable=queue.durable,
+            arguments=frozen_mapping(queue_arguments(queue, self.server)),
+            role=role + self.keeps(queue.name),
+            source=key_path("queues", queue.name),
+            lifts_delivery_limit=(
+                queue.type is QueueType.QUORUM
+                and queue.server_delivery_limit is None
+                and takes_unlimited(self.server)
+            ),
+        )
+
+    def _add_delay_exchange(self, queue: Queue) -> None:
+        """``delay = "plugin-dme"``: the queue's delayed-message exchange, bound to it."""
+        exchange_name = queue.delay_exchange or ""
+        source = key_path("queues", queue.name, "delay")
+        self.exchanges.append(
+            ExchangeEntity(
+                name=exchange_name,
+                type=DELAYED_EXCHANGE_TYPE,
+                arguments=frozen_mapping({"x-delayed-type": "direct"}),
+                role=f"delay exchange of {queue.name}",
+                source=source,
+            )
+        )
+        self.bindings.append(
+            BindingEntity(
+                queue=queue.name,
+                exchange=exchange_name,
+                routing_key=queue.name,
+                role=f"delay route of {queue.name}",
+                source=source,
+            )
+        )
+
+    def _add_unlisted_dead_letters(self, queue: Queue) -> None:
+        """The queue's dead-letter and rejected queues the file does not list, once each."""
+        for key, target in (("dead_letter", queue.dead_letter), ("rejected", queue.rejected)):
+            if target is None or target in self.listed or target in self.seen_dead_letters:
+                continue
+            self.seen_dead_letters.add(target)
+            self.queues.append(
+                QueueEntity(
+                    name=target,
+                    arguments=frozen_mapping(CLASSIC_ARGUMENTS),
+                    role="classic queue" + self.keeps(target),
+                    source=key_path("queues", queue.name, key),
+                )
+            )
+
+    def desired(self) -> Desired:
+        """Everything added, rr's policies taken out of the arguments of the queues with
+        ``settings = "policy"``, each queue after the one it dead-letters to."""
+        topology = self.topology
+        routes = {q.name: q.dead_letter for q in topology.queues if q.dead_letter is not None}
+        in_policy = {
+            name
+            for queue in topology.queues
+            if topology.settings_of(queue) is SettingsMode.POLICY
+            for name in (queue.name, *queue.wait_queue_names)
+        }
+        queues = [_in_policy(queue) if queue.name in in_policy else queue for queue in self.queues]
+        return Desired(
+            exchanges=tuple(self.exchanges),
+            queues=tuple(targets_first(queues, routes)),
+            bindings=tuple(self.bindings),
+            referenced_exchanges=tuple(self.referenced),
+        )
 
 
 def _in_policy(queue: QueueEntity) -> QueueEntity:

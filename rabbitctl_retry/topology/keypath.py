@@ -68,18 +68,8 @@ def split_keys(text: str) -> list[str]:
             index += 1
             continue
         if char in "\"'":
-            quote = char
-            index += 1
-            pieces: list[str] = []
-            while index < length and text[index] != quote:
-                if quote == '"' and text[index] == "\\" and index + 1 < length:
-                    char, index = unescape(text, index + 1)
-                    pieces.append(char)
-                    continue
-                pieces.append(text[index])
-                index += 1
-            index += 1
-            keys.append("".join(pieces))
+            key, index = _quoted(text, index)
+            keys.append(key)
             continue
         start = index
         while index < length and text[index] not in " \t.":
@@ -105,20 +95,28 @@ def parse_key_path(path: str) -> list[str | int]:
             parts.append(int(path[index + 1 : end]))
             index = end + 1
         elif char == '"':
-            index += 1
-            pieces: list[str] = []
-            while index < length and path[index] != '"':
-                if path[index] == "\\" and index + 1 < length:
-                    char, index = unescape(path, index + 1)
-                    pieces.append(char)
-                    continue
-                pieces.append(path[index])
-                index += 1
-            index += 1
-            parts.append("".join(pieces))
+            key, index = _quoted(path, index)
+            parts.append(key)
         else:
             start = index
             while index < length and path[index] not in ".[":
                 index += 1
             parts.append(path[start:index])
     return parts
+
+
+def _quoted(text: str, index: int) -> tuple[str, int]:
+    """The key quoted at ``text[index]``: a "basic string" with its backslash escapes, or a
+    'literal string' as it stands; with the index just past its closing quote."""
+    quote = text[index]
+    index += 1
+    length = len(text)
+    pieces: list[str] = []
+    while index < length and text[index] != quote:
+        if quote == '"' and text[index] == "\\" and index + 1 < length:
+            char, index = unescape(text, index + 1)
+            pieces.append(char)
+            continue
+        pieces.append(text[index])
+        index += 1
+    return "".join(pieces), index + 1

@@ -313,16 +313,11 @@ class Queue:
 
     def _check_dead_letter(self) -> None:
         if self.dead_letter is not None:
-            path = self._path("dead_letter")
-            check_entity_name(self.dead_letter, path, "queue")
-            if self.dead_letter == self.name:
-                raise ConfigError(
-                    f"names the queue itself: spent messages of {self.name!r} would come "
-                    "straight back to it",
-                    path=path,
-                )
-            if self.dead_letter in self.wait_queue_names:
-                raise ConfigError(f"{self.dead_letter!r} is this queue's own wait queue", path=path)
+            self._check_target(
+                "dead_letter",
+                self.dead_letter,
+                f"spent messages of {self.name!r} would come straight back to it",
+            )
         if self.dead_letter_exchange:
             # "" is the default exchange, a valid dead-letter exchange (checked with its
             # routing key: _check_arguments). Only declaring an amq.* exchange is refused;
@@ -334,21 +329,28 @@ class Queue:
                 reserved_ok=True,
             )
 
+    def _check_target(self, key: str, target: str, coming_back: str) -> str:
+        """``target``, the queue that setting ``key`` sends messages to, is a queue's name,
+        neither this queue nor one of its wait queues; its path."""
+        path = self._path(key)
+        check_entity_name(target, path, "queue")
+        if target == self.name:
+            raise ConfigError(f"names the queue itself: {coming_back}", path=path)
+        if target in self.wait_queue_names:
+            raise ConfigError(f"{target!r} is this queue's own wait queue", path=path)
+        return path
+
     def _check_rejected(self) -> None:
         """``rejected`` is the queue's server-side dead-letter route: a queue of its own,
         never another route beside it (a queue has one)."""
         if self.rejected is None:
             return
-        path = self._path("rejected")
-        check_entity_name(self.rejected, path, "queue")
-        if self.rejected == self.name:
-            raise ConfigError(
-                f"names the queue itself: what a consumer of {self.name!r} rejects would come "
-                "straight back to it, again and again",
-                path=path,
-            )
-        if self.rejected in self.wait_queue_names:
-            raise ConfigError(f"{self.rejected!r} is this queue's own wait queue", path=path)
+        path = self._check_target(
+            "rejected",
+            self.rejected,
+            f"what a consumer of {self.name!r} rejects would come straight back to it, again "
+            "and again",
+        )
         route = (
             ("dead_letter_exchange", self._path("dead_letter_exchange"))
             if self.dead_letter_exchange is not None
@@ -750,30 +752,32 @@ class Topology:
                 )
         expiring = {queue.name for queue in self.queues if "x-expires" in queue.arguments}
         for queue in self.queues:
-            if queue.rejected is not None and queue.rejected in expiring:
-                raise ConfigError(
-                    f"{queue.rejected!r} has x-expires: RabbitMQ would delete it while unused, "
-                    f"and what is rejected from {queue.name!r} then would be lost",
-                    path=key_path("queues", queue.rejected, "arguments", "x-expires"),
-                )
-            if queue.rejected is not None and queue.rejected in owner_of_wait_queue:
-                raise ConfigError(
-                    f"{queue.rejected!r} is the wait queue of "
-                    f"{owner_of_wait_queue[queue.rejected]!r}: what it holds goes back there",
-                    path=key_path("queues", queue.name, "rejected"),
-                )
-            if queue.dead_letter is not None and queue.dead_letter in expiring:
-                raise ConfigError(
-                    f"{queue.dead_letter!r} has x-expires: RabbitMQ would delete it while "
-                    f"unused, and the dead letters of {queue.name!r} sent then would be lost",
-                    path=key_path("queues", queue.dead_letter, "arguments", "x-expires"),
-                )
-            if queue.dead_letter is not None and queue.dead_letter in owner_of_wait_queue:
-                raise ConfigError(
-                    f"{queue.dead_letter!r} is the wait queue of "
-                    f"{owner_of_wait_queue[queue.dead_letter]!r}, not a dead-letter queue",
-                    path=key_path("queues", queue.name, "dead_letter"),
-                )
+            routes = (
+                (
+                    "rejected",
+                    queue.rejected,
+                    f"what is rejected from {queue.name!r} then",
+                    ": what it holds goes back there",
+                ),
+                (
+                    "dead_letter",
+                    queue.dead_letter,
+                    f"the dead letters of {queue.name!r} sent then",
+                    ", not a dead-letter queue",
+                ),
+            )
+            for key, target, lost, not_one in routes:
+                if target is not None and target in expiring:
+                    raise ConfigError(
+                        f"{target!r} has x-expires: RabbitMQ would delete it while unused, "
+                        f"and {lost} would be lost",
+                        path=key_path("queues", target, "arguments", "x-expires"),
+                    )
+                if target is not None and target in owner_of_wait_queue:
+                    raise ConfigError(
+                        f"{target!r} is the wait queue of {owner_of_wait_queue[target]!r}{not_one}",
+                        path=key_path("queues", queue.name, key),
+                    )
 
     def settings_of(self, queue: Queue) -> SettingsMode:
         """Where ``queue``'s retry settings go: its own ``settings``, else the broker's."""

@@ -189,34 +189,22 @@ class Plan:
     def applied(self) -> Plan:
         """The plan after a successful apply: ``planned`` became ``created``."""
         after = {Status.PLANNED: Status.CREATED, Status.LIVE: Status.CHANGED}
-        return Plan(
+        return dataclasses.replace(
+            self,
             operations=tuple(
                 _with_status(op, after[op.status]) if op.status in after else op
                 for op in self.operations
             ),
-            placements=self.placements,
-            warnings=self.warnings,
         )
 
     def placed(self, placements: Mapping[str, Placement]) -> Plan:
         """This plan with where each queue lives."""
-        return Plan(operations=self.operations, placements=dict(placements), warnings=self.warnings)
+        return dataclasses.replace(self, placements=dict(placements))
 
 
 def _with_status(op: Operation, status: Status, detail: str | None = None) -> Operation:
-    return Operation(
-        op=op.op,
-        name=op.name,
-        arguments=op.arguments,
-        status=status,
-        detail=detail if detail is not None else op.detail,
-        entity=op.entity,
-        settings=op.settings,
-        put_policy=op.put_policy,
-        drop_policy=op.drop_policy,
-        rebuild=op.rebuild,
-        blocked=op.blocked,
-        broker_type=op.broker_type,
+    return dataclasses.replace(
+        op, status=status, detail=detail if detail is not None else op.detail
     )
 
 
@@ -418,19 +406,15 @@ def _settings(
             detail = problem if detail is None else f"{detail}; {problem}"
         elif rivals.below and queue.policy is not None:
             warning = shadowed(queue.name, rivals.below)
-    updated = Operation(
-        op=operation.op,
-        name=operation.name,
-        arguments=operation.arguments,
+    updated = dataclasses.replace(
+        operation,
         status=status,
         detail=detail,
-        entity=operation.entity,
         settings=rows,
         put_policy=put,
         drop_policy=drop,
         rebuild=rebuild,
         blocked=blocked or (status is Status.CONFLICT and not rebuild),
-        broker_type=operation.broker_type,
     )
     return updated, warning
 

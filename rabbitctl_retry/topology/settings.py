@@ -230,14 +230,7 @@ def classify(
         rows += _policy_rows(policy, exists, current_policy, policies_read)
     elif policy_mode and current_policy is not None:
         rows += [
-            _row(
-                key,
-                Holder.POLICY,
-                NONE,
-                show(value),
-                Change.LIVE,
-                f"no longer in the file: rr's policy {current_policy.name} is deleted",
-            )
+            _dropped(key, value, f"rr's policy {current_policy.name} is deleted")
             for key, value in current_policy.definition
         ]
     elif current_policy is not None and exists:
@@ -302,16 +295,7 @@ def _policy_rows(
     if current is not None and exists and policies_read:
         for key, value in current.definition:
             if key not in policy.keys:
-                rows.append(
-                    _row(
-                        key,
-                        Holder.POLICY,
-                        NONE,
-                        show(value),
-                        Change.LIVE,
-                        f"no longer in the file: dropped from rr's policy {policy.name}",
-                    )
-                )
+                rows.append(_dropped(key, value, f"dropped from rr's policy {policy.name}"))
         for key, desired_value, current_value in (
             ("pattern", policy.pattern, current.pattern),
             ("priority", policy.priority, current.priority),
@@ -340,6 +324,18 @@ def _row(
 ) -> Setting:
     return Setting(
         key=key, held_by=held_by, desired=desired, current=current, change=change, reason=reason
+    )
+
+
+def _dropped(key: str, value: FieldValue, what_becomes_of_it: str) -> Setting:
+    """A key of rr's policy on the broker that the file no longer has."""
+    return _row(
+        key,
+        Holder.POLICY,
+        NONE,
+        show(value),
+        Change.LIVE,
+        f"no longer in the file: {what_becomes_of_it}",
     )
 
 
