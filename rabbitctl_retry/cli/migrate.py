@@ -22,7 +22,7 @@ from rabbitctl_retry.cli._common import (
     stderr_console,
 )
 from rabbitctl_retry.cli.declare import warning_line
-from rabbitctl_retry.cli.dlq_common import YesOption, ask, require_answerable
+from rabbitctl_retry.cli.dlq.common import YesOption, ask, require_answerable
 from rabbitctl_retry.cli.finish import Outcome, Unwrapped, finish, render
 from rabbitctl_retry.cli.render import printable
 from rabbitctl_retry.ops.migrate import Look, MigrateHooks, Migration, StepReport, migrate_topology

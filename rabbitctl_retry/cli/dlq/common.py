@@ -1,4 +1,4 @@
-"""What the ``rr dlq`` commands share: the typer group, the questions they ask, progress bars,
+"""What the ``rr dlq`` commands share: the questions they ask, progress bars,
 notes on stderr and the quorum-queue warning."""
 
 from __future__ import annotations
@@ -20,12 +20,6 @@ from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
-
-app = typer.Typer(
-    help="Inspect, group, replay, move, export, import and purge dead letters.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
 
 TopologyOption = Annotated[
     Path | None,

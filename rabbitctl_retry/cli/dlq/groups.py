@@ -20,15 +20,14 @@ from rabbitctl_retry.cli._common import (
     resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     YesOption,
     agree_to_read,
-    app,
     load_topology,
     progress_bar,
 )
-from rabbitctl_retry.cli.dlq_inspect import InspectReading
+from rabbitctl_retry.cli.dlq.inspect import InspectReading
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -51,8 +50,10 @@ from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER, utc_stamp
 from rabbitctl_retry.transport.base import Delivery
 
+EVERY_DIMENSION = ",".join(dimension.value for dimension in ALL_DIMENSIONS)
+"""``--by``'s default: every dimension."""
 
-@app.command("groups")
+
 def groups_command(
     ctx: typer.Context,
     queues: Annotated[
@@ -65,7 +66,7 @@ def groups_command(
             metavar="DIMENSIONS",
             help="What makes a group: any of type, message, origin, handler, comma-separated.",
         ),
-    ] = ",".join(d.value for d in ALL_DIMENSIONS),
+    ] = EVERY_DIMENSION,
     topology_file: TopologyOption = None,
     yes: YesOption = False,
     url: UrlOption = None,

@@ -31,19 +31,18 @@ from rabbitctl_retry.cli._common import (
     resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     YesOption,
     agree_to_read,
-    app,
     ask,
     load_topology,
     note,
     progress_bar,
     require_answerable,
 )
-from rabbitctl_retry.cli.dlq_report import transfer_exit_code
-from rabbitctl_retry.cli.export_file import ExportFile
+from rabbitctl_retry.cli.dlq.export_file import ExportFile
+from rabbitctl_retry.cli.dlq.report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell, printable
@@ -80,7 +79,6 @@ class LetterChanged(RrError):
     nothing was published, nothing acked)."""
 
 
-@app.command("edit")
 def edit_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The dead-letter queue.", metavar="QUEUE")],

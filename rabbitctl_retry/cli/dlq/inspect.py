@@ -33,22 +33,21 @@ from rabbitctl_retry.cli._common import (
     resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     YesOption,
     agree_to_read,
-    app,
     load_topology,
     progress_bar,
     where_option,
 )
-from rabbitctl_retry.cli.dlq_render import (
+from rabbitctl_retry.cli.dlq.render import (
     inspect_document,
     inspect_footer,
     inspect_table,
     message_document,
 )
-from rabbitctl_retry.cli.dlq_summary import summary_document, summary_head, summary_view
+from rabbitctl_retry.cli.dlq.summary import summary_document, summary_head, summary_view
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -85,7 +84,6 @@ class InspectFormat(StrEnum):
     LINES = "lines"
 
 
-@app.command("inspect")
 def inspect_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The dead-letter queue.", metavar="QUEUE")],

@@ -1,6 +1,6 @@
 """``rr dlq replay`` and ``rr dlq move``: messages from a queue to others, one run over their
 sources (``ops/transfers.py``) on the transfer engine (``ops/transfer.py``), with one way to
-print the reports and pick the exit code (``cli/dlq_report.py``, ``cli/finish.py``)."""
+print the reports and pick the exit code (``cli/dlq/report.py``, ``cli/finish.py``)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ from rabbitctl_retry.cli._common import (
     resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     YesOption,
     agree_to_read,
-    app,
     ask,
     load_topology,
     note,
@@ -31,8 +30,8 @@ from rabbitctl_retry.cli.dlq_common import (
     require_answerable,
     where_option,
 )
-from rabbitctl_retry.cli.dlq_render import transfer_table
-from rabbitctl_retry.cli.dlq_report import transfer_exit_code
+from rabbitctl_retry.cli.dlq.render import transfer_table
+from rabbitctl_retry.cli.dlq.report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, Piece, TsvOnly, finish, render
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
@@ -113,7 +112,6 @@ def _check_target(to: str, drops: str, *, force: bool) -> None:
     note(f"--to {to!r} {drops} (--force: sending to it anyway)")
 
 
-@app.command("replay")
 def replay_command(
     ctx: typer.Context,
     queue: Annotated[
@@ -223,7 +221,7 @@ def _transfer_all(
     output: OutputFormat,
 ) -> None:
     """Run (or dry-run) the sources on the engine (``ops/transfers.py``); print the reports,
-    even of a run an error ended, and exit with their code (``cli/dlq_report.py``)."""
+    even of a run an error ended, and exit with their code (``cli/dlq/report.py``)."""
     kind = transfers.kind
     hooks = TransferHooks(
         reading=partial(_warn_before_dry_run, kind=kind, yes=yes),
@@ -381,7 +379,6 @@ def purge_matching(
 # --------------------------------------------------------------------------- move
 
 
-@app.command("move")
 def move_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to move messages from.")],
