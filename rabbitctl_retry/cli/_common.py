@@ -119,14 +119,35 @@ UrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def output_option(choices: type[StrEnum], help: str) -> Any:
+    """``--output`` / ``-o``, declared once: a command gives its formats (``choices``, the
+    option's type) and says what each prints (``help``, which must name every one of them:
+    a format added without a word fails here, at import). typer refuses any other value
+    with the one message of a choice: ``'x' is not one of 'table', 'json', 'tsv'``."""
+    unnamed = [choice.value for choice in choices if choice.value not in help]
+    if unnamed:
+        raise ValueError(f"--output's help names no {', '.join(unnamed)}")
+    return typer.Option("--output", "-o", help=f"{help} (docs/cli.md, 'Output formats').")
+
+
 OutputOption = Annotated[
     OutputFormat,
-    typer.Option(
-        "--output",
-        "-o",
-        help="table for people, json for scripts, tsv: the tables as tab-separated lines "
-        "for pipes (docs/cli.md, 'Output formats').",
+    output_option(
+        OutputFormat,
+        "table for people, json for scripts, tsv: the tables as tab-separated lines for pipes",
     ),
+]
+
+
+def topology_option(help: str) -> Any:
+    """``--topology`` / ``-t``, declared once: each command says what it takes of the file."""
+    return typer.Option("--topology", "-t", help=help)
+
+
+YesOption = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]
 
 

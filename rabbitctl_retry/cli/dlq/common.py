@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from rabbitctl_retry.cli._common import OutputFormat, guard, stderr_console
+from rabbitctl_retry.cli._common import OutputFormat, guard, stderr_console, topology_option
 from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.errors import RrError, UsageError
@@ -23,14 +23,9 @@ from rabbitctl_retry.topology.model import Topology
 
 TopologyOption = Annotated[
     Path | None,
-    typer.Option(
-        "--topology",
-        "-t",
-        help="The topology file: its retry header, wait queues, dead-letter queues and URL.",
+    topology_option(
+        "The topology file: its retry header, wait queues, dead-letter queues and URL."
     ),
-]
-YesOption = Annotated[
-    bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]
 
 

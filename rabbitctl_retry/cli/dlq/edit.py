@@ -26,6 +26,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    YesOption,
     connect_to,
     guard,
     resolve_urls,
@@ -33,7 +34,6 @@ from rabbitctl_retry.cli._common import (
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
     ask,
     load_topology,

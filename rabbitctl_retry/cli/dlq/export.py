@@ -16,6 +16,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    YesOption,
     connect_to,
     guard,
     resolve_urls,
@@ -23,7 +24,6 @@ from rabbitctl_retry.cli._common import (
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
     load_topology,
     progress_bar,

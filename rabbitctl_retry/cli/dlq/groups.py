@@ -15,6 +15,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    YesOption,
     connect_to,
     guard,
     resolve_urls,
@@ -22,7 +23,6 @@ from rabbitctl_retry.cli._common import (
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
     load_topology,
     progress_bar,

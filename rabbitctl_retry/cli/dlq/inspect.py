@@ -27,15 +27,16 @@ import typer
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     UrlOption,
+    YesOption,
     connect_to,
     guard,
+    output_option,
     print_json_line,
     resolve_urls,
     run,
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
     load_topology,
     progress_bar,
@@ -115,11 +116,10 @@ def inspect_command(
     topology_file: TopologyOption = None,
     output: Annotated[
         InspectOutput,
-        typer.Option(
-            "--output",
-            "-o",
-            help="table for people, json for scripts, jsonl: one message per line, printed "
-            "as read, tsv: the table as tab-separated lines (docs/cli.md, 'Output formats').",
+        output_option(
+            InspectOutput,
+            "table for people, json for scripts, jsonl: one message per line, printed as "
+            "read, tsv: the table as tab-separated lines",
         ),
     ] = InspectOutput.TABLE,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Show message bodies.")] = True,

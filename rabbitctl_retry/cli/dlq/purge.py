@@ -11,6 +11,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    YesOption,
     connect_to,
     guard,
     resolve_urls,
@@ -18,7 +19,6 @@ from rabbitctl_retry.cli._common import (
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     ask,
     load_topology,
     require_answerable,
