@@ -17,14 +17,13 @@ from rabbitctl_retry.cli._common import (
     OutputOption,
     UrlOption,
     YesOption,
-    connect_to,
     guard,
-    resolve_urls,
     run,
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     agree_to_read,
+    connect_of,
     load_topology,
     progress_bar,
     where_option,
@@ -69,7 +68,7 @@ def export_command(
         check_queue_names([queue])
         conditions = parse_all(where or [])
     topology = load_topology(topology_file)
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_of(ctx, url, topology)
     to_stdout = file == "-"  # only a bare -: ./- is a file named - (docs/dlq.md, "Export")
     with guard():  # every check, and the file made, before rr connects (cli/dlq/export_file.py)
         if to_stdout and output is OutputFormat.JSON:
@@ -83,7 +82,7 @@ def export_command(
     try:
         read = run(
             runs.export(
-                connect_to(ctx, broker_urls),
+                connect,
                 queue,
                 out,
                 limit=limit,

@@ -16,16 +16,16 @@ from rabbitctl_retry.cli._common import (
     OutputOption,
     UrlOption,
     YesOption,
-    connect_to,
     guard,
-    resolve_urls,
     run,
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     agree_to_read,
+    connect_of,
     load_topology,
     progress_bar,
+    retry_header_of,
 )
 from rabbitctl_retry.cli.dlq.inspect import InspectReading
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
@@ -47,7 +47,7 @@ from rabbitctl_retry.dlq.report import plural
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
-from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER, utc_stamp
+from rabbitctl_retry.retry.headers import utc_stamp
 from rabbitctl_retry.transport.base import Delivery
 
 EVERY_DIMENSION = ",".join(dimension.value for dimension in ALL_DIMENSIONS)
@@ -88,9 +88,9 @@ def groups_command(
         except ValueError as error:
             raise UsageError(f"--by {by[:60]!r}: {error}") from None
     topology = load_topology(topology_file)
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_of(ctx, url, topology)
     reading = InspectReading(
-        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        retry_header=retry_header_of(topology),
         wait_queues=WaitQueues.of(topology),
         now=datetime.now(UTC),
     )
@@ -100,7 +100,7 @@ def groups_command(
         written = FirstFailure()
         scan = run(
             runs.inspect(
-                connect_to(ctx, broker_urls),
+                connect,
                 queue,
                 reading.taker(functools.partial(_add, grouping, queue), written),
                 limit=None,

@@ -28,18 +28,18 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     UrlOption,
     YesOption,
-    connect_to,
     guard,
     output_option,
     print_json_line,
-    resolve_urls,
     run,
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     agree_to_read,
+    connect_of,
     load_topology,
     progress_bar,
+    retry_header_of,
     where_option,
 )
 from rabbitctl_retry.cli.dlq.render import (
@@ -62,7 +62,6 @@ from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
-from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 
 DEFAULT_INSPECT_LIMIT = 1000
@@ -141,9 +140,9 @@ def inspect_command(
         check_queue_names([queue])
         conditions = parse_all(where or [])
     topology = load_topology(topology_file)
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_of(ctx, url, topology)
     reading = InspectReading(
-        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        retry_header=retry_header_of(topology),
         wait_queues=WaitQueues.of(topology),
         now=datetime.now(UTC),
     )
@@ -158,7 +157,7 @@ def inspect_command(
 
     scan = run(
         runs.inspect(
-            connect_to(ctx, broker_urls),
+            connect,
             queue,
             reading.taker(take, written),
             limit=wanted,

@@ -12,14 +12,13 @@ from rabbitctl_retry.cli._common import (
     OutputOption,
     UrlOption,
     YesOption,
-    connect_to,
     guard,
-    resolve_urls,
     run,
 )
 from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
     ask,
+    connect_of,
     load_topology,
     require_answerable,
     where_option,
@@ -82,7 +81,7 @@ def purge_command(
             f"purge {queue!r}",
         )
 
-    purged = run(runs.purge_queue(connect_to(ctx, resolve_urls(url)), queue, agree))
+    purged = run(runs.purge_queue(connect_of(ctx, url, None), queue, agree))
     finish(
         Outcome(
             document=lambda: {"queue": queue, "purged": purged},
