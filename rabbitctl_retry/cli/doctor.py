@@ -81,11 +81,7 @@ def doctor_command(
         check_given_management_url(management_url)
     desired = expand(topology) if topology is not None else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    api_url = resolve_management_url(
-        management_url,
-        topology.broker.management_url if topology else None,
-        topology.broker.urls if topology else (),
-    )
+    api_url = resolve_management_url(management_url, topology)
     facts = run(
         server_facts(
             connect_to(ctx, broker_urls),

@@ -105,9 +105,7 @@ def migrate_command(
             connector=connector_of(ctx),
             hooks=hooks,
             done=done,
-            management_url=resolve_management_url(
-                management_url, topology.broker.management_url, topology.broker.urls
-            ),
+            management_url=resolve_management_url(management_url, topology),
             management=management_connector_of(ctx),
         ),
         then=lambda: render(migration_outcome(done), output),

@@ -117,11 +117,7 @@ def status_command(
     urls = resolve_urls(url, topology.broker.urls if topology else ())
     connect = connect_to(ctx, urls)
     check_given_management_url(management_url)
-    given = resolve_management_url(
-        management_url,
-        topology.broker.management_url if topology else None,
-        topology.broker.urls if topology else (),
-    )
+    given = resolve_management_url(management_url, topology)
     management = _management(ctx, given, urls[0]) if given is not None else None
     every_queue = topology is None and not queues
     if every_queue and management is None:
