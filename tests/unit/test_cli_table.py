@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -57,7 +59,8 @@ def table_problems(sources: Mapping[str, str], table: Sequence[Subcommand]) -> l
         if entry.function not in commands_defined(sources.get(entry.module, ""))
     ]
     names = [entry.name for entry in table]
-    problems += [f"{name!r} is listed twice" for name in sorted(set(names)) if names.count(name) > 1]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    problems += [f"{name!r} is listed twice" for name in twice]
     return problems
 
 
@@ -123,9 +126,6 @@ def test_a_help_in_another_order_is_caught() -> None:
 def test_importing_a_helper_of_the_package_loads_no_command() -> None:
     """cli/migrate.py and cli/console.py take cli/dlq/common.py's questions: the group and its
     commands are built only when ``rr dlq`` runs."""
-    import subprocess
-    import sys
-
     script = (
         "import sys\nimport rabbitctl_retry.cli.dlq.common\n"
         "print(sorted(m for m in sys.modules if m.startswith('rabbitctl_retry.cli.dlq')))\n"
