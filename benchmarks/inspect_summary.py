@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dlq import delete, depth, preload  # benchmarks/dlq.py: the same dead letters
 
-from rabbitctl_retry.cli.dlq_inspect import InspectReading
+from rabbitctl_retry.cli.dlq.inspect import InspectReading
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.ops import dlq

@@ -38,6 +38,7 @@ from rabbitctl_retry.transport.management import ManagementApi, ManagementConnec
 
 if TYPE_CHECKING:
     from rabbitctl_retry.cli.broker_choice import Picked
+    from rabbitctl_retry.topology.model import Topology
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 URL_ENV = "RR_URL"
@@ -119,14 +120,35 @@ UrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def output_option(choices: type[StrEnum], help: str) -> Any:
+    """``--output`` / ``-o``, declared once: a command gives its formats (``choices``, the
+    option's type) and says what each prints (``help``, which must name every one of them:
+    a format added without a word fails here, at import). typer refuses any other value
+    with the one message of a choice: ``'x' is not one of 'table', 'json', 'tsv'``."""
+    unnamed = [choice.value for choice in choices if choice.value not in help]
+    if unnamed:
+        raise ValueError(f"--output's help names no {', '.join(unnamed)}")
+    return typer.Option("--output", "-o", help=f"{help} (docs/cli.md, 'Output formats').")
+
+
 OutputOption = Annotated[
     OutputFormat,
-    typer.Option(
-        "--output",
-        "-o",
-        help="table for people, json for scripts, tsv: the tables as tab-separated lines "
-        "for pipes (docs/cli.md, 'Output formats').",
+    output_option(
+        OutputFormat,
+        "table for people, json for scripts, tsv: the tables as tab-separated lines for pipes",
     ),
+]
+
+
+def topology_option(help: str) -> Any:
+    """``--topology`` / ``-t``, declared once: each command says what it takes of the file."""
+    return typer.Option("--topology", "-t", help=help)
+
+
+YesOption = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]
 
 
@@ -220,9 +242,7 @@ def resolve_urls(
     return urls
 
 
-def resolve_management_url(
-    given: str | None, topology_management_url: str | None, topology_urls: Sequence[str] = ()
-) -> str | None:
+def resolve_management_url(given: str | None, topology: Topology | None) -> str | None:
     """The management API's URL: ``--management-url`` / ``$RR_MANAGEMENT_URL``, else that of
     the profile the broker URLs come from (``--broker``, or the configuration file's
     ``default`` when neither ``--url`` nor the topology names a broker), else the topology's
@@ -232,10 +252,11 @@ def resolve_management_url(
     from typer._click.globals import get_current_context
 
     ctx = get_current_context(silent=True)
+    topology_urls = topology.broker.urls if topology else ()
     picked, _, _ = _picked(ctx.params.get("url") if ctx is not None else None, topology_urls)
     with guard():
         from_profile = picked.from_file.management_url() if picked.from_file else None
-    return from_profile or topology_management_url
+    return from_profile or (topology.broker.management_url if topology else None)
 
 
 def _picked(

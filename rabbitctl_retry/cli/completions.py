@@ -30,6 +30,14 @@ class OptionSpec:
     files: bool
     help: str
 
+    def completes(self, *, choices: str, files: str, other: str) -> str:
+        """What a shell completes this option's value with, in that shell's words:
+        ``choices`` (``{words}`` stands for the choices, space-separated), ``files`` for a
+        file name, else ``other``."""
+        if self.choices:
+            return choices.format(words=" ".join(self.choices))
+        return files if self.files else other
+
 
 @dataclass(frozen=True, slots=True)
 class CommandSpec:
@@ -152,13 +160,11 @@ def _bash(specs: list[CommandSpec]) -> str:
             if not option.takes_value:
                 continue
             names = "|".join(f'"{_key(spec.path)}|{name}"' for name in option.names)
-            if option.choices:
-                words = " ".join(option.choices)
-                reply = f'COMPREPLY=($(compgen -W "{words}" -- "$cur")); return 0'
-            elif option.files:
-                reply = 'COMPREPLY=($(compgen -f -- "$cur")); return 0'
-            else:
-                reply = "return 0"
+            reply = option.completes(
+                choices='COMPREPLY=($(compgen -W "{words}" -- "$cur")); return 0',
+                files='COMPREPLY=($(compgen -f -- "$cur")); return 0',
+                other="return 0",
+            )
             lines.append(f"        {names}) {reply} ;;")
     lines += ["    esac", '    case "$path" in']
     for spec in specs:
@@ -193,15 +199,12 @@ def _zsh(specs: list[CommandSpec]) -> str:
     for spec in specs:
         specs_args: list[str] = []
         for option in spec.options:
+            action = (
+                option.completes(choices=":value:({words})", files=":file:_files", other=":value: ")
+                if option.takes_value
+                else ""
+            )
             for name in option.names:
-                action = ""
-                if option.takes_value:
-                    if option.choices:
-                        action = f":value:({' '.join(option.choices)})"
-                    elif option.files:
-                        action = ":file:_files"
-                    else:
-                        action = ":value: "
                 specs_args.append(f"'{name}[{option.help}]{action}'")
         if spec.subcommands:
             subs = " ".join(f"'{sub}'" for sub in spec.subcommands)
@@ -232,11 +235,7 @@ def _fish(specs: list[CommandSpec]) -> str:
                     parts.append(f"-s {name[1:]}")
             extra = ""
             if option.takes_value:
-                extra = " -r"
-                if option.choices:
-                    extra += f" -a '{' '.join(option.choices)}'"
-                elif option.files:
-                    extra += " -F"
+                extra = " -r" + option.completes(choices=" -a '{words}'", files=" -F", other="")
             lines.append(
                 f"complete -c rr -n '{condition}' {' '.join(parts)}{extra} -d '{option.help}'"
             )

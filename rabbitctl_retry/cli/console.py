@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_urls, run
-from rabbitctl_retry.cli.dlq_common import TopologyOption, load_topology, note
+from rabbitctl_retry.cli.dlq.common import TopologyOption, load_topology, note
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable

@@ -68,9 +68,7 @@ def declare(
             resolve_urls(url, topology.broker.urls),
             dry_run=dry_run,
             connector=connector_of(ctx),
-            management_url=resolve_management_url(
-                management_url, topology.broker.management_url, topology.broker.urls
-            ),
+            management_url=resolve_management_url(management_url, topology),
             management=management_connector_of(ctx),
         )
     )

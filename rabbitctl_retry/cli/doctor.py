@@ -32,6 +32,7 @@ from rabbitctl_retry.cli._common import (
     resolve_management_url,
     resolve_urls,
     run,
+    topology_option,
 )
 from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.render import cell
@@ -53,7 +54,7 @@ def doctor_command(
     ctx: typer.Context,
     topology_file: Annotated[
         Path | None,
-        typer.Option("--topology", "-t", help="Also check this topology file's queues."),
+        topology_option("Also check this topology file's queues."),
     ] = None,
     url: UrlOption = None,
     management_url: Annotated[
@@ -80,11 +81,7 @@ def doctor_command(
         check_given_management_url(management_url)
     desired = expand(topology) if topology is not None else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    api_url = resolve_management_url(
-        management_url,
-        topology.broker.management_url if topology else None,
-        topology.broker.urls if topology else (),
-    )
+    api_url = resolve_management_url(management_url, topology)
     facts = run(
         server_facts(
             connect_to(ctx, broker_urls),

@@ -5,7 +5,7 @@ prints for each output format (``table``, ``json``; ``jsonl`` prints nothing at 
 lines were written as they were read; ``tsv`` prints the tables of ``table`` as
 tab-separated lines, ``tsv.py``), the notes on stderr after it, and how it exits (an
 error's one line and code, or a code). The formatting itself is the render modules' own
-(``render.py``, ``dlq_render.py``, ``dlq_report.py``, ``dlq_summary.py``).
+(``render.py``, ``dlq/render.py``, ``dlq/report.py``, ``dlq/summary.py``).
 """
 
 from __future__ import annotations

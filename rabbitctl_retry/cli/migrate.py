@@ -11,18 +11,20 @@ import typer
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     UrlOption,
+    YesOption,
     check_given_management_url,
     connector_of,
     guard,
     management_connector_of,
     management_url_option,
+    output_option,
     resolve_management_url,
     resolve_urls,
     run,
     stderr_console,
 )
 from rabbitctl_retry.cli.declare import warning_line
-from rabbitctl_retry.cli.dlq_common import YesOption, ask, require_answerable
+from rabbitctl_retry.cli.dlq.common import ask, require_answerable
 from rabbitctl_retry.cli.finish import Outcome, Unwrapped, finish, render
 from rabbitctl_retry.cli.render import printable
 from rabbitctl_retry.ops.migrate import Look, MigrateHooks, Migration, StepReport, migrate_topology
@@ -68,11 +70,9 @@ def migrate_command(
     ] = None,
     output: Annotated[
         OutputFormat,
-        typer.Option(
-            "--output",
-            "-o",
-            help="table or json (the steps and what each did); tsv prints the table's lines "
-            "(docs/cli.md, 'Output formats').",
+        output_option(
+            OutputFormat,
+            "table or json (the steps and what each did); tsv prints the table's lines",
         ),
     ] = OutputFormat.TABLE,
 ) -> None:
@@ -105,9 +105,7 @@ def migrate_command(
             connector=connector_of(ctx),
             hooks=hooks,
             done=done,
-            management_url=resolve_management_url(
-                management_url, topology.broker.management_url, topology.broker.urls
-            ),
+            management_url=resolve_management_url(management_url, topology),
             management=management_connector_of(ctx),
         ),
         then=lambda: render(migration_outcome(done), output),

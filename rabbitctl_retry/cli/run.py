@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -20,6 +21,7 @@ from rabbitctl_retry.cli._common import (
     guard,
     resolve_urls,
     run,
+    topology_option,
 )
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
@@ -29,9 +31,10 @@ from rabbitctl_retry.runtime.workers import MAX_WORKERS, WORKER_DIR_ENV, WORKER_
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S
 
 if TYPE_CHECKING:
+    from rabbitctl_retry.runtime.loader import HandlerSet
     from rabbitctl_retry.runtime.metrics import RunMetrics
     from rabbitctl_retry.runtime.metrics_server import MetricsServer, Probe
-    from rabbitctl_retry.runtime.service import Service
+    from rabbitctl_retry.runtime.service import Connect, RunOptions, Service
     from rabbitctl_retry.topology.model import Topology
 
 log = logging.getLogger("rr.runtime")
@@ -52,133 +55,144 @@ class LogLevel(StrEnum):
     ERROR = "error"
 
 
+TargetArgument = Annotated[
+    str,
+    typer.Argument(
+        help="module, module:handler, or path/to/file.py[:handler] with @subscriber handlers."
+    ),
+]
+TopologyFileOption = Annotated[
+    Path | None,
+    topology_option("The topology file with the queues' retry policies."),
+]
+PrefetchOption = Annotated[
+    int,
+    typer.Option("--prefetch", min=1, max=MAX_PREFETCH, help="basic.qos per queue."),
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency", min=1, help="Handlers running at once per queue [default: prefetch]."
+    ),
+]
+DeclareOption = Annotated[
+    bool,
+    typer.Option(
+        "--declare/--no-declare",
+        help="Declare the topology at start, or only check that it is there.",
+    ),
+]
+ShutdownTimeoutOption = Annotated[
+    float,
+    typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
+]
+WaitForBrokerOption = Annotated[
+    float,
+    typer.Option(
+        "--wait-for-broker",
+        min=0,
+        metavar="SECONDS",
+        help="Keep trying the first connection this long, with a growing pause, when the "
+        "broker does not answer yet (a service started before it); 0: give up at once.",
+    ),
+]
+HandlerTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--handler-timeout",
+        min=0.001,
+        help="Seconds one handler call may take (unless its @subscriber(timeout=) says); "
+        "past it the call counts as failed, so max_attempts ends a handler that hangs "
+        "(docs/runtime.md, 'Handlers').",
+        show_default=False,
+    ),
+]
+PendingDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--pending-dir",
+        file_okay=False,
+        help="Where a stop saves the in-memory delayed copies the broker did not confirm "
+        "in time, for rr dlq import (docs/runtime.md, 'What is guaranteed').",
+    ),
+]
+ReloadIntervalOption = Annotated[
+    float,
+    typer.Option(
+        "--reload-interval",
+        min=0,
+        help="Seconds between looks at the --topology file: a change of its retry "
+        "settings (max_attempts, ...) applies from the next delivery; 0: only on SIGHUP "
+        "(docs/runtime.md, 'Changing max_attempts while it runs').",
+    ),
+]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve Prometheus metrics (/metrics) and readiness (/healthz) on this port "
+        "(docs/runtime.md, 'Metrics and health').",
+        show_default=False,
+    ),
+]
+MetricsBindOption = Annotated[
+    str,
+    typer.Option(
+        "--metrics-bind",
+        metavar="ADDRESS",
+        help="The address --metrics-port listens on: 0.0.0.0 (or :: for IPv6) for every "
+        "interface, for probes and scrapers from outside this host; there is no "
+        "authentication (docs/runtime.md, 'Metrics and health') [default: 127.0.0.1, this "
+        "host only].",
+        show_default=False,
+    ),
+]
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        max=MAX_WORKERS,
+        help="Worker processes, each with its own connection (one Python process uses "
+        "one core); a supervisor starts, restarts and stops them (docs/runtime.md, "
+        "'Workers across cores').",
+    ),
+]
+
+
 def run_command(
     ctx: typer.Context,
-    target: Annotated[
-        str,
-        typer.Argument(
-            help="module, module:handler, or path/to/file.py[:handler] with @subscriber handlers."
-        ),
-    ],
-    topology_file: Annotated[
-        Path | None,
-        typer.Option("--topology", "-t", help="The topology file with the queues' retry policies."),
-    ] = None,
-    prefetch: Annotated[
-        int,
-        typer.Option("--prefetch", min=1, max=MAX_PREFETCH, help="basic.qos per queue."),
-    ] = 100,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency", min=1, help="Handlers running at once per queue [default: prefetch]."
-        ),
-    ] = None,
-    declare: Annotated[
-        bool,
-        typer.Option(
-            "--declare/--no-declare",
-            help="Declare the topology at start, or only check that it is there.",
-        ),
-    ] = True,
-    shutdown_timeout: Annotated[
-        float,
-        typer.Option("--shutdown-timeout", min=0, help="Seconds in-flight handlers get on stop."),
-    ] = 30.0,
-    wait_for_broker: Annotated[
-        float,
-        typer.Option(
-            "--wait-for-broker",
-            min=0,
-            metavar="SECONDS",
-            help="Keep trying the first connection this long, with a growing pause, when the "
-            "broker does not answer yet (a service started before it); 0: give up at once.",
-        ),
-    ] = 0.0,
-    handler_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--handler-timeout",
-            min=0.001,
-            help="Seconds one handler call may take (unless its @subscriber(timeout=) says); "
-            "past it the call counts as failed, so max_attempts ends a handler that hangs "
-            "(docs/runtime.md, 'Handlers').",
-            show_default=False,
-        ),
-    ] = None,
-    pending_dir: Annotated[
-        Path,
-        typer.Option(
-            "--pending-dir",
-            file_okay=False,
-            help="Where a stop saves the in-memory delayed copies the broker did not confirm "
-            "in time, for rr dlq import (docs/runtime.md, 'What is guaranteed').",
-        ),
-    ] = Path(),
-    reload_interval: Annotated[
-        float,
-        typer.Option(
-            "--reload-interval",
-            min=0,
-            help="Seconds between looks at the --topology file: a change of its retry "
-            "settings (max_attempts, ...) applies from the next delivery; 0: only on SIGHUP "
-            "(docs/runtime.md, 'Changing max_attempts while it runs').",
-        ),
-    ] = DEFAULT_RELOAD_INTERVAL_S,
+    target: TargetArgument,
+    topology_file: TopologyFileOption = None,
+    prefetch: PrefetchOption = 100,
+    concurrency: ConcurrencyOption = None,
+    declare: DeclareOption = True,
+    shutdown_timeout: ShutdownTimeoutOption = 30.0,
+    wait_for_broker: WaitForBrokerOption = 0.0,
+    handler_timeout: HandlerTimeoutOption = None,
+    pending_dir: PendingDirOption = Path(),
+    reload_interval: ReloadIntervalOption = DEFAULT_RELOAD_INTERVAL_S,
     url: UrlOption = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            min=0,
-            max=65535,
-            help="Serve Prometheus metrics (/metrics) and readiness (/healthz) on this port "
-            "(docs/runtime.md, 'Metrics and health').",
-            show_default=False,
-        ),
-    ] = None,
-    metrics_bind: Annotated[
-        str,
-        typer.Option(
-            "--metrics-bind",
-            metavar="ADDRESS",
-            help="The address --metrics-port listens on: 0.0.0.0 (or :: for IPv6) for every "
-            "interface, for probes and scrapers from outside this host; there is no "
-            "authentication (docs/runtime.md, 'Metrics and health') [default: 127.0.0.1, this "
-            "host only].",
-            show_default=False,
-        ),
-    ] = DEFAULT_BIND,
+    metrics_port: MetricsPortOption = None,
+    metrics_bind: MetricsBindOption = DEFAULT_BIND,
     log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
     log_level: Annotated[LogLevel, typer.Option("--log-level")] = LogLevel.INFO,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers",
-            min=1,
-            max=MAX_WORKERS,
-            help="Worker processes, each with its own connection (one Python process uses "
-            "one core); a supervisor starts, restarts and stops them (docs/runtime.md, "
-            "'Workers across cores').",
-        ),
-    ] = 1,
+    workers: WorkersOption = 1,
 ) -> None:
     """Consume the queues of @subscriber handlers: ack, retry, delay and dead-letter their
     messages as the topology says. SIGINT/SIGTERM stop gracefully."""
     release_stdout()  # the handlers' own (cli/group.py)
     slot = Slot.parse(os.environ.get(WORKER_ENV, ""))
     configure_logging(log_level.value, log_format, worker=slot.label if slot else None)
-    if not metrics_bind.strip():
-        with guard():
-            raise UsageError(
-                "--metrics-bind: an address, such as 127.0.0.1, or 0.0.0.0 for every interface"
-            )
+    with guard():
+        _check_bind(metrics_bind)
     if workers > 1 and slot is None:
-        root = ctx.find_root().command
         from rabbitctl_retry.cli.workers import supervise
 
         supervise(
-            getattr(root, "invoked_args", None) or tuple(sys.argv[1:]),
+            _invoked_args(ctx),
             workers,
             declare=declare,
             shutdown_timeout_s=shutdown_timeout,
@@ -186,21 +200,13 @@ def run_command(
             serve=lambda probe, port: _serve_probe(probe, port, metrics_bind),
         )
         return
-    folder = Path(os.environ[WORKER_DIR_ENV]) if slot and WORKER_DIR_ENV in os.environ else None
-    if slot is not None:
-        from rabbitctl_retry.runtime.supervisor import watch_parent
-
-        watch_parent()
+    folder = _worker_folder(slot, os.environ)
     # /metrics and /healthz answer from here on ("starting" until the service runs): loading
     # the handlers and the runtime can take seconds on a busy machine (docs/runtime.md,
     # "Metrics and health")
-    served = _serve_metrics(metrics_port, metrics_bind) if metrics_port is not None else None
-    if served is not None and slot is not None and folder is not None:
-        from rabbitctl_retry.runtime.supervisor import write_port
-
-        write_port(folder, slot.index, served[1].port)
+    served = _start_worker(slot, folder, metrics_port, metrics_bind)
     from rabbitctl_retry.runtime.loader import load_target
-    from rabbitctl_retry.runtime.service import RunOptions, Service
+    from rabbitctl_retry.runtime.service import RunOptions
     from rabbitctl_retry.topology.load import load_file
 
     with guard():
@@ -208,11 +214,7 @@ def run_command(
         topology: Topology | None = load_file(topology_file) if topology_file else None
     broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
     _warn_without_heartbeat(broker_urls)
-
-    client_name = f"rr run {handlers.module} on {socket.gethostname()}"
-    if slot is not None:
-        client_name += f" (worker {slot.label})"
-    connect = connect_to(ctx, broker_urls, client_name=client_name)
+    client_name = _client_name(handlers.module, socket.gethostname(), slot)
     options = RunOptions(
         prefetch=prefetch,
         concurrency=concurrency,
@@ -224,11 +226,81 @@ def run_command(
         topology_file=topology_file,
         reload_interval_s=reload_interval,
     )
-    ready = None
-    if slot is not None and folder is not None:
-        from rabbitctl_retry.runtime.supervisor import ready_file
+    _run_service(
+        handlers,
+        topology,
+        connect_to(ctx, broker_urls, client_name=client_name),
+        options,
+        served=served,
+        ready=_ready_file(slot, folder),
+    )
 
-        ready = ready_file(folder, slot.index)
+
+def _check_bind(metrics_bind: str) -> None:
+    """``--metrics-bind`` names an address (a blank one is a usage error)."""
+    if not metrics_bind.strip():
+        raise UsageError(
+            "--metrics-bind: an address, such as 127.0.0.1, or 0.0.0.0 for every interface"
+        )
+
+
+def _invoked_args(ctx: typer.Context) -> Sequence[str]:
+    """The arguments rr was started with: what the supervisor starts each worker with."""
+    root = ctx.find_root().command
+    return getattr(root, "invoked_args", None) or tuple(sys.argv[1:])
+
+
+def _worker_folder(slot: Slot | None, environ: Mapping[str, str]) -> Path | None:
+    """Pure: a worker's folder of the supervisor (its port and ready files), or None."""
+    return Path(environ[WORKER_DIR_ENV]) if slot and WORKER_DIR_ENV in environ else None
+
+
+def _client_name(module: str, host: str, slot: Slot | None) -> str:
+    """Pure: the connection name the broker shows for this run (and worker)."""
+    name = f"rr run {module} on {host}"
+    if slot is not None:
+        name += f" (worker {slot.label})"
+    return name
+
+
+def _start_worker(
+    slot: Slot | None, folder: Path | None, metrics_port: int | None, metrics_bind: str
+) -> tuple[RunMetrics, MetricsServer] | None:
+    """A worker watches its supervisor; the metrics, when asked for, are served from now on
+    (a worker's port written for its supervisor)."""
+    if slot is not None:
+        from rabbitctl_retry.runtime.supervisor import watch_parent
+
+        watch_parent()
+    served = _serve_metrics(metrics_port, metrics_bind) if metrics_port is not None else None
+    if served is not None and slot is not None and folder is not None:
+        from rabbitctl_retry.runtime.supervisor import write_port
+
+        write_port(folder, slot.index, served[1].port)
+    return served
+
+
+def _ready_file(slot: Slot | None, folder: Path | None) -> Path | None:
+    """The file a worker creates once it consumes (its supervisor's sign), or None."""
+    if slot is None or folder is None:
+        return None
+    from rabbitctl_retry.runtime.supervisor import ready_file
+
+    return ready_file(folder, slot.index)
+
+
+def _run_service(
+    handlers: HandlerSet,
+    topology: Topology | None,
+    connect: Connect,
+    options: RunOptions,
+    *,
+    served: tuple[RunMetrics, MetricsServer] | None,
+    ready: Path | None,
+) -> None:
+    """Run the service to its end, with the metrics of ``served`` watching it when given."""
+    from rabbitctl_retry.runtime.service import Service
+
     if served is None:
         service = Service(handlers, topology=topology, connect=connect, options=options)
         _serve_to_the_end(service, ready)

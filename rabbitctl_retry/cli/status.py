@@ -24,6 +24,7 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
+    check_given_management_url,
     connect_to,
     exit_with,
     guard,
@@ -32,6 +33,7 @@ from rabbitctl_retry.cli._common import (
     resolve_management_url,
     resolve_urls,
     run,
+    topology_option,
 )
 from rabbitctl_retry.cli.finish import finish, render
 
@@ -65,11 +67,9 @@ def status_command(
     ] = None,
     topology_file: Annotated[
         Path | None,
-        typer.Option(
-            "--topology",
-            "-t",
-            help="Show every queue the file declares (wait queues and dead-letter queues "
-            "included) and whether each is what the file says.",
+        topology_option(
+            "Show every queue the file declares (wait queues and dead-letter queues "
+            "included) and whether each is what the file says."
         ),
     ] = None,
     watch: Annotated[
@@ -116,11 +116,8 @@ def status_command(
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
     urls = resolve_urls(url, topology.broker.urls if topology else ())
     connect = connect_to(ctx, urls)
-    given = resolve_management_url(
-        management_url,
-        topology.broker.management_url if topology else None,
-        topology.broker.urls if topology else (),
-    )
+    check_given_management_url(management_url)
+    given = resolve_management_url(management_url, topology)
     management = _management(ctx, given, urls[0]) if given is not None else None
     every_queue = topology is None and not queues
     if every_queue and management is None:
@@ -208,7 +205,8 @@ def what_to_show(given: Path | None, named: bool, cwd: Path) -> Shown:
 
 def _management(ctx: typer.Context, url: str, amqp_url: str) -> Management:
     """What ``rr status`` reads of the management API at ``url``, for the vhost of the
-    broker URL."""
+    broker URL (``url`` from --management-url is checked before, by
+    :func:`check_given_management_url`; this checks one from a profile or the file)."""
     from rabbitctl_retry.ops.status import management_reads
     from rabbitctl_retry.transport.management import check_management_url, vhost_of
 

@@ -107,9 +107,7 @@ def show(
     found: Live | None = None
     if live:
         with guard():
-            given = resolve_management_url(
-                management_url, topology.broker.management_url, topology.broker.urls
-            )
+            given = resolve_management_url(management_url, topology)
             if given is None:
                 fail(
                     UsageError(

@@ -1,7 +1,7 @@
 """What a transfer (``rr dlq replay``, ``rr dlq move``) found: one result per message
 read, the run's report, and the counts its table groups; and its words, shared by the CLI and
 the console: the summary lines, the JSON document, each outcome's word. The CLI picks the exit
-code (``cli/dlq_report.py``)."""
+code (``cli/dlq/report.py``)."""
 
 from __future__ import annotations
 

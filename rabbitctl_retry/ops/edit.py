@@ -1,4 +1,4 @@
-"""One dead letter's edit published: the steps ``rr dlq edit`` (cli/dlq_edit.py) and the
+"""One dead letter's edit published: the steps ``rr dlq edit`` (cli/dlq/edit.py) and the
 console (console/app.py) share once the letter is read and the change agreed (docs/dlq.md,
 "Edit and retry"; docs/console.md).
 

@@ -14,8 +14,9 @@ from unittest import mock
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry import Message, Outcome
-from rabbitctl_retry.cli import app, dlq_common
+from rabbitctl_retry.cli import app
 from rabbitctl_retry.cli._common import CliSettings
+from rabbitctl_retry.cli.dlq import common as dlq_common
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import ACQUIRED_COUNT_HEADER, DELIVERY_COUNT_HEADER
 from rabbitctl_retry.retry.outcome import AnyOutcome

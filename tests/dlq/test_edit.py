@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rabbitctl_retry.cli import app, dlq_common, dlq_edit
+from rabbitctl_retry.cli import app
+from rabbitctl_retry.cli.dlq import common as dlq_common
+from rabbitctl_retry.cli.dlq import edit as dlq_edit
 from tests.backends import Backend
 from tests.dlq.support import (
     as_it_is,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from rabbitctl_retry.cli import dlq_inspect
-from rabbitctl_retry.cli.dlq_inspect import InspectFormat, InspectOutput, InspectReading, Kept
+from rabbitctl_retry.cli.dlq import inspect as dlq_inspect
+from rabbitctl_retry.cli.dlq.inspect import InspectFormat, InspectOutput, InspectReading, Kept
 from rabbitctl_retry.dlq.letter import Letter
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.summary import Summary

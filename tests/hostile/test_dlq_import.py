@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rabbitctl_retry.cli.dlq_report import line_list
+from rabbitctl_retry.cli.dlq.report import line_list
 from rabbitctl_retry.dlq.jsonl import Record, record_problem
 from rabbitctl_retry.ops.dlq import login_user, properties_of
 from rabbitctl_retry.transport.values import encoding_problem

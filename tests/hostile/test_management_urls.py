@@ -214,7 +214,15 @@ def _with_management_url(folder: Path, url: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "source", ["--management-url", "RR_MANAGEMENT_URL", "[broker] management_url", "validate"]
+    "source",
+    [
+        "--management-url",
+        "RR_MANAGEMENT_URL",
+        "--management-url of rr status",
+        "RR_MANAGEMENT_URL of rr status",
+        "[broker] management_url",
+        "validate",
+    ],
 )
 @pytest.mark.parametrize(("url", "message"), [p for p in HOSTILE if p.id != "empty"])
 def test_every_management_url_path_refuses_without_printing_the_password(
@@ -225,6 +233,11 @@ def test_every_management_url_path_refuses_without_printing_the_password(
         args = ["declare", str(_plain(tmp_path)), "--url", NO_BROKER, "--management-url", url]
     elif source == "RR_MANAGEMENT_URL":
         args = ["declare", str(_plain(tmp_path)), "--url", NO_BROKER]
+        env["RR_MANAGEMENT_URL"] = url
+    elif source == "--management-url of rr status":
+        args = ["status", "-t", str(_plain(tmp_path)), "--url", NO_BROKER, "--management-url", url]
+    elif source == "RR_MANAGEMENT_URL of rr status":
+        args = ["status", "-t", str(_plain(tmp_path)), "--url", NO_BROKER]
         env["RR_MANAGEMENT_URL"] = url
     elif source == "validate":
         args = ["topology", "validate", str(_with_management_url(tmp_path, url))]

@@ -446,7 +446,7 @@ VIOLATIONS = [
     (
         no_arrow_points_upwards,
         "rabbitctl_retry.console.bad",
-        "from rabbitctl_retry.cli.dlq_report import transfer_summary\n",
+        "from rabbitctl_retry.cli.dlq.report import transfer_summary\n",
     ),
     (no_arrow_points_upwards, "rabbitctl_retry.console.app", "from ..cli import _common\n"),
     (nobody_imports_click, "rabbitctl_retry.cli.bad", "import click\n"),
@@ -458,7 +458,7 @@ VIOLATIONS = [
     ),
     (
         only_common_runs_the_loop,
-        "rabbitctl_retry.cli.dlq_transfer",
+        "rabbitctl_retry.cli.dlq.transfer",
         "import asyncio\nwith asyncio.Runner() as runner:\n    runner.run(f())\n",
     ),
     (

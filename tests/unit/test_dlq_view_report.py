@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rabbitctl_retry.cli.dlq_report import inspect_summary, transfer_exit_code
+from rabbitctl_retry.cli.dlq.report import inspect_summary, transfer_exit_code
 from rabbitctl_retry.dlq.report import (
     TransferKind,
     TransferOutcome,

@@ -1,4 +1,4 @@
-"""What the ``rr dlq`` commands share: the typer group, the questions they ask, progress bars,
+"""What the ``rr dlq`` commands share: the questions they ask, progress bars,
 notes on stderr and the quorum-queue warning."""
 
 from __future__ import annotations
@@ -13,30 +13,28 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from rabbitctl_retry.cli._common import OutputFormat, guard, stderr_console
+from rabbitctl_retry.cli._common import (
+    OutputFormat,
+    connect_to,
+    guard,
+    resolve_urls,
+    stderr_console,
+    topology_option,
+)
 from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
+from rabbitctl_retry.ops.probe import Connect
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
 
-app = typer.Typer(
-    help="Inspect, group, replay, move, export, import and purge dead letters.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
-
 TopologyOption = Annotated[
     Path | None,
-    typer.Option(
-        "--topology",
-        "-t",
-        help="The topology file: its retry header, wait queues, dead-letter queues and URL.",
+    topology_option(
+        "The topology file: its retry header, wait queues, dead-letter queues and URL."
     ),
-]
-YesOption = Annotated[
-    bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]
 
 
@@ -57,6 +55,19 @@ def where_option(items: str) -> Any:
 def load_topology(topology_file: Path | None) -> Topology | None:
     with guard():
         return load_file(topology_file) if topology_file is not None else None
+
+
+def connect_of(ctx: typer.Context, url: list[str] | None, topology: Topology | None) -> Connect:
+    """What a ``rr dlq`` command connects with: ``--url`` / ``$RR_URL``, else the broker of
+    ``--topology`` (``cli/_common.py`` ``resolve_urls``: every URL checked here, before the
+    command goes on)."""
+    return connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ()))
+
+
+def retry_header_of(topology: Topology | None) -> str:
+    """The header a dead letter's attempts are counted in: the file's ``[broker]
+    retry_header``, else rr's default."""
+    return topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
 
 
 def interactive() -> bool:

@@ -26,24 +26,23 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    connect_to,
+    YesOption,
     guard,
-    resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
-    app,
     ask,
+    connect_of,
     load_topology,
     note,
     progress_bar,
     require_answerable,
+    retry_header_of,
 )
-from rabbitctl_retry.cli.dlq_report import transfer_exit_code
-from rabbitctl_retry.cli.export_file import ExportFile
+from rabbitctl_retry.cli.dlq.export_file import ExportFile
+from rabbitctl_retry.cli.dlq.report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell, printable
@@ -66,7 +65,6 @@ from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.edit import EditDone, original_line, publish_edit
 from rabbitctl_retry.ops.probe import Connect
-from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 from rabbitctl_retry.user_files import BODY_LIMIT_BYTES, FileRefused, read_bytes, read_stream
 
@@ -80,7 +78,6 @@ class LetterChanged(RrError):
     nothing was published, nothing acked)."""
 
 
-@app.command("edit")
 def edit_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The dead-letter queue.", metavar="QUEUE")],
@@ -145,7 +142,7 @@ def edit_command(
     JSON body that no longer parses is refused unless --force (docs/dlq.md, "Edit and retry").
     """
     topology = load_topology(topology_file)
-    retry_header = topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER
+    retry_header = retry_header_of(topology)
     with guard():
         check_queue_names([queue] + ([to] if to else []))
         assignments = _assignments(set_header, remove_header, retry_header)
@@ -154,8 +151,7 @@ def edit_command(
         keep_path = keep or _default_keep(queue, message_id)
         if keep_path.exists():
             raise UsageError(f"{keep_path} exists; choose another --keep file")
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    connect = connect_to(ctx, broker_urls)
+    connect = connect_of(ctx, url, topology)
     letter = _read_letter(connect, queue, message_id, position, yes=yes, output=output)
     before = letter.body
     with guard():

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rabbitctl_retry.cli.dlq_report import inspect_summary
+from rabbitctl_retry.cli.dlq.report import inspect_summary
 from rabbitctl_retry.cli.render import cell, count_cell, json_value
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.origin import WaitQueues

@@ -1,6 +1,6 @@
 """``rr dlq replay`` and ``rr dlq move``: messages from a queue to others, one run over their
 sources (``ops/transfers.py``) on the transfer engine (``ops/transfer.py``), with one way to
-print the reports and pick the exit code (``cli/dlq_report.py``, ``cli/finish.py``)."""
+print the reports and pick the exit code (``cli/dlq/report.py``, ``cli/finish.py``)."""
 
 from __future__ import annotations
 
@@ -14,25 +14,24 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    connect_to,
+    YesOption,
     guard,
-    resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
-    app,
     ask,
+    connect_of,
     load_topology,
     note,
     progress_bar,
     require_answerable,
+    retry_header_of,
     where_option,
 )
-from rabbitctl_retry.cli.dlq_render import transfer_table
-from rabbitctl_retry.cli.dlq_report import transfer_exit_code
+from rabbitctl_retry.cli.dlq.render import transfer_table
+from rabbitctl_retry.cli.dlq.report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, Piece, TsvOnly, finish, render
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
@@ -54,9 +53,9 @@ from rabbitctl_retry.dlq.report import (
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import transfer as engine
+from rabbitctl_retry.ops.probe import Connect
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
-from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.model import Topology
 
 AttemptLimitOption = Annotated[
@@ -113,7 +112,6 @@ def _check_target(to: str, drops: str, *, force: bool) -> None:
     note(f"--to {to!r} {drops} (--force: sending to it anyway)")
 
 
-@app.command("replay")
 def replay_command(
     ctx: typer.Context,
     queue: Annotated[
@@ -154,23 +152,20 @@ def replay_command(
     comes round again in the same run stops the run.
     """
     topology = load_topology(topology_file)
-    with guard():
-        conditions = parse_all(where or [])
-        rate_per_s = parse_rate(rate) if rate is not None else None
-        sources = _sources(queue, topology)
-        check_queue_names(sources)
-        to_wrong = to_problem(to, sources) if to is not None else None
-        if to_wrong is not None:
-            raise UsageError(to_wrong)
-        if not dry_run:
-            require_answerable(yes, "replay")
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    sources, conditions, rate_per_s = _checked(
+        where,
+        rate,
+        sources=lambda: _sources(queue, topology),
+        target_problem=lambda sources: to_problem(to, sources) if to is not None else None,
+        asks=None if dry_run else (yes, "replay"),
+    )
+    connect = connect_of(ctx, url, topology)
     run_id = engine.new_run_id()
     plans = [
         ReplayPlan(
             source=source,
             run_id=run_id,
-            retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+            retry_header=retry_header_of(topology),
             to=to,
             wait_queues=WaitQueues.of(topology),
             conditions=conditions,
@@ -181,14 +176,11 @@ def replay_command(
     jobs: list[tuple[str, Chooser]] = [(plan.source, partial(choose, plan)) for plan in plans]
 
     async def agreed(states: list[shell.QueueState]) -> None:
-        for state in states:
-            if state.reads.cost is not Cost.FREE and state.message_count:
-                note(_quorum_note(state, "dead letter", "replay"))
+        _note_read_costs(states, "dead letter", "replay")
         await ask(_replay_question(states, to, limit, where or []), yes, "replay")
 
     _transfer_all(
-        ctx,
-        broker_urls,
+        connect,
         TransferRun(
             jobs,
             TransferKind.REPLAY,
@@ -204,6 +196,39 @@ def replay_command(
     )
 
 
+def _checked(
+    where: list[str] | None,
+    rate: str | None,
+    *,
+    sources: Callable[[], list[str]],
+    target_problem: Callable[[list[str]], str | None],
+    asks: tuple[bool, str] | None,
+) -> tuple[list[str], tuple[Condition, ...], float | None]:
+    """A transfer's arguments checked before anything connects, in this order (the first
+    wrong one is the usage error): --where, --rate, the source queues' names, the target
+    (``target_problem`` of the sources), and — ``asks``: (--yes, the action) when the run
+    asks — whether a question can be answered. The sources, conditions and rate."""
+    with guard():
+        conditions = parse_all(where or [])
+        rate_per_s = parse_rate(rate) if rate is not None else None
+        names = sources()
+        check_queue_names(names)
+        wrong = target_problem(names)
+        if wrong is not None:
+            raise UsageError(wrong)
+        if asks is not None:
+            require_answerable(*asks)
+    return names, conditions, rate_per_s
+
+
+def _note_read_costs(states: list[shell.QueueState], item: str, command: str) -> None:
+    """Before the question: for each queue where a read counts a delivery, what a message
+    left there costs it."""
+    for state in states:
+        if state.reads.cost is not Cost.FREE and state.message_count:
+            note(_quorum_note(state, item, command))
+
+
 def _quorum_note(state: shell.QueueState, item: str, command: str) -> str:
     """What leaving a message in the queue costs it, where a read counts (``dlq/read_cost.py``)."""
     return (
@@ -213,8 +238,7 @@ def _quorum_note(state: shell.QueueState, item: str, command: str) -> str:
 
 
 def _transfer_all(
-    ctx: typer.Context,
-    broker_urls: tuple[str, ...],
+    connect: Connect,
     transfers: TransferRun,
     *,
     agreed: Callable[[list[shell.QueueState]], Awaitable[None]],
@@ -223,7 +247,7 @@ def _transfer_all(
     output: OutputFormat,
 ) -> None:
     """Run (or dry-run) the sources on the engine (``ops/transfers.py``); print the reports,
-    even of a run an error ended, and exit with their code (``cli/dlq_report.py``)."""
+    even of a run an error ended, and exit with their code (``cli/dlq/report.py``)."""
     kind = transfers.kind
     hooks = TransferHooks(
         reading=partial(_warn_before_dry_run, kind=kind, yes=yes),
@@ -235,7 +259,7 @@ def _transfer_all(
     done = Transfers()
     several = len(transfers.jobs) > 1
     run(
-        transfer_sources(connect_to(ctx, broker_urls), transfers, hooks, done),
+        transfer_sources(connect, transfers, hooks, done),
         then=lambda: render(_reports_outcome(done.reports, several=several), output),
     )
     finish(_exit_of(done, kind))
@@ -353,8 +377,7 @@ def purge_matching(
 
     async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
-        if state.reads.cost is not Cost.FREE and state.message_count:
-            note(_quorum_note(state, "message", "purge"))
+        _note_read_costs(states, "message", "purge")
         await ask(
             f"Purge the messages of {queue!r} ({state.message_count:,}){_bounds(None, where)}? "
             "They cannot be recovered",
@@ -363,8 +386,7 @@ def purge_matching(
         )
 
     _transfer_all(
-        ctx,
-        resolve_urls(url, topology.broker.urls if topology else ()),
+        connect_of(ctx, url, topology),
         TransferRun(
             [(queue, partial(choose_purge, plan))],
             TransferKind.PURGE,
@@ -381,7 +403,6 @@ def purge_matching(
 # --------------------------------------------------------------------------- move
 
 
-@app.command("move")
 def move_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to move messages from.")],
@@ -422,29 +443,26 @@ def move_command(
     leaves its message in place (exit 3).
     """
     topology = load_topology(topology_file)
-    with guard():
-        conditions = parse_all(where or [])
-        rate_per_s = parse_rate(rate) if rate is not None else None
-        check_queue_names([queue])
-        to_wrong = move_to_problem(queue, to)
-        if to_wrong is not None:
-            raise UsageError(to_wrong)
-        if not dry_run:
-            require_answerable(yes, "move")
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    _, conditions, rate_per_s = _checked(
+        where,
+        rate,
+        sources=lambda: [queue],
+        target_problem=lambda _: move_to_problem(queue, to),
+        asks=None if dry_run else (yes, "move"),
+    )
+    connect = connect_of(ctx, url, topology)
     plan = MovePlan(
         source=queue,
         to=to,
         conditions=conditions,
         reset_retries=reset_retries,
-        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        retry_header=retry_header_of(topology),
         wait_queues=WaitQueues.of(topology),
     )
 
     async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
-        if state.reads.cost is not Cost.FREE and state.message_count:
-            note(_quorum_note(state, "message", "move"))
+        _note_read_costs(states, "message", "move")
         await ask(
             f"Move the messages of {queue!r} ({state.message_count:,}){_bounds(limit, where or [])}"
             f" to {to!r}? "
@@ -454,8 +472,7 @@ def move_command(
         )
 
     _transfer_all(
-        ctx,
-        broker_urls,
+        connect,
         TransferRun(
             [(queue, partial(choose_move, plan))],
             TransferKind.MOVE,

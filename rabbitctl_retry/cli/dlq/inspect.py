@@ -27,28 +27,28 @@ import typer
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     UrlOption,
-    connect_to,
+    YesOption,
     guard,
+    output_option,
     print_json_line,
-    resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
-    app,
+    connect_of,
     load_topology,
     progress_bar,
+    retry_header_of,
     where_option,
 )
-from rabbitctl_retry.cli.dlq_render import (
+from rabbitctl_retry.cli.dlq.render import (
     inspect_document,
     inspect_footer,
     inspect_table,
     message_document,
 )
-from rabbitctl_retry.cli.dlq_summary import summary_document, summary_head, summary_view
+from rabbitctl_retry.cli.dlq.summary import summary_document, summary_head, summary_view
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -62,7 +62,6 @@ from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
-from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.transport.base import Delivery
 
 DEFAULT_INSPECT_LIMIT = 1000
@@ -85,7 +84,6 @@ class InspectFormat(StrEnum):
     LINES = "lines"
 
 
-@app.command("inspect")
 def inspect_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The dead-letter queue.", metavar="QUEUE")],
@@ -117,11 +115,10 @@ def inspect_command(
     topology_file: TopologyOption = None,
     output: Annotated[
         InspectOutput,
-        typer.Option(
-            "--output",
-            "-o",
-            help="table for people, json for scripts, jsonl: one message per line, printed "
-            "as read, tsv: the table as tab-separated lines (docs/cli.md, 'Output formats').",
+        output_option(
+            InspectOutput,
+            "table for people, json for scripts, jsonl: one message per line, printed as "
+            "read, tsv: the table as tab-separated lines",
         ),
     ] = InspectOutput.TABLE,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Show message bodies.")] = True,
@@ -143,9 +140,9 @@ def inspect_command(
         check_queue_names([queue])
         conditions = parse_all(where or [])
     topology = load_topology(topology_file)
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_of(ctx, url, topology)
     reading = InspectReading(
-        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        retry_header=retry_header_of(topology),
         wait_queues=WaitQueues.of(topology),
         now=datetime.now(UTC),
     )
@@ -160,7 +157,7 @@ def inspect_command(
 
     scan = run(
         runs.inspect(
-            connect_to(ctx, broker_urls),
+            connect,
             queue,
             reading.taker(take, written),
             limit=wanted,

@@ -15,20 +15,19 @@ from rabbitctl_retry.cli._common import (
     OutputFormat,
     OutputOption,
     UrlOption,
-    connect_to,
+    YesOption,
     guard,
-    resolve_urls,
     run,
 )
-from rabbitctl_retry.cli.dlq_common import (
+from rabbitctl_retry.cli.dlq.common import (
     TopologyOption,
-    YesOption,
     agree_to_read,
-    app,
+    connect_of,
     load_topology,
     progress_bar,
+    retry_header_of,
 )
-from rabbitctl_retry.cli.dlq_inspect import InspectReading
+from rabbitctl_retry.cli.dlq.inspect import InspectReading
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -48,11 +47,13 @@ from rabbitctl_retry.dlq.report import plural
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
-from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER, utc_stamp
+from rabbitctl_retry.retry.headers import utc_stamp
 from rabbitctl_retry.transport.base import Delivery
 
+EVERY_DIMENSION = ",".join(dimension.value for dimension in ALL_DIMENSIONS)
+"""``--by``'s default: every dimension."""
 
-@app.command("groups")
+
 def groups_command(
     ctx: typer.Context,
     queues: Annotated[
@@ -65,7 +66,7 @@ def groups_command(
             metavar="DIMENSIONS",
             help="What makes a group: any of type, message, origin, handler, comma-separated.",
         ),
-    ] = ",".join(d.value for d in ALL_DIMENSIONS),
+    ] = EVERY_DIMENSION,
     topology_file: TopologyOption = None,
     yes: YesOption = False,
     url: UrlOption = None,
@@ -87,9 +88,9 @@ def groups_command(
         except ValueError as error:
             raise UsageError(f"--by {by[:60]!r}: {error}") from None
     topology = load_topology(topology_file)
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    connect = connect_of(ctx, url, topology)
     reading = InspectReading(
-        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        retry_header=retry_header_of(topology),
         wait_queues=WaitQueues.of(topology),
         now=datetime.now(UTC),
     )
@@ -99,7 +100,7 @@ def groups_command(
         written = FirstFailure()
         scan = run(
             runs.inspect(
-                connect_to(ctx, broker_urls),
+                connect,
                 queue,
                 reading.taker(functools.partial(_add, grouping, queue), written),
                 limit=None,
