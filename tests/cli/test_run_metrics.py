@@ -124,6 +124,7 @@ async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
 
         bodies = [b"ok", b"ok", b"ok", b"bad"]
         await publish_all(backend, "metered", [(body, Properties()) for body in bodies])
+
         # Until every delivery is decided and both copies confirmed: on a busy machine the
         # dead letter can be decided while two "ok" deliveries are still on their way, so the
         # wait is for all the totals; the exact numbers are checked after (a count that
