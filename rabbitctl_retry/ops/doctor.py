@@ -25,7 +25,7 @@ from rabbitctl_retry.doctor import (
     names_to_compare,
 )
 from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
-from rabbitctl_retry.ops.declare import observe
+from rabbitctl_retry.ops.declare import observe_and_plan
 from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_arguments, queue_info
 from rabbitctl_retry.server import (
     DeprecatedFeature,
@@ -38,7 +38,7 @@ from rabbitctl_retry.server import (
 from rabbitctl_retry.topology.effective import resolve
 from rabbitctl_retry.topology.expand import Desired, QueueEntity, expand
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.topology.plan import Absent, plan
+from rabbitctl_retry.topology.plan import Absent
 from rabbitctl_retry.transport.base import Connection, identity_of
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
 
@@ -121,12 +121,8 @@ async def _declare_check(
         policies: tuple[Policy, ...] | None = None
         if api is not None and topology.uses_policies:
             policies = await api.policies()
-        observed = await observe(connection, desired, connect=connect)
-        planned = plan(
-            desired,
-            observed,
-            server_version=connection.server_version.release,
-            policies=policies,
+        observed, planned = await observe_and_plan(
+            connection, desired, connect=connect, policies=policies
         )
     except TransportError as error:
         return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))

@@ -9,11 +9,11 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 
 from rabbitctl_retry.errors import ConfigError, ConflictError
-from rabbitctl_retry.ops.declare import observe, provision
+from rabbitctl_retry.ops.declare import observe_and_plan, provision
 from rabbitctl_retry.runtime.consumer import Recover
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.model import QueueType, Topology
-from rabbitctl_retry.topology.plan import OpKind, Plan, Status, plan
+from rabbitctl_retry.topology.plan import OpKind, Plan, Status
 from rabbitctl_retry.transport.base import Connection
 
 log = logging.getLogger("rr.runtime")
@@ -93,8 +93,7 @@ class Preparation:
     ) -> None:
         """With declaring off: every queue and exchange exists as the file says, and quorum
         delivery limits are in force (otherwise the retry policy could not be applied)."""
-        observed = await observe(connection, desired, connect=self._connect)
-        result = plan(desired, observed, server_version=connection.server_version.release)
+        _, result = await observe_and_plan(connection, desired, connect=self._connect)
         problems = missing_for_handlers(result, topology, self._queues)
         if problems:
             raise ConfigError(
