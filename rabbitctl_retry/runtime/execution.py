@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from rabbitctl_retry.ops.clock import Clock, sleep_unless
@@ -43,34 +44,24 @@ HOLD_MAX_S = 60.0
 """How long a delivery whose copy the broker keeps refusing is held before it goes back."""
 
 
+@dataclass(eq=False, slots=True, kw_only=True)
 class DecisionExecution:
     """Carries out the decisions of one queue's consumer (module doc)."""
 
-    def __init__(
-        self,
-        *,
-        queue: str,
-        publisher: CopyPublisher,
-        delays: InMemoryDelays,
-        clock: Clock,
-        confirm: bool,
-        stats: RuntimeStats,
-        hold_max_s: float,
-        stopping: asyncio.Event,
-    ) -> None:
-        self._queue = queue
-        self._publisher = publisher
-        self._delays = delays
-        self._clock = clock
-        self._confirm = confirm
-        self._stats = stats
-        self._hold_max_s = hold_max_s
-        self._stopping = stopping
-        """Set once the consumer stops: a held original goes back at once."""
-        self._refusing: dict[str, int] = {}
-        """Destinations whose copies are being refused -> refusals so far."""
-        self._refusal_logged: dict[str, float] = {}
-        """Destination -> when (loop time) a refusal was last logged as an error."""
+    queue: str
+    publisher: CopyPublisher
+    delays: InMemoryDelays
+    clock: Clock
+    confirm: bool
+    """Copies wait for the broker's confirm (the queue is not ``publish = "fast"``)."""
+    stats: RuntimeStats
+    hold_max_s: float
+    stopping: asyncio.Event
+    """Set once the consumer stops: a held original goes back at once."""
+    _refusing: dict[str, int] = field(default_factory=dict, init=False)
+    """Destinations whose copies are being refused -> refusals so far."""
+    _refusal_logged: dict[str, float] = field(default_factory=dict, init=False)
+    """Destination -> when (loop time) a refusal was last logged as an error."""
 
     async def execute(
         self, settler: ChannelSettler, delivery: Delivery, decision: Decision
@@ -87,7 +78,7 @@ class DecisionExecution:
                     settler.ack(tag)
             case ScheduleAction():
                 if settler.ack(tag):
-                    self._delays.schedule(action.copy, delivery, self._queue, action.delay_ms)
+                    self.delays.schedule(action.copy, delivery, self.queue, action.delay_ms)
             case _:
                 assert_never(action)
 
@@ -101,8 +92,8 @@ class DecisionExecution:
         refusals = 0
         held_s = 0.0
         while True:
-            self._stats.copies_published += 1
-            sent = await self._publisher.publish(copy, delivery, confirm=self._confirm)
+            self.stats.copies_published += 1
+            sent = await self.publisher.publish(copy, delivery, confirm=self.confirm)
             match sent.outcome:
                 case Sent.CONFIRMED:
                     break
@@ -115,38 +106,38 @@ class DecisionExecution:
                             "copy not confirmed (its channel failed); the original goes back "
                             "to its queue and may be handled twice",
                             extra={
-                                "rr": decision_fields(self._queue, delivery, decision)
+                                "rr": decision_fields(self.queue, delivery, decision)
                                 | {"error": str(sent.error)}
                             },
                         )
                     return False
             refusals += 1
-            self._stats.copies_refused += 1
+            self.stats.copies_refused += 1
             self._refused(destination, delivery, decision, sent.error)
             # tried again after 0.5 s, 1 s, 2 s, ... (at most 30 s apart), the last try
             # hold_max_s after the first; then the original goes back
-            remaining_s = self._hold_max_s - held_s
-            if remaining_s <= 0 or self._stopping.is_set():
+            remaining_s = self.hold_max_s - held_s
+            if remaining_s <= 0 or self.stopping.is_set():
                 if settler.reject(tag, requeue=True):
                     log.warning(
                         "copy still refused; the original goes back to its queue",
                         extra={
-                            "rr": decision_fields(self._queue, delivery, decision)
+                            "rr": decision_fields(self.queue, delivery, decision)
                             | {"to": destination, "held_s": round(held_s, 1)}
                         },
                     )
                 return False
             delay_s = min(REFUSAL_BACKOFF.delay_s(refusals), remaining_s)
             held_s += delay_s
-            await sleep_unless(self._clock, delay_s, self._stopping)
+            await sleep_unless(self.clock, delay_s, self.stopping)
             if settler.closed:
                 return False
-        self._stats.copies_confirmed += 1
+        self.stats.copies_confirmed += 1
         if destination in self._refusing:
             refused = self._refusing.pop(destination)
             log.info(
                 "copies accepted again",
-                extra={"rr": {"queue": self._queue, "to": destination, "refused": refused}},
+                extra={"rr": {"queue": self.queue, "to": destination, "refused": refused}},
             )
         return True
 
@@ -163,6 +154,6 @@ class DecisionExecution:
             log.error(
                 "copy refused; the original is held and the copy tried again with backoff",
                 extra={
-                    "rr": decision_fields(self._queue, delivery, decision) | {"error": str(error)}
+                    "rr": decision_fields(self.queue, delivery, decision) | {"error": str(error)}
                 },
             )

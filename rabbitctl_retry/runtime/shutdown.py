@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.clock import first_of
@@ -30,30 +31,25 @@ PUBLISH_BACKOFF = Backoff(initial_s=0.5, max_s=5.0)
 """How connecting again to publish the delayed copies is tried during a stop."""
 
 
+@dataclass(eq=False, slots=True, kw_only=True)
 class Shutdown:
     """One stop of the service: its consumers, and the delayed copies still to publish."""
 
-    def __init__(
-        self,
-        *,
-        consumers: Sequence[QueueConsumer],
-        publisher: CopyPublisher | None,
-        delays: InMemoryDelays,
-        connect: Connect,
-        stats: RuntimeStats,
-        timeout_s: float,
-    ) -> None:
-        self._consumers = consumers
-        self._publisher = publisher
-        self._delays = delays
-        self._connect = connect
-        self._stats = stats
-        self._timeout_s = timeout_s
-        self._published_before = 0
+    consumers: Sequence[QueueConsumer]
+    """The consumers of the connection (none while rr waits to reconnect)."""
+    publisher: CopyPublisher | None
+    """The copies' publisher of the connection; a connection made to publish has its own."""
+    delays: InMemoryDelays
+    connect: Connect
+    stats: RuntimeStats
+    timeout_s: float
+    """``shutdown_timeout_s``: the stop's time from its start."""
+    _published_before: int = field(default=0, init=False)
+    """How many delayed copies were published when the stop started."""
 
     @property
     def _in_flight(self) -> int:
-        return sum(consumer.in_flight for consumer in self._consumers)
+        return sum(consumer.in_flight for consumer in self.consumers)
 
     async def of_connection(self, connection: Connection, drop: Callable[[], object]) -> None:
         """Stop the consumers of ``connection`` and close it; ``drop`` forgets them, once
@@ -62,9 +58,9 @@ class Shutdown:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout_at(deadline):
-                for consumer in self._consumers:
+                for consumer in self.consumers:
                     await consumer.stop_consuming()
-                for consumer in self._consumers:
+                for consumer in self.consumers:
                     remaining = max(0.0, deadline - loop.time())
                     if not await consumer.wait_idle(remaining):
                         log.warning(
@@ -77,12 +73,12 @@ class Shutdown:
                             },
                         )
                 await self._publish_delayed(connection)
-                for consumer in self._consumers:
+                for consumer in self.consumers:
                     await consumer.close()
-                if self._publisher is not None:
-                    await self._publisher.close()
+                if self.publisher is not None:
+                    await self.publisher.close()
         except TimeoutError:
-            self._timed_out(unsettled=sum(c.unsettled for c in self._consumers))
+            self._timed_out(unsettled=sum(c.unsettled for c in self.consumers))
         finally:
             await connection.close()
             drop()
@@ -91,7 +87,7 @@ class Shutdown:
     async def disconnected(self) -> None:
         """A stop while rr waits to reconnect: connect only to publish the delayed copies."""
         deadline = self._starting()
-        if len(self._delays):
+        if len(self.delays):
             try:
                 async with asyncio.timeout_at(deadline):
                     await self._publish_delayed(None)
@@ -107,26 +103,26 @@ class Shutdown:
             extra={
                 "rr": {
                     "in_flight": self._in_flight,
-                    "delayed": len(self._delays),
-                    "timeout_s": self._timeout_s,
+                    "delayed": len(self.delays),
+                    "timeout_s": self.timeout_s,
                 }
             },
         )
-        self._published_before = self._delays.published
-        self._delays.hurry()
-        return asyncio.get_running_loop().time() + self._timeout_s
+        self._published_before = self.delays.published
+        self.delays.hurry()
+        return asyncio.get_running_loop().time() + self.timeout_s
 
     def _stopped(self) -> None:
-        published = self._delays.published - self._published_before
+        published = self.delays.published - self._published_before
         if published:
             log.info("published pending delayed copies", extra={"rr": {"count": published}})
-        log.info("stopped", extra={"rr": {"connections": self._stats.connections}})
+        log.info("stopped", extra={"rr": {"connections": self.stats.connections}})
 
     async def _publish_delayed(self, connection: Connection | None) -> None:
         """Until the broker confirmed every delayed copy: publish them on ``connection``, and
         on a new connection whenever there is none (a connection made here only publishes,
         and is closed before this returns)."""
-        delays = self._delays
+        delays = self.delays
         failures = 0
         made: Connection | None = None
         try:
@@ -136,7 +132,7 @@ class Shutdown:
                     if made is not None:
                         await made.close()
                     try:
-                        connection = made = await self._connect()
+                        connection = made = await self.connect()
                     except TransportError as error:
                         failures += 1
                         delay_s = PUBLISH_BACKOFF.delay_s(failures)
@@ -146,13 +142,13 @@ class Shutdown:
                         )
                         await asyncio.sleep(delay_s)
                         continue
-                    self._stats.connections += 1
+                    self.stats.connections += 1
                     log.info(
                         "connected to publish the delayed copies",
                         extra={"rr": {"url": connection.url, "delayed": len(delays)}},
                     )
-                    self._publisher = CopyPublisher(connection)
-                    delays.attach(self._publisher)
+                    self.publisher = CopyPublisher(connection)
+                    delays.attach(self.publisher)
                 await first_of(delays.wait_empty(), connection.wait_closed())
         finally:
             if made is not None:
@@ -167,7 +163,7 @@ class Shutdown:
                 "rr": {
                     "in_flight": self._in_flight,
                     "unsettled": unsettled,
-                    "delayed": len(self._delays),
+                    "delayed": len(self.delays),
                 }
             },
         )
