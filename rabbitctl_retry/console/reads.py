@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -16,7 +16,7 @@ from functools import partial
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.filters import parse_where
 from rabbitctl_retry.dlq.groups import Grouping, Seen
-from rabbitctl_retry.dlq.letter import letter_of
+from rabbitctl_retry.dlq.letter import numbered_letters
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.move import to_problem as move_to_problem
 from rabbitctl_retry.dlq.origin import WaitQueues
@@ -66,15 +66,10 @@ async def read_groups(
 ) -> tuple[Grouping, ScanResult]:
     """Every dead letter of ``queue`` in its group; none taken."""
     grouping = Grouping()
-    positions = itertools.count(1)
+    letters = numbered_letters(retry_header=settings.retry_header, wait_queues=settings.wait_queues)
 
     def take(delivery: Delivery) -> bool:
-        letter = letter_of(
-            next(positions),
-            delivery,
-            retry_header=settings.retry_header,
-            wait_queues=settings.wait_queues,
-        )
+        letter = letters(delivery)
         grouping.add(
             Seen(
                 queue=queue,
@@ -88,12 +83,17 @@ async def read_groups(
         )
         return True
 
+    return grouping, await _scan(connect, queue, take)
+
+
+async def _scan(connect: Connect, queue: str, take: Callable[[Delivery], bool]) -> ScanResult:
+    """Every message of ``queue`` handed to ``take``, none taken, on a connection of its
+    own."""
     connection = await connect()
     try:
-        scan = await scan_messages(connection, queue, take)
+        return await scan_messages(connection, queue, take)
     finally:
         await connection.close()
-    return grouping, scan
 
 
 async def find_letter(
@@ -102,22 +102,14 @@ async def find_letter(
     """The ``nth`` dead letter of ``queue`` with ``message_id`` (``letter`` None: not
     there); none taken."""
     found: SameId[Delivery] = SameId(message_id, nth)
-    connection = await connect()
-    try:
-        await scan_messages(connection, queue, found.look)
-    finally:
-        await connection.close()
+    await _scan(connect, queue, found.look)
     return found
 
 
 async def pick_letter(connect: Connect, queue: str, pick: LetterPick[Delivery]) -> None:
     """Read ``queue`` up to the letter ``pick`` looks for (its ``letter``: that letter, as it
     was read before; else its ``problem``); none taken."""
-    connection = await connect()
-    try:
-        await scan_messages(connection, queue, pick.look)
-    finally:
-        await connection.close()
+    await _scan(connect, queue, pick.look)
 
 
 def group_chooser(

@@ -44,7 +44,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -504,13 +504,21 @@ _SHORT_STRING_PROPERTIES = tuple(
 
 def short_string_problem(text: str) -> str | None:
     """Why ``text`` cannot be an AMQP short string (UTF-8, at most 255 bytes), or None."""
+    return _utf8_problem(
+        text,
+        SHORT_STRING_MAX_BYTES,
+        lambda size: f"{size:,} bytes long; AMQP carries at most {SHORT_STRING_MAX_BYTES} here",
+    )
+
+
+def _utf8_problem(text: str, max_bytes: int, too_long: Callable[[int], str]) -> str | None:
+    """Why ``text`` cannot be sent as UTF-8 of at most ``max_bytes`` bytes (``too_long``: the
+    words for its size), or None."""
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as error:
         return f"holds {_code_point(text[error.start])}, which UTF-8 (and so AMQP) cannot carry"
-    if size > SHORT_STRING_MAX_BYTES:
-        return f"{size:,} bytes long; AMQP carries at most {SHORT_STRING_MAX_BYTES} here"
-    return None
+    return too_long(size) if size > max_bytes else None
 
 
 def expiration_problem(text: str) -> str | None:
@@ -619,13 +627,13 @@ def _header_problem(key: str, value: FieldValue, *, typed: bool = False) -> str 
 
 
 def _key_problem(key: str) -> str | None:
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError as error:
-        return f"holds {_code_point(key[error.start])}, which UTF-8 (and so AMQP) cannot carry"
-    if size > HEADER_KEY_MAX_BYTES:
-        return f"of {size:,} bytes; AMQP carries names of at most {HEADER_KEY_MAX_BYTES} bytes"
-    return None
+    return _utf8_problem(
+        key,
+        HEADER_KEY_MAX_BYTES,
+        lambda size: (
+            f"of {size:,} bytes; AMQP carries names of at most {HEADER_KEY_MAX_BYTES} bytes"
+        ),
+    )
 
 
 def _scalar_problem(value: object, typed: bool = False) -> str | None:

@@ -7,7 +7,8 @@ the message was dead-lettered (docs/dlq.md, "Inspect").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
@@ -78,3 +79,15 @@ def letter_of(
         reason=found.reason,
         failed_at=found.failed_at,
     )
+
+
+def numbered_letters(*, retry_header: str, wait_queues: WaitQueues) -> Callable[[R], Letter[R]]:
+    """:func:`letter_of` each delivery it is handed, numbered from 1 in the order read."""
+    positions = itertools.count(1)
+
+    def letter(delivery: R) -> Letter[R]:
+        return letter_of(
+            next(positions), delivery, retry_header=retry_header, wait_queues=wait_queues
+        )
+
+    return letter

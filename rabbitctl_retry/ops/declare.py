@@ -88,11 +88,10 @@ async def provision(
         api: the management API, which puts rr's policies (``settings = "policy"``).
         policies: the vhost's policies as ``api`` listed them, when read.
     """
-    observed = await observe(connection, desired, connect=connect)
-    result = plan(
+    _, result = await observe_and_plan(
+        connection,
         desired,
-        observed,
-        server_version=connection.server_version.release,
+        connect=connect,
         cluster_nodes=cluster_nodes,
         deprecated_features=deprecated_features,
         policies=policies,
@@ -113,6 +112,31 @@ LOOKS_PER_OBSERVER = 200
 
 
 Look = Callable[[Connection], Awaitable[Observation]]
+
+
+async def observe_and_plan(
+    connection: Connection,
+    desired: Desired,
+    *,
+    connect: Connect,
+    cluster_nodes: Sequence[str] | None = None,
+    deprecated_features: Mapping[str, bool] | None = None,
+    policies: Sequence[Policy] | None = None,
+) -> tuple[dict[ObservationKey, Observation], Plan]:
+    """What the broker holds of ``desired`` (:func:`observe`), and the plan of ``desired``
+    against it for the server of ``connection`` (``topology/plan.py`` ``plan``, the other
+    arguments its own): ``rr declare``'s, ``rr doctor``'s, ``rr migrate``'s and ``rr run``'s
+    look at a file."""
+    observed = await observe(connection, desired, connect=connect)
+    result = plan(
+        desired,
+        observed,
+        server_version=connection.server_version.release,
+        cluster_nodes=cluster_nodes,
+        deprecated_features=deprecated_features,
+        policies=policies,
+    )
+    return observed, result
 
 
 async def observe(

@@ -5,8 +5,8 @@ command opens a connection itself (docs/architecture.md, "How a command reads").
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -25,13 +25,29 @@ from rabbitctl_retry.ops.dlq import (
 )
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions, transfer
-from rabbitctl_retry.transport.base import Delivery
+from rabbitctl_retry.transport.base import Connection, Delivery
 
 Look = Callable[[QueueState, int, str], Awaitable[None]]
 """Told the queue's state, how many messages are about to be read and the server's version,
 before the first is: the command warns of a quorum queue, asks, or ends the run."""
 Bar = Callable[[], AbstractContextManager[ProgressSink]]
 """The command's progress bar, opened once its questions are answered."""
+
+
+@asynccontextmanager
+async def _looked_at(
+    connect: Connect, queue: str, limit: int | None, look: Look
+) -> AsyncIterator[Connection]:
+    """A connection of its own, once ``look`` was told ``queue``'s state and how many of its
+    messages (up to ``limit``) are about to be read; closed after."""
+    connection = await connect()
+    try:
+        state = await queue_state(connection, queue)
+        count = state.message_count if limit is None else min(limit, state.message_count)
+        await look(state, count, str(connection.server_version))
+        yield connection
+    finally:
+        await connection.close()
 
 
 async def inspect(
@@ -45,17 +61,11 @@ async def inspect(
 ) -> ScanResult:
     """``rr dlq inspect``: up to ``limit`` messages of ``queue`` handed to ``on_delivery``,
     none taken (:func:`~rabbitctl_retry.ops.dlq.scan_messages`)."""
-    connection = await connect()
-    try:
-        state = await queue_state(connection, queue)
-        count = state.message_count if limit is None else min(limit, state.message_count)
-        await look(state, count, str(connection.server_version))
+    async with _looked_at(connect, queue, limit, look) as connection:
         with bar() as progress:
             return await scan_messages(
                 connection, queue, on_delivery, limit=limit, progress=progress
             )
-    finally:
-        await connection.close()
 
 
 async def export(
@@ -70,17 +80,11 @@ async def export(
 ) -> ExportResult:
     """``rr dlq export``: up to ``limit`` messages of ``queue`` (those ``keep`` keeps) written
     to ``out`` as JSON Lines, none taken (:func:`~rabbitctl_retry.ops.dlq.export_queue`)."""
-    connection = await connect()
-    try:
-        state = await queue_state(connection, queue)
-        count = state.message_count if limit is None else min(limit, state.message_count)
-        await look(state, count, str(connection.server_version))
+    async with _looked_at(connect, queue, limit, look) as connection:
         with bar() as progress:
             return await export_queue(
                 connection, queue, out, limit=limit, progress=progress, keep=keep
             )
-    finally:
-        await connection.close()
 
 
 async def import_(

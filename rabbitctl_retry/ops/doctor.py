@@ -25,7 +25,7 @@ from rabbitctl_retry.doctor import (
     names_to_compare,
 )
 from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
-from rabbitctl_retry.ops.declare import observe
+from rabbitctl_retry.ops.declare import observe_and_plan
 from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_arguments, queue_info
 from rabbitctl_retry.server import (
     DeprecatedFeature,
@@ -38,7 +38,7 @@ from rabbitctl_retry.server import (
 from rabbitctl_retry.topology.effective import resolve
 from rabbitctl_retry.topology.expand import Desired, QueueEntity, expand
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.topology.plan import Absent, plan
+from rabbitctl_retry.topology.plan import Absent
 from rabbitctl_retry.transport.base import Connection, identity_of
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector, vhost_of
 
@@ -58,51 +58,67 @@ async def server_facts(
     expansion), what ``rr declare`` would make of it now (:func:`_declare_check`)."""
     connection = await connect()
     try:
-        version, reached = connection.server_version, connection.url
-        identity = identity_of(connection)
-        counts = None if desired is None else await _queue_counts(connection, desired)
+        identity, reached = identity_of(connection), connection.url
+        facts = ServerFacts(
+            version=connection.server_version,
+            url=reached,
+            cluster_name=identity.cluster_name,
+            queue_counts=None if desired is None else await _queue_counts(connection, desired),
+        )
     finally:
         await connection.close()
     delayed = [x for x in desired.exchanges if x.type == DELAYED_EXCHANGE_TYPE] if desired else []
-    plugin = isinstance(await exchange_type(delayed[0], connect), Absent) if delayed else None
-    features: tuple[DeprecatedFeature, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
-    policies: PoliciesRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
-    cluster: ClusterRead | TableUnread = TableUnread(Unread.NOT_GIVEN)
-    default_type: str | TableUnread | None = TableUnread(Unread.NOT_GIVEN)
-    consumers: tuple[QueueConsumer, ...] | TableUnread = TableUnread(Unread.NOT_GIVEN)
+    if delayed:
+        plugin = isinstance(await exchange_type(delayed[0], connect), Absent)
+        facts = dataclasses.replace(facts, delayed_message_plugin=plugin)
     api: ManagementApi | None = None
     if management_url is not None:
         api = management(management_url, vhost=vhost_of(reached))
         unusable = await _identity_problem(api, identity, reached)
-        if unusable is not None:  # an API that failed, or answers for another server
-            features = policies = cluster = default_type = consumers = unusable
+        if unusable is None:
+            facts = await _with_api(facts, api, desired)
+        else:  # an API that failed, or answers for another server
+            facts = _api_unread(facts, unusable)
             api = None
-        else:
-            features = await _deprecated_features(api)
-            if isinstance(features, TableUnread) and features.why is Unread.FAILED:
-                policies = features
-            elif version.behaviour.mirrors_classic_queues:
-                policies = await _policies_read(api, desired)
-            # the nodes and the queues whatever became of the table (paths of their own)
-            cluster = await _cluster_read(api, desired)
-            if counts is not None:
-                counts = await _with_policies(api, counts, version)
-            default_type, consumers = await _vhost_read(api, desired is not None)
-    check = None
     if topology is not None:
-        check = await _declare_check(connect, topology, api)
-    return ServerFacts(
-        declare=check,
-        default_queue_type=default_type,
-        consumers=consumers,
-        version=version,
-        cluster_name=identity.cluster_name,
-        delayed_message_plugin=plugin,
-        url=reached,
+        facts = dataclasses.replace(facts, declare=await _declare_check(connect, topology, api))
+    return facts
+
+
+async def _with_api(facts: ServerFacts, api: ManagementApi, desired: Desired | None) -> ServerFacts:
+    """``facts`` with what the management API (which answers for the same server) says."""
+    features = await _deprecated_features(api)
+    policies: PoliciesRead | TableUnread = facts.policies
+    if isinstance(features, TableUnread) and features.why is Unread.FAILED:
+        policies = features
+    elif facts.version.behaviour.mirrors_classic_queues:
+        policies = await _policies_read(api, desired)
+    # the nodes and the queues whatever became of the table (paths of their own)
+    cluster = await _cluster_read(api, desired)
+    counts = facts.queue_counts
+    if counts is not None:
+        counts = await _with_policies(api, counts, facts.version)
+    default_type, consumers = await _vhost_read(api, desired is not None)
+    return dataclasses.replace(
+        facts,
         deprecated_features=features,
         policies=policies,
-        queue_counts=counts,
         cluster=cluster,
+        queue_counts=counts,
+        default_queue_type=default_type,
+        consumers=consumers,
+    )
+
+
+def _api_unread(facts: ServerFacts, why: TableUnread) -> ServerFacts:
+    """``facts`` with every part the management API would have said unread, for ``why``."""
+    return dataclasses.replace(
+        facts,
+        deprecated_features=why,
+        policies=why,
+        cluster=why,
+        default_queue_type=why,
+        consumers=why,
     )
 
 
@@ -121,12 +137,8 @@ async def _declare_check(
         policies: tuple[Policy, ...] | None = None
         if api is not None and topology.uses_policies:
             policies = await api.policies()
-        observed = await observe(connection, desired, connect=connect)
-        planned = plan(
-            desired,
-            observed,
-            server_version=connection.server_version.release,
-            policies=policies,
+        observed, planned = await observe_and_plan(
+            connection, desired, connect=connect, policies=policies
         )
     except TransportError as error:
         return TableUnread(Unread.FAILED, escape_unprintable(censor_urls(str(error))))

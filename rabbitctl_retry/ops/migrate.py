@@ -24,7 +24,7 @@ from rabbitctl_retry.ops.declare import (
     apply,
     declare_entity,
     need_management_for_policies,
-    observe,
+    observe_and_plan,
     opened,
     provision,
 )
@@ -56,7 +56,7 @@ from rabbitctl_retry.topology.migration import (
     weighs_bytes,
 )
 from rabbitctl_retry.topology.model import Topology
-from rabbitctl_retry.topology.plan import Matches, Plan, Refused, plan
+from rabbitctl_retry.topology.plan import Matches, Plan, Refused
 from rabbitctl_retry.transport.base import Connection, Connector, QueueInfo
 from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 
@@ -175,14 +175,9 @@ async def migrate_topology(
     async with opened(urls, connector, management_url, management) as (connection, api, connect):
         desired = expand(topology, connection.server_version.release)
         policies = await api.policies() if api is not None and topology.uses_policies else None
-        observed = await observe(connection, desired, connect=connect)
         nodes = await api.nodes() if api is not None else None
-        whole = plan(
-            desired,
-            observed,
-            server_version=connection.server_version.release,
-            cluster_nodes=nodes,
-            policies=policies,
+        _, whole = await observe_and_plan(
+            connection, desired, connect=connect, cluster_nodes=nodes, policies=policies
         )
         owned = {
             queue.name: await _holding_is_rr(connection, api, queue.name)
@@ -238,7 +233,7 @@ async def migrate_topology(
         if rest.can_apply:
             await apply(connection, rest, api=api)
         for found in done.looks:
-            await _rebuild(connection, found, api=api, hooks=hooks, done=done)
+            await _Run(connection, found, api=api, hooks=hooks, done=done).rebuild()
         done.final = await provision(
             connection,
             desired,
@@ -352,6 +347,13 @@ class _Run:
         self._report = report
         self._hooks.step(report)
         return report
+
+    async def rebuild(self) -> None:
+        """The steps of the rebuild still to take, from where a stopped run left it."""
+        if self._look.phase is Phase.BEFORE:
+            await self.before()
+        if self._look.phase is not Phase.DONE:
+            await self.after()
 
     async def before(self) -> None:
         rebuild = self._rebuild
@@ -535,21 +537,6 @@ class _Run:
         for source, _ in pairs:  # the holding wait queues first: they feed the holding queue
             if await queue_info(self._connection, source) is not None:
                 await self._delete_empty(source, report)
-
-
-async def _rebuild(
-    connection: Connection,
-    found: Look,
-    *,
-    api: ManagementApi | None,
-    hooks: MigrateHooks,
-    done: Migration,
-) -> None:
-    run = _Run(connection, found, api=api, hooks=hooks, done=done)
-    if found.phase is Phase.BEFORE:
-        await run.before()
-    if found.phase is not Phase.DONE:
-        await run.after()
 
 
 __all__ = [

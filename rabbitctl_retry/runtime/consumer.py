@@ -6,20 +6,15 @@ queue, and carries that out. Every ack and reject of the consumer's channel goes
 :class:`~rabbitctl_retry.ops.settler.ChannelSettler`, which writes them in an order the
 broker accepts (acks coalesced into ``basic.ack(multiple=true)`` over the settled prefix).
 
-* ack, reject — recorded at once, written by the settler in the same turn of the loop;
-* a copy — published (mandatory, confirmed unless the queue is ``publish = "fast"``); the
-  original is acked only after the broker confirmed the copy. A copy the broker returns or
-  refuses (a full or missing queue) is tried again with backoff while the original is held
-  (the handler does not run again); if it is still refused after ``hold_max_s``, or the
-  service stops, the original goes back to its queue (``basic.reject(requeue=true)``).
-  Refusals are logged as one error per destination per minute, and the recovery once;
-* an in-memory delay — acked now, the copy published later by ``InMemoryDelays``.
+which carries out each decision (``runtime/execution.py``): an ack or reject at once, a
+copy published and confirmed before the original is acked (held while the broker refuses
+it), an in-memory delay acked now and published later by ``InMemoryDelays``.
 
 Anything else that fails in rr's own code for one delivery (an unexpected exception, a
 cancellation that is not the task's own) is caught, logged with the message id, and the
 delivery is settled by the rule of :mod:`rabbitctl_retry.retry.poison` (back to its queue
 once; dead-lettered when it comes back), as is a delivery whose properties cannot be decoded:
-it never holds back the settlement of the others.
+it never holds back the settlement of the others (``runtime/give_up.py``).
 
 The consumer watches its channel and its consumer: if the broker closes the channel (a
 channel error) or cancels the consumer (its queue was deleted, or RabbitMQ 4.3's consumer
@@ -37,33 +32,27 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import Any, assert_never
+from typing import Any
 
 from rabbitctl_retry.errors import RrError, TransportError
-from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.clock import Clock, first_of, sleep_unless
 from rabbitctl_retry.ops.copies.publisher import CopyPublisher
-from rabbitctl_retry.ops.copies.sent import Sent
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
-from rabbitctl_retry.retry.headers import malformed_counts
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
-from rabbitctl_retry.retry.policy import (
-    AckAction,
-    Copy,
-    Decision,
-    Event,
-    RejectAction,
-    RepublishAction,
-    RetryPolicy,
-    ScheduleAction,
-    decide,
-)
-from rabbitctl_retry.runtime.backoff import Backoff
+from rabbitctl_retry.retry.policy import Decision, Event, RetryPolicy, decide
 from rabbitctl_retry.runtime.consumer_state import ConsumerPhase, ConsumerState, Watch
+from rabbitctl_retry.runtime.decision_log import log_decision, warn_malformed
 from rabbitctl_retry.runtime.delays import InMemoryDelays
+from rabbitctl_retry.runtime.execution import HOLD_MAX_S, DecisionExecution
+from rabbitctl_retry.runtime.give_up import (
+    give_back_stray,
+    give_up,
+    requeue_interrupted,
+    set_aside,
+)
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.runtime.stats import RuntimeStats
@@ -74,21 +63,6 @@ log = logging.getLogger("rr.runtime")
 
 _OUTCOMES = (Ack, Retry, Drop, RetryAfter)
 _ACK = Ack()
-_LOGGED = {
-    Event.RETRIED: logging.INFO,
-    Event.REQUEUED: logging.INFO,
-    Event.DELAYED: logging.INFO,
-    Event.DROPPED: logging.INFO,
-    Event.DEAD_LETTERED: logging.WARNING,
-    Event.SPENT: logging.WARNING,
-}
-
-_GIVE_UP_TEXT = {
-    Event.REQUEUED: "it goes back to its queue once",
-    Event.DEAD_LETTERED: "it is dead-lettered",
-    Event.SPENT: "it is rejected without requeue (its queue's dead-letter route, if any)",
-}
-
 EventListener = Callable[[str, Delivery, Decision], None]
 """Told each decision just before it is carried out: (queue, delivery, decision)."""
 
@@ -97,11 +71,7 @@ Recover = Callable[[], Awaitable[None]]
 
 HANDLER_TIMEOUT_TYPE = "rr.HandlerTimeout"
 """``rr-error-type`` of a call that did not return within its timeout."""
-REFUSAL_BACKOFF = Backoff(initial_s=0.5, max_s=30.0)
-REFUSAL_LOG_INTERVAL_S = 60.0
-"""At most one error line per refusing destination in this interval."""
-HOLD_MAX_S = 60.0
-"""How long a delivery whose copy the broker keeps refusing is held before it goes back."""
+__all__ = ["HOLD_MAX_S", "EventListener", "QueueConsumer", "Recover"]
 
 
 async def _nothing_to_recover() -> None:
@@ -138,17 +108,13 @@ class QueueConsumer:
         self.subscriber = subscriber
         self.policy = policy
         self._connection = connection
-        self._publisher = publisher
-        self._delays = delays
         self._clock = clock
         self._prefetch = prefetch
         self._semaphore = asyncio.Semaphore(concurrency) if concurrency < prefetch else None
         self._executor = executor
-        self._confirm = publish_mode is PublishMode.CONFIRM
         self._listener = listener
         self._recover = recover
         self.stats = stats if stats is not None else RuntimeStats()
-        self._hold_max_s = hold_max_s
         self._state = ConsumerState()
         """Its lifecycle (``runtime/consumer_state.py``): what the events below mean."""
         self._channel: Channel | None = None
@@ -160,10 +126,17 @@ class QueueConsumer:
         self._watcher: asyncio.Future[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
-        self._refusing: dict[str, int] = {}
-        """Destinations whose copies are being refused -> refusals so far."""
-        self._refusal_logged: dict[str, float] = {}
-        """Destination -> when (loop time) a refusal was last logged as an error."""
+        self._execution = DecisionExecution(
+            queue=policy.queue,
+            publisher=publisher,
+            delays=delays,
+            clock=clock,
+            confirm=publish_mode is PublishMode.CONFIRM,
+            stats=self.stats,
+            hold_max_s=hold_max_s,
+            stopping=self._stopping,
+        )
+        """Carries out its decisions (``runtime/execution.py``)."""
         self._handler_is_async = subscriber.is_async
         self._handler_timeout_s = (
             subscriber.timeout_s if subscriber.timeout_s is not None else handler_timeout_s
@@ -357,7 +330,7 @@ class QueueConsumer:
         settler.delivered(delivery.delivery_tag)
         state = self._state
         if not state.delivered(delivery.consumer_tag):
-            self._give_back_stray(settler, delivery)
+            give_back_stray(settler, delivery, self.policy.queue, self.stats)
             return
         self._idle.clear()
         try:
@@ -368,7 +341,7 @@ class QueueConsumer:
                     await self._handle(settler, delivery)
         except asyncio.CancelledError as error:
             if _cancelling():  # a real shutdown: back to the queue, as the service stops
-                self._requeue_interrupted(settler, delivery)
+                requeue_interrupted(settler, delivery, self.policy.queue, self.stats)
                 raise
             await self._give_up(settler, delivery, error)
         except Exception as error:
@@ -377,69 +350,18 @@ class QueueConsumer:
             if state.handled():
                 self._idle.set()
 
-    def _give_back_stray(self, settler: ChannelSettler, delivery: Delivery) -> None:
-        """A delivery for a consumer the broker cancelled: RabbitMQ 4.3 revives a consumer it
-        cancelled for its consumer timeout when the timed-out delivery is settled before the
-        cancel reached rr, and hands it messages. Nobody handles them: they go back to the
-        queue at once, uncounted (``basic.nack``; a multiple ack would otherwise take them
-        along unhandled). docs/runtime.md, "Handlers"."""
-        if settler.give_back(delivery.delivery_tag):
-            self.stats.stray_deliveries += 1
-            log.warning(
-                "a delivery for a consumer the broker cancelled goes back to its queue, "
-                "unhandled and uncounted",
-                extra={"rr": self._ids(delivery) | {"consumer_tag": delivery.consumer_tag}},
-            )
-
-    def _requeue_interrupted(self, settler: ChannelSettler, delivery: Delivery) -> None:
-        if settler.reject(delivery.delivery_tag, requeue=True):
-            self.stats.interrupted_deliveries += 1
-            log.warning(
-                "delivery interrupted (its channel closed, or the service stops); it goes back "
-                "to its queue",
-                extra={"rr": self._ids(delivery)},
-            )
-
     async def _give_up(
         self, settler: ChannelSettler, delivery: Delivery, error: BaseException
     ) -> None:
-        """rr's own code failed for this delivery: settle it by the documented rule (requeue
-        once, dead-letter a redelivery; docs/runtime.md), unless it was already settled or its
-        channel is gone (then it is back in its queue already). Never raises."""
-        if not settler.is_open(delivery.delivery_tag):
-            return
-        self.stats.interrupted_deliveries += 1
-        failure = poison.internal_failure(error)
-        try:
-            decision = poison.decide_interrupted(
-                self.policy,
-                delivery.properties.headers,
-                failure,
-                redelivered=delivery.redelivered,
-                now=self._clock.now(),
-            )
-        except Exception:  # rr cannot even build the dead letter: never lose it
-            decision = Decision(
-                action=RejectAction(requeue=True), event=Event.REQUEUED, attempt=0, failure=failure
-            )
-        log.error(
-            "rr failed on this delivery; " + _GIVE_UP_TEXT[decision.event],
-            extra={"rr": self._ids(delivery) | {"error": failure.message}},
+        await give_up(
+            self._execution,
+            settler,
+            delivery,
+            error,
+            policy=self.policy,
+            clock=self._clock,
+            stats=self.stats,
         )
-        try:
-            await self._execute(settler, delivery, decision)
-        except Exception as second:  # dead-lettering failed too: back to its queue, not lost
-            if settler.reject(delivery.delivery_tag, requeue=True):
-                log.error(
-                    "rr failed again on this delivery; it goes back to its queue",
-                    extra={
-                        "rr": self._ids(delivery)
-                        | {"error": f"{type(second).__name__}: {second}"[:1000]}
-                    },
-                )
-
-    def _ids(self, delivery: Delivery) -> dict[str, object]:
-        return {"queue": self.policy.queue, "message_id": delivery.properties.message_id}
 
     async def _handle(self, settler: ChannelSettler, delivery: Delivery) -> None:
         # The policy of the moment the handler starts: a reload of the topology file
@@ -447,7 +369,9 @@ class QueueConsumer:
         # finishes with the policy it started with.
         policy = self.policy
         if delivery.properties.undecodable:
-            await self._set_aside(settler, delivery)
+            await set_aside(
+                self._execution, settler, delivery, policy=self.policy, stats=self.stats
+            )
             return
         outcome = await self._run_handler(delivery)
         if type(outcome) is Ack and self._listener is None:
@@ -456,7 +380,7 @@ class QueueConsumer:
             return
         headers = delivery.properties.headers
         if headers:
-            self._warn_malformed(delivery, headers)
+            warn_malformed(self.policy, delivery, headers)
         decision = decide(policy, headers, outcome, now=self._clock.now())
         if headers and "x-death" in headers:
             decision = poison.shield_broker(policy, headers, decision, now=self._clock.now())
@@ -466,36 +390,8 @@ class QueueConsumer:
             # Logged before its frames go out: the copy or the reject it logs may be handled
             # by the next queue's consumer (a dead-letter queue's handler) before the confirm
             # comes back, and its line must not come first (docs/runtime.md, "Logs").
-            self._log(delivery, decision)
-        await self._execute(settler, delivery, decision)
-
-    async def _set_aside(self, settler: ChannelSettler, delivery: Delivery) -> None:
-        """Properties (or a routing key, exchange, consumer tag) the codec could not decode:
-        never handled, dead-lettered at once (docs/runtime.md, "Malformed messages")."""
-        self.stats.undecodable_deliveries += 1
-        decision = poison.decide_undecodable(self.policy)
-        log.error(
-            "message properties cannot be decoded; " + _GIVE_UP_TEXT[decision.event],
-            extra={
-                "rr": self._ids(delivery) | {"undecodable": list(delivery.properties.undecodable)}
-            },
-        )
-        await self._execute(settler, delivery, decision)
-
-    def _warn_malformed(self, delivery: Delivery, headers: Mapping[str, FieldValue]) -> None:
-        """A count rr reads that is not a well-formed number counts 0 (docs/runtime.md)."""
-        malformed = malformed_counts(headers, self.policy.retry_header)
-        if malformed:
-            log.warning(
-                "malformed count header; it counts as 0",
-                extra={
-                    "rr": {
-                        "queue": self.policy.queue,
-                        "message_id": delivery.properties.message_id,
-                        "headers": malformed,
-                    }
-                },
-            )
+            log_decision(policy.queue, delivery, decision)
+        await self._execution.execute(settler, delivery, decision)
 
     async def _run_handler(self, delivery: Delivery) -> AnyOutcome:
         message = Message(delivery, self.policy.queue, self.policy.retry_header)
@@ -545,125 +441,3 @@ class QueueConsumer:
                 message=f"{self.subscriber.name} returned {type(result).__name__}, not an Outcome",
             )
         )
-
-    async def _execute(
-        self, settler: ChannelSettler, delivery: Delivery, decision: Decision
-    ) -> None:
-        tag = delivery.delivery_tag
-        action = decision.action
-        match action:
-            case AckAction():
-                settler.ack(tag)
-            case RejectAction():
-                settler.reject(tag, requeue=action.requeue)
-            case RepublishAction():
-                if await self._publish_copy(settler, delivery, decision, action.copy):
-                    settler.ack(tag)
-            case ScheduleAction():
-                if settler.ack(tag):
-                    self._delays.schedule(action.copy, delivery, self.policy.queue, action.delay_ms)
-            case _:
-                assert_never(action)
-
-    async def _publish_copy(
-        self, settler: ChannelSettler, delivery: Delivery, decision: Decision, copy: Copy
-    ) -> bool:
-        """Publish ``copy``; ``True`` once confirmed (ack the original), else ``False`` with
-        the original already sent back to its queue (or gone back with its channel)."""
-        tag = delivery.delivery_tag
-        destination = copy.exchange or copy.routing_key
-        refusals = 0
-        held_s = 0.0
-        while True:
-            self.stats.copies_published += 1
-            sent = await self._publisher.publish(copy, delivery, confirm=self._confirm)
-            match sent.outcome:
-                case Sent.CONFIRMED:
-                    break
-                case Sent.UNENCODABLE:
-                    assert sent.error is not None
-                    raise sent.error  # rr's own failure for this delivery (_give_up)
-                case Sent.CUT:
-                    if settler.reject(tag, requeue=True):
-                        log.warning(
-                            "copy not confirmed (its channel failed); the original goes back "
-                            "to its queue and may be handled twice",
-                            extra={
-                                "rr": self._fields(delivery, decision) | {"error": str(sent.error)}
-                            },
-                        )
-                    return False
-            refusals += 1
-            self.stats.copies_refused += 1
-            self._refused(destination, delivery, decision, sent.error)
-            # tried again after 0.5 s, 1 s, 2 s, ... (at most 30 s apart), the last try
-            # hold_max_s after the first; then the original goes back
-            remaining_s = self._hold_max_s - held_s
-            if remaining_s <= 0 or self._stopping.is_set():
-                if settler.reject(tag, requeue=True):
-                    log.warning(
-                        "copy still refused; the original goes back to its queue",
-                        extra={
-                            "rr": self._fields(delivery, decision)
-                            | {"to": destination, "held_s": round(held_s, 1)}
-                        },
-                    )
-                return False
-            delay_s = min(REFUSAL_BACKOFF.delay_s(refusals), remaining_s)
-            held_s += delay_s
-            await sleep_unless(self._clock, delay_s, self._stopping)
-            if settler.closed:
-                return False
-        self.stats.copies_confirmed += 1
-        if destination in self._refusing:
-            refused = self._refusing.pop(destination)
-            log.info(
-                "copies accepted again",
-                extra={"rr": {"queue": self.policy.queue, "to": destination, "refused": refused}},
-            )
-        return True
-
-    def _refused(
-        self, destination: str, delivery: Delivery, decision: Decision, error: BaseException | None
-    ) -> None:
-        """Count a refusal; log one error per destination per minute at most (however many
-        originals are held, the log must not loop hot)."""
-        self._refusing[destination] = self._refusing.get(destination, 0) + 1
-        now_s = asyncio.get_running_loop().time()
-        last_s = self._refusal_logged.get(destination)
-        if last_s is None or now_s - last_s >= REFUSAL_LOG_INTERVAL_S:
-            self._refusal_logged[destination] = now_s
-            log.error(
-                "copy refused; the original is held and the copy tried again with backoff",
-                extra={"rr": self._fields(delivery, decision) | {"error": str(error)}},
-            )
-
-    def _fields(self, delivery: Delivery, decision: Decision) -> dict[str, object]:
-        fields: dict[str, object] = {
-            "queue": self.policy.queue,
-            "message_id": delivery.properties.message_id,
-            "attempt": decision.attempt,
-            "outcome": decision.event.value,
-        }
-        if decision.destination is not None:
-            fields["to"] = decision.destination
-        if decision.delay_ms is not None:
-            fields["delay_ms"] = decision.delay_ms
-        if decision.failure is not None:
-            fields["error_type"] = decision.failure.type
-            fields["error"] = decision.failure.message
-        return fields
-
-    def _log(self, delivery: Delivery, decision: Decision) -> None:
-        level = _LOGGED.get(decision.event, logging.INFO)
-        if decision.failure is not None and level < logging.WARNING:
-            level = logging.WARNING
-        if not log.isEnabledFor(level):
-            return
-        message = decision.event.value
-        fields = self._fields(delivery, decision)
-        if decision.event is Event.DEAD_LETTERED and isinstance(decision.action, RejectAction):
-            # The server moves it, not rr: rr cannot know that it arrived.
-            message = "rejected to the queue's dead-letter route"
-            fields["outcome"] = "rejected-to-dead-letter-route"
-        log.log(level, message, extra={"rr": fields})

@@ -16,6 +16,7 @@ logged as lost, one line each.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.ops.copies.properties import retry_copy_properties
 from rabbitctl_retry.ops.dlq import message_record
 from rabbitctl_retry.runtime.delays import PendingCopy
+
+log = logging.getLogger("rr.runtime")
 
 PREFIX = "rr-pending-"
 SUFFIX = ".jsonl"
@@ -134,3 +137,40 @@ def save_pending(
         else:
             lost.extend(kept)
     return SaveResult(tuple(saved), tuple(lost), error if lost else None)
+
+
+def keep_pending(left: Sequence[PendingCopy], directory: Path, *, now: datetime) -> None:
+    """The run is over: save the delayed copies the broker has not confirmed, so that ``rr dlq
+    import`` can publish them; log each file saved, and each copy that could not be saved as
+    lost."""
+    if not left:
+        return
+    result = save_pending(left, directory, now=now)
+    for saved in result.saved:
+        log.error(
+            "delayed copies not published before the stop; saved to a file: "
+            "rr dlq import FILE --to QUEUE publishes them",
+            extra={"rr": {"queue": saved.queue, "count": saved.count, "file": str(saved.path)}},
+        )
+    for pending in result.lost:
+        log.error(
+            "delayed copy lost: it could not be published nor saved before the process ends",
+            extra={
+                "rr": {
+                    "queue": pending.queue,
+                    "message_id": pending.message_id,
+                    "error": result.error,
+                }
+            },
+        )
+
+
+def tell_saved_files(directory: Path) -> None:
+    """Log the files of copies an earlier stop saved in ``directory``, still waiting to be
+    imported."""
+    for path in saved_files(directory):
+        log.warning(
+            "delayed copies saved by an earlier stop wait in a file: "
+            "rr dlq import FILE --to QUEUE publishes them (then delete the file)",
+            extra={"rr": {"file": str(path.absolute())}},
+        )

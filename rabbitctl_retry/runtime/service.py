@@ -35,39 +35,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rabbitctl_retry.errors import (
-    AccessRefused,
-    BrokerUnreachable,
-    ConfigError,
-    ConflictError,
-    RrError,
-    TransportError,
-)
-from rabbitctl_retry.ops.clock import Clock, WallClock, first_of
+from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, TransportError
+from rabbitctl_retry.ops.clock import Clock, WallClock
 from rabbitctl_retry.ops.copies.publisher import CopyPublisher
-from rabbitctl_retry.ops.declare import observe, provision
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer, Recover
+from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.loader import HandlerSet
-from rabbitctl_retry.runtime.pending import save_pending, saved_files
+from rabbitctl_retry.runtime.pending import keep_pending, tell_saved_files
+from rabbitctl_retry.runtime.preparation import Preparation
+from rabbitctl_retry.runtime.reloader import TopologyReloader
+from rabbitctl_retry.runtime.shutdown import Shutdown
 from rabbitctl_retry.runtime.stats import RuntimeStats
-from rabbitctl_retry.topology.expand import Desired, expand
-from rabbitctl_retry.topology.load import load_text, read_topology_text, source_name
-from rabbitctl_retry.topology.model import PublishMode, Queue, QueueType, Topology
-from rabbitctl_retry.topology.plan import OpKind, Status, plan
-from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload, plan_reload
+from rabbitctl_retry.topology.model import PublishMode, Topology
+from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload
 from rabbitctl_retry.transport.base import Connection
 
 log = logging.getLogger("rr.runtime")
@@ -141,21 +131,25 @@ class Service:
         self.delays = InMemoryDelays(self.clock)
         self._consumers: list[QueueConsumer] = []
         self._publisher: CopyPublisher | None = None
-        self._published_before_stop = 0
         self._executor: ThreadPoolExecutor | None = None
         self.thread_calls = ThreadCalls()
         """Synchronous handler calls still running (after a stop: those that never return)."""
         self.stats = RuntimeStats()
-        self._declare_warned = False
-        """Whether the declare's warnings (docs/topology.md) were logged: once a run."""
-        self._declared = topology
-        """The topology of the start: the wait queues and exchanges that exist (a reload
-        applies only what needs no new one)."""
-        self._reload_asked = asyncio.Event()
-        self._file_state: tuple[int, int, int] | None = None
-        """The topology file's (mtime_ns, size, inode) when last looked at."""
-        self._file_digest: bytes | None = None
-        """The SHA-256 of the topology file's text when last read."""
+        self._preparation = Preparation(
+            handlers.queues, declare=self.options.declare, connect=connect
+        )
+        self._reloader: TopologyReloader | None = None
+        """Reloads the topology file (docs/runtime.md, "Changing max_attempts while it
+        runs"); None: started without one."""
+        if self.options.topology_file is not None and topology is not None:
+            self._reloader = TopologyReloader(
+                self.options.topology_file,
+                declared=topology,
+                current=self._current_topology,
+                apply=self._apply,
+                interval_s=self.options.reload_interval_s,
+                stats=self.stats,
+            )
 
     @property
     def connections(self) -> int:
@@ -173,62 +167,29 @@ class Service:
 
     def request_reload(self) -> None:
         """Ask for the topology file to be reloaded now (SIGHUP; safe from a signal handler)."""
-        if self.options.topology_file is None or self.topology is None:
+        if self._reloader is None:
             log.info("nothing to reload: rr run was started without a topology file")
             return
-        self._reload_asked.set()
+        self._reloader.ask()
 
     def reload(self, *, asked: bool = True) -> Reload | None:
         """Read the topology file again and apply what the running consumers can take
         (``topology/reload.py``): their next deliveries use the new retry policies, a delivery
         being handled finishes with its own. Logs one line with each change applied (``old ->
-        new``) and one warning per change not applied; returns what was decided.
+        new``) and one warning per change not applied; returns what was decided
+        (``runtime/reloader.py``).
 
         ``None``, with the running settings left as they are: no topology file, a file that
         does not load (logged as an error, never raised), or (``asked`` false: the watcher's
         own look) a file whose text did not change.
         """
-        path = self.options.topology_file
-        if path is None or self.topology is None:
+        if self._reloader is None:
             return None
-        try:
-            text = read_topology_text(path)
-            digest = hashlib.sha256(text.encode("utf-8")).digest()
-            if not asked and digest == self._file_digest:
-                return None
-            self._file_digest = digest
-            new = load_text(text, source=source_name(path))
-            result = plan_reload(self.topology, new, declared=self._declared)
-        except Exception as error:  # a file being written, a mistake: never the service's end
-            self.stats.reload_failures += 1
-            log.error(
-                "the topology file does not load: not reloaded, the running retry settings stay",
-                extra={"rr": {"file": str(path), "error": str(error)}},
-            )
-            return None
-        for change in result.kept:
-            log.warning(
-                "topology change not applied while rr run runs",
-                extra={"rr": {"change": str(change), "reason": change.reason}},
-            )
-        if result.changed:
-            self._apply(result.topology)
-            self.stats.reloads += 1
-            log.info(
-                "retry settings reloaded",
-                extra={
-                    "rr": {
-                        "file": str(path),
-                        "changes": "; ".join(str(change) for change in result.applied),
-                    }
-                },
-            )
-        elif asked:
-            log.info(
-                "topology file reloaded: no retry setting to change",
-                extra={"rr": {"file": str(path)}},
-            )
-        return result
+        return self._reloader.reload(asked=asked)
+
+    def _current_topology(self) -> Topology:
+        assert self.topology is not None  # a service with a reloader has a topology
+        return self.topology
 
     def _apply(self, topology: Topology) -> None:
         """Run ``topology`` from now on: the consumers' next deliveries, and the consumers
@@ -238,39 +199,6 @@ class Service:
             consumer.policy = policy_for(
                 consumer.policy.queue, topology, handler=consumer.policy.handler
             )
-
-    def _file_changed(self) -> bool:
-        """The topology file's size, time or inode changed since the last look."""
-        path = self.options.topology_file
-        assert path is not None
-        try:
-            found = os.stat(path)
-        except OSError:
-            state = None
-        else:
-            state = (found.st_mtime_ns, found.st_size, found.st_ino)
-        if state == self._file_state:
-            return False
-        self._file_state = state
-        return state is not None
-
-    async def _watch_file(self) -> None:
-        """Reload the topology file when asked, or when it changed (every
-        ``reload_interval_s``; 0: only when asked)."""
-        interval_s = self.options.reload_interval_s
-        while True:
-            if interval_s > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._reload_asked.wait(), interval_s)
-            else:
-                await self._reload_asked.wait()
-            asked = self._reload_asked.is_set()
-            self._reload_asked.clear()
-            try:
-                if self._file_changed() or asked:
-                    self.reload(asked=asked)
-            except Exception as error:  # pragma: no cover - reload() logs its own failures
-                log.error("reloading the topology file failed", extra={"rr": {"error": str(error)}})
 
     async def wait_ready(self) -> None:
         """Return once every consumer is consuming."""
@@ -313,12 +241,12 @@ class Service:
                 max_workers=min(concurrency * len(self.handlers.subscribers), 64),
                 thread_name_prefix="rr-handler",
             )
-        self._tell_saved_files()
+        tell_saved_files(self.options.pending_dir)
         try:
             await call_hooks(self.handlers.startup, "startup")
             watcher = None
-            if self.options.topology_file is not None and self.topology is not None:
-                watcher = asyncio.ensure_future(self._watch_file())
+            if self._reloader is not None:
+                watcher = asyncio.ensure_future(self._reloader.watch())
             try:
                 try:
                     await self._run_connected(concurrency)
@@ -326,7 +254,9 @@ class Service:
                     if watcher is not None:
                         watcher.cancel()
                         await asyncio.gather(watcher, return_exceptions=True)
-                    self._keep_pending()
+                    keep_pending(
+                        self.delays.take_all(), self.options.pending_dir, now=self.clock.now()
+                    )
             except BaseException:
                 with contextlib.suppress(HookFailed):  # logged; the first error is the story
                     await call_hooks(self.handlers.shutdown, "shutdown")
@@ -368,7 +298,7 @@ class Service:
             )
             connection.on_blocked(self._on_blocked)
             try:
-                await self._prepare(connection)
+                await self._preparation.prepare(connection, self.topology)
                 await self._start(connection, concurrency)
             except BaseException as error:
                 self._drop_consumers()
@@ -392,7 +322,7 @@ class Service:
             try:
                 stopped = await self._wait(connection)
                 if stopped:
-                    await self._graceful_stop(connection)
+                    await self._shutdown().of_connection(connection, self._drop_consumers)
                     return
             except BaseException:
                 self._drop_consumers()
@@ -417,18 +347,12 @@ class Service:
             await self._sleep(backoff.delay_s(failures))
         # Stopped while there was no connection (waiting to reconnect): the delayed copies
         # still need the broker.
-        await self._stop_disconnected()
+        await self._shutdown().disconnected()
 
-    async def _back_off(
-        self, what: str, error: BaseException, delay_s: float, *, when_stopping: bool = False
-    ) -> None:
-        """Log ``what`` failed and wait ``delay_s`` (cut short by a stop, unless
-        ``when_stopping``: the stop itself is waiting)."""
+    async def _back_off(self, what: str, error: BaseException, delay_s: float) -> None:
+        """Log ``what`` failed and wait ``delay_s`` (cut short by a stop)."""
         log.warning(what, extra={"rr": {"error": str(error), "retry_in_s": delay_s}})
-        if when_stopping:
-            await asyncio.sleep(delay_s)
-        else:
-            await self._sleep(delay_s)
+        await self._sleep(delay_s)
 
     def _on_blocked(self, reason: str | None) -> None:
         if reason is None:
@@ -456,81 +380,6 @@ class Service:
                     waiter.cancel()
         return self._stop.is_set() and not connection.is_closed
 
-    async def _prepare(self, connection: Connection) -> None:
-        """Declare the topology, or check that what the handlers need is there."""
-        if self.topology is None:
-            await self._check_queues_exist(connection)
-            return
-        desired = expand(self.topology, connection.server_version.release)
-        if self.options.declare:
-            result = await provision(connection, desired, dry_run=False, connect=self._connect)
-            if result.conflicts:
-                details = "; ".join(f"{op.name}: {op.detail}" for op in result.conflicts)
-                raise ConflictError(f"the broker conflicts with the topology: {details}")
-            if not self._declare_warned:
-                self._declare_warned = True
-                for warning in result.warnings:
-                    log.warning(warning)
-            return
-        await self._check_declared(connection, desired)
-
-    async def _check_queues_exist(self, connection: Connection) -> None:
-        channel = await connection.channel()
-        try:
-            for queue in self.handlers.queues:
-                await channel.queue_declare(queue, passive=True)
-        finally:
-            await channel.close()
-
-    async def _check_declared(self, connection: Connection, desired: Desired) -> None:
-        """With declaring off: every queue and exchange exists as the file says, and quorum
-        delivery limits are in force (otherwise the retry policy could not be applied)."""
-        observed = await observe(connection, desired, connect=self._connect)
-        result = plan(desired, observed, server_version=connection.server_version.release)
-        limited = {
-            queue.name
-            for queue in self._consumed_queues()
-            if queue.type is QueueType.QUORUM and queue.server_delivery_limit is not None
-        }
-        problems = []
-        for operation in result.operations:
-            if operation.op is OpKind.BIND or operation.status is Status.UNCHANGED:
-                continue
-            reason = operation.detail or "does not exist"
-            if operation.name in limited:
-                problems.append(
-                    f"quorum queue {operation.name!r} does not carry the topology's delivery "
-                    f"limit and dead-letter route ({reason}), so its retry policy cannot be "
-                    "applied; run rr declare, or drop max_attempts/dead_letter from the file"
-                )
-            else:
-                kind = operation.op.value.removeprefix("declare_")
-                problems.append(f"{kind} {operation.name!r}: {reason}")
-        if problems:
-            raise ConfigError(
-                "--no-declare: the broker lacks what the handlers need: " + "; ".join(problems)
-            )
-
-    def _consumed_queues(self) -> list[Queue]:
-        if self.topology is None:
-            return []
-        return [q for q in self.topology.queues if q.name in self.handlers.queues]
-
-    def _recover_for(self, connection: Connection, queue: str) -> Recover:
-        """What a consumer of ``queue`` re-declares (or checks) before consuming again."""
-
-        async def recover() -> None:
-            if self.topology is not None and self.options.declare:
-                await self._prepare(connection)
-                return
-            channel = await connection.channel()
-            try:
-                await channel.queue_declare(queue, passive=True)
-            finally:
-                await channel.close()
-
-        return recover
-
     async def _start(self, connection: Connection, concurrency: int) -> None:
         publisher = CopyPublisher(connection)
         self.delays.attach(publisher)
@@ -552,7 +401,7 @@ class Service:
                 executor=self._executor,
                 publish_mode=listed.publish if listed else PublishMode.CONFIRM,
                 listener=self._listener,
-                recover=self._recover_for(connection, item.queue),
+                recover=self._preparation.recover_for(connection, item.queue, self._topology_now),
                 stats=self.stats,
                 hold_max_s=self.options.copy_hold_max_s,
                 handler_timeout_s=self.options.handler_timeout_s,
@@ -577,154 +426,16 @@ class Service:
         self._publisher = None
         return given_back
 
-    def _stopping(self) -> float:
-        """Log the stop and start publishing every delayed copy; return the stop's deadline
-        (loop time)."""
-        timeout_s = self.options.shutdown_timeout_s
-        log.info(
-            "stopping",
-            extra={
-                "rr": {
-                    "in_flight": self.in_flight,
-                    "delayed": len(self.delays),
-                    "timeout_s": timeout_s,
-                }
-            },
+    def _topology_now(self) -> Topology | None:
+        return self.topology
+
+    def _shutdown(self) -> Shutdown:
+        """The stop of the consumers of now (none while rr waits to reconnect)."""
+        return Shutdown(
+            consumers=tuple(self._consumers),
+            publisher=self._publisher,
+            delays=self.delays,
+            connect=self._connect,
+            stats=self.stats,
+            timeout_s=self.options.shutdown_timeout_s,
         )
-        self._published_before_stop = self.delays.published
-        self.delays.hurry()
-        return asyncio.get_running_loop().time() + timeout_s
-
-    def _stopped(self) -> None:
-        published = self.delays.published - self._published_before_stop
-        if published:
-            log.info("published pending delayed copies", extra={"rr": {"count": published}})
-        log.info("stopped", extra={"rr": {"connections": self.stats.connections}})
-
-    async def _graceful_stop(self, connection: Connection) -> None:
-        """Stop within ``shutdown_timeout_s``, whatever the broker does (module doc)."""
-        deadline = self._stopping()
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout_at(deadline):
-                for consumer in self._consumers:
-                    await consumer.stop_consuming()
-                for consumer in self._consumers:
-                    remaining = max(0.0, deadline - loop.time())
-                    if not await consumer.wait_idle(remaining):
-                        log.warning(
-                            "shutdown timeout: unfinished deliveries go back to their queue",
-                            extra={
-                                "rr": {
-                                    "queue": consumer.policy.queue,
-                                    "in_flight": consumer.in_flight,
-                                }
-                            },
-                        )
-                await self._publish_pending(connection)
-                for consumer in self._consumers:
-                    await consumer.close()
-                if self._publisher is not None:
-                    await self._publisher.close()
-        except TimeoutError:
-            self._timed_out(unsettled=sum(c.unsettled for c in self._consumers))
-        finally:
-            await connection.close()
-            self._drop_consumers()
-        self._stopped()
-
-    async def _stop_disconnected(self) -> None:
-        """A stop while rr waits to reconnect: connect only to publish the delayed copies."""
-        deadline = self._stopping()
-        if len(self.delays):
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await self._publish_pending(None)
-            except TimeoutError:
-                self._timed_out(unsettled=0)
-        self._stopped()
-
-    async def _publish_pending(self, connection: Connection | None) -> None:
-        """Until the broker confirmed every delayed copy: publish them on ``connection``, and
-        on a new connection whenever there is none (a connection made here only publishes,
-        and is closed before this returns)."""
-        backoff = Backoff(initial_s=0.5, max_s=5.0)
-        failures = 0
-        made: Connection | None = None
-        try:
-            while len(self.delays):
-                if connection is None or connection.is_closed:
-                    self.delays.attach(None)
-                    if made is not None:
-                        await made.close()
-                    try:
-                        connection = made = await self._connect()
-                    except TransportError as error:
-                        failures += 1
-                        await self._back_off(
-                            "cannot publish the delayed copies yet: connecting failed",
-                            error,
-                            backoff.delay_s(failures),
-                            when_stopping=True,
-                        )
-                        continue
-                    self.stats.connections += 1
-                    log.info(
-                        "connected to publish the delayed copies",
-                        extra={"rr": {"url": connection.url, "delayed": len(self.delays)}},
-                    )
-                    self._publisher = CopyPublisher(connection)
-                    self.delays.attach(self._publisher)
-                await first_of(self.delays.wait_empty(), connection.wait_closed())
-        finally:
-            if made is not None:
-                self.delays.attach(None)
-                await made.close()
-
-    def _timed_out(self, *, unsettled: int) -> None:
-        log.warning(
-            "shutdown timeout: closing the connection (unsettled deliveries go back to their "
-            "queues; delayed copies the broker did not confirm are saved to a file)",
-            extra={
-                "rr": {
-                    "in_flight": self.in_flight,
-                    "unsettled": unsettled,
-                    "delayed": len(self.delays),
-                }
-            },
-        )
-
-    def _keep_pending(self) -> None:
-        """The run is over: save the delayed copies the broker has not confirmed, so that
-        ``rr dlq import`` can publish them (runtime/pending.py); log each one that could not
-        be saved as lost."""
-        left = self.delays.take_all()
-        if not left:
-            return
-        result = save_pending(left, self.options.pending_dir, now=self.clock.now())
-        for saved in result.saved:
-            log.error(
-                "delayed copies not published before the stop; saved to a file: "
-                "rr dlq import FILE --to QUEUE publishes them",
-                extra={"rr": {"queue": saved.queue, "count": saved.count, "file": str(saved.path)}},
-            )
-        for pending in result.lost:
-            log.error(
-                "delayed copy lost: it could not be published nor saved before the process ends",
-                extra={
-                    "rr": {
-                        "queue": pending.queue,
-                        "message_id": pending.message_id,
-                        "error": result.error,
-                    }
-                },
-            )
-
-    def _tell_saved_files(self) -> None:
-        """Copies an earlier stop saved, still waiting to be imported (runtime/pending.py)."""
-        for path in saved_files(self.options.pending_dir):
-            log.warning(
-                "delayed copies saved by an earlier stop wait in a file: "
-                "rr dlq import FILE --to QUEUE publishes them (then delete the file)",
-                extra={"rr": {"file": str(path.absolute())}},
-            )
