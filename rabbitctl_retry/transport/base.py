@@ -1,8 +1,11 @@
 """The transport port: the small set of AMQP 0-9-1 operations rr needs.
 
-Pure types and Protocols; no I/O here. Two adapters implement the port: ``transport/amqp.py``
-(aiormq, the real broker) and ``emulator/`` (the in-memory broker on a virtual clock). Code
-written against :class:`Connection` and :class:`Channel` runs unchanged on both.
+Pure types and Protocols; no I/O here. Three adapters implement the port: rr's own client
+(``transport/native.py``), aiormq's (``transport/amqp.py``) and ``emulator/`` (the in-memory
+broker on a virtual clock). Code written against :class:`Connection` and :class:`Channel` runs
+unchanged on each. The channel methods with many arguments are written once, in
+:class:`ChannelBase`: each makes its request value (:class:`QueueDeclare`, :class:`Publish`,
+...: the arguments, and what an error calls the operation) and hands it to the adapter.
 
 Rules every adapter keeps (they are what RabbitMQ does):
 
@@ -20,6 +23,7 @@ Rules every adapter keeps (they are what RabbitMQ does):
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -244,6 +248,188 @@ class Connection(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+TRANSIENT = Properties(delivery_mode=1)
+"""What a publish without properties sends, as the clients do (and no ``message_id``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeclare:
+    """A queue.declare (:meth:`Channel.queue_declare`)."""
+
+    queue: str
+    passive: bool
+    durable: bool
+    exclusive: bool
+    auto_delete: bool
+    arguments: Mapping[str, FieldValue] | None
+
+    @property
+    def what(self) -> str:
+        return f"declare queue {self.queue!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeDeclare:
+    """An exchange.declare (:meth:`Channel.exchange_declare`)."""
+
+    exchange: str
+    type: str
+    passive: bool
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: Mapping[str, FieldValue] | None
+
+    @property
+    def what(self) -> str:
+        return f"declare exchange {self.exchange!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """A queue.bind, or with ``unbind`` a queue.unbind (:meth:`Channel.queue_bind`,
+    :meth:`Channel.queue_unbind`)."""
+
+    queue: str
+    exchange: str
+    routing_key: str
+    arguments: Mapping[str, FieldValue] | None
+    unbind: bool
+
+    @property
+    def what(self) -> str:
+        queue, exchange, key = self.queue, self.exchange, self.routing_key
+        if self.unbind:
+            return f"unbind queue {queue!r} from exchange {exchange!r} ({key!r})"
+        return f"bind queue {queue!r} to exchange {exchange!r} ({key!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A basic.publish (:meth:`Channel.publish`); ``properties`` are :data:`TRANSIENT` when
+    the caller gave none."""
+
+    body: bytes
+    exchange: str
+    routing_key: str
+    properties: Properties
+    mandatory: bool
+
+    @property
+    def what(self) -> str:
+        where = f"exchange {self.exchange!r}" if self.exchange else "the default exchange"
+        return f"publish to {where} with routing key {self.routing_key!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Consume:
+    """A basic.consume (:meth:`Channel.consume`)."""
+
+    queue: str
+    callback: DeliveryCallback
+    no_ack: bool
+    exclusive: bool
+    consumer_tag: str | None
+    on_cancel: CancelCallback | None
+
+    @property
+    def what(self) -> str:
+        return f"consume from queue {self.queue!r}"
+
+
+class ChannelBase(ABC):
+    """The :class:`Channel` methods with many arguments, written once for every adapter:
+    each makes its request value and hands it to the adapter's hook (``_queue_declare``,
+    ...), which talks to its broker and words its errors with the value's ``what``."""
+
+    __slots__ = ()
+
+    async def queue_declare(
+        self,
+        name: str,
+        *,
+        passive: bool = False,
+        durable: bool = True,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> QueueInfo:
+        request = QueueDeclare(name, passive, durable, exclusive, auto_delete, arguments)
+        return await self._queue_declare(request)
+
+    async def exchange_declare(
+        self,
+        name: str,
+        *,
+        type: str = "direct",
+        passive: bool = False,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        request = ExchangeDeclare(name, type, passive, durable, auto_delete, internal, arguments)
+        await self._exchange_declare(request)
+
+    async def queue_bind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        await self._bind(Binding(queue, exchange, routing_key, arguments, unbind=False))
+
+    async def queue_unbind(
+        self,
+        queue: str,
+        exchange: str,
+        routing_key: str = "",
+        arguments: Mapping[str, FieldValue] | None = None,
+    ) -> None:
+        await self._bind(Binding(queue, exchange, routing_key, arguments, unbind=True))
+
+    async def publish(
+        self,
+        body: bytes,
+        *,
+        exchange: str = "",
+        routing_key: str = "",
+        properties: Properties | None = None,
+        mandatory: bool = False,
+    ) -> None:
+        sent = TRANSIENT if properties is None else properties
+        await self._publish(Publish(body, exchange, routing_key, sent, mandatory))
+
+    async def consume(
+        self,
+        queue: str,
+        callback: DeliveryCallback,
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        consumer_tag: str | None = None,
+        on_cancel: CancelCallback | None = None,
+    ) -> str:
+        request = Consume(queue, callback, no_ack, exclusive, consumer_tag, on_cancel)
+        return await self._consume(request)
+
+    @abstractmethod
+    async def _queue_declare(self, request: QueueDeclare) -> QueueInfo: ...
+
+    @abstractmethod
+    async def _exchange_declare(self, request: ExchangeDeclare) -> None: ...
+
+    @abstractmethod
+    async def _bind(self, request: Binding) -> None: ...
+
+    @abstractmethod
+    async def _publish(self, request: Publish) -> None: ...
+
+    @abstractmethod
+    async def _consume(self, request: Consume) -> str: ...
 
 
 def identity_of(connection: Connection) -> ServerIdentity:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -54,15 +53,19 @@ from rabbitctl_retry.errors import (
     UsageError,
     censor_url,
 )
-from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.base import (
+    Binding,
     BlockedListener,
     CancelCallback,
+    ChannelBase,
+    Consume,
     Delivery,
     DeliveryCallback,
-    Properties,
+    ExchangeDeclare,
+    Publish,
+    QueueDeclare,
     QueueInfo,
 )
 from rabbitctl_retry.transport.errors import (
@@ -129,8 +132,6 @@ MISSED_HEARTBEATS = 3
 """Heartbeat timeouts without a frame from the broker before the connection is taken for dead."""
 
 _FAILED = "the connection to the broker failed"
-_TRANSIENT = Properties(delivery_mode=1)
-"""What a publish without properties sends, as aiormq does."""
 
 
 class _Closed(Exception):
@@ -558,7 +559,7 @@ class _Publish:
     what: str
 
 
-class NativeChannel:
+class NativeChannel(ChannelBase):
     """One AMQP channel (implements the port's ``Channel``): the asyncio side of its
     :class:`ChannelState` (``transport/native_state.py``)."""
 
@@ -610,93 +611,48 @@ class NativeChannel:
         if not self._closed.done():
             await asyncio.wait([self._closed])
 
-    async def queue_declare(
-        self,
-        name: str,
-        *,
-        passive: bool = False,
-        durable: bool = True,
-        exclusive: bool = False,
-        auto_delete: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> QueueInfo:
-        what = f"declare queue {name!r}"
+    async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
         ok = await self._ask(
-            what,
+            request.what,
             (spec.Queue.DeclareOk,),
             spec.Queue.Declare,
-            queue=name,
-            passive=passive,
-            durable=durable,
-            exclusive=exclusive,
-            auto_delete=auto_delete,
-            arguments=values.wire_arguments(arguments),
+            queue=request.queue,
+            passive=request.passive,
+            durable=request.durable,
+            exclusive=request.exclusive,
+            auto_delete=request.auto_delete,
+            arguments=values.wire_arguments(request.arguments),
         )
-        return QueueInfo(
-            name=ok.queue or name,
-            message_count=ok.message_count or 0,
-            consumer_count=ok.consumer_count or 0,
-        )
+        return values.queue_info(ok, request.queue)
 
-    async def exchange_declare(
-        self,
-        name: str,
-        *,
-        type: str = "direct",
-        passive: bool = False,
-        durable: bool = True,
-        auto_delete: bool = False,
-        internal: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"declare exchange {name!r}"
+    async def _exchange_declare(self, request: ExchangeDeclare) -> None:
         await self._ask(
-            what,
+            request.what,
             (spec.Exchange.DeclareOk,),
             spec.Exchange.Declare,
-            exchange=name,
-            exchange_type=type,
-            passive=passive,
-            durable=durable,
-            auto_delete=auto_delete,
-            internal=internal,
-            arguments=values.wire_arguments(arguments),
+            exchange=request.exchange,
+            exchange_type=request.type,
+            passive=request.passive,
+            durable=request.durable,
+            auto_delete=request.auto_delete,
+            internal=request.internal,
+            arguments=values.wire_arguments(request.arguments),
         )
 
-    async def queue_bind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})"
-        await self._ask(
-            what,
-            (spec.Queue.BindOk,),
-            spec.Queue.Bind,
-            queue=queue,
-            exchange=exchange,
-            routing_key=routing_key,
-            arguments=values.wire_arguments(arguments),
+    async def _bind(self, request: Binding) -> None:
+        kind, answer = (
+            (spec.Queue.Unbind, spec.Queue.UnbindOk)
+            if request.unbind
+            else (spec.Queue.Bind, spec.Queue.BindOk)
         )
-
-    async def queue_unbind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})"
         await self._ask(
-            what,
-            (spec.Queue.UnbindOk,),
-            spec.Queue.Unbind,
-            queue=queue,
-            exchange=exchange,
-            routing_key=routing_key,
-            arguments=values.wire_arguments(arguments),
+            request.what,
+            (answer,),
+            kind,
+            queue=request.queue,
+            exchange=request.exchange,
+            routing_key=request.routing_key,
+            arguments=values.wire_arguments(request.arguments),
         )
 
     async def queue_purge(self, name: str) -> int:
@@ -728,21 +684,12 @@ class NativeChannel:
             if_unused=if_unused,
         )
 
-    async def publish(
-        self,
-        body: bytes,
-        *,
-        exchange: str = "",
-        routing_key: str = "",
-        properties: Properties | None = None,
-        mandatory: bool = False,
-    ) -> None:
-        """Publish; on a confirm channel return once the broker confirmed (or raise), else
-        once the frames are handed to the socket (waiting while its buffer is full)."""
-        where = f"exchange {exchange!r}" if exchange else "the default exchange"
-        what = f"publish to {where} with routing key {routing_key!r}"
-        if properties is None:
-            properties = _TRANSIENT
+    async def _publish(self, request: Publish) -> None:
+        """On a confirm channel return once the broker confirmed (or raise), else once the
+        frames are handed to the socket (waiting while its buffer is full)."""
+        what = request.what
+        body, exchange, routing_key = request.body, request.exchange, request.routing_key
+        properties, mandatory = request.properties, request.mandatory
         frame_max = self._protocol.state.frame_max
         number = self.number
         data = publish_frames(
@@ -788,32 +735,23 @@ class NativeChannel:
         what = f"set prefetch to {prefetch_count}"
         await self._ask(what, (spec.Basic.QosOk,), spec.Basic.Qos, prefetch_count=prefetch_count)
 
-    async def consume(
-        self,
-        queue: str,
-        callback: DeliveryCallback,
-        *,
-        no_ack: bool = False,
-        exclusive: bool = False,
-        consumer_tag: str | None = None,
-        on_cancel: CancelCallback | None = None,
-    ) -> str:
-        """Start a consumer; ``callback`` runs in a task per delivery, in delivery order."""
-        what = f"consume from queue {queue!r}"
-        request = _method(
+    async def _consume(self, request: Consume) -> str:
+        """``callback`` runs in a task per delivery, in delivery order."""
+        what = request.what
+        frame = _method(
             what,
             spec.Basic.Consume,
-            queue=queue,
-            consumer_tag=consumer_tag or "",
-            no_ack=no_ack,
-            exclusive=exclusive,
+            queue=request.queue,
+            consumer_tag=request.consumer_tag or "",
+            no_ack=request.no_ack,
+            exclusive=request.exclusive,
         )
-        consumer = _Consumer(callback)  # registered as its consume-ok is read
+        consumer = _Consumer(request.callback)  # registered as its consume-ok is read
         async with self._lock:
-            ok = await self._call(request, (spec.Basic.ConsumeOk,), what, joining=consumer)
+            ok = await self._call(frame, (spec.Basic.ConsumeOk,), what, joining=consumer)
         tag = str(ok.consumer_tag or "")
-        if on_cancel is not None:
-            consumer.on_cancel = on_cancel
+        if request.on_cancel is not None:
+            consumer.on_cancel = request.on_cancel
             self.state.watch(tag)
         return tag
 

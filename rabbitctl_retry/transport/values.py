@@ -22,7 +22,7 @@ from pamqp.header import ContentHeader
 from rabbitctl_retry.errors import DataError, RrError
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport import codec
-from rabbitctl_retry.transport.base import Properties
+from rabbitctl_retry.transport.base import Properties, QueueInfo
 
 _WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
 
@@ -53,6 +53,16 @@ def _wire_value(key: str, value: object) -> wire.FieldValue:
     if isinstance(value, list | tuple):
         return [_wire_value(key, item) for item in value]
     raise DataError(f"field {key!r}: {type(value).__name__} values cannot go in an AMQP table")
+
+
+def queue_info(ok: spec.Queue.DeclareOk, name: str) -> QueueInfo:
+    """What a queue.declare-ok says of the queue ``name`` was asked for (a field pamqp left
+    ``None``: the name asked, or 0)."""
+    return QueueInfo(
+        name=ok.queue or name,
+        message_count=ok.message_count or 0,
+        consumer_count=ok.consumer_count or 0,
+    )
 
 
 def basic_properties(
