@@ -38,7 +38,6 @@ from rabbitctl_retry.transport.base import (
     Binding,
     BlockedListener,
     Channel,
-    ChannelBase,
     Connection,
     Consume,
     Delivery,
@@ -140,7 +139,7 @@ class EmulatedConnection:
         return describe_reply(self._close_code, self.close_reason)
 
 
-class EmulatedChannel(ChannelBase):
+class EmulatedChannel(Channel):
     """A :class:`~rabbitctl_retry.transport.base.Channel` on an :class:`EmulatedConnection`.
 
     Errors read as the aiormq adapter's do (``declare queue 'q': NOT_FOUND - no queue 'q' in
@@ -287,7 +286,7 @@ class EmulatedChannel(ChannelBase):
         exchange, routing_key = request.exchange, request.routing_key
         _encodable(what, routing_key=routing_key, exchange=exchange)
         # what the client sends for us: headers written by rr's codec (the default properties
-        # are the port's: transport/base.py, ChannelBase.publish)
+        # are the port's: transport/base.py, Channel.publish)
         sent = request.properties
         if sent.headers is not None and sent.raw is None:
             try:

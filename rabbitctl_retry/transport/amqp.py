@@ -105,7 +105,7 @@ from rabbitctl_retry.transport.base import (
     Binding,
     BlockedListener,
     CancelCallback,
-    ChannelBase,
+    Channel,
     Consume,
     Delivery,
     ExchangeDeclare,
@@ -124,7 +124,7 @@ from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import DEFAULT_HEARTBEAT_S, BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.transport.base import Channel, Connection
+    from rabbitctl_retry.transport.base import Connection
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "TLS_NOT_VERIFIED", "AmqpChannel", "AmqpConnection", "connect"]
 
@@ -269,7 +269,7 @@ class AmqpConnection:
         return f"<AmqpConnection {self._url} {state}>"
 
 
-class AmqpChannel(ChannelBase):
+class AmqpChannel(Channel):
     """One AMQP channel (implements the port's ``Channel``)."""
 
     __slots__ = (

@@ -1,11 +1,12 @@
 """The transport port: the small set of AMQP 0-9-1 operations rr needs.
 
-Pure types and Protocols; no I/O here. Three adapters implement the port: rr's own client
-(``transport/native.py``), aiormq's (``transport/amqp.py``) and ``emulator/`` (the in-memory
-broker on a virtual clock). Code written against :class:`Connection` and :class:`Channel` runs
-unchanged on each. The channel methods with many arguments are written once, in
-:class:`ChannelBase`: each makes its request value (:class:`QueueDeclare`, :class:`Publish`,
-...: the arguments, and what an error calls the operation) and hands it to the adapter.
+Pure types, Protocols and one abstract class; no I/O here. Three adapters implement the
+port: rr's own client (``transport/native.py``), aiormq's (``transport/amqp.py``) and
+``emulator/`` (the in-memory broker on a virtual clock). Code written against
+:class:`Connection` and :class:`Channel` runs unchanged on each. :class:`Channel` is the
+abstract class every adapter's channel is: the methods with many arguments are written in it
+once, each making its request value (:class:`QueueDeclare`, :class:`Publish`, ...: the
+arguments, and what an error calls the operation) for the adapter's hook.
 
 Rules every adapter keeps (they are what RabbitMQ does):
 
@@ -104,152 +105,6 @@ class Identifies(Protocol):
     def server_identity(self) -> ServerIdentity: ...
 
 
-class Channel(Protocol):
-    """One AMQP channel. Methods raise :mod:`rabbitctl_retry.errors` classes only."""
-
-    @property
-    def is_closed(self) -> bool: ...
-
-    @property
-    def close_reason(self) -> str | None:
-        """Why the channel closed (the broker's reply text and code), once it is closed."""
-        ...
-
-    async def wait_closed(self) -> None:
-        """Return once the channel is closed: by ``close()``, the broker, or its connection."""
-        ...
-
-    async def queue_declare(
-        self,
-        name: str,
-        *,
-        passive: bool = False,
-        durable: bool = True,
-        exclusive: bool = False,
-        auto_delete: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> QueueInfo: ...
-
-    async def exchange_declare(
-        self,
-        name: str,
-        *,
-        type: str = "direct",
-        passive: bool = False,
-        durable: bool = True,
-        auto_delete: bool = False,
-        internal: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None: ...
-
-    async def queue_bind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None: ...
-
-    async def queue_unbind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        """Remove the binding; one that does not exist, or whose queue or exchange does not,
-        is no error (RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok)."""
-        ...
-
-    async def queue_purge(self, name: str) -> int: ...
-
-    async def queue_delete(
-        self, name: str, *, if_unused: bool = False, if_empty: bool = False
-    ) -> int: ...
-
-    async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None: ...
-
-    async def publish(
-        self,
-        body: bytes,
-        *,
-        exchange: str = "",
-        routing_key: str = "",
-        properties: Properties | None = None,
-        mandatory: bool = False,
-    ) -> None: ...
-
-    async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None: ...
-
-    async def qos(self, prefetch_count: int) -> None: ...
-
-    async def consume(
-        self,
-        queue: str,
-        callback: DeliveryCallback,
-        *,
-        no_ack: bool = False,
-        exclusive: bool = False,
-        consumer_tag: str | None = None,
-        on_cancel: CancelCallback | None = None,
-    ) -> str:
-        """Start a consumer; ``on_cancel`` is told when the broker cancels it.
-
-        With ``on_cancel``, a delivery that still arrives for the consumer after the broker
-        cancelled it (RabbitMQ 4.3 hands messages to a consumer it cancelled for its consumer
-        timeout until the client answers the cancel) goes to ``callback`` like the others,
-        after ``on_cancel`` ran: it is unacknowledged on the channel, and the caller must
-        settle it (a multiple ack covers it otherwise)."""
-        ...
-
-    async def cancel(self, consumer_tag: str) -> None: ...
-
-    async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None: ...
-
-    async def reject(self, delivery_tag: int, *, requeue: bool) -> None: ...
-
-    async def nack(
-        self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True
-    ) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-class Connection(Protocol):
-    """One AMQP connection to a vhost."""
-
-    @property
-    def server_version(self) -> ServerVersion: ...
-
-    @property
-    def url(self) -> str:
-        """Where this connection goes, password censored (with several URLs: the node that
-        answered)."""
-        ...
-
-    @property
-    def is_closed(self) -> bool: ...
-
-    @property
-    def close_reason(self) -> str | None:
-        """Why the broker or the network closed the connection (``CONNECTION_FORCED - ...``),
-        or None (open, or closed by rr)."""
-        ...
-
-    async def channel(self, *, confirms: bool = False) -> Channel: ...
-
-    def on_blocked(self, listener: BlockedListener) -> None:
-        """Call ``listener`` when the broker blocks (reason) or unblocks (``None``) this
-        connection."""
-        ...
-
-    async def wait_closed(self) -> None:
-        """Return once the connection is closed: by ``close()``, the broker or the network."""
-        ...
-
-    async def close(self) -> None: ...
-
-
 TRANSIENT = Properties(delivery_mode=1)
 """What a publish without properties sends, as the clients do (and no ``message_id``)."""
 
@@ -339,12 +194,28 @@ class Consume:
         return f"consume from queue {self.queue!r}"
 
 
-class ChannelBase(ABC):
-    """The :class:`Channel` methods with many arguments, written once for every adapter:
-    each makes its request value and hands it to the adapter's hook (``_queue_declare``,
-    ...), which talks to its broker and words its errors with the value's ``what``."""
+class Channel(ABC):
+    """One AMQP channel. Methods raise :mod:`rabbitctl_retry.errors` classes only.
+
+    Every adapter's channel is one of these. The methods with many arguments are written
+    here once: each makes its request value and hands it to the adapter's hook
+    (``_queue_declare``, ...), which talks to its broker and words its errors with the
+    value's ``what``."""
 
     __slots__ = ()
+
+    @property
+    @abstractmethod
+    def is_closed(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def close_reason(self) -> str | None:
+        """Why the channel closed (the broker's reply text and code), once it is closed."""
+
+    @abstractmethod
+    async def wait_closed(self) -> None:
+        """Return once the channel is closed: by ``close()``, the broker, or its connection."""
 
     async def queue_declare(
         self,
@@ -389,7 +260,20 @@ class ChannelBase(ABC):
         routing_key: str = "",
         arguments: Mapping[str, FieldValue] | None = None,
     ) -> None:
+        """Remove the binding; one that does not exist, or whose queue or exchange does not,
+        is no error (RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok)."""
         await self._bind(Binding(queue, exchange, routing_key, arguments, unbind=True))
+
+    @abstractmethod
+    async def queue_purge(self, name: str) -> int: ...
+
+    @abstractmethod
+    async def queue_delete(
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int: ...
+
+    @abstractmethod
+    async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None: ...
 
     async def publish(
         self,
@@ -403,6 +287,12 @@ class ChannelBase(ABC):
         sent = TRANSIENT if properties is None else properties
         await self._publish(Publish(body, exchange, routing_key, sent, mandatory))
 
+    @abstractmethod
+    async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None: ...
+
+    @abstractmethod
+    async def qos(self, prefetch_count: int) -> None: ...
+
     async def consume(
         self,
         queue: str,
@@ -413,8 +303,34 @@ class ChannelBase(ABC):
         consumer_tag: str | None = None,
         on_cancel: CancelCallback | None = None,
     ) -> str:
+        """Start a consumer; ``on_cancel`` is told when the broker cancels it.
+
+        With ``on_cancel``, a delivery that still arrives for the consumer after the broker
+        cancelled it (RabbitMQ 4.3 hands messages to a consumer it cancelled for its consumer
+        timeout until the client answers the cancel) goes to ``callback`` like the others,
+        after ``on_cancel`` ran: it is unacknowledged on the channel, and the caller must
+        settle it (a multiple ack covers it otherwise)."""
         request = Consume(queue, callback, no_ack, exclusive, consumer_tag, on_cancel)
         return await self._consume(request)
+
+    @abstractmethod
+    async def cancel(self, consumer_tag: str) -> None: ...
+
+    @abstractmethod
+    async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None: ...
+
+    @abstractmethod
+    async def reject(self, delivery_tag: int, *, requeue: bool) -> None: ...
+
+    @abstractmethod
+    async def nack(
+        self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True
+    ) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    # -- each adapter's hooks -------------------------------------------------------------------
 
     @abstractmethod
     async def _queue_declare(self, request: QueueDeclare) -> QueueInfo: ...
@@ -430,6 +346,41 @@ class ChannelBase(ABC):
 
     @abstractmethod
     async def _consume(self, request: Consume) -> str: ...
+
+
+class Connection(Protocol):
+    """One AMQP connection to a vhost."""
+
+    @property
+    def server_version(self) -> ServerVersion: ...
+
+    @property
+    def url(self) -> str:
+        """Where this connection goes, password censored (with several URLs: the node that
+        answered)."""
+        ...
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the broker or the network closed the connection (``CONNECTION_FORCED - ...``),
+        or None (open, or closed by rr)."""
+        ...
+
+    async def channel(self, *, confirms: bool = False) -> Channel: ...
+
+    def on_blocked(self, listener: BlockedListener) -> None:
+        """Call ``listener`` when the broker blocks (reason) or unblocks (``None``) this
+        connection."""
+        ...
+
+    async def wait_closed(self) -> None:
+        """Return once the connection is closed: by ``close()``, the broker or the network."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 def identity_of(connection: Connection) -> ServerIdentity:

@@ -59,7 +59,7 @@ from rabbitctl_retry.transport.base import (
     Binding,
     BlockedListener,
     CancelCallback,
-    ChannelBase,
+    Channel,
     Consume,
     Delivery,
     DeliveryCallback,
@@ -115,7 +115,7 @@ from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import parse_broker_url
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.transport.base import Channel, Connection
+    from rabbitctl_retry.transport.base import Connection
 
 __all__ = ["NativeChannel", "NativeConnection", "connect"]
 
@@ -559,7 +559,7 @@ class _Publish:
     what: str
 
 
-class NativeChannel(ChannelBase):
+class NativeChannel(Channel):
     """One AMQP channel (implements the port's ``Channel``): the asyncio side of its
     :class:`ChannelState` (``transport/native_state.py``)."""
 
