@@ -95,10 +95,8 @@ from rabbitctl_retry.errors import (
     BrokerUnreachable,
     DataError,
     UsageError,
-    censor_url,
     censor_urls,
 )
-from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.aiormq_errors import closed_error, map_amqp_errors, to_rr_error
 from rabbitctl_retry.transport.base import (
@@ -117,7 +115,7 @@ from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
     TLS_NOT_VERIFIED,
-    identity_of_properties,
+    Reached,
     without_password,
 )
 from rabbitctl_retry.transport.tls_files import check_tls_files
@@ -185,30 +183,14 @@ def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _C
     return connection
 
 
-class AmqpConnection:
+class AmqpConnection(Reached):
     """One AMQP connection (implements the port's ``Connection``)."""
 
-    __slots__ = ("_connection", "_server_identity", "_server_version", "_url")
+    __slots__ = ("_connection",)
 
     def __init__(self, connection: _Connection, url: str) -> None:
+        super().__init__(url, connection.server_properties)
         self._connection = connection
-        self._url = censor_url(url)
-        self._server_identity = identity_of_properties(connection.server_properties)
-        self._server_version = self._server_identity.version
-
-    @property
-    def url(self) -> str:
-        """The broker URL, password censored."""
-        return self._url
-
-    @property
-    def server_version(self) -> ServerVersion:
-        return self._server_version
-
-    @property
-    def server_identity(self) -> ServerIdentity:
-        """The server's version, product and cluster name, from its server properties."""
-        return self._server_identity
 
     @property
     def is_closed(self) -> bool:

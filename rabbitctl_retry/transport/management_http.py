@@ -168,8 +168,11 @@ class HttpManagementApi:
             cluster_name=texts["cluster_name"],
         )
 
-    async def _queue(self, queue: str) -> tuple[str, dict[str, Any]] | None:
-        """``GET /api/queues/VHOST/QUEUE``: its path and object, or None on a 404."""
+    async def _queue(
+        self, queue: str, read: Callable[[Mapping[str, Any]], _Row | None], shape: str
+    ) -> _Row | None:
+        """``GET /api/queues/VHOST/QUEUE`` as ``read`` reads it, or None on a 404; an object
+        ``read`` finds nothing in is unexpected (``shape``: what it lacks)."""
         path = "/api/queues/{}/{}".format(
             urllib.parse.quote(self._vhost, safe=""), urllib.parse.quote(queue, safe="")
         )
@@ -178,7 +181,10 @@ class HttpManagementApi:
             return None
         if not isinstance(found, dict):
             raise self._unexpected(path, "not a queue")
-        return path, found
+        value = read(found)
+        if value is None:
+            raise self._unexpected(path, shape)
+        return value
 
     async def queues(self) -> tuple[tuple[str, str], ...]:
         """``GET /api/queues/VHOST?columns=name,type``: every queue's name and type, sorted
@@ -287,28 +293,14 @@ class HttpManagementApi:
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives, or None when the API does not know it (404)."""
-        answer = await self._queue(queue)
-        if answer is None:
-            return None
-        path, found = answer
-        placement = _placement_of(found)
-        if placement is None:
-            raise self._unexpected(path, _PLACEMENT_SHAPE)
-        return placement
+        return await self._queue(queue, _placement_of, _PLACEMENT_SHAPE)
 
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s ``type``, ``arguments`` (an object), ``policy`` /
         ``operator_policy`` (a name; null or empty: none) and ``message_bytes`` (a count;
         absent before the statistics are sampled), or None when the API does not know it
         (404)."""
-        answer = await self._queue(queue)
-        if answer is None:
-            return None
-        path, found = answer
-        state = _queue_state_of(found)
-        if state is None:
-            raise self._unexpected(path, _QUEUE_STATE_SHAPE)
-        return state
+        return await self._queue(queue, _queue_state_of, _QUEUE_STATE_SHAPE)
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
         """Every deprecated feature the server knows and whether it permits it (``GET

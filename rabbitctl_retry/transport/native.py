@@ -51,9 +51,7 @@ from rabbitctl_retry.errors import (
     RrError,
     TransportError,
     UsageError,
-    censor_url,
 )
-from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.base import (
     Binding,
@@ -108,7 +106,7 @@ from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_fo
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
     TLS_NOT_VERIFIED,
-    identity_of_properties,
+    Reached,
     without_password,
 )
 from rabbitctl_retry.transport.tls_files import check_tls_files
@@ -475,27 +473,14 @@ class _Protocol(asyncio.Protocol):
         return number
 
 
-class NativeConnection:
+class NativeConnection(Reached):
     """One AMQP connection (implements the port's ``Connection``)."""
 
-    __slots__ = ("_identity", "_protocol", "_url")
+    __slots__ = ("_protocol",)
 
     def __init__(self, protocol: _Protocol, url: str) -> None:
+        super().__init__(url, protocol.server_properties)
         self._protocol = protocol
-        self._url = censor_url(url)
-        self._identity = identity_of_properties(protocol.server_properties)
-
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def server_version(self) -> ServerVersion:
-        return self._identity.version
-
-    @property
-    def server_identity(self) -> ServerIdentity:
-        return self._identity
 
     @property
     def is_closed(self) -> bool:
