@@ -33,8 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pamqp.frame
 from pamqp import commands as spec
@@ -65,6 +66,11 @@ from rabbitctl_retry.transport.base import (
     Publish,
     QueueDeclare,
     QueueInfo,
+)
+from rabbitctl_retry.transport.declare_frames import (
+    binding_frame,
+    exchange_declare_frame,
+    queue_declare_frame,
 )
 from rabbitctl_retry.transport.errors import (
     connection_close_error,
@@ -130,6 +136,9 @@ MISSED_HEARTBEATS = 3
 """Heartbeat timeouts without a frame from the broker before the connection is taken for dead."""
 
 _FAILED = "the connection to the broker failed"
+
+
+_Request = TypeVar("_Request", QueueDeclare, ExchangeDeclare, Binding)
 
 
 class _Closed(Exception):
@@ -597,48 +606,15 @@ class NativeChannel(Channel):
             await asyncio.wait([self._closed])
 
     async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
-        ok = await self._ask(
-            request.what,
-            (spec.Queue.DeclareOk,),
-            spec.Queue.Declare,
-            queue=request.queue,
-            passive=request.passive,
-            durable=request.durable,
-            exclusive=request.exclusive,
-            auto_delete=request.auto_delete,
-            arguments=values.wire_arguments(request.arguments),
-        )
+        ok = await self._send(request, queue_declare_frame, spec.Queue.DeclareOk)
         return values.queue_info(ok, request.queue)
 
     async def _exchange_declare(self, request: ExchangeDeclare) -> None:
-        await self._ask(
-            request.what,
-            (spec.Exchange.DeclareOk,),
-            spec.Exchange.Declare,
-            exchange=request.exchange,
-            exchange_type=request.type,
-            passive=request.passive,
-            durable=request.durable,
-            auto_delete=request.auto_delete,
-            internal=request.internal,
-            arguments=values.wire_arguments(request.arguments),
-        )
+        await self._send(request, exchange_declare_frame, spec.Exchange.DeclareOk)
 
     async def _bind(self, request: Binding) -> None:
-        kind, answer = (
-            (spec.Queue.Unbind, spec.Queue.UnbindOk)
-            if request.unbind
-            else (spec.Queue.Bind, spec.Queue.BindOk)
-        )
-        await self._ask(
-            request.what,
-            (answer,),
-            kind,
-            queue=request.queue,
-            exchange=request.exchange,
-            routing_key=request.routing_key,
-            arguments=values.wire_arguments(request.arguments),
-        )
+        answer = spec.Queue.UnbindOk if request.unbind else spec.Queue.BindOk
+        await self._send(request, binding_frame, answer)
 
     async def queue_purge(self, name: str) -> int:
         what = f"purge queue {name!r}"
@@ -786,6 +762,13 @@ class NativeChannel(Channel):
     ) -> Any:
         """Send the method ``kind`` with ``fields`` and return its answer (one of ``answers``)."""
         return await self.rpc(_method(what, kind, **fields), answers, what)
+
+    async def _send(
+        self, request: _Request, build: Callable[[_Request], PamqpFrame], answer: type[Any]
+    ) -> Any:
+        """Send the frame ``build`` makes of the port's ``request``, and return its answer."""
+        what = request.what
+        return await self.rpc(_method(what, build, request), (answer,), what)
 
     async def rpc(self, request: PamqpFrame, answers: tuple[type[Any], ...], what: str) -> Any:
         """Send a synchronous method and return its answer (one at a time per channel)."""
@@ -960,10 +943,11 @@ def _unasked(method: Any) -> None:
     log.warning("an answer nobody asked for", extra={"rr": {"frame": repr(method)[:200]}})
 
 
-def _method(what: str, kind: type[Any], **fields: Any) -> Any:
-    """pamqp's method ``kind`` with ``fields``; a value it refuses is a :class:`DataError`."""
+def _method(what: str, kind: Callable[..., Any], *args: Any, **fields: Any) -> Any:
+    """pamqp's method ``kind`` with ``fields`` (or what ``kind`` builds of ``args``); a value
+    it refuses is a :class:`DataError`."""
     try:
-        return kind(**fields)
+        return kind(*args, **fields)
     except (TypeError, ValueError) as error:
         raise DataError(f"{what}: cannot encode: {error}") from error
 
