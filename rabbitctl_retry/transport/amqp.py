@@ -111,6 +111,7 @@ from rabbitctl_retry.transport.base import (
     QueueDeclare,
     QueueInfo,
 )
+from rabbitctl_retry.transport.declare_frames import exchange_declare_frame, queue_declare_frame
 from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
@@ -308,30 +309,16 @@ class AmqpChannel(Channel):
         return self._confirms
 
     async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
+        # the frame aiormq's queue_declare() sends, built as rr's own client builds it
         try:
-            ok = await self._channel.queue_declare(
-                request.queue,
-                passive=request.passive,
-                durable=request.durable,
-                exclusive=request.exclusive,
-                auto_delete=request.auto_delete,
-                arguments=values.wire_arguments(request.arguments),
-            )
+            ok = await self._channel.rpc(queue_declare_frame(request))
         except BaseException as exc:
             self._fail(exc, request.what)
         return values.queue_info(ok, request.queue)
 
     async def _exchange_declare(self, request: ExchangeDeclare) -> None:
         try:
-            await self._channel.exchange_declare(
-                request.exchange,
-                exchange_type=request.type,
-                passive=request.passive,
-                durable=request.durable,
-                auto_delete=request.auto_delete,
-                internal=request.internal,
-                arguments=values.wire_arguments(request.arguments),
-            )
+            await self._channel.rpc(exchange_declare_frame(request))
         except BaseException as exc:
             self._fail(exc, request.what)
 
