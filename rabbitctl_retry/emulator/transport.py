@@ -35,13 +35,16 @@ from rabbitctl_retry.errors import (
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport.base import (
+    Binding,
     BlockedListener,
-    CancelCallback,
     Channel,
     Connection,
+    Consume,
     Delivery,
     DeliveryCallback,
-    Properties,
+    ExchangeDeclare,
+    Publish,
+    QueueDeclare,
     QueueInfo,
 )
 from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_for
@@ -65,10 +68,6 @@ class Host(Protocol):
 
 
 T = TypeVar("T")
-
-_CLIENT_DEFAULT_PROPERTIES = Properties(delivery_mode=1)
-"""The clients publish ``Properties(delivery_mode=1)`` when given none (and never add a
-``message_id``)."""
 
 
 class EmulatedConnection:
@@ -140,7 +139,7 @@ class EmulatedConnection:
         return describe_reply(self._close_code, self.close_reason)
 
 
-class EmulatedChannel:
+class EmulatedChannel(Channel):
     """A :class:`~rabbitctl_retry.transport.base.Channel` on an :class:`EmulatedConnection`.
 
     Errors read as the aiormq adapter's do (``declare queue 'q': NOT_FOUND - no queue 'q' in
@@ -219,83 +218,45 @@ class EmulatedChannel:
             self._close_reason = describe_reply(_REPLY_CODES.get(type(error)), error.message)
             self._broker.close_channel(self._state)
 
-    async def queue_declare(
-        self,
-        name: str,
-        *,
-        passive: bool = False,
-        durable: bool = True,
-        exclusive: bool = False,
-        auto_delete: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> QueueInfo:
-        what = f"declare queue {name!r}"
-        _encodable(what, queue=name)
+    async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
+        what = request.what
+        _encodable(what, queue=request.queue)
         return self._run(
             what,
             lambda: self._broker.queue_declare(
                 self._state,
-                name,
-                passive=passive,
-                durable=durable,
-                exclusive=exclusive,
-                auto_delete=auto_delete,
-                arguments=arguments,
+                request.queue,
+                passive=request.passive,
+                durable=request.durable,
+                exclusive=request.exclusive,
+                auto_delete=request.auto_delete,
+                arguments=request.arguments,
             ),
         )
 
-    async def exchange_declare(
-        self,
-        name: str,
-        *,
-        type: str = "direct",
-        passive: bool = False,
-        durable: bool = True,
-        auto_delete: bool = False,
-        internal: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"declare exchange {name!r}"
-        _encodable(what, exchange=name)
+    async def _exchange_declare(self, request: ExchangeDeclare) -> None:
+        what = request.what
+        _encodable(what, exchange=request.exchange)
         self._run(
             what,
             lambda: self._broker.exchange_declare(
-                name,
-                type=type,
-                passive=passive,
-                durable=durable,
-                auto_delete=auto_delete,
-                internal=internal,
-                arguments=arguments,
+                request.exchange,
+                type=request.type,
+                passive=request.passive,
+                durable=request.durable,
+                auto_delete=request.auto_delete,
+                internal=request.internal,
+                arguments=request.arguments,
             ),
         )
 
-    async def queue_bind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})"
+    async def _bind(self, request: Binding) -> None:
+        what = request.what
+        queue, exchange = request.queue, request.exchange
         _encodable(what, queue=queue, exchange=exchange)
+        act = self._broker.queue_unbind if request.unbind else self._broker.queue_bind
         self._run(
-            what,
-            lambda: self._broker.queue_bind(self._state, queue, exchange, routing_key, arguments),
-        )
-
-    async def queue_unbind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})"
-        _encodable(what, queue=queue, exchange=exchange)
-        self._run(
-            what,
-            lambda: self._broker.queue_unbind(self._state, queue, exchange, routing_key, arguments),
+            what, lambda: act(self._state, queue, exchange, request.routing_key, request.arguments)
         )
 
     async def queue_purge(self, name: str) -> int:
@@ -320,19 +281,13 @@ class EmulatedChannel:
         _encodable(what, exchange=name)
         self._run(what, lambda: self._broker.exchange_delete(name, if_unused=if_unused))
 
-    async def publish(
-        self,
-        body: bytes,
-        *,
-        exchange: str = "",
-        routing_key: str = "",
-        properties: Properties | None = None,
-        mandatory: bool = False,
-    ) -> None:
-        what = _publish_what(exchange, routing_key)
+    async def _publish(self, request: Publish) -> None:
+        what = request.what
+        exchange, routing_key = request.exchange, request.routing_key
         _encodable(what, routing_key=routing_key, exchange=exchange)
-        # what the client sends for us: default properties, headers written by rr's codec
-        sent = properties or _CLIENT_DEFAULT_PROPERTIES
+        # what the client sends for us: headers written by rr's codec (the default properties
+        # are the port's: transport/base.py, Channel.publish)
+        sent = request.properties
         if sent.headers is not None and sent.raw is None:
             try:
                 sent = with_headers(sent, client_table(sent.headers))
@@ -341,7 +296,7 @@ class EmulatedChannel:
 
         def publish() -> PublishOutcome:
             return self._broker.publish(
-                exchange, routing_key, body, sent, mandatory, publisher=self._state
+                exchange, routing_key, request.body, sent, request.mandatory, publisher=self._state
             )
 
         if not self._state.confirms:
@@ -375,21 +330,12 @@ class EmulatedChannel:
             lambda: self._broker.qos(self._state, prefetch_count),
         )
 
-    async def consume(
-        self,
-        queue: str,
-        callback: DeliveryCallback,
-        *,
-        no_ack: bool = False,
-        exclusive: bool = False,
-        consumer_tag: str | None = None,
-        on_cancel: CancelCallback | None = None,
-    ) -> str:
-        what = f"consume from queue {queue!r}"
+    async def _consume(self, request: Consume) -> str:
+        what, consumer_tag, callback = request.what, request.consumer_tag, request.callback
         if consumer_tag is not None and consumer_tag in self._state.consumers:
             # aiormq refuses this itself, before anything is sent
             raise TransportError(f"{what}: that consumer tag is already in use")
-        _encodable(what, queue=queue)
+        _encodable(what, queue=request.queue)
         emulator = self._emulator
 
         def sink(delivery: Delivery) -> None:
@@ -399,12 +345,12 @@ class EmulatedChannel:
             what,
             lambda: self._broker.consume(
                 self._state,
-                queue,
+                request.queue,
                 sink,
-                no_ack=no_ack,
-                exclusive=exclusive,
+                no_ack=request.no_ack,
+                exclusive=request.exclusive,
                 consumer_tag=consumer_tag,
-                on_cancel=on_cancel,
+                on_cancel=request.on_cancel,
             ),
         )
 
@@ -463,11 +409,6 @@ def _encodable(
         problem = name_problem("exchange", exchange)
     if problem is not None:
         raise DataError(f"{what}: cannot encode: {problem}")
-
-
-def _publish_what(exchange: str, routing_key: str) -> str:
-    where = f"exchange {exchange!r}" if exchange else "the default exchange"
-    return f"publish to {where} with routing key {routing_key!r}"
 
 
 def _implements_the_port(

@@ -76,7 +76,7 @@ import asyncio
 import binascii
 import itertools
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Mapping
+from collections.abc import Callable, Coroutine, Hashable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -95,33 +95,35 @@ from rabbitctl_retry.errors import (
     BrokerUnreachable,
     DataError,
     UsageError,
-    censor_url,
     censor_urls,
 )
-from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.aiormq_errors import closed_error, map_amqp_errors, to_rr_error
 from rabbitctl_retry.transport.base import (
+    Binding,
     BlockedListener,
     CancelCallback,
+    Channel,
+    Consume,
     Delivery,
-    DeliveryCallback,
-    Properties,
+    ExchangeDeclare,
+    Publish,
+    QueueDeclare,
     QueueInfo,
 )
+from rabbitctl_retry.transport.declare_frames import exchange_declare_frame, queue_declare_frame
 from rabbitctl_retry.transport.message_ids import MessageIdGuard, return_key
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
     TLS_NOT_VERIFIED,
-    identity_of_properties,
+    Reached,
     without_password,
 )
 from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import DEFAULT_HEARTBEAT_S, BrokerUrl, parse_broker_url
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.transport.base import Channel, Connection
+    from rabbitctl_retry.transport.base import Connection
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "TLS_NOT_VERIFIED", "AmqpChannel", "AmqpConnection", "connect"]
 
@@ -182,30 +184,14 @@ def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _C
     return connection
 
 
-class AmqpConnection:
+class AmqpConnection(Reached):
     """One AMQP connection (implements the port's ``Connection``)."""
 
-    __slots__ = ("_connection", "_server_identity", "_server_version", "_url")
+    __slots__ = ("_connection",)
 
     def __init__(self, connection: _Connection, url: str) -> None:
+        super().__init__(url, connection.server_properties)
         self._connection = connection
-        self._url = censor_url(url)
-        self._server_identity = identity_of_properties(connection.server_properties)
-        self._server_version = self._server_identity.version
-
-    @property
-    def url(self) -> str:
-        """The broker URL, password censored."""
-        return self._url
-
-    @property
-    def server_version(self) -> ServerVersion:
-        return self._server_version
-
-    @property
-    def server_identity(self) -> ServerIdentity:
-        """The server's version, product and cluster name, from its server properties."""
-        return self._server_identity
 
     @property
     def is_closed(self) -> bool:
@@ -266,7 +252,7 @@ class AmqpConnection:
         return f"<AmqpConnection {self._url} {state}>"
 
 
-class AmqpChannel:
+class AmqpChannel(Channel):
     """One AMQP channel (implements the port's ``Channel``)."""
 
     __slots__ = (
@@ -322,84 +308,32 @@ class AmqpChannel:
         """Whether publishes on this channel wait for the broker's confirm."""
         return self._confirms
 
-    async def queue_declare(
-        self,
-        name: str,
-        *,
-        passive: bool = False,
-        durable: bool = True,
-        exclusive: bool = False,
-        auto_delete: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> QueueInfo:
+    async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
+        # the frame aiormq's queue_declare() sends, built as rr's own client builds it
         try:
-            ok = await self._channel.queue_declare(
-                name,
-                passive=passive,
-                durable=durable,
-                exclusive=exclusive,
-                auto_delete=auto_delete,
-                arguments=values.wire_arguments(arguments),
-            )
+            ok = await self._channel.rpc(queue_declare_frame(request))
         except BaseException as exc:
-            self._fail(exc, f"declare queue {name!r}")
-        return QueueInfo(
-            name=ok.queue or name,
-            message_count=ok.message_count or 0,
-            consumer_count=ok.consumer_count or 0,
-        )
+            self._fail(exc, request.what)
+        return values.queue_info(ok, request.queue)
 
-    async def exchange_declare(
-        self,
-        name: str,
-        *,
-        type: str = "direct",
-        passive: bool = False,
-        durable: bool = True,
-        auto_delete: bool = False,
-        internal: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
+    async def _exchange_declare(self, request: ExchangeDeclare) -> None:
         try:
-            await self._channel.exchange_declare(
-                name,
-                exchange_type=type,
-                passive=passive,
-                durable=durable,
-                auto_delete=auto_delete,
-                internal=internal,
-                arguments=values.wire_arguments(arguments),
-            )
+            await self._channel.rpc(exchange_declare_frame(request))
         except BaseException as exc:
-            self._fail(exc, f"declare exchange {name!r}")
+            self._fail(exc, request.what)
 
-    async def queue_bind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
+    async def _bind(self, request: Binding) -> None:
+        channel = self._channel
+        method = channel.queue_unbind if request.unbind else channel.queue_bind
         try:
-            await self._channel.queue_bind(
-                queue, exchange, routing_key, arguments=values.wire_arguments(arguments)
+            await method(
+                request.queue,
+                request.exchange,
+                request.routing_key,
+                arguments=values.wire_arguments(request.arguments),
             )
         except BaseException as exc:
-            self._fail(exc, f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})")
-
-    async def queue_unbind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        try:
-            await self._channel.queue_unbind(
-                queue, exchange, routing_key, arguments=values.wire_arguments(arguments)
-            )
-        except BaseException as exc:
-            self._fail(exc, f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})")
+            self._fail(exc, request.what)
 
     async def queue_purge(self, name: str) -> int:
         try:
@@ -423,16 +357,8 @@ class AmqpChannel:
         except BaseException as exc:
             self._fail(exc, f"delete exchange {name!r}")
 
-    async def publish(
-        self,
-        body: bytes,
-        *,
-        exchange: str = "",
-        routing_key: str = "",
-        properties: Properties | None = None,
-        mandatory: bool = False,
-    ) -> None:
-        """Publish; on a confirm channel return once the broker confirmed (or raise).
+    async def _publish(self, request: Publish) -> None:
+        """On a confirm channel return once the broker confirmed (or raise).
 
         Without confirms it returns once the frames are written to the socket. A confirm
         makes the socket drain redundant, so a confirm channel does not wait for it.
@@ -444,7 +370,8 @@ class AmqpChannel:
         original is never settled as if it had arrived). A message without a ``message_id``
         goes without one (module doc).
         """
-        sent = properties or _TRANSIENT
+        body, exchange, routing_key = request.body, request.exchange, request.routing_key
+        sent, mandatory = request.properties, request.mandatory
         message_id = sent.message_id
         key: Hashable | None = None
         if self._confirms and (mandatory or message_id is not None):
@@ -471,8 +398,7 @@ class AmqpChannel:
                 wait=not self._confirms,
             )
         except Exception as exc:
-            where = f"exchange {exchange!r}" if exchange else "the default exchange"
-            self._fail(exc, f"publish to {where} with routing key {routing_key!r}")
+            self._fail(exc, request.what)
         finally:
             if key is not None:
                 self._returnable.pop(key, None)
@@ -527,32 +453,28 @@ class AmqpChannel:
         except BaseException as exc:
             self._fail(exc, f"set prefetch to {prefetch_count}")
 
-    async def consume(
-        self,
-        queue: str,
-        callback: DeliveryCallback,
-        *,
-        no_ack: bool = False,
-        exclusive: bool = False,
-        consumer_tag: str | None = None,
-        on_cancel: CancelCallback | None = None,
-    ) -> str:
-        """Start a consumer; aiormq runs ``callback`` in a task per delivery.
+    async def _consume(self, request: Consume) -> str:
+        """aiormq runs ``callback`` in a task per delivery.
 
         An exception in ``callback`` is logged by aiormq (``aiormq.channel``) and otherwise
         ignored: the delivery stays unacknowledged. ``on_cancel`` is told when the broker
         cancels the consumer (basic.cancel from the server: its queue was deleted, ...).
         """
+        callback, on_cancel = request.callback, request.on_cancel
 
         async def on_message(message: DeliveredMessage) -> None:
             await callback(_delivery(message))
 
         try:
             ok = await self._channel.basic_consume(
-                queue, on_message, no_ack=no_ack, exclusive=exclusive, consumer_tag=consumer_tag
+                request.queue,
+                on_message,
+                no_ack=request.no_ack,
+                exclusive=request.exclusive,
+                consumer_tag=request.consumer_tag,
             )
         except BaseException as exc:
-            self._fail(exc, f"consume from queue {queue!r}")
+            self._fail(exc, request.what)
         tag = ok.consumer_tag or ""
         if on_cancel is not None:
             if not self._cancel_callbacks:
@@ -638,10 +560,6 @@ class AmqpChannel:
         state = "closed" if self.is_closed else "open"
         kind = "confirm " if self._confirms else ""
         return f"<AmqpChannel {kind}{self._channel.number} {state}>"
-
-
-_TRANSIENT = Properties(delivery_mode=1)
-"""What a publish without properties sends, as aiormq does."""
 
 
 class _WithoutMessageId(spec.Basic.Properties):

@@ -1,8 +1,12 @@
 """The transport port: the small set of AMQP 0-9-1 operations rr needs.
 
-Pure types and Protocols; no I/O here. Two adapters implement the port: ``transport/amqp.py``
-(aiormq, the real broker) and ``emulator/`` (the in-memory broker on a virtual clock). Code
-written against :class:`Connection` and :class:`Channel` runs unchanged on both.
+Pure types, Protocols and one abstract class; no I/O here. Three adapters implement the
+port: rr's own client (``transport/native.py``), aiormq's (``transport/amqp.py``) and
+``emulator/`` (the in-memory broker on a virtual clock). Code written against
+:class:`Connection` and :class:`Channel` runs unchanged on each. :class:`Channel` is the
+abstract class every adapter's channel is: the methods with many arguments are written in it
+once, each making its request value (:class:`QueueDeclare`, :class:`Publish`, ...: the
+arguments, and what an error calls the operation) for the adapter's hook.
 
 Rules every adapter keeps (they are what RabbitMQ does):
 
@@ -20,6 +24,7 @@ Rules every adapter keeps (they are what RabbitMQ does):
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -100,20 +105,117 @@ class Identifies(Protocol):
     def server_identity(self) -> ServerIdentity: ...
 
 
-class Channel(Protocol):
-    """One AMQP channel. Methods raise :mod:`rabbitctl_retry.errors` classes only."""
+TRANSIENT = Properties(delivery_mode=1)
+"""What a publish without properties sends, as the clients do (and no ``message_id``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeclare:
+    """A queue.declare (:meth:`Channel.queue_declare`)."""
+
+    queue: str
+    passive: bool
+    durable: bool
+    exclusive: bool
+    auto_delete: bool
+    arguments: Mapping[str, FieldValue] | None
 
     @property
+    def what(self) -> str:
+        return f"declare queue {self.queue!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeDeclare:
+    """An exchange.declare (:meth:`Channel.exchange_declare`)."""
+
+    exchange: str
+    type: str
+    passive: bool
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: Mapping[str, FieldValue] | None
+
+    @property
+    def what(self) -> str:
+        return f"declare exchange {self.exchange!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """A queue.bind, or with ``unbind`` a queue.unbind (:meth:`Channel.queue_bind`,
+    :meth:`Channel.queue_unbind`)."""
+
+    queue: str
+    exchange: str
+    routing_key: str
+    arguments: Mapping[str, FieldValue] | None
+    unbind: bool
+
+    @property
+    def what(self) -> str:
+        queue, exchange, key = self.queue, self.exchange, self.routing_key
+        if self.unbind:
+            return f"unbind queue {queue!r} from exchange {exchange!r} ({key!r})"
+        return f"bind queue {queue!r} to exchange {exchange!r} ({key!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A basic.publish (:meth:`Channel.publish`); ``properties`` are :data:`TRANSIENT` when
+    the caller gave none."""
+
+    body: bytes
+    exchange: str
+    routing_key: str
+    properties: Properties
+    mandatory: bool
+
+    @property
+    def what(self) -> str:
+        where = f"exchange {self.exchange!r}" if self.exchange else "the default exchange"
+        return f"publish to {where} with routing key {self.routing_key!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Consume:
+    """A basic.consume (:meth:`Channel.consume`)."""
+
+    queue: str
+    callback: DeliveryCallback
+    no_ack: bool
+    exclusive: bool
+    consumer_tag: str | None
+    on_cancel: CancelCallback | None
+
+    @property
+    def what(self) -> str:
+        return f"consume from queue {self.queue!r}"
+
+
+class Channel(ABC):
+    """One AMQP channel. Methods raise :mod:`rabbitctl_retry.errors` classes only.
+
+    Every adapter's channel is one of these. The methods with many arguments are written
+    here once: each makes its request value and hands it to the adapter's hook
+    (``_queue_declare``, ...), which talks to its broker and words its errors with the
+    value's ``what``."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
     def is_closed(self) -> bool: ...
 
     @property
+    @abstractmethod
     def close_reason(self) -> str | None:
         """Why the channel closed (the broker's reply text and code), once it is closed."""
-        ...
 
+    @abstractmethod
     async def wait_closed(self) -> None:
         """Return once the channel is closed: by ``close()``, the broker, or its connection."""
-        ...
 
     async def queue_declare(
         self,
@@ -124,7 +226,9 @@ class Channel(Protocol):
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: Mapping[str, FieldValue] | None = None,
-    ) -> QueueInfo: ...
+    ) -> QueueInfo:
+        request = QueueDeclare(name, passive, durable, exclusive, auto_delete, arguments)
+        return await self._queue_declare(request)
 
     async def exchange_declare(
         self,
@@ -136,7 +240,9 @@ class Channel(Protocol):
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None: ...
+    ) -> None:
+        request = ExchangeDeclare(name, type, passive, durable, auto_delete, internal, arguments)
+        await self._exchange_declare(request)
 
     async def queue_bind(
         self,
@@ -144,7 +250,8 @@ class Channel(Protocol):
         exchange: str,
         routing_key: str = "",
         arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None: ...
+    ) -> None:
+        await self._bind(Binding(queue, exchange, routing_key, arguments, unbind=False))
 
     async def queue_unbind(
         self,
@@ -155,14 +262,17 @@ class Channel(Protocol):
     ) -> None:
         """Remove the binding; one that does not exist, or whose queue or exchange does not,
         is no error (RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok)."""
-        ...
+        await self._bind(Binding(queue, exchange, routing_key, arguments, unbind=True))
 
+    @abstractmethod
     async def queue_purge(self, name: str) -> int: ...
 
+    @abstractmethod
     async def queue_delete(
         self, name: str, *, if_unused: bool = False, if_empty: bool = False
     ) -> int: ...
 
+    @abstractmethod
     async def exchange_delete(self, name: str, *, if_unused: bool = False) -> None: ...
 
     async def publish(
@@ -173,10 +283,14 @@ class Channel(Protocol):
         routing_key: str = "",
         properties: Properties | None = None,
         mandatory: bool = False,
-    ) -> None: ...
+    ) -> None:
+        sent = TRANSIENT if properties is None else properties
+        await self._publish(Publish(body, exchange, routing_key, sent, mandatory))
 
+    @abstractmethod
     async def get(self, queue: str, *, no_ack: bool = False) -> Delivery | None: ...
 
+    @abstractmethod
     async def qos(self, prefetch_count: int) -> None: ...
 
     async def consume(
@@ -196,19 +310,42 @@ class Channel(Protocol):
         timeout until the client answers the cancel) goes to ``callback`` like the others,
         after ``on_cancel`` ran: it is unacknowledged on the channel, and the caller must
         settle it (a multiple ack covers it otherwise)."""
-        ...
+        request = Consume(queue, callback, no_ack, exclusive, consumer_tag, on_cancel)
+        return await self._consume(request)
 
+    @abstractmethod
     async def cancel(self, consumer_tag: str) -> None: ...
 
+    @abstractmethod
     async def ack(self, delivery_tag: int, *, multiple: bool = False) -> None: ...
 
+    @abstractmethod
     async def reject(self, delivery_tag: int, *, requeue: bool) -> None: ...
 
+    @abstractmethod
     async def nack(
         self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True
     ) -> None: ...
 
+    @abstractmethod
     async def close(self) -> None: ...
+
+    # -- each adapter's hooks -------------------------------------------------------------------
+
+    @abstractmethod
+    async def _queue_declare(self, request: QueueDeclare) -> QueueInfo: ...
+
+    @abstractmethod
+    async def _exchange_declare(self, request: ExchangeDeclare) -> None: ...
+
+    @abstractmethod
+    async def _bind(self, request: Binding) -> None: ...
+
+    @abstractmethod
+    async def _publish(self, request: Publish) -> None: ...
+
+    @abstractmethod
+    async def _consume(self, request: Consume) -> str: ...
 
 
 class Connection(Protocol):

@@ -75,3 +75,7 @@ _LAYOUT = (
 )
 """Each property rr reads: its name in :class:`Properties`, its flag, its AMQP type, in the
 order of the frame."""
+
+PROPERTY_NAMES = tuple(name for name, _, _ in _LAYOUT)
+"""The basic properties by their names in :class:`Properties`, in the order of the frame
+(``transport/values.py`` converts them to pamqp's and back by these)."""

@@ -5,7 +5,8 @@ Only pamqp (the codec under aiormq) is needed here, not the AMQP client, as for
 ``transport/values.py``'s :func:`~rabbitctl_retry.transport.values.encoding_problem`: the
 shells use these as a dry run before the first frame of ``rr declare`` goes out
 (``ops/preflight.py``). Each function returns why its frame cannot be encoded (the encoder's
-own words), or None.
+own words), or None. They build the frames rr's own client sends (``transport/native.py``):
+what is checked offline is what goes out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.transport.base import Binding, ExchangeDeclare, QueueDeclare
 from rabbitctl_retry.transport.values import wire_arguments
 
 
@@ -36,34 +38,72 @@ def exchange_declare_problem(
     name: str, *, type: str, durable: bool, arguments: Mapping[str, FieldValue]
 ) -> str | None:
     """Why ``exchange.declare`` of this exchange cannot be sent, or None."""
-    return _problem(
-        lambda: spec.Exchange.Declare(
-            exchange=name,
-            exchange_type=type,
-            durable=durable,
-            arguments=wire_arguments(arguments),
-        )
+    request = ExchangeDeclare(
+        name,
+        type,
+        passive=False,
+        durable=durable,
+        auto_delete=False,
+        internal=False,
+        arguments=arguments,
     )
+    return _problem(lambda: exchange_declare_frame(request))
 
 
 def queue_declare_problem(
     name: str, *, durable: bool, arguments: Mapping[str, FieldValue]
 ) -> str | None:
     """Why ``queue.declare`` of this queue cannot be sent, or None."""
-    return _problem(
-        lambda: spec.Queue.Declare(queue=name, durable=durable, arguments=wire_arguments(arguments))
+    request = QueueDeclare(
+        name,
+        passive=False,
+        durable=durable,
+        exclusive=False,
+        auto_delete=False,
+        arguments=arguments,
     )
+    return _problem(lambda: queue_declare_frame(request))
 
 
 def queue_bind_problem(
     queue: str, exchange: str, routing_key: str, arguments: Mapping[str, FieldValue]
 ) -> str | None:
     """Why ``queue.bind`` of this binding cannot be sent, or None."""
-    return _problem(
-        lambda: spec.Queue.Bind(
-            queue=queue,
-            exchange=exchange,
-            routing_key=routing_key,
-            arguments=wire_arguments(arguments),
-        )
+    request = Binding(queue, exchange, routing_key, arguments, unbind=False)
+    return _problem(lambda: binding_frame(request))
+
+
+# The frames themselves, as rr's own client sends them (``transport/native.py``).
+
+
+def queue_declare_frame(request: QueueDeclare) -> spec.Queue.Declare:
+    return spec.Queue.Declare(
+        queue=request.queue,
+        passive=request.passive,
+        durable=request.durable,
+        exclusive=request.exclusive,
+        auto_delete=request.auto_delete,
+        arguments=wire_arguments(request.arguments),
+    )
+
+
+def exchange_declare_frame(request: ExchangeDeclare) -> spec.Exchange.Declare:
+    return spec.Exchange.Declare(
+        exchange=request.exchange,
+        exchange_type=request.type,
+        passive=request.passive,
+        durable=request.durable,
+        auto_delete=request.auto_delete,
+        internal=request.internal,
+        arguments=wire_arguments(request.arguments),
+    )
+
+
+def binding_frame(request: Binding) -> spec.Queue.Bind | spec.Queue.Unbind:
+    kind = spec.Queue.Unbind if request.unbind else spec.Queue.Bind
+    return kind(
+        queue=request.queue,
+        exchange=request.exchange,
+        routing_key=request.routing_key,
+        arguments=wire_arguments(request.arguments),
     )

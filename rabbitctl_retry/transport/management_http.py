@@ -168,8 +168,11 @@ class HttpManagementApi:
             cluster_name=texts["cluster_name"],
         )
 
-    async def _queue(self, queue: str) -> tuple[str, dict[str, Any]] | None:
-        """``GET /api/queues/VHOST/QUEUE``: its path and object, or None on a 404."""
+    async def _queue(
+        self, queue: str, read: Callable[[Mapping[str, Any]], _Row | None], shape: str
+    ) -> _Row | None:
+        """``GET /api/queues/VHOST/QUEUE`` as ``read`` reads it, or None on a 404; an object
+        ``read`` finds nothing in is unexpected (``shape``: what it lacks)."""
         path = "/api/queues/{}/{}".format(
             urllib.parse.quote(self._vhost, safe=""), urllib.parse.quote(queue, safe="")
         )
@@ -178,7 +181,10 @@ class HttpManagementApi:
             return None
         if not isinstance(found, dict):
             raise self._unexpected(path, "not a queue")
-        return path, found
+        value = read(found)
+        if value is None:
+            raise self._unexpected(path, shape)
+        return value
 
     async def queues(self) -> tuple[tuple[str, str], ...]:
         """``GET /api/queues/VHOST?columns=name,type``: every queue's name and type, sorted
@@ -215,13 +221,9 @@ class HttpManagementApi:
         prefetches = _prefetches_of(consumers)
         if prefetches is None:
             raise self._unexpected(consumers_path, _CONSUMER_SHAPE)
-        found = []
-        for queue in listed:
-            activity = _activity_of(queue, prefetches)
-            if activity is None:
-                raise self._unexpected(path, _ACTIVITY_SHAPE)
-            found.append(activity)
-        return tuple(sorted(found, key=lambda activity: activity.name))
+        return self._read_rows(
+            path, listed, "queues", lambda queue: _activity_of(queue, prefetches), _ACTIVITY_SHAPE
+        )
 
     async def consumers(self) -> tuple[QueueConsumer, ...]:
         """Every consumer of the vhost with its connection's client properties, from two
@@ -241,15 +243,14 @@ class HttpManagementApi:
         connections = _client_properties_of(await self._get(connections_path))
         if connections is None:
             raise self._unexpected(connections_path, _CONNECTION_SHAPE)
-        if not isinstance(listed, list):
-            raise self._unexpected(path, "not a list of consumers")
-        found = []
-        for row in listed:
-            consumer = _consumer_of(row, connections)
-            if consumer is None:
-                raise self._unexpected(path, _QUEUE_CONSUMER_SHAPE)
-            found.append(consumer)
-        return tuple(sorted(found, key=lambda consumer: (consumer.queue, consumer.tag)))
+        return self._read_rows(
+            path,
+            listed,
+            "consumers",
+            lambda row: _consumer_of(row, connections),
+            _QUEUE_CONSUMER_SHAPE,
+            key=lambda consumer: (consumer.queue, consumer.tag),
+        )
 
     async def vhost_default_queue_type(self) -> str | None:
         """``default_queue_type`` of ``GET /api/vhosts/VHOST`` (a text; 4.3.6 states
@@ -287,28 +288,14 @@ class HttpManagementApi:
 
     async def placement(self, queue: str) -> Placement | None:
         """Where ``queue`` lives, or None when the API does not know it (404)."""
-        answer = await self._queue(queue)
-        if answer is None:
-            return None
-        path, found = answer
-        placement = _placement_of(found)
-        if placement is None:
-            raise self._unexpected(path, _PLACEMENT_SHAPE)
-        return placement
+        return await self._queue(queue, _placement_of, _PLACEMENT_SHAPE)
 
     async def queue_state(self, queue: str) -> QueueState | None:
         """``queue``'s ``type``, ``arguments`` (an object), ``policy`` /
         ``operator_policy`` (a name; null or empty: none) and ``message_bytes`` (a count;
         absent before the statistics are sampled), or None when the API does not know it
         (404)."""
-        answer = await self._queue(queue)
-        if answer is None:
-            return None
-        path, found = answer
-        state = _queue_state_of(found)
-        if state is None:
-            raise self._unexpected(path, _QUEUE_STATE_SHAPE)
-        return state
+        return await self._queue(queue, _queue_state_of, _QUEUE_STATE_SHAPE)
 
     async def deprecated_features(self) -> tuple[DeprecatedFeature, ...] | Unstated | None:
         """Every deprecated feature the server knows and whether it permits it (``GET
@@ -343,10 +330,23 @@ class HttpManagementApi:
         *,
         some: bool = False,
     ) -> tuple[_Row, ...]:
-        """``GET path``: a list of ``what`` (``some``: at least one), each row read by
-        ``read`` (None: a row not of ``shape``), sorted by name; any other answer is refused
-        (exit 69, docs/cli.md)."""
-        listed = await self._get(path)
+        """``GET path``, read by :meth:`_read_rows`."""
+        return self._read_rows(path, await self._get(path), what, read, shape, some=some)
+
+    def _read_rows(
+        self,
+        path: str,
+        listed: object,
+        what: str,
+        read: Callable[[object], _Row | None],
+        shape: str,
+        *,
+        some: bool = False,
+        key: Callable[[_Row], Any] = attrgetter("name"),
+    ) -> tuple[_Row, ...]:
+        """The answer ``listed`` to ``GET path``: a list of ``what`` (``some``: at least
+        one), each row read by ``read`` (None: a row not of ``shape``), sorted by ``key`` (by
+        name); any other answer is refused (exit 69, docs/cli.md)."""
         if not isinstance(listed, list) or (some and not listed):
             raise self._unexpected(path, f"not a list of {what}")
         found = []
@@ -355,7 +355,7 @@ class HttpManagementApi:
             if item is None:
                 raise self._unexpected(path, shape)
             found.append(item)
-        return tuple(sorted(found, key=attrgetter("name")))
+        return tuple(sorted(found, key=key))
 
     async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
         """``PUT /api/policies/VHOST/NAME`` (``operator``: ``/api/operator-policies/...``)
@@ -393,8 +393,7 @@ class HttpManagementApi:
             self._base + path, data=data, headers=headers, method=method
         )
         try:
-            with self._opener.open(request, timeout=self._timeout_s) as response:
-                response.read(self._max_answer_bytes)
+            self._open(request, path, self._max_answer_bytes)
         except urllib.error.HTTPError as error:
             try:
                 if error.code == 404 and method == "DELETE":
@@ -409,16 +408,6 @@ class HttpManagementApi:
                 raise self._refused(error.code, error.headers, path, method) from None
             finally:
                 error.close()  # it holds the response's socket
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise BrokerUnreachable(
-                f"cannot reach the management API at {self._shown}: {reason}"
-            ) from None
-        except http.client.HTTPException as error:
-            raise BrokerUnreachable(
-                f"the management API at {self._shown} gave a broken HTTP answer to {method} "
-                f"{path} ({type(error).__name__})"
-            ) from None
 
     async def _get(
         self, path: str, *, missing_ok: bool = False, missing_codes: tuple[int, ...] = (404,)
@@ -430,23 +419,12 @@ class HttpManagementApi:
     ) -> Any:
         request = urllib.request.Request(self._base + path, headers=self._headers)
         try:
-            with self._opener.open(request, timeout=self._timeout_s) as response:
-                body: bytes = response.read(self._max_answer_bytes + 1)
+            body = self._open(request, path, self._max_answer_bytes + 1)
         except urllib.error.HTTPError as error:
             error.close()  # it holds the response's socket
             if error.code in missing_codes and missing_ok:
                 return None
             raise self._refused(error.code, error.headers, path) from None
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise BrokerUnreachable(
-                f"cannot reach the management API at {self._shown}: {reason}"
-            ) from None
-        except http.client.HTTPException as error:
-            raise BrokerUnreachable(
-                f"the management API at {self._shown} gave a broken HTTP answer to GET {path} "
-                f"({type(error).__name__})"
-            ) from None
         if len(body) > self._max_answer_bytes:
             raise self._unexpected(path, f"more than {self._max_answer_bytes} bytes")
         try:
@@ -455,6 +433,27 @@ class HttpManagementApi:
             raise self._unexpected(path, "JSON nested too deep") from None
         except ValueError:  # not UTF-8, not JSON, an integer of too many digits
             raise self._unexpected(path, "not JSON") from None
+
+    def _open(self, request: urllib.request.Request, path: str, limit: int) -> bytes:
+        """The answer to ``request`` (to ``path``), ``limit`` bytes of it at most. An
+        error status is the :class:`urllib.error.HTTPError` the caller reads; an API not
+        reached, or a broken answer, is :class:`BrokerUnreachable`."""
+        try:
+            with self._opener.open(request, timeout=self._timeout_s) as response:
+                body: bytes = response.read(limit)
+                return body
+        except urllib.error.HTTPError:
+            raise
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise BrokerUnreachable(
+                f"cannot reach the management API at {self._shown}: {reason}"
+            ) from None
+        except http.client.HTTPException as error:
+            raise BrokerUnreachable(
+                f"the management API at {self._shown} gave a broken HTTP answer to "
+                f"{request.get_method()} {path} ({type(error).__name__})"
+            ) from None
 
     def _refused(
         self, code: int, headers: Message | None, path: str, method: str = "GET"

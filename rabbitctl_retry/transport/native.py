@@ -33,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pamqp.frame
 from pamqp import commands as spec
@@ -52,18 +52,25 @@ from rabbitctl_retry.errors import (
     RrError,
     TransportError,
     UsageError,
-    censor_url,
 )
-from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.server import ServerIdentity, ServerVersion
 from rabbitctl_retry.transport import values
 from rabbitctl_retry.transport.base import (
+    Binding,
     BlockedListener,
     CancelCallback,
+    Channel,
+    Consume,
     Delivery,
     DeliveryCallback,
-    Properties,
+    ExchangeDeclare,
+    Publish,
+    QueueDeclare,
     QueueInfo,
+)
+from rabbitctl_retry.transport.declare_frames import (
+    binding_frame,
+    exchange_declare_frame,
+    queue_declare_frame,
 )
 from rabbitctl_retry.transport.errors import (
     connection_close_error,
@@ -105,14 +112,14 @@ from rabbitctl_retry.transport.reply_codes import describe_reply, error_class_fo
 from rabbitctl_retry.transport.server_info import (
     HEARTBEAT_LOST,
     TLS_NOT_VERIFIED,
-    identity_of_properties,
+    Reached,
     without_password,
 )
 from rabbitctl_retry.transport.tls_files import check_tls_files
 from rabbitctl_retry.transport.url import parse_broker_url
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.transport.base import Channel, Connection
+    from rabbitctl_retry.transport.base import Connection
 
 __all__ = ["NativeChannel", "NativeConnection", "connect"]
 
@@ -129,8 +136,9 @@ MISSED_HEARTBEATS = 3
 """Heartbeat timeouts without a frame from the broker before the connection is taken for dead."""
 
 _FAILED = "the connection to the broker failed"
-_TRANSIENT = Properties(delivery_mode=1)
-"""What a publish without properties sends, as aiormq does."""
+
+
+_Request = TypeVar("_Request", QueueDeclare, ExchangeDeclare, Binding)
 
 
 class _Closed(Exception):
@@ -474,27 +482,14 @@ class _Protocol(asyncio.Protocol):
         return number
 
 
-class NativeConnection:
+class NativeConnection(Reached):
     """One AMQP connection (implements the port's ``Connection``)."""
 
-    __slots__ = ("_identity", "_protocol", "_url")
+    __slots__ = ("_protocol",)
 
     def __init__(self, protocol: _Protocol, url: str) -> None:
+        super().__init__(url, protocol.server_properties)
         self._protocol = protocol
-        self._url = censor_url(url)
-        self._identity = identity_of_properties(protocol.server_properties)
-
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def server_version(self) -> ServerVersion:
-        return self._identity.version
-
-    @property
-    def server_identity(self) -> ServerIdentity:
-        return self._identity
 
     @property
     def is_closed(self) -> bool:
@@ -558,7 +553,7 @@ class _Publish:
     what: str
 
 
-class NativeChannel:
+class NativeChannel(Channel):
     """One AMQP channel (implements the port's ``Channel``): the asyncio side of its
     :class:`ChannelState` (``transport/native_state.py``)."""
 
@@ -610,94 +605,16 @@ class NativeChannel:
         if not self._closed.done():
             await asyncio.wait([self._closed])
 
-    async def queue_declare(
-        self,
-        name: str,
-        *,
-        passive: bool = False,
-        durable: bool = True,
-        exclusive: bool = False,
-        auto_delete: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> QueueInfo:
-        what = f"declare queue {name!r}"
-        ok = await self._ask(
-            what,
-            (spec.Queue.DeclareOk,),
-            spec.Queue.Declare,
-            queue=name,
-            passive=passive,
-            durable=durable,
-            exclusive=exclusive,
-            auto_delete=auto_delete,
-            arguments=values.wire_arguments(arguments),
-        )
-        return QueueInfo(
-            name=ok.queue or name,
-            message_count=ok.message_count or 0,
-            consumer_count=ok.consumer_count or 0,
-        )
+    async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
+        ok = await self._send(request, queue_declare_frame, spec.Queue.DeclareOk)
+        return values.queue_info(ok, request.queue)
 
-    async def exchange_declare(
-        self,
-        name: str,
-        *,
-        type: str = "direct",
-        passive: bool = False,
-        durable: bool = True,
-        auto_delete: bool = False,
-        internal: bool = False,
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"declare exchange {name!r}"
-        await self._ask(
-            what,
-            (spec.Exchange.DeclareOk,),
-            spec.Exchange.Declare,
-            exchange=name,
-            exchange_type=type,
-            passive=passive,
-            durable=durable,
-            auto_delete=auto_delete,
-            internal=internal,
-            arguments=values.wire_arguments(arguments),
-        )
+    async def _exchange_declare(self, request: ExchangeDeclare) -> None:
+        await self._send(request, exchange_declare_frame, spec.Exchange.DeclareOk)
 
-    async def queue_bind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"bind queue {queue!r} to exchange {exchange!r} ({routing_key!r})"
-        await self._ask(
-            what,
-            (spec.Queue.BindOk,),
-            spec.Queue.Bind,
-            queue=queue,
-            exchange=exchange,
-            routing_key=routing_key,
-            arguments=values.wire_arguments(arguments),
-        )
-
-    async def queue_unbind(
-        self,
-        queue: str,
-        exchange: str,
-        routing_key: str = "",
-        arguments: Mapping[str, FieldValue] | None = None,
-    ) -> None:
-        what = f"unbind queue {queue!r} from exchange {exchange!r} ({routing_key!r})"
-        await self._ask(
-            what,
-            (spec.Queue.UnbindOk,),
-            spec.Queue.Unbind,
-            queue=queue,
-            exchange=exchange,
-            routing_key=routing_key,
-            arguments=values.wire_arguments(arguments),
-        )
+    async def _bind(self, request: Binding) -> None:
+        answer = spec.Queue.UnbindOk if request.unbind else spec.Queue.BindOk
+        await self._send(request, binding_frame, answer)
 
     async def queue_purge(self, name: str) -> int:
         what = f"purge queue {name!r}"
@@ -728,21 +645,12 @@ class NativeChannel:
             if_unused=if_unused,
         )
 
-    async def publish(
-        self,
-        body: bytes,
-        *,
-        exchange: str = "",
-        routing_key: str = "",
-        properties: Properties | None = None,
-        mandatory: bool = False,
-    ) -> None:
-        """Publish; on a confirm channel return once the broker confirmed (or raise), else
-        once the frames are handed to the socket (waiting while its buffer is full)."""
-        where = f"exchange {exchange!r}" if exchange else "the default exchange"
-        what = f"publish to {where} with routing key {routing_key!r}"
-        if properties is None:
-            properties = _TRANSIENT
+    async def _publish(self, request: Publish) -> None:
+        """On a confirm channel return once the broker confirmed (or raise), else once the
+        frames are handed to the socket (waiting while its buffer is full)."""
+        what = request.what
+        body, exchange, routing_key = request.body, request.exchange, request.routing_key
+        properties, mandatory = request.properties, request.mandatory
         frame_max = self._protocol.state.frame_max
         number = self.number
         data = publish_frames(
@@ -788,32 +696,23 @@ class NativeChannel:
         what = f"set prefetch to {prefetch_count}"
         await self._ask(what, (spec.Basic.QosOk,), spec.Basic.Qos, prefetch_count=prefetch_count)
 
-    async def consume(
-        self,
-        queue: str,
-        callback: DeliveryCallback,
-        *,
-        no_ack: bool = False,
-        exclusive: bool = False,
-        consumer_tag: str | None = None,
-        on_cancel: CancelCallback | None = None,
-    ) -> str:
-        """Start a consumer; ``callback`` runs in a task per delivery, in delivery order."""
-        what = f"consume from queue {queue!r}"
-        request = _method(
+    async def _consume(self, request: Consume) -> str:
+        """``callback`` runs in a task per delivery, in delivery order."""
+        what = request.what
+        frame = _method(
             what,
             spec.Basic.Consume,
-            queue=queue,
-            consumer_tag=consumer_tag or "",
-            no_ack=no_ack,
-            exclusive=exclusive,
+            queue=request.queue,
+            consumer_tag=request.consumer_tag or "",
+            no_ack=request.no_ack,
+            exclusive=request.exclusive,
         )
-        consumer = _Consumer(callback)  # registered as its consume-ok is read
+        consumer = _Consumer(request.callback)  # registered as its consume-ok is read
         async with self._lock:
-            ok = await self._call(request, (spec.Basic.ConsumeOk,), what, joining=consumer)
+            ok = await self._call(frame, (spec.Basic.ConsumeOk,), what, joining=consumer)
         tag = str(ok.consumer_tag or "")
-        if on_cancel is not None:
-            consumer.on_cancel = on_cancel
+        if request.on_cancel is not None:
+            consumer.on_cancel = request.on_cancel
             self.state.watch(tag)
         return tag
 
@@ -863,6 +762,13 @@ class NativeChannel:
     ) -> Any:
         """Send the method ``kind`` with ``fields`` and return its answer (one of ``answers``)."""
         return await self.rpc(_method(what, kind, **fields), answers, what)
+
+    async def _send(
+        self, request: _Request, build: Callable[[_Request], PamqpFrame], answer: type[Any]
+    ) -> Any:
+        """Send the frame ``build`` makes of the port's ``request``, and return its answer."""
+        what = request.what
+        return await self.rpc(_method(what, build, request), (answer,), what)
 
     async def rpc(self, request: PamqpFrame, answers: tuple[type[Any], ...], what: str) -> Any:
         """Send a synchronous method and return its answer (one at a time per channel)."""
@@ -1037,10 +943,11 @@ def _unasked(method: Any) -> None:
     log.warning("an answer nobody asked for", extra={"rr": {"frame": repr(method)[:200]}})
 
 
-def _method(what: str, kind: type[Any], **fields: Any) -> Any:
-    """pamqp's method ``kind`` with ``fields``; a value it refuses is a :class:`DataError`."""
+def _method(what: str, kind: Callable[..., Any], *args: Any, **fields: Any) -> Any:
+    """pamqp's method ``kind`` with ``fields`` (or what ``kind`` builds of ``args``); a value
+    it refuses is a :class:`DataError`."""
     try:
-        return kind(**fields)
+        return kind(*args, **fields)
     except (TypeError, ValueError) as error:
         raise DataError(f"{what}: cannot encode: {error}") from error
 

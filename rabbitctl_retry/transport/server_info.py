@@ -1,11 +1,12 @@
-"""What both AMQP adapters say the same way: the server's identity from its properties, the
-words of a dead heartbeat and of unverified TLS, and the last password guard on an error."""
+"""What both AMQP adapters say the same way: the server's identity from its properties (and
+a connection's part that tells it, :class:`Reached`), the words of a dead heartbeat and of
+unverified TLS, and the last password guard on an error."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rabbitctl_retry.errors import RrError, censor_urls
+from rabbitctl_retry.errors import RrError, censor_url, censor_urls
 from rabbitctl_retry.server import ServerIdentity, ServerVersion
 
 TLS_NOT_VERIFIED = "TLS certificate verification is off (no_verify_ssl=1)"
@@ -33,6 +34,32 @@ def identity_of_properties(properties: Mapping[str, object]) -> ServerIdentity:
         product=property_text(properties, "product"),
         cluster_name=property_text(properties, "cluster_name"),
     )
+
+
+class Reached:
+    """What a connection of either adapter knows once its handshake is done: where it went,
+    and which server answered (the port's ``url``, ``server_version`` and
+    ``server_identity``)."""
+
+    __slots__ = ("_identity", "_url")
+
+    def __init__(self, url: str, server_properties: Mapping[str, object]) -> None:
+        self._url = censor_url(url)
+        self._identity = identity_of_properties(server_properties)
+
+    @property
+    def url(self) -> str:
+        """The broker URL, password censored."""
+        return self._url
+
+    @property
+    def server_version(self) -> ServerVersion:
+        return self._identity.version
+
+    @property
+    def server_identity(self) -> ServerIdentity:
+        """The server's version, product and cluster name, from its server properties."""
+        return self._identity
 
 
 def without_password(error: RrError) -> RrError:

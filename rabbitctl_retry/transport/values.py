@@ -13,6 +13,7 @@ import struct
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
+from operator import attrgetter
 from typing import cast
 
 from pamqp import commands as spec
@@ -20,9 +21,10 @@ from pamqp import common as wire
 from pamqp.header import ContentHeader
 
 from rabbitctl_retry.errors import DataError, RrError
-from rabbitctl_retry.fields import FieldTable, FieldValue
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport import codec
-from rabbitctl_retry.transport.base import Properties
+from rabbitctl_retry.transport.base import Properties, QueueInfo
+from rabbitctl_retry.transport.content_header import PROPERTY_NAMES
 
 _WIRE_READY = frozenset({str, int, bool, float, type(None), datetime})
 
@@ -55,6 +57,16 @@ def _wire_value(key: str, value: object) -> wire.FieldValue:
     raise DataError(f"field {key!r}: {type(value).__name__} values cannot go in an AMQP table")
 
 
+def queue_info(ok: spec.Queue.DeclareOk, name: str) -> QueueInfo:
+    """What a queue.declare-ok says of the queue ``name`` was asked for (a field pamqp left
+    ``None``: the name asked, or 0)."""
+    return QueueInfo(
+        name=ok.queue or name,
+        message_count=ok.message_count or 0,
+        consumer_count=ok.consumer_count or 0,
+    )
+
+
 def basic_properties(
     properties: Properties, kind: type[spec.Basic.Properties] = spec.Basic.Properties
 ) -> spec.Basic.Properties:
@@ -62,22 +74,7 @@ def basic_properties(
     tables as they are: rr's codec writes them (``field_codec.py``)."""
     if properties.raw is not None:
         return codec.RawProperties(properties.raw)
-    headers = properties.headers
-    return kind(
-        content_type=properties.content_type,
-        content_encoding=properties.content_encoding,
-        headers=cast("wire.FieldTable | None", headers),
-        delivery_mode=properties.delivery_mode,
-        priority=properties.priority,
-        correlation_id=properties.correlation_id,
-        reply_to=properties.reply_to,
-        expiration=properties.expiration,
-        message_id=properties.message_id,
-        timestamp=properties.timestamp,
-        message_type=properties.type,
-        user_id=properties.user_id,
-        app_id=properties.app_id,
-    )
+    return kind(**dict(zip(_PAMQP_NAMES, _rr_values(properties), strict=True)))
 
 
 def properties_from_header(content_header: ContentHeader, method: object = None) -> Properties:
@@ -88,34 +85,25 @@ def properties_from_header(content_header: ContentHeader, method: object = None)
     the properties; ``raw`` keeps the property bytes as received whenever it names any
     (docs/runtime.md, "Malformed messages").
     """
-    properties = content_header.properties
-    headers = properties.headers
     undecodable = codec.undecodable_fields(method)
     raw: bytes | None = None
     if isinstance(content_header, codec.LenientContentHeader):
         undecodable += tuple(_RR_NAMES.get(name, name) for name in content_header.undecodable)
         raw = content_header.raw_properties if undecodable else None
-    return Properties(
-        content_type=properties.content_type,
-        content_encoding=properties.content_encoding,
-        headers=cast("FieldTable | None", headers),
-        delivery_mode=properties.delivery_mode,
-        priority=properties.priority,
-        correlation_id=properties.correlation_id,
-        reply_to=properties.reply_to,
-        expiration=properties.expiration,
-        message_id=properties.message_id,
-        timestamp=properties.timestamp,
-        type=properties.message_type,
-        user_id=properties.user_id,
-        app_id=properties.app_id,
-        undecodable=undecodable,
-        raw=raw,
-    )
+    read = zip(PROPERTY_NAMES, _pamqp_values(content_header.properties), strict=True)
+    return Properties(**dict(read), undecodable=undecodable, raw=raw)
 
 
 _RR_NAMES = {"message_type": "type"}
 """pamqp's property names that rr's :class:`Properties` spells differently."""
+
+_PAMQP_NAMES = tuple(
+    {rr: pamqp for pamqp, rr in _RR_NAMES.items()}.get(name, name) for name in PROPERTY_NAMES
+)
+"""pamqp's name of each property, in the order of :data:`PROPERTY_NAMES`."""
+
+_rr_values = attrgetter(*PROPERTY_NAMES)
+_pamqp_values = attrgetter(*_PAMQP_NAMES)
 
 
 FRAME_MAX_BYTES = 131_072
