@@ -259,7 +259,7 @@ def _retry(
         return _quorum_retry(policy, headers, attempt, failure, now)
     if _at_cap(policy, attempt):
         return spend(policy, headers, attempt, failure, now)
-    return _copied_back(policy, headers, attempt, failure)
+    return copy_back(policy, headers, attempt, failure)
 
 
 def _requeued(
@@ -284,19 +284,20 @@ def _requeued(
     )
 
 
-def _copied_back(
+def copy_back(
     policy: RetryPolicy,
     headers: Mapping[str, FieldValue] | None,
     attempt: int,
     failure: Failure | None,
     *,
+    event: Event = Event.RETRIED,
     delay_ms: int | None = None,
 ) -> Decision:
     """A copy to the queue now (default exchange), header = attempt; ack after the confirm."""
     copy = build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
     return Decision(
         action=RepublishAction(copy),
-        event=Event.RETRIED,
+        event=event,
         attempt=attempt,
         destination=policy.queue,
         delay_ms=delay_ms,
@@ -320,9 +321,18 @@ def _quorum_retry(
     # count restarted at each copy: rr rejects without requeue and the queue's dead-letter
     # route moves the message (reason rejected).
     copies = retry_count(headers, policy.retry_header)
+    return reject_to_dead_letter(policy, attempt, failure, requeue=copies == 0)
+
+
+def reject_to_dead_letter(
+    policy: RetryPolicy, attempt: int, failure: Failure | None, *, requeue: bool = False
+) -> Decision:
+    """``basic.reject``, for the queue's own dead-letter route to move the message to ``D``
+    (with ``requeue``: the one requeue a quorum queue counts past its limit); with no ``D``
+    the message is spent."""
     return Decision(
-        action=RejectAction(requeue=copies == 0),
-        event=Event.DEAD_LETTERED if policy.dead_letter else Event.SPENT,
+        action=RejectAction(requeue=requeue),
+        event=Event.DEAD_LETTERED if policy.dead_letter is not None else Event.SPENT,
         attempt=attempt,
         destination=policy.dead_letter,
         failure=failure,
@@ -409,7 +419,7 @@ def _retry_after(
     if policy.delay is DelayMode.SERVER or _at_cap(policy, attempt):
         return _retry(policy, headers, attempt, None, now)
     if delay_ms == 0:
-        return _copied_back(policy, headers, attempt, None, delay_ms=0)
+        return copy_back(policy, headers, attempt, None, delay_ms=0)
     match policy.delay:
         case DelayMode.MEMORY:  # the service publishes it after delay_ms
             copy = build_copy(
