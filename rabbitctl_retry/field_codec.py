@@ -65,7 +65,7 @@ NAME_MAX_BYTES: Final = 255
 """A field name is a short string: at most 255 bytes of UTF-8."""
 
 _LENGTH = struct.Struct(">I")
-_INTEGERS: Final = {
+INTEGER_LAYOUTS: Final = {
     "b": struct.Struct(">b"),
     "B": struct.Struct(">B"),
     "s": struct.Struct(">h"),
@@ -75,12 +75,15 @@ _INTEGERS: Final = {
     "l": struct.Struct(">q"),
     "L": struct.Struct(">Q"),
 }
-_FLOAT = struct.Struct(">f")
-_DOUBLE = struct.Struct(">d")
-_DECIMAL = struct.Struct(">BI")
+"""The layout of each AMQP integer type's value, by its tag (``dlq/jsonl.py`` reads and writes
+the export's typed integers with them too)."""
+FLOAT_LAYOUT = struct.Struct(">f")
+DOUBLE_LAYOUT = struct.Struct(">d")
+DECIMAL_LAYOUT = struct.Struct(">BI")
 _DECIMAL_OUT = struct.Struct(">Bi")
-_TIMESTAMP = struct.Struct(">Q")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+TIMESTAMP_LAYOUT = struct.Struct(">Q")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""Time zero of an AMQP timestamp (seconds past it)."""
 _SECONDS_NOT_MILLISECONDS = 0xFFFFFFFF
 """A larger timestamp is read as milliseconds (pamqp's rule: handlers saw this before)."""
 
@@ -168,19 +171,19 @@ def _read_value(data: bytes, at: int, end: int) -> tuple[FieldValue, int]:
     stop = at + size
     if stop > end:
         raise ValueError(f"a field of type {tag!r} cut short")
-    integer = _INTEGERS.get(tag)
+    integer = INTEGER_LAYOUTS.get(tag)
     if integer is not None:
         return integer.unpack_from(data, at)[0], stop
     if tag == "t":
         return data[at] != 0, stop
     if tag == "d":
-        return _DOUBLE.unpack_from(data, at)[0], stop
+        return DOUBLE_LAYOUT.unpack_from(data, at)[0], stop
     if tag == "f":
-        return _FLOAT.unpack_from(data, at)[0], stop
+        return FLOAT_LAYOUT.unpack_from(data, at)[0], stop
     if tag == "T":
-        return _time(_TIMESTAMP.unpack_from(data, at)[0]), stop
+        return _time(TIMESTAMP_LAYOUT.unpack_from(data, at)[0]), stop
     if tag == "D":
-        scale, unscaled = _DECIMAL.unpack_from(data, at)
+        scale, unscaled = DECIMAL_LAYOUT.unpack_from(data, at)
         return float(Decimal(unscaled).scaleb(-scale)), stop
     return None, stop  # V
 
@@ -199,8 +202,8 @@ def _content_length(data: bytes, tag: str, at: int, end: int) -> int:
 def _time(seconds: int) -> datetime:
     try:
         if seconds > _SECONDS_NOT_MILLISECONDS:
-            return _EPOCH + timedelta(milliseconds=seconds)
-        return _EPOCH + timedelta(seconds=seconds)
+            return EPOCH + timedelta(milliseconds=seconds)
+        return EPOCH + timedelta(seconds=seconds)
     except OverflowError:
         raise ValueError(f"a timestamp past the year 9999: {seconds}") from None
 
@@ -415,7 +418,7 @@ def encode_value(value: Any) -> bytes:
     if isinstance(value, int):
         return _integer(value)
     if isinstance(value, float):
-        return b"d" + _DOUBLE.pack(value)
+        return b"d" + DOUBLE_LAYOUT.pack(value)
     if value is None:
         return b"V"
     if isinstance(value, bytes | bytearray | memoryview):
@@ -429,7 +432,7 @@ def encode_value(value: Any) -> bytes:
         return b"A" + _LENGTH.pack(len(items)) + items
     if isinstance(value, datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return b"T" + _TIMESTAMP.pack(int(aware.timestamp()))
+        return b"T" + TIMESTAMP_LAYOUT.pack(int(aware.timestamp()))
     if isinstance(value, Decimal):
         return b"D" + _decimal(value)
     raise TypeError(f"Unknown type: {type(value)} ({value!r})")
@@ -438,17 +441,17 @@ def encode_value(value: Any) -> bytes:
 def _integer(value: int) -> bytes:
     """The smallest of ``b s u I i l`` that holds ``value`` (pamqp's rule)."""
     if -128 <= value <= 127:
-        return b"b" + _INTEGERS["b"].pack(value)
+        return b"b" + INTEGER_LAYOUTS["b"].pack(value)
     if -32768 <= value <= 32767:
-        return b"s" + _INTEGERS["s"].pack(value)
+        return b"s" + INTEGER_LAYOUTS["s"].pack(value)
     if 0 <= value <= 65535:
-        return b"u" + _INTEGERS["u"].pack(value)
+        return b"u" + INTEGER_LAYOUTS["u"].pack(value)
     if -2147483648 <= value <= 2147483647:
-        return b"I" + _INTEGERS["I"].pack(value)
+        return b"I" + INTEGER_LAYOUTS["I"].pack(value)
     if 0 <= value <= 4294967295:
-        return b"i" + _INTEGERS["i"].pack(value)
+        return b"i" + INTEGER_LAYOUTS["i"].pack(value)
     if -9223372036854775808 <= value <= 9223372036854775807:
-        return b"l" + _INTEGERS["l"].pack(value)
+        return b"l" + INTEGER_LAYOUTS["l"].pack(value)
     raise TypeError(f"Unsupported numeric value: {value}")
 
 

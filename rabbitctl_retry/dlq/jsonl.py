@@ -53,6 +53,12 @@ from typing import Any
 from rabbitctl_retry.dlq.origin import parse_time
 from rabbitctl_retry.errors import DataError
 from rabbitctl_retry.field_codec import (
+    DECIMAL_LAYOUT,
+    DOUBLE_LAYOUT,
+    EPOCH,
+    FLOAT_LAYOUT,
+    INTEGER_LAYOUTS,
+    TIMESTAMP_LAYOUT,
     RawField,
     decode_fields,
     encode_fields,
@@ -165,24 +171,22 @@ def _base64(value: object, where: str) -> bytes:
 # --------------------------------------------------------------------------- typed headers
 
 INTEGER_TAGS = {
-    "$int8": ("b", struct.Struct(">b")),
-    "$uint8": ("B", struct.Struct(">B")),
-    "$int16": ("s", struct.Struct(">h")),
-    "$uint16": ("u", struct.Struct(">H")),
-    "$int32": ("I", struct.Struct(">i")),
-    "$uint32": ("i", struct.Struct(">I")),
-    "$int64": ("l", struct.Struct(">q")),
-    "$uint64": ("L", struct.Struct(">Q")),
+    name: (tag, INTEGER_LAYOUTS[tag])
+    for name, tag in (
+        ("$int8", "b"),
+        ("$uint8", "B"),
+        ("$int16", "s"),
+        ("$uint16", "u"),
+        ("$int32", "I"),
+        ("$uint32", "i"),
+        ("$int64", "l"),
+        ("$uint64", "L"),
+    )
 }
 """The export's tag of each AMQP integer type (module doc), with its tag and layout."""
 _INTEGER_NAMES = {tag: name for name, (tag, _) in INTEGER_TAGS.items()}
 _TAGS = (*INTEGER_TAGS, "$float", "$double", "$decimal", "$bytes", "$longstr", "$timestamp")
 _NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-_FLOAT = struct.Struct(">f")
-_DOUBLE = struct.Struct(">d")
-_TIMESTAMP = struct.Struct(">Q")
-_DECIMAL = struct.Struct(">BI")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECONDS_SHOWN_AS_TIME = 0xFFFFFFFF
 """A timestamp is exported as an ISO 8601 time up to 2**32 - 1 seconds (as it reads), as its
 number of seconds past it."""
@@ -225,19 +229,19 @@ def _value_document(raw: RawField) -> Any:
     if integer is not None:
         return {integer: INTEGER_TAGS[integer][1].unpack(data)[0]}
     if tag == "d":
-        value = _DOUBLE.unpack(data)[0]
+        value = DOUBLE_LAYOUT.unpack(data)[0]
         return value if math.isfinite(value) else {"$double": _not_finite(value)}
     if tag == "f":
-        value = _FLOAT.unpack(data)[0]
+        value = FLOAT_LAYOUT.unpack(data)[0]
         return {"$float": value if math.isfinite(value) else _not_finite(value)}
     if tag == "D":
-        scale, unscaled = _DECIMAL.unpack(data)
+        scale, unscaled = DECIMAL_LAYOUT.unpack(data)
         return {"$decimal": str(Decimal(unscaled).scaleb(-scale))}
     if tag == "T":
-        (seconds,) = _TIMESTAMP.unpack(data)
+        (seconds,) = TIMESTAMP_LAYOUT.unpack(data)
         if seconds > _SECONDS_SHOWN_AS_TIME:
             return {"$timestamp": seconds}
-        return {"$timestamp": (_EPOCH + timedelta(seconds=seconds)).isoformat()}
+        return {"$timestamp": (EPOCH + timedelta(seconds=seconds)).isoformat()}
     if tag == "F":
         return _table_document(data)
     return [_value_document(item) for item in raw_items(data)]  # A
@@ -325,7 +329,11 @@ def _tagged_bytes(value: dict[str, Any], where: str) -> bytes | None:
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise DataError(f"{where}: {tag} must hold a number, not {inner!r}")
         try:
-            return b"f" + _FLOAT.pack(number) if tag == "$float" else b"d" + _DOUBLE.pack(number)
+            return (
+                b"f" + FLOAT_LAYOUT.pack(number)
+                if tag == "$float"
+                else b"d" + DOUBLE_LAYOUT.pack(number)
+            )
         except (OverflowError, struct.error):
             raise DataError(f"{where}: {inner!r} does not fit {tag}") from None
     if tag == "$decimal":
@@ -335,7 +343,7 @@ def _tagged_bytes(value: dict[str, Any], where: str) -> bytes | None:
     if tag == "$longstr":
         return sized("S", _base64(inner, where)).encoded()
     if tag == "$timestamp":
-        return b"T" + _TIMESTAMP.pack(_seconds(inner, where))
+        return b"T" + TIMESTAMP_LAYOUT.pack(_seconds(inner, where))
     known = ", ".join((*_TAGS, "$table"))
     raise DataError(f"{where}: unknown tag {tag!r} (known: {known})")
 
@@ -354,7 +362,7 @@ def _decimal(value: object, where: str) -> bytes:
     unscaled = int(number.scaleb(scale))
     if scale > 255 or unscaled > 0xFFFFFFFF:
         raise DataError(f"{where}: {value!r} does not fit an AMQP decimal")
-    return _DECIMAL.pack(scale, unscaled)
+    return DECIMAL_LAYOUT.pack(scale, unscaled)
 
 
 def _seconds(value: object, where: str) -> int:

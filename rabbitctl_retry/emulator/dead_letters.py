@@ -15,10 +15,10 @@ The dead letters go into their queues through the ``enqueue`` the caller hands i
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from typing import Literal
 
 from rabbitctl_retry.emulator.deadletter import (
+    Death,
     DeathReason,
     broker_dead_letter_headers,
     dead_letter_headers,
@@ -134,19 +134,22 @@ def _dead_letter_message(
     now_s = state.clock.now_s
     properties = message.properties
     death_keys = _death_routing_keys(message)
-    write_headers = (
-        partial(broker_dead_letter_headers, died_before=isinstance(message, DeadLetter))
-        if behaviour.broker_keeps_deaths
-        else partial(dead_letter_headers, write_last_death=behaviour.writes_last_death_headers)
-    )
-    headers: FieldTable = write_headers(
-        properties.headers,
+    death = Death(
         reason=reason,
         queue=q.name,
         exchange=message.exchange,
         routing_keys=death_keys,
         time=death_time(now_s),
         original_expiration=properties.expiration,
+    )
+    headers: FieldTable = (
+        broker_dead_letter_headers(
+            properties.headers, death, died_before=isinstance(message, DeadLetter)
+        )
+        if behaviour.broker_keeps_deaths
+        else dead_letter_headers(
+            properties.headers, death, write_last_death=behaviour.writes_last_death_headers
+        )
     )
     dlrk = q.settings.dead_letter_routing_key
     if dlrk is not None and behaviour.dead_letter_key_drops_cc and "CC" in headers:

@@ -42,6 +42,7 @@ Measured on RabbitMQ 4.0.5 (message containers, :func:`broker_dead_letter_header
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -57,41 +58,43 @@ def death_time(now_s: float) -> datetime:
     return datetime.fromtimestamp(int(now_s), tz=UTC)
 
 
-def dead_letter_headers(
-    headers: FieldTable | None,
-    *,
-    reason: DeathReason,
-    queue: str,
-    exchange: str,
-    routing_keys: Sequence[str],
-    time: datetime,
-    original_expiration: str | None,
-    write_last_death: bool = False,
-) -> FieldTable:
-    """The headers a message carries after dying in ``queue`` for ``reason``.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Death:
+    """One death of a message: it died in ``queue`` for ``reason`` at ``time``; ``exchange``
+    and ``routing_keys`` are those it was last published (or dead-lettered) with;
+    ``original_expiration``, its ``expiration`` property, if it had one."""
 
-    ``exchange`` and ``routing_keys`` are those the message was last published (or
-    dead-lettered) with. ``headers`` is not modified.
-    """
+    reason: DeathReason
+    queue: str
+    exchange: str
+    routing_keys: Sequence[str]
+    time: datetime
+    original_expiration: str | None
+
+
+def dead_letter_headers(
+    headers: FieldTable | None, death: Death, *, write_last_death: bool = False
+) -> FieldTable:
+    """The headers a message carries after ``death``. ``headers`` is not modified."""
     result: FieldTable = dict(headers) if headers else {}
     info: FieldTable = {
-        "reason": reason,
-        "queue": queue,
-        "time": time,
-        "exchange": exchange,
-        "routing-keys": list(routing_keys),
+        "reason": death.reason,
+        "queue": death.queue,
+        "time": death.time,
+        "exchange": death.exchange,
+        "routing-keys": list(death.routing_keys),
     }
-    if original_expiration is not None:
-        info["original-expiration"] = original_expiration
+    if death.original_expiration is not None:
+        info["original-expiration"] = death.original_expiration
     existing = result.get(X_DEATH)
     if existing is None:
-        _write_death(result, "first", reason, queue, exchange)
+        _write_death(result, "first", death)
         deaths: list[FieldValue] = [{"count": 1, **info}]
     elif not isinstance(existing, list):
         deaths = [{"count": 1, **info}]
     else:
         grouped = _group_by_queue_and_reason(existing)
-        match_index = _index_of_death(grouped, queue, reason)
+        match_index = _index_of_death(grouped, death.queue, death.reason)
         if match_index is None:
             deaths = [_sorted({"count": 1, **info}), *grouped]
         else:
@@ -101,22 +104,14 @@ def dead_letter_headers(
             deaths = [_sorted(bumped), *grouped[:match_index], *grouped[match_index + 1 :]]
     result[X_DEATH] = deaths
     if write_last_death:
-        _write_death(result, "last", reason, queue, exchange)
+        _write_death(result, "last", death)
     return _sorted(result)
 
 
 def broker_dead_letter_headers(
-    headers: FieldTable | None,
-    *,
-    died_before: bool,
-    reason: DeathReason,
-    queue: str,
-    exchange: str,
-    routing_keys: Sequence[str],
-    time: datetime,
-    original_expiration: str | None,
+    headers: FieldTable | None, death: Death, *, died_before: bool
 ) -> FieldTable:
-    """The headers a message carries after dying in ``queue``, as RabbitMQ 4.0 writes them.
+    """The headers a message carries after ``death``, as RabbitMQ 4.0 writes them.
 
     ``died_before``: the broker dead-lettered this message before, so the ``x-death`` and
     ``x-first-death-*`` of ``headers`` are its own record; otherwise they are a client's
@@ -125,21 +120,21 @@ def broker_dead_letter_headers(
     result: FieldTable = dict(headers) if headers else {}
     existing = result.get(X_DEATH) if died_before else None
     if not isinstance(existing, list):
-        _write_death(result, "first", reason, queue, exchange)
+        _write_death(result, "first", death)
         existing = []
-    match_index = _index_of_death(existing, queue, reason)
+    match_index = _index_of_death(existing, death.queue, death.reason)
     if match_index is None:
         entry: FieldTable = {}
-        if original_expiration is not None:
-            entry["original-expiration"] = original_expiration
+        if death.original_expiration is not None:
+            entry["original-expiration"] = death.original_expiration
         entry.update(
             {
                 "count": 1,
-                "reason": reason,
-                "queue": queue,
-                "time": time,
-                "exchange": exchange,
-                "routing-keys": list(routing_keys),
+                "reason": death.reason,
+                "queue": death.queue,
+                "time": death.time,
+                "exchange": death.exchange,
+                "routing-keys": list(death.routing_keys),
             }
         )
         deaths = [entry, *(_copy_entry(e) for e in existing)]
@@ -150,16 +145,16 @@ def broker_dead_letter_headers(
         rest = [_copy_entry(e) for i, e in enumerate(existing) if i != match_index]
         deaths = [bumped, *rest]
     result[X_DEATH] = deaths
-    _write_death(result, "last", reason, queue, exchange)
+    _write_death(result, "last", death)
     return _sorted(result)
 
 
-def _write_death(headers: FieldTable, which: str, reason: str, queue: str, exchange: str) -> None:
+def _write_death(headers: FieldTable, which: str, death: Death) -> None:
     """``x-first-death-*`` (``which`` "first") or ``x-last-death-*`` ("last", 3.13+): this
     death, with the exchange the message died from."""
-    headers[f"x-{which}-death-reason"] = reason
-    headers[f"x-{which}-death-queue"] = queue
-    headers[f"x-{which}-death-exchange"] = exchange
+    headers[f"x-{which}-death-reason"] = death.reason
+    headers[f"x-{which}-death-queue"] = death.queue
+    headers[f"x-{which}-death-exchange"] = death.exchange
 
 
 def _index_of_death(deaths: list[FieldValue], queue: str, reason: str) -> int | None:

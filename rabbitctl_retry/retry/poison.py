@@ -36,7 +36,8 @@ from rabbitctl_retry.retry.policy import (
     RejectAction,
     RepublishAction,
     RetryPolicy,
-    build_copy,
+    copy_back,
+    reject_to_dead_letter,
     spend,
 )
 
@@ -67,13 +68,6 @@ def decide_interrupted(
             action=RejectAction(requeue=True), event=Event.REQUEUED, attempt=0, failure=failure
         )
     attempt = attempt_of(headers, policy.retry_header, policy.queue)
-    if policy.dead_letter is None:
-        return Decision(
-            action=RejectAction(requeue=False),
-            event=Event.SPENT,
-            attempt=attempt,
-            failure=failure,
-        )
     return spend(policy, headers, attempt, failure, now)
 
 
@@ -95,13 +89,7 @@ def decide_undecodable(policy: RetryPolicy) -> Decision:
             destination=policy.dead_letter,
             failure=failure,
         )
-    return Decision(
-        action=RejectAction(requeue=False),
-        event=Event.DEAD_LETTERED if policy.dead_letter is not None else Event.SPENT,
-        attempt=0,
-        destination=policy.dead_letter,
-        failure=failure,
-    )
+    return reject_to_dead_letter(policy, 0, failure)
 
 
 def shield_broker(
@@ -119,14 +107,5 @@ def shield_broker(
     if x_death_well_formed(headers):
         return decision
     if action.requeue and decision.event is not Event.DEAD_LETTERED:
-        copy = build_copy(
-            policy, headers, decision.attempt, CopyPurpose.RETRY, policy.queue, exchange=""
-        )
-        return Decision(
-            action=RepublishAction(copy),
-            event=decision.event,
-            attempt=decision.attempt,
-            destination=policy.queue,
-            failure=decision.failure,
-        )
+        return copy_back(policy, headers, decision.attempt, decision.failure, event=decision.event)
     return spend(policy, headers, decision.attempt, decision.failure, now)

@@ -254,25 +254,53 @@ def _retry(
     now: datetime,
 ) -> Decision:
     if policy.max_attempts is None:
-        if policy.server_delay is not None:
-            return _server_delayed(policy, headers, attempt, failure)
-        return Decision(
-            action=RejectAction(requeue=True),
-            event=Event.REQUEUED,
-            attempt=attempt,
-            failure=failure,
-        )
+        return _requeued(policy, headers, attempt, failure, counted=False)
     if policy.quorum:
         return _quorum_retry(policy, headers, attempt, failure, now)
     if _at_cap(policy, attempt):
         return spend(policy, headers, attempt, failure, now)
+    return copy_back(policy, headers, attempt, failure)
+
+
+def _requeued(
+    policy: RetryPolicy,
+    headers: Mapping[str, FieldValue] | None,
+    attempt: int,
+    failure: Failure | None,
+    *,
+    counted: bool,
+) -> Decision:
+    """``basic.reject(requeue=true)``, the server's own requeue (which it holds back with
+    ``delay = "server"``). ``counted``: a quorum queue's attempt below rr's cap (a retry to the
+    queue); else the plain requeue of a queue without ``max_attempts``."""
+    if policy.server_delay is not None:
+        return _server_delayed(policy, headers, attempt, failure)
     return Decision(
-        action=RepublishAction(
-            build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
-        ),
-        event=Event.RETRIED,
+        action=RejectAction(requeue=True),
+        event=Event.RETRIED if counted else Event.REQUEUED,
+        attempt=attempt,
+        destination=policy.queue if counted else None,
+        failure=failure,
+    )
+
+
+def copy_back(
+    policy: RetryPolicy,
+    headers: Mapping[str, FieldValue] | None,
+    attempt: int,
+    failure: Failure | None,
+    *,
+    event: Event = Event.RETRIED,
+    delay_ms: int | None = None,
+) -> Decision:
+    """A copy to the queue now (default exchange), header = attempt; ack after the confirm."""
+    copy = build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
+    return Decision(
+        action=RepublishAction(copy),
+        event=event,
         attempt=attempt,
         destination=policy.queue,
+        delay_ms=delay_ms,
         failure=failure,
     )
 
@@ -285,15 +313,7 @@ def _quorum_retry(
     now: datetime,
 ) -> Decision:
     if not _at_cap(policy, attempt):
-        if policy.server_delay is not None:
-            return _server_delayed(policy, headers, attempt, failure)
-        return Decision(
-            action=RejectAction(requeue=True),
-            event=Event.RETRIED,
-            attempt=attempt,
-            destination=policy.queue,
-            failure=failure,
-        )
+        return _requeued(policy, headers, attempt, failure, counted=True)
     if policy.hands_off:  # into a queue that counts again: by copy, never by the server
         return spend(policy, headers, attempt, failure, now)
     # At the cap. Without copies the server's own count reached its limit (N - 1 returns),
@@ -301,9 +321,18 @@ def _quorum_retry(
     # count restarted at each copy: rr rejects without requeue and the queue's dead-letter
     # route moves the message (reason rejected).
     copies = retry_count(headers, policy.retry_header)
+    return reject_to_dead_letter(policy, attempt, failure, requeue=copies == 0)
+
+
+def reject_to_dead_letter(
+    policy: RetryPolicy, attempt: int, failure: Failure | None, *, requeue: bool = False
+) -> Decision:
+    """``basic.reject``, for the queue's own dead-letter route to move the message to ``D``
+    (with ``requeue``: the one requeue a quorum queue counts past its limit); with no ``D``
+    the message is spent."""
     return Decision(
-        action=RejectAction(requeue=copies == 0),
-        event=Event.DEAD_LETTERED if policy.dead_letter else Event.SPENT,
+        action=RejectAction(requeue=requeue),
+        event=Event.DEAD_LETTERED if policy.dead_letter is not None else Event.SPENT,
         attempt=attempt,
         destination=policy.dead_letter,
         failure=failure,
@@ -385,33 +414,18 @@ def _retry_after(
     delay_ms: int,
     now: datetime,
 ) -> Decision:
-    if policy.delay is DelayMode.SERVER:  # the server's schedule, whatever delay_ms says
+    # delay = server: the server's schedule, whatever delay_ms says; at the cap, exactly what
+    # retry does there
+    if policy.delay is DelayMode.SERVER or _at_cap(policy, attempt):
         return _retry(policy, headers, attempt, None, now)
-    if _at_cap(policy, attempt):
-        if policy.quorum:
-            return _quorum_retry(policy, headers, attempt, None, now)
-        return spend(policy, headers, attempt, None, now)
     if delay_ms == 0:
-        copy = build_copy(policy, headers, attempt, CopyPurpose.RETRY, policy.queue, exchange="")
-        return Decision(
-            action=RepublishAction(copy),
-            event=Event.RETRIED,
-            attempt=attempt,
-            destination=policy.queue,
-            delay_ms=0,
-        )
+        return copy_back(policy, headers, attempt, None, delay_ms=0)
     match policy.delay:
-        case DelayMode.MEMORY:
+        case DelayMode.MEMORY:  # the service publishes it after delay_ms
             copy = build_copy(
                 policy, headers, attempt, CopyPurpose.DELAY, policy.queue, exchange=""
             )
-            return Decision(
-                action=ScheduleAction(copy, delay_ms),
-                event=Event.DELAYED,
-                attempt=attempt,
-                destination=policy.queue,
-                delay_ms=delay_ms,
-            )
+            destination = policy.queue
         case DelayMode.DLX_TTL:
             wait_queue = _wait_queue_for(policy, delay_ms)
             copy = build_copy(
@@ -440,7 +454,9 @@ def _retry_after(
         case _:
             assert_never(policy.delay)
     return Decision(
-        action=RepublishAction(copy),
+        action=ScheduleAction(copy, delay_ms)
+        if policy.delay is DelayMode.MEMORY
+        else RepublishAction(copy),
         event=Event.DELAYED,
         attempt=attempt,
         destination=destination,

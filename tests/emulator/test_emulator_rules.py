@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from rabbitctl_retry.emulator.args import amqp_type_name
-from rabbitctl_retry.emulator.deadletter import dead_letter_headers, death_time, is_cycle
+from rabbitctl_retry.emulator.deadletter import Death, dead_letter_headers, death_time, is_cycle
 from rabbitctl_retry.emulator.values import (
     client_table,
     copy_headers,
@@ -36,12 +36,14 @@ def death(queue: str, reason: str, count: int = 1) -> dict[str, FieldValue]:
 def die(headers: FieldTable | None, queue: str, reason: str = "rejected") -> FieldTable:
     return dead_letter_headers(
         headers,
-        reason=reason,  # type: ignore[arg-type]
-        queue=queue,
-        exchange="",
-        routing_keys=[queue],
-        time=T,
-        original_expiration=None,
+        Death(
+            reason=reason,  # type: ignore[arg-type]
+            queue=queue,
+            exchange="",
+            routing_keys=[queue],
+            time=T,
+            original_expiration=None,
+        ),
     )
 
 
@@ -89,12 +91,14 @@ def test_an_x_death_that_is_not_a_list_is_replaced() -> None:
 def test_3_13_writes_the_last_death() -> None:
     headers = dead_letter_headers(
         die(None, "a"),
-        reason="expired",
-        queue="b",
-        exchange="x",
-        routing_keys=["k"],
-        time=T,
-        original_expiration="5",
+        Death(
+            reason="expired",
+            queue="b",
+            exchange="x",
+            routing_keys=["k"],
+            time=T,
+            original_expiration="5",
+        ),
         write_last_death=True,
     )
     assert (
