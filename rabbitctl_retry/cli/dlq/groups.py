@@ -4,7 +4,7 @@ any, in bounded memory (dlq/groups.py; docs/dlq.md, "Groups")."""
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Annotated, Any
 
@@ -28,7 +28,6 @@ from rabbitctl_retry.dlq.groups import (
     parse_dimensions,
 )
 from rabbitctl_retry.dlq.letter import Letter
-from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.report import plural
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
@@ -75,11 +74,7 @@ def groups_command(
             raise UsageError(f"--by {by[:60]!r}: {error}") from None
     topology = dlq.load_topology(topology_file)
     connect = dlq.connect_of(ctx, url, topology)
-    reading = InspectReading(
-        retry_header=dlq.retry_header_of(topology),
-        wait_queues=WaitQueues.of(topology),
-        now=datetime.now(UTC),
-    )
+    reading = InspectReading.starting_now(topology)
     grouping = Grouping(dimensions=dimensions)
     scans: list[tuple[str, shell.ScanResult]] = []
     for queue in queues:

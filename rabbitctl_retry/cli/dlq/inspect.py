@@ -46,6 +46,7 @@ from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
+from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Delivery
 
 DEFAULT_INSPECT_LIMIT = 1000
@@ -125,11 +126,7 @@ def inspect_command(
         conditions = parse_all(where or [])
     topology = dlq.load_topology(topology_file)
     connect = dlq.connect_of(ctx, url, topology)
-    reading = InspectReading(
-        retry_header=dlq.retry_header_of(topology),
-        wait_queues=WaitQueues.of(topology),
-        now=datetime.now(UTC),
-    )
+    reading = InspectReading.starting_now(topology)
     wanted = limit if limit is not None else (None if summary else DEFAULT_INSPECT_LIMIT)
     kept = Kept(summary=Summary(now=reading.now) if summary else None)
     take = kept.taker(output=output, view=view, with_body=body, now=reading.now)
@@ -261,6 +258,16 @@ class InspectReading:
     wait_queues: WaitQueues
     now: datetime
     """When the read started: ages are measured from it."""
+
+    @classmethod
+    def starting_now(cls, topology: Topology | None) -> InspectReading:
+        """The reading of a read that starts now, with the topology's retry header and wait
+        queues (the defaults without one)."""
+        return cls(
+            retry_header=dlq.retry_header_of(topology),
+            wait_queues=WaitQueues.of(topology),
+            now=datetime.now(UTC),
+        )
 
     def taker(
         self, take: Callable[[Letter[Delivery]], None], written: FirstFailure | None = None
