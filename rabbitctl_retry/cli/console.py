@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import UrlOption, connect_to, guard, resolve_urls, run
-from rabbitctl_retry.cli.dlq.common import TopologyOption, load_topology, note
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
@@ -29,7 +29,7 @@ def console_command(
             show_default=False,
         ),
     ] = None,
-    topology_file: TopologyOption = None,
+    topology_file: dlq.TopologyOption = None,
     bind: Annotated[
         str,
         typer.Option(
@@ -55,7 +55,7 @@ def console_command(
         Path,
         typer.Option("--keep-dir", metavar="DIR", help="Where an edit keeps the original."),
     ] = Path("."),
-    url: UrlOption = None,
+    url: common.UrlOption = None,
 ) -> None:
     """Serve the failed-message console: dead letters grouped by cause, retry or discard a
     group, a message's deaths, edit and retry; a local web page that needs the printed token
@@ -66,16 +66,16 @@ def console_command(
         from rabbitctl_retry.console.reads import Settings
         from rabbitctl_retry.console.security import new_token
     except ImportError as error:
-        with guard():
+        with common.guard():
             raise ConfigError(
                 f"rr console needs aiohttp ({error}): pip install 'rabbitctl-retry[console]'"
             ) from None
-    with guard():
+    with common.guard():
         refused = address.bind_problem(bind)
         if refused is not None:
             raise UsageError(refused)
-    topology = load_topology(topology_file)
-    with guard():
+    topology = dlq.load_topology(topology_file)
+    with common.guard():
         names = list(queues or [])
         if not names and topology is not None:
             names = list(dict.fromkeys(q.dead_letter for q in topology.queues if q.dead_letter))
@@ -86,7 +86,9 @@ def console_command(
         if not keep_dir.is_dir():
             raise UsageError(f"--keep-dir {keep_dir}: not a directory")
     config = ConsoleConfig(
-        connect=connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ())),
+        connect=common.connect_to(
+            ctx, common.resolve_urls(url, topology.broker.urls if topology else ())
+        ),
         queues=names,
         settings=Settings(
             retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
@@ -101,7 +103,7 @@ def console_command(
 
     def started(base: str) -> None:
         if not address.is_loopback(bind):  # once it listens: a bind that fails says only why
-            note(
+            dlq.note(
                 f"rr console listens on {bind}, not only on this machine: anyone who can reach "
                 "it and has the token can retry, discard and edit dead letters (--read-only "
                 "shows only)"
@@ -115,7 +117,7 @@ def console_command(
         sys.stderr.write(f"rr console: {escape_unprintable(shown)}\n")
         sys.stderr.flush()
 
-    run(serve(config, started), quiet_interrupt=True)
+    common.run(serve(config, started), quiet_interrupt=True)
 
 
 def _token(path: Path) -> str:

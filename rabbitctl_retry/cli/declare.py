@@ -7,19 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    check_given_management_url,
-    connector_of,
-    guard,
-    management_connector_of,
-    management_url_option,
-    resolve_management_url,
-    resolve_urls,
-    run,
-)
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.render import (
     default_type_line,
@@ -39,37 +27,37 @@ def declare(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the plan; change nothing.")
     ] = False,
-    url: UrlOption = None,
+    url: common.UrlOption = None,
     management_url: Annotated[
         str | None,
-        management_url_option(
+        common.management_url_option(
             "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): check "
             "replicas against the cluster's nodes, and show where each queue lives "
             '(docs/cluster.md); needed for settings = "policy" (docs/topology.md). Else '
             "[broker] management_url."
         ),
     ] = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Declare the queues, exchanges and bindings of a topology file.
 
     Everything is checked against the broker first; if any existing queue or exchange
     differs from the file, the differences are shown and nothing is changed.
     """
-    with guard():
+    with common.guard():
         # Checked and every frame encoded before the first one is sent (docs/topology.md,
         # "Malformed files"); the management URL by the rules of broker URLs (docs/cli.md,
         # "Malformed input").
         topology, _ = load_checked(topology_file)
-        check_given_management_url(management_url)
-    declared = run(
+        common.check_given_management_url(management_url)
+    declared = common.run(
         declare_topology(
             topology,
-            resolve_urls(url, topology.broker.urls),
+            common.resolve_urls(url, topology.broker.urls),
             dry_run=dry_run,
-            connector=connector_of(ctx),
-            management_url=resolve_management_url(management_url, topology),
-            management=management_connector_of(ctx),
+            connector=common.connector_of(ctx),
+            management_url=common.resolve_management_url(management_url, topology),
+            management=common.management_connector_of(ctx),
         )
     )
     finish(declare_outcome(declared, dry_run=dry_run, topology_file=topology_file), output)

@@ -20,20 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    check_given_management_url,
-    connect_to,
-    guard,
-    management_connector_of,
-    management_url_option,
-    resolve_management_url,
-    resolve_urls,
-    run,
-    topology_option,
-)
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.doctor import (
@@ -54,12 +41,12 @@ def doctor_command(
     ctx: typer.Context,
     topology_file: Annotated[
         Path | None,
-        topology_option("Also check this topology file's queues."),
+        common.topology_option("Also check this topology file's queues."),
     ] = None,
-    url: UrlOption = None,
+    url: common.UrlOption = None,
     management_url: Annotated[
         str | None,
-        management_url_option(
+        common.management_url_option(
             "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): read which "
             "deprecated features the server permits or denies, which AMQP does not tell, "
             "the nodes' memory and disk alarms, quorum queues' members online, the vhost's "
@@ -69,24 +56,24 @@ def doctor_command(
             "findings are assumed from the version or not made."
         ),
     ] = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Print the server's version and every behaviour of it that matters for retries; with
     --topology, what it means for that file's queues, whether the queues the server holds
     are as the file says (as rr declare checks them), and how they are now (consumers,
     dead letters). Exit 1 when something in the topology is unsafe on this server, or the
     server is not healthy now (docs/cli.md, "rr doctor")."""
-    with guard():
+    with common.guard():
         topology = load_file(topology_file) if topology_file else None
-        check_given_management_url(management_url)
+        common.check_given_management_url(management_url)
     desired = expand(topology) if topology is not None else None
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
-    api_url = resolve_management_url(management_url, topology)
-    facts = run(
+    broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
+    api_url = common.resolve_management_url(management_url, topology)
+    facts = common.run(
         server_facts(
-            connect_to(ctx, broker_urls),
+            common.connect_to(ctx, broker_urls),
             desired,
-            management_connector_of(ctx),
+            common.management_connector_of(ctx),
             api_url,
             topology,
         )

@@ -8,23 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    UrlOption,
-    YesOption,
-    check_given_management_url,
-    connector_of,
-    guard,
-    management_connector_of,
-    management_url_option,
-    output_option,
-    resolve_management_url,
-    resolve_urls,
-    run,
-    stderr_console,
-)
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.declare import warning_line
-from rabbitctl_retry.cli.dlq.common import ask, require_answerable
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.finish import Outcome, Unwrapped, finish, render
 from rabbitctl_retry.cli.render import printable
 from rabbitctl_retry.ops.migrate import Look, MigrateHooks, Migration, StepReport, migrate_topology
@@ -48,7 +34,7 @@ def migrate_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show the steps and the messages; change nothing.")
     ] = False,
-    yes: YesOption = False,
+    yes: common.YesOption = False,
     force: Annotated[
         bool,
         typer.Option(
@@ -59,22 +45,22 @@ def migrate_command(
             'queue").',
         ),
     ] = False,
-    url: UrlOption = None,
+    url: common.UrlOption = None,
     management_url: Annotated[
         str | None,
-        management_url_option(
+        common.management_url_option(
             'The management plugin\'s URL: needed for settings = "policy", and to check '
             "publishing by name (without it: --force) and weigh messages "
             "(docs/topology.md). Else [broker] management_url."
         ),
     ] = None,
     output: Annotated[
-        OutputFormat,
-        output_option(
-            OutputFormat,
+        common.OutputFormat,
+        common.output_option(
+            common.OutputFormat,
             "table or json (the steps and what each did); tsv prints the table's lines",
         ),
-    ] = OutputFormat.TABLE,
+    ] = common.OutputFormat.TABLE,
 ) -> None:
     """Rebuild the queues whose settings RabbitMQ cannot change in place (type, durability,
     an x- argument), with their wait queues, bindings and messages.
@@ -82,31 +68,31 @@ def migrate_command(
     Messages move with publisher confirms before acks; a run stopped anywhere is finished by
     running the same command again (docs/topology.md, "Migrating a queue").
     """
-    with guard():
+    with common.guard():
         topology, _ = load_checked(topology_file)
-        check_given_management_url(management_url)
+        common.check_given_management_url(management_url)
         if not dry_run:
-            require_answerable(yes, "migrate")
+            dlq.require_answerable(yes, "migrate")
 
     async def agreed(migration: Migration) -> None:
         if migration.dry_run or not migration.looks:
             return
-        await ask(_question(migration), yes, "migrate")
+        await dlq.ask(_question(migration), yes, "migrate")
 
     done = Migration()
     hooks = MigrateHooks(agreed=agreed, step=_step_line, warn=_warning)
-    run(
+    common.run(
         migrate_topology(
             topology,
-            resolve_urls(url, topology.broker.urls),
+            common.resolve_urls(url, topology.broker.urls),
             dry_run=dry_run,
             force=force,
             only=tuple(queue or ()),
-            connector=connector_of(ctx),
+            connector=common.connector_of(ctx),
             hooks=hooks,
             done=done,
-            management_url=resolve_management_url(management_url, topology),
-            management=management_connector_of(ctx),
+            management_url=common.resolve_management_url(management_url, topology),
+            management=common.management_connector_of(ctx),
         ),
         then=lambda: render(migration_outcome(done), output),
     )
@@ -115,13 +101,13 @@ def migrate_command(
 
 def _warning(text: str) -> None:
     """``rr: warning: ...`` on stderr at once: before the question and the first step."""
-    stderr_console().print(warning_line(text), soft_wrap=True)
+    common.stderr_console().print(warning_line(text), soft_wrap=True)
 
 
 def _step_line(report: StepReport) -> None:
     """``rr: migrate refunds: drain`` on stderr as each step begins: a run that was stopped
     shows where."""
-    stderr_console().print(
+    common.stderr_console().print(
         f"rr: migrate {printable(report.queue)}: {report.step.value}", soft_wrap=True
     )
 

@@ -15,14 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    UrlOption,
-    connect_to,
-    guard,
-    resolve_urls,
-    run,
-    topology_option,
-)
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.group import release_stdout
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.threads import exit_without_joining
@@ -63,7 +56,7 @@ TargetArgument = Annotated[
 ]
 TopologyFileOption = Annotated[
     Path | None,
-    topology_option("The topology file with the queues' retry policies."),
+    common.topology_option("The topology file with the queues' retry policies."),
 ]
 PrefetchOption = Annotated[
     int,
@@ -174,7 +167,7 @@ def run_command(
     handler_timeout: HandlerTimeoutOption = None,
     pending_dir: PendingDirOption = Path(),
     reload_interval: ReloadIntervalOption = DEFAULT_RELOAD_INTERVAL_S,
-    url: UrlOption = None,
+    url: common.UrlOption = None,
     metrics_port: MetricsPortOption = None,
     metrics_bind: MetricsBindOption = DEFAULT_BIND,
     log_format: Annotated[LogFormat, typer.Option("--log-format")] = LogFormat.TEXT,
@@ -186,7 +179,7 @@ def run_command(
     release_stdout()  # the handlers' own (cli/group.py)
     slot = Slot.parse(os.environ.get(WORKER_ENV, ""))
     configure_logging(log_level.value, log_format, worker=slot.label if slot else None)
-    with guard():
+    with common.guard():
         _check_bind(metrics_bind)
     if workers > 1 and slot is None:
         from rabbitctl_retry.cli.workers import supervise
@@ -209,10 +202,10 @@ def run_command(
     from rabbitctl_retry.runtime.service import RunOptions
     from rabbitctl_retry.topology.load import load_file
 
-    with guard():
+    with common.guard():
         handlers = load_target(target)
         topology: Topology | None = load_file(topology_file) if topology_file else None
-    broker_urls = resolve_urls(url, topology.broker.urls if topology else ())
+    broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     _warn_without_heartbeat(broker_urls)
     client_name = _client_name(handlers.module, socket.gethostname(), slot)
     options = RunOptions(
@@ -229,7 +222,7 @@ def run_command(
     _run_service(
         handlers,
         topology,
-        connect_to(ctx, broker_urls, client_name=client_name),
+        common.connect_to(ctx, broker_urls, client_name=client_name),
         options,
         served=served,
         ready=_ready_file(slot, folder),
@@ -333,7 +326,7 @@ def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
     from rabbitctl_retry.console.address import is_loopback
     from rabbitctl_retry.runtime.metrics_server import MetricsServer
 
-    with guard():
+    with common.guard():
         try:
             server = MetricsServer(probe, port, bind)
         except (OSError, ValueError) as error:  # ValueError: a name IDNA cannot encode
@@ -372,7 +365,7 @@ def _serve_to_the_end(service: Service, ready: Path | None = None) -> None:
     consumes); then end the process without waiting for handler threads that never returned
     (cli/threads.py)."""
     try:
-        run(_serve(service, ready))
+        common.run(_serve(service, ready))
     except typer.Exit as stop:
         _leave(service, stop.exit_code)
         raise

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rabbitctl_retry.cli._common import OutputFormat, OutputOption, guard, run
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.finish import Outcome, Piece, finish
 from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.render import Cell, cell
@@ -70,12 +70,12 @@ def simulate_command(
             + ' (default: 4.3.6 when a queue has delay = "server", else 4.0.5).',
         ),
     ] = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Run handlers on the built-in emulator with a virtual clock and print the timeline:
     every delivery with its attempt, outcome and where the message went."""
     configure_logging("error", LogFormat.TEXT)
-    with guard():
+    with common.guard():
         topology = load_file(topology_file)
         handlers = load_target(target)
         try:
@@ -105,7 +105,7 @@ def simulate_command(
         server_version=server_version,
     )
     try:
-        result = run(simulation)
+        result = common.run(simulation)
     except typer.Exit as stop:
         exit_without_joining(watch.threads_running, stop.exit_code)  # cli/threads.py
         raise

@@ -20,21 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    check_given_management_url,
-    connect_to,
-    exit_with,
-    guard,
-    management_connector_of,
-    management_url_option,
-    resolve_management_url,
-    resolve_urls,
-    run,
-    topology_option,
-)
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.finish import finish, render
 
 if TYPE_CHECKING:
@@ -67,7 +53,7 @@ def status_command(
     ] = None,
     topology_file: Annotated[
         Path | None,
-        topology_option(
+        common.topology_option(
             "Show every queue the file declares (wait queues and dead-letter queues "
             "included) and whether each is what the file says."
         ),
@@ -82,17 +68,17 @@ def status_command(
             show_default=False,
         ),
     ] = None,
-    url: UrlOption = None,
+    url: common.UrlOption = None,
     management_url: Annotated[
         str | None,
-        management_url_option(
+        common.management_url_option(
             "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
             "each queue's unacked messages, consumers' prefetch, publish and deliver rates, "
             "and its settings, with the policy and operator policy that apply and the "
             "effective value (docs/topology.md). Else [broker] management_url of --topology."
         ),
     ] = None,
-    output: OutputOption = OutputFormat.TABLE,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Show each queue's messages, consumers and type, and whether it matches the topology
     file; exit 1 when a queue is missing or differs from the file."""
@@ -103,7 +89,7 @@ def status_command(
     from rabbitctl_retry.topology.expand import QueueEntity, expand
     from rabbitctl_retry.topology.load import load_file
 
-    with guard():
+    with common.guard():
         watch_s = parse_watch_s(watch) if watch is not None else None
         check_queue_names(queues or ())
         shown = what_to_show(topology_file, bool(queues), Path.cwd())
@@ -114,14 +100,14 @@ def status_command(
         queue.name for queue in (topology.queues if topology else ()) if queue.max_attempts
     )
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
-    urls = resolve_urls(url, topology.broker.urls if topology else ())
-    connect = connect_to(ctx, urls)
-    check_given_management_url(management_url)
-    given = resolve_management_url(management_url, topology)
+    urls = common.resolve_urls(url, topology.broker.urls if topology else ())
+    connect = common.connect_to(ctx, urls)
+    common.check_given_management_url(management_url)
+    given = common.resolve_management_url(management_url, topology)
     management = _management(ctx, given, urls[0]) if given is not None else None
     every_queue = topology is None and not queues
     if every_queue and management is None:
-        with guard():
+        with common.guard():
             from rabbitctl_retry.errors import UsageError
 
             raise UsageError(NOTHING_TO_SHOW)
@@ -132,7 +118,7 @@ def status_command(
         statuses = read_statuses(
             connect, topology, None if every_queue else named, management=management
         )
-        found = run(statuses, quiet_interrupt=watch_s is not None)
+        found = common.run(statuses, quiet_interrupt=watch_s is not None)
         notes = _consumer_notes(found, retried)
         return Reading(
             found.queues,
@@ -164,7 +150,7 @@ def _consumer_notes(found: Statuses, retried: frozenset[str]) -> list[ConsumerNo
 
 
 def _watch(
-    reading: Callable[[], Reading], watch_s: float, notes: list[str], output: OutputFormat
+    reading: Callable[[], Reading], watch_s: float, notes: list[str], output: common.OutputFormat
 ) -> None:
     """``--watch``: a reading every ``watch_s`` seconds until Ctrl-C (exit 0)."""
     from rabbitctl_retry.cli.status_render import status_outcome
@@ -176,7 +162,7 @@ def _watch(
             notes, first = [], False  # said once, under the first reading
             time.sleep(watch_s)
     except KeyboardInterrupt:
-        exit_with(0)
+        common.exit_with(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,9 +196,11 @@ def _management(ctx: typer.Context, url: str, amqp_url: str) -> Management:
     from rabbitctl_retry.ops.status import management_reads
     from rabbitctl_retry.transport.management import check_management_url, vhost_of
 
-    with guard():
+    with common.guard():
         check_management_url(url)
-    return management_reads(url, vhost=vhost_of(amqp_url), management=management_connector_of(ctx))
+    return management_reads(
+        url, vhost=vhost_of(amqp_url), management=common.management_connector_of(ctx)
+    )
 
 
 __all__ = ["DEFAULT_TOPOLOGY", "NOTHING_TO_SHOW", "status_command", "what_to_show"]

@@ -14,19 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    MANAGEMENT_URL_ENV,
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    fail,
-    guard,
-    management_connector_of,
-    management_url_option,
-    resolve_management_url,
-    resolve_urls,
-    run,
-)
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.broker_choice import check_vhost_option
 from rabbitctl_retry.cli.finish import Outcome, Piece, Unwrapped, finish
 from rabbitctl_retry.cli.render import (
@@ -61,7 +49,7 @@ class ExportFormat(StrEnum):
 
 
 def _load(path: Path) -> tuple[Topology, Desired]:
-    with guard():
+    with common.guard():
         return load_checked(path)
 
 
@@ -81,7 +69,7 @@ def validate(topology_file: TopologyArgument) -> None:
 def show(
     ctx: typer.Context,
     topology_file: TopologyArgument,
-    output: OutputOption = OutputFormat.TABLE,
+    output: common.OutputOption = common.OutputFormat.TABLE,
     live: Annotated[
         bool,
         typer.Option(
@@ -92,10 +80,10 @@ def show(
             "topology').",
         ),
     ] = False,
-    url: UrlOption = None,
+    url: common.UrlOption = None,
     management_url: Annotated[
         str | None,
-        management_url_option(
+        common.management_url_option(
             "With --live: the management plugin's URL (http://USER:PASSWORD@HOST:15672/). "
             "Else [broker] management_url."
         ),
@@ -106,25 +94,25 @@ def show(
     topology, desired = _load(topology_file)
     found: Live | None = None
     if live:
-        with guard():
-            given = resolve_management_url(management_url, topology)
+        with common.guard():
+            given = common.resolve_management_url(management_url, topology)
             if given is None:
-                fail(
+                common.fail(
                     UsageError(
                         "--live reads the broker's management API: give --management-url, "
-                        f"${MANAGEMENT_URL_ENV} or [broker] management_url"
+                        f"${common.MANAGEMENT_URL_ENV} or [broker] management_url"
                     )
                 )
             check_management_url(given)
-            vhost = vhost_of(resolve_urls(url, topology.broker.urls)[0])
+            vhost = vhost_of(common.resolve_urls(url, topology.broker.urls)[0])
         from rabbitctl_retry.ops.live import live_topology
 
-        found = run(
+        found = common.run(
             live_topology(
                 desired,
                 management_url=given,
                 vhost=vhost,
-                management=management_connector_of(ctx),
+                management=common.management_connector_of(ctx),
             )
         )
 

@@ -17,7 +17,6 @@ import pytest
 
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.cli.dlq import common as dlq_common
-from rabbitctl_retry.cli.dlq import edit as dlq_edit
 from tests.backends import Backend
 from tests.dlq.support import (
     as_it_is,
@@ -366,7 +365,7 @@ async def test_a_letter_changed_since_it_was_read_is_not_published(
             meanwhile.append(as_it_is(await read_all(backend, "dead")))
         await asked(question, yes, action)
 
-    monkeypatch.setattr(dlq_edit, "ask", colleague_first)
+    monkeypatch.setattr(dlq_common, "ask", colleague_first)
 
     result = await rr(
         backend, "dlq", "edit", "dead", "--id", target, "--body", str(new_body),

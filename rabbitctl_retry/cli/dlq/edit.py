@@ -22,25 +22,8 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    YesOption,
-    guard,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    TopologyOption,
-    agree_to_read,
-    ask,
-    connect_of,
-    load_topology,
-    note,
-    progress_bar,
-    require_answerable,
-    retry_header_of,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.dlq.export_file import ExportFile
 from rabbitctl_retry.cli.dlq.report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, finish
@@ -128,10 +111,10 @@ def edit_command(
         bool,
         typer.Option("--force", help="Publish a body that no longer parses as its content type."),
     ] = False,
-    yes: YesOption = False,
-    topology_file: TopologyOption = None,
-    url: UrlOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    yes: common.YesOption = False,
+    topology_file: dlq.TopologyOption = None,
+    url: common.UrlOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Edit one dead letter and retry it: $EDITOR (or --body FILE) on its body,
     --set-header/--remove-header on its headers; shows the diff and asks.
@@ -141,20 +124,20 @@ def edit_command(
     acked. The original is first written to an export file (rr dlq import restores it). A
     JSON body that no longer parses is refused unless --force (docs/dlq.md, "Edit and retry").
     """
-    topology = load_topology(topology_file)
-    retry_header = retry_header_of(topology)
-    with guard():
+    topology = dlq.load_topology(topology_file)
+    retry_header = dlq.retry_header_of(topology)
+    with common.guard():
         check_queue_names([queue] + ([to] if to else []))
         assignments = _assignments(set_header, remove_header, retry_header)
         editor, new_body_given = _new_body(body_file, bool(assignments or remove_header))
-        require_answerable(yes, "edit")
+        dlq.require_answerable(yes, "edit")
         keep_path = keep or _default_keep(queue, message_id)
         if keep_path.exists():
             raise UsageError(f"{keep_path} exists; choose another --keep file")
-    connect = connect_of(ctx, url, topology)
+    connect = dlq.connect_of(ctx, url, topology)
     letter = _read_letter(connect, queue, message_id, position, yes=yes, output=output)
     before = letter.body
-    with guard():
+    with common.guard():
         after = new_body_given if new_body_given is not None else _edited(editor, letter)
         request = EditRequest(
             body=after,
@@ -169,7 +152,7 @@ def edit_command(
         if problem is not None and not force:
             raise DataError(f"{message_id!r}: {problem}; nothing was changed")
     for line in [*header_lines(letter.properties.headers, request), *diff_lines(before, after)]:
-        note(line)
+        dlq.note(line)
     plan = _plan(queue, to, retry_header, WaitQueues.of(topology))
     done = _publish(connect, plan, letter, request, keep_path, (message_id, position), yes=yes)
     finish(_outcome(done, message_id, request), output)
@@ -232,7 +215,7 @@ def _read_letter(
     position: int | None,
     *,
     yes: bool,
-    output: OutputFormat,
+    output: common.OutputFormat,
 ) -> Delivery:
     """The letter to edit, found by a read that takes nothing."""
     wanted: SameId[Delivery] = SameId(message_id, position or 1)
@@ -241,11 +224,11 @@ def _read_letter(
         queue,
         wanted.look,
         limit=None,
-        look=partial(agree_to_read, yes=yes, action=f"read {queue!r}"),
-        bar=partial(progress_bar, output),
+        look=partial(dlq.agree_to_read, yes=yes, action=f"read {queue!r}"),
+        bar=partial(dlq.progress_bar, output),
     )
-    run(scan_reading)
-    with guard():
+    common.run(scan_reading)
+    with common.guard():
         return found_one(wanted, queue, asked=position is not None)
 
 
@@ -268,7 +251,7 @@ def _publish(
     pick: LetterPick[Delivery] = LetterPick(message_id, position or 1, checksums(letter))
 
     async def publish() -> EditDone:
-        await ask(
+        await dlq.ask(
             f"Publish the edited {message_id!r} to {target} and remove the dead letter? The "
             f"original is kept in {keep_path}",
             yes,
@@ -288,7 +271,7 @@ def _publish(
             )
         return done
 
-    return run(publish())
+    return common.run(publish())
 
 
 def found_one(found: SameId[Delivery], queue: str, *, asked: bool) -> Delivery:
@@ -369,7 +352,7 @@ def _default_keep(queue: str, message_id: str) -> Path:
 
 def _keep_original(path: Path, letter: Delivery) -> Path:
     """The original as one export line, in place before anything is published."""
-    with guard():
+    with common.guard():
         kept = ExportFile(path)
         try:
             kept.stream.write(original_line(letter))

@@ -12,22 +12,8 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    YesOption,
-    guard,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    TopologyOption,
-    agree_to_read,
-    connect_of,
-    load_topology,
-    progress_bar,
-    where_option,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.dlq.export_file import ExportFile
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.output import require_stdout
@@ -53,25 +39,27 @@ def export_command(
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="Read at most this many.")
     ] = None,
-    where: Annotated[list[str] | None, where_option("messages")] = None,
-    yes: YesOption = False,
-    topology_file: TopologyOption = None,
-    url: UrlOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    where: Annotated[list[str] | None, dlq.where_option("messages")] = None,
+    yes: common.YesOption = False,
+    topology_file: dlq.TopologyOption = None,
+    url: common.UrlOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Copy messages to a file, one JSON object per line; the queue keeps them all.
 
     Each line holds the body (base64), every property and every header, typed, so that
     `rr dlq import` restores them exactly. With --where, only the messages it matches.
     """
-    with guard():
+    with common.guard():
         check_queue_names([queue])
         conditions = parse_all(where or [])
-    topology = load_topology(topology_file)
-    connect = connect_of(ctx, url, topology)
+    topology = dlq.load_topology(topology_file)
+    connect = dlq.connect_of(ctx, url, topology)
     to_stdout = file == "-"  # only a bare -: ./- is a file named - (docs/dlq.md, "Export")
-    with guard():  # every check, and the file made, before rr connects (cli/dlq/export_file.py)
-        if to_stdout and output is OutputFormat.JSON:
+    with (
+        common.guard()
+    ):  # every check, and the file made, before rr connects (cli/dlq/export_file.py)
+        if to_stdout and output is common.OutputFormat.JSON:
             raise UsageError("an export to stdout (-) is the output itself: -o json needs a file")
         if to_stdout:
             require_stdout()
@@ -80,19 +68,19 @@ def export_command(
     # to stdout, the lines are the output and the summary goes to stderr
     out = sys.stdout if target is None else target.stream
     try:
-        read = run(
+        read = common.run(
             runs.export(
                 connect,
                 queue,
                 out,
                 limit=limit,
-                look=partial(agree_to_read, yes=yes, action=f"export {queue!r}"),
-                bar=partial(progress_bar, OutputFormat.TABLE),
+                look=partial(dlq.agree_to_read, yes=yes, action=f"export {queue!r}"),
+                bar=partial(dlq.progress_bar, common.OutputFormat.TABLE),
                 keep=_matching(conditions, WaitQueues.of(topology)) if conditions else None,
             )
         )
         if target is not None:
-            with guard():
+            with common.guard():
                 target.commit()
     finally:
         if target is not None:

@@ -4,29 +4,15 @@ any, in bounded memory (dlq/groups.py; docs/dlq.md, "Groups")."""
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    YesOption,
-    guard,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    TopologyOption,
-    agree_to_read,
-    connect_of,
-    load_topology,
-    progress_bar,
-    retry_header_of,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.dlq.inspect import InspectReading
 from rabbitctl_retry.cli.finish import Outcome, TsvOnly, finish
 from rabbitctl_retry.cli.output import FirstFailure
@@ -42,7 +28,6 @@ from rabbitctl_retry.dlq.groups import (
     parse_dimensions,
 )
 from rabbitctl_retry.dlq.letter import Letter
-from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.report import plural
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
@@ -67,10 +52,10 @@ def groups_command(
             help="What makes a group: any of type, message, origin, handler, comma-separated.",
         ),
     ] = EVERY_DIMENSION,
-    topology_file: TopologyOption = None,
-    yes: YesOption = False,
-    url: UrlOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    topology_file: dlq.TopologyOption = None,
+    yes: common.YesOption = False,
+    url: common.UrlOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Group dead letters by cause, without taking any: the exception's type and message
     (numbers, UUIDs and ids replaced), the queue it failed in, the handler.
@@ -81,34 +66,30 @@ def groups_command(
     in bounded memory; on a quorum queue every look counts as a delivery: rr says so and asks
     first.
     """
-    with guard():
+    with common.guard():
         check_queue_names(queues)
         try:
             dimensions = parse_dimensions(by)
         except ValueError as error:
             raise UsageError(f"--by {by[:60]!r}: {error}") from None
-    topology = load_topology(topology_file)
-    connect = connect_of(ctx, url, topology)
-    reading = InspectReading(
-        retry_header=retry_header_of(topology),
-        wait_queues=WaitQueues.of(topology),
-        now=datetime.now(UTC),
-    )
+    topology = dlq.load_topology(topology_file)
+    connect = dlq.connect_of(ctx, url, topology)
+    reading = InspectReading.starting_now(topology)
     grouping = Grouping(dimensions=dimensions)
     scans: list[tuple[str, shell.ScanResult]] = []
     for queue in queues:
         written = FirstFailure()
-        scan = run(
+        scan = common.run(
             runs.inspect(
                 connect,
                 queue,
                 reading.taker(functools.partial(_add, grouping, queue), written),
                 limit=None,
-                look=partial(agree_to_read, yes=yes, action=f"read {queue!r}"),
-                bar=partial(progress_bar, output),
+                look=partial(dlq.agree_to_read, yes=yes, action=f"read {queue!r}"),
+                bar=partial(dlq.progress_bar, output),
             )
         )
-        with guard():
+        with common.guard():
             written.raise_first()
         scans.append((queue, scan))
     finish(_outcome(grouping, scans), output)

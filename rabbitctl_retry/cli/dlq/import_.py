@@ -9,18 +9,8 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    connect_to,
-    guard,
-    resolve_urls,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    progress_bar,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.dlq.report import import_document, import_failure, import_summary
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.queue_names import check_queue_names
@@ -43,8 +33,8 @@ def import_command(
             "before it are checked, not published): resume an import that stopped.",
         ),
     ] = 1,
-    url: UrlOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    url: common.UrlOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Publish every message of an export file into a queue, with publisher confirms.
 
@@ -54,23 +44,23 @@ def import_command(
     user_id that is not the login user's is left out). An import the broker stops half-way
     names the first line not imported: rerun with --from-line (docs/dlq.md, "Import").
     """
-    with guard():
+    with common.guard():
         if short_string_problem(to) is None:  # else check_file says what AMQP cannot carry
             check_queue_names([to], "--to")
-    broker_urls = resolve_urls(url)
+    broker_urls = common.resolve_urls(url)
     user = shell.login_user(broker_urls[0])  # the nodes of one cluster share their users
-    with guard():  # the whole file, before connecting: a bad line is exit 65 even offline
+    with common.guard():  # the whole file, before connecting: a bad line is exit 65 even offline
         checked = shell.check_file(file, to, from_line=from_line, user=user)
 
-    report = run(
+    report = common.run(
         runs.import_(
-            connect_to(ctx, broker_urls),
+            common.connect_to(ctx, broker_urls),
             file,
             to,
             from_line=from_line,
             user=user,
             checked=checked,
-            bar=partial(progress_bar, OutputFormat.TABLE),
+            bar=partial(dlq.progress_bar, common.OutputFormat.TABLE),
         )
     )
     dropped = report.checked.user_ids_dropped

@@ -24,24 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    UrlOption,
-    YesOption,
-    guard,
-    output_option,
-    print_json_line,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    TopologyOption,
-    agree_to_read,
-    connect_of,
-    load_topology,
-    progress_bar,
-    retry_header_of,
-    where_option,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.dlq.render import (
     inspect_document,
     inspect_footer,
@@ -62,6 +46,7 @@ from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import dlq_runs as runs
+from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Delivery
 
 DEFAULT_INSPECT_LIMIT = 1000
@@ -111,19 +96,19 @@ def inspect_command(
         InspectFormat,
         typer.Option("--format", help="table, or lines: one line per message, printed as read."),
     ] = InspectFormat.TABLE,
-    where: Annotated[list[str] | None, where_option("dead letters shown (or counted)")] = None,
-    topology_file: TopologyOption = None,
+    where: Annotated[list[str] | None, dlq.where_option("dead letters shown (or counted)")] = None,
+    topology_file: dlq.TopologyOption = None,
     output: Annotated[
         InspectOutput,
-        output_option(
+        common.output_option(
             InspectOutput,
             "table for people, json for scripts, jsonl: one message per line, printed as "
             "read, tsv: the table as tab-separated lines",
         ),
     ] = InspectOutput.TABLE,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Show message bodies.")] = True,
-    yes: YesOption = False,
-    url: UrlOption = None,
+    yes: common.YesOption = False,
+    url: common.UrlOption = None,
 ) -> None:
     """Show dead letters without taking them: the queue keeps the same messages, in order.
 
@@ -134,38 +119,36 @@ def inspect_command(
     first.
     """
     problem = inspect_usage_problem(summary=summary, view=view, output=output)
-    with guard():
+    with common.guard():
         if problem is not None:
             raise UsageError(problem)
         check_queue_names([queue])
         conditions = parse_all(where or [])
-    topology = load_topology(topology_file)
-    connect = connect_of(ctx, url, topology)
-    reading = InspectReading(
-        retry_header=retry_header_of(topology),
-        wait_queues=WaitQueues.of(topology),
-        now=datetime.now(UTC),
-    )
+    topology = dlq.load_topology(topology_file)
+    connect = dlq.connect_of(ctx, url, topology)
+    reading = InspectReading.starting_now(topology)
     wanted = limit if limit is not None else (None if summary else DEFAULT_INSPECT_LIMIT)
     kept = Kept(summary=Summary(now=reading.now) if summary else None)
     take = kept.taker(output=output, view=view, with_body=body, now=reading.now)
     if conditions:
         take = partial(_if_matching, take, conditions, reading)
     streaming = output is InspectOutput.JSONL or view is InspectFormat.LINES
-    bar_output = OutputFormat.JSON if output is InspectOutput.JSON else OutputFormat.TABLE
+    bar_output = (
+        common.OutputFormat.JSON if output is InspectOutput.JSON else common.OutputFormat.TABLE
+    )
     written = FirstFailure()
 
-    scan = run(
+    scan = common.run(
         runs.inspect(
             connect,
             queue,
             reading.taker(take, written),
             limit=wanted,
-            look=partial(agree_to_read, yes=yes, action=f"inspect {queue!r}"),
-            bar=partial(progress_bar, bar_output, streaming=streaming),
+            look=partial(dlq.agree_to_read, yes=yes, action=f"inspect {queue!r}"),
+            bar=partial(dlq.progress_bar, bar_output, streaming=streaming),
         )
     )
-    with guard():
+    with common.guard():
         written.raise_first()
     outcome = kept.outcome(queue, scan, output=output, view=view, with_body=body)
     if where:
@@ -276,6 +259,16 @@ class InspectReading:
     now: datetime
     """When the read started: ages are measured from it."""
 
+    @classmethod
+    def starting_now(cls, topology: Topology | None) -> InspectReading:
+        """The reading of a read that starts now, with the topology's retry header and wait
+        queues (the defaults without one)."""
+        return cls(
+            retry_header=dlq.retry_header_of(topology),
+            wait_queues=WaitQueues.of(topology),
+            now=datetime.now(UTC),
+        )
+
     def taker(
         self, take: Callable[[Letter[Delivery]], None], written: FirstFailure | None = None
     ) -> Callable[[Delivery], bool]:
@@ -317,7 +310,7 @@ def _keep_document(
 
 
 def _print_message_line(letter: Letter[Delivery], *, with_body: bool) -> None:
-    print_json_line(message_document(letter, with_body=with_body))
+    common.print_json_line(message_document(letter, with_body=with_body))
 
 
 def _print_letter_line(letter: Letter[Delivery], *, now: datetime, with_body: bool) -> None:

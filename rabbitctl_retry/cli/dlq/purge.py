@@ -7,22 +7,8 @@ from typing import Annotated
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    YesOption,
-    guard,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    TopologyOption,
-    ask,
-    connect_of,
-    load_topology,
-    require_answerable,
-    where_option,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
@@ -35,15 +21,15 @@ from rabbitctl_retry.ops import dlq_runs as runs
 def purge_command(
     ctx: typer.Context,
     queue: Annotated[str, typer.Argument(help="The queue to empty.")],
-    where: Annotated[list[str] | None, where_option("messages")] = None,
+    where: Annotated[list[str] | None, dlq.where_option("messages")] = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="With --where: show what would go; remove nothing."),
     ] = False,
-    yes: YesOption = False,
-    topology_file: TopologyOption = None,
-    url: UrlOption = None,
-    output: OutputOption = OutputFormat.TABLE,
+    yes: common.YesOption = False,
+    topology_file: dlq.TopologyOption = None,
+    url: common.UrlOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy.
 
@@ -51,13 +37,13 @@ def purge_command(
     each is read and acked; the others stay, in their order (docs/dlq.md, "7. Empty the
     dead-letter queue").
     """
-    with guard():
+    with common.guard():
         check_queue_names([queue])
         conditions = parse_all(where or [])
         if dry_run and not conditions:
             raise UsageError("--dry-run shows what a purge --where would remove: give --where")
         if not dry_run:
-            require_answerable(yes, f"purge {queue!r}")
+            dlq.require_answerable(yes, f"purge {queue!r}")
     if conditions:
         from rabbitctl_retry.cli.dlq.transfer import purge_matching
 
@@ -66,7 +52,7 @@ def purge_command(
             queue,
             conditions,
             where or [],
-            topology=load_topology(topology_file),
+            topology=dlq.load_topology(topology_file),
             url=url,
             dry_run=dry_run,
             yes=yes,
@@ -75,13 +61,13 @@ def purge_command(
         return
 
     async def agree(state: shell.QueueState) -> None:
-        await ask(
+        await dlq.ask(
             f"Purge {state.message_count:,} message(s) from {queue!r}? They cannot be recovered",
             yes,
             f"purge {queue!r}",
         )
 
-    purged = run(runs.purge_queue(connect_of(ctx, url, None), queue, agree))
+    purged = common.run(runs.purge_queue(dlq.connect_of(ctx, url, None), queue, agree))
     finish(
         Outcome(
             document=lambda: {"queue": queue, "purged": purged},

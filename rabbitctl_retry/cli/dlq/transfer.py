@@ -10,26 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from rabbitctl_retry.cli._common import (
-    OutputFormat,
-    OutputOption,
-    UrlOption,
-    YesOption,
-    guard,
-    run,
-)
-from rabbitctl_retry.cli.dlq.common import (
-    TopologyOption,
-    agree_to_read,
-    ask,
-    connect_of,
-    load_topology,
-    note,
-    progress_bar,
-    require_answerable,
-    retry_header_of,
-    where_option,
-)
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.dlq import common as dlq
 from rabbitctl_retry.cli.dlq.render import transfer_table
 from rabbitctl_retry.cli.dlq.report import transfer_exit_code
 from rabbitctl_retry.cli.finish import Outcome, Piece, TsvOnly, finish, render
@@ -109,7 +91,7 @@ def _check_target(to: str, drops: str, *, force: bool) -> None:
     it would do (dlq/target.py); with --force, a note says so."""
     if not force:
         raise RrError(f"--to {to!r} {drops}; nothing was moved (--force sends to it anyway)")
-    note(f"--to {to!r} {drops} (--force: sending to it anyway)")
+    dlq.note(f"--to {to!r} {drops} (--force: sending to it anyway)")
 
 
 def replay_command(
@@ -123,7 +105,7 @@ def replay_command(
         typer.Option("--to", help="Send every copy to this queue, not to its origin queue."),
     ] = None,
     limit: AttemptLimitOption = None,
-    where: Annotated[list[str] | None, where_option("dead letters")] = None,
+    where: Annotated[list[str] | None, dlq.where_option("dead letters")] = None,
     rate: RateOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show where each would go; move nothing.")
@@ -137,10 +119,10 @@ def replay_command(
         ),
     ] = False,
     force: ForceOption = False,
-    yes: YesOption = False,
-    topology_file: TopologyOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    url: UrlOption = None,
+    yes: common.YesOption = False,
+    topology_file: dlq.TopologyOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
+    url: common.UrlOption = None,
 ) -> None:
     """Send dead letters back to the queue they failed in, then remove them.
 
@@ -151,7 +133,7 @@ def replay_command(
     copy the broker returns or refuses leaves its dead letter in place (exit 3). A copy that
     comes round again in the same run stops the run.
     """
-    topology = load_topology(topology_file)
+    topology = dlq.load_topology(topology_file)
     sources, conditions, rate_per_s = _checked(
         where,
         rate,
@@ -159,13 +141,13 @@ def replay_command(
         target_problem=lambda sources: to_problem(to, sources) if to is not None else None,
         asks=None if dry_run else (yes, "replay"),
     )
-    connect = connect_of(ctx, url, topology)
+    connect = dlq.connect_of(ctx, url, topology)
     run_id = engine.new_run_id()
     plans = [
         ReplayPlan(
             source=source,
             run_id=run_id,
-            retry_header=retry_header_of(topology),
+            retry_header=dlq.retry_header_of(topology),
             to=to,
             wait_queues=WaitQueues.of(topology),
             conditions=conditions,
@@ -177,7 +159,7 @@ def replay_command(
 
     async def agreed(states: list[shell.QueueState]) -> None:
         _note_read_costs(states, "dead letter", "replay")
-        await ask(_replay_question(states, to, limit, where or []), yes, "replay")
+        await dlq.ask(_replay_question(states, to, limit, where or []), yes, "replay")
 
     _transfer_all(
         connect,
@@ -208,7 +190,7 @@ def _checked(
     wrong one is the usage error): --where, --rate, the source queues' names, the target
     (``target_problem`` of the sources), and — ``asks``: (--yes, the action) when the run
     asks — whether a question can be answered. The sources, conditions and rate."""
-    with guard():
+    with common.guard():
         conditions = parse_all(where or [])
         rate_per_s = parse_rate(rate) if rate is not None else None
         names = sources()
@@ -217,7 +199,7 @@ def _checked(
         if wrong is not None:
             raise UsageError(wrong)
         if asks is not None:
-            require_answerable(*asks)
+            dlq.require_answerable(*asks)
     return names, conditions, rate_per_s
 
 
@@ -226,7 +208,7 @@ def _note_read_costs(states: list[shell.QueueState], item: str, command: str) ->
     left there costs it."""
     for state in states:
         if state.reads.cost is not Cost.FREE and state.message_count:
-            note(_quorum_note(state, item, command))
+            dlq.note(_quorum_note(state, item, command))
 
 
 def _quorum_note(state: shell.QueueState, item: str, command: str) -> str:
@@ -244,7 +226,7 @@ def _transfer_all(
     agreed: Callable[[list[shell.QueueState]], Awaitable[None]],
     force: bool,
     yes: bool,
-    output: OutputFormat,
+    output: common.OutputFormat,
 ) -> None:
     """Run (or dry-run) the sources on the engine (``ops/transfers.py``); print the reports,
     even of a run an error ended, and exit with their code (``cli/dlq/report.py``)."""
@@ -253,12 +235,12 @@ def _transfer_all(
         reading=partial(_warn_before_dry_run, kind=kind, yes=yes),
         dropping=partial(_check_target, force=force),
         agreed=agreed,
-        bar=partial(progress_bar, output),
-        stopping=partial(note, STOPPING),
+        bar=partial(dlq.progress_bar, output),
+        stopping=partial(dlq.note, STOPPING),
     )
     done = Transfers()
     several = len(transfers.jobs) > 1
-    run(
+    common.run(
         transfer_sources(connect, transfers, hooks, done),
         then=lambda: render(_reports_outcome(done.reports, several=several), output),
     )
@@ -272,7 +254,7 @@ async def _warn_before_dry_run(
     states: list[shell.QueueState], version: str, *, kind: TransferKind, yes: bool
 ) -> None:
     for state in states:
-        await agree_to_read(
+        await dlq.agree_to_read(
             state,
             state.message_count,
             version,
@@ -369,7 +351,7 @@ def purge_matching(
     url: list[str] | None,
     dry_run: bool,
     yes: bool,
-    output: OutputFormat,
+    output: common.OutputFormat,
 ) -> None:
     """``rr dlq purge QUEUE --where ...``: the matching messages acked on the transfer
     engine, copied nowhere; the others stay in their order (dlq/purge.py)."""
@@ -378,7 +360,7 @@ def purge_matching(
     async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
         _note_read_costs(states, "message", "purge")
-        await ask(
+        await dlq.ask(
             f"Purge the messages of {queue!r} ({state.message_count:,}){_bounds(None, where)}? "
             "They cannot be recovered",
             yes,
@@ -386,7 +368,7 @@ def purge_matching(
         )
 
     _transfer_all(
-        connect_of(ctx, url, topology),
+        dlq.connect_of(ctx, url, topology),
         TransferRun(
             [(queue, partial(choose_purge, plan))],
             TransferKind.PURGE,
@@ -408,7 +390,7 @@ def move_command(
     queue: Annotated[str, typer.Argument(help="The queue to move messages from.")],
     to: Annotated[str, typer.Option("--to", help="The queue to move them to.")],
     limit: AttemptLimitOption = None,
-    where: Annotated[list[str] | None, where_option("messages")] = None,
+    where: Annotated[list[str] | None, dlq.where_option("messages")] = None,
     rate: RateOption = None,
     reset_retries: Annotated[
         bool,
@@ -430,10 +412,10 @@ def move_command(
         ),
     ] = False,
     force: ForceOption = False,
-    yes: YesOption = False,
-    topology_file: TopologyOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-    url: UrlOption = None,
+    yes: common.YesOption = False,
+    topology_file: dlq.TopologyOption = None,
+    output: common.OutputOption = common.OutputFormat.TABLE,
+    url: common.UrlOption = None,
 ) -> None:
     """Move messages from one queue to another, then remove them (docs/dlq.md, "Move").
 
@@ -442,7 +424,7 @@ def move_command(
     with publisher confirms, and only then is it acked. A copy the broker returns or refuses
     leaves its message in place (exit 3).
     """
-    topology = load_topology(topology_file)
+    topology = dlq.load_topology(topology_file)
     _, conditions, rate_per_s = _checked(
         where,
         rate,
@@ -450,20 +432,20 @@ def move_command(
         target_problem=lambda _: move_to_problem(queue, to),
         asks=None if dry_run else (yes, "move"),
     )
-    connect = connect_of(ctx, url, topology)
+    connect = dlq.connect_of(ctx, url, topology)
     plan = MovePlan(
         source=queue,
         to=to,
         conditions=conditions,
         reset_retries=reset_retries,
-        retry_header=retry_header_of(topology),
+        retry_header=dlq.retry_header_of(topology),
         wait_queues=WaitQueues.of(topology),
     )
 
     async def agreed(states: list[shell.QueueState]) -> None:
         (state,) = states
         _note_read_costs(states, "message", "move")
-        await ask(
+        await dlq.ask(
             f"Move the messages of {queue!r} ({state.message_count:,}){_bounds(limit, where or [])}"
             f" to {to!r}? "
             "Each is removed once the broker confirmed its copy",
