@@ -369,9 +369,7 @@ class QueueConsumer:
         # finishes with the policy it started with.
         policy = self.policy
         if delivery.properties.undecodable:
-            await set_aside(
-                self._execution, settler, delivery, policy=self.policy, stats=self.stats
-            )
+            await set_aside(self._execution, settler, delivery, policy=policy, stats=self.stats)
             return
         outcome = await self._run_handler(delivery)
         if type(outcome) is Ack and self._listener is None:
