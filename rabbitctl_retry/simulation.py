@@ -32,9 +32,9 @@ from typing import Any
 from rabbitctl_retry.emulator.events import DeadLettered, Dropped, Published, Returned
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.policy import Decision
+from rabbitctl_retry.runtime import handler_context
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
-from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.testing import TestBroker, release_for
 from rabbitctl_retry.timeline import carried_text, counts_of
 from rabbitctl_retry.topology.model import Topology
@@ -122,11 +122,11 @@ class HandlerWatch:
         handler, calls, keys = item.handler, self._calls, self._keys
         if item.is_async:
 
-            async def call_async(msg: Message) -> Any:
+            async def call_async(*arguments: Any) -> Any:
                 self._refuse_when_stopped()
                 key = next(keys)
-                task = asyncio.ensure_future(handler(msg))  # type: ignore[arg-type]
-                calls[key] = _Call(time.monotonic(), item, msg.message_id, task)
+                task = asyncio.ensure_future(handler(*arguments))  # type: ignore[arg-type]
+                calls[key] = _Call(time.monotonic(), item, _message_id(), task)
                 try:
                     return await task
                 finally:
@@ -134,12 +134,12 @@ class HandlerWatch:
 
             return replace(item, handler=call_async)
 
-        def call_sync(msg: Message) -> Any:
+        def call_sync(*arguments: Any) -> Any:
             self._refuse_when_stopped()
             key = next(keys)
-            calls[key] = _Call(time.monotonic(), item, msg.message_id, None)
+            calls[key] = _Call(time.monotonic(), item, _message_id(), None)
             try:
-                return handler(msg)
+                return handler(*arguments)
             finally:
                 calls.pop(key, None)
 
@@ -169,6 +169,12 @@ class HandlerWatch:
     def _refuse_when_stopped(self) -> None:
         if self._refusing:
             raise RuntimeError("rr simulate stopped: no handler runs any more")
+
+
+def _message_id() -> str | None:
+    """The message id of the delivery whose handler call this is."""
+    call = handler_context.current.get()
+    return call.message_id if call is not None else None
 
 
 class SimulationLooped(RrError):

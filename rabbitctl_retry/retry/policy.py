@@ -44,6 +44,13 @@ retry_after(d)     delay = plugin-dme         copy to ``<queue>.delay`` with ``x
                                               ack after the confirm
 retry_after(d)     delay = server             exactly what retry does (``d`` is not used: the
                                               server's schedule decides), at the cap too
+dead_letter        any                        what retry does at the cap of a classic queue,
+                                              on either type: copy to D (``rr-error-*``);
+                                              without D ``basic.reject(requeue=false)``
+pause(d)           any                        ``basic.nack(requeue=true)``: back to the queue,
+                                              uncounted where the server allows (RabbitMQ
+                                              4.3; classic queues count by the retry header);
+                                              the consumer stops for ``d``
 =================  =========================  ==============================================
 
 Every copy keeps the body, the application headers and the kept properties
@@ -76,7 +83,16 @@ from rabbitctl_retry.retry.headers import (
     retry_count,
     utc_stamp,
 )
-from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
+from rabbitctl_retry.retry.outcome import (
+    Ack,
+    AnyOutcome,
+    DeadLetter,
+    Drop,
+    Failure,
+    Pause,
+    Retry,
+    RetryAfter,
+)
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
 from rabbitctl_retry.topology.naming import wait_queue_name
 
@@ -181,7 +197,13 @@ class ScheduleAction:
     delay_ms: int
 
 
-Action = AckAction | RejectAction | RepublishAction | ScheduleAction
+@dataclass(frozen=True, slots=True)
+class GiveBackAction:
+    """``basic.nack(requeue=true)``: back to its queue, uncounted where the server allows
+    (a pause, docs/runtime.md "Pausing a queue")."""
+
+
+Action = AckAction | RejectAction | RepublishAction | ScheduleAction | GiveBackAction
 
 
 class Event(StrEnum):
@@ -195,6 +217,8 @@ class Event(StrEnum):
     DROPPED = "dropped"
     SPENT = "spent"
     """The last attempt failed and there is no dead-letter queue: the message is rejected."""
+    PAUSED = "paused"
+    """Given back uncounted where the server allows; the queue's consumer pauses."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,11 +257,23 @@ def decide(
                 event=Event.DROPPED,
                 attempt=attempt,
                 destination=policy.dead_letter if policy.quorum else None,
+                failure=outcome.failure,
             )
         case Retry():
             return _retry(policy, headers, attempt, outcome.failure, now)
         case RetryAfter():
-            return _retry_after(policy, headers, attempt, outcome.delay_ms, now)
+            return _retry_after(policy, headers, attempt, outcome, now)
+        case DeadLetter():
+            return spend(policy, headers, attempt, outcome.failure, now)
+        case Pause():
+            return Decision(
+                action=GiveBackAction(),
+                event=Event.PAUSED,
+                attempt=attempt,
+                destination=policy.queue,
+                delay_ms=outcome.delay_ms,
+                failure=outcome.failure,
+            )
         case _:
             assert_never(outcome)
 
@@ -411,15 +447,16 @@ def _retry_after(
     policy: RetryPolicy,
     headers: Mapping[str, FieldValue] | None,
     attempt: int,
-    delay_ms: int,
+    outcome: RetryAfter,
     now: datetime,
 ) -> Decision:
+    delay_ms, failure = outcome.delay_ms, outcome.failure
     # delay = server: the server's schedule, whatever delay_ms says; at the cap, exactly what
     # retry does there
     if policy.delay is DelayMode.SERVER or _at_cap(policy, attempt):
-        return _retry(policy, headers, attempt, None, now)
+        return _retry(policy, headers, attempt, failure, now)
     if delay_ms == 0:
-        return copy_back(policy, headers, attempt, None, delay_ms=0)
+        return copy_back(policy, headers, attempt, failure, delay_ms=0)
     match policy.delay:
         case DelayMode.MEMORY:  # the service publishes it after delay_ms
             copy = build_copy(
@@ -461,6 +498,7 @@ def _retry_after(
         attempt=attempt,
         destination=destination,
         delay_ms=delay_ms,
+        failure=failure,
     )
 
 

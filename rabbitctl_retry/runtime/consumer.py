@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -41,8 +42,18 @@ from rabbitctl_retry.ops.clock import Clock, first_of, sleep_unless
 from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
-from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
+from rabbitctl_retry.retry.outcome import (
+    Ack,
+    AnyOutcome,
+    DeadLetter,
+    Drop,
+    Failure,
+    Pause,
+    Retry,
+    RetryAfter,
+)
 from rabbitctl_retry.retry.policy import Decision, Event, RetryPolicy, decide
+from rabbitctl_retry.runtime import handler_context
 from rabbitctl_retry.runtime.consumer_state import ConsumerPhase, ConsumerState, Watch
 from rabbitctl_retry.runtime.decision_log import log_decision, warn_malformed
 from rabbitctl_retry.runtime.delays import InMemoryDelays
@@ -53,7 +64,14 @@ from rabbitctl_retry.runtime.give_up import (
     requeue_interrupted,
     set_aside,
 )
-from rabbitctl_retry.runtime.handlers import Subscriber
+from rabbitctl_retry.runtime.handler_context import HandlerCall
+from rabbitctl_retry.runtime.handlers import OnDecodeError, Subscriber
+from rabbitctl_retry.runtime.invocation import (
+    DECODE_ERROR_TYPE,
+    DecodeFailure,
+    Invocation,
+    invocation_for,
+)
 from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode
@@ -61,7 +79,7 @@ from rabbitctl_retry.transport.base import Channel, Connection, Delivery
 
 log = logging.getLogger("rr.runtime")
 
-_OUTCOMES = (Ack, Retry, Drop, RetryAfter)
+_OUTCOMES = (Ack, Retry, Drop, RetryAfter, DeadLetter, Pause)
 _ACK = Ack()
 EventListener = Callable[[str, Delivery, Decision], None]
 """Told each decision just before it is carried out: (queue, delivery, decision)."""
@@ -104,8 +122,11 @@ class QueueConsumer:
         stats: RuntimeStats | None = None,
         hold_max_s: float = HOLD_MAX_S,
         handler_timeout_s: float | None = None,
+        invocation: Invocation | None = None,
     ) -> None:
         self.subscriber = subscriber
+        self._invocation = invocation or invocation_for(subscriber.written, name=subscriber.name)
+        """The arguments of each handler call (``runtime/invocation.py``)."""
         self.policy = policy
         self._connection = connection
         self._clock = clock
@@ -414,21 +435,35 @@ class QueueConsumer:
             )
 
     async def _outcome_of(self, message: Message) -> AnyOutcome:
+        try:
+            arguments = self._invocation.arguments(message)
+        except DecodeFailure as failure:
+            return self._undecodable(failure)
+        call = HandlerCall(
+            queue=message.queue, message_id=message.message_id, attempt=message.attempt
+        )
         handler = self.subscriber.handler
+        token = handler_context.current.set(call)
         try:
             if self._handler_is_async:
-                result: Any = await handler(message)  # type: ignore[misc]
+                result: Any = await handler(*arguments)  # type: ignore[misc]
             else:
                 loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._executor, handler, message)
+                inside = contextvars.copy_context()  # the call's context, in its thread too
+                result = await loop.run_in_executor(
+                    self._executor, functools.partial(inside.run, handler, *arguments)
+                )
         except asyncio.CancelledError as error:
             if _cancelling():
                 raise  # a real shutdown of this delivery's task
             return Retry(failure=Failure.from_exception(error))
         except BaseException as error:
             # GeneratorExit, SystemExit, KeyboardInterrupt or any BaseException raised by a
-            # handler is that handler's failure, not a reason to stop the service.
-            return Retry(failure=Failure.from_exception(error))
+            # handler is that handler's failure, not a reason to stop the service; the
+            # subscriber's failure mapping says what it becomes (retry/failure_map.py).
+            return self.subscriber.settings.failures.outcome_for(error)
+        finally:
+            handler_context.current.reset(token)
         if result is None:
             return _ACK
         if isinstance(result, _OUTCOMES):
@@ -439,3 +474,13 @@ class QueueConsumer:
                 message=f"{self.subscriber.name} returned {type(result).__name__}, not an Outcome",
             )
         )
+
+    def _undecodable(self, failure: DecodeFailure) -> AnyOutcome:
+        """A body that does not decode into the handler's type: not retried (the next attempt
+        would fail the same way); dead-lettered at once, or dropped (docs/runtime.md,
+        "Typed messages")."""
+        self.stats.decode_failures += 1
+        reason = Failure(type=DECODE_ERROR_TYPE, message=str(failure))
+        if self.subscriber.settings.on_decode_error is OnDecodeError.DROP:
+            return Drop(failure=reason)
+        return DeadLetter(failure=reason)

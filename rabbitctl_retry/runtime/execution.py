@@ -1,6 +1,7 @@
 """A decision of ``rr run`` carried out on the wire, through the channel's settler.
 
-* ack, reject — recorded at once, written by the settler in the same turn of the loop;
+* ack, reject, give back (``basic.nack``, a pause) — recorded at once, written by the
+  settler in the same turn of the loop;
 * a copy — published (mandatory, confirmed unless the queue is ``publish = "fast"``); the
   original is acked only after the broker confirmed the copy. A copy the broker returns or
   refuses (a full or missing queue) is tried again with backoff while the original is held
@@ -25,6 +26,7 @@ from rabbitctl_retry.retry.policy import (
     AckAction,
     Copy,
     Decision,
+    GiveBackAction,
     RejectAction,
     RepublishAction,
     ScheduleAction,
@@ -73,6 +75,8 @@ class DecisionExecution:
                 settler.ack(tag)
             case RejectAction():
                 settler.reject(tag, requeue=action.requeue)
+            case GiveBackAction():
+                settler.give_back(tag)
             case RepublishAction():
                 if await self._publish_copy(settler, delivery, decision, action.copy):
                     settler.ack(tag)

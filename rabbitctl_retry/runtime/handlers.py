@@ -12,34 +12,81 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from rabbitctl_retry.errors import RrError
+from rabbitctl_retry.retry.failure_map import Delay, FailureMap
 from rabbitctl_retry.retry.outcome import AnyOutcome
-from rabbitctl_retry.runtime.message import Message
 
 log = logging.getLogger("rr.runtime")
 
 HandlerResult = AnyOutcome | None
-Handler = Callable[[Message], HandlerResult | Awaitable[HandlerResult]]
+Handler = Callable[..., HandlerResult | Awaitable[HandlerResult]]
+"""A handler as rr calls it: with the arguments its parameters ask for (the decoded message
+first, ``runtime/invocation.py``)."""
 Hook = Callable[[], Any]
 
-_SUBSCRIBER = "__rr_subscriber__"
-_TIMEOUT = "__rr_timeout__"
+_OPTIONS = "__rr_subscriber__"
 _HOOK = "__rr_hook__"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+class OnDecodeError(StrEnum):
+    """What becomes of a delivery whose body does not decode into the handler's type."""
+
+    DEAD_LETTER = "dead-letter"
+    """To the dead-letter queue at once, ``rr-error-type = rr.DecodeError`` (the default)."""
+    DROP = "drop"
+    """``basic.reject(requeue=false)``, RustStream's rule (its settlement guide)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberOptions:
+    """What ``@subscriber(...)`` says besides the function: its queue and keywords."""
+
+    queue: str
+    timeout_s: float | None = None
+    failures: FailureMap = field(default_factory=FailureMap)
+    on_decode_error: OnDecodeError = OnDecodeError.DEAD_LETTER
+
+
 @dataclass(frozen=True, slots=True)
 class Subscriber:
-    """A handler bound to a queue."""
+    """A handler bound to a queue.
+
+    ``handler`` is what the consumer calls (it may wrap the handler as written: timed,
+    counted, watched); ``target`` is the handler as written, whose parameters say what it
+    takes; ``options`` what its ``@subscriber`` said (read off ``target`` when not given)."""
 
     queue: str
     handler: Handler
     name: str
+    target: Callable[..., Any] | None = None
+    options: SubscriberOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is None:
+            object.__setattr__(self, "target", self.handler)
+        if self.options is None:
+            found = getattr(self.target, _OPTIONS, None)
+            options = found if isinstance(found, SubscriberOptions) else None
+            object.__setattr__(self, "options", options or SubscriberOptions(self.queue))
+
+    @property
+    def written(self) -> Callable[..., Any]:
+        """The handler as written (``target``)."""
+        assert self.target is not None
+        return self.target
+
+    @property
+    def settings(self) -> SubscriberOptions:
+        """``options``, always set after construction."""
+        assert self.options is not None
+        return self.options
 
     @property
     def is_async(self) -> bool:
@@ -48,18 +95,34 @@ class Subscriber:
     @property
     def timeout_s(self) -> float | None:
         """``@subscriber(..., timeout=S)``: how long one call may take, or None."""
-        value = getattr(self.handler, _TIMEOUT, None)
-        return float(value) if isinstance(value, int | float) else None
+        return self.settings.timeout_s
 
 
-def subscriber(queue: str, *, timeout: float | None = None) -> Callable[[_F], _F]:
-    """Mark ``handler`` as the consumer of ``queue``.
+def subscriber(
+    queue: str,
+    *,
+    timeout: float | None = None,
+    dead_letter_on: Iterable[type[BaseException]] = (),
+    drop_on: Iterable[type[BaseException]] = (),
+    retry_after_on: Mapping[type[BaseException], Delay] | None = None,
+    pause_on: Mapping[type[BaseException], Delay] | None = None,
+    on_decode_error: OnDecodeError | str = OnDecodeError.DEAD_LETTER,
+) -> Callable[[_F], _F]:
+    """Mark ``handler`` (a function, or a class or object with a ``handle`` method) as the
+    consumer of ``queue``.
 
-    The handler takes a :class:`Message` and returns an ``Outcome`` (or ``None``, which acks);
-    it may be ``async`` or a plain function (run in a worker thread). An exception retries.
-    ``timeout``: seconds one call may take; past it the call counts as failed (a retry, with
-    ``rr-error-type = rr.HandlerTimeout``), so ``max_attempts`` ends a message whose handler
-    hangs (docs/runtime.md, "Handlers").
+    The handler's first parameter takes the message: annotated with :class:`Message` (or not
+    at all) the delivery itself, else the body decoded into its type (a dataclass, a pydantic
+    model, ``dict``, ``list``, ``str``, ``bytes``; docs/runtime.md, "Typed messages"); more
+    parameters may ask for the :class:`Message` and the service's state (``State[T]``). It
+    returns an ``Outcome`` (or ``None``, which acks); it may be ``async`` or a plain function
+    (run in a worker thread). An exception retries, unless a keyword maps its class:
+    ``dead_letter_on``, ``drop_on``, ``retry_after_on={Cls: seconds}``,
+    ``pause_on={Cls: seconds}`` (tried in that order, subclasses included, first match
+    wins; ``retry/failure_map.py``). ``timeout``: seconds one call may take; past it the call
+    counts as failed (a retry, with ``rr-error-type = rr.HandlerTimeout``), so
+    ``max_attempts`` ends a message whose handler hangs. ``on_decode_error``: ``"dead-letter"``
+    (default) or ``"drop"`` for a body that does not decode (docs/runtime.md, "Handlers").
     """
     if not isinstance(queue, str) or not queue:
         raise TypeError("@subscriber needs a queue name, e.g. @subscriber('refunds')")
@@ -67,11 +130,26 @@ def subscriber(queue: str, *, timeout: float | None = None) -> Callable[[_F], _F
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
     ):
         raise TypeError(f"@subscriber timeout must be a number of seconds above 0, not {timeout!r}")
+    try:
+        rule = OnDecodeError(on_decode_error)
+    except ValueError:
+        raise TypeError(
+            f"@subscriber on_decode_error must be 'dead-letter' or 'drop', not {on_decode_error!r}"
+        ) from None
+    options = SubscriberOptions(
+        queue=queue,
+        timeout_s=float(timeout) if timeout is not None else None,
+        failures=FailureMap.of(
+            dead_letter_on=dead_letter_on,
+            drop_on=drop_on,
+            retry_after_on=retry_after_on,
+            pause_on=pause_on,
+        ),
+        on_decode_error=rule,
+    )
 
     def mark(handler: _F) -> _F:
-        setattr(handler, _SUBSCRIBER, queue)
-        if timeout is not None:
-            setattr(handler, _TIMEOUT, timeout)
+        setattr(handler, _OPTIONS, options)
         return handler
 
     return mark
@@ -95,11 +173,11 @@ class ThreadCalls:
         """``handler``, counted while it runs."""
 
         @functools.wraps(handler)
-        def call(message: Message) -> Any:
+        def call(*arguments: Any) -> Any:
             with self._lock:
                 self._running += 1
             try:
-                return handler(message)
+                return handler(*arguments)
             finally:
                 with self._lock:
                     self._running -= 1
@@ -119,10 +197,16 @@ def on_shutdown(hook: _F) -> _F:
     return hook
 
 
+def subscriber_options(obj: object) -> SubscriberOptions | None:
+    """What ``@subscriber`` said of ``obj``, if it was marked."""
+    options = getattr(obj, _OPTIONS, None)
+    return options if isinstance(options, SubscriberOptions) else None
+
+
 def subscriber_queue(obj: object) -> str | None:
     """The queue ``obj`` was marked for, if any."""
-    queue = getattr(obj, _SUBSCRIBER, None)
-    return queue if isinstance(queue, str) else None
+    options = subscriber_options(obj)
+    return options.queue if options is not None else None
 
 
 def hook_kind(obj: object) -> str | None:

@@ -82,20 +82,20 @@ class RunMetrics:
         if inspect.iscoroutinefunction(handler):
 
             @functools.wraps(handler)
-            async def timed_async(msg: Any) -> Any:
+            async def timed_async(*arguments: Any) -> Any:
                 started = time.perf_counter()
                 try:
-                    return await handler(msg)
+                    return await handler(*arguments)
                 finally:
                     histogram.observe(time.perf_counter() - started)
 
             return replace(item, handler=timed_async)
 
         @functools.wraps(handler)
-        def timed_sync(msg: Any) -> Any:
+        def timed_sync(*arguments: Any) -> Any:
             started = time.perf_counter()
             try:
-                return handler(msg)
+                return handler(*arguments)
             finally:
                 histogram.observe(time.perf_counter() - started)
 
@@ -145,6 +145,16 @@ class _StatsCollector:
                 "rr_handler_timeouts",
                 "Handler calls that did not return within their timeout.",
                 "handler_timeouts",
+            ),
+            (
+                "rr_decode_failures",
+                "Deliveries whose body did not decode into the handler's type.",
+                "decode_failures",
+            ),
+            (
+                "rr_pauses",
+                "Times a consumer paused its queue (a dependency down).",
+                "pauses",
             ),
             (
                 "rr_stray_deliveries",

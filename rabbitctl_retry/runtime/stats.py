@@ -30,6 +30,10 @@ class RuntimeStats:
     """Times the broker blocked the connection (a resource alarm)."""
     handler_timeouts: int = 0
     """Handler calls that did not return within their timeout (each a failed attempt)."""
+    decode_failures: int = 0
+    """Deliveries whose body did not decode into the handler's type (never handled)."""
+    pauses: int = 0
+    """Times a consumer paused its queue (a handler said a dependency is down)."""
     stray_deliveries: int = 0
     """Deliveries for a consumer the broker had cancelled (RabbitMQ 4.3 revives one cancelled
     for its consumer timeout): given back unhandled and uncounted (``basic.nack``)."""

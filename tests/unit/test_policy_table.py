@@ -20,7 +20,16 @@ import pytest
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry import policy as policy_module
-from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop, Failure, Retry, RetryAfter
+from rabbitctl_retry.retry.outcome import (
+    Ack,
+    AnyOutcome,
+    DeadLetter,
+    Drop,
+    Failure,
+    Pause,
+    Retry,
+    RetryAfter,
+)
 from rabbitctl_retry.retry.policy import (
     AckAction,
     Action,
@@ -28,6 +37,7 @@ from rabbitctl_retry.retry.policy import (
     CopyPurpose,
     Decision,
     Event,
+    GiveBackAction,
     RejectAction,
     RepublishAction,
     RetryPolicy,
@@ -707,6 +717,38 @@ TABLE = [
         ),
         id="retry-after-server-delay-at-cap",
     ),
+    # dead_letter: rr's dead-letter copy on either queue type, whatever the attempt; the
+    # reason in rr-error-*.
+    pytest.param(
+        ("dead_letter", "any"), {"`Outcome.dead_letter(reason)`"}, PAYOUTS, {}, DeadLetter(BOOM),
+        Decision(
+            action=RepublishAction(Copy(
+                exchange="", routing_key="payouts.dead",
+                headers={H: "5", "rr-origin-queue": "payouts", "rr-failed-at": STAMP,
+                         "rr-error-type": BOOM.type, "rr-error-message": BOOM.message},
+                purpose=CopyPurpose.DEAD_LETTER,
+            )),
+            event=Event.DEAD_LETTERED, attempt=1, destination="payouts.dead", failure=BOOM,
+        ),
+        id="dead-letter-quorum-first-attempt",
+    ),
+    pytest.param(
+        ("dead_letter", "any"), {"`Outcome.dead_letter(reason)`"}, JOBS, {}, DeadLetter(BOOM),
+        Decision(
+            action=RejectAction(requeue=False), event=Event.SPENT, attempt=1, failure=BOOM,
+        ),
+        id="dead-letter-without-dead-letter-queue",
+    ),
+    # pause: given back by basic.nack (uncounted where the server allows), whatever the cap.
+    pytest.param(
+        ("pause(d)", "any"), {"`Outcome.pause(d)`"}, PAYOUTS, {"x-delivery-count": 4},
+        Pause(30_000, BOOM),
+        Decision(
+            action=GiveBackAction(), event=Event.PAUSED, attempt=5, destination="payouts",
+            delay_ms=30_000, failure=BOOM,
+        ),
+        id="pause-at-the-cap-gives-back",
+    ),
 ]
 # fmt: on
 
@@ -762,15 +804,15 @@ def test_the_table_covers_every_row() -> None:
     assert len({param.id for param in TABLE}) == len(TABLE)
     # Every row of the policy.py table, and only those.
     assert rules == _policy_table_rows()
-    assert len(rules) == 18
+    assert len(rules) == 20
     # Every row of docs/runtime.md's outcome and delay tables, and only those.
     assert docs == _runtime_table_rows("| outcome | frame | effect |") | _runtime_table_rows(
         "| `delay` | where the copy waits | guarantees |"
     )
-    assert len(docs) == 9
+    assert len(docs) == 11
     # Every outcome kind, a handler exception (Retry with a failure) included.
     assert {type(outcome) for outcome in outcomes} == set(get_args(AnyOutcome))
-    assert {Ack, Drop, Retry, RetryAfter} == set(get_args(AnyOutcome))
+    assert {Ack, Drop, Retry, RetryAfter, DeadLetter, Pause} == set(get_args(AnyOutcome))
     assert any(isinstance(outcome, Retry) and outcome.failure for outcome in outcomes)
     assert any(isinstance(outcome, Retry) and not outcome.failure for outcome in outcomes)
     # Every action type, both requeue flags, every event and copy purpose decide() has.
