@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rabbitctl_retry.retry.outcome import Outcome
     from rabbitctl_retry.runtime.handlers import on_shutdown, on_startup, subscriber
     from rabbitctl_retry.runtime.message import Message
+    from rabbitctl_retry.runtime.state import State
 
 _HOME = {
     "Outcome": "rabbitctl_retry.retry.outcome",
@@ -29,9 +30,10 @@ _HOME = {
     "on_startup": "rabbitctl_retry.runtime.handlers",
     "subscriber": "rabbitctl_retry.runtime.handlers",
     "Message": "rabbitctl_retry.runtime.message",
+    "State": "rabbitctl_retry.runtime.state",
 }
 
-__all__ = ["Message", "Outcome", "on_shutdown", "on_startup", "subscriber"]
+__all__ = ["Message", "Outcome", "State", "on_shutdown", "on_startup", "subscriber"]
 __version__ = "0.1.0"
 
 
