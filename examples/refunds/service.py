@@ -47,7 +47,7 @@ class Refund:
 
     id: int
     card: str
-    amount_cents: int
+    amount_cents: int = 0
 
 
 class Refusal(enum.Enum):
