@@ -2,12 +2,14 @@
 
 The public handler API::
 
-    from rabbitctl_retry import Message, Outcome, subscriber
+    from rabbitctl_retry import Outcome, State, subscriber
 
-    @subscriber("refunds")
-    async def process_refund(msg: Message) -> Outcome:
+    @subscriber("refunds", retry_after_on={ProcessorBusy: 30})
+    async def process_refund(refund: Refund, processor: State[Processor]) -> Outcome:
         ...
-        return Outcome.retry_after(30)
+        return Outcome.ack()
+
+(docs/handlers.md: typed messages, the service's state, failures mapped to outcomes.)
 
 The names are loaded on first use (PEP 562), so ``rr --help`` and the other commands do not pay
 for the runtime they do not run (docs/cli.md, "Start-up").
