@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+import rabbitctl_retry.runtime.state as service_state
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.failure_map import Delay, FailureMap
 from rabbitctl_retry.retry.outcome import AnyOutcome
-from rabbitctl_retry.runtime.state import Lifespan, StateFailed, hook_name
 
 log = logging.getLogger("rr.runtime")
 
@@ -229,7 +229,7 @@ async def call_hook(hook: Hook) -> None:
 
 
 async def call_hooks(
-    hooks: tuple[Hook, ...], kind: str, *, lifespan: Lifespan | None = None
+    hooks: tuple[Hook, ...], kind: str, *, lifespan: service_state.Lifespan | None = None
 ) -> None:
     """Call every hook in order. A startup hook that raises stops there; shutdown hooks all
     run, and the first failure is raised after the last. Only Ctrl-C and a real cancellation
@@ -243,10 +243,10 @@ async def call_hooks(
                 await lifespan.keep(hook, hook())
             else:
                 await call_hook(hook)
-        except (KeyboardInterrupt, asyncio.CancelledError, StateFailed):
+        except (KeyboardInterrupt, asyncio.CancelledError, service_state.StateFailed):
             raise
         except BaseException as error:
-            name = hook_name(hook)
+            name = service_state.hook_name(hook)
             failed = HookFailed(f"@on_{kind} hook {name} failed: {type(error).__name__}: {error}")
             if kind == "startup":
                 raise failed from None
