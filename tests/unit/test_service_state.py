@@ -6,6 +6,7 @@ simulate(state=) and rr simulate --state."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -507,3 +508,38 @@ def test_rr_simulate_state_errors(tmp_path: Path, attr: str, code: int, line: st
     result = simulate_with_state(tmp_path, attr)
     assert result.exit_code == code, result.output
     assert line.format(p=tmp_path / "fakes.py") in result.stderr
+
+
+def test_rr_run_stops_on_two_states_before_connecting(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "two_states",
+        """
+        from rabbitctl_retry import Message, on_startup, subscriber
+
+        @on_startup
+        def open_db():
+            return 1
+
+        @on_startup
+        async def open_processor():
+            return "p"
+
+        @subscriber("work")
+        def handle(msg: Message) -> None:
+            pass
+        """,
+    )
+    rr = Path(sys.executable).parent / "rr"
+    result = subprocess.run(
+        [str(rr), "run", str(path), "--url", "amqp://guest:guest@127.0.0.1:1/"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "rr: error: @on_startup hooks open_db and open_processor both returned a value: return "
+        'one value holding both (a dataclass; docs/handlers.md, "The service\'s state")'
+    )
