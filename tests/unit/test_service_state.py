@@ -543,3 +543,34 @@ def test_rr_run_stops_on_two_states_before_connecting(tmp_path: Path) -> None:
         "rr: error: @on_startup hooks open_db and open_processor both returned a value: return "
         'one value holding both (a dataclass; docs/handlers.md, "The service\'s state")'
     )
+
+
+async def test_the_service_reads_each_handler_once_per_run_with_the_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """invocation_for gets the handler as written (a class's bound handle, not the thread
+    counter around it) and the state the hook returned, once per run."""
+    from rabbitctl_retry.runtime import invocation, service
+
+    calls: list[tuple[object, object, str]] = []
+
+    def recording(handler: Any, *, state: object = NO_STATE, name: str) -> Any:
+        calls.append((handler, state, name))
+        return invocation.Invocation()
+
+    monkeypatch.setattr(service, "invocation_for", recording)
+    processor = Processor()
+
+    @subscriber("work")
+    class Sync:
+        def handle(self, msg: Message) -> None:
+            pass
+
+    item = load_subscriber(Sync)
+    handlers = HandlerSet(module="test", subscribers=(item,), startup=(lambda: processor,))
+    async with TestBroker("[queues.work]\nmax_attempts = 2\n") as broker:
+        running = await broker.run(handlers)
+        await broker.publish("work", "x")
+        assert running.state is processor
+    assert calls == [(item.written, processor, "test:Sync")]
+    assert getattr(item.written, "__self__", None) is not None
