@@ -253,12 +253,12 @@ def converter_for(hint: Any, *, where: str, _seen: dict[Any, Convert] | None = N
         return converter_for(arguments[0], where=where, _seen=seen)
     if hint is list or origin is list:
         item = converter_for(arguments[0], where=where, _seen=seen) if arguments else None
-        return _list(item)
+        return _list(None if item is _anything else item)
     if hint is dict or origin is dict:
         if arguments and arguments[0] is not str:
             raise HandlerLoadError(f"{where}: JSON object keys are strings, not {type_name(hint)}")
         value = converter_for(arguments[1], where=where, _seen=seen) if arguments else None
-        return _dict(value)
+        return _dict(None if value is _anything else value)
     if origin is Union or origin is types.UnionType:
         return _union(
             hint, [converter_for(argument, where=where, _seen=seen) for argument in arguments]
