@@ -873,12 +873,12 @@ def typed_table(specs: list[Entry], measured: list[dict[str, float | None]]) -> 
     for case, (label, cost) in zip(specs, costs.items(), strict=True):
         rates = [rates[case.name] for rates in measured if rates[case.name]]
         bases = [rates[base] for rates in measured if rates[base]]
-        if not rates or not bases:
-            print(f"{label:12} {'FAILED':>15}")
+        decode = cost - costs["Message"]
+        if len(rates) < len(measured) or not bases:
+            print(f"{label:12} {'FAILED':>15} {'':>18} {cost:17.2f} {decode:14.2f}")
             continue
         rate, base_rate = statistics.median(rates), statistics.median(bases)  # type: ignore[type-var]
         extra = (1 / rate - 1 / base_rate) * 1e6  # type: ignore[operator]
-        decode = cost - costs["Message"]
         print(f"{label:12} {rate:15,.0f} {extra:18.2f} {cost:17.2f} {decode:14.2f}")
     print(
         "us/msg vs Message: 1/rate less the Message case's (noisy: the broker dominates); "

@@ -9,6 +9,7 @@ handler runs (docs/handlers.md, "Typed messages").
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable
@@ -146,6 +147,8 @@ def _namespace(handler: Callable[..., Any]) -> dict[str, Any]:
     """The globals the handler's string annotations are read in (``from __future__ import
     annotations``): those of the function as written, under any wrapper or bound method."""
     target: Any = handler
+    while isinstance(target, functools.partial):
+        target = target.func
     target = getattr(target, "__func__", target)
     target = inspect.unwrap(target)
     if not inspect.isfunction(target):

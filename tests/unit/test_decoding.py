@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import enum
 import json
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -286,3 +288,23 @@ def test_types_rr_does_not_decode_into_fail_at_load() -> None:
         decoder_for(dict[int, str], where="p")
     with pytest.raises(HandlerLoadError, match="rr does not decode a message into complex"):
         decoder_for(complex, where="p")
+
+
+def test_rr_imports_neither_pydantic_nor_msgspec() -> None:
+    """Only a handler that names one of their types brings them in (docs/handlers.md)."""
+    script = (
+        "import sys, dataclasses\n"
+        "from rabbitctl_retry.cli import main\n"
+        "from rabbitctl_retry.testing import TestBroker\n"
+        "from rabbitctl_retry.runtime.invocation import invocation_for\n"
+        "@dataclasses.dataclass\n"
+        "class Order:\n"
+        "    id: int\n"
+        "def handle(order: Order) -> None: ...\n"
+        "invocation_for(handle, name='h')\n"
+        "print(sorted(m for m in ('pydantic', 'msgspec') if m in sys.modules))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert run.stdout.strip() == "[]"

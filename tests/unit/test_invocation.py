@@ -131,6 +131,11 @@ def test_a_bound_method_and_a_wrapped_function() -> None:
 
     assert invocation_for(wrapper, name="h").arguments(delivered) == (Order(3),)
 
+    def with_tenant(tenant: str, order: Order, msg: Message) -> None: ...
+
+    bound = functools.partial(with_tenant, "acme")
+    assert invocation_for(bound, name="h").arguments(delivered) == (Order(3), delivered)
+
 
 def load_error(handler: Any, state: object = NO_STATE) -> str:
     with pytest.raises(HandlerLoadError) as caught:
