@@ -2,12 +2,14 @@
 
 The public handler API::
 
-    from rabbitctl_retry import Message, Outcome, subscriber
+    from rabbitctl_retry import Outcome, State, subscriber
 
-    @subscriber("refunds")
-    async def process_refund(msg: Message) -> Outcome:
+    @subscriber("refunds", retry_after_on={ProcessorBusy: 30})
+    async def process_refund(refund: Refund, processor: State[Processor]) -> Outcome:
         ...
-        return Outcome.retry_after(30)
+        return Outcome.ack()
+
+(docs/handlers.md: typed messages, the service's state, failures mapped to outcomes.)
 
 The names are loaded on first use (PEP 562), so ``rr --help`` and the other commands do not pay
 for the runtime they do not run (docs/cli.md, "Start-up").
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from rabbitctl_retry.retry.outcome import Outcome
     from rabbitctl_retry.runtime.handlers import on_shutdown, on_startup, subscriber
     from rabbitctl_retry.runtime.message import Message
+    from rabbitctl_retry.runtime.state import State
 
 _HOME = {
     "Outcome": "rabbitctl_retry.retry.outcome",
@@ -29,9 +32,10 @@ _HOME = {
     "on_startup": "rabbitctl_retry.runtime.handlers",
     "subscriber": "rabbitctl_retry.runtime.handlers",
     "Message": "rabbitctl_retry.runtime.message",
+    "State": "rabbitctl_retry.runtime.state",
 }
 
-__all__ = ["Message", "Outcome", "on_shutdown", "on_startup", "subscriber"]
+__all__ = ["Message", "Outcome", "State", "on_shutdown", "on_startup", "subscriber"]
 __version__ = "0.1.0"
 
 

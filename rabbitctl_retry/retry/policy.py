@@ -12,6 +12,8 @@ ack                any                        ``basic.ack``
 drop               any                        ``basic.reject(requeue=false)`` (classic: gone,
                                               unless the queue has its own DLX; quorum with
                                               D: the server moves it to D, reason rejected)
+drop               quorum, D, a mapped        copy to D as at the cap (``rr-error-*`` of the
+                   exception                  exception, ``retry/failure_map.py``); ack
 retry              no N                       ``basic.reject(requeue=true)``: RabbitMQ's own
                                               requeue, counted only by a quorum queue
 retry              classic, attempt < N       copy to the queue (default exchange), header =
@@ -62,7 +64,7 @@ is never ``basic.nack``: RabbitMQ 4.3 counts only ``basic.reject`` against a quo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
@@ -251,6 +253,10 @@ def decide(
     match outcome:
         case Ack():
             return Decision(action=AckAction(), event=Event.ACKED, attempt=attempt)
+        case Drop(failure=failure) if failure is not None and policy.quorum and policy.dead_letter:
+            # an exception mapped to a drop: the letter the server would make could not say
+            # why, so rr's own dead-letter copy goes to D instead
+            return replace(spend(policy, headers, attempt, failure, now), event=Event.DROPPED)
         case Drop():
             return Decision(
                 action=RejectAction(requeue=False),

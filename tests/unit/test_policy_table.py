@@ -739,6 +739,21 @@ TABLE = [
         ),
         id="dead-letter-without-dead-letter-queue",
     ),
+    # drop of a mapped exception on a quorum queue with D: rr's copy, so the letter says why
+    pytest.param(
+        ("drop", "quorum, D, a mapped exception"), {"`Outcome.drop()`"}, PAYOUTS, {"x-delivery-count": 1},
+        Drop(BOOM),
+        Decision(
+            action=RepublishAction(Copy(
+                exchange="", routing_key="payouts.dead",
+                headers={H: "5", "rr-origin-queue": "payouts", "rr-failed-at": STAMP, "rr-error-type": BOOM.type,
+                         "rr-error-message": BOOM.message},
+                purpose=CopyPurpose.DEAD_LETTER,
+            )),
+            event=Event.DROPPED, attempt=2, destination="payouts.dead", failure=BOOM,
+        ),
+        id="mapped-drop-quorum-copies-to-dead-letter",
+    ),
     # pause: given back by basic.nack (uncounted where the server allows), whatever the cap.
     pytest.param(
         ("pause(d)", "any"), {"`Outcome.pause(d)`"}, PAYOUTS, {"x-delivery-count": 4},
@@ -804,7 +819,7 @@ def test_the_table_covers_every_row() -> None:
     assert len({param.id for param in TABLE}) == len(TABLE)
     # Every row of the policy.py table, and only those.
     assert rules == _policy_table_rows()
-    assert len(rules) == 20
+    assert len(rules) == 21
     # Every row of docs/runtime.md's outcome and delay tables, and only those.
     assert docs == _runtime_table_rows("| outcome | frame | effect |") | _runtime_table_rows(
         "| `delay` | where the copy waits | guarantees |"
