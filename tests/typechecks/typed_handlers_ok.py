@@ -8,10 +8,8 @@ from typing import Any
 
 import pydantic
 
-from rabbitctl_retry import Message, Outcome
+from rabbitctl_retry import Message, Outcome, State, subscriber
 from rabbitctl_retry.retry.outcome import AnyOutcome
-from rabbitctl_retry.runtime.handlers import subscriber
-from rabbitctl_retry.runtime.state import State
 
 
 @dataclass
