@@ -44,6 +44,9 @@ _own = logging.StreamHandler(sys.stderr)
 _own.setFormatter(logging.Formatter("MINE %(levelname)s %(message)s"))
 logging.getLogger().addHandler(_own)"""
 
+WORKERS = "# rr run --workers 2"
+"""No setup: the case runs with two worker processes."""
+
 DEADLINE_S = 60.0
 
 
@@ -112,8 +115,9 @@ def rr_run(tmp_path: Path, url: str, *options: str) -> Iterator[Lines]:
         ("json", "info", BASIC_CONFIG),
         ("text", "warning", ""),
         ("text", "info", OWN_HANDLER),
+        ("json", "info", WORKERS),
     ],
-    ids=["text", "json-basicConfig", "warning", "own-handler"],
+    ids=["text", "json-basicConfig", "warning", "own-handler", "workers"],
 )
 async def test_a_handlers_own_lines_print_with_the_message_id_and_attempt(
     amqp_url: str, tmp_path: Path, log_format: str, level: str, setup: str
@@ -124,8 +128,12 @@ async def test_a_handlers_own_lines_print_with_the_message_id_and_attempt(
         await declare(backend, "charges")
         (tmp_path / "charges_svc.py").write_text(SERVICE.format(setup=setup), encoding="utf-8")
         options = ("--log-format", log_format, "--log-level", level)
+        if setup == WORKERS:
+            options += ("--workers", "2")
         with rr_run(tmp_path, backend.url, *options) as lines:
             if level == "info":
+                lines.until("consuming")
+            if setup == WORKERS:  # both workers consume
                 lines.until("consuming")
             await publish(backend, "charges", b"card-1", Properties(message_id="m-1"))
             warned = lines.until("balance low after card-1")
@@ -148,6 +156,9 @@ async def test_a_handlers_own_lines_print_with_the_message_id_and_attempt(
         if log_format == "json":
             charged, low = (json.loads(line) for line in about_one)
             expected = {"logger": "myapp", "queue": "charges", "message_id": "m-1", "attempt": 1}
+            if setup == WORKERS:  # the worker's tag, first, as on rr's own lines
+                assert charged["worker"] in ("1/2", "2/2")
+                expected["worker"] = charged["worker"]
             assert charged == {
                 **expected,
                 "time": charged["time"],

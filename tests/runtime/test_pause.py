@@ -24,7 +24,7 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
-from tests.observe import depth
+from tests.observe import depth, peek
 from tests.shared_node import chosen_versions, require_broker
 
 TOPOLOGY = '[queues.work]\ntype = "{type}"\nmax_attempts = 5\ndead_letter = "work.dead"\n'
@@ -240,3 +240,43 @@ async def test_the_other_deliveries_of_a_paused_queue_finish_and_a_later_pause_e
         assert await depth(backend, "work.dead") == 0
     finally:
         await backend.close()
+
+
+async def test_on_a_counting_quorum_queue_each_pause_spends_an_attempt(backend: Backend) -> None:
+    """RabbitMQ 3.10 and 4.0 count every give-back of a quorum queue: a message paused on
+    often enough is dead-lettered by the server's delivery limit (max_attempts - 1), as a
+    retry would have been (docs/handlers.md, "Pausing a queue")."""
+    if backend.version not in ("3.10", "4.0"):
+        pytest.skip("4.3 does not count a basic.nack: a pause spends nothing there")
+    pause_s = pause_of(backend)
+    attempts: list[int] = []
+
+    @subscriber("work", pause_on={ProcessorDown: pause_s})
+    async def charge(msg: Message) -> None:
+        attempts.append(msg.attempt)
+        raise ProcessorDown("the processor is down")
+
+    service = Service(
+        HandlerSet(module="t", subscribers=(Subscriber("work", charge, "t:charge"),)),
+        topology=load_text(TOPOLOGY.replace("5", "3").format(type="quorum")),
+        connect=backend.connect,
+        options=RunOptions(prefetch=1, shutdown_timeout_s=5),
+        clock=backend.clock,
+    )
+    async with service.running():
+        await publish(backend, "work", b"m1", Properties(message_id="m1"))
+        for pauses in (1, 2):
+            await backend.until(lambda n=pauses: service.stats.pauses == n, f"pause {pauses}")
+            await backend.elapse(pause_s)
+            await backend.until(lambda n=pauses: len(attempts) > n, "a call after the pause")
+
+        async def dead() -> bool:
+            return await depth(backend, "work.dead") == 1
+
+        await backend.until(dead, "the message dead-lettered by the delivery limit")
+        assert service.stats.pauses == 3
+    assert attempts == [1, 2, 3]
+    assert await depth(backend, "work") == 0
+    (letter,) = await peek(backend, "work.dead")
+    headers = letter.properties.headers or {}
+    assert headers["x-death"][0]["reason"] == "delivery_limit"  # type: ignore[index,call-overload]
