@@ -20,6 +20,7 @@ from rabbitctl_retry import Message, subscriber
 from rabbitctl_retry.runtime.consumer_state import ConsumerPhase
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.metrics import RunMetrics
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
@@ -175,8 +176,14 @@ async def test_a_stop_during_a_pause_stops_at_once() -> None:
         async with service.running():
             await publish(backend, "work", b"m1", Properties(message_id="m1"))
             await backend.until(lambda: service.stats.pauses == 1, "the pause")
-            (consumer,) = service.consumers  # type: ignore[attr-defined]
+            (consumer,) = service.consumers
             assert consumer.phase is ConsumerPhase.PAUSED
+            metrics = RunMetrics()
+            metrics.watch(service)
+            page = metrics.page().decode()
+            assert 'rr_paused{queue="work"} 1.0' in page
+            assert "rr_pauses_total 1.0" in page
+            assert metrics.health() == (200, "consuming\n")  # paused, not unwell
         assert backend.clock.now() == started
         assert consumer.phase is ConsumerPhase.CLOSED
         assert calls == ["m1"]
