@@ -2,7 +2,7 @@
 
     python benchmarks/runtime.py [--messages 20000] [--prefetch 500] [--rounds 3] [--warmup 1]
                                  [--queue-types classic,quorum] [--loop asyncio|uvloop]
-                                 [--timeout SECONDS] [--url URL]
+                                 [--timeout SECONDS] [--url URL] [--typed]
 
 Shapes (one durable queue of each --queue-types, declared with the arguments rr's topology
 gives it, persistent 200-byte JSON bodies, each message with its own message_id, repeated in
@@ -28,6 +28,15 @@ the body's "id", preloaded untimed):
                        retry(): every message becomes one confirmed copy, then the ack
     - ceiling          raw pamqp frames over a blocking socket, the same frames as the batched
                        case, every read's answers written in one send
+
+* typed (--typed, instead of the shapes above; docs/handlers.md, "Typed messages")
+    - rr Message       `rr run`, no-op async handler taking the Message (today's no-op case)
+    - rr dataclass     the same handler taking the body decoded into a dataclass
+    - rr pydantic      ... into a pydantic v2 model (if pydantic is installed)
+    - rr msgspec       ... into a msgspec Struct (if msgspec is installed)
+    - rr dict          ... into a dict
+  and, in the same run, the per-message decode cost in microseconds: each handler's
+  arguments built from one 200-byte delivery in a loop (no broker), less the Message case's.
 
 Timed: from basic.consume to the moment every message is handled and every ack reached the
 broker (a round trip on the consuming channel after the last ack; for rr and FastStream, their
@@ -381,18 +390,30 @@ def aiormq_noop(batch: int) -> Case:
 
 
 def rr_run(
-    topology: str, outcome: Callable[[], object], timeout_s: float, client: ClientName
+    topology: str,
+    outcome: Callable[[], object],
+    timeout_s: float,
+    client: ClientName,
+    typed: Any = None,
 ) -> Case:
     """The `rr run` runtime, in process, with a handler returning ``outcome()``, connected
-    with ``client`` (RR_AMQP_CLIENT's choices: aiormq or rr's own, native)."""
+    with ``client`` (RR_AMQP_CLIENT's choices: aiormq or rr's own, native). ``typed``: the
+    handler takes the body decoded into that type (``typed_handler``), not the Message."""
 
     async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
         done = asyncio.Event()
 
-        async def handler(msg: Message) -> object:
+        async def by_message(msg: Message) -> object:
             if tally.saw(msg.message_id):
                 done.set()
             return outcome()
+
+        def saw(message_id: str) -> object:
+            if tally.saw(message_id):
+                done.set()
+            return outcome()
+
+        handler = by_message if typed is None else typed_handler(typed, saw)
 
         async def connect() -> Connection:
             return await clients.connect(url, environ={clients.ENV: client})
@@ -417,6 +438,76 @@ def rr_run(
                 await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
 
     return run
+
+
+@dataclass
+class BenchBody:
+    """The benchmark's body as a dataclass (``make_body``)."""
+
+    id: str
+    card: str
+    note: str
+
+
+def typed_kinds() -> dict[str, Any]:
+    """Case label -> the type its handler takes (``None``: the Message); pydantic and
+    msgspec only when installed."""
+    kinds: dict[str, Any] = {"Message": None, "dataclass": BenchBody}
+    if importlib.util.find_spec("pydantic") is not None:
+        import pydantic
+
+        kinds["pydantic"] = pydantic.create_model(
+            "BenchModel", id=(str, ...), card=(str, ...), note=(str, ...)
+        )
+    if importlib.util.find_spec("msgspec") is not None:
+        import msgspec
+
+        kinds["msgspec"] = msgspec.defstruct(
+            "BenchStruct", [("id", str), ("card", str), ("note", str)]
+        )
+    kinds["dict"] = dict[str, Any]
+    return kinds
+
+
+def typed_handler(kind: Any, saw: Callable[[str], object]) -> Callable[..., Any]:
+    """A no-op handler whose first parameter is annotated ``kind`` (set on the function, so
+    rr reads the type itself, not a name)."""
+
+    async def handler(body: Any) -> object:
+        return saw(body["id"] if isinstance(body, dict) else body.id)
+
+    handler.__annotations__ = {"body": kind, "return": object}
+    return handler
+
+
+def decode_costs(kinds: dict[str, Any], rounds: int = 50_000) -> dict[str, float]:
+    """Microseconds to build one handler call's arguments from one delivery of the benchmark
+    body (rr's ``invocation_for``, as the consumer does), best of 5 runs of ``rounds``."""
+    from rabbitctl_retry.runtime.invocation import invocation_for
+    from rabbitctl_retry.transport.base import Delivery, Properties
+
+    message = Message(
+        Delivery(
+            body=make_body("bench-1"),
+            properties=Properties(content_type="application/json", message_id="bench-1"),
+        ),
+        "bench",
+    )
+    costs: dict[str, float] = {}
+    for label, kind in kinds.items():
+
+        async def plain(msg: Message) -> None: ...
+
+        handler = plain if kind is None else typed_handler(kind, lambda _: None)
+        arguments = invocation_for(handler, name=f"bench:{label}").arguments
+        best = float("inf")
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(rounds):
+                arguments(message)
+            best = min(best, (time.perf_counter() - started) / rounds)
+        costs[label] = best * 1e6
+    return costs
 
 
 async def until(awaitable: Awaitable[Any], task: asyncio.Future[None]) -> None:
@@ -598,6 +689,19 @@ class Entry:
     """``None``: not installed."""
 
 
+def typed_cases(timeout_s: float, queue_type: QueueType) -> list[Entry]:
+    """--typed: the no-op rr run case with a handler taking each kind of type."""
+    noop_topology = topology("noop", queue_type)
+    return [
+        Entry(
+            f"no-op rr run {label} (native)",
+            "noop",
+            rr_run(noop_topology, lambda: None, timeout_s, "native", typed=kind),
+        )
+        for label, kind in typed_kinds().items()
+    ]
+
+
 def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]:
     noop_topology = topology("noop", queue_type)
     retry_topology = topology("retry", queue_type)
@@ -727,7 +831,10 @@ async def measure(
     args: argparse.Namespace, queue_type: QueueType, timeout_s: float, failures: list[str]
 ) -> None:
     """Every case on ``queue_type`` queues, warm-up and measured rounds; then its table."""
-    specs = cases(timeout_s, args.prefetch, queue_type)
+    if args.typed:
+        specs = typed_cases(timeout_s, queue_type)
+    else:
+        specs = cases(timeout_s, args.prefetch, queue_type)
     runnable = [case for case in specs if case.run is not None]
     print(f"\n{queue_type} queues", flush=True)
     measured: list[dict[str, float | None]] = []
@@ -750,6 +857,34 @@ async def measure(
             measured.append(rates)
     print()
     table(specs, measured)
+    if args.typed:
+        typed_table(specs, measured)
+
+
+def typed_table(specs: list[Entry], measured: list[dict[str, float | None]]) -> None:
+    """--typed: each kind's median rate, what it costs per message against the Message case
+    (from the rates), and its decode cost measured in a loop without the broker."""
+    costs = decode_costs(typed_kinds())
+    base = next(case.name for case in specs if " Message " in case.name)
+    print(
+        f"\n{'handler takes':12} {'msg/s (median)':>15} {'us/msg vs Message':>18} "
+        f"{'arguments us/msg':>17} {'decode us/msg':>14}"
+    )
+    for case, (label, cost) in zip(specs, costs.items(), strict=True):
+        rates = [rates[case.name] for rates in measured if rates[case.name]]
+        bases = [rates[base] for rates in measured if rates[base]]
+        decode = cost - costs["Message"]
+        if len(rates) < len(measured) or not bases:
+            print(f"{label:12} {'FAILED':>15} {'':>18} {cost:17.2f} {decode:14.2f}")
+            continue
+        rate, base_rate = statistics.median(rates), statistics.median(bases)  # type: ignore[type-var]
+        extra = (1 / rate - 1 / base_rate) * 1e6  # type: ignore[operator]
+        print(f"{label:12} {rate:15,.0f} {extra:18.2f} {cost:17.2f} {decode:14.2f}")
+    print(
+        "us/msg vs Message: 1/rate less the Message case's (noisy: the broker dominates); "
+        "arguments: one handler call's arguments built from one delivery, in a loop; decode: "
+        "that less the Message case's"
+    )
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -797,6 +932,12 @@ def arguments() -> argparse.Namespace:
         help="seconds one case may take (default: 30, or 2 ms per message if more)",
     )
     parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/")
+    parser.add_argument(
+        "--typed",
+        action="store_true",
+        help="no-op handlers taking the Message, a dataclass, a pydantic model, a msgspec "
+        "Struct, a dict; with the per-message decode cost (docs/handlers.md)",
+    )
     args = parser.parse_args()
     if args.messages < 1 or args.rounds < 1 or args.warmup < 0 or args.prefetch < 1:
         parser.error("--messages, --rounds and --prefetch must be positive, --warmup >= 0")

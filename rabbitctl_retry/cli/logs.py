@@ -9,6 +9,12 @@ Every record, from any logger (rr's, pamqp's, asyncio's), is written escaped: no
 or C1 control, no line break inside one record, no bidi control (docs/cli.md, "Output"). A
 record no handler takes would reach Python's last-resort handler, which writes it raw; rr
 puts its own escaping handler there (:func:`install_stderr_fallback`).
+
+Under ``rr run`` the handlers' own loggers print too: rr puts the same handler on the root
+logger, at ``--log-level``, and every record made inside a handler call carries the call's
+queue, message id and attempt (:class:`HandlerCallFields`); if the handler modules configure
+the root logger themselves, theirs prints and rr's leaves the root (:func:`defer_to_the_handlers`;
+docs/handlers.md, "Logs from handlers").
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.errors import censor_urls, escape_unprintable
 from rabbitctl_retry.retry.headers import utc_stamp
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.runtime.handler_context import HandlerCall
 
 
 class LogFormat(StrEnum):
@@ -124,10 +134,17 @@ def install_stderr_fallback(log_format: LogFormat = LogFormat.TEXT) -> None:
     logging.lastResort = fallback
 
 
+DRIVER_LOGGERS = {"aiormq": logging.CRITICAL, "pamqp": logging.WARNING}
+"""The AMQP driver's loggers and the level below which they say nothing: aiormq logs every
+failed connect at ERROR (rr reports the same failure once, censored), pamqp every frame at
+DEBUG."""
+
+
 def quiet_the_driver() -> None:
-    """aiormq logs every failed connect at ERROR; rr reports the same failure once, censored
-    (every command does this first, ``cli/__init__.py``)."""
-    logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+    """The driver says only what rr does not (every command does this first,
+    ``cli/__init__.py``): :data:`DRIVER_LOGGERS`."""
+    for name, level in DRIVER_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
 
 
 class _WorkerTag(logging.Filter):
@@ -142,19 +159,73 @@ class _WorkerTag(logging.Filter):
         return True
 
 
+class HandlerCallFields(logging.Filter):
+    """Adds the handler call's ``queue``, ``message_id`` and ``attempt`` to the fields of a
+    record made inside one (``runtime/handler_context.py``: ``current``, given by
+    :func:`configure_logging`, which alone loads the runtime); the record's own fields win."""
+
+    def __init__(self, current: ContextVar[HandlerCall | None]) -> None:
+        super().__init__()
+        self._current = current
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        call = self._current.get()
+        if call is not None:
+            fields: dict[str, Any] = {"queue": call.queue}
+            if call.message_id is not None:
+                fields["message_id"] = call.message_id
+            fields["attempt"] = call.attempt
+            record.rr = {**fields, **_fields(record)}
+        return True
+
+
+class _RootHandler(StderrHandler):
+    """rr's handler on the root logger (the handlers' own loggers), told from others."""
+
+
 def configure_logging(
     level: str = "info", log_format: LogFormat = LogFormat.TEXT, *, worker: str | None = None
 ) -> None:
-    """Send rr's logs to stderr in ``log_format`` at ``level``; every other logger's warnings
-    in the same format (:func:`install_stderr_fallback`). The driver is quiet already
+    """Send rr's logs to stderr in ``log_format`` at ``level``, and the root logger's (the
+    handlers' own loggers) the same way at the same level; warnings that reach no handler in
+    the same format too (:func:`install_stderr_fallback`). The driver is quiet already
     (:func:`quiet_the_driver`). ``worker`` (``"2/4"``): every line of a worker of ``rr run
-    --workers`` says which worker it is (``worker=2/4``; docs/runtime.md, "Running it")."""
-    handler = StderrHandler()
+    --workers`` says which worker it is (``worker=2/4``; docs/runtime.md, "Running it").
+
+    rr's own logger keeps a handler of its own (it does not propagate): a handler module
+    that reconfigures the root logger changes its own lines, never rr's."""
+    numeric = logging.getLevelName(level.upper())
+    rr_logger = logging.getLogger("rr")
+    rr_logger.handlers[:] = [_handler(log_format, worker)]
+    rr_logger.setLevel(numeric)
+    rr_logger.propagate = False
+    root = logging.getLogger()
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _RootHandler)]
+    root.addHandler(_handler(log_format, worker, root=True))
+    root.setLevel(numeric)
+    install_stderr_fallback(log_format)
+
+
+def _handler(log_format: LogFormat, worker: str | None, *, root: bool = False) -> StderrHandler:
+    handler = _RootHandler() if root else StderrHandler()
     handler.setFormatter(formatter_for(log_format))
+    # added first, run last: the worker's tag goes before the call's fields
+    from rabbitctl_retry.runtime import handler_context
+
+    handler.addFilter(HandlerCallFields(handler_context.current))
     if worker is not None:
         handler.addFilter(_WorkerTag(worker))
-    root = logging.getLogger("rr")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
-    install_stderr_fallback(log_format)
+    return handler
+
+
+def defer_to_the_handlers() -> bool:
+    """Once the handler modules are imported: if they put a handler of their own on the root
+    logger (``logging.config.dictConfig``, ``addHandler``; ``basicConfig`` does nothing on
+    a root logger that has one), rr takes its own off, so no line prints twice and theirs
+    decides how their loggers print (rr's own lines print as before). ``True`` if it did."""
+    root = logging.getLogger()
+    theirs = [h for h in root.handlers if not isinstance(h, _RootHandler)]
+    if not theirs or len(theirs) == len(root.handlers):
+        return False
+    root.handlers[:] = theirs
+    return True

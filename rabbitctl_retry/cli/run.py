@@ -17,7 +17,7 @@ import typer
 
 from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.group import release_stdout
-from rabbitctl_retry.cli.logs import LogFormat, configure_logging
+from rabbitctl_retry.cli.logs import LogFormat, configure_logging, defer_to_the_handlers
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.runtime.workers import MAX_WORKERS, WORKER_DIR_ENV, WORKER_ENV, Slot
@@ -204,6 +204,8 @@ def run_command(
 
     with common.guard():
         handlers = load_target(target)
+        if defer_to_the_handlers():
+            log.info("the handler modules configured the root logger: their lines print their way")
         topology: Topology | None = load_file(topology_file) if topology_file else None
     broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     _warn_without_heartbeat(broker_urls)

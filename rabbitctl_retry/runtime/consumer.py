@@ -24,6 +24,11 @@ again, with backoff; a delivery for a consumer the broker cancelled is given bac
 If the connection closes, the service reconnects; deliveries in flight went back to their
 queues. What each of these events means (and the stop's) is decided by the consumer's pure
 lifecycle (``runtime/consumer_state.py``); this class carries it out.
+
+A handler that says a dependency is down (``Outcome.pause``, a ``pause_on`` mapping) pauses
+the queue: rr cancels the consumer before the message goes back (``basic.nack``), and the
+watcher consumes again once the pause is over, on the consumer's clock (docs/handlers.md,
+"Pausing a queue").
 """
 
 from __future__ import annotations
@@ -144,6 +149,8 @@ class QueueConsumer:
         """Set while the state wants the watcher (the broker cancelled the consumer)."""
         self._stopping = asyncio.Event()
         """Set once the state is stopping."""
+        self._paused = asyncio.Event()
+        """Set while the state is paused (the watcher waits for the pause to end)."""
         self._watcher: asyncio.Future[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -225,6 +232,10 @@ class QueueConsumer:
             self._cancelled.set()
         else:
             self._cancelled.clear()
+        if state.paused:
+            self._paused.set()
+        else:
+            self._paused.clear()
         if state.stopping:
             self._stopping.set()
 
@@ -251,13 +262,21 @@ class QueueConsumer:
         while not self._state.stopping:
             channel = self._channel
             assert channel is not None
-            await first_of(channel.wait_closed(), self._cancelled.wait(), self._stopping.wait())
+            await first_of(
+                channel.wait_closed(),
+                self._cancelled.wait(),
+                self._stopping.wait(),
+                self._paused.wait(),
+            )
             watch = self._state.woke(
                 channel_closed=channel.is_closed, connection_closed=self._connection.is_closed
             )
             self._observe()
             if watch is Watch.STOP:
                 return
+            if watch is Watch.PAUSE:
+                await self._sit_out_the_pause()
+                continue
             fields: dict[str, object] = {"queue": self.policy.queue}
             if watch is Watch.REOPEN:
                 fields["reason"] = f"the channel closed: {channel.close_reason}"
@@ -276,7 +295,64 @@ class QueueConsumer:
                 await self._after_server_cancel(channel)
             await self._restart()
 
-    async def _restart(self) -> None:
+    async def _sit_out_the_pause(self) -> None:
+        """Wait until the pause is over (it may be extended meanwhile), then consume again."""
+        state = self._state
+        while state.paused and state.resume_at_s is not None:
+            left_s = state.resume_at_s - self._clock.now().timestamp()
+            if left_s <= 0:
+                break
+            # a timer set now, from the now just read (a sleep would start a turn later)
+            due = asyncio.Event()
+            timer = self._clock.call_later(left_s, due.set)
+            try:
+                await first_of(due.wait(), self._stopping.wait())
+            finally:
+                timer.cancel()
+        if self._connection.is_closed:
+            return  # the service reconnects; the next loop of _watch stops
+        channel = self._channel
+        closed = channel is None or channel.is_closed
+        watch = state.resumed(channel_closed=closed)
+        self._observe()
+        if watch is Watch.STOP:
+            return
+        if closed and self._settler is not None:
+            self._settler.forget()  # what it held went back to the queue with it
+        await self._restart(resuming=True)
+
+    async def _pause(self, decision: Decision) -> None:
+        """A handler paused the queue: cancel the consumer (before the message goes back, so
+        it is not handed to this consumer again at once), or move the resume time."""
+        delay_ms = decision.delay_ms or 0
+        state = self._state
+        if not state.pause(self._clock.now().timestamp() + delay_ms / 1000):
+            self._observe()
+            return
+        self.stats.pauses += 1
+        failure = decision.failure
+        log.warning(
+            "pausing the queue",
+            extra={
+                "rr": {
+                    "queue": self.policy.queue,
+                    "resume_in_s": delay_ms / 1000,
+                    **(
+                        {"error_type": failure.type, "error": failure.message}
+                        if failure is not None
+                        else {}
+                    ),
+                }
+            },
+        )
+        tag = state.own_cancel()
+        self._observe()
+        current = self._channel
+        if tag is not None and current is not None and not current.is_closed:
+            with contextlib.suppress(TransportError):
+                await current.cancel(tag)
+
+    async def _restart(self, *, resuming: bool = False) -> None:
         state = self._state
         while not state.stopping and not self._connection.is_closed:
             try:
@@ -303,7 +379,8 @@ class QueueConsumer:
                 await sleep_unless(self._clock, delay_s, self._stopping)
                 continue
             if not state.stopping:
-                log.info("consuming again", extra={"rr": {"queue": self.policy.queue}})
+                said = "resuming the queue after its pause" if resuming else "consuming again"
+                log.info(said, extra={"rr": {"queue": self.policy.queue}})
             return
 
     async def stop_consuming(self) -> None:
@@ -410,6 +487,8 @@ class QueueConsumer:
             # by the next queue's consumer (a dead-letter queue's handler) before the confirm
             # comes back, and its line must not come first (docs/runtime.md, "Logs").
             log_decision(policy.queue, delivery, decision)
+        if decision.event is Event.PAUSED:
+            await self._pause(decision)
         await self._execution.execute(settler, delivery, decision)
 
     async def _run_handler(self, delivery: Delivery) -> AnyOutcome:

@@ -3,6 +3,14 @@ for a consumer the broker cancelled means, what its watcher does when the broker
 channel or cancels the consumer, the backoff of its restarts, and its stop. Events in,
 decisions out; no I/O, no clock, no event loop.
 
+A handler that says a dependency is down (``Outcome.pause``, ``pause_on``) pauses the
+consumer: rr cancels it (``basic.cancel``; the deliveries it already has are handled as
+usual) and, the pause over, consumes again on the same channel (a new one if it closed
+meanwhile). A pause asked for while paused moves the resume time to the later of the two
+(a pause never shortens); one asked for while the consumer is not consuming (being restarted,
+stopping) is not taken. A stop during a pause stops at once (docs/handlers.md, "Pausing a
+queue").
+
 ``runtime/consumer.py`` carries the decisions out on the transport port (every delivery
 recorded in its channel's settle window first, ``ops/settler.py``), and
 ``tests/unit/test_consumer_state.py`` drives both through random orders of events::
@@ -13,6 +21,9 @@ recorded in its channel's settle window first, ``ops/settler.py``), and
                                  │   ▼                                   ▼ one, consume again
                               RESTARTING ◄── the watcher: a new channel ─┘
                               (recover, consume; after a failure, back off)
+
+    CONSUMING ── a handler pauses ──► PAUSED ── the pause is over: the watcher ──► RESTARTING
+                                      (rr cancels the consumer; a later pause may extend it)
 
     any ── stop ──► STOPPING (no consume; deliveries in flight finish) ── close ──► CLOSED
     any ── the connection is gone ──► CLOSED
@@ -43,6 +54,9 @@ class ConsumerPhase(Enum):
     consumer timeout); the channel may still be open. The watcher takes over."""
     RESTARTING = "restarting"
     """The watcher re-declares what the consumer needs and consumes again, with backoff."""
+    PAUSED = "paused"
+    """A handler paused the queue: rr cancelled the consumer (deliveries in flight finish) and
+    its watcher consumes again at :attr:`ConsumerState.resume_at_s`."""
     STOPPING = "stopping"
     """A stop was asked for: nothing more is consumed; deliveries in flight finish."""
     CLOSED = "closed"
@@ -60,6 +74,9 @@ class Watch(Enum):
     RECONSUME = "reconsume"
     """The broker cancelled the consumer: cancel it too (:meth:`ConsumerState.own_cancel`),
     ack one by one from now on, and consume again on the same channel."""
+    PAUSE = "pause"
+    """A handler paused the queue: wait until :attr:`ConsumerState.resume_at_s` (it may
+    move), then :meth:`ConsumerState.resumed`."""
 
 
 class ConsumerState:
@@ -73,6 +90,7 @@ class ConsumerState:
         "consumer_tag",
         "in_flight",
         "phase",
+        "resume_at_s",
     )
 
     def __init__(self, backoff: Backoff = RESTART_BACKOFF) -> None:
@@ -89,6 +107,8 @@ class ConsumerState:
         self._failures = 0
         """Attempts to consume again that failed in a row."""
         self._backoff = backoff
+        self.resume_at_s: float | None = None
+        """While paused: when to consume again (seconds of the consumer's clock)."""
 
     @property
     def stopping(self) -> bool:
@@ -99,6 +119,10 @@ class ConsumerState:
     def watcher_wanted(self) -> bool:
         """The broker cancelled the consumer: the watcher must wake."""
         return self.phase is ConsumerPhase.CANCELLED
+
+    @property
+    def paused(self) -> bool:
+        return self.phase is ConsumerPhase.PAUSED
 
     # -- the consumer ----------------------------------------------------------------------
 
@@ -142,6 +166,34 @@ class ConsumerState:
         self.in_flight -= 1
         return self.in_flight == 0
 
+    # -- a pause ---------------------------------------------------------------------------
+
+    def pause(self, resume_at_s: float) -> bool:
+        """A handler paused the queue until ``resume_at_s``; ``True`` if this starts a pause
+        (the consumer to cancel is :meth:`own_cancel`'s), ``False`` if it extends one (to the
+        later of the two times) or is not taken (no consumer: restarting, stopping)."""
+        if self.phase is ConsumerPhase.PAUSED:
+            assert self.resume_at_s is not None
+            self.resume_at_s = max(self.resume_at_s, resume_at_s)
+            return False
+        if self.phase is not ConsumerPhase.CONSUMING:
+            return False
+        self.phase = ConsumerPhase.PAUSED
+        self.resume_at_s = resume_at_s
+        self._to_cancel, self.consumer_tag = self.consumer_tag, None
+        return True
+
+    def resumed(self, *, channel_closed: bool) -> Watch:
+        """The pause is over (the watcher's clock reached :attr:`resume_at_s`): consume again,
+        on a new channel if it closed meanwhile. ``Watch.STOP`` if a stop came."""
+        if self.stopping:
+            return Watch.STOP
+        self.phase = ConsumerPhase.RESTARTING
+        self.resume_at_s = None
+        self._failures = 0
+        self._to_cancel = None  # cancelled when the pause began
+        return Watch.REOPEN if channel_closed else Watch.RECONSUME
+
     # -- the watcher -----------------------------------------------------------------------
 
     def woke(self, *, channel_closed: bool, connection_closed: bool) -> Watch:
@@ -149,6 +201,8 @@ class ConsumerState:
         came."""
         if self.stopping or connection_closed:
             return Watch.STOP
+        if self.phase is ConsumerPhase.PAUSED:
+            return Watch.PAUSE
         self._failures = 0
         self.phase = ConsumerPhase.RESTARTING
         self.consumer_tag = None
@@ -171,12 +225,16 @@ class ConsumerState:
 
     def stop(self) -> str | None:
         """A stop was asked for: the consumer to cancel (``basic.cancel``), if there is one."""
+        tag, self.consumer_tag = self.consumer_tag, None
+        if self.phase is ConsumerPhase.PAUSED:
+            tag = self.own_cancel()  # paused before its basic.cancel went out
         if self.phase is not ConsumerPhase.CLOSED:
             self.phase = ConsumerPhase.STOPPING
-        tag, self.consumer_tag = self.consumer_tag, None
+        self.resume_at_s = None
         return tag
 
     def closed(self) -> None:
         """Drained and closed, or the connection is gone."""
         self.phase = ConsumerPhase.CLOSED
         self.consumer_tag = None
+        self.resume_at_s = None

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast, overload
 
 import rabbitctl_retry.runtime.state as service_state
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.failure_map import Delay, FailureMap
-from rabbitctl_retry.retry.outcome import AnyOutcome
+from rabbitctl_retry.retry.outcome import AnyOutcome, Outcome
 
 log = logging.getLogger("rr.runtime")
 
@@ -34,6 +34,32 @@ _OPTIONS = "__rr_subscriber__"
 _HOOK = "__rr_hook__"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+_Returns = Outcome | None | Awaitable[Outcome | None]
+"""What a handler may return, to mypy (docs/handlers.md, "Type checking")."""
+_H = TypeVar("_H", bound=Callable[..., _Returns])
+_K = TypeVar("_K", bound=type)
+
+
+class _HasHandle(Protocol):
+    @property
+    def handle(self) -> Callable[..., _Returns]: ...
+
+
+_O = TypeVar("_O", bound=_HasHandle)
+
+
+class SubscriberMark(Protocol):
+    """What ``@subscriber(queue)`` returns: marks a handler function (returning an
+    ``Outcome`` or ``None``, or awaitable of one), a class, or an object with a ``handle``
+    method, and gives it back with its own type."""
+
+    @overload
+    def __call__(self, handler: _K, /) -> _K: ...
+    @overload
+    def __call__(self, handler: _H, /) -> _H: ...
+    @overload
+    def __call__(self, handler: _O, /) -> _O: ...
 
 
 class OnDecodeError(StrEnum):
@@ -108,13 +134,13 @@ def subscriber(
     retry_after_on: Mapping[type[BaseException], Delay] | None = None,
     pause_on: Mapping[type[BaseException], Delay] | None = None,
     on_decode_error: OnDecodeError | str = OnDecodeError.DEAD_LETTER,
-) -> Callable[[_F], _F]:
+) -> SubscriberMark:
     """Mark ``handler`` (a function, or a class or object with a ``handle`` method) as the
     consumer of ``queue``.
 
     The handler's first parameter takes the message: annotated with :class:`Message` (or not
     at all) the delivery itself, else the body decoded into its type (a dataclass, a pydantic
-    model, ``dict``, ``list``, ``str``, ``bytes``; docs/runtime.md, "Typed messages"); more
+    model, ``dict``, ``list``, ``str``, ``bytes``; docs/handlers.md, "Typed messages"); more
     parameters may ask for the :class:`Message` and the service's state (``State[T]``). It
     returns an ``Outcome`` (or ``None``, which acks); it may be ``async`` or a plain function
     (run in a worker thread). An exception retries, unless a keyword maps its class:
@@ -153,7 +179,7 @@ def subscriber(
         setattr(handler, _OPTIONS, options)
         return handler
 
-    return mark
+    return cast(SubscriberMark, mark)
 
 
 class ThreadCalls:

@@ -1,26 +1,30 @@
 """How one handler is called: the arguments its parameters ask for, built per delivery.
 
 The handler's parameters are read once, when the consumer starts (``invocation_for``); per
-delivery, :meth:`Invocation.arguments` decodes the body into the first parameter's type and
-fills the others (the :class:`Message`, the service's state). A body that does not decode
-raises :class:`DecodeFailure` before the handler runs (docs/runtime.md, "Typed messages").
+delivery, :meth:`Invocation.arguments` decodes the body into the first parameter's type
+(``runtime/decoding.py``) and fills the others (the :class:`Message`, the service's state,
+resolved once here). A body that does not decode raises :class:`DecodeFailure` before the
+handler runs (docs/handlers.md, "Typed messages").
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from rabbitctl_retry.errors import HandlerLoadError
+from rabbitctl_retry.runtime.decoding import DecodeFailure, Decoder, decoder_for
 from rabbitctl_retry.runtime.message import Message
-from rabbitctl_retry.runtime.state import NO_STATE
+from rabbitctl_retry.runtime.state import NO_STATE, STATE, resolve_state
+
+__all__ = ["DECODE_ERROR_TYPE", "DecodeFailure", "Invocation", "invocation_for"]
 
 DECODE_ERROR_TYPE = "rr.DecodeError"
 """``rr-error-type`` of a delivery whose body did not decode into the handler's type."""
-
-
-class DecodeFailure(Exception):
-    """The body of a delivery does not decode into the handler's type; ``str()`` says why."""
 
 
 def _message_only(message: Message) -> tuple[Any, ...]:
@@ -35,11 +39,155 @@ class Invocation:
     """The arguments for one delivery; raises :class:`DecodeFailure`."""
 
 
+_MESSAGE_ONLY: Final = Invocation()
+
+_UNRESOLVED: Final = object()
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class _TheMessage:
+    """In an argument list: the delivery's :class:`Message` goes here."""
+
+
+_THE_MESSAGE: Final = _TheMessage()
+
+
 def invocation_for(
     handler: Callable[..., Any], *, state: object = NO_STATE, name: str
 ) -> Invocation:
     """How ``handler`` (as written, named ``name``) is called, with ``state`` the service's
     state; a :class:`~rabbitctl_retry.errors.HandlerLoadError` for a parameter rr cannot
-    fill."""
-    del handler, state, name
-    return Invocation()
+    fill.
+
+    The first positional parameter takes the message: not annotated or annotated
+    :class:`Message`, the delivery itself; else its body decoded into the annotation
+    (``runtime/decoding.py``). Every later parameter without a default is annotated
+    :class:`Message` (the delivery) or ``State[T]`` (the state, or its part that is a ``T``,
+    resolved here once); parameters with defaults are left alone."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError) as error:
+        raise HandlerLoadError(f"rr cannot read the parameters of {name}: {error}") from None
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].kind is inspect.Parameter.KEYWORD_ONLY:
+        raise HandlerLoadError(
+            f"{name} takes no positional parameter: rr passes it the message first "
+            "(e.g. def handle(msg: Message))"
+        )
+    first = parameters[0]
+    if first.kind is inspect.Parameter.VAR_POSITIONAL:
+        return _MESSAGE_ONLY  # def handle(*args): the message, as ever
+    namespace = _namespace(handler)
+    hint = _hint(first, namespace, name)
+    if _state_of(hint) is not _UNRESOLVED:
+        raise HandlerLoadError(
+            f"the first parameter of {name}, {first.name}, takes the message, not the state: "
+            "put the State[T] parameter after it"
+        )
+    decode = None if hint is inspect.Parameter.empty or _is_message(hint) else hint
+    rest: list[object] = []
+    for parameter in parameters[1:]:
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if parameter.default is not inspect.Parameter.empty:
+            continue
+        fill = (
+            f"rr cannot fill parameter {parameter.name} of {name}: annotate it Message or State[T]"
+        )
+        if parameter.kind not in _POSITIONAL:
+            raise HandlerLoadError(f"{fill}, before any * (rr passes arguments by position)")
+        wanted = _hint(parameter, namespace, name)
+        if _is_message(wanted):
+            rest.append(_THE_MESSAGE)
+            continue
+        part = _state_of(wanted)
+        if part is _UNRESOLVED:
+            raise HandlerLoadError(fill)
+        rest.append(resolve_state(state, part, handler=name))
+    if decode is None:
+        if not rest:
+            return _MESSAGE_ONLY  # the hot path as it always was: (message,)
+        first_value: Callable[[Message], Any] = _same
+    else:
+        first_value = _decoded(decoder_for(decode, where=f"parameter {first.name} of {name}"))
+    return Invocation(_arguments(first_value, tuple(rest)))
+
+
+def _same(message: Message) -> Message:
+    return message
+
+
+def _decoded(decoder: Decoder) -> Callable[[Message], Any]:
+    def value(message: Message) -> Any:
+        properties = message.delivery.properties
+        return decoder(message.delivery.body, properties.content_type, properties.content_encoding)
+
+    return value
+
+
+def _arguments(
+    first: Callable[[Message], Any], rest: tuple[object, ...]
+) -> Callable[[Message], tuple[Any, ...]]:
+    if not rest:
+        return lambda message: (first(message),)
+    if _THE_MESSAGE not in rest:
+        return lambda message: (first(message), *rest)
+
+    def arguments(message: Message) -> tuple[Any, ...]:
+        return (
+            first(message),
+            *(message if value is _THE_MESSAGE else value for value in rest),
+        )
+
+    return arguments
+
+
+def _namespace(handler: Callable[..., Any]) -> dict[str, Any]:
+    """The globals the handler's string annotations are read in (``from __future__ import
+    annotations``): those of the function as written, under any wrapper or bound method."""
+    target: Any = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    target = getattr(target, "__func__", target)
+    target = inspect.unwrap(target)
+    if not inspect.isfunction(target):
+        target = vars(type(target)).get("__call__", target)  # a callable object
+    found = getattr(target, "__globals__", None)
+    return found if isinstance(found, dict) else {}
+
+
+def _hint(parameter: inspect.Parameter, namespace: dict[str, Any], name: str) -> Any:
+    """The parameter's annotation, strings and nested forward references resolved; a
+    :class:`HandlerLoadError` naming it when a name in it is not defined."""
+    annotation = parameter.annotation
+    if annotation is inspect.Parameter.empty:
+        return annotation
+
+    def holder() -> None: ...
+
+    holder.__annotations__ = {"value": annotation}
+    try:
+        return typing.get_type_hints(holder, globalns=namespace, include_extras=True)["value"]
+    except Exception as error:
+        raise HandlerLoadError(
+            f"the annotation of parameter {parameter.name} of {name} ({annotation!s}) cannot "
+            f"be resolved: {error}; import the names it uses at module level"
+        ) from None
+
+
+def _is_message(hint: Any) -> bool:
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    return isinstance(hint, type) and issubclass(hint, Message)
+
+
+def _state_of(hint: Any) -> Any:
+    """``T`` of a ``State[T]`` annotation (``Any`` for a bare ``State``), else
+    ``_UNRESOLVED``."""
+    if typing.get_origin(hint) is not typing.Annotated:
+        return _UNRESOLVED
+    if not any(mark is STATE for mark in getattr(hint, "__metadata__", ())):
+        return _UNRESOLVED
+    part = typing.get_args(hint)[0]
+    return Any if isinstance(part, typing.TypeVar) else part

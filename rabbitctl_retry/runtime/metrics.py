@@ -179,6 +179,17 @@ class _StatsCollector:
         in_flight = GaugeMetricFamily("rr_in_flight", "Deliveries being handled or settled.")
         in_flight.add_metric([], float(service.in_flight) if service is not None else 0.0)
         yield in_flight
+        paused = GaugeMetricFamily(
+            "rr_paused",
+            "Consumers of the queue paused now (a handler said a dependency is down).",
+            labels=["queue"],
+        )
+        for consumer in service.consumers if service is not None else ():
+            paused.add_metric(
+                [escape_unprintable(consumer.policy.queue)],
+                1.0 if consumer.phase.value == "paused" else 0.0,  # ConsumerPhase.PAUSED
+            )
+        yield paused
         ready = GaugeMetricFamily("rr_consuming", "1 while every consumer consumes, else 0.")
         ready.add_metric([], 1.0 if self._metrics.ready else 0.0)
         yield ready

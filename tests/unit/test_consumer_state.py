@@ -19,6 +19,8 @@ fail and back off; the stop may come at any moment, the connection go. The check
 * no message is lost or removed twice;
 * after a cancel or a closed channel the consumer consumes again (when left alone), with the
   restart backoff;
+* a handler's pause cancels the consumer (once per pause) and, the pause over, the consumer
+  consumes again; a stop during a pause stops;
 * a stop takes no new consumer, drains: every decision is written before the channel
   closes, and leaves no consumer active.
 """
@@ -44,6 +46,9 @@ from rabbitctl_retry.runtime.consumer_state import (
 
 T = TypeVar("T")
 ACK, REQUEUE, DROP, GIVE_BACK = "ack", "requeue", "drop", "give back"
+PAUSE = "pause"
+"""A handler paused the queue: its message is given back (``basic.nack``), the consumer
+cancelled until the pause is over."""
 
 
 class UnknownDeliveryTag(AssertionError):
@@ -120,6 +125,9 @@ class World:
     """Consumer tags whose cancel rr read from the server."""
     delays: list[tuple[int, float]] = field(default_factory=list)
     """(failures in a row, backoff) of each failed restart."""
+    pauses: int = 0
+    """Pauses started (each cancelled the consumer)."""
+    now: float = 0.0
 
     def __post_init__(self) -> None:
         self.queue.extend(range(self.messages))
@@ -169,9 +177,14 @@ class World:
         if any(c.open and c.to_broker for c in self.channels):
             events.append("process")
         if self.watcher == "waiting" and (
-            not self.channel.open or self.state.watcher_wanted or self.state.stopping
+            not self.channel.open
+            or self.state.watcher_wanted
+            or self.state.stopping
+            or self.state.paused
         ):
             events.append("watch")
+        if self.watcher == "paused":
+            events.append("unpause")
         if self.watcher in ("recovering", "backing off"):
             events.append("restart")
         if disruptions and self.watcher != "starting":
@@ -250,12 +263,31 @@ class World:
         number, tag, _ = handler = self.pick(self.handlers)
         self.handlers.remove(handler)
         channel = self.channels[number]
-        outcome = self.pick([ACK, ACK, ACK, REQUEUE, DROP])
-        decided = (
-            channel.window.ack(tag)
-            if outcome == ACK
-            else channel.window.reject(tag, requeue=outcome == REQUEUE)
-        )
+        outcome = self.pick([ACK, ACK, ACK, REQUEUE, DROP, PAUSE])
+        if outcome == PAUSE:  # QueueConsumer._pause, then the give-back
+            was = self.state.phase
+            resume_at = self.state.resume_at_s
+            if self.state.pause(self.now + self.pick([1.0, 2.0])):
+                assert was is ConsumerPhase.CONSUMING
+                self.pauses += 1
+                tag_to_cancel = self.state.own_cancel()
+                assert tag_to_cancel is not None
+                if self.channel.open:
+                    self.channel.to_broker.append(("cancel", tag_to_cancel))
+            elif was is ConsumerPhase.PAUSED:  # extended, never shortened
+                assert resume_at is not None
+                assert self.state.resume_at_s is not None
+                assert self.state.resume_at_s >= resume_at
+            else:
+                assert self.state.phase is was  # not taken
+            decided = channel.window.give_back(tag)
+            outcome = GIVE_BACK
+        else:
+            decided = (
+                channel.window.ack(tag)
+                if outcome == ACK
+                else channel.window.reject(tag, requeue=outcome == REQUEUE)
+            )
         if decided:
             self.decided[number, tag] = outcome
         else:
@@ -330,6 +362,31 @@ class World:
         if watch is Watch.STOP:
             self.watcher = "done"
             return
+        if watch is Watch.PAUSE:
+            self.watcher = "paused"
+            return
+        self._reconsume(watch)
+
+    def _unpause(self) -> None:
+        """QueueConsumer._sit_out_the_pause: the clock reached the resume time, or a stop came
+        (its wait cut short)."""
+        channel = self.channel
+        if self.state.paused:
+            assert self.state.resume_at_s is not None
+            self.now = max(self.now, self.state.resume_at_s)
+        watch = self.state.resumed(channel_closed=not channel.open)
+        if watch is Watch.STOP:
+            self.watcher = "waiting"  # the watcher's loop sees the stop
+            return
+        assert self.state.own_cancel() is None  # cancelled when the pause began
+        self.failures = 0
+        if watch is Watch.REOPEN:
+            channel.window.forget()
+            channel.forgotten = True
+        self.watcher = "recovering"
+
+    def _reconsume(self, watch: Watch) -> None:
+        channel = self.channel
         # a closed channel is replaced (its deliveries went back), an open one consumes again
         assert (watch is Watch.REOPEN) == (not channel.open), watch
         self.failures = 0
@@ -432,6 +489,7 @@ class World:
             self.watcher in ("waiting", "done")
             and self.confirmed is None
             and not self.state.watcher_wanted
+            and not self.state.paused
             and not any(c.open and (c.to_client or c.to_broker) for c in self.channels)
             and (self.channel.open or self.watcher == "done")
         )
@@ -573,3 +631,50 @@ def test_restarts_back_off_and_start_again_from_the_first_delay() -> None:
     state.server_cancelled("b")
     state.woke(channel_closed=False, connection_closed=False)
     assert state.restart_failed() == 0.5
+
+
+def test_a_pause_cancels_the_consumer_and_a_later_one_only_moves_the_resume_time_out() -> None:
+    state = ConsumerState()
+    assert not state.pause(10.0)  # not consuming yet: not taken
+    assert state.phase is ConsumerPhase.OPENING
+    assert state.consuming("a")
+    assert state.pause(10.0)
+    assert state.paused
+    assert state.consumer_tag is None
+    assert state.own_cancel() == "a"  # rr cancels it
+    assert not state.pause(5.0)  # a shorter one keeps the first's end
+    assert state.resume_at_s == 10.0
+    assert not state.pause(30.0)
+    assert state.resume_at_s == 30.0
+    assert state.woke(channel_closed=False, connection_closed=False) is Watch.PAUSE
+    assert state.resumed(channel_closed=False) is Watch.RECONSUME
+    assert state.own_cancel() is None
+    assert state.phase is ConsumerPhase.RESTARTING
+    assert state.resume_at_s is None
+    assert state.consuming("b")
+    assert state.pause(40.0)
+    assert state.resumed(channel_closed=True) is Watch.REOPEN  # its channel closed meanwhile
+
+
+def test_a_stop_during_a_pause_stops() -> None:
+    state = ConsumerState()
+    assert state.consuming("a")
+    assert state.pause(10.0)
+    assert state.stop() == "a"  # paused before its basic.cancel went out
+    assert state.resume_at_s is None
+    assert state.resumed(channel_closed=False) is Watch.STOP
+    assert state.woke(channel_closed=False, connection_closed=False) is Watch.STOP
+    assert not state.pause(20.0)  # stopping: not taken
+    state.closed()
+    assert state.phase is ConsumerPhase.CLOSED
+
+
+def test_a_cancel_by_the_broker_during_a_pause_changes_nothing() -> None:
+    state = ConsumerState()
+    assert state.consuming("a")
+    assert state.pause(10.0)
+    assert state.own_cancel() == "a"
+    state.server_cancelled("a")  # its cancel crossed ours
+    assert state.paused
+    assert not state.watcher_wanted
+    assert not state.delivered("a")  # what still comes for it goes back unhandled

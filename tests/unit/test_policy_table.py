@@ -741,13 +741,13 @@ TABLE = [
     ),
     # drop of a mapped exception on a quorum queue with D: rr's copy, so the letter says why
     pytest.param(
-        ("drop", "quorum, D, a mapped exception"), {"`Outcome.drop()`"}, PAYOUTS, {"x-delivery-count": 1},
-        Drop(BOOM),
+        ("drop", "quorum, D, a mapped exception"), {"`Outcome.drop()`"}, PAYOUTS,
+        {"x-delivery-count": 1}, Drop(BOOM),
         Decision(
             action=RepublishAction(Copy(
                 exchange="", routing_key="payouts.dead",
-                headers={H: "5", "rr-origin-queue": "payouts", "rr-failed-at": STAMP, "rr-error-type": BOOM.type,
-                         "rr-error-message": BOOM.message},
+                headers={H: "5", "rr-origin-queue": "payouts", "rr-failed-at": STAMP,
+                         "rr-error-type": BOOM.type, "rr-error-message": BOOM.message},
                 purpose=CopyPurpose.DEAD_LETTER,
             )),
             event=Event.DROPPED, attempt=2, destination="payouts.dead", failure=BOOM,
