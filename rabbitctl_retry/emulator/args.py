@@ -446,20 +446,18 @@ def queue_inequivalence(
     if kind == "quorum" and delayed_retries:
         keys += delayed_retry.QUORUM_ONLY_4_3
     for key in keys:
-        has_new, has_old = key in arguments, key in current_arguments
-        new, old = arguments.get(key), current_arguments.get(key)
         if key == "x-queue-type" and kind == "classic":
             # "classic" and no type at all are the same queue
+            has_new, has_old = key in arguments, key in current_arguments
+            new, old = arguments.get(key), current_arguments.get(key)
             new = "classic" if new is None else new
             old = "classic" if old is None else old
             if new == old:
                 continue
             return _inequivalent(key, "queue", name, new, old if has_old else None, present=has_new)
-        if not has_new and not has_old:
-            continue
-        if has_new and has_old and _same(new, old):
-            continue
-        return _inequivalent(key, "queue", name, new, old if has_old else None, present=has_new)
+        problem = _argument_problem(key, "queue", name, arguments, current_arguments)
+        if problem:
+            return problem
     return None
 
 
@@ -487,14 +485,25 @@ def exchange_inequivalence(
     )
     if problem:
         return problem
-    key = "alternate-exchange"
+    return _argument_problem("alternate-exchange", "exchange", name, arguments, current_arguments)
+
+
+def _argument_problem(
+    key: str,
+    kind: str,
+    name: str,
+    arguments: Mapping[str, FieldValue],
+    current_arguments: Mapping[str, FieldValue],
+) -> str | None:
+    """The server's PRECONDITION_FAILED text when a redeclare's argument ``key`` differs from
+    the existing ``kind``'s (``"queue"``, ``"exchange"``), else None."""
     has_new, has_old = key in arguments, key in current_arguments
     if not has_new and not has_old:
         return None
     new, old = arguments.get(key), current_arguments.get(key)
     if has_new and has_old and _same(new, old):
         return None
-    return _inequivalent(key, "exchange", name, new, old if has_old else None, present=has_new)
+    return _inequivalent(key, kind, name, new, old if has_old else None, present=has_new)
 
 
 def frozen_arguments(arguments: Mapping[str, FieldValue] | None) -> FieldTable:
