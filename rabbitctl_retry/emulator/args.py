@@ -27,6 +27,7 @@ from rabbitctl_retry.errors import ChannelClosed, PreconditionFailed
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.releases import ServerRelease
 from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.transport.base import ExchangeDeclare
 
 QueueKind = Literal["classic", "quorum"]
 Overflow = Literal["drop-head", "reject-publish", "reject-publish-dlx"]
@@ -461,30 +462,20 @@ def queue_inequivalence(
     return None
 
 
-def exchange_inequivalence(
-    name: str,
-    *,
-    current_type: str,
-    current_durable: bool,
-    current_auto_delete: bool,
-    current_internal: bool,
-    current_arguments: Mapping[str, FieldValue],
-    type: str,
-    durable: bool,
-    auto_delete: bool,
-    internal: bool,
-    arguments: Mapping[str, FieldValue],
-) -> str | None:
-    """The server's PRECONDITION_FAILED text when an exchange redeclare differs, else None."""
-    if type != current_type:
-        return _inequivalent("type", "exchange", name, type, current_type, present=True)
+def exchange_inequivalence(current: ExchangeDeclare, wanted: ExchangeDeclare) -> str | None:
+    """The server's PRECONDITION_FAILED text when an exchange redeclare (``wanted``) differs
+    from the declare that made the exchange (``current``), else None."""
+    name = wanted.exchange
+    if wanted.type != current.type:
+        return _inequivalent("type", "exchange", name, wanted.type, current.type, present=True)
     problem = (
-        _field("durable", "exchange", name, durable, current_durable)
-        or _field("auto_delete", "exchange", name, auto_delete, current_auto_delete)
-        or _field("internal", "exchange", name, internal, current_internal)
+        _field("durable", "exchange", name, wanted.durable, current.durable)
+        or _field("auto_delete", "exchange", name, wanted.auto_delete, current.auto_delete)
+        or _field("internal", "exchange", name, wanted.internal, current.internal)
     )
     if problem:
         return problem
+    arguments, current_arguments = wanted.arguments or {}, current.arguments or {}
     return _argument_problem("alternate-exchange", "exchange", name, arguments, current_arguments)
 
 

@@ -335,19 +335,7 @@ def exchange_declare(state: BrokerState, request: ExchangeDeclare) -> None:
     _check_type(state, type)
     args = frozen_arguments(arguments)
     if existing is not None:
-        problem = exchange_inequivalence(
-            name,
-            current_type=existing.type,
-            current_durable=existing.durable,
-            current_auto_delete=existing.auto_delete,
-            current_internal=existing.internal,
-            current_arguments=existing.arguments,
-            type=type,
-            durable=durable,
-            auto_delete=auto_delete,
-            internal=internal,
-            arguments=args,
-        )
+        problem = exchange_inequivalence(existing.declared, request)
         if problem is not None:
             raise PreconditionFailed(problem)
         return
