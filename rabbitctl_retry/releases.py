@@ -8,9 +8,10 @@ with a number (``tests/unit/test_releases.py`` scans the source). docs/testing.m
 the releases ("What differs between releases") is generated from :data:`RELEASES`
 (``scripts/release_table.py``; ``tests/docs/test_release_table.py`` checks it).
 
-Adding a release is a new row of :data:`RELEASES` (the row before it copied, each field that
-differs changed) plus its measurements: its server in the contract suite, and its line in
-``tests/contract/versions.py``.
+The rows are written as one table by field (:data:`RELEASES`: each field's value in each row,
+oldest first, as docs/testing.md shows them). Adding a release is a new value at the end of
+each field (the row before it copied, each field that differs changed) plus its measurements:
+its server in the contract suite, and its line in ``tests/contract/versions.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 QuorumPriorities = Literal["none", "two", "strict"]
 DeprecatedFeaturesTable = Literal["none", "names", "states"]
@@ -298,105 +299,74 @@ _OPERATOR_KEYS_4_0 = _OPERATOR_KEYS_3 | {
 _OPERATOR_KEYS_4_3 = _OPERATOR_KEYS_4_0 | set(_DELAYED)
 
 
+def _rows(**columns: tuple[Any, ...]) -> tuple[ServerRelease, ...]:
+    """The rows of a table given by field: each field's value in each row, oldest first (a
+    field missing or unknown fails here, at import)."""
+    count = len(columns["line"])
+    if any(len(values) != count for values in columns.values()):
+        raise ValueError("every field of the release table takes one value a row")
+    return tuple(
+        ServerRelease(**{name: values[index] for name, values in columns.items()})
+        for index in range(count)
+    )
+
+
 # --- the rows ---------------------------------------------------------------------------------
 
-RABBITMQ_3_10 = ServerRelease(
-    line=(3, 10),
-    measured_on="3.10.8",
-    writes_last_death_headers=False,
-    broker_keeps_deaths=False,
-    dead_letter_key_drops_cc=True,
-    nack_requeue_counts_delivery=True,
-    counts_travel_from_any_queue=False,
-    quorum_rejections_travel=False,
-    quorum_get_shows_zero_count=True,
-    default_quorum_delivery_limit=None,
-    takes_unlimited_delivery_limit=False,
-    delivery_limit_integers_only=False,
-    limit_drop_leaks_credit=True,
-    quorum_requeue_to_front=False,
-    quorum_returns_in_map_order=True,
-    closing_channel_returns_gets_first=True,
-    quorum_evictions_newest_first=True,
-    quorum_expires_at_each_head=False,
-    reused_consumer_tag_crashes=True,
-    quorum_priorities="none",
-    classic_max_priority_0_as_1=False,
-    sorts_headers_on_arrival=False,
-    quorum_writes_headers_again=True,
-    headers_exchange_strict_numbers=False,
-    queue_type_always_set=False,
-    quorum_takes_consumer_timeout=False,
-    delayed_retries=False,
-    policy_apply_to_queue_types=False,
-    quorum_expires_from_policy=True,
-    policy_keys=_POLICY_KEYS_3,
-    operator_policy_keys=_OPERATOR_KEYS_3,
-    transient_queues_deprecated=False,
-    mirrors_classic_queues=True,
-    deprecated_features_table="none",
-    vhost_default_queue_type=None,
+RELEASES: tuple[ServerRelease, ...] = _rows(
+    # 3.10: measured on 3.10.8 (and what rr assumes of an older server). 3.13: from its
+    # release notes, not run (3.10's row with the ``x-last-death-*`` headers). 4.0: measured
+    # on 4.0.5. 4.3: measured on 4.3.6.
+    line=((3, 10), (3, 13), (4, 0), (4, 3)),
+    measured_on=("3.10.8", None, "4.0.5", "4.3.6"),
+    writes_last_death_headers=(False, True, True, True),
+    broker_keeps_deaths=(False, False, True, True),
+    dead_letter_key_drops_cc=(True, True, False, False),
+    nack_requeue_counts_delivery=(True, True, True, False),
+    counts_travel_from_any_queue=(False, False, False, True),
+    quorum_rejections_travel=(False, False, True, True),
+    quorum_get_shows_zero_count=(True, True, False, False),
+    default_quorum_delivery_limit=(
+        None,
+        None,
+        QUORUM_DEFAULT_DELIVERY_LIMIT,
+        QUORUM_DEFAULT_DELIVERY_LIMIT,
+    ),
+    takes_unlimited_delivery_limit=(False, False, True, True),
+    delivery_limit_integers_only=(False, False, False, True),
+    limit_drop_leaks_credit=(True, True, False, False),
+    quorum_requeue_to_front=(False, False, True, True),
+    quorum_returns_in_map_order=(True, True, False, False),
+    closing_channel_returns_gets_first=(True, True, False, False),
+    quorum_evictions_newest_first=(True, True, True, False),
+    quorum_expires_at_each_head=(False, False, False, True),
+    reused_consumer_tag_crashes=(True, True, False, False),
+    quorum_priorities=("none", "none", "two", "strict"),
+    classic_max_priority_0_as_1=(False, False, True, True),
+    sorts_headers_on_arrival=(False, False, True, True),
+    quorum_writes_headers_again=(True, True, False, False),
+    headers_exchange_strict_numbers=(False, False, True, True),
+    queue_type_always_set=(False, False, True, True),
+    quorum_takes_consumer_timeout=(False, False, False, True),
+    delayed_retries=(False, False, False, True),
+    policy_apply_to_queue_types=(False, False, True, True),
+    quorum_expires_from_policy=(True, True, False, False),
+    policy_keys=(_POLICY_KEYS_3, _POLICY_KEYS_3, _POLICY_KEYS_4_0, _POLICY_KEYS_4_3),
+    operator_policy_keys=(
+        _OPERATOR_KEYS_3,
+        _OPERATOR_KEYS_3,
+        _OPERATOR_KEYS_4_0,
+        _OPERATOR_KEYS_4_3,
+    ),
+    transient_queues_deprecated=(False, False, True, True),
+    mirrors_classic_queues=(True, True, False, False),
+    deprecated_features_table=("none", "none", "names", "states"),
+    vhost_default_queue_type=(None, None, "classic", "classic"),
 )
-"""RabbitMQ 3.10, measured on 3.10.8 (and what rr assumes of an older server)."""
-
-RABBITMQ_3_13 = dataclasses.replace(
-    RABBITMQ_3_10, line=(3, 13), measured_on=None, writes_last_death_headers=True
-)
-"""RabbitMQ 3.13 (from its release notes, not run): 3.10's row with the ``x-last-death-*``
-headers."""
-
-RABBITMQ_4_0 = dataclasses.replace(
-    RABBITMQ_3_13,
-    line=(4, 0),
-    measured_on="4.0.5",
-    broker_keeps_deaths=True,
-    dead_letter_key_drops_cc=False,
-    quorum_rejections_travel=True,
-    quorum_get_shows_zero_count=False,
-    default_quorum_delivery_limit=QUORUM_DEFAULT_DELIVERY_LIMIT,
-    takes_unlimited_delivery_limit=True,
-    limit_drop_leaks_credit=False,
-    quorum_requeue_to_front=True,
-    quorum_returns_in_map_order=False,
-    closing_channel_returns_gets_first=False,
-    reused_consumer_tag_crashes=False,
-    quorum_priorities="two",
-    classic_max_priority_0_as_1=True,
-    sorts_headers_on_arrival=True,
-    quorum_writes_headers_again=False,
-    headers_exchange_strict_numbers=True,
-    queue_type_always_set=True,
-    policy_apply_to_queue_types=True,
-    quorum_expires_from_policy=False,
-    policy_keys=_POLICY_KEYS_4_0,
-    operator_policy_keys=_OPERATOR_KEYS_4_0,
-    transient_queues_deprecated=True,
-    mirrors_classic_queues=False,
-    deprecated_features_table="names",
-    vhost_default_queue_type="classic",
-)
-"""RabbitMQ 4.0, measured on 4.0.5."""
-
-RABBITMQ_4_3 = dataclasses.replace(
-    RABBITMQ_4_0,
-    line=(4, 3),
-    measured_on="4.3.6",
-    nack_requeue_counts_delivery=False,
-    counts_travel_from_any_queue=True,
-    delivery_limit_integers_only=True,
-    quorum_evictions_newest_first=False,
-    quorum_expires_at_each_head=True,
-    quorum_priorities="strict",
-    quorum_takes_consumer_timeout=True,
-    delayed_retries=True,
-    policy_keys=_POLICY_KEYS_4_3,
-    operator_policy_keys=_OPERATOR_KEYS_4_3,
-    deprecated_features_table="states",
-)
-"""RabbitMQ 4.3, measured on 4.3.6."""
-
-RELEASES: tuple[ServerRelease, ...] = (RABBITMQ_3_10, RABBITMQ_3_13, RABBITMQ_4_0, RABBITMQ_4_3)
 """Every row, oldest first."""
+
+RABBITMQ_3_10, RABBITMQ_3_13, RABBITMQ_4_0, RABBITMQ_4_3 = RELEASES
+"""The rows by release line."""
 
 MEASURED_RELEASES: tuple[str, ...] = tuple(
     row.measured_on for row in RELEASES if row.measured_on is not None

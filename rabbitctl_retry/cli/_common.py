@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
@@ -145,6 +146,21 @@ OutputOption = Annotated[
 def topology_option(help: str) -> Any:
     """``--topology`` / ``-t``, declared once: each command says what it takes of the file."""
     return typer.Option("--topology", "-t", help=help)
+
+
+TopologyArgument = Annotated[Path, typer.Argument(help="The topology file (TOML).")]
+"""The topology file as a command's first argument (``rr declare``, ``rr migrate``,
+``rr topology ...``)."""
+
+
+def dry_run_option(help: str) -> Any:
+    """``--dry-run``, declared once: each command says what it shows instead of doing it."""
+    return typer.Option("--dry-run", help=help)
+
+
+def force_option(help: str) -> Any:
+    """``--force``, declared once: each command says what it goes ahead with all the same."""
+    return typer.Option("--force", help=help)
 
 
 YesOption = Annotated[

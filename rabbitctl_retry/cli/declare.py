@@ -23,10 +23,8 @@ from rabbitctl_retry.ops.preflight import load_checked
 
 def declare(
     ctx: typer.Context,
-    topology_file: Annotated[Path, typer.Argument(help="The topology file (TOML).")],
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show the plan; change nothing.")
-    ] = False,
+    topology_file: common.TopologyArgument,
+    dry_run: Annotated[bool, common.dry_run_option("Show the plan; change nothing.")] = False,
     url: common.UrlOption = None,
     management_url: Annotated[
         str | None,

@@ -3,7 +3,6 @@ messages (docs/topology.md, "Migrating a queue")."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -21,7 +20,7 @@ from rabbitctl_retry.topology.plan import Status
 
 def migrate_command(
     ctx: typer.Context,
-    topology_file: Annotated[Path, typer.Argument(help="The topology file (TOML).")],
+    topology_file: common.TopologyArgument,
     queue: Annotated[
         list[str] | None,
         typer.Option(
@@ -32,14 +31,13 @@ def migrate_command(
         ),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show the steps and the messages; change nothing.")
+        bool, common.dry_run_option("Show the steps and the messages; change nothing.")
     ] = False,
     yes: common.YesOption = False,
     force: Annotated[
         bool,
-        typer.Option(
-            "--force",
-            help="Go ahead although consumers are attached to a queue being rebuilt (what "
+        common.force_option(
+            "Go ahead although consumers are attached to a queue being rebuilt (what "
             "they hold unacknowledged when it is deleted is lost), or publishing by name cannot "
             'be checked (no management URL) or is seen (docs/topology.md, "Migrating a '
             'queue").',

@@ -41,8 +41,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-TopologyArgument = Annotated[Path, typer.Argument(help="The topology file (TOML).")]
-
 
 class ExportFormat(StrEnum):
     DEFINITIONS = "definitions"
@@ -54,7 +52,7 @@ def _load(path: Path) -> tuple[Topology, Desired]:
 
 
 @app.command()
-def validate(topology_file: TopologyArgument) -> None:
+def validate(topology_file: common.TopologyArgument) -> None:
     """Parse and check a topology file; exit 78 with the key and line of the first problem."""
     topology, desired = _load(topology_file)
     text = (
@@ -68,7 +66,7 @@ def validate(topology_file: TopologyArgument) -> None:
 @app.command()
 def show(
     ctx: typer.Context,
-    topology_file: TopologyArgument,
+    topology_file: common.TopologyArgument,
     output: common.OutputOption = common.OutputFormat.TABLE,
     live: Annotated[
         bool,
@@ -148,7 +146,7 @@ def _show_pieces(topology: Topology, desired: Desired) -> list[Piece]:
 
 @app.command()
 def export(
-    topology_file: TopologyArgument,
+    topology_file: common.TopologyArgument,
     format: Annotated[
         ExportFormat,
         typer.Option("--format", help="definitions: a RabbitMQ definitions.json document."),

@@ -27,6 +27,7 @@ from rabbitctl_retry.errors import ChannelClosed, PreconditionFailed
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.releases import ServerRelease
 from rabbitctl_retry.server import ServerVersion
+from rabbitctl_retry.transport.base import ExchangeDeclare
 
 QueueKind = Literal["classic", "quorum"]
 Overflow = Literal["drop-head", "reject-publish", "reject-publish-dlx"]
@@ -446,55 +447,54 @@ def queue_inequivalence(
     if kind == "quorum" and delayed_retries:
         keys += delayed_retry.QUORUM_ONLY_4_3
     for key in keys:
-        has_new, has_old = key in arguments, key in current_arguments
-        new, old = arguments.get(key), current_arguments.get(key)
         if key == "x-queue-type" and kind == "classic":
             # "classic" and no type at all are the same queue
+            has_new, has_old = key in arguments, key in current_arguments
+            new, old = arguments.get(key), current_arguments.get(key)
             new = "classic" if new is None else new
             old = "classic" if old is None else old
             if new == old:
                 continue
             return _inequivalent(key, "queue", name, new, old if has_old else None, present=has_new)
-        if not has_new and not has_old:
-            continue
-        if has_new and has_old and _same(new, old):
-            continue
-        return _inequivalent(key, "queue", name, new, old if has_old else None, present=has_new)
+        problem = _argument_problem(key, "queue", name, arguments, current_arguments)
+        if problem:
+            return problem
     return None
 
 
-def exchange_inequivalence(
-    name: str,
-    *,
-    current_type: str,
-    current_durable: bool,
-    current_auto_delete: bool,
-    current_internal: bool,
-    current_arguments: Mapping[str, FieldValue],
-    type: str,
-    durable: bool,
-    auto_delete: bool,
-    internal: bool,
-    arguments: Mapping[str, FieldValue],
-) -> str | None:
-    """The server's PRECONDITION_FAILED text when an exchange redeclare differs, else None."""
-    if type != current_type:
-        return _inequivalent("type", "exchange", name, type, current_type, present=True)
+def exchange_inequivalence(current: ExchangeDeclare, wanted: ExchangeDeclare) -> str | None:
+    """The server's PRECONDITION_FAILED text when an exchange redeclare (``wanted``) differs
+    from the declare that made the exchange (``current``), else None."""
+    name = wanted.exchange
+    if wanted.type != current.type:
+        return _inequivalent("type", "exchange", name, wanted.type, current.type, present=True)
     problem = (
-        _field("durable", "exchange", name, durable, current_durable)
-        or _field("auto_delete", "exchange", name, auto_delete, current_auto_delete)
-        or _field("internal", "exchange", name, internal, current_internal)
+        _field("durable", "exchange", name, wanted.durable, current.durable)
+        or _field("auto_delete", "exchange", name, wanted.auto_delete, current.auto_delete)
+        or _field("internal", "exchange", name, wanted.internal, current.internal)
     )
     if problem:
         return problem
-    key = "alternate-exchange"
+    arguments, current_arguments = wanted.arguments or {}, current.arguments or {}
+    return _argument_problem("alternate-exchange", "exchange", name, arguments, current_arguments)
+
+
+def _argument_problem(
+    key: str,
+    kind: str,
+    name: str,
+    arguments: Mapping[str, FieldValue],
+    current_arguments: Mapping[str, FieldValue],
+) -> str | None:
+    """The server's PRECONDITION_FAILED text when a redeclare's argument ``key`` differs from
+    the existing ``kind``'s (``"queue"``, ``"exchange"``), else None."""
     has_new, has_old = key in arguments, key in current_arguments
     if not has_new and not has_old:
         return None
     new, old = arguments.get(key), current_arguments.get(key)
     if has_new and has_old and _same(new, old):
         return None
-    return _inequivalent(key, "exchange", name, new, old if has_old else None, present=has_new)
+    return _inequivalent(key, kind, name, new, old if has_old else None, present=has_new)
 
 
 def frozen_arguments(arguments: Mapping[str, FieldValue] | None) -> FieldTable:

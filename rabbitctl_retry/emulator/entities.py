@@ -41,7 +41,8 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import Policy
-from rabbitctl_retry.transport.base import QueueInfo
+from rabbitctl_retry.transport.base import Binding as BindRequest
+from rabbitctl_retry.transport.base import ExchangeDeclare, QueueDeclare, QueueInfo
 
 DELAYED_TYPE = "x-delayed-message"
 
@@ -100,19 +101,11 @@ def _check_access(channel: ChannelState, q: EmulatedQueue) -> None:
         raise _locked(q.name)
 
 
-def queue_declare(
-    state: BrokerState,
-    channel: ChannelState,
-    name: str,
-    *,
-    passive: bool,
-    durable: bool,
-    exclusive: bool,
-    auto_delete: bool,
-    arguments: Mapping[str, FieldValue] | None,
-) -> QueueInfo:
+def queue_declare(state: BrokerState, channel: ChannelState, request: QueueDeclare) -> QueueInfo:
+    name, arguments = request.queue, request.arguments
+    durable, exclusive, auto_delete = request.durable, request.exclusive, request.auto_delete
     state.activity += 1
-    if passive:
+    if request.passive:
         return _info(state, queue_of(state, channel, name))
     if name == "":
         if (arguments or {}).get("x-queue-type") == "quorum":
@@ -330,39 +323,19 @@ def queue_delete(
 # -- exchanges and bindings --------------------------------------------------------------
 
 
-def exchange_declare(
-    state: BrokerState,
-    name: str,
-    *,
-    type: str,
-    passive: bool,
-    durable: bool,
-    auto_delete: bool,
-    internal: bool,
-    arguments: Mapping[str, FieldValue] | None,
-) -> None:
+def exchange_declare(state: BrokerState, request: ExchangeDeclare) -> None:
+    name, type, arguments = request.exchange, request.type, request.arguments
+    durable, auto_delete, internal = request.durable, request.auto_delete, request.internal
     _touch_exchange(state, name)
     existing = state.exchanges.get(name)
-    if passive:
+    if request.passive:
         if existing is None:
             raise NotFound(f"NOT_FOUND - no exchange '{name}' in vhost '{VHOST}'")
         return
     _check_type(state, type)
     args = frozen_arguments(arguments)
     if existing is not None:
-        problem = exchange_inequivalence(
-            name,
-            current_type=existing.type,
-            current_durable=existing.durable,
-            current_auto_delete=existing.auto_delete,
-            current_internal=existing.internal,
-            current_arguments=existing.arguments,
-            type=type,
-            durable=durable,
-            auto_delete=auto_delete,
-            internal=internal,
-            arguments=args,
-        )
+        problem = exchange_inequivalence(existing.declared, request)
         if problem is not None:
             raise PreconditionFailed(problem)
         return
@@ -420,20 +393,14 @@ def exchange_delete(state: BrokerState, name: str, *, if_unused: bool) -> None:
     del state.exchanges[name]
 
 
-def queue_bind(
-    state: BrokerState,
-    channel: ChannelState,
-    queue: str,
-    exchange: str,
-    routing_key: str,
-    arguments: Mapping[str, FieldValue] | None,
-) -> None:
+def queue_bind(state: BrokerState, channel: ChannelState, request: BindRequest) -> None:
+    exchange, routing_key = request.exchange, request.routing_key
     _touch_exchange(state, exchange)
     x = state.exchanges.get(exchange)
     if x is None:
         raise NotFound(f"NOT_FOUND - no exchange '{exchange}' in vhost '{VHOST}'")
-    q = queue_of(state, channel, queue)
-    args = frozen_arguments(arguments)
+    q = queue_of(state, channel, request.queue)
+    args = frozen_arguments(request.arguments)
     if x.routing_type == "headers" and not valid_match_kind(args):
         value = _erlang(args.get("x-match"))
         raise PreconditionFailed(
@@ -446,23 +413,16 @@ def queue_bind(
     reindex_bindings(x)
 
 
-def queue_unbind(
-    state: BrokerState,
-    channel: ChannelState,
-    queue: str,
-    exchange: str,
-    routing_key: str,
-    arguments: Mapping[str, FieldValue] | None,
-) -> None:
+def queue_unbind(state: BrokerState, channel: ChannelState, request: BindRequest) -> None:
     """Remove one binding. A binding, queue or exchange that does not exist is no error:
     RabbitMQ 3.10.8, 4.0.5 and 4.3.6 all answer unbind-ok
     (tests/contract/test_routing.py)."""
-    _touch_exchange(state, exchange)
-    x = state.exchanges.get(exchange)
+    _touch_exchange(state, request.exchange)
+    x = state.exchanges.get(request.exchange)
     if x is None:
         return
-    args = frozen_arguments(arguments)
-    kept = [b for b in x.bindings if not _is_binding(b, queue, routing_key, args)]
+    args = frozen_arguments(request.arguments)
+    kept = [b for b in x.bindings if not _is_binding(b, request.queue, request.routing_key, args)]
     if len(kept) != len(x.bindings):
         x.bindings[:] = kept
         reindex_bindings(x)

@@ -36,9 +36,35 @@ class _MessageEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class Published(_MessageEvent):
+class _ExchangeEvent(_MessageEvent):
+    """An event of a message at ``exchange``."""
+
     exchange: str
+
+
+@dataclass(frozen=True, slots=True)
+class _RoutedEvent(_ExchangeEvent):
+    """An event of a message published to its exchange with ``routing_key``."""
+
     routing_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class _QueueEvent(_MessageEvent):
+    """An event of a message in ``queue``."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class _DeliveryEvent(_QueueEvent):
+    """An event of one delivery from its queue: ``delivery_tag`` on its channel."""
+
+    delivery_tag: int
+
+
+@dataclass(frozen=True, slots=True)
+class Published(_RoutedEvent):
     queues: tuple[str, ...]
     """The queues it was enqueued in (empty when unroutable or delayed)."""
     message_id: str | None = field(default=None, compare=False)
@@ -47,42 +73,32 @@ class Published(_MessageEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class Returned(_MessageEvent):
+class Returned(_RoutedEvent):
     """A mandatory message no queue took (basic.return 312 NO_ROUTE)."""
 
-    exchange: str
-    routing_key: str
-
 
 @dataclass(frozen=True, slots=True)
-class Unroutable(_MessageEvent):
+class Unroutable(_RoutedEvent):
     """A non-mandatory message no queue took: silently dropped."""
 
-    exchange: str
-    routing_key: str
-
 
 @dataclass(frozen=True, slots=True)
-class Delayed(_MessageEvent):
+class Delayed(_ExchangeEvent):
     """A message held by an ``x-delayed-message`` exchange for ``delay_ms``."""
 
-    exchange: str
     delay_ms: int
 
 
 @dataclass(frozen=True, slots=True)
-class Released(_MessageEvent):
+class Released(_ExchangeEvent):
     """A delayed message whose delay ran out, routed by its exchange (``x-delay`` negated)."""
 
-    exchange: str
     queues: tuple[str, ...]
     """Empty when nothing was bound for it any more: then it is dropped."""
 
 
 @dataclass(frozen=True, slots=True)
-class Delivered(_MessageEvent):
-    queue: str
-    delivery_tag: int
+class Delivered(_DeliveryEvent):
     consumer_tag: str | None
     """None for basic.get."""
     redelivered: bool
@@ -91,32 +107,28 @@ class Delivered(_MessageEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class Acked(_MessageEvent):
-    queue: str
-    delivery_tag: int
+class Acked(_DeliveryEvent):
+    """basic.ack of one delivery."""
 
 
 @dataclass(frozen=True, slots=True)
-class Rejected(_MessageEvent):
+class Rejected(_DeliveryEvent):
     """basic.reject or basic.nack of one delivery."""
 
-    queue: str
-    delivery_tag: int
     requeue: bool
     method: Literal["reject", "nack"]
 
 
 @dataclass(frozen=True, slots=True)
-class Requeued(_MessageEvent):
-    queue: str
+class Requeued(_QueueEvent):
     cause: RequeueCause
     delivery_count: int
     """The message's count after this return (quorum; 0 on classic queues)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Expired(_MessageEvent):
-    queue: str
+class Expired(_QueueEvent):
+    """A message its queue's TTL removed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +143,9 @@ class DeadLettered(_MessageEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class Dropped(_MessageEvent):
+class Dropped(_QueueEvent):
     """A message removed without going anywhere (no dead-letter exchange, purge, delete...)."""
 
-    queue: str
     cause: DropCause
 
 

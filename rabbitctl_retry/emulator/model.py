@@ -16,7 +16,7 @@ from rabbitctl_retry.emulator.args import QueueSettings, StrictPriorities
 from rabbitctl_retry.emulator.clock import TimerHandle
 from rabbitctl_retry.emulator.delayed_retry import WaitingRoom
 from rabbitctl_retry.fields import FieldTable, FieldValue
-from rabbitctl_retry.transport.base import Delivery, Properties
+from rabbitctl_retry.transport.base import Delivery, ExchangeDeclare, Properties
 
 
 @dataclass(slots=True, eq=False)
@@ -98,6 +98,18 @@ class Exchange:
     bindings: list[Binding] = field(default_factory=list)
     by_key: dict[str, list[str]] = field(default_factory=dict)
     """direct routing: routing key -> queue names, in binding order."""
+
+    @property
+    def declared(self) -> ExchangeDeclare:
+        """The exchange.declare that makes it as it is: what a redeclare is compared with."""
+        return ExchangeDeclare(
+            self.name,
+            self.type,
+            durable=self.durable,
+            auto_delete=self.auto_delete,
+            internal=self.internal,
+            arguments=self.arguments,
+        )
 
     @property
     def delayed(self) -> bool:

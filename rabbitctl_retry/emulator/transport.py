@@ -221,43 +221,18 @@ class EmulatedChannel(Channel):
     async def _queue_declare(self, request: QueueDeclare) -> QueueInfo:
         what = request.what
         _encodable(what, queue=request.queue)
-        return self._run(
-            what,
-            lambda: self._broker.queue_declare(
-                self._state,
-                request.queue,
-                passive=request.passive,
-                durable=request.durable,
-                exclusive=request.exclusive,
-                auto_delete=request.auto_delete,
-                arguments=request.arguments,
-            ),
-        )
+        return self._run(what, lambda: self._broker.queue_declare(self._state, request))
 
     async def _exchange_declare(self, request: ExchangeDeclare) -> None:
         what = request.what
         _encodable(what, exchange=request.exchange)
-        self._run(
-            what,
-            lambda: self._broker.exchange_declare(
-                request.exchange,
-                type=request.type,
-                passive=request.passive,
-                durable=request.durable,
-                auto_delete=request.auto_delete,
-                internal=request.internal,
-                arguments=request.arguments,
-            ),
-        )
+        self._run(what, lambda: self._broker.exchange_declare(request))
 
     async def _bind(self, request: Binding) -> None:
         what = request.what
-        queue, exchange = request.queue, request.exchange
-        _encodable(what, queue=queue, exchange=exchange)
+        _encodable(what, queue=request.queue, exchange=request.exchange)
         act = self._broker.queue_unbind if request.unbind else self._broker.queue_bind
-        self._run(
-            what, lambda: act(self._state, queue, exchange, request.routing_key, request.arguments)
-        )
+        self._run(what, lambda: act(self._state, request))
 
     async def queue_purge(self, name: str) -> int:
         what = f"purge queue {name!r}"

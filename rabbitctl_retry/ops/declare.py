@@ -273,6 +273,13 @@ async def declare_entity(
             assert_never(entity)
 
 
+async def unbind_entity(channel: Channel, binding: BindingEntity) -> None:
+    """Remove ``binding``: what :func:`declare_entity` binds."""
+    await channel.queue_unbind(
+        binding.queue, binding.exchange, binding.routing_key, binding.arguments
+    )
+
+
 def _stopped_at(steps: Sequence[Step], failed: int, error: Exception) -> str:
     """What an apply that failed at step ``failed`` did and did not do. Pure."""
     before = ", ".join(_step(entity) for entity in steps[:failed]) or "nothing"

@@ -12,7 +12,7 @@ running the same command again reads where the broker stands and finishes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Send
@@ -27,6 +27,7 @@ from rabbitctl_retry.ops.declare import (
     observe_and_plan,
     opened,
     provision,
+    unbind_entity,
 )
 from rabbitctl_retry.ops.probe import (
     compare_queue,
@@ -366,13 +367,9 @@ class _Run:
             holding = rebuild.holding
             if holding is not None:
                 report = self._begin(Step.REDIRECT)
-                for binding in rebuild.bindings:
-                    await channel.queue_bind(
-                        holding.name, binding.exchange, binding.routing_key, binding.arguments
-                    )
-                    await channel.queue_unbind(
-                        rebuild.name, binding.exchange, binding.routing_key, binding.arguments
-                    )
+                for binding in rebuild.bindings:  # each bound to the queue itself
+                    await declare_entity(channel, replace(binding, queue=holding.name))
+                    await unbind_entity(channel, binding)
                     report.done.append(
                         f"{binding.exchange} ({binding.routing_key!r}) -> {holding.name} "
                         f"instead of {rebuild.name}"
@@ -519,9 +516,7 @@ class _Run:
                 report = self._begin(Step.RESTORE)
                 for binding in rebuild.bindings:
                     await declare_entity(channel, binding)
-                    await channel.queue_unbind(
-                        holding.name, binding.exchange, binding.routing_key, binding.arguments
-                    )
+                    await unbind_entity(channel, replace(binding, queue=holding.name))
                     report.done.append(
                         f"{binding.exchange} ({binding.routing_key!r}) -> {rebuild.name} again"
                     )

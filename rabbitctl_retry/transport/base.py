@@ -111,14 +111,14 @@ TRANSIENT = Properties(delivery_mode=1)
 
 @dataclass(frozen=True, slots=True)
 class QueueDeclare:
-    """A queue.declare (:meth:`Channel.queue_declare`)."""
+    """A queue.declare (:meth:`Channel.queue_declare`; the defaults are its)."""
 
     queue: str
-    passive: bool
-    durable: bool
-    exclusive: bool
-    auto_delete: bool
-    arguments: Mapping[str, FieldValue] | None
+    passive: bool = False
+    durable: bool = True
+    exclusive: bool = False
+    auto_delete: bool = False
+    arguments: Mapping[str, FieldValue] | None = None
 
     @property
     def what(self) -> str:
@@ -127,15 +127,15 @@ class QueueDeclare:
 
 @dataclass(frozen=True, slots=True)
 class ExchangeDeclare:
-    """An exchange.declare (:meth:`Channel.exchange_declare`)."""
+    """An exchange.declare (:meth:`Channel.exchange_declare`; the defaults are its)."""
 
     exchange: str
-    type: str
-    passive: bool
-    durable: bool
-    auto_delete: bool
-    internal: bool
-    arguments: Mapping[str, FieldValue] | None
+    type: str = "direct"
+    passive: bool = False
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: Mapping[str, FieldValue] | None = None
 
     @property
     def what(self) -> str:

@@ -38,15 +38,7 @@ def exchange_declare_problem(
     name: str, *, type: str, durable: bool, arguments: Mapping[str, FieldValue]
 ) -> str | None:
     """Why ``exchange.declare`` of this exchange cannot be sent, or None."""
-    request = ExchangeDeclare(
-        name,
-        type,
-        passive=False,
-        durable=durable,
-        auto_delete=False,
-        internal=False,
-        arguments=arguments,
-    )
+    request = ExchangeDeclare(name, type, durable=durable, arguments=arguments)
     return _problem(lambda: exchange_declare_frame(request))
 
 
@@ -54,14 +46,7 @@ def queue_declare_problem(
     name: str, *, durable: bool, arguments: Mapping[str, FieldValue]
 ) -> str | None:
     """Why ``queue.declare`` of this queue cannot be sent, or None."""
-    request = QueueDeclare(
-        name,
-        passive=False,
-        durable=durable,
-        exclusive=False,
-        auto_delete=False,
-        arguments=arguments,
-    )
+    request = QueueDeclare(name, durable=durable, arguments=arguments)
     return _problem(lambda: queue_declare_frame(request))
 
 

@@ -109,7 +109,7 @@ def edit_command(
     ] = None,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Publish a body that no longer parses as its content type."),
+        common.force_option("Publish a body that no longer parses as its content type."),
     ] = False,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,

@@ -24,7 +24,7 @@ def purge_command(
     where: Annotated[list[str] | None, dlq.where_option("messages")] = None,
     dry_run: Annotated[
         bool,
-        typer.Option("--dry-run", help="With --where: show what would go; remove nothing."),
+        common.dry_run_option("With --where: show what would go; remove nothing."),
     ] = False,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,

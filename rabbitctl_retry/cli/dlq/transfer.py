@@ -78,9 +78,8 @@ def _sources(queue: str | None, topology: Topology | None) -> list[str]:
 
 ForceOption = Annotated[
     bool,
-    typer.Option(
-        "--force",
-        help="Send to a --to that drops messages over its length limit (x-overflow = "
+    common.force_option(
+        "Send to a --to that drops messages over its length limit (x-overflow = "
         "drop-head) all the same (docs/dlq.md).",
     ),
 ]
@@ -108,7 +107,7 @@ def replay_command(
     where: Annotated[list[str] | None, dlq.where_option("dead letters")] = None,
     rate: RateOption = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show where each would go; move nothing.")
+        bool, common.dry_run_option("Show where each would go; move nothing.")
     ] = False,
     undecodable: Annotated[
         bool,
@@ -400,9 +399,7 @@ def move_command(
             "rr's failure headers (by default they move with it).",
         ),
     ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Show what would move; move nothing.")
-    ] = False,
+    dry_run: Annotated[bool, common.dry_run_option("Show what would move; move nothing.")] = False,
     create: Annotated[
         bool,
         typer.Option(
