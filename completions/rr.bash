@@ -63,6 +63,7 @@ _rr() {
         "simulate|--for") return 0 ;;
         "simulate|--handler-timeout") return 0 ;;
         "simulate|--server-version") return 0 ;;
+        "simulate|--state") return 0 ;;
         "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "status|--watch"|"status|-w") return 0 ;;
@@ -161,7 +162,7 @@ _rr() {
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --state --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;

@@ -55,6 +55,7 @@ complete -c rr -n '__fish_seen_subcommand_from simulate' -l publish-file -r -F -
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l for -r -d 'How much virtual time to simulate, e.g. 30s, 5m, 1h.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l handler-timeout -r -d 'Real time a handler call may take before the run stops (the virtual clock waits for it), e.g. 30s.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l server-version -r -d 'The RabbitMQ release the emulator behaves as: 3.10.8, 4.0.5, 4.3.6 (default: 4.3.6 when a queue has delay = server, else 4.0.5).'
+complete -c rr -n '__fish_seen_subcommand_from simulate' -l state -r -d 'module:attr or path/to/file.py:attr: the services state to give the handlers (a value, or a function with no arguments, maybe async, that returns it); the modules @on_startup and @on_shutdown hooks then do not run (docs/handlers.md, Testing handlers).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -l output -s o -r -a 'table json tsv' -d 'table for people, json for scripts, tsv: the tables as tab-separated lines for pipes (docs/cli.md, Output formats).'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from simulate' -F

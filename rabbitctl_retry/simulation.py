@@ -283,16 +283,19 @@ async def simulate(
     watch: HandlerWatch | None = None,
     handler_timeout_s: float = HANDLER_TIMEOUT_S,
     server_version: str | None = None,
+    state: object | None = None,
 ) -> Simulation:
     """Run ``handlers`` on ``topology`` in the emulator for up to ``horizon_s`` virtual s
     (``watch``: the handler calls, seen from outside; a call longer than
     ``handler_timeout_s`` real seconds stops the run), as ``server_version`` behaves
-    (default: :func:`~rabbitctl_retry.testing.release_for` the topology)."""
+    (default: :func:`~rabbitctl_retry.testing.release_for` the topology). ``state``: the
+    service's state, given; then no startup or shutdown hook runs (docs/handlers.md,
+    "Testing handlers")."""
     watch = watch or HandlerWatch()
     handlers = watch.watched(handlers)
     release = server_version or release_for(topology)
     async with TestBroker(topology, server_version=release) as broker:
-        run = _Run(broker, topology.broker.retry_header)
+        run = _Run(broker, topology.broker.retry_header, state)
         watcher = asyncio.ensure_future(run.watching(watch, handler_timeout_s))
         try:
             await _until_done_or_stuck(run.steps(handlers, publishes, horizon_s), run.stuck)
@@ -308,8 +311,9 @@ class _Run:
     """One simulation under way: the timeline it writes as the broker and the handlers act,
     and why it stopped, if it did."""
 
-    def __init__(self, broker: TestBroker, retry_header: str) -> None:
+    def __init__(self, broker: TestBroker, retry_header: str, state: object | None) -> None:
         self.broker = broker
+        self.state = state
         self.retry_header = retry_header
         self.result = Simulation()
         self.start_s: float = broker.clock.now_s
@@ -355,7 +359,9 @@ class _Run:
         """Start rr run, publish the messages, then move the clock from one due timer to
         the next until nothing is due or the horizon is reached."""
         broker = self.broker
-        await broker.run(handlers, listener=self.on_decision, shutdown_timeout_s=1.0)
+        await broker.run(
+            handlers, listener=self.on_decision, shutdown_timeout_s=1.0, state=self.state
+        )
         self.drain()
         for number, message in enumerate(publishes, start=1):
             await self._publish(message, message.message_id or f"m{number}")

@@ -36,8 +36,14 @@ from rabbitctl_retry.errors import ConflictError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.runtime.consumer import EventListener
-from rabbitctl_retry.runtime.handlers import Subscriber, subscriber_queue
-from rabbitctl_retry.runtime.loader import HandlerSet, handlers_of_module, load_target
+from rabbitctl_retry.runtime.handlers import subscriber_options
+from rabbitctl_retry.runtime.loader import (
+    HandlerSet,
+    handlers_of_module,
+    instance_hooks,
+    load_target,
+    subscriber_of,
+)
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.expand import expand
@@ -233,10 +239,16 @@ class TestBroker:
         concurrency: int | None = None,
         listener: EventListener | None = None,
         shutdown_timeout_s: float = RunOptions().shutdown_timeout_s,
+        state: object | None = None,
     ) -> Service:
         """Run handlers on the emulated broker with the ``rr run`` runtime, until the test
-        ends: a module, a ``@subscriber`` function (or several), or a target string as
-        ``rr run`` takes it. The topology (if any) gives the retry policies."""
+        ends: a module, a ``@subscriber`` function, class or instance (or several), or a
+        target string as ``rr run`` takes it. The topology (if any) gives the retry policies.
+
+        ``state``: the service's state to hand the handlers' ``State[T]`` parameters (a fake
+        processor); then the module's ``@on_startup`` and ``@on_shutdown`` hooks (and handler
+        classes' ``on_startup``/``on_shutdown``) do not run (docs/handlers.md, "Testing
+        handlers"). None: the startup hooks build it, as ``rr run`` does."""
         handlers = _handler_set(target)
         service = Service(
             handlers,
@@ -250,6 +262,7 @@ class TestBroker:
             ),
             clock=self.clock,
             listener=listener,
+            state=state,
         )
         task = await service.start()
         self._services.append((service, task))
@@ -273,11 +286,19 @@ def _handler_set(target: ModuleType | HandlerSet | str | Any | Iterable[Any]) ->
         return load_target(target)
     if isinstance(target, ModuleType):
         return handlers_of_module(target)
-    functions = [target] if callable(target) else list(target)
+    single = callable(target) or subscriber_options(target) is not None
+    handlers = [target] if single else list(target)
     subscribers = []
-    for function in functions:
-        queue = subscriber_queue(function)
-        if queue is None:
-            raise TypeError(f"{function!r} is not decorated with @subscriber('QUEUE')")
-        subscribers.append(Subscriber(queue, function, getattr(function, "__name__", "handler")))
-    return HandlerSet(module="test", subscribers=tuple(subscribers))
+    for handler in handlers:
+        name = getattr(handler, "__name__", None) or type(handler).__name__
+        found = subscriber_of(handler, name)
+        if found is None:
+            raise TypeError(f"{handler!r} is not decorated with @subscriber('QUEUE')")
+        subscribers.append(found)
+    found_all = tuple(subscribers)
+    return HandlerSet(
+        module="test",
+        subscribers=found_all,
+        startup=instance_hooks(found_all, "startup"),
+        shutdown=instance_hooks(found_all, "shutdown"),
+    )

@@ -1,4 +1,5 @@
-"""The refunds service of the retries guide, in Python.
+"""The refunds service of the retries guide, in Python, written as the guide's macro style:
+each handler takes the decoded message and the service's state.
 
 Refunds arrive in the classic queue ``refunds``, payouts in the quorum queue ``payouts``;
 after five deliveries both end in their dead-letter queues (``topology.toml``). The payment
@@ -7,6 +8,11 @@ processor refuses in three ways, and each needs its own outcome:
 * busy — past its rate limit: retrying now would be refused again, so wait out its 2 s window;
 * unavailable — no answer: retry at once, up to the attempt cap;
 * declined — the card account is closed: the next attempt gets the same answer, so drop it.
+
+The processor is the service's state: ``open_clients`` (``@on_startup``) opens it once, and
+each handler asks for it with ``State[Processor]`` (docs/handlers.md, "The service's state").
+``service_classes.py`` is the same service written as handler classes, the guide's manual
+style; ``test_service.py`` runs both on the same messages.
 
 Every handled message gets one log line from rr run (retried, delayed, dead-lettered,
 dropped: docs/runtime.md, "Logs"), or, when it is acked, one from this service, with the same
@@ -21,9 +27,11 @@ from __future__ import annotations
 import enum
 import json
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from rabbitctl_retry import Message, Outcome, on_shutdown, on_startup, subscriber
+from rabbitctl_retry import Message, Outcome, State, on_startup, subscriber
 
 BACKOFF_S = 2
 """How long a busy processor asks its callers to wait (its rate limit's window)."""
@@ -31,6 +39,15 @@ BACKOFF_S = 2
 RETRY_HEADER = "x-ruststream-retry-count"
 
 log = logging.getLogger("rr.example.refunds")
+
+
+@dataclass(frozen=True)
+class Refund:
+    """A refund or a payout, as the producers send it (JSON)."""
+
+    id: int
+    card: str
+    amount_cents: int = 0
 
 
 class Refusal(enum.Enum):
@@ -59,8 +76,25 @@ class Processor:
             return None
 
 
+@dataclass
+class ReviewDesk:
+    """Where spent refunds and payouts wait for a person."""
+
+    reviewed: list[dict[str, object]] = field(default_factory=list)
+
+
+@dataclass
+class Clients:
+    """The service's state: what ``open_clients`` opens once, shared by every handler. A
+    handler asks for the part it needs: ``State[Processor]``, ``State[ReviewDesk]``."""
+
+    processor: Processor = field(default_factory=Processor)
+    desk: ReviewDesk = field(default_factory=ReviewDesk)
+
+
 processor = Processor()
-reviewed: list[dict[str, object]] = []
+"""A stand-in processor for the snippets of README.md and docs/runtime.md that import one;
+the service's own is in its state."""
 
 
 def acked(msg: Message, what: str, level: int = logging.INFO, **more: object) -> None:
@@ -70,20 +104,18 @@ def acked(msg: Message, what: str, level: int = logging.INFO, **more: object) ->
 
 
 @on_startup
-def open_clients() -> None:
+@asynccontextmanager
+async def open_clients() -> AsyncIterator[Clients]:
+    """Open the clients once, before consuming starts; close them after it stopped."""
     log.info("refunds service starting")
-
-
-@on_shutdown
-def close_clients() -> None:
+    yield Clients()
     log.info("refunds service stopped")
 
 
 @subscriber("refunds")
-async def process_refund(msg: Message) -> Outcome:
+async def process_refund(refund: Refund, msg: Message, processor: State[Processor]) -> Outcome:
     """Refunds wait out a busy processor in the broker's wait queue, refunds.retry."""
-    refund = msg.json()
-    match processor.refund(refund["card"]):
+    match processor.refund(refund.card):
         case None:
             acked(msg, "refund paid")
             return Outcome.ack()
@@ -92,15 +124,14 @@ async def process_refund(msg: Message) -> Outcome:
         case Refusal.UNAVAILABLE:
             return Outcome.retry()
         case Refusal.DECLINED:
-            log.warning("card declined, refund dropped", extra={"rr": {"refund": refund["id"]}})
+            log.warning("card declined, refund dropped", extra={"rr": {"refund": refund.id}})
             return Outcome.drop()
 
 
 @subscriber("payouts")
-async def send_payout(msg: Message) -> Outcome:
+async def send_payout(payout: Refund, msg: Message, processor: State[Processor]) -> Outcome:
     """Payouts live in a quorum queue, which counts their deliveries itself."""
-    payout = msg.json()
-    match processor.refund(payout["card"]):
+    match processor.refund(payout.card):
         case None:
             acked(msg, "payout sent")
             return Outcome.ack()
@@ -111,24 +142,19 @@ async def send_payout(msg: Message) -> Outcome:
 
 
 @subscriber("refunds.dead")
-def review_refund(msg: Message) -> None:
-    """A refund that used up its attempts: a person looks at it (a sync handler)."""
+def review_refund(msg: Message, desk: State[ReviewDesk]) -> None:
+    """A refund that used up its attempts: a person looks at the delivery itself, headers and
+    all (a sync handler)."""
     deliveries = msg.headers.get(RETRY_HEADER, "1")
-    reviewed.append(
-        {"queue": "refunds.dead", "id": json.loads(msg.body)["id"], "deliveries": deliveries}
-    )
+    refund_id = json.loads(msg.body)["id"]
+    desk.reviewed.append({"queue": "refunds.dead", "id": refund_id, "deliveries": deliveries})
     acked(msg, "refund needs a person to look at it", logging.ERROR, deliveries=deliveries)
 
 
 @subscriber("payouts.dead")
-async def review_payout(msg: Message) -> None:
+async def review_payout(msg: Message, desk: State[ReviewDesk]) -> None:
     """A payout the quorum queue moved here: RabbitMQ's own x-death says why."""
     death = msg.deaths[0] if msg.deaths else None
-    reviewed.append(
-        {
-            "queue": "payouts.dead",
-            "id": msg.json()["id"],
-            "reason": death.reason if death else None,
-        }
-    )
-    acked(msg, "payout needs a person to look at it", logging.ERROR, reason=death and death.reason)
+    reason = death.reason if death else None
+    desk.reviewed.append({"queue": "payouts.dead", "id": msg.json()["id"], "reason": reason})
+    acked(msg, "payout needs a person to look at it", logging.ERROR, reason=reason)

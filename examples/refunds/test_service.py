@@ -3,72 +3,92 @@
 The clock is stopped: ``broker.advance(BACKOFF_S)`` moves 2 seconds at once. The emulated
 RabbitMQ releases the copy from the wait queue, counts the quorum queue's deliveries, and
 moves a spent message along its route, as the server does.
+
+Each test runs twice: on service.py (function handlers) and on service_classes.py (handler
+classes). Each hands the service a state of its own (``broker.run(..., state=clients)``): a
+fake processor it scripts and asserts on, and the service's ``@on_startup`` hook does not run
+(docs/handlers.md, "Testing handlers").
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import service
+import service_classes
 
-from rabbitctl_retry.testing import TestBroker
+from rabbitctl_retry.runtime.loader import handlers_of_module
+from rabbitctl_retry.simulation import parse_publish_file, simulate
+from rabbitctl_retry.testing import TestBroker, as_topology
 
 TOPOLOGY = Path(__file__).with_name("topology.toml")
+MESSAGES = Path(__file__).with_name("messages.jsonl")
 RETRY = service.RETRY_HEADER
 
 
 @pytest.fixture
-async def broker() -> AsyncIterator[TestBroker]:
-    service.processor.script.clear()
-    service.processor.calls.clear()
-    service.reviewed.clear()
+def clients() -> service.Clients:
+    return service.Clients()
+
+
+@pytest.fixture(params=[service, service_classes], ids=["functions", "classes"])
+async def broker(
+    request: pytest.FixtureRequest, clients: service.Clients
+) -> AsyncIterator[TestBroker]:
     async with TestBroker(TOPOLOGY) as test_broker:
-        await test_broker.run(service)
+        await test_broker.run(request.param, state=clients)
         yield test_broker
 
 
-async def test_a_refund_the_processor_accepts_is_acked(broker: TestBroker) -> None:
+async def test_a_refund_the_processor_accepts_is_acked(
+    broker: TestBroker, clients: service.Clients
+) -> None:
     await broker.publish("refunds", {"id": 1, "card": "4111", "amount_cents": 500})
 
-    assert service.processor.calls == ["4111"]
+    assert clients.processor.calls == ["4111"]
     assert broker.messages("refunds") == []
     assert broker.messages("refunds.dead") == []
 
 
-async def test_a_busy_processor_is_asked_again_after_the_backoff(broker: TestBroker) -> None:
-    service.processor.script["4111"] = [service.Refusal.BUSY, None]
+async def test_a_busy_processor_is_asked_again_after_the_backoff(
+    broker: TestBroker, clients: service.Clients
+) -> None:
+    clients.processor.script["4111"] = [service.Refusal.BUSY, None]
     await broker.publish("refunds", {"id": 2, "card": "4111", "amount_cents": 500})
 
-    assert service.processor.calls == ["4111"]
+    assert clients.processor.calls == ["4111"]
     waiting = broker.messages("refunds.retry")
     assert len(waiting) == 1
     assert waiting[0].headers[RETRY] == "1"
     assert waiting[0].properties.expiration == str(service.BACKOFF_S * 1000)
 
     await broker.advance(service.BACKOFF_S - 1)
-    assert service.processor.calls == ["4111"]
+    assert clients.processor.calls == ["4111"]
 
     await broker.advance(1)
-    assert service.processor.calls == ["4111", "4111"]
+    assert clients.processor.calls == ["4111", "4111"]
     assert broker.messages("refunds.retry") == []
     assert broker.messages("refunds.dead") == []
 
 
 async def test_an_unavailable_processor_sends_the_refund_to_review_after_five_tries(
-    broker: TestBroker,
+    broker: TestBroker, clients: service.Clients
 ) -> None:
-    service.processor.script["4111"] = [service.Refusal.UNAVAILABLE]
+    clients.processor.script["4111"] = [service.Refusal.UNAVAILABLE]
     await broker.publish("refunds", {"id": 3, "card": "4111", "amount_cents": 500})
 
-    assert service.processor.calls == ["4111"] * 5
-    assert service.reviewed == [{"queue": "refunds.dead", "id": 3, "deliveries": "5"}]
+    assert clients.processor.calls == ["4111"] * 5
+    assert clients.desk.reviewed == [{"queue": "refunds.dead", "id": 3, "deliveries": "5"}]
     assert broker.messages("refunds") == []
 
 
-async def test_busy_then_unavailable_share_one_count(broker: TestBroker) -> None:
-    service.processor.script["4111"] = [
+async def test_busy_then_unavailable_share_one_count(
+    broker: TestBroker, clients: service.Clients
+) -> None:
+    clients.processor.script["4111"] = [
         service.Refusal.BUSY,
         service.Refusal.UNAVAILABLE,
         service.Refusal.BUSY,
@@ -79,32 +99,58 @@ async def test_busy_then_unavailable_share_one_count(broker: TestBroker) -> None
     for _ in range(3):
         await broker.advance(service.BACKOFF_S)
 
-    assert len(service.processor.calls) == 5
-    assert service.reviewed == [{"queue": "refunds.dead", "id": 4, "deliveries": "5"}]
+    assert len(clients.processor.calls) == 5
+    assert clients.desk.reviewed == [{"queue": "refunds.dead", "id": 4, "deliveries": "5"}]
 
 
-async def test_a_declined_refund_is_dropped_not_reviewed(broker: TestBroker) -> None:
-    service.processor.script["4111"] = [service.Refusal.DECLINED]
+async def test_a_declined_refund_is_dropped_not_reviewed(
+    broker: TestBroker, clients: service.Clients
+) -> None:
+    clients.processor.script["4111"] = [service.Refusal.DECLINED]
     await broker.publish("refunds", {"id": 5, "card": "4111", "amount_cents": 500})
 
-    assert service.processor.calls == ["4111"]
-    assert service.reviewed == []
+    assert clients.processor.calls == ["4111"]
+    assert clients.desk.reviewed == []
     assert broker.messages("refunds.dead") == []
 
 
 async def test_a_payout_the_processor_keeps_refusing_is_moved_by_the_quorum_queue(
-    broker: TestBroker,
+    broker: TestBroker, clients: service.Clients
 ) -> None:
-    service.processor.script["5500"] = [service.Refusal.UNAVAILABLE]
+    clients.processor.script["5500"] = [service.Refusal.UNAVAILABLE]
     await broker.publish("payouts", {"id": 6, "card": "5500", "amount_cents": 900})
 
-    assert service.processor.calls == ["5500"] * 5
-    assert service.reviewed == [{"queue": "payouts.dead", "id": 6, "reason": "delivery_limit"}]
+    assert clients.processor.calls == ["5500"] * 5
+    assert clients.desk.reviewed == [{"queue": "payouts.dead", "id": 6, "reason": "delivery_limit"}]
 
 
-async def test_a_declined_payout_goes_to_review_as_rejected(broker: TestBroker) -> None:
-    service.processor.script["5500"] = [service.Refusal.DECLINED]
+async def test_a_declined_payout_goes_to_review_as_rejected(
+    broker: TestBroker, clients: service.Clients
+) -> None:
+    clients.processor.script["5500"] = [service.Refusal.DECLINED]
     await broker.publish("payouts", {"id": 7, "card": "5500", "amount_cents": 900})
 
-    assert service.processor.calls == ["5500"]
-    assert service.reviewed == [{"queue": "payouts.dead", "id": 7, "reason": "rejected"}]
+    assert clients.processor.calls == ["5500"]
+    assert clients.desk.reviewed == [{"queue": "payouts.dead", "id": 7, "reason": "rejected"}]
+
+
+async def test_both_ways_of_writing_the_service_give_the_same_timeline() -> None:
+    topology = as_topology(TOPOLOGY)
+    publishes = parse_publish_file(MESSAGES.read_text(encoding="utf-8"), str(MESSAGES))
+    timelines = []
+    for module in (service, service_classes):
+        result = await simulate(topology, handlers_of_module(module), publishes, horizon_s=60)
+        timelines.append(result)
+    functions, classes = timelines
+    assert functions.finished
+    assert classes.finished
+    assert functions.rows == classes.rows
+    assert functions.queues == classes.queues
+    ids = [json.loads(line)["message_id"] for line in MESSAGES.read_text().splitlines()]
+    assert {row.message_id for row in functions.rows} == set(ids)
+    assert [row.event for row in functions.rows].count("dead-lettered") == 3
+
+
+def test_the_messages_are_refunds() -> None:
+    for line in MESSAGES.read_text(encoding="utf-8").splitlines():
+        service.Refund(**json.loads(line)["body"])

@@ -15,7 +15,8 @@ from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 from rabbitctl_retry.cli.render import Cell, cell
 from rabbitctl_retry.cli.threads import exit_without_joining
 from rabbitctl_retry.errors import DataError, UsageError
-from rabbitctl_retry.runtime.loader import load_target
+from rabbitctl_retry.runtime.loader import load_state_source, load_target
+from rabbitctl_retry.runtime.state import made_state
 from rabbitctl_retry.simulation import (
     HANDLER_TIMEOUT_S,
     HandlerWatch,
@@ -70,6 +71,16 @@ def simulate_command(
             + ' (default: 4.3.6 when a queue has delay = "server", else 4.0.5).',
         ),
     ] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="module:attr or path/to/file.py:attr: the service's state to give the "
+            "handlers (a value, or a function with no arguments, maybe async, that returns "
+            "it); the module's @on_startup and @on_shutdown hooks then do not run "
+            '(docs/handlers.md, "Testing handlers").',
+        ),
+    ] = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Run handlers on the built-in emulator with a virtual clock and print the timeline:
@@ -78,6 +89,7 @@ def simulate_command(
     with common.guard():
         topology = load_file(topology_file)
         handlers = load_target(target)
+        state_source = load_state_source(state) if state is not None else None
         try:
             publishes = []
             if publish_file is not None:
@@ -95,17 +107,22 @@ def simulate_command(
                 f"{server_version!r}"
             )
     watch = HandlerWatch()
-    simulation = simulate(
-        topology,
-        handlers,
-        publishes,
-        horizon_s=horizon_s,
-        watch=watch,
-        handler_timeout_s=handler_timeout_s,
-        server_version=server_version,
-    )
+
+    async def simulation() -> Simulation:
+        given = await made_state(state_source, state) if state is not None else None
+        return await simulate(
+            topology,
+            handlers,
+            publishes,
+            horizon_s=horizon_s,
+            watch=watch,
+            handler_timeout_s=handler_timeout_s,
+            server_version=server_version,
+            state=given,
+        )
+
     try:
-        result = common.run(simulation)
+        result = common.run(simulation())
     except typer.Exit as stop:
         exit_without_joining(watch.threads_running, stop.exit_code)  # cli/threads.py
         raise

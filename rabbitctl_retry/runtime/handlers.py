@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar, cast, overload
 
+import rabbitctl_retry.runtime.state as service_state
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.retry.failure_map import Delay, FailureMap
 from rabbitctl_retry.retry.outcome import AnyOutcome, Outcome
@@ -212,7 +213,10 @@ class ThreadCalls:
 
 
 def on_startup(hook: _F) -> _F:
-    """Run ``hook()`` (sync or async) once before consuming starts."""
+    """Run ``hook()`` (sync or async) once before consuming starts. What it returns, unless
+    ``None``, is the service's state, which handlers ask for with ``State[T]``; a context
+    manager it returns (async or not) is entered now and left at shutdown
+    (docs/handlers.md, "The service's state")."""
     setattr(hook, _HOOK, "startup")
     return hook
 
@@ -250,19 +254,25 @@ async def call_hook(hook: Hook) -> None:
         await result
 
 
-async def call_hooks(hooks: tuple[Hook, ...], kind: str) -> None:
+async def call_hooks(
+    hooks: tuple[Hook, ...], kind: str, *, lifespan: service_state.Lifespan | None = None
+) -> None:
     """Call every hook in order. A startup hook that raises stops there; shutdown hooks all
     run, and the first failure is raised after the last. Only Ctrl-C and a real cancellation
     pass through untouched: any other exception, ``SystemExit`` included, is the hook's
-    failure (:class:`HookFailed`)."""
+    failure (:class:`HookFailed`). With ``lifespan``, what each hook returns is kept as the
+    service's state (``runtime/state.py``; docs/handlers.md, "The service's state")."""
     first: HookFailed | None = None
     for hook in hooks:
         try:
-            await call_hook(hook)
-        except (KeyboardInterrupt, asyncio.CancelledError):
+            if lifespan is not None:
+                await lifespan.keep(hook, hook())
+            else:
+                await call_hook(hook)
+        except (KeyboardInterrupt, asyncio.CancelledError, service_state.StateFailed):
             raise
         except BaseException as error:
-            name = getattr(hook, "__name__", repr(hook))
+            name = service_state.hook_name(hook)
             failed = HookFailed(f"@on_{kind} hook {name} failed: {type(error).__name__}: {error}")
             if kind == "startup":
                 raise failed from None

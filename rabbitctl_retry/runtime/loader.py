@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import logging
 import os
 import sys
@@ -21,7 +22,13 @@ from pathlib import Path
 from types import ModuleType
 
 from rabbitctl_retry.errors import HandlerLoadError
-from rabbitctl_retry.runtime.handlers import Hook, Subscriber, hook_kind, subscriber_queue
+from rabbitctl_retry.runtime.handlers import (
+    Hook,
+    Subscriber,
+    SubscriberOptions,
+    hook_kind,
+    subscriber_options,
+)
 from rabbitctl_retry.user_files import HANDLER_FILE_LIMIT_BYTES, FileRefused, check_regular_file
 
 log = logging.getLogger("rr.runtime")
@@ -63,23 +70,21 @@ def load_target(target: str) -> HandlerSet:
         return handlers_of_module(module)
     if not hasattr(module, attr):
         raise HandlerLoadError(f"module {module.__name__!r} has no attribute {attr!r}")
-    obj = getattr(module, attr)
-    queue = subscriber_queue(obj)
-    if queue is None:
+    found = subscriber_of(getattr(module, attr), f"{module.__name__}:{attr}")
+    if found is None:
         raise HandlerLoadError(
             f"{module.__name__}:{attr} is not a handler: decorate it with @subscriber('QUEUE')"
         )
-    return _with_hooks(
-        module, (Subscriber(queue=queue, handler=obj, name=f"{module.__name__}:{attr}"),)
-    )
+    return _with_hooks(module, (found,))
 
 
 def handlers_of_module(module: ModuleType) -> HandlerSet:
-    """Every ``@subscriber`` of an imported module, in definition order, and its hooks."""
+    """Every ``@subscriber`` of an imported module (functions, classes, and instances marked
+    themselves), in definition order, and its hooks."""
     found = tuple(
-        Subscriber(queue=queue, handler=value, name=f"{module.__name__}:{name}")
+        item
         for name, value in vars(module).items()
-        if (queue := subscriber_queue(value)) is not None
+        if (item := subscriber_of(value, f"{module.__name__}:{name}", own_mark=True)) is not None
     )
     if not found:
         raise HandlerLoadError(
@@ -89,14 +94,111 @@ def handlers_of_module(module: ModuleType) -> HandlerSet:
     return _with_hooks(module, found)
 
 
+def subscriber_of(obj: object, name: str, *, own_mark: bool = False) -> Subscriber | None:
+    """The subscriber ``obj`` is, named ``name``, or None when ``@subscriber`` did not mark
+    it: a function; a class with a ``handle`` method, instantiated here with no arguments;
+    an instance with one (docs/handlers.md, "Handler classes"). ``own_mark``: an instance
+    counts only when it was marked itself, not through its class (a module holding an
+    instance of a marked class would otherwise run it twice)."""
+    options = subscriber_options(obj)
+    if options is None:
+        return None
+    if isinstance(obj, type):
+        return _subscriber_of_instance(_instantiate(obj, name), name, options)
+    if inspect.isroutine(obj) or not hasattr(obj, "handle"):
+        if not callable(obj):
+            raise HandlerLoadError(f"{name} is marked @subscriber but has no handle method")
+        return Subscriber(queue=options.queue, handler=obj, name=name, options=options)
+    if own_mark and _OWN_MARK not in getattr(obj, "__dict__", {}):
+        return None
+    return _subscriber_of_instance(obj, name, options)
+
+
+_OWN_MARK = "__rr_subscriber__"
+
+
+def _instantiate(cls: type, name: str) -> object:
+    """``cls()``: a handler class rr makes itself, with no arguments."""
+    if not callable(getattr(cls, "handle", None)):
+        raise HandlerLoadError(f"{name} is a class marked @subscriber but has no handle method")
+    try:
+        inspect.signature(cls).bind()
+    except TypeError as error:
+        raise HandlerLoadError(
+            f"{name} needs arguments to be created ({error}): rr creates a handler class with "
+            f"no arguments; register an instance instead, e.g. "
+            f"handler = subscriber(QUEUE)({cls.__name__}(...)) at module level "
+            '(docs/handlers.md, "Handler classes")'
+        ) from None
+    except ValueError:  # no signature to read (a builtin): let the call say
+        pass
+    try:
+        return cls()
+    except (KeyboardInterrupt, HandlerLoadError):
+        raise
+    except BaseException as error:
+        log.debug("creating %s failed", name, exc_info=(type(error), error, error.__traceback__))
+        raise HandlerLoadError(
+            f"creating {name}() failed: {type(error).__name__}: {error}{_where(error)}"
+        ) from None
+
+
+def _subscriber_of_instance(obj: object, name: str, options: SubscriberOptions) -> Subscriber:
+    handle = getattr(obj, "handle", None)
+    if not callable(handle):
+        raise HandlerLoadError(f"{name} is marked @subscriber but has no handle method")
+    # the options are the class's or the instance's: a bound method does not carry them
+    return Subscriber(
+        queue=options.queue, handler=handle, name=name, target=handle, options=options
+    )
+
+
+def instance_hooks(subscribers: tuple[Subscriber, ...], kind: str) -> tuple[Hook, ...]:
+    """The ``on_startup`` (``kind`` ``"startup"``) or ``on_shutdown`` methods of the handler
+    instances among ``subscribers``, in their order."""
+    hooks: list[Hook] = []
+    seen: set[int] = set()
+    for item in subscribers:
+        owner = getattr(item.written, "__self__", None)
+        if owner is None or inspect.ismodule(owner) or id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        method = getattr(owner, f"on_{kind}", None)
+        if callable(method):
+            hooks.append(method)
+    return tuple(hooks)
+
+
 def _with_hooks(module: ModuleType, found: tuple[Subscriber, ...]) -> HandlerSet:
+    """The module's hooks with the handler instances' own: at start the module's
+    ``@on_startup`` hooks, then the handlers' ``on_startup`` methods; at the end the
+    handlers' ``on_shutdown`` methods, then the module's ``@on_shutdown`` hooks."""
     hooks: list[Hook] = [value for value in vars(module).values() if hook_kind(value) is not None]
     return HandlerSet(
         module=module.__name__,
         subscribers=found,
-        startup=tuple(h for h in hooks if hook_kind(h) == "startup"),
-        shutdown=tuple(h for h in hooks if hook_kind(h) == "shutdown"),
+        startup=tuple(h for h in hooks if hook_kind(h) == "startup")
+        + instance_hooks(found, "startup"),
+        shutdown=instance_hooks(found, "shutdown")
+        + tuple(h for h in hooks if hook_kind(h) == "shutdown"),
     )
+
+
+def load_state_source(spec: str) -> object:
+    """``rr simulate --state module:attr`` (or ``path/to/file.py:attr``): the attribute, a
+    value or a zero-argument callable that makes it (``runtime/state.py``,
+    :func:`~rabbitctl_retry.runtime.state.made_state`)."""
+    location, attr = split_target(spec)
+    if attr is None:
+        raise HandlerLoadError(
+            f"--state {spec!r}: say which attribute, as module:attr or path/to/file.py:attr"
+        )
+    module = _import(location)
+    if not hasattr(module, attr):
+        raise HandlerLoadError(
+            f"--state {spec!r}: module {module.__name__!r} has no attribute {attr!r}"
+        )
+    return getattr(module, attr)
 
 
 def _import(location: str) -> ModuleType:

@@ -50,11 +50,13 @@ from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
+from rabbitctl_retry.runtime.invocation import Invocation, invocation_for
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.pending import keep_pending, tell_saved_files
 from rabbitctl_retry.runtime.preparation import Preparation
 from rabbitctl_retry.runtime.reloader import TopologyReloader
 from rabbitctl_retry.runtime.shutdown import Shutdown
+from rabbitctl_retry.runtime.state import NO_STATE, Lifespan, StateFailed
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode, Topology
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload
@@ -119,8 +121,16 @@ class Service:
         options: RunOptions | None = None,
         clock: Clock | None = None,
         listener: EventListener | None = None,
+        state: object | None = None,
     ) -> None:
+        """``state``: the service's state, given (a test's fake); then no startup or shutdown
+        hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it."""
         self.handlers = handlers
+        self._injected = state
+        self.state: object = NO_STATE if state is None else state
+        """The service's state (``runtime/state.py``), once the run has started."""
+        self._invocations: tuple[Invocation, ...] = ()
+        """How each subscriber is called, built once per run from the state."""
         self.topology = topology
         self._connect = connect
         self.options = options or RunOptions()
@@ -243,28 +253,56 @@ class Service:
             )
         tell_saved_files(self.options.pending_dir)
         try:
-            await call_hooks(self.handlers.startup, "startup")
-            watcher = None
-            if self._reloader is not None:
-                watcher = asyncio.ensure_future(self._reloader.watch())
-            try:
-                try:
-                    await self._run_connected(concurrency)
-                finally:
-                    if watcher is not None:
-                        watcher.cancel()
-                        await asyncio.gather(watcher, return_exceptions=True)
-                    keep_pending(
-                        self.delays.take_all(), self.options.pending_dir, now=self.clock.now()
-                    )
-            except BaseException:
-                with contextlib.suppress(HookFailed):  # logged; the first error is the story
-                    await call_hooks(self.handlers.shutdown, "shutdown")
-                raise
-            await call_hooks(self.handlers.shutdown, "shutdown")
+            await self._run_hooked(concurrency)
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _run_hooked(self, concurrency: int) -> None:
+        """The startup hooks (which build the state), the run, the shutdown hooks, and last
+        the state's context manager left; with a state given, no hook runs and nothing is
+        entered or left (docs/handlers.md, "The service's state", "Testing handlers")."""
+        hooked = self._injected is None
+        lifespan = Lifespan()
+        try:
+            if hooked:
+                await call_hooks(self.handlers.startup, "startup", lifespan=lifespan)
+                self.state = lifespan.state
+        except BaseException:
+            with contextlib.suppress(StateFailed):  # logged; the hook's failure is the story
+                await lifespan.close()
+            raise
+        try:
+            # each State[T] is resolved here, once per run (runtime/invocation.py)
+            self._invocations = tuple(
+                invocation_for(item.written, state=self.state, name=item.name)
+                for item in self.handlers.subscribers
+            )
+            await self._run_started(concurrency)
+        except BaseException:
+            if hooked:
+                with contextlib.suppress(HookFailed):  # logged; the first error is the story
+                    await call_hooks(self.handlers.shutdown, "shutdown")
+            with contextlib.suppress(StateFailed):
+                await lifespan.close()
+            raise
+        try:
+            if hooked:
+                await call_hooks(self.handlers.shutdown, "shutdown")
+        finally:
+            await lifespan.close()
+
+    async def _run_started(self, concurrency: int) -> None:
+        watcher = None
+        if self._reloader is not None:
+            watcher = asyncio.ensure_future(self._reloader.watch())
+        try:
+            await self._run_connected(concurrency)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+            keep_pending(self.delays.take_all(), self.options.pending_dir, now=self.clock.now())
 
     async def _run_connected(self, concurrency: int) -> None:
         """Connect, prepare, consume; reconnect (and prepare again) whenever the connection
@@ -385,7 +423,7 @@ class Service:
         self.delays.attach(publisher)
         self._publisher = publisher
         consumers = []
-        for item in self.handlers.subscribers:
+        for item, invocation in zip(self.handlers.subscribers, self._invocations, strict=True):
             listed = self.topology.queue(item.queue) if self.topology else None
             if not item.is_async:
                 item = replace(item, handler=self.thread_calls.counted(item.handler))
@@ -405,6 +443,7 @@ class Service:
                 stats=self.stats,
                 hold_max_s=self.options.copy_hold_max_s,
                 handler_timeout_s=self.options.handler_timeout_s,
+                invocation=invocation,
             )
             consumers.append(consumer)
             await consumer.start()

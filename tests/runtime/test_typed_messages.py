@@ -22,6 +22,7 @@ import pytest
 from rabbitctl_retry import Message
 from rabbitctl_retry.emulator.events import Delivered
 from rabbitctl_retry.runtime import consumer as consumer_module
+from rabbitctl_retry.runtime import service as service_module
 from rabbitctl_retry.runtime.handlers import Subscriber, subscriber
 from rabbitctl_retry.runtime.invocation import Invocation
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -66,7 +67,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Counter[str | None]:
     """How many times the consumer took each message_id in hand (its arguments built: once
     per delivery, before the handler)."""
     counts: Counter[str | None] = Counter()
-    build = consumer_module.invocation_for
+    build = service_module.invocation_for
 
     def counting(handler: Any, **keywords: Any) -> Invocation:
         made = build(handler, **keywords)
@@ -77,6 +78,9 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Counter[str | None]:
 
         return Invocation(arguments)
 
+    # the service builds each invocation once per run (runtime/service.py); the consumer
+    # builds its own only when given none
+    monkeypatch.setattr(service_module, "invocation_for", counting)
     monkeypatch.setattr(consumer_module, "invocation_for", counting)
     return counts
 
