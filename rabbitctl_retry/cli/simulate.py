@@ -3,6 +3,7 @@ on the emulator (docs/runtime.md, "rr simulate")."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,6 +87,9 @@ def simulate_command(
     """Run handlers on the built-in emulator with a virtual clock and print the timeline:
     every delivery with its attempt, outcome and where the message went."""
     configure_logging("error", LogFormat.TEXT)
+    # rr's own lines stay quiet (the timeline says what happened); a handler's own warnings
+    # and errors print, as they would under rr run (docs/handlers.md, "Logs from handlers")
+    logging.getLogger().setLevel(logging.WARNING)
     with common.guard():
         topology = load_file(topology_file)
         handlers = load_target(target)
