@@ -37,6 +37,20 @@ directory holds it (docs/cli.md, "rr status")."""
 SERVICE_ENV = "RR_SERVICE_URLS"
 """``--service``'s URLs when none is given, separated by spaces (as ``$RR_URL``'s)."""
 
+ServiceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--service",
+        envvar=SERVICE_ENV,
+        metavar="URL",
+        help="The metrics URL of a running rr run (http://HOST:PORT/metrics, its "
+        "--metrics-port); repeatable. Also show the queues it paused and when each "
+        "resumes. Else $RR_SERVICE_URLS (URLs separated by spaces). One that cannot be "
+        'read is a warning (docs/cli.md, "rr status").',
+        show_default=False,
+    ),
+]
+
 NOTHING_TO_SHOW = (
     "name the queues to show, give --topology, or give --management-url to list every "
     "queue of the vhost (or run it where a topology.toml is)"
@@ -81,18 +95,7 @@ def status_command(
             "effective value (docs/topology.md). Else [broker] management_url of --topology."
         ),
     ] = None,
-    services: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--service",
-            envvar=SERVICE_ENV,
-            help="The metrics URL of a running rr run (http://HOST:PORT/metrics, its "
-            "--metrics-port); repeatable. Also show the queues it paused and when each "
-            "resumes. Else $RR_SERVICE_URLS (URLs separated by spaces). One that cannot be "
-            'read is a warning (docs/cli.md, "rr status").',
-            show_default=False,
-        ),
-    ] = None,
+    services: ServiceOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Show each queue's messages, consumers and type, and whether it matches the topology
