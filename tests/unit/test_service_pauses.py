@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rabbitctl_retry.cli.status_render import pause_text
+from rabbitctl_retry.cli.status_render import pause_text, status_outcome
 from rabbitctl_retry.cli.status_services import (
     QueuePause,
     check_service_url,
@@ -105,3 +105,51 @@ def test_a_service_url_that_is_not_http_is_a_usage_error(url: str) -> None:
 def test_service_urls_over_http_and_https_are_taken() -> None:
     check_service_url("http://127.0.0.1:9100/metrics")
     check_service_url("https://svc.example:9100/metrics")
+
+
+def test_a_watch_frame_shows_the_pause_and_a_warning_for_the_service_not_read() -> None:
+    """The table's last column, the JSON fields and the warning line, in a --watch frame;
+    the service not read leaves the exit code alone."""
+    from rabbitctl_retry.cli.status_render import Reading, Services, status_document
+    from rabbitctl_retry.cli.status_services import ServicePage
+    from rabbitctl_retry.ops.status import QueueStatus
+    from rabbitctl_retry.topology.expand import QueueEntity
+    from tests.unit.test_status_render import printed
+
+    a, b = "http://a:9100/metrics", "http://b:9100/metrics"
+    statuses = [
+        QueueStatus(QueueEntity(name="payments"), False, 1, 0, kind="classic"),
+        QueueStatus(QueueEntity(name="refunds"), False, 0, 1, kind="classic"),
+    ]
+    services = Services(
+        paused_queues({a: page(NOW.timestamp() + 42)}, NOW),
+        (
+            ServicePage(a, page=page(NOW.timestamp() + 42)),
+            ServicePage(b, error="it answered HTTP 404"),
+        ),
+        {b: "it answered HTTP 404"},
+    )
+    reading = Reading(statuses, read_at=NOW, services=services)
+    frame = printed(reading, watch_s=5).splitlines()
+    assert frame[1].split("┃")[-1].strip() == "service"
+    assert frame[3].endswith("│ paused, resumes in 42 s")
+    assert frame[4].endswith("│")  # refunds: not paused, an empty cell
+    outcome = status_outcome(reading, watch_s=5)
+    assert [str(note) for note in outcome.notes] == [
+        "rr: warning: service http://b:9100/metrics: it answered HTTP 404; the queues it "
+        "paused are not shown"
+    ]
+    assert status_outcome(reading).code == 0
+    document = status_document(reading)
+    assert [(q["paused_until"], q["paused_by"]) for q in document["queues"]] == [
+        ("2026-12-06T12:00:42.000Z", [a]),
+        (None, []),
+    ]
+    assert document["services"] == [
+        {"url": a, "read": True, "error": None},
+        {"url": b, "read": False, "error": "it answered HTTP 404"},
+    ]
+    plain = status_document(Reading(statuses, read_at=NOW))
+    assert "services" not in plain
+    assert "paused_until" not in plain["queues"][0]
+    assert "service" not in printed(Reading(statuses, read_at=NOW)).splitlines()[0]
