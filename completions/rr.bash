@@ -69,6 +69,7 @@ _rr() {
         "status|--watch"|"status|-w") return 0 ;;
         "status|--url") return 0 ;;
         "status|--management-url") return 0 ;;
+        "status|--service") return 0 ;;
         "status|--output"|"status|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "status|--broker"|"status|-b") return 0 ;;
         "status|--vhost") return 0 ;;
@@ -163,7 +164,7 @@ _rr() {
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --state --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;

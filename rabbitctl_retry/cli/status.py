@@ -26,13 +26,30 @@ from rabbitctl_retry.cli.finish import finish, render
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rabbitctl_retry.cli.status_render import Reading
+    from rabbitctl_retry.cli.status_render import Reading, Services
     from rabbitctl_retry.ops.status import Management, Statuses
     from rabbitctl_retry.topology.consumers import ConsumerNote
 
 DEFAULT_TOPOLOGY = Path("topology.toml")
 """The file ``rr status`` shows when given neither a queue nor ``--topology``, if the current
 directory holds it (docs/cli.md, "rr status")."""
+
+SERVICE_ENV = "RR_SERVICE_URLS"
+"""``--service``'s URLs when none is given, separated by spaces (as ``$RR_URL``'s)."""
+
+ServiceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--service",
+        envvar=SERVICE_ENV,
+        metavar="URL",
+        help="The metrics URL of a running rr run (http://HOST:PORT/metrics, its "
+        "--metrics-port); repeatable. Also show the queues it paused and when each "
+        "resumes. Else $RR_SERVICE_URLS (URLs separated by spaces). One that cannot be "
+        'read is a warning (docs/cli.md, "rr status").',
+        show_default=False,
+    ),
+]
 
 NOTHING_TO_SHOW = (
     "name the queues to show, give --topology, or give --management-url to list every "
@@ -78,12 +95,14 @@ def status_command(
             "effective value (docs/topology.md). Else [broker] management_url of --topology."
         ),
     ] = None,
+    services: ServiceOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
     """Show each queue's messages, consumers and type, and whether it matches the topology
     file; exit 1 when a queue is missing or differs from the file."""
     from rabbitctl_retry.cli.queue_names import check_queue_names
     from rabbitctl_retry.cli.status_render import Reading, status_outcome
+    from rabbitctl_retry.cli.status_services import check_service_url
     from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.ops.status import read_statuses
     from rabbitctl_retry.topology.expand import QueueEntity, expand
@@ -92,6 +111,8 @@ def status_command(
     with common.guard():
         watch_s = parse_watch_s(watch) if watch is not None else None
         check_queue_names(queues or ())
+        for service in services or ():
+            check_service_url(service)
         shown = what_to_show(topology_file, bool(queues), Path.cwd())
         topology = load_file(shown.topology) if shown.topology is not None else None
     listed = list(expand(topology).queues) if topology is not None else []
@@ -127,12 +148,26 @@ def status_command(
             default_queue_type=found.default_queue_type,
             consumers=found.consumers,
             notes=notes,
+            services=_read_services(services, read_at),
         )
 
     if watch_s is None:
         finish(status_outcome(reading(), notes=notes), output)
         return
     _watch(reading, watch_s, notes, output)
+
+
+def _read_services(urls: list[str] | None, read_at: datetime) -> Services | None:
+    """What the services at ``urls`` say they paused (``None`` without ``--service``)."""
+    from rabbitctl_retry.cli.status_render import Services
+    from rabbitctl_retry.cli.status_services import paused_queues, read_services
+
+    if not urls:
+        return None
+    pages = read_services(list(dict.fromkeys(urls)))
+    answered = {page.url: page.page for page in pages if page.page is not None}
+    errors = {page.url: page.error for page in pages if page.error is not None}
+    return Services(paused_queues(answered, read_at), tuple(pages), errors)
 
 
 def _consumer_notes(found: Statuses, retried: frozenset[str]) -> list[ConsumerNote]:
@@ -203,4 +238,4 @@ def _management(ctx: typer.Context, url: str, amqp_url: str) -> Management:
     )
 
 
-__all__ = ["DEFAULT_TOPOLOGY", "NOTHING_TO_SHOW", "status_command", "what_to_show"]
+__all__ = ["DEFAULT_TOPOLOGY", "NOTHING_TO_SHOW", "SERVICE_ENV", "status_command", "what_to_show"]

@@ -11,7 +11,8 @@ another, stay apart (the terminal is cleared before each instead: ``cli/finish.p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
+    from rabbitctl_retry.cli.status_services import QueuePause, ServicePage
     from rabbitctl_retry.ops.status import QueueStatus
     from rabbitctl_retry.server import QueueConsumer
     from rabbitctl_retry.topology.consumers import ConsumerNote
@@ -35,6 +37,18 @@ NO_MANAGEMENT_LINE = (
 UNKNOWN_TYPE = "?"
 """The type of an existing queue the broker would not tell (an exclusive queue of another
 connection, without a management API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the services of ``--service`` said at a reading (``cli/status_services.py``)."""
+
+    pauses: Mapping[str, QueuePause]
+    """Queue -> its pause, of the services that answered."""
+    pages: Sequence[ServicePage]
+    """Every service given, in order, with its page or its error."""
+    errors: Mapping[str, str]
+    """URL -> why its page could not be read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +67,8 @@ class Reading:
     notes: Sequence[ConsumerNote] = ()
     """What the consumers that are not rr mean for the file's queues
     (``topology/consumers.py``), each a line under the table."""
+    services: Services | None = None
+    """What ``--service``'s services paused (None: no ``--service``: nothing is shown)."""
 
 
 def timestamp(moment: datetime) -> str:
@@ -103,13 +119,21 @@ def status_outcome(
             pieces.append("")
         return pieces
 
+    from rabbitctl_retry.cli.declare import warning_line
     from rabbitctl_retry.cli.render import cell
 
     watching = watch_s is not None
+    unread = [] if reading.services is None else list(reading.services.errors.items())
     return Outcome(
         document=lambda: status_document(reading),
         table=table,
-        notes=[cell(note) for note in notes],
+        notes=[
+            *(cell(note) for note in notes),
+            *(
+                warning_line(f"service {url}: {error}; the queues it paused are not shown")
+                for url, error in unread
+            ),
+        ],
         code=0 if watching or all(status.ok for status in statuses) else 1,
         one_line=watching,
         clear=watching,
@@ -147,6 +171,16 @@ def _state_of(status: QueueStatus) -> str:
     return "ok" if status.listed else "exists"
 
 
+def pause_text(pause: QueuePause | None) -> str:
+    """The table's ``service`` cell: ``paused, resumes in 42 s``, ``paused`` when no service
+    said until when; empty when no service paused the queue."""
+    if pause is None:
+        return ""
+    if pause.left_s is None:
+        return "paused"
+    return f"paused, resumes in {math.ceil(pause.left_s):,} s"
+
+
 def rate_text(rate_per_s: float | None) -> str:
     """A rate as the table shows it: one decimal; ``-`` when the API states none."""
     return "-" if rate_per_s is None else f"{rate_per_s:,.1f}"
@@ -163,6 +197,7 @@ def prefetch_text(prefetches: Sequence[int]) -> str:
 def status_document(reading: Reading) -> dict[str, Any]:
     """``rr status --output json`` (docs/cli.md, "rr status")."""
     from rabbitctl_retry.cli.render import json_arguments, live_document
+    from rabbitctl_retry.errors import censor_url
     from rabbitctl_retry.topology.consumers import describe, foreign
 
     others = None if reading.consumers is None else foreign(reading.consumers)
@@ -193,6 +228,19 @@ def status_document(reading: Reading) -> dict[str, Any]:
             if others is None
             else [describe(c) for c in others if c.queue == status.entity.name],
             **({} if status.live is None else {"live": live_document([status.live])[0]}),
+            **({} if services is None else paused(status.entity.name)),
+        }
+
+    services = reading.services
+
+    def paused(name: str) -> dict[str, Any]:
+        assert services is not None
+        pause = services.pauses.get(name)
+        return {
+            "paused_until": None
+            if pause is None or pause.until is None
+            else timestamp(pause.until),
+            "paused_by": [] if pause is None else [censor_url(url) for url in pause.by],
         }
 
     return {
@@ -209,6 +257,16 @@ def status_document(reading: Reading) -> dict[str, Any]:
             for note in reading.notes
         ],
         "ok": all(status.ok for status in reading.statuses),
+        **(
+            {}
+            if services is None
+            else {
+                "services": [
+                    {"url": censor_url(page.url), "read": page.error is None, "error": page.error}
+                    for page in services.pages
+                ]
+            }
+        ),
     }
 
 
@@ -228,7 +286,9 @@ def status_table(reading: Reading) -> Table:
         else ["consumers"]
     )
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for column in [*columns, "state", "role"]:
+    services = reading.services
+    extra = [] if services is None else ["service"]
+    for column in [*columns, "state", "role", *extra]:
         table.add_column(column, overflow="fold")
     for status in reading.statuses:
         activity = status.activity
@@ -252,6 +312,8 @@ def status_table(reading: Reading) -> Table:
             cell(_state_of(status), "" if status.ok else "red"),
             cell(status.entity.role if status.listed else ""),
         ]
+        if services is not None:
+            row.append(cell(pause_text(services.pauses.get(status.entity.name))))
         table.add_row(*row)
     return table
 
@@ -259,7 +321,9 @@ def status_table(reading: Reading) -> Table:
 __all__ = [
     "NO_MANAGEMENT_LINE",
     "Reading",
+    "Services",
     "heading",
+    "pause_text",
     "prefetch_text",
     "rate_text",
     "status_document",

@@ -5,9 +5,10 @@ Each worker serves its own page on 127.0.0.1; the supervisor reads them all at e
 (a worker that does not answer in time counts with its last page, so no sum ever goes down)
 and adds them up: every sample of the same name and labels is summed (counters, histogram
 buckets, counts and sums, ``rr_in_flight``), except ``rr_consuming``, which is 1 only when
-every worker consumes. ``/healthz`` is 200 ``consuming`` when every worker's is; otherwise
-503, ``starting`` while a worker still starts (or before it answers), else ``not consuming``,
-followed by one line per worker that is not consuming.
+every worker consumes, and ``rr_pause_resumes_at_seconds``, the latest of the workers'.
+``/healthz`` is 200 ``consuming`` when every worker's is; otherwise 503, ``starting`` while a
+worker still starts (or before it answers), else ``not consuming``, followed by one line per
+worker that is not consuming.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 ALL_OR_NOTHING = frozenset({"rr_consuming"})
 """Samples that are the smallest of the workers' (1 only when every worker's is 1)."""
+
+LATEST = frozenset({"rr_pause_resumes_at_seconds"})
+"""Samples that are the largest of the workers' (a time: the last pause to end)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ def merged_page(pages: Iterable[str], *, everyone: int, stale: int = 0) -> bytes
                 key = (sample.name, tuple(sorted(sample.labels.items())))
                 if sample.name in ALL_OR_NOTHING:
                     totals[key] = min(totals.get(key, sample.value), sample.value)
+                elif sample.name in LATEST:
+                    totals[key] = max(totals.get(key, sample.value), sample.value)
                 else:
                     totals[key] = totals.get(key, 0.0) + sample.value
     for name, totals in values.items():

@@ -197,6 +197,11 @@ class QueueConsumer:
         return self._state.phase
 
     @property
+    def resume_at_s(self) -> float | None:
+        """While paused: the Unix time (of its clock) it consumes again; else ``None``."""
+        return self._state.resume_at_s if self._state.paused else None
+
+    @property
     def watching(self) -> bool:
         """Its watcher runs: it starts the consumer again when the broker takes it away."""
         return self._watcher is not None and not self._watcher.done()

@@ -184,12 +184,20 @@ class _StatsCollector:
             "Consumers of the queue paused now (a handler said a dependency is down).",
             labels=["queue"],
         )
+        resumes = GaugeMetricFamily(
+            "rr_pause_resumes_at_seconds",
+            "While the queue is paused: the Unix time its consumer consumes again (else 0).",
+            labels=["queue"],
+        )
         for consumer in service.consumers if service is not None else ():
+            queue = escape_unprintable(consumer.policy.queue)
             paused.add_metric(
-                [escape_unprintable(consumer.policy.queue)],
+                [queue],
                 1.0 if consumer.phase.value == "paused" else 0.0,  # ConsumerPhase.PAUSED
             )
+            resumes.add_metric([queue], consumer.resume_at_s or 0.0)
         yield paused
+        yield resumes
         ready = GaugeMetricFamily("rr_consuming", "1 while every consumer consumes, else 0.")
         ready.add_metric([], 1.0 if self._metrics.ready else 0.0)
         yield ready

@@ -59,6 +59,18 @@ PARENT_CHECK_S = 1.0
 """How often a worker looks whether its supervisor is still there."""
 
 
+def read_url(url: str, timeout_s: float) -> tuple[int, str]:
+    """``GET url``: its HTTP status and body, whatever the status (a page of ``rr run
+    --metrics-port``: a worker's, or a service's for ``rr status --service``); ``OSError``
+    (``TimeoutError`` past ``timeout_s``) or ``ValueError`` when there is no answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as error:
+        with error:
+            return int(error.code), error.read().decode()
+
+
 def ready_file(folder: Path, index: int) -> Path:
     """The file worker ``index`` creates once it consumes."""
     return folder / f"worker-{index}.ready"
@@ -265,13 +277,8 @@ class Supervisor:
             port = int(port_file(self.folder, index).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        url = f"http://127.0.0.1:{port}{path}"
         try:
-            with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
-                return int(response.status), response.read().decode()
-        except urllib.error.HTTPError as error:
-            with error:
-                return int(error.code), error.read().decode()
+            return read_url(f"http://127.0.0.1:{port}{path}", SCRAPE_TIMEOUT_S)
         except (OSError, ValueError):
             return None
 
@@ -325,4 +332,4 @@ def worker_folder() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-__all__ = ["Supervisor", "ready_file", "watch_parent", "worker_folder", "write_port"]
+__all__ = ["Supervisor", "read_url", "ready_file", "watch_parent", "worker_folder", "write_port"]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry import Message, subscriber
+from rabbitctl_retry.cli.status_services import paused_in
 from rabbitctl_retry.runtime.consumer_state import ConsumerPhase
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -183,6 +184,7 @@ async def test_a_stop_during_a_pause_stops_at_once() -> None:
             page = metrics.page().decode()
             assert 'rr_paused{queue="work"} 1.0' in page
             assert "rr_pauses_total 1.0" in page
+            assert paused_in(page) == {"work": started.timestamp() + 3600}
             assert metrics.health() == (200, "consuming\n")  # paused, not unwell
         assert backend.clock.now() == started
         assert consumer.phase is ConsumerPhase.CLOSED
