@@ -103,8 +103,13 @@ class Publisher:
         self._connection: Connection | None = None
         self._channel: Channel | None = None
         self._lock = asyncio.Lock()
-        self.reconnects = 0
+        self.connections = 0
+        """How many connections this publisher opened (the first, and one per reconnection)."""
+
+    @property
+    def reconnects(self) -> int:
         """How many times a lost connection was opened again."""
+        return max(0, self.connections - 1)
 
     async def __aenter__(self) -> Publisher:
         await self.open()
@@ -130,7 +135,9 @@ class Publisher:
     async def _confirm_channel(self) -> Channel:
         async with self._lock:
             if self._connection is None or self._connection.is_closed:
+                self._connection = None
                 self._connection = await self._connect()
+                self.connections += 1
                 self._channel = None
             if self._channel is None or self._channel.is_closed:
                 self._channel = await self._connection.channel(confirms=True)
@@ -190,7 +197,6 @@ class Publisher:
                     raise
             await asyncio.sleep(pause_s)
             pause_s = min(pause_s * 2, 2.0)
-            self.reconnects += 1
 
     def _lost(self, error: TransportError) -> bool:
         """Whether ``error`` lost the connection (then it is opened again), rather than said

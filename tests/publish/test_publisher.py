@@ -122,3 +122,31 @@ def test_encodings_mirror_the_decoders() -> None:
 def test_a_bad_url_is_refused_at_once() -> None:
     with pytest.raises(UsageError):
         rr.Publisher("http://not-amqp/")
+
+
+async def test_a_lost_connection_is_opened_again_on_the_emulator() -> None:
+    """The broker drops the connection (a node stopped), and the first reconnection finds
+    no node answering: the publish waits, connects again and the message arrives."""
+    from rabbitctl_retry.errors import BrokerUnreachable
+    from rabbitctl_retry.testing import TestBroker
+
+    async with TestBroker() as broker:
+        connects = 0
+
+        async def connect() -> Connection:
+            nonlocal connects
+            connects += 1
+            if connects == 2:
+                raise BrokerUnreachable("cannot connect: nothing listens (a node stopped)")
+            return await broker.connect()
+
+        channel = await (await broker.connect()).channel()
+        await channel.queue_declare("refunds")
+        async with rr.Publisher(connect=connect) as pub:
+            await pub.publish({"n": 1}, to="refunds", message_id="one")
+            broker.emulator.drop_connections()
+            await pub.publish({"n": 2}, to="refunds", message_id="two")
+            assert pub.reconnects == 1
+        assert connects == 3
+        ids = [m.properties.message_id for m in broker.messages("refunds")]
+        assert ids == ["one", "two"]
