@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -47,6 +48,7 @@ PERSISTENT = 2
 TRANSIENT = 1
 
 Connect = Callable[[], Awaitable[Connection]]
+_T = TypeVar("_T")
 
 
 def broker_urls(
@@ -207,6 +209,55 @@ class Publisher:
             or connection is None
             or connection.is_closed
         )
+
+
+class SyncPublisher:
+    """:class:`Publisher` for code without an event loop (a WSGI view, a script): the same
+    arguments and the same guarantee; it runs a :class:`Publisher` on an event loop of its
+    own, in a thread of its own, and each call waits for its answer. Use it as a context
+    manager, or call :meth:`close` (docs/publishing.md, "From sync code")."""
+
+    def __init__(self, *urls: str, **options: Any) -> None:
+        self._publisher = Publisher(*urls, **options)  # a bad URL raises here, no thread yet
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="rr-publisher", daemon=True
+        )
+        self._thread.start()
+
+    def _call(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        if not self._thread.is_alive():
+            coroutine.close()
+            raise RuntimeError("this SyncPublisher is closed")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def __enter__(self) -> SyncPublisher:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def reconnects(self) -> int:
+        return self._publisher.reconnects
+
+    def open(self) -> None:
+        self._call(self._publisher.open())
+
+    def publish(self, message: object, **options: Any) -> str:
+        """:meth:`Publisher.publish`, waited for: the message id once the broker confirmed."""
+        return self._call(self._publisher.publish(message, **options))
+
+    def close(self) -> None:
+        if not self._thread.is_alive():
+            return
+        try:
+            self._call(self._publisher.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
 
 
 def _url_connect(urls: tuple[str, ...], client_name: str) -> Connect:

@@ -150,3 +150,19 @@ async def test_a_lost_connection_is_opened_again_on_the_emulator() -> None:
         assert connects == 3
         ids = [m.properties.message_id for m in broker.messages("refunds")]
         assert ids == ["one", "two"]
+
+
+async def test_the_sync_twin_publishes_with_confirms(backend: Backend) -> None:
+    if not isinstance(backend, RabbitBackend):
+        pytest.skip("the sync twin runs its own event loop: the emulator lives on the test's")
+    from rabbitctl_retry.publisher import SyncPublisher
+
+    await declare(backend, "sync")
+    with SyncPublisher(backend.url) as pub:
+        first = pub.publish(Refund("o-1", 1), to="sync")
+        with pytest.raises(PublishReturned):
+            pub.publish(b"lost", exchange="amq.direct", routing_key="nowhere")
+        second = pub.publish(b"two", to="sync", message_id="two")
+    held = await read_all(backend, "sync")
+    assert [d.properties.message_id for d in held] == [first, second]
+    assert second == "two"
