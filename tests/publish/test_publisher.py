@@ -166,3 +166,17 @@ async def test_the_sync_twin_publishes_with_confirms(backend: Backend) -> None:
     held = await read_all(backend, "sync")
     assert [d.properties.message_id for d in held] == [first, second]
     assert second == "two"
+
+
+async def test_a_missing_exchange_raises_at_once_and_the_publisher_goes_on(
+    backend: Backend,
+) -> None:
+    from rabbitctl_retry.errors import NotFound
+
+    await declare(backend, "after")
+    async with publisher_of(backend) as pub:
+        with pytest.raises(NotFound):
+            await pub.publish(b"x", exchange="no-such-exchange", routing_key="k")
+        await pub.publish(b"kept", to="after")  # a new channel, the same connection
+        assert pub.reconnects == 0
+    assert [d.body for d in await read_all(backend, "after")] == [b"kept"]
