@@ -16,6 +16,7 @@ _rr() {
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
             "|dlq") path="dlq" ;;
+            "|publish") path="publish" ;;
             "|console") path="console" ;;
             "topology|validate") path="topology validate" ;;
             "topology|show") path="topology show" ;;
@@ -149,6 +150,19 @@ _rr() {
         "dlq move|--url") return 0 ;;
         "dlq move|--broker"|"dlq move|-b") return 0 ;;
         "dlq move|--vhost") return 0 ;;
+        "publish|--exchange"|"publish|-e") return 0 ;;
+        "publish|--routing-key"|"publish|-k") return 0 ;;
+        "publish|--body") return 0 ;;
+        "publish|--body-file") return 0 ;;
+        "publish|--file") return 0 ;;
+        "publish|--header"|"publish|-H") return 0 ;;
+        "publish|--property"|"publish|-P") return 0 ;;
+        "publish|--count"|"publish|-n") return 0 ;;
+        "publish|--rate") return 0 ;;
+        "publish|--url") return 0 ;;
+        "publish|--output"|"publish|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
+        "publish|--broker"|"publish|-b") return 0 ;;
+        "publish|--vhost") return 0 ;;
         "console|--topology"|"console|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "console|--bind") return 0 ;;
         "console|--port") return 0 ;;
@@ -159,7 +173,7 @@ _rr() {
         "console|--vhost") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare migrate run simulate status doctor completion topology dlq console --version -h --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare migrate run simulate status doctor completion topology dlq publish console --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
@@ -180,6 +194,7 @@ _rr() {
         "dlq groups") COMPREPLY=($(compgen -W "--by --topology -t --yes -y --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --create --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "console") COMPREPLY=($(compgen -W "--topology -t --bind --port --token-file --read-only --keep-dir --url --broker -b --vhost -h --help" -- "$cur")) ;;
     esac
 }

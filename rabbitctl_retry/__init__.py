@@ -32,6 +32,7 @@ _HOME = {
     "on_startup": "rabbitctl_retry.runtime.handlers",
     "subscriber": "rabbitctl_retry.runtime.handlers",
     "Message": "rabbitctl_retry.runtime.message",
+    "Publisher": "rabbitctl_retry.publisher",
     "State": "rabbitctl_retry.runtime.state",
 }
 

@@ -24,6 +24,7 @@ classes, so callers never see a driver exception.
         ├── ResourceLocked           1  405: exclusive queue of another connection
         ├── ChannelClosed            1  any other channel-level close
         └── PublishFailed            1  a publish was returned (unroutable) or nacked
+            └── PublishReturned      1  returned: no queue took it (mandatory)
 
     ReaderGone                     141  not an RrError: stdout's reader closed the pipe (quiet)
 """
@@ -197,6 +198,11 @@ class ChannelClosed(TransportError):
 
 class PublishFailed(TransportError):
     pass
+
+
+class PublishReturned(PublishFailed):
+    """A ``mandatory`` publish the broker returned: no queue took it (a nack is its parent,
+    :class:`PublishFailed`)."""
 
 
 def exit_code_for(error: BaseException) -> int:

@@ -59,12 +59,14 @@ TOKEN_FILE_LIMIT_BYTES = 64 * KIB
 """``rr console --token-file`` (docs/console.md)."""
 BODY_LIMIT_BYTES = 16 * MIB
 """``rr dlq edit``'s new body: ``--body FILE``, ``--body -`` (stdin) or the file the editor
-saved (docs/dlq.md)."""
+saved (docs/dlq.md); ``rr publish --body-file`` (docs/cli.md, "rr publish")."""
 PUBLISH_FILE_LIMIT_BYTES = 16 * MIB
 """``rr simulate --publish-file`` (docs/runtime.md, "rr simulate")."""
 IMPORT_LINE_LIMIT_BYTES = 32 * MIB
 """One line of an ``rr dlq import`` file (docs/dlq.md): the file itself is read a line at a
-time, so its size has no limit; a line holds one message, its body in base64 at most."""
+time, so its size has no limit; a line holds one message, its body in base64 at most.
+``rr publish --file`` reads a file the same way, and ``--file -`` (stdin) to this limit in
+all (docs/cli.md, "rr publish")."""
 HANDLER_FILE_LIMIT_BYTES = 16 * MIB
 """``rr run path/to/service.py`` and ``rr simulate``'s handler file (docs/runtime.md)."""
 TLS_FILE_LIMIT_BYTES = 16 * MIB

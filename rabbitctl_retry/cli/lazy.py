@@ -110,6 +110,12 @@ COMMANDS = (
         "Inspect, group, replay, move, export, import and purge dead letters.",
     ),
     LazyCommand(
+        "publish",
+        "rabbitctl_retry.cli.publish",
+        "publish_command",
+        "Publish messages into a queue or an exchange, with publisher confirms.",
+    ),
+    LazyCommand(
         "console",
         "rabbitctl_retry.cli.console",
         "console_command",

@@ -29,6 +29,7 @@ from rabbitctl_retry.errors import (
     NotFound,
     PreconditionFailed,
     PublishFailed,
+    PublishReturned,
     ResourceLocked,
     TransportError,
 )
@@ -282,7 +283,7 @@ class EmulatedChannel(Channel):
             case "ack":
                 return
             case "returned":
-                raise PublishFailed(
+                raise PublishReturned(
                     f"{what}: the broker returned the message "
                     "(312 NO_ROUTE: no queue is bound for it)"
                 )

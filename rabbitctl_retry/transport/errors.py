@@ -31,7 +31,7 @@ from pamqp import commands as spec
 
 from rabbitctl_retry.errors import (
     BrokerUnreachable,
-    PublishFailed,
+    PublishReturned,
     RrError,
     censor_url,
 )
@@ -81,13 +81,13 @@ def network_error(
     return BrokerUnreachable(join(what, f"{failed}: {reason}"))
 
 
-def returned_error(frame: object, what: str | None) -> PublishFailed:
+def returned_error(frame: object, what: str | None) -> PublishReturned:
     """The error of a ``mandatory`` publish the broker returned (``frame``: its basic.return)."""
     if not isinstance(frame, spec.Basic.Return):  # pragma: no cover - aiormq always sets it
-        return PublishFailed(join(what or "publish", "the broker returned the message"))
+        return PublishReturned(join(what or "publish", "the broker returned the message"))
     target = what or _publish_target(frame.exchange, frame.routing_key or "")
     why = "no queue is bound for it" if frame.reply_code == 312 else "it could not be delivered"
-    return PublishFailed(
+    return PublishReturned(
         f"{target}: the broker returned the message ({frame.reply_code} {frame.reply_text}: {why})"
     )
 

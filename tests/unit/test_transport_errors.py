@@ -21,6 +21,7 @@ from rabbitctl_retry.errors import (
     NotFound,
     PreconditionFailed,
     PublishFailed,
+    PublishReturned,
     ResourceLocked,
     RrError,
     TransportError,
@@ -303,7 +304,8 @@ def _returned(exchange: str, routing_key: str) -> aiormq.PublishError:
 
 def test_returned_publish_is_publish_failed_naming_the_route() -> None:
     error = to_rr_error(_returned("", "refunds"))
-    assert type(error) is PublishFailed
+    assert type(error) is PublishReturned  # a PublishFailed: told from a nack
+    assert isinstance(error, PublishFailed)
     assert str(error) == (
         "publish to the default exchange with routing key 'refunds': the broker returned the "
         "message (312 NO_ROUTE: no queue is bound for it)"

@@ -104,17 +104,19 @@ class CopySender:
         if not turn.first and not self._first_done.is_set():
             await self._first_done.wait()
 
-    async def publish(self, turn: Turn, body: bytes, to: str, properties: Properties) -> SendResult:
-        """Publish one copy to queue ``to`` (default exchange, ``mandatory``), in its turn,
-        and classify what became of it."""
+    async def publish(
+        self, turn: Turn, body: bytes, to: str, properties: Properties, *, exchange: str = ""
+    ) -> SendResult:
+        """Publish one copy to queue ``to`` (default exchange; else ``exchange`` with routing
+        key ``to``), ``mandatory``, in its turn, and classify what became of it."""
         if turn.after is not None:
             await turn.after  # the copies before this one went out
-        key = return_key(properties.message_id, "", to, body)
+        key = return_key(properties.message_id, exchange, to, body)
         while (earlier := self._in_flight.get(key)) is not None:
             await earlier  # holding the turn: the copies behind wait too
         answered = self._in_flight[key] = asyncio.get_running_loop().create_future()
         publishing = self._channel.publish(
-            body, routing_key=to, properties=properties, mandatory=True
+            body, exchange=exchange, routing_key=to, properties=properties, mandatory=True
         )
         turn.let_next_go()
         try:
