@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Collection
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -218,14 +219,18 @@ def _handler(log_format: LogFormat, worker: str | None, *, root: bool = False) -
     return handler
 
 
-def defer_to_the_handlers() -> bool:
+def defer_to_the_handlers(before: Collection[logging.Handler] = ()) -> bool:
     """Once the handler modules are imported: if they put a handler of their own on the root
     logger (``logging.config.dictConfig``, ``addHandler``; ``basicConfig`` does nothing on
     a root logger that has one), rr takes its own off, so no line prints twice and theirs
-    decides how their loggers print (rr's own lines print as before). ``True`` if it did."""
+    decides how their loggers print (rr's own lines print as before). ``before``: the root's
+    handlers before they were imported (someone else's, such as a test runner's, are not
+    theirs). ``True`` if it did."""
     root = logging.getLogger()
-    theirs = [h for h in root.handlers if not isinstance(h, _RootHandler)]
-    if not theirs or len(theirs) == len(root.handlers):
+    ours = [h for h in root.handlers if isinstance(h, _RootHandler)]
+    added = [h for h in root.handlers if not isinstance(h, _RootHandler) and h not in before]
+    if not ours or not added:
         return False
+    theirs = [h for h in root.handlers if not isinstance(h, _RootHandler)]
     root.handlers[:] = theirs
     return True

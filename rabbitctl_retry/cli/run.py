@@ -203,8 +203,9 @@ def run_command(
     from rabbitctl_retry.topology.load import load_file
 
     with common.guard():
+        present = tuple(logging.getLogger().handlers)
         handlers = load_target(target)
-        if defer_to_the_handlers():
+        if defer_to_the_handlers(present):
             log.info("the handler modules configured the root logger: their lines print their way")
         topology: Topology | None = load_file(topology_file) if topology_file else None
     broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())

@@ -117,5 +117,23 @@ def test_a_root_handler_of_the_handler_modules_replaces_rrs(
     assert defer_to_the_handlers()
     assert logging.getLogger().handlers[-1:] == [theirs]
     assert not defer_to_the_handlers()
+
     logging.getLogger("rr.runtime").info("rr's own")
     assert json.loads(capsys.readouterr().err)["event"] == "rr's own"
+
+
+def test_a_root_handler_there_before_the_handler_modules_is_not_theirs() -> None:
+    """A handler on the root logger before the handler modules were imported (a test
+    runner's, an embedding program's) is not theirs: rr's stays beside it."""
+    from rabbitctl_retry.cli.logs import LogFormat, configure_logging, defer_to_the_handlers
+
+    runner = logging.StreamHandler()
+    logging.getLogger().handlers[:] = [runner]
+    configure_logging("info", LogFormat.TEXT)
+    present = tuple(logging.getLogger().handlers)
+    assert not defer_to_the_handlers(present)
+    assert len(logging.getLogger().handlers) == 2
+    theirs = logging.StreamHandler()
+    logging.getLogger().addHandler(theirs)
+    assert defer_to_the_handlers(present)
+    assert logging.getLogger().handlers == [runner, theirs]
