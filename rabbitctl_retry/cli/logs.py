@@ -32,7 +32,7 @@ from rabbitctl_retry.errors import censor_urls, escape_unprintable
 from rabbitctl_retry.retry.headers import utc_stamp
 
 if TYPE_CHECKING:
-    from rabbitctl_retry.runtime.handler_context import HandlerCall
+    from rabbitctl_retry.runtime.handler_context import CallFacts
 
 
 class LogFormat(StrEnum):
@@ -165,7 +165,7 @@ class HandlerCallFields(logging.Filter):
     record made inside one (``runtime/handler_context.py``: ``current``, given by
     :func:`configure_logging`, which alone loads the runtime); the record's own fields win."""
 
-    def __init__(self, current: ContextVar[HandlerCall | None]) -> None:
+    def __init__(self, current: ContextVar[CallFacts | None]) -> None:
         super().__init__()
         self._current = current
 

@@ -69,7 +69,6 @@ from rabbitctl_retry.runtime.give_up import (
     requeue_interrupted,
     set_aside,
 )
-from rabbitctl_retry.runtime.handler_context import HandlerCall
 from rabbitctl_retry.runtime.handlers import OnDecodeError, Subscriber
 from rabbitctl_retry.runtime.invocation import (
     DECODE_ERROR_TYPE,
@@ -523,11 +522,8 @@ class QueueConsumer:
             arguments = self._invocation.arguments(message)
         except DecodeFailure as failure:
             return self._undecodable(failure)
-        call = HandlerCall(
-            queue=message.queue, message_id=message.message_id, attempt=message.attempt
-        )
         handler = self.subscriber.handler
-        token = handler_context.current.set(call)
+        token = handler_context.current.set(message)  # its facts read only when logging
         try:
             if self._handler_is_async:
                 result: Any = await handler(*arguments)  # type: ignore[misc]
