@@ -85,7 +85,10 @@ def invocation_for(
             f"the first parameter of {name}, {first.name}, takes the message, not the state: "
             "put the State[T] parameter after it"
         )
-    decode = None if hint is inspect.Parameter.empty or _is_message(hint) else hint
+    # no annotation, Message, Any or object: the delivery itself, as every handler took it
+    # before typed messages (docs/handlers.md, "What the first parameter can be")
+    untyped = hint is inspect.Parameter.empty or hint is Any or hint is object
+    decode = None if untyped or _is_message(hint) else hint
     rest: list[object] = []
     for parameter in parameters[1:]:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
