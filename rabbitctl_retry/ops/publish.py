@@ -29,6 +29,7 @@ from rabbitctl_retry.dlq.jsonl import Record, parse_record, record_problem, shor
 from rabbitctl_retry.errors import (
     AccessRefused,
     DataError,
+    NotFound,
     PublishReturned,
     TransportError,
     UsageError,
@@ -277,6 +278,10 @@ async def publish_messages(
         await asyncio.gather(*pending)
     finally:
         await channel.close()
+    if closed and isinstance(closed[0], NotFound):
+        # the server closed the channel because the exchange does not exist: no message
+        # sent on it was enqueued (every one went to that exchange)
+        failures = [replace(failure, outcome="refused") for failure in failures]
     return PublishReport(
         exchange=exchange,
         routing_key=routing_key,

@@ -97,6 +97,33 @@ async def test_unroutable_is_reported_as_returned(backend: Backend) -> None:
     assert "3 of 3 message(s) not confirmed" in result.stderr
 
 
+async def test_a_missing_exchange_is_reported_as_refused(backend: Backend) -> None:
+    """The server closes the channel (404) for a publish to an exchange that does not exist:
+    what was sent on it was refused, surely not enqueued; the rest are never sent."""
+    result = await rr(
+        backend,
+        "publish",
+        "--exchange",
+        "no-such-exchange",
+        "--routing-key",
+        "k",
+        "--body",
+        "x",
+        "--count",
+        "3",
+        "-o",
+        "json",
+    )
+    assert result.exit_code == 1, result.output
+    document = json_of(result)
+    assert document["confirmed"] == 0
+    assert document["unconfirmed"] == 0
+    refused = document["refused"]
+    assert refused >= 1  # the first alone, and any the window had sent before the close
+    assert [failure["outcome"] for failure in document["failures"]] == ["refused"] * refused
+    assert document["not_sent"] == 3 - refused
+
+
 async def test_a_full_queue_that_rejects_publishes_refuses_the_rest(backend: Backend) -> None:
     await declare(backend, "full", arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
     result = await rr(backend, "publish", "full", "--body", "b", "--count", "5", "-o", "json")
