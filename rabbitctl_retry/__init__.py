@@ -21,9 +21,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rabbitctl_retry.publisher import Publisher
     from rabbitctl_retry.retry.outcome import Outcome
     from rabbitctl_retry.runtime.handlers import on_shutdown, on_startup, subscriber
     from rabbitctl_retry.runtime.message import Message
+    from rabbitctl_retry.runtime.outputs import Outputs
     from rabbitctl_retry.runtime.state import State
 
 _HOME = {
@@ -32,11 +34,21 @@ _HOME = {
     "on_startup": "rabbitctl_retry.runtime.handlers",
     "subscriber": "rabbitctl_retry.runtime.handlers",
     "Message": "rabbitctl_retry.runtime.message",
+    "Outputs": "rabbitctl_retry.runtime.outputs",
     "Publisher": "rabbitctl_retry.publisher",
     "State": "rabbitctl_retry.runtime.state",
 }
 
-__all__ = ["Message", "Outcome", "State", "on_shutdown", "on_startup", "subscriber"]
+__all__ = [
+    "Message",
+    "Outcome",
+    "Outputs",
+    "Publisher",
+    "State",
+    "on_shutdown",
+    "on_startup",
+    "subscriber",
+]
 __version__ = "0.1.0"
 
 

@@ -26,7 +26,6 @@ import os
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -38,14 +37,12 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.runtime.encoding import encode
-from rabbitctl_retry.transport.base import Channel, Connection, Properties
+from rabbitctl_retry.runtime.outgoing import Outgoing, outgoing
+from rabbitctl_retry.transport.base import Channel, Connection
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
 RECONNECT_FOR_S = 30.0
 """How long a publish keeps trying to reconnect after its connection was lost."""
-PERSISTENT = 2
-TRANSIENT = 1
 
 Connect = Callable[[], Awaitable[Connection]]
 _T = TypeVar("_T")
@@ -162,26 +159,21 @@ class Publisher:
         to ``exchange`` with ``routing_key``; return its ``message_id`` (a fresh UUID unless
         given) once the broker confirmed it. ``properties``: any other message property
         (``correlation_id``, ``expiration``, ``type``...)."""
-        if (to is None) == (routing_key is None):
-            raise TypeError("give to=QUEUE, or exchange= with routing_key=, not both")
-        if to is not None and exchange:
-            raise TypeError("to= publishes through the default exchange: give routing_key=")
-        body, encoded_type = encode(message)
-        chosen_id = message_id or str(uuid.uuid4())
-        sent = Properties(
-            content_type=content_type or encoded_type,
-            headers=dict(headers) if headers else None,
-            delivery_mode=PERSISTENT if persistent else TRANSIENT,
-            message_id=chosen_id,
-            timestamp=properties.pop("timestamp", None) or datetime.now(UTC).replace(microsecond=0),
-            **properties,
+        built = outgoing(
+            message,
+            message_id=message_id or str(uuid.uuid4()),
+            to=to,
+            exchange=exchange,
+            routing_key=routing_key,
+            headers=headers,
+            content_type=content_type,
+            persistent=persistent,
+            properties=properties,
         )
-        key = to if to is not None else routing_key
-        assert key is not None
-        await self._send(body, exchange, key, sent)
-        return chosen_id
+        await self._send(built)
+        return built.message_id
 
-    async def _send(self, body: bytes, exchange: str, key: str, properties: Properties) -> None:
+    async def _send(self, message: Outgoing) -> None:
         """One message, sent again after a lost connection until ``reconnect_for_s``."""
         deadline = asyncio.get_running_loop().time() + self._reconnect_for_s
         pause_s = 0.1
@@ -189,7 +181,11 @@ class Publisher:
             try:
                 channel = await self._confirm_channel()
                 await channel.publish(
-                    body, exchange=exchange, routing_key=key, properties=properties, mandatory=True
+                    message.body,
+                    exchange=message.exchange,
+                    routing_key=message.routing_key,
+                    properties=message.properties,
+                    mandatory=True,
                 )
                 return
             except (PublishFailed, AccessRefused):

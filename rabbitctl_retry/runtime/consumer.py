@@ -25,6 +25,9 @@ If the connection closes, the service reconnects; deliveries in flight went back
 queues. What each of these events means (and the stop's) is decided by the consumer's pure
 lifecycle (``runtime/consumer_state.py``); this class carries it out.
 
+A handler that acks with outputs (``runtime/outputs.py``) has them published and confirmed
+before its decision is carried out; one not confirmed makes the delivery a retry.
+
 A handler that says a dependency is down (``Outcome.pause``, a ``pause_on`` mapping) pauses
 the queue: rr cancels the consumer before the message goes back (``basic.nack``), and the
 watcher consumes again once the pause is over, on the consumer's clock (docs/handlers.md,
@@ -76,7 +79,8 @@ from rabbitctl_retry.runtime.invocation import (
     Invocation,
     invocation_for,
 )
-from rabbitctl_retry.runtime.message import Message
+from rabbitctl_retry.runtime.message import Message, outputs_of
+from rabbitctl_retry.runtime.outgoing import Outgoing
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery
@@ -87,13 +91,15 @@ _OUTCOMES = (Ack, Retry, Drop, RetryAfter, DeadLetter, Pause)
 _ACK = Ack()
 EventListener = Callable[[str, Delivery, Decision], None]
 """Told each decision just before it is carried out: (queue, delivery, decision)."""
+OutputListener = Callable[[str, Delivery, tuple[Outgoing, ...]], None]
+"""Told a handler's outputs once the broker confirmed them all: (queue, delivery, outputs)."""
 
 Recover = Callable[[], Awaitable[None]]
 """Re-declares (or checks) what a consumer needs before it consumes again."""
 
 HANDLER_TIMEOUT_TYPE = "rr.HandlerTimeout"
 """``rr-error-type`` of a call that did not return within its timeout."""
-__all__ = ["HOLD_MAX_S", "EventListener", "QueueConsumer", "Recover"]
+__all__ = ["HOLD_MAX_S", "EventListener", "OutputListener", "QueueConsumer", "Recover"]
 
 
 async def _nothing_to_recover() -> None:
@@ -127,6 +133,7 @@ class QueueConsumer:
         hold_max_s: float = HOLD_MAX_S,
         handler_timeout_s: float | None = None,
         invocation: Invocation | None = None,
+        on_outputs: OutputListener | None = None,
     ) -> None:
         self.subscriber = subscriber
         self._invocation = invocation or invocation_for(subscriber.written, name=subscriber.name)
@@ -138,6 +145,7 @@ class QueueConsumer:
         self._semaphore = asyncio.Semaphore(concurrency) if concurrency < prefetch else None
         self._executor = executor
         self._listener = listener
+        self._on_outputs = on_outputs
         self._recover = recover
         self.stats = stats if stats is not None else RuntimeStats()
         self._state = ConsumerState()
@@ -473,7 +481,11 @@ class QueueConsumer:
         if delivery.properties.undecodable:
             await set_aside(self._execution, settler, delivery, policy=policy, stats=self.stats)
             return
-        outcome = await self._run_handler(delivery)
+        message = Message(delivery, policy.queue, policy.retry_header)
+        outcome = await self._run_handler(message)
+        outputs = outputs_of(message)
+        if outputs:
+            outcome = await self._publish_outputs(delivery, outcome, outputs)
         if type(outcome) is Ack and self._listener is None:
             # The hot path: decide() would answer AckAction whatever the policy says.
             settler.ack(delivery.delivery_tag)
@@ -495,8 +507,22 @@ class QueueConsumer:
             await self._pause(decision)
         await self._execution.execute(settler, delivery, decision)
 
-    async def _run_handler(self, delivery: Delivery) -> AnyOutcome:
-        message = Message(delivery, self.policy.queue, self.policy.retry_header)
+    async def _publish_outputs(
+        self, delivery: Delivery, outcome: AnyOutcome, outputs: tuple[Outgoing, ...]
+    ) -> AnyOutcome:
+        """A handler's outputs: published (each confirmed) when it acked, else dropped
+        unsent; an output not confirmed turns the ack into a retry (``runtime/outputs.py``)."""
+        if type(outcome) is not Ack:
+            self.stats.outputs_discarded += len(outputs)
+            return outcome
+        failure = await self._execution.publish_outputs(delivery, outputs)
+        if failure is not None:
+            return Retry(failure=failure)
+        if self._on_outputs is not None:
+            self._on_outputs(self.policy.queue, delivery, outputs)
+        return outcome
+
+    async def _run_handler(self, message: Message) -> AnyOutcome:
         timeout_s = self._handler_timeout_s
         if timeout_s is None:
             return await self._outcome_of(message)

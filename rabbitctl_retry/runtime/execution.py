@@ -9,12 +9,17 @@
   service stops, the original goes back to its queue (``basic.reject(requeue=true)``).
   Refusals are logged as one error per destination per minute, and the recovery once;
 * an in-memory delay — acked now, the copy published later by ``InMemoryDelays``.
+
+Before any of these, the outputs of a handler that acked (``runtime/outputs.py``) are
+published, all at once and each confirmed (:meth:`DecisionExecution.publish_outputs`): one not
+confirmed turns the ack into a retry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -22,6 +27,7 @@ from rabbitctl_retry.ops.clock import Clock, sleep_unless
 from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.ops.copies.sent import Sent
 from rabbitctl_retry.ops.settler import ChannelSettler
+from rabbitctl_retry.retry.outcome import Failure
 from rabbitctl_retry.retry.policy import (
     AckAction,
     Copy,
@@ -34,6 +40,8 @@ from rabbitctl_retry.retry.policy import (
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.decision_log import decision_fields
 from rabbitctl_retry.runtime.delays import InMemoryDelays
+from rabbitctl_retry.runtime.outgoing import Outgoing
+from rabbitctl_retry.runtime.outputs import OUTPUT_FAILED_TYPE
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.transport.base import Delivery
 
@@ -85,6 +93,56 @@ class DecisionExecution:
                     self.delays.schedule(action.copy, delivery, self.queue, action.delay_ms)
             case _:
                 assert_never(action)
+
+    async def publish_outputs(
+        self, delivery: Delivery, outputs: Sequence[Outgoing]
+    ) -> Failure | None:
+        """Publish a handler's ``outputs`` (pipelined, each ``mandatory`` and confirmed);
+        ``None`` once every one is confirmed, else the failure the delivery fails with
+        (``rr.OutputFailed``: docs/runtime.md, "Publishing")."""
+        self.stats.outputs_published += len(outputs)
+        results = await asyncio.gather(
+            *(
+                self.publisher.publish_message(
+                    output.body,
+                    exchange=output.exchange,
+                    routing_key=output.routing_key,
+                    properties=output.properties,
+                )
+                for output in outputs
+            )
+        )
+        failed = [
+            (output, result)
+            for output, result in zip(outputs, results, strict=True)
+            if result.outcome is not Sent.CONFIRMED
+        ]
+        self.stats.outputs_confirmed += len(outputs) - len(failed)
+        if not failed:
+            return None
+        self.stats.outputs_failed += len(failed)
+        output, result = failed[0]
+        more = f" (and {len(failed) - 1} more of {len(outputs)})" if len(failed) > 1 else ""
+        failure = Failure(
+            type=OUTPUT_FAILED_TYPE,
+            message=(
+                f"output {output.message_id} to {output.destination!r} {result.outcome.value}: "
+                f"{result.error}{more}"
+            ),
+        )
+        log.warning(
+            "an output of an acked delivery was not confirmed; the delivery fails as a retry",
+            extra={
+                "rr": {
+                    "queue": self.queue,
+                    "message_id": delivery.properties.message_id,
+                    "to": output.destination,
+                    "output_id": output.message_id,
+                    "error": failure.message,
+                }
+            },
+        )
+        return failure
 
     async def _publish_copy(
         self, settler: ChannelSettler, delivery: Delivery, decision: Decision, copy: Copy

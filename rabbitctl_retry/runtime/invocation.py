@@ -2,9 +2,9 @@
 
 The handler's parameters are read once, when the consumer starts (``invocation_for``); per
 delivery, :meth:`Invocation.arguments` decodes the body into the first parameter's type
-(``runtime/decoding.py``) and fills the others (the :class:`Message`, the service's state,
-resolved once here). A body that does not decode raises :class:`DecodeFailure` before the
-handler runs (docs/handlers.md, "Typed messages").
+(``runtime/decoding.py``) and fills the others (the :class:`Message`, its outputs, the
+service's state, resolved once here). A body that does not decode raises
+:class:`DecodeFailure` before the handler runs (docs/handlers.md, "Typed messages").
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Final
 from rabbitctl_retry.errors import HandlerLoadError
 from rabbitctl_retry.runtime.decoding import DecodeFailure, Decoder, decoder_for
 from rabbitctl_retry.runtime.message import Message
+from rabbitctl_retry.runtime.outputs import Outputs
 from rabbitctl_retry.runtime.state import NO_STATE, STATE, resolve_state
 
 __all__ = ["DECODE_ERROR_TYPE", "DecodeFailure", "Invocation", "invocation_for"]
@@ -46,11 +47,25 @@ _UNRESOLVED: Final = object()
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
-class _TheMessage:
-    """In an argument list: the delivery's :class:`Message` goes here."""
+class _PerCall:
+    """In an argument list: a value made from each call's :class:`Message`."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Callable[[Message], Any]) -> None:
+        self.value = value
 
 
-_THE_MESSAGE: Final = _TheMessage()
+def _same(message: Message) -> Message:
+    return message
+
+
+def _outputs(message: Message) -> Outputs:
+    return message.outputs
+
+
+_THE_MESSAGE: Final = _PerCall(_same)
+_THE_OUTPUTS: Final = _PerCall(_outputs)
 
 
 def invocation_for(
@@ -63,7 +78,8 @@ def invocation_for(
     The first positional parameter takes the message: not annotated or annotated
     :class:`Message`, the delivery itself; else its body decoded into the annotation
     (``runtime/decoding.py``). Every later parameter without a default is annotated
-    :class:`Message` (the delivery) or ``State[T]`` (the state, or its part that is a ``T``,
+    :class:`Message` (the delivery), :class:`Outputs` (what the call publishes if it acks:
+    docs/runtime.md, "Publishing") or ``State[T]`` (the state, or its part that is a ``T``,
     resolved here once); parameters with defaults are left alone."""
     try:
         signature = inspect.signature(handler)
@@ -96,13 +112,17 @@ def invocation_for(
         if parameter.default is not inspect.Parameter.empty:
             continue
         fill = (
-            f"rr cannot fill parameter {parameter.name} of {name}: annotate it Message or State[T]"
+            f"rr cannot fill parameter {parameter.name} of {name}: annotate it Message, "
+            "Outputs or State[T]"
         )
         if parameter.kind not in _POSITIONAL:
             raise HandlerLoadError(f"{fill}, before any * (rr passes arguments by position)")
         wanted = _hint(parameter, namespace, name)
         if _is_message(wanted):
             rest.append(_THE_MESSAGE)
+            continue
+        if _is_outputs(wanted):
+            rest.append(_THE_OUTPUTS)
             continue
         part = _state_of(wanted)
         if part is _UNRESOLVED:
@@ -115,10 +135,6 @@ def invocation_for(
     else:
         first_value = _decoded(decoder_for(decode, where=f"parameter {first.name} of {name}"))
     return Invocation(_arguments(first_value, tuple(rest)))
-
-
-def _same(message: Message) -> Message:
-    return message
 
 
 def _decoded(decoder: Decoder) -> Callable[[Message], Any]:
@@ -134,13 +150,13 @@ def _arguments(
 ) -> Callable[[Message], tuple[Any, ...]]:
     if not rest:
         return lambda message: (first(message),)
-    if _THE_MESSAGE not in rest:
+    if not any(isinstance(value, _PerCall) for value in rest):
         return lambda message: (first(message), *rest)
 
     def arguments(message: Message) -> tuple[Any, ...]:
         return (
             first(message),
-            *(message if value is _THE_MESSAGE else value for value in rest),
+            *(value.value(message) if isinstance(value, _PerCall) else value for value in rest),
         )
 
     return arguments
@@ -183,6 +199,10 @@ def _is_message(hint: Any) -> bool:
     if typing.get_origin(hint) is typing.Annotated:
         hint = typing.get_args(hint)[0]
     return isinstance(hint, type) and issubclass(hint, Message)
+
+
+def _is_outputs(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, Outputs)
 
 
 def _state_of(hint: Any) -> Any:

@@ -19,6 +19,8 @@ from rabbitctl_retry.retry.headers import (
     delivery_count,
     retry_count,
 )
+from rabbitctl_retry.runtime.outgoing import Outgoing
+from rabbitctl_retry.runtime.outputs import Outputs
 from rabbitctl_retry.transport.base import Delivery, Properties
 
 
@@ -102,3 +104,16 @@ class Message:
     def deaths(self) -> tuple[Death, ...]:
         """The parsed ``x-death`` history, newest first."""
         return deaths(self.delivery.properties.headers)
+
+    @cached_property
+    def outputs(self) -> Outputs:
+        """The messages this handler call publishes if it acks (docs/runtime.md,
+        "Publishing"); made on first use."""
+        return Outputs(self.queue, self.delivery.properties.message_id)
+
+
+def outputs_of(message: Message) -> tuple[Outgoing, ...]:
+    """The outputs ``message``'s handler call published (none when it never asked for
+    them: the hot path reads one dict)."""
+    made = vars(message).get("outputs")
+    return () if made is None else made.pending

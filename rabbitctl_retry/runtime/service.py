@@ -47,7 +47,12 @@ from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
-from rabbitctl_retry.runtime.consumer import HOLD_MAX_S, EventListener, QueueConsumer
+from rabbitctl_retry.runtime.consumer import (
+    HOLD_MAX_S,
+    EventListener,
+    OutputListener,
+    QueueConsumer,
+)
 from rabbitctl_retry.runtime.delays import InMemoryDelays
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.invocation import Invocation, invocation_for
@@ -122,6 +127,7 @@ class Service:
         clock: Clock | None = None,
         listener: EventListener | None = None,
         state: object | None = None,
+        on_outputs: OutputListener | None = None,
     ) -> None:
         """``state``: the service's state, given (a test's fake); then no startup or shutdown
         hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it."""
@@ -136,6 +142,7 @@ class Service:
         self.options = options or RunOptions()
         self.clock = clock or WallClock()
         self._listener = listener
+        self._on_outputs = on_outputs
         self._stop = asyncio.Event()
         self._ready = asyncio.Event()
         self.delays = InMemoryDelays(self.clock)
@@ -444,6 +451,7 @@ class Service:
                 hold_max_s=self.options.copy_hold_max_s,
                 handler_timeout_s=self.options.handler_timeout_s,
                 invocation=invocation,
+                on_outputs=self._on_outputs,
             )
             consumers.append(consumer)
             await consumer.start()

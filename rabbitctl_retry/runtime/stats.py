@@ -21,6 +21,14 @@ class RuntimeStats:
     """Copies the broker confirmed (or accepted, without confirms)."""
     copies_refused: int = 0
     """Publishes of a copy that the broker returned (unroutable) or refused (nack)."""
+    outputs_published: int = 0
+    """Handler outputs published (each try counted: a retried delivery publishes again)."""
+    outputs_confirmed: int = 0
+    """Handler outputs the broker confirmed."""
+    outputs_failed: int = 0
+    """Handler outputs returned, refused or cut (each failed its delivery as a retry)."""
+    outputs_discarded: int = 0
+    """Handler outputs dropped unsent because their handler did not ack."""
     interrupted_deliveries: int = 0
     """Deliveries settled by the catch-all rule after an error in rr's own code (requeued
     once, dead-lettered when redelivered), or requeued by a shutdown."""

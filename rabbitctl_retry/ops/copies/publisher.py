@@ -8,6 +8,8 @@ original only after a confirm. ``publish = "fast"`` uses a channel without confi
 but a lost or unroutable copy goes unnoticed. Concurrent publishes on the confirm channel
 are pipelined: each waits for its own confirm, not for the others'.
 
+A handler's outputs go out here too, always on the confirm channel (``publish_message``).
+
 In-memory delayed copies (``delay = "memory"``) are held by ``runtime/delays.py`` and
 published through this module's publisher.
 """
@@ -21,7 +23,7 @@ from rabbitctl_retry.ops.copies.properties import retry_copy_properties
 from rabbitctl_retry.ops.copies.sending import outcome_of
 from rabbitctl_retry.ops.copies.sent import SendResult, classified
 from rabbitctl_retry.retry.policy import Copy
-from rabbitctl_retry.transport.base import Channel, Connection, Delivery
+from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
 
 
 class CopyPublisher:
@@ -70,6 +72,26 @@ class CopyPublisher:
                 routing_key=copy.routing_key,
                 properties=retry_copy_properties(original.properties, copy),
                 mandatory=copy.mandatory,
+            )
+        )
+
+    async def publish_message(
+        self, body: bytes, *, exchange: str, routing_key: str, properties: Properties
+    ) -> SendResult:
+        """Publish a message of rr's own making (a handler's output: ``runtime/outputs.py``):
+        ``mandatory`` on the confirm channel, whatever the queue's ``publish`` mode; what
+        became of it, as above."""
+        try:
+            channel = await self._channel(True)
+        except TransportError as error:
+            return classified(error)
+        return await outcome_of(
+            channel.publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=True,
             )
         )
 
