@@ -120,6 +120,14 @@ class RunMetrics:
         return 503, "not consuming\n" if self._service is not None else "starting\n"
 
 
+OUTPUT_RESULTS = (
+    ("confirmed", "outputs_confirmed"),
+    ("failed", "outputs_failed"),
+    ("discarded", "outputs_discarded"),
+)
+"""``rr_outputs_total``'s ``result`` label -> the counter of ``RuntimeStats`` it reads."""
+
+
 class _StatsCollector:
     """The service's own counters (``RuntimeStats``), read at scrape time."""
 
@@ -176,6 +184,14 @@ class _StatsCollector:
             family = CounterMetricFamily(name, text)
             family.add_metric([], float(getattr(stats, field)) if stats is not None else 0.0)
             yield family
+        outputs = CounterMetricFamily(
+            "rr_outputs",
+            "Handler outputs: confirmed, failed (the delivery retried) or discarded (no ack).",
+            labels=["result"],
+        )
+        for result, field in OUTPUT_RESULTS:
+            outputs.add_metric([result], float(getattr(stats, field)) if stats is not None else 0.0)
+        yield outputs
         in_flight = GaugeMetricFamily("rr_in_flight", "Deliveries being handled or settled.")
         in_flight.add_metric([], float(service.in_flight) if service is not None else 0.0)
         yield in_flight

@@ -156,7 +156,7 @@ def test_parameters_rr_cannot_fill() -> None:
 
     def state_first(processor: State[Processor], msg: Message) -> None: ...
 
-    fill = "rr cannot fill parameter {} of svc:handle: annotate it Message or State[T]"
+    fill = "rr cannot fill parameter {} of svc:handle: annotate it Message, Outputs or State[T]"
     assert load_error(extra) == fill.format("retries")
     assert load_error(bare) == fill.format("other")
     assert load_error(keyword, Processor()) == (
