@@ -195,7 +195,15 @@ def _zsh(specs: list[CommandSpec]) -> str:
     for spec in specs:
         for sub in spec.subcommands:
             lines.append(f'            "{_key(spec.path)}|{sub}") path_words+=({sub}) ;;')
-    lines += ["        esac", "    done", '    case "${(j: :)path_words}" in']
+    lines += [
+        "        esac",
+        "    done",
+        # _arguments reads the words after the command as its arguments: drop the
+        # subcommands' own words, so that `rr dlq move --` is `move --` to it
+        '    words=("${words[1]}" "${(@)words[$(( ${#path_words} + 2 )),-1]}")',
+        "    (( CURRENT -= ${#path_words} ))",
+        '    case "${(j: :)path_words}" in',
+    ]
     for spec in specs:
         specs_args: list[str] = []
         for option in spec.options:
@@ -205,7 +213,7 @@ def _zsh(specs: list[CommandSpec]) -> str:
                 else ""
             )
             for name in option.names:
-                specs_args.append(f"'{name}[{option.help}]{action}'")
+                specs_args.append(f"'{name}[{_zsh_description(option.help)}]{action}'")
         if spec.subcommands:
             subs = " ".join(f"'{sub}'" for sub in spec.subcommands)
             specs_args.append(f"'1:command:({subs.replace(chr(39), '')})'")
@@ -217,6 +225,12 @@ def _zsh(specs: list[CommandSpec]) -> str:
         lines.append(f'        "{_key(spec.path)}") _arguments -s {joined} ;;')
     lines += ["    esac", "}", "compdef _rr rr", ""]
     return "\n".join(lines)
+
+
+def _zsh_description(text: str) -> str:
+    """A help text inside an ``_arguments`` spec's ``[...]``: its brackets (``[broker]``,
+    ``[default: ...]``) and backslashes escaped, or zsh refuses the whole spec."""
+    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
 
 
 def _fish(specs: list[CommandSpec]) -> str:

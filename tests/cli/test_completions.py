@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -91,3 +92,54 @@ def test_bash_completes_a_file_target_for_rr_run(tmp_path: Path) -> None:
         [binary, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert result.stdout.split() == ["refunds_service.py"]
+
+
+def _zsh_lines(words: list[str]) -> dict[str, str]:
+    """What zsh's line editor showed after each of ``words`` and a TAB, with the shipped
+    script loaded (a real interactive zsh on a pseudo-terminal: tests/cli/zsh_complete.zsh)."""
+    binary = _need("zsh")
+    result = subprocess.run(
+        [
+            binary,
+            "-f",
+            str(Path(__file__).with_name("zsh_complete.zsh")),
+            str(COMPLETIONS / "rr.zsh"),
+            *words,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", result.stdout.replace("\r", ""))
+    shown: dict[str, str] = {}
+    for part in re.split(r"^== ", text, flags=re.MULTILINE)[1:]:
+        typed, _, screen = part.partition("\n")
+        shown[typed] = screen
+    assert list(shown) == words, text
+    return shown
+
+
+def test_zsh_completes_every_command() -> None:
+    """Every command's options complete in zsh: a help text with brackets (``[broker] url``,
+    ``[default: ...]``) once made zsh refuse the whole command's specs."""
+    commands = [" ".join(("rr", *spec.path)) for spec in command_specs(app)]
+    typed = [f"{command} --hel" for command in commands]
+    shown = _zsh_lines([*typed, "rr dlq insp", "rr status --output j", "rr completion z"])
+    for words in typed:
+        assert "invalid option definition" not in shown[words], shown[words]
+        assert f"{words}p " in shown[words], (words, shown[words])
+    assert "rr dlq inspect " in shown["rr dlq insp"]
+    assert "rr status --output json " in shown["rr status --output j"]
+    assert "rr completion zsh " in shown["rr completion z"]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [("rr run --ur", "--url"), ("rr dlq move --t", "--to"), ("rr dlq insp", "inspect")],
+)
+def test_fish_completes(line: str, expected: str) -> None:
+    binary = _need("fish")
+    script = f"source {COMPLETIONS / 'rr.fish'}; complete -C '{line}'"
+    result = subprocess.run([binary, "-c", script], capture_output=True, text=True, check=True)
+    assert expected in [row.split("\t")[0] for row in result.stdout.splitlines()]
