@@ -1,0 +1,135 @@
+"""The package as a pip user gets it: the wheel built from this checkout, installed into a
+fresh venv outside it, with nothing but its own dependencies (docs/testing.md, "The
+package").
+
+One module-scoped venv (building and installing take most of a minute) that the tests below
+read: what the wheel holds, what it installed, and that the commands work from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).parents[2]
+RUNTIME_ONLY = {"typer", "rich", "pamqp", "prometheus-client"}
+"""The runtime dependencies (pyproject.toml); each pulls a few of its own."""
+NOT_AT_RUN_TIME = {"aiormq", "uvloop", "tomli-w", "pytest", "aiohttp", "msgspec"}
+"""Optional parts (extras) and test tools: not in a plain install (pydantic may be: typer
+needs it)."""
+
+
+@dataclass(frozen=True)
+class Installed:
+    wheel: Path
+    venv: Path
+    home: Path
+    """A working directory outside the checkout."""
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RR_", "PYTHON"))}
+        env["HOME"] = str(self.home)
+        env["COLUMNS"] = "100"
+        return subprocess.run(
+            [str(self.venv / "bin" / args[0]), *args[1:]],
+            cwd=self.home,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+
+def _pip(python: Path, *args: str) -> None:
+    done = subprocess.run(
+        [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"pip {' '.join(args)}: {done.stderr}"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("wheel")
+    dist = root / "dist"
+    _pip(Path(sys.executable), "wheel", "--no-deps", "-w", str(dist), str(CHECKOUT))
+    (wheel,) = dist.glob("rabbitctl_retry-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    _pip(venv / "bin" / "python", "install", str(wheel))
+    home = root / "home"
+    home.mkdir()
+    return Installed(wheel=wheel, venv=venv, home=home)
+
+
+def test_the_wheel_holds_the_package_and_its_license(installed: Installed) -> None:
+    names = zipfile.ZipFile(installed.wheel).namelist()
+    assert "rabbitctl_retry/py.typed" in names
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    assert not [name for name in names if name.startswith(("tests/", "examples/", "benchmarks/"))]
+    metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(installed.wheel).read(metadata).decode()
+    assert "License-Expression: MIT" in text
+    assert "Classifier: Typing :: Typed" in text
+
+
+def test_a_plain_install_holds_only_what_rr_runs_on(installed: Installed) -> None:
+    listed = installed.run("python", "-m", "pip", "list", "--format", "json")
+    names = {entry["name"].lower().replace("_", "-") for entry in json.loads(listed.stdout)}
+    assert names >= RUNTIME_ONLY
+    assert not names & NOT_AT_RUN_TIME, names & NOT_AT_RUN_TIME
+    size_mib = sum(f.stat().st_size for f in installed.venv.rglob("*") if f.is_file()) / 2**20
+    print(f"the venv with rr installed: {size_mib:.1f} MiB")  # quoted in docs/testing.md
+
+
+def test_the_commands_work_from_the_wheel(installed: Installed) -> None:
+    helped = installed.run("rr", "--help")
+    assert helped.returncode == 0, helped.stderr
+    for command in ("declare", "run", "simulate", "dlq", "publish", "completion"):
+        assert command in helped.stdout
+    version = installed.run("rr", "--version")
+    assert version.returncode == 0, version.stderr
+    assert "rr 0.1.0" in version.stdout
+    completion = installed.run("rr", "completion", "zsh")
+    assert completion.returncode == 0
+    assert completion.stdout.startswith("#compdef rr")
+
+
+def test_a_service_simulates_from_the_wheel(installed: Installed) -> None:
+    """A topology and a handler written in an empty folder, run by ``rr simulate``: the
+    runtime and the emulator work with the plain install (no aiormq, no uvloop)."""
+    (installed.home / "topology.toml").write_text(
+        '[queues.orders]\ntype = "classic"\nmax_attempts = 3\ndead_letter = "orders.dead"\n'
+    )
+    (installed.home / "orders_service.py").write_text(
+        "from rabbitctl_retry import Outcome, subscriber\n\n\n"
+        '@subscriber("orders")\n'
+        "def handle(order: dict) -> Outcome:\n"
+        '    return Outcome.retry("not yet")\n'
+    )
+    simulated = installed.run(
+        "rr",
+        "simulate",
+        "topology.toml",
+        "orders_service.py",
+        "--publish",
+        'orders={"id": 1}',
+        "--output",
+        "json",
+    )
+    assert simulated.returncode == 0, simulated.stderr
+    document = json.loads(simulated.stdout)
+    assert document["finished"] is True
+    text = json.dumps(document)
+    assert text.count('"retried"') == 2
+    assert '"dead-lettered"' in text
