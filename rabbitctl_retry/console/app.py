@@ -241,11 +241,16 @@ def _reached(request: web.Request) -> str | None:
     return sec.reached_host(request.transport.get_extra_info("sockname"))
 
 
+def _not_found(text: str) -> web.HTTPNotFound:
+    """A 404 as a page of the console, with its way back."""
+    return web.HTTPNotFound(text=html.error_page(404, text), content_type="text/html")
+
+
 def _queue(request: web.Request) -> str:
     """The queue of the path: one the console was started for (others are refused)."""
     queue = request.match_info["queue"]
     if queue not in request.app[STATE].config.queues:
-        raise web.HTTPNotFound(text="rr console: not a queue of this console\n")
+        raise _not_found(f"{queue} is not a queue of this console")
     return queue
 
 
@@ -428,7 +433,7 @@ async def run_group(request: web.Request) -> web.Response:
 async def job_page(request: web.Request) -> web.Response:
     job = request.app[STATE].jobs.get(request.match_info["job"])
     if job is None:
-        raise web.HTTPNotFound(text="rr console: no such run\n")
+        raise _not_found("no such run (runs are kept while the console runs)")
     view = html.JobView(
         id=job.id,
         title=job.title,
@@ -458,9 +463,7 @@ async def _letter(request: web.Request, nth: int) -> tuple[str, str, Delivery, i
     message_id = request.match_info["message"]
     found = await find_letter(state.config.connect, queue, message_id, nth)
     if found.letter is None:
-        raise web.HTTPNotFound(
-            text=f"rr console: no message with this id in {queue} ({found.read:,} read)\n"
-        )
+        raise _not_found(f"no message with this id in {queue} ({found.read:,} read)")
     return queue, message_id, found.letter, found.position, found.count
 
 

@@ -66,10 +66,17 @@ def stamp(moment: datetime | None) -> str:
     return utc_stamp(moment) if moment is not None else "-"
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 group``, ``2 groups``, ``1,000 dead letters``: the count and its noun, in the
+    right number."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def page(title: str, body: str, *, refresh_s: int | None = None) -> str:
     refresh = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)} - rr console</title>{refresh}"
         '<link rel="stylesheet" href="/static/console.css"></head><body>'
         '<header><a href="/">rr console</a></header>'
@@ -160,12 +167,12 @@ def groups_page(
 ) -> str:
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
     parts.append(
-        f'<p class="count">{len(groups):,} groups of {read:,} dead letters read of '
-        f"{in_queue:,} in {e(queue)}</p>"
+        f'<p class="count">{counted(len(groups), "group")} of '
+        f"{counted(read, 'dead letter')} read of {in_queue:,} in {e(queue)}</p>"
     )
     if ungrouped:
         parts.append(
-            f'<p class="note">{ungrouped:,} dead letters of further causes not grouped</p>'
+            f'<p class="note">{counted(ungrouped, "dead letter")} of further causes not grouped</p>'
         )
     parts.append(
         '<table class="groups"><thead><tr><th>group</th><th>count</th><th>type</th>'
@@ -184,28 +191,41 @@ def groups_page(
         )
         actions = ""
         if not read_only:
-            actions = "<td>" + _group_form(queue, group.id, csrf) + "</td>"
+            actions = '<td class="actions">' + _group_forms(queue, group.id, csrf) + "</td>"
         parts.append(
-            f'<tr data-group="{e(group.id)}"><td class="id">{e(group.id)}</td>'
-            f'<td class="n">{group.count:,}</td><td>{e(key.error_type or "-")}</td>'
-            f"<td>{e(key.message or '-')}</td><td>{e(origins)}</td>"
-            f"<td>{e(key.handler or '-')}</td>"
-            f"<td>{stamp(group.first_failed_at)}<br>{stamp(group.last_failed_at)}</td>"
-            f"<td>{sample_link}</td>{actions}</tr>"
+            f'<tr data-group="{e(group.id)}"><td class="id" data-label="group">{e(group.id)}</td>'
+            f'<td class="n" data-label="count">{group.count:,}</td>'
+            f'<td data-label="type">{e(key.error_type or "-")}</td>'
+            f'<td data-label="message">{e(key.message or "-")}</td>'
+            f'<td data-label="origin">{e(origins)}</td>'
+            f'<td data-label="handler">{e(key.handler or "-")}</td>'
+            f'<td data-label="failed">{stamp(group.first_failed_at)}<br>'
+            f"{stamp(group.last_failed_at)}</td>"
+            f'<td data-label="sample">{sample_link}</td>{actions}</tr>'
         )
     parts.append("</tbody></table>")
     return page(f"Groups of {queue}", "".join(parts))
 
 
-def _group_form(queue: str, group_id: str, csrf: str) -> str:
+def _group_forms(queue: str, group_id: str, csrf: str) -> str:
+    """One form per action, so that Enter in a box plans that box's action (the move's
+    target box moves), never the first button of a shared form; discard last, apart, and
+    styled as destructive."""
     action = f"/queues/{path_part(queue)}/groups/{path_part(group_id)}/plan"
+    start = f'<form method="post" action="{action}" class="{{kind}}">{csrf_field(csrf)}'
+    rate = (
+        '<label>rate <input name="rate" size="5" placeholder="msg/s" inputmode="decimal"></label> '
+    )
     return (
-        f'<form method="post" action="{action}">{csrf_field(csrf)}'
-        '<label>rate <input name="rate" size="5" placeholder="msg/s"></label> '
-        '<button name="action" value="retry">retry</button> '
-        '<button name="action" value="discard">discard</button> '
-        '<input name="to" size="12" placeholder="queue"> '
-        '<button name="action" value="move">move</button></form>'
+        start.format(kind="retry")
+        + rate
+        + '<button name="action" value="retry">retry</button></form>'
+        + start.format(kind="move")
+        + '<label>to <input name="to" size="12" placeholder="queue" required></label> '
+        + rate
+        + '<button name="action" value="move">move</button></form>'
+        + start.format(kind="discard")
+        + '<button name="action" value="discard" class="danger">discard</button></form>'
     )
 
 
@@ -233,25 +253,53 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
     verb = _PAST[plan.action]
     rows = "".join(f"<li>{n:,} to {e(target)}</li>" for target, n in sorted(plan.targets.items()))
     failing = (
-        f'<p class="note">{plan.failing:,} would fail: ' + e("; ".join(plan.reasons[:5])) + "</p>"
+        f'<p class="note failing">{counted(plan.failing, "dead letter")} would fail and stay in '
+        f"{e(plan.queue)}: " + e("; ".join(plan.reasons[:5])) + "</p>"
         if plan.failing
         else ""
     )
     rate = f" at most {e(plan.rate)} per second" if plan.rate else ""
     action = f"/queues/{path_part(plan.queue)}/groups/{path_part(plan.group_id)}/run"
+    export = (
+        '<p class="note">Discarded letters are gone for good. To keep a copy first: '
+        f"<code>{e(export_command(plan.queue, plan.group_id))}</code></p>"
+        if plan.action == "discard" and plan.would
+        else ""
+    )
+    if not plan.would:
+        confirm = f'<p class="note">Nothing would be {verb}.</p>'
+    else:
+        label = (
+            f"{plan.action.capitalize()} the {counted(plan.would, 'other')}"
+            if plan.failing
+            else f"{plan.action.capitalize()} {'it' if plan.would == 1 else 'them'}"
+        )
+        danger = " danger" if plan.action == "discard" else ""
+        confirm = (
+            f'<form method="post" action="{action}">{csrf_field(csrf)}'
+            f'<input type="hidden" name="action" value="{e(plan.action)}">'
+            f'<input type="hidden" name="rate" value="{e(plan.rate)}">'
+            f'<input type="hidden" name="to" value="{e(plan.to)}">'
+            f'<button class="confirm{danger}">{e(label)}</button></form>'
+        )
     body = (
-        f'<p class="plan">{plan.would:,} of {plan.read:,} dead letters in {e(plan.queue)} would '
-        f"be {verb}{rate} (group {e(plan.group_id)}).</p>"
+        f'<p class="plan">{plan.would:,} of {counted(plan.read, "dead letter")} in '
+        f"{e(plan.queue)} would be {verb}{rate} (group {e(plan.group_id)}).</p>"
         + (f"<ul>{rows}</ul>" if rows else "")
         + failing
-        + f'<form method="post" action="{action}">{csrf_field(csrf)}'
-        f'<input type="hidden" name="action" value="{e(plan.action)}">'
-        f'<input type="hidden" name="rate" value="{e(plan.rate)}">'
-        f'<input type="hidden" name="to" value="{e(plan.to)}">'
-        f'<button class="confirm">{e(plan.action.capitalize())} them</button></form>'
-        f'<p><a href="/queues/{path_part(plan.queue)}/groups">back</a></p>'
+        + export
+        + confirm
+        + f'<p><a href="/queues/{path_part(plan.queue)}/groups">back to the groups</a></p>'
     )
     return page(f"{plan.action.capitalize()} group {plan.group_id}", body)
+
+
+def export_command(queue: str, group_id: str) -> str:
+    """The ``rr dlq export`` that keeps a copy of a group's letters in a file."""
+    return (
+        f"rr dlq export {shlex.quote(queue)} {shlex.quote(group_id)}.jsonl "
+        f"--where group={shlex.quote(group_id)}"
+    )
 
 
 # --------------------------------------------------------------------------- jobs
@@ -542,7 +590,10 @@ def token_page(*, wrong: bool = False) -> str:
 
 
 def error_page(status: int, text: str) -> str:
-    return page(f"{status}", f'<p class="error">{e(text)}</p>')
+    return page(
+        f"{status}",
+        f'<p class="error">{e(text)}</p><p><a href="/">back to the queues</a></p>',
+    )
 
 
 STYLE = """
@@ -558,5 +609,23 @@ pre.body, pre.diff { background: #f6f6f6; padding: .5em; overflow-x: auto; max-w
 .error { color: #b00020; font-weight: bold; }
 svg.spark { color: #3b3b6d; }
 button.confirm { font-weight: bold; }
+button.danger { color: #fff; background: #b00020; border: 1px solid #7a0016; }
+td.actions form { display: inline-block; margin: 0 1.5em .3em 0; }
+td.actions form.discard { margin-left: 1em; }
+input, button { font-size: 1em; }
+button { padding: .3em .8em; }
+@media (max-width: 700px) {
+  main { padding: .5em; }
+  table.groups, table.groups tbody, table.groups tr, table.groups td { display: block; }
+  table.groups thead { display: none; }
+  table.groups tr { border: 1px solid #ccc; margin: 0 0 1em; }
+  table.groups td { border: none; border-bottom: 1px solid #eee; }
+  table.groups td[data-label]::before { content: attr(data-label) ": "; font-weight: bold; }
+  table.queues, table.timeline, table.props, table.headers { display: block; overflow-x: auto; }
+  td.actions form { display: block; margin: .8em 0; }
+  td.actions form.discard { margin: 2em 0 .5em; }
+  textarea { width: 100%; box-sizing: border-box; }
+  pre.body, pre.diff { white-space: pre-wrap; word-break: break-all; }
+}
 """
 """The one style sheet (``/static/console.css``)."""

@@ -76,7 +76,7 @@ async def test_an_outage_is_sorted_out_in_the_browser(
             await page.screenshot(path=str(Path(shots) / "console-groups.png"), full_page=True)
         # retry the ValueError group at 20 per second: the plan, then the run
         row = page.locator("tr[data-group]", has_text="ValueError")
-        await row.locator('input[name="rate"]').fill("20")
+        await row.locator('form.retry input[name="rate"]').fill("20")
         await row.locator('button[value="retry"]').click()
         plan = await page.inner_text("p.plan")
         assert f"{len(declined)} of {made.total} dead letters in dead would be retried" in plan
@@ -153,3 +153,68 @@ async def test_one_word_changed_in_the_browser_publishes_every_other_byte(
         ids[1]: CRLF_TEXT.replace(b"declined", b"accepted"),
     }
     assert await read_all(backend, "dead") == []
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+async def test_on_a_phone_and_with_the_keyboard(
+    backend: Backend, browser: object, tmp_path: Path
+) -> None:
+    """At 390x844 the pages fit the screen (no sideways scroll) with the actions stacked
+    apart; Enter in the move box plans a move (never the form's first action); the plan of a
+    move to a queue that refuses some letters says so and offers to move the others; the
+    broker holds every id where it was (a plan moves nothing)."""
+    made = await run_to_dead(backend, PER_KIND)
+    before = [d.properties.message_id for d in await read_all(backend, "dead")]
+    shots = os.environ.get("RR_CONSOLE_SCREENSHOTS")
+    async with console_on(backend, tmp_path) as console:
+        page = await browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)  # type: ignore[attr-defined]
+        await page.goto(console.entry)
+        await page.click('tr[data-queue="dead"] a')
+        await page.wait_for_selector("table.groups")
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the groups page is {width} px wide on a phone"
+        row = page.locator("tr[data-group]", has_text="ValueError")
+        retry = await row.locator('button[value="retry"]').bounding_box()
+        discard = await row.locator('button[value="discard"]').bounding_box()
+        assert retry is not None
+        assert discard is not None
+        # stacked, and far apart: more than a finger's width (about 10 mm, 38 px) between them
+        assert discard["y"] - (retry["y"] + retry["height"]) > 38
+        assert "danger" in (
+            await row.locator('button[value="discard"]').get_attribute("class") or ""
+        )
+        if shots:
+            await page.screenshot(
+                path=str(Path(shots) / "console-groups-phone.png"), full_page=True
+            )
+        # Enter in the move box: a move's plan, to the queue typed
+        await row.locator('form.move input[name="to"]').fill("refunds")
+        await row.locator('form.move input[name="to"]').press("Enter")
+        await page.wait_for_selector("p.plan")
+        assert "would be moved" in await page.inner_text("p.plan")
+        assert await page.title() == f"Move group {await _group_id(page)} - rr console"
+        # a move to a queue that does not exist: every letter would fail, nothing is offered
+        await page.go_back()
+        await page.wait_for_selector("table.groups")
+        row = page.locator("tr[data-group]", has_text="ValueError")
+        await row.locator('form.move input[name="to"]').fill("no-such-queue")
+        await row.locator('form.move button[value="move"]').click()
+        await page.wait_for_selector("p.plan")
+        main = await page.inner_text("main")
+        assert "would fail and stay in dead" in main
+        assert await page.locator("button.confirm").count() == 0
+        assert "Nothing would be moved." in main
+        # a page that is not there: a way back
+        await page.goto(f"{console.base}/queues/no-such-queue/groups")
+        await page.click("text=back to the queues")
+        await page.wait_for_selector("tr[data-queue]")
+        await page.close()
+    assert [d.properties.message_id for d in await read_all(backend, "dead")] == before
+    assert made.total == len(before)
+
+
+async def _group_id(page: object) -> str:
+    title: str = await page.title()  # type: ignore[attr-defined]
+    return title.split(" - ")[0].rsplit(" ", 1)[-1]

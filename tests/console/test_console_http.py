@@ -73,8 +73,8 @@ async def post(
 def group_rows(page: str) -> dict[str, tuple[str, int]]:
     """group id -> (type, count), from the groups page."""
     rows = re.findall(
-        r'<tr data-group="([^"]+)"><td class="id">[^<]+</td><td class="n">([\d,]+)</td>'
-        r"<td>([^<]*)</td>",
+        r'<tr data-group="([^"]+)"><td class="id"[^>]*>[^<]+</td><td class="n"[^>]*>([\d,]+)</td>'
+        r"<td[^>]*>([^<]*)</td>",
         page,
     )
     return {gid: (kind, int(n.replace(",", ""))) for gid, n, kind in rows}
