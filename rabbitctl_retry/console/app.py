@@ -369,7 +369,7 @@ async def _group_form(request: web.Request) -> GroupForm:
         group_id=request.match_info["group"],
         action=action,
         rate_text=rate_text,
-        rate=parse_rate(rate_text) if rate_text else None,
+        rate=parse_rate(rate_text, field="rate") if rate_text else None,
         to=str(form.get("to", "")).strip() if action == "move" else "",
     )
 
@@ -603,7 +603,7 @@ async def edit(request: web.Request) -> web.Response:
         command = html.edit_command(queue, message_id, asked.nth)
         lines = [f"this body cannot be edited here: {too_large}; edit it with {command}"]
         return _page(html.result_page("Not editable here", lines, back=back, error=True), 400)
-    problem = body_problem(letter.properties.content_type, before, after)
+    problem = body_problem(letter.properties.content_type, before, after, force=html.FORCE_BOX)
     if not asked.publish:
         return _page(
             html.edit_preview_page(

@@ -404,8 +404,7 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
             # written here, so that a body's own first line break stays
             + '<textarea name="body" rows="16" cols="100">\n'
             f"{html.escape(view.editable, quote=False)}</textarea><br>"
-            '<label><input type="checkbox" name="force" value="1"> publish a body that no '
-            "longer parses as its content type</label><br>"
+            f'<label><input type="checkbox" name="force" value="1"> {FORCE_LABEL}</label><br>'
             '<button name="step" value="preview">Show the change</button></form>'
         )
     elif not read_only and view.not_editable is not None:
@@ -416,6 +415,12 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
             f"Edit it with <code>{e(command)}</code> (the file is published byte for byte).</p>"
         )
     return page(f"Message {view.message_id}", "".join(parts))
+
+
+FORCE_LABEL = "publish a body that no longer parses as its content type"
+"""The edit form's checkbox that publishes such a body anyway."""
+FORCE_BOX = f"tick “{FORCE_LABEL}” to publish it anyway"
+"""The console's words for ``rr dlq edit --force`` (``dlq/edit.py`` ``body_problem``)."""
 
 
 def edit_command(queue: str, message_id: str, nth: int) -> str:

@@ -180,14 +180,21 @@ def _is_text(body: bytes) -> bool:
     return True
 
 
-def body_problem(content_type: str | None, before: bytes, after: bytes) -> str | None:
+FORCE_OPTION = "--force publishes it anyway"
+"""How ``rr dlq edit`` publishes a body that no longer fits (the console says it its way)."""
+
+
+def body_problem(
+    content_type: str | None, before: bytes, after: bytes, *, force: str = FORCE_OPTION
+) -> str | None:
     """Why ``after`` does not fit the letter's content type, or None: a JSON letter (its
     content type says so, or its body was a JSON object or array) whose new body is not
-    JSON (:func:`json_problem`), a UTF-8 text that no longer is."""
+    JSON (:func:`json_problem`), a UTF-8 text that no longer is. ``force``: how to publish
+    it anyway, in the words of the tool that asks."""
     if _was_json(content_type, before) and (problem := json_problem(after)) is not None:
-        return f"the edited body is not JSON: {problem} (--force publishes it anyway)"
+        return f"the edited body is not JSON: {problem} ({force})"
     if _is_text(before) and not _is_text(after):
-        return "the edited body is not UTF-8 text any more (--force publishes it anyway)"
+        return f"the edited body is not UTF-8 text any more ({force})"
     return None
 
 

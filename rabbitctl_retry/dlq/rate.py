@@ -20,14 +20,20 @@ MIN_RATE_PER_S = 0.001
 """The slowest ``--rate``: one message every 1,000 s."""
 
 
-def parse_rate(text: str) -> float:
+def parse_rate(text: str, *, field: str | None = None) -> float:
     """``--rate`` as messages per second; :class:`UsageError` unless it is a finite number of
-    at least :data:`MIN_RATE_PER_S`."""
+    at least :data:`MIN_RATE_PER_S`. ``field``: the form field it came from (the console),
+    which the error names in its words instead of the option."""
     try:  # ASCII only: float() also reads other scripts' digits ("١٢")
         rate_per_s = float(text.strip()) if text.isascii() else math.nan
     except ValueError:
         rate_per_s = math.nan
     if not math.isfinite(rate_per_s) or rate_per_s < MIN_RATE_PER_S:
+        if field is not None:
+            raise UsageError(
+                f"{field} {text!r}: give the messages per second as a number, at least "
+                f"{MIN_RATE_PER_S:g} (e.g. 200); leave it empty for full speed"
+            )
         raise UsageError(
             f"--rate {text!r}: give the messages per second as a finite number, at least "
             f"{MIN_RATE_PER_S:g} (e.g. --rate 200); leave --rate out for full speed"

@@ -12,6 +12,7 @@ original is removed (the original of nothing).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.edit import EditRequest, edit_chooser
 from rabbitctl_retry.dlq.jsonl import record_line
 from rabbitctl_retry.dlq.replay import ReplayPlan
-from rabbitctl_retry.dlq.report import TransferReport
+from rabbitctl_retry.dlq.report import TransferReport, limit_reached
 from rabbitctl_retry.dlq.results import TransferOutcome
 from rabbitctl_retry.dlq.same_id import LetterPick
 from rabbitctl_retry.ops.dlq import record_of
@@ -73,6 +74,9 @@ async def publish_edit(
     the kept file is removed when the letter was not the one read."""
     kept = keep()
     report = await transfer(edit_chooser(plan, request), TransferOptions(limit=1, only=pick))
+    if report.stopped == limit_reached(1):
+        # the one letter edited: no limit the user gave, and nothing stopped early
+        report = dataclasses.replace(report, stopped=None)
     changed = pick.refused(report)
     if changed is not None:
         kept.unlink(missing_ok=True)  # the original of nothing: the letter stays

@@ -261,6 +261,13 @@ async def test_a_group_retried_and_another_discarded_through_the_pages(
             client, f"{move}/plan", {"action": "move", "to": "dead", **csrf}
         )
         assert status == 400, refused
+        status, refused, _ = await post(
+            client, f"{move}/plan", {"action": "retry", "rate": "fast", **csrf}
+        )
+        assert status == 400, refused
+        assert "rate &#x27;fast&#x27;: give the messages per second" in refused
+        assert "--rate" not in refused
+        assert "back to the queues" in refused
     assert sorted(d.properties.message_id or "" for d in await read_all(backend, "refunds")) == (
         sorted(odd)
     )
@@ -294,10 +301,18 @@ async def test_a_letter_shown_edited_and_retried(backend: Backend, tmp_path: Pat
             '+  "fixed": true}',
             "\\ No newline at end of file",
         ]
+        # a body that is no JSON any more: refused, in the page's words
+        broken = {**form_of(page), **csrf, "step": "preview", "body": '{"kind": '}
+        status, refused, _ = await post(client, url, broken)
+        assert "the edited body is not JSON" in html.unescape(refused)
+        assert "tick “publish a body that no longer parses" in html.unescape(refused)
+        assert "--force" not in refused
         assert await read_all(backend, "refunds") == []
         status, result, _ = await post(client, url, {**form_of(preview), **csrf, "step": "publish"})
         assert status == 200, result
         assert f"edited copy of {target} published to refunds" in result
+        assert "stopped early" not in result  # one letter edited: no limit of the user's
+        assert "--" not in html.unescape(re.sub(r"<[^>]+>", "", result))
     (copy,) = await read_all(backend, "refunds")
     assert copy.properties.message_id == target
     assert copy.body == b'{"kind": "refund", "n": 0, "origin": "refunds",\n  "fixed": true}'

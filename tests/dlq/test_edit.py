@@ -117,6 +117,7 @@ async def test_the_editor_edits_the_body(
     result = await rr(backend, "dlq", "edit", "dead", "--id", ids[4], "--yes")
 
     assert result.exit_code == 0, result.output
+    assert "stopped early" not in result.output  # one letter: no --limit was given
     # the diff, shown before the question: the one line as it was and as it is
     assert '-{"kind": "rr", "n": 4, "origin": "refunds"}' in result.stderr
     assert '+{"kind": "rr", "n": 44, "origin": "refunds"}' in result.stderr
@@ -140,6 +141,7 @@ async def test_a_body_that_is_no_json_is_refused_unless_forced(
 
     assert refused.exit_code == 65, refused.output
     assert "the edited body is not JSON: Expecting property name" in refused.stderr
+    assert "(--force publishes it anyway)" in refused.stderr
     assert not keep.exists()
     assert len(await read_all(backend, "dead")) == 6
     assert await read_all(backend, "orders") == []
