@@ -148,8 +148,8 @@ class Setting:
 
 
 REBUILD = (
-    "RabbitMQ cannot change it on an existing queue: the queue must be rebuilt (by hand for "
-    'now: docs/topology.md, "Changing a topology")'
+    "RabbitMQ cannot change it on an existing queue: the queue must be rebuilt (rr migrate "
+    'TOPOLOGY rebuilds it with its messages: docs/topology.md, "Migrating a queue")'
 )
 
 
