@@ -2,7 +2,7 @@
 
     python benchmarks/runtime.py [--messages 20000] [--prefetch 500] [--rounds 3] [--warmup 1]
                                  [--queue-types classic,quorum] [--loop asyncio|uvloop]
-                                 [--timeout SECONDS] [--url URL] [--typed]
+                                 [--timeout SECONDS] [--url URL] [--typed | --outputs N[,N...]]
 
 Shapes (one durable queue of each --queue-types, declared with the arguments rr's topology
 gives it, persistent 200-byte JSON bodies, each message with its own message_id, repeated in
@@ -38,14 +38,30 @@ the body's "id", preloaded untimed):
   and, in the same run, the per-message decode cost in microseconds: each handler's
   arguments built from one 200-byte delivery in a loop (no broker), less the Message case's.
 
+* outputs (--outputs N[,N...], instead of the shapes above; docs/runtime.md, "Publishing"):
+  the handler acks and publishes N outputs per message, for 0 (always run: the reference)
+  and every N given (--outputs 1,3: 0, 1 and 3 outputs), into a classic queue
+  ``<queue>.out``
+    - rr               `rr run`, an async handler taking ``Outputs`` that publishes N
+                       outputs (the 200-byte body, ids derived by rr: ``output_id``); rr
+                       publishes them mandatory on its confirm channel when the handler acks,
+                       awaits their confirms, then acks the original
+    - aiormq           raw aiormq doing the same by hand: consume, publish the N outputs
+                       mandatory on a confirm channel (the same ids, the same properties),
+                       await every confirm, then ack; originals acked with
+                       basic.ack(multiple=true) as in the retry path's batched case
+  and, from the median rates, each case's time per message and per output: (1/rate with N
+  less 1/rate with 0) / N, in microseconds.
+
 Timed: from basic.consume to the moment every message is handled and every ack reached the
 broker (a round trip on the consuming channel after the last ack; for rr and FastStream, their
 own graceful stop).
 
 Checked after every case of every round, warm-up included (untimed): once the case's
 connection is closed (so anything it left unacked is back in its queue), the consumed queue
-must be empty, the handler must have seen every message_id exactly once, and on the retry path
-the dead-letter queue must hold every message_id exactly once. A case that times out
+must be empty, the handler must have seen every message_id exactly once, on the retry path
+the dead-letter queue must hold every message_id exactly once, and with --outputs the output
+queue must hold every output id (N per message) exactly once. A case that times out
 (--timeout, per case), raises, leaves messages behind, loses or duplicates some prints a FAILED
 line with the counts, gets no rate in the table, and makes the script exit 1 at the end.
 
@@ -74,15 +90,17 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import aiormq
 import wire
 from pamqp import commands as spec
 
-from rabbitctl_retry import Message, Outcome
+from rabbitctl_retry import Message, Outcome, Outputs
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.outputs import output_id
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
@@ -107,7 +125,7 @@ DEAD_LETTERS_IDLE_S = 5.0
 """How long the accounting waits for one more dead letter before it counts the missing ones
 as lost (a quorum queue's at-least-once dead-lettering moves them in the background)."""
 
-Shape = Literal["noop", "retry"]
+Shape = Literal["noop", "retry", "outputs"]
 
 
 class Tally:
@@ -244,6 +262,12 @@ class Accounting:
     """Messages without an id, or with one this case never published."""
     consumers: int = 0
     """Consumers still on the consumed queue when the checks ran."""
+    outputs_expected: int = 0
+    """--outputs: the output ids the case had to publish (N per message)."""
+    outputs_held: int = 0
+    """Messages in the output queue afterwards."""
+    outputs_missing: int = 0
+    outputs_duplicates: int = 0
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -256,6 +280,11 @@ class Accounting:
             parts[-1] += f" (+{self.handled_again} again)"
         if self.shape == "retry":
             parts.append(f"dead-letter queue {self.dead} ({self.dead_duplicates} duplicate)")
+        if self.shape == "outputs":
+            parts.append(
+                f"outputs {self.outputs_held} of {self.outputs_expected} "
+                f"({self.outputs_missing} missing, {self.outputs_duplicates} duplicate)"
+            )
         parts += [f"left in queue {self.left}", f"lost {self.lost}"]
         parts.append(f"duplicated {self.duplicates}")
         if self.unexpected:
@@ -265,10 +294,14 @@ class Accounting:
         return ", ".join(parts)
 
 
-async def account(url: str, shape: Shape, queue: str, ids: list[str], tally: Tally) -> Accounting:
-    """Count, by message id, where every message of the case ended (after the case closed)."""
+async def account(
+    url: str, shape: Shape, queue: str, ids: list[str], tally: Tally, outputs: int = 0
+) -> Accounting:
+    """Count, by message id, where every message of the case ended (after the case closed);
+    ``outputs``: the outputs each message had to publish (the "outputs" shape)."""
     expected = set(ids)
     result = Accounting(shape=shape, expected=len(ids))
+    held_outputs: tuple[int, Counter[str], int] = (0, Counter(), 0)
     connection = await aiormq.connect(url)
     try:
         channel = await connection.channel()
@@ -303,6 +336,8 @@ async def account(url: str, shape: Shape, queue: str, ids: list[str], tally: Tal
                     quiet_since = loop.time()
                 else:
                     await asyncio.sleep(0.1)
+        if shape == "outputs":  # confirmed before their original's ack: all there by now
+            held_outputs = await drain(channel, f"{queue}.out", CHECK_TIMEOUT_S / 3)
     finally:
         await close_quietly(connection)
 
@@ -316,7 +351,7 @@ async def account(url: str, shape: Shape, queue: str, ids: list[str], tally: Tal
         + dead_without_id
         + len((handled.keys() | left.keys() | dead.keys()) - expected)
     )
-    if shape == "noop":
+    if shape != "retry":
         # A handled (and acked) message is done; an unacked one is back in ``left``.
         result.lost = len(expected - handled.keys() - left.keys())
         result.duplicates = result.handled_again
@@ -344,7 +379,33 @@ async def account(url: str, shape: Shape, queue: str, ids: list[str], tally: Tal
         problems.append("not every message reached the handler")
     if shape == "retry" and result.dead != len(expected):
         problems.append("wrong dead-letter count")
+    if shape == "outputs":
+        check_outputs(result, queue, ids, outputs, held_outputs)
     return result
+
+
+def check_outputs(
+    result: Accounting,
+    queue: str,
+    ids: list[str],
+    outputs: int,
+    held: tuple[int, Counter[str], int],
+) -> None:
+    """The output queue must hold each of the ``outputs`` output ids of every message in
+    ``ids`` exactly once, and nothing else (rr's derived ids; the aiormq case uses the same)."""
+    ready, held_ids, without_id = held
+    expected = {output_id(queue, id_, index) for id_ in ids for index in range(outputs)}
+    result.outputs_expected = len(expected)
+    result.outputs_held = max(ready, held_ids.total() + without_id)
+    result.outputs_missing = len(expected - held_ids.keys())
+    result.outputs_duplicates = sum(times - 1 for times in held_ids.values())
+    result.unexpected += without_id + len(held_ids.keys() - expected)
+    if result.outputs_missing:
+        result.problems.append("outputs lost")
+    if result.outputs_duplicates:
+        result.problems.append("outputs duplicated")
+    if without_id or held_ids.keys() - expected:
+        result.problems.append("unexpected outputs")
 
 
 # ---------------------------------------------------------------- no-op shape
@@ -395,10 +456,13 @@ def rr_run(
     timeout_s: float,
     client: ClientName,
     typed: Any = None,
+    outputs: int | None = None,
 ) -> Case:
     """The `rr run` runtime, in process, with a handler returning ``outcome()``, connected
     with ``client`` (RR_AMQP_CLIENT's choices: aiormq or rr's own, native). ``typed``: the
-    handler takes the body decoded into that type (``typed_handler``), not the Message."""
+    handler takes the body decoded into that type (``typed_handler``), not the Message.
+    ``outputs``: the handler takes the Message and its ``Outputs``, and publishes that many
+    outputs to ``<queue>.out`` (``outputs_handler``)."""
 
     async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
         done = asyncio.Event()
@@ -413,7 +477,11 @@ def rr_run(
                 done.set()
             return outcome()
 
-        handler = by_message if typed is None else typed_handler(typed, saw)
+        handler: Callable[..., Any] = by_message
+        if typed is not None:
+            handler = typed_handler(typed, saw)
+        elif outputs is not None:
+            handler = outputs_handler(outputs, f"{queue}.out", saw)
 
         async def connect() -> Connection:
             return await clients.connect(url, environ={clients.ENV: client})
@@ -477,6 +545,21 @@ def typed_handler(kind: Any, saw: Callable[[str], object]) -> Callable[..., Any]
         return saw(body["id"] if isinstance(body, dict) else body.id)
 
     handler.__annotations__ = {"body": kind, "return": object}
+    return handler
+
+
+def outputs_handler(
+    outputs: int, target: str, saw: Callable[[str], object]
+) -> Callable[[Message, Outputs], Awaitable[object]]:
+    """A handler that publishes ``outputs`` copies of the body to queue ``target`` through
+    its ``Outputs`` (rr gives them their ids: ``output_id``), then returns ``saw``'s outcome."""
+
+    async def handler(msg: Message, out: Outputs) -> object:
+        body = msg.body
+        for _ in range(outputs):
+            out.publish(body, to=target, content_type="application/json")
+        return saw(msg.message_id or "")
+
     return handler
 
 
@@ -560,9 +643,52 @@ async def faststream_noop(url: str, queue: str, prefetch: int, tally: Tally) -> 
 # ---------------------------------------------------------------- retry shape
 
 
-def aiormq_retry(batch: int) -> Case:
-    """Raw aiormq: a confirmed copy to ``<queue>.dead``, then the ack of the original, one by
-    one (``batch == 1``) or with multiple=true for each ``batch`` more confirmed originals."""
+Copies = Callable[[str, spec.Basic.Properties], list[tuple[str, spec.Basic.Properties]]]
+"""(queue, a delivery's properties) -> what to publish for it: (routing key, properties)."""
+
+
+def dead_letter_copy(
+    queue: str, properties: spec.Basic.Properties
+) -> list[tuple[str, spec.Basic.Properties]]:
+    """The retry path: one copy to ``<queue>.dead``, as rr's last attempt makes it."""
+    copied = spec.Basic.Properties(
+        delivery_mode=2,
+        content_type=properties.content_type,
+        message_id=properties.message_id,
+        headers={"x-ruststream-retry-count": "1"},
+    )
+    return [(f"{queue}.dead", copied)]
+
+
+def output_copies(outputs: int) -> Copies:
+    """--outputs: ``outputs`` copies to ``<queue>.out`` with rr's ids and properties for a
+    handler's outputs (``output_id``; runtime/outgoing.py)."""
+
+    def copies(
+        queue: str, properties: spec.Basic.Properties
+    ) -> list[tuple[str, spec.Basic.Properties]]:
+        now = datetime.now(UTC).replace(microsecond=0)
+        return [
+            (
+                f"{queue}.out",
+                spec.Basic.Properties(
+                    delivery_mode=2,
+                    content_type="application/json",
+                    message_id=output_id(queue, properties.message_id, index),
+                    timestamp=now,
+                ),
+            )
+            for index in range(outputs)
+        ]
+
+    return copies
+
+
+def aiormq_retry(batch: int, copies: Copies = dead_letter_copy) -> Case:
+    """Raw aiormq: the confirmed ``copies`` of each message (one to ``<queue>.dead`` on the
+    retry path, the outputs with --outputs; all published at once, every confirm awaited),
+    then the ack of the original, one by one (``batch == 1``) or with multiple=true for each
+    ``batch`` more confirmed originals."""
 
     async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
         connection = await aiormq.connect(url)
@@ -580,18 +706,17 @@ def aiormq_retry(batch: int) -> Case:
             async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
                 nonlocal settled, acked, writing, complete
                 properties = message.header.properties
-                confirmation = await confirm.basic_publish(
-                    message.body,
-                    routing_key=f"{queue}.dead",
-                    properties=spec.Basic.Properties(
-                        delivery_mode=2,
-                        content_type=properties.content_type,
-                        message_id=properties.message_id,
-                        headers={"x-ruststream-retry-count": "1"},
-                    ),
-                    mandatory=True,
-                )
-                if not isinstance(confirmation, spec.Basic.Ack):
+                published = [
+                    confirm.basic_publish(
+                        message.body, routing_key=key, properties=copied, mandatory=True
+                    )
+                    for key, copied in copies(queue, properties)
+                ]
+                if len(published) == 1:  # the retry path: no gather for one
+                    confirmations = [await published[0]]
+                else:
+                    confirmations = await asyncio.gather(*published)
+                if not all(isinstance(answer, spec.Basic.Ack) for answer in confirmations):
                     return  # not confirmed: the original stays unacked (the checks say so)
                 last = tally.saw(properties.message_id)
                 writing += 1
@@ -678,6 +803,8 @@ def topology(shape: Shape, queue_type: QueueType) -> str:
     text = f'[queues.{{q}}]\ntype = "{queue_type}"\n'
     if shape == "retry":
         text += 'max_attempts = 1\ndead_letter = "{q}.dead"\n'
+    if shape == "outputs":
+        text += '\n[queues."{q}.out"]\ntype = "classic"\n'
     return text
 
 
@@ -687,6 +814,8 @@ class Entry:
     shape: Shape
     run: Case | None
     """``None``: not installed."""
+    outputs: int = 0
+    """The outputs each message publishes (the "outputs" shape)."""
 
 
 def typed_cases(timeout_s: float, queue_type: QueueType) -> list[Entry]:
@@ -700,6 +829,39 @@ def typed_cases(timeout_s: float, queue_type: QueueType) -> list[Entry]:
         )
         for label, kind in typed_kinds().items()
     ]
+
+
+def outputs_rr(outputs: int) -> str:
+    return f"outputs {outputs} rr run (native)"
+
+
+def outputs_aiormq(outputs: int) -> str:
+    return f"outputs {outputs} aiormq (confirm, batched)"
+
+
+def output_cases(
+    timeout_s: float, prefetch: int, queue_type: QueueType, counts: list[int]
+) -> list[Entry]:
+    """--outputs: for each count of outputs per message, rr run and aiormq doing it by hand."""
+    text = topology("outputs", queue_type)
+    batch = min(BATCH, prefetch)
+    entries: list[Entry] = []
+    for outputs in counts:
+        entries += [
+            Entry(
+                outputs_aiormq(outputs),
+                "outputs",
+                aiormq_retry(batch, output_copies(outputs)),
+                outputs,
+            ),
+            Entry(
+                outputs_rr(outputs),
+                "outputs",
+                rr_run(text, lambda: None, timeout_s, "native", outputs=outputs),
+                outputs,
+            ),
+        ]
+    return entries
 
 
 def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]:
@@ -762,7 +924,7 @@ async def run_case(
             failure = f"timed out after {timeout_s:g} s"
         try:
             accounting = await asyncio.wait_for(
-                account(url, case.shape, queue, ids, tally), CHECK_TIMEOUT_S
+                account(url, case.shape, queue, ids, tally, case.outputs), CHECK_TIMEOUT_S
             )
         except Exception as error:
             return None, f"{failure or 'ran'}; the checks failed: {error!r}"
@@ -774,7 +936,7 @@ async def run_case(
         return None, f"raised {type(error).__name__}: {error}"
     finally:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(delete(url, queue, dead), CLOSE_TIMEOUT_S)
+            await asyncio.wait_for(delete(url, queue, dead, f"{queue}.out"), CLOSE_TIMEOUT_S)
 
 
 def rotated(items: list[Entry], by: int) -> list[Entry]:
@@ -822,6 +984,10 @@ def table(specs: list[Entry], measured: list[dict[str, float | None]]) -> None:
         "x aiormq 1-ack / batched / faststream / ceiling: median of the per-round ratios to "
         "that case of the same shape; each round's rates: "
     )
+    print_rounds(measured)
+
+
+def print_rounds(measured: list[dict[str, float | None]]) -> None:
     for number, rates in enumerate(measured, 1):
         shown = ", ".join(f"{name} {rate:,.0f}" for name, rate in rates.items() if rate)
         print(f"  round {number}: {shown}")
@@ -833,6 +999,8 @@ async def measure(
     """Every case on ``queue_type`` queues, warm-up and measured rounds; then its table."""
     if args.typed:
         specs = typed_cases(timeout_s, queue_type)
+    elif args.outputs:
+        specs = output_cases(timeout_s, args.prefetch, queue_type, args.outputs)
     else:
         specs = cases(timeout_s, args.prefetch, queue_type)
     runnable = [case for case in specs if case.run is not None]
@@ -856,9 +1024,54 @@ async def measure(
         if not warmup:
             measured.append(rates)
     print()
+    if args.outputs:
+        outputs_table(args.outputs, measured)
+        return
     table(specs, measured)
     if args.typed:
         typed_table(specs, measured)
+
+
+def median_rate(measured: list[dict[str, float | None]], name: str) -> float | None:
+    """The median of a case's rates, ``None`` when a round failed it."""
+    rates = [rates[name] for rates in measured if rates.get(name)]
+    if len(rates) < len(measured):
+        return None
+    return statistics.median(rates)  # type: ignore[type-var]
+
+
+def per_output_us(rate: float | None, base: float | None, outputs: int) -> str:
+    """Microseconds one output adds: (1/rate less 1/base) / outputs."""
+    if rate is None or base is None or outputs == 0:
+        return "-"
+    return f"{(1 / rate - 1 / base) / outputs * 1e6:.1f}"
+
+
+def outputs_table(counts: list[int], measured: list[dict[str, float | None]]) -> None:
+    """--outputs: per count, both cases' median rates, rr's ratio, the time per message and
+    what each output adds to it against no output."""
+    print(
+        f"{'outputs':>7} {'rr msg/s':>10} {'aiormq msg/s':>13} {'x aiormq':>9} "
+        f"{'rr outputs/s':>13} {'rr us/msg':>10} {'rr us/output':>13} {'aiormq us/output':>17}"
+    )
+    rr_base = median_rate(measured, outputs_rr(0))
+    aiormq_base = median_rate(measured, outputs_aiormq(0))
+    for outputs in counts:
+        rr = median_rate(measured, outputs_rr(outputs))
+        by_hand = median_rate(measured, outputs_aiormq(outputs))
+        shown = [f"{rate:,.0f}" if rate else "FAILED" for rate in (rr, by_hand)]
+        ratio = median_ratio(measured, outputs_rr(outputs), outputs_aiormq(outputs))
+        print(
+            f"{outputs:>7} {shown[0]:>10} {shown[1]:>13} {ratio:>9} "
+            f"{(rr or 0) * outputs:>13,.0f} {(1e6 / rr if rr else 0):>10.1f} "
+            f"{per_output_us(rr, rr_base, outputs):>13} "
+            f"{per_output_us(by_hand, aiormq_base, outputs):>17}"
+        )
+    print(
+        "x aiormq: median of the per-round ratios; us/output: (1/rate less 1/rate with 0 "
+        "outputs) / outputs, from the median rates; each round's rates:"
+    )
+    print_rounds(measured)
 
 
 def typed_table(specs: list[Entry], measured: list[dict[str, float | None]]) -> None:
@@ -912,6 +1125,17 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def output_counts(text: str) -> list[int]:
+    """``--outputs 1,3`` as [0, 1, 3]: the counts given, and 0, the reference."""
+    try:
+        counts = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if any(count < 0 for count in counts):
+        raise argparse.ArgumentTypeError("a count of outputs is 0 or more")
+    return sorted(counts | {0})
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
@@ -938,7 +1162,17 @@ def arguments() -> argparse.Namespace:
         help="no-op handlers taking the Message, a dataclass, a pydantic model, a msgspec "
         "Struct, a dict; with the per-message decode cost (docs/handlers.md)",
     )
+    parser.add_argument(
+        "--outputs",
+        type=output_counts,
+        default=None,
+        metavar="N[,N...]",
+        help="handlers that ack and publish N outputs per message (0 always runs too), rr "
+        "run against aiormq doing it by hand, with the cost per output (docs/runtime.md)",
+    )
     args = parser.parse_args()
+    if args.typed and args.outputs:
+        parser.error("--typed and --outputs are separate runs: give one")
     if args.messages < 1 or args.rounds < 1 or args.warmup < 0 or args.prefetch < 1:
         parser.error("--messages, --rounds and --prefetch must be positive, --warmup >= 0")
     if not args.queue_types or set(args.queue_types) - {"classic", "quorum"}:

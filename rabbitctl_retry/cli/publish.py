@@ -49,12 +49,24 @@ def publish_command(
         typer.Argument(help="The queue to publish into (through the default exchange)."),
     ] = None,
     exchange: Annotated[
-        str | None, typer.Option("--exchange", "-e", help="Publish to this exchange instead.")
+        str | None,
+        typer.Option(
+            "--exchange", "-e", help="Publish to this exchange instead of a QUEUE (with -k)."
+        ),
     ] = None,
     routing_key: Annotated[
-        str | None, typer.Option("--routing-key", "-k", help="The routing key (with --exchange).")
+        str | None,
+        typer.Option(
+            "--routing-key", "-k", help="The routing key, with --exchange (default: empty)."
+        ),
     ] = None,
-    body: Annotated[str | None, typer.Option("--body", help="The body, as UTF-8 text.")] = None,
+    body: Annotated[
+        str | None,
+        typer.Option(
+            "--body",
+            help="The body, as UTF-8 text. Without --body, --body-file or --file: an empty body.",
+        ),
+    ] = None,
     body_file: Annotated[
         str | None,
         typer.Option("--body-file", help="The body, the bytes of this file (- for stdin)."),
@@ -64,7 +76,8 @@ def publish_command(
         typer.Option(
             "--file",
             help="Publish every message of this JSON Lines file, as rr dlq export writes it "
-            "(- for stdin): bodies, properties and headers as they are in it.",
+            "(- for stdin), in its order: bodies, properties and headers as they are in it, "
+            "--header and --property set over them.",
         ),
     ] = None,
     header: Annotated[
@@ -85,11 +98,24 @@ def publish_command(
         ),
     ] = None,
     count: Annotated[
-        int, typer.Option("--count", "-n", min=1, help="Publish each message this many times.")
+        int,
+        typer.Option(
+            "--count",
+            "-n",
+            min=1,
+            help="Publish the message N times; with --file, the whole file N times over, in "
+            "its order (lines a, b with -n 3: a b a b a b). A message without a message_id "
+            "gets a fresh one each time.",
+            metavar="N",
+        ),
     ] = 1,
     rate: Annotated[
         str | None,
-        typer.Option("--rate", metavar="MSG_PER_S", help="At most this many messages a second."),
+        typer.Option(
+            "--rate",
+            metavar="MSG_PER_S",
+            help="At most this many messages a second (e.g. 200, or 0.5); default: full speed.",
+        ),
     ] = None,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
@@ -98,10 +124,13 @@ def publish_command(
 
     Every message is built and checked before the first is published: a bad --header or
     --property is exit 2, a bad file line or value exit 65, and nothing is published. Each
-    message goes out mandatory; a message without a message_id gets a fresh one. The report
-    counts the messages confirmed, returned (no queue took them) and refused (nacked, e.g. a
-    full queue that rejects publishes): exit 0 when all were confirmed, 3 when some were, 1
-    when none were, 69 when the connection dropped (docs/cli.md, "rr publish").
+    message goes out mandatory (one no queue takes comes back as returned, never silently
+    dropped); a message without a message_id gets a fresh one. The report counts the messages
+    confirmed, returned (no queue took them), refused (nacked, e.g. a full queue that rejects
+    publishes) and, when the connection dropped, unconfirmed (sent, no answer came: they may
+    have arrived) and not sent; stderr names each one not confirmed. Exit 0 when all were
+    confirmed, 3 when some were, 1 when none were, 69 when the connection dropped, 77 access
+    refused (docs/cli.md, "rr publish").
     """
     with common.guard():
         target_exchange, key = _target(queue, exchange, routing_key)

@@ -12,8 +12,9 @@ then published with confirms, and what became of each (docs/cli.md, "rr publish"
   its publish by it (``transport/message_ids.py``), and the report names it.
 * **Sent like a transfer's copies** (``ops/copies/sending.py``): ``mandatory``, on one
   confirm channel, in order, the first one alone, at most ``--rate`` a second. A returned or
-  nacked message does not stop the others; a closed channel or connection does (what was
-  sent and not confirmed is reported as unconfirmed).
+  nacked message does not stop the others; a closed channel or connection does: what was
+  sent and not confirmed is reported as unconfirmed, and what had not been sent when it
+  closed (waiting for its turn or its ``--rate`` slot) as not sent; the waits end at once.
 """
 
 from __future__ import annotations
@@ -152,18 +153,23 @@ def checked_messages(
     count: int,
     user: str | None,
 ) -> list[Message]:
-    """Every message to publish, each record ``count`` times, each checked for what the
-    client or RabbitMQ would refuse (:class:`DataError` naming the first bad one: nothing is
-    published then). A message without a ``message_id`` gets a fresh one."""
+    """Every message to publish: the records in their order, that whole sequence ``count``
+    times over (records a, b with ``count`` 3: a b a b a b). Each record is checked first for
+    what the client or RabbitMQ would refuse (:class:`DataError` naming the first bad one:
+    nothing is published then). A message without a ``message_id`` gets a fresh one, each
+    time it is repeated."""
     if count < 1:
         raise UsageError(f"--count must be 1 or more, not {count}")
-    messages: list[Message] = []
+    checked: list[tuple[str, Record]] = []
     for source, record in records:
         ready, _ = prepared(record, user)
         problem = record_problem(ready) or encoding_problem(properties_of(ready))
         if problem is not None:
             raise DataError(f"{source}: {problem}; nothing was published")
-        for _ in range(count):
+        checked.append((source, ready))
+    messages: list[Message] = []
+    for _ in range(count):
+        for source, ready in checked:
             properties = properties_of(ready)
             if properties.message_id is None:
                 properties = replace(properties, message_id=str(uuid.uuid4()))
@@ -230,18 +236,26 @@ async def publish_messages(
     became of each."""
     progress.begin(len(messages), f"publishing to {exchange or routing_key}")
     channel = await connection.channel(confirms=True)
-    sender = CopySender(channel, rate_per_s=rate_per_s)
+    closing = asyncio.Event()  # set once the channel or connection closed: waits end
+    sender = CopySender(channel, rate_per_s=rate_per_s, abort=closing)
     slots = asyncio.Semaphore(WINDOW)
     confirmed: list[Message] = []
     failures: list[Failure] = []
     closed: list[TransportError] = []
     pending: set[asyncio.Future[None]] = set()
-    sent_count = 0
+    started_count = 0
+    unsent_count = 0  # started, but their turn came after the close: never sent
 
     async def publish(message: Message, turn: Any) -> None:
+        nonlocal unsent_count
         with turn:
             try:
                 await sender.wait(turn)
+                if turn.after is not None:
+                    await turn.after  # the messages before this one went out (or never will)
+                if closed or channel.is_closed:
+                    unsent_count += 1
+                    return
                 sent = await sender.publish(
                     turn, message.body, routing_key, message.properties, exchange=exchange
                 )
@@ -263,6 +277,7 @@ async def publish_messages(
         if sent.outcome is Sent.CUT or isinstance(sent.error, AccessRefused):
             assert isinstance(sent.error, TransportError)
             closed.append(sent.error)
+            closing.set()
 
     try:
         for message in messages:
@@ -271,7 +286,7 @@ async def publish_messages(
                 slots.release()
                 break
             turn = sender.turn()
-            sent_count += 1
+            started_count += 1
             task = asyncio.ensure_future(publish(message, turn))
             pending.add(task)
             task.add_done_callback(pending.discard)
@@ -288,7 +303,7 @@ async def publish_messages(
         messages=len(messages),
         confirmed=len(confirmed),
         failures=tuple(sorted(failures, key=lambda failure: failure.number)),
-        not_sent=len(messages) - sent_count,
+        not_sent=len(messages) - started_count + unsent_count,
         error=closed[0] if closed else None,
         confirmed_ids=tuple(m.properties.message_id or "" for m in confirmed),
     )

@@ -167,6 +167,27 @@ async def test_export_then_publish_round_trip(backend: Backend, tmp_path: Path) 
     assert held[0].properties.headers == {"n": 7}
 
 
+async def test_count_publishes_the_whole_file_over_in_its_order(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await declare(backend, "target")
+    file = tmp_path / "two.jsonl"
+    lines = [
+        json.dumps({"body": base64.b64encode(b"a").decode(), "properties": {"message_id": "a"}}),
+        json.dumps({"body": base64.b64encode(b"b").decode()}),  # no id: a fresh one each time
+    ]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = await rr(backend, "publish", "target", "--file", str(file), "--count", "3")
+    assert result.exit_code == 0, result.output
+    assert "6 message(s) to queue 'target': 6 confirmed" in result.stdout
+    held = await read_all(backend, "target")
+    assert [d.body for d in held] == [b"a", b"b", b"a", b"b", b"a", b"b"]
+    ids = [d.properties.message_id for d in held]
+    assert ids[0::2] == ["a", "a", "a"]  # a given id is kept in every copy
+    assert len(set(ids[1::2])) == 3
+    assert None not in ids
+
+
 async def test_stdin_for_a_body_and_for_a_file(backend: Backend) -> None:
     await declare(backend, "target")
     binary = b"\x00\xffbody"
