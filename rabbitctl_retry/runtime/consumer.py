@@ -314,13 +314,7 @@ class QueueConsumer:
             left_s = state.resume_at_s - self._clock.now().timestamp()
             if left_s <= 0:
                 break
-            # a timer set now, from the now just read (a sleep would start a turn later)
-            due = asyncio.Event()
-            timer = self._clock.call_later(left_s, due.set)
-            try:
-                await first_of(due.wait(), self._stopping.wait())
-            finally:
-                timer.cancel()
+            await sleep_unless(self._clock, left_s, self._stopping)
         if self._connection.is_closed:
             return  # the service reconnects; the next loop of _watch stops
         channel = self._channel
