@@ -44,14 +44,13 @@ from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.ops.settler import ChannelSettler
 from rabbitctl_retry.retry import poison
 from rabbitctl_retry.retry.outcome import (
+    OUTCOME_TYPES,
     Ack,
     AnyOutcome,
     DeadLetter,
     Drop,
     Failure,
-    Pause,
     Retry,
-    RetryAfter,
 )
 from rabbitctl_retry.retry.policy import Decision, Event, RetryPolicy, decide
 from rabbitctl_retry.runtime import handler_context
@@ -81,7 +80,7 @@ from rabbitctl_retry.transport.base import Channel, Connection, Delivery
 
 log = logging.getLogger("rr.runtime")
 
-_OUTCOMES = (Ack, Retry, Drop, RetryAfter, DeadLetter, Pause)
+_OUTCOMES = OUTCOME_TYPES
 _ACK = Ack()
 EventListener = Callable[[str, Delivery, Decision], None]
 """Told each decision just before it is carried out: (queue, delivery, decision)."""
