@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
+from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.user_files import TOKEN_FILE_LIMIT_BYTES, FileRefused, read_text
 
 MIN_TOKEN_CHARACTERS = 16
@@ -76,12 +78,7 @@ def console_command(
             raise UsageError(refused)
     topology = dlq.load_topology(topology_file)
     with common.guard():
-        names = list(queues or [])
-        if not names and topology is not None:
-            names = list(dict.fromkeys(q.dead_letter for q in topology.queues if q.dead_letter))
-        if not names:
-            raise UsageError("name the dead-letter QUEUEs, or give --topology")
-        check_queue_names(names)
+        names = _dead_letter_queues(queues, topology)
         token = _token(token_file) if token_file is not None else new_token()
         if not keep_dir.is_dir():
             raise UsageError(f"--keep-dir {keep_dir}: not a directory")
@@ -100,6 +97,24 @@ def console_command(
         port=port,
         keep_dir=keep_dir,
     )
+    common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
+
+
+def _dead_letter_queues(queues: list[str] | None, topology: Topology | None) -> list[str]:
+    """The QUEUEs named, else every dead-letter queue of the topology file."""
+    names = list(queues or [])
+    if not names and topology is not None:
+        names = list(dict.fromkeys(q.dead_letter for q in topology.queues if q.dead_letter))
+    if not names:
+        raise UsageError("name the dead-letter QUEUEs, or give --topology")
+    check_queue_names(names)
+    return names
+
+
+def _announcer(bind: str, token: str, token_file: Path | None) -> Callable[[str], None]:
+    """What the console says on stderr once it listens at its base address: where (with the
+    token, unless it came from a file), and a warning when it listens beyond loopback."""
+    from rabbitctl_retry.console import address
 
     def started(base: str) -> None:
         if not address.is_loopback(bind):  # once it listens: a bind that fails says only why
@@ -117,7 +132,7 @@ def console_command(
         sys.stderr.write(f"rr console: {escape_unprintable(shown)}\n")
         sys.stderr.flush()
 
-    common.run(serve(config, started), quiet_interrupt=True)
+    return started
 
 
 def _token(path: Path) -> str:

@@ -119,8 +119,11 @@ class VirtualClock:
             pass
         self._now_s = max(self._now_s, target_s)
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep in virtual time: returns once the clock has been advanced past ``seconds``."""
+    def sleep(self, seconds: float) -> asyncio.Future[None]:
+        """Sleep in virtual time: done once the clock has been advanced past ``seconds``.
+
+        The timer is set now, when called (not a loop turn later, when first awaited), and
+        the clock counts a sleeper until the future is done or cancelled."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def wake() -> None:
@@ -129,8 +132,10 @@ class VirtualClock:
 
         handle = self.call_later(max(0.0, seconds), wake)
         self.sleepers += 1
-        try:
-            await future
-        finally:
+
+        def woke(_: asyncio.Future[None]) -> None:
             self.sleepers -= 1
             handle.cancel()
+
+        future.add_done_callback(woke)
+        return future

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 
 class Timer(Protocol):
@@ -26,8 +26,10 @@ class Clock(Protocol):
         """Run ``callback`` once, ``delay_s`` seconds from now."""
         ...
 
-    async def sleep(self, seconds: float) -> None:
-        """Return ``seconds`` from now (the emulator knows such a coroutine waits for time)."""
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """Done ``seconds`` from now: its timer is set when called, through
+        :meth:`call_later`, not a loop turn later when first awaited (the emulator knows
+        whoever awaits it waits for time)."""
         ...
 
 
@@ -40,23 +42,32 @@ class WallClock:
     def call_later(self, delay_s: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(delay_s, callback)
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+    def sleep(self, seconds: float) -> asyncio.Future[None]:
+        return timer_future(self, seconds)
+
+
+def timer_future(clock: Clock, delay_s: float) -> asyncio.Future[None]:
+    """A future done ``delay_s`` seconds of ``clock``'s time from now. The timer is set at
+    once, through ``clock.call_later``; cancelling the future cancels it."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    timer = clock.call_later(max(0.0, delay_s), wake)
+    future.add_done_callback(lambda _: timer.cancel())
+    return future
 
 
 async def sleep_unless(clock: Clock, delay_s: float, stop: asyncio.Event) -> None:
-    """Wait ``delay_s`` seconds of ``clock``'s time, or until ``stop`` is set."""
+    """Wait ``delay_s`` seconds of ``clock``'s time, or until ``stop`` is set.
+
+    The sleep's timer is set before this coroutine first waits: a moment computed from
+    ``clock.now()`` just before is met on the emulator's virtual clock too."""
     if stop.is_set():
         return
-    waits: list[asyncio.Future[Any]] = [
-        asyncio.ensure_future(clock.sleep(delay_s)),
-        asyncio.ensure_future(stop.wait()),
-    ]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
+    await first_of(clock.sleep(delay_s), stop.wait())
 
 
 async def first_of(*waits: Awaitable[object]) -> None:

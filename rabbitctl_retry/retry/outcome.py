@@ -153,3 +153,6 @@ class Pause(Outcome):
 
 
 AnyOutcome = Ack | Retry | Drop | RetryAfter | DeadLetter | Pause
+OUTCOME_TYPES: tuple[type[AnyOutcome], ...] = (Ack, Retry, Drop, RetryAfter, DeadLetter, Pause)
+"""The classes of :data:`AnyOutcome`: what a handler may return
+(``isinstance(result, OUTCOME_TYPES)``)."""

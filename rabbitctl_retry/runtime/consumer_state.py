@@ -11,9 +11,10 @@ meanwhile). A pause asked for while paused moves the resume time to the later of
 stopping) is not taken. A stop during a pause stops at once (docs/handlers.md, "Pausing a
 queue").
 
-``runtime/consumer.py`` carries the decisions out on the transport port (every delivery
-recorded in its channel's settle window first, ``ops/settler.py``), and
-``tests/unit/test_consumer_state.py`` drives both through random orders of events::
+``runtime/consumer.py`` (deliveries) and ``runtime/consumer_watch.py`` (channel, consumer,
+restarts, pauses) carry the decisions out on the transport port (every delivery recorded in
+its channel's settle window first, ``ops/settler.py``), and
+``tests/unit/test_consumer_state.py`` drives them through random orders of events::
 
     OPENING ── consume-ok ──► CONSUMING ── the broker cancels it ──► CANCELLED
                                  ▲   │                                   │ the watcher: cancel

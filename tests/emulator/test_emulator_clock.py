@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from rabbitctl_retry.emulator import DEFAULT_START_S, Emulator, VirtualClock
+from rabbitctl_retry.ops.clock import sleep_unless
 from rabbitctl_retry.transport.base import Delivery, Properties
 
 
@@ -49,6 +50,40 @@ def test_the_clock_never_goes_backwards() -> None:
         clock.set(9.0)
     with pytest.raises(ValueError, match="negative"):
         clock.advance(-1)
+
+
+async def test_a_sleep_sets_its_timer_before_it_first_waits() -> None:
+    """``sleep_unless`` registers its timer at once: when the clock moves before the loop
+    turns again, the sleep still wakes at its virtual moment (5 s on), not 5 s after the
+    moment its task happened to start (the pause of a queue relies on it)."""
+    clock = VirtualClock(start_s=100.0)
+    woke: list[float] = []
+
+    async def sleeper() -> None:
+        await sleep_unless(clock, 5, asyncio.Event())
+        woke.append(clock.now_s)
+
+    sleeping = asyncio.ensure_future(sleeper())
+    await asyncio.sleep(0)  # its first step, up to its first wait
+    assert clock.next_due_s() == 105.0
+    assert clock.sleepers == 1
+    clock.advance(5)  # before the loop turns again
+    await sleeping
+    assert woke == [105.0]
+    assert clock.next_due_s() is None
+    assert clock.sleepers == 0
+
+
+async def test_a_stopped_sleep_cancels_its_timer() -> None:
+    clock = VirtualClock(start_s=100.0)
+    stop = asyncio.Event()
+    sleeping = asyncio.ensure_future(sleep_unless(clock, 5, stop))
+    await asyncio.sleep(0)
+    stop.set()
+    await sleeping
+    assert clock.now_s == 100.0
+    assert clock.next_due_s() is None
+    assert clock.sleepers == 0
 
 
 async def test_virtual_sleep_wakes_when_the_emulator_advances() -> None:

@@ -1,6 +1,6 @@
 """The consumer's lifecycle (runtime/consumer_state.py) driven through random orders of the
 events the real world allows, with the settle window of each channel (ops/settlement.py) as
-runtime/consumer.py uses them, checked against a model of RabbitMQ.
+runtime/consumer.py and runtime/consumer_watch.py use them, checked against a model of RabbitMQ.
 
 The world: a queue, the consumer's channels one after the other, and on each the frames
 both ways in order (deliveries, consume-ok and the server's ``basic.cancel`` to rr; acks,
@@ -248,7 +248,7 @@ class World:
                 self.decided[key] = GIVE_BACK
 
     def _resume(self) -> None:
-        """QueueConsumer._consume resumes after its consume-ok."""
+        """ConsumerWatch._consume resumes after its consume-ok."""
         assert self.confirmed is not None
         number, consumer_tag = self.confirmed
         self.confirmed = None
@@ -264,7 +264,7 @@ class World:
         self.handlers.remove(handler)
         channel = self.channels[number]
         outcome = self.pick([ACK, ACK, ACK, REQUEUE, DROP, PAUSE])
-        if outcome == PAUSE:  # QueueConsumer._pause, then the give-back
+        if outcome == PAUSE:  # ConsumerWatch.pause, then the give-back
             was = self.state.phase
             resume_at = self.state.resume_at_s
             if self.state.pause(self.now + self.pick([1.0, 2.0])):
@@ -356,7 +356,7 @@ class World:
             consumer.state = "revived"
 
     def _watch(self) -> None:
-        """QueueConsumer._watch woke."""
+        """ConsumerWatch._watch woke."""
         channel = self.channel
         watch = self.state.woke(channel_closed=not channel.open, connection_closed=self.lost)
         if watch is Watch.STOP:
@@ -368,7 +368,7 @@ class World:
         self._reconsume(watch)
 
     def _unpause(self) -> None:
-        """QueueConsumer._sit_out_the_pause: the clock reached the resume time, or a stop came
+        """ConsumerWatch._sit_out_the_pause: the clock reached the resume time, or a stop came
         (its wait cut short)."""
         channel = self.channel
         if self.state.paused:
@@ -403,7 +403,7 @@ class World:
         self.watcher = "recovering"
 
     def _restart(self) -> None:
-        """One step of QueueConsumer._restart."""
+        """One step of ConsumerWatch._restart."""
         if self.watcher == "backing off":  # the backoff is over, or cut short by a stop
             self.watcher = "recovering"
             if self.state.stopping:
