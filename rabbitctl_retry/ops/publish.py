@@ -105,14 +105,24 @@ def properties_document(given: Sequence[str]) -> dict[str, Any]:
     return document
 
 
+PERSISTENT = 2
+"""``delivery_mode`` of a message rr publishes from the command line unless told otherwise."""
+
+
 def command_line_record(body: bytes, headers: Sequence[str], properties: Sequence[str]) -> Record:
     """One message of ``--body`` / ``--body-file``, with its ``--header`` and ``--property``
-    values, read by the export format's parser (module doc)."""
+    values, read by the export format's parser (module doc); persistent unless told
+    (``delivery_mode=1``), as ``rr.Publisher`` and handlers' outputs publish."""
+    given = properties_document(properties)
+    return _record(body, headers, {"delivery_mode": PERSISTENT, **given})
+
+
+def _record(body: bytes, headers: Sequence[str], properties: dict[str, Any]) -> Record:
     import base64
 
     document = {
         "body": base64.b64encode(body).decode("ascii"),
-        "properties": properties_document(properties),
+        "properties": properties,
         "headers": headers_document(headers),
     }
     try:
@@ -123,10 +133,10 @@ def command_line_record(body: bytes, headers: Sequence[str], properties: Sequenc
 
 def with_options(record: Record, headers: Sequence[str], properties: Sequence[str]) -> Record:
     """An export file's ``record`` with the command line's ``--header`` and ``--property``
-    values set over its own."""
+    values set over its own (its other properties, ``delivery_mode`` too, as they are)."""
     if not headers and not properties:
         return record
-    given = command_line_record(b"", headers, properties)
+    given = _record(b"", headers, properties_document(properties))
     merged_headers = {**(record.headers or {}), **(given.headers or {})}
     return replace(
         record,

@@ -71,6 +71,31 @@ async def test_a_given_message_id_is_kept(backend: Backend) -> None:
     (held,) = await read_all(backend, "target")
     assert held.properties.message_id == "m-1"
     assert held.body == b"x"
+    assert held.properties.delivery_mode == 2  # persistent unless told
+
+
+async def test_persistent_unless_told_and_a_files_own_mode_kept(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await declare(backend, "target")
+    transient = await rr(backend, "publish", "target", "--body", "t", "-P", "delivery_mode=1")
+    assert transient.exit_code == 0, transient.output
+    file = tmp_path / "modes.jsonl"
+    records = [
+        {"body": base64.b64encode(b"f1").decode(), "properties": {"delivery_mode": 1}},
+        {"body": base64.b64encode(b"f-").decode()},
+    ]
+    file.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    # a --property over a file's messages leaves their delivery_mode as it is
+    from_file = await rr(backend, "publish", "target", "--file", str(file), "-P", "type=t")
+    assert from_file.exit_code == 0, from_file.output
+    held = await read_all(backend, "target")
+    assert [(d.body, d.properties.delivery_mode) for d in held] == [
+        (b"t", 1),
+        (b"f1", 1),
+        (b"f-", None),
+    ]
+    assert [d.properties.type for d in held] == [None, "t", "t"]
 
 
 async def test_unroutable_is_reported_as_returned(backend: Backend) -> None:
