@@ -4,6 +4,7 @@ on the emulator (docs/runtime.md, "rr simulate")."""
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +22,6 @@ from rabbitctl_retry.runtime.state import made_state
 from rabbitctl_retry.simulation import (
     HANDLER_TIMEOUT_S,
     HandlerWatch,
-    OutputOrigin,
     Simulation,
     parse_publish,
     parse_publish_file,
@@ -191,23 +191,11 @@ def simulation_document(result: Simulation) -> dict[str, Any]:
                 "carried_retry_count": row.carried_retry_count,
                 "origin_queue": row.origin_queue,
                 "detail": row.detail or None,
-                "output": _output_document(row.output),
+                "output": None if row.output is None else asdict(row.output),
             }
             for row in result.rows
         ],
         "queues": result.queues,
-    }
-
-
-def _output_document(origin: OutputOrigin | None) -> dict[str, Any] | None:
-    """An ``output`` row's origin: where it went, and what published it."""
-    if origin is None:
-        return None
-    return {
-        "exchange": origin.exchange,
-        "routing_key": origin.routing_key,
-        "from_queue": origin.from_queue,
-        "from_message_id": origin.from_message_id,
     }
 
 
