@@ -10,24 +10,10 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
+from tests.runtime.test_testbroker_outputs import TOPOLOGY
 
 runner = CliRunner(env={"COLUMNS": "250"})
 
-TOPOLOGY = """
-[exchanges.events]
-type = "topic"
-
-[queues.work]
-max_attempts = 3
-dead_letter = "work.dead"
-
-[queues."work.dead"]
-
-[queues.receipts]
-
-[queues.audit]
-bindings = [{ exchange = "events", routing_key = "refund.*" }]
-"""
 
 HANDLERS = """
 from rabbitctl_retry import Message, Outcome, Outputs, subscriber
