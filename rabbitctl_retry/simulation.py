@@ -4,7 +4,9 @@ The topology is declared on an emulated RabbitMQ exactly as ``rr declare`` would
 handlers run in the ``rr run`` runtime unchanged, the given messages are published, and the
 virtual clock moves from one due timer (a TTL expiry, a delayed message, an in-memory retry)
 to the next until nothing is left to happen or the horizon is reached. Each step becomes a
-row: virtual time, queue, event, attempt and the headers that matter.
+row: virtual time, queue, event, attempt and the headers that matter; a handler's outputs,
+once confirmed, are rows of their own (``output``) right under the ack of the delivery that
+published them.
 
 A run can never hang (docs/runtime.md, "rr simulate"): a message that goes back to its queue
 at once, again and again (a handler that fails on a queue without ``max_attempts``), keeps
@@ -35,6 +37,7 @@ from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime import handler_context
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
+from rabbitctl_retry.runtime.outgoing import Outgoing
 from rabbitctl_retry.testing import TestBroker, release_for
 from rabbitctl_retry.timeline import carried_text, counts_of
 from rabbitctl_retry.topology.model import Topology
@@ -56,6 +59,19 @@ class TimelineRow:
     """A dead letter's retry header: the attempts of ``origin_queue``, not of ``queue``
     (docs/runtime.md, "Attempts"); never in ``retry_count``."""
     origin_queue: str | None = None
+    output: OutputOrigin | None = None
+    """An ``output`` row's: what published it and where it went (``queue`` is where it
+    went: the queue, or the exchange)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOrigin:
+    """Where a handler's output went, and the delivery whose handler published it."""
+
+    exchange: str
+    routing_key: str
+    from_queue: str
+    from_message_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +339,8 @@ class _Run:
         self.guard = LoopGuard()
         self.looped: list[str] = []
         self.stuck = asyncio.Event()
+        self.outputs: dict[int, list[TimelineRow]] = {}
+        """The output rows of a delivery (by ``id``), until the row of its ack."""
 
     def _now_s(self) -> float:
         """Virtual seconds since the run started."""
@@ -348,10 +366,18 @@ class _Run:
         self.result.rows.append(
             _decision_row(self._now_s(), queue, delivery, decision, self.retry_header)
         )
+        self.result.rows.extend(self.outputs.pop(id(delivery), ()))
         problem = self.guard.note(self._now_s(), queue, delivery.properties.message_id)
         if problem is not None:
             self.looped.append(problem)
             self.stuck.set()
+
+    def on_outputs(self, queue: str, delivery: Delivery, outputs: tuple[Outgoing, ...]) -> None:
+        """A delivery's outputs, all confirmed: shown under the row of its ack, which
+        :meth:`on_decision` writes next."""
+        self.outputs[id(delivery)] = [
+            _output_row(self._now_s(), queue, delivery, output) for output in outputs
+        ]
 
     async def steps(
         self, handlers: HandlerSet, publishes: Sequence[Publish], horizon_s: float
@@ -360,7 +386,11 @@ class _Run:
         the next until nothing is due or the horizon is reached."""
         broker = self.broker
         await broker.run(
-            handlers, listener=self.on_decision, shutdown_timeout_s=1.0, state=self.state
+            handlers,
+            listener=self.on_decision,
+            on_outputs=self.on_outputs,
+            shutdown_timeout_s=1.0,
+            state=self.state,
         )
         self.drain()
         for number, message in enumerate(publishes, start=1):
@@ -431,6 +461,28 @@ def _decision_row(
         message_id=delivery.properties.message_id,
         carried_retry_count=counts.carried_retry_count,
         origin_queue=counts.origin_queue,
+    )
+
+
+def _output_row(time_s: float, queue: str, delivery: Delivery, output: Outgoing) -> TimelineRow:
+    """An output of ``delivery`` from ``queue``, confirmed, as a row."""
+    origin = OutputOrigin(
+        exchange=output.exchange,
+        routing_key=output.routing_key,
+        from_queue=queue,
+        from_message_id=delivery.properties.message_id,
+    )
+    source = origin.from_message_id if origin.from_message_id is not None else "(no id)"
+    detail = f"published by {source} in {queue}"
+    if output.exchange:
+        detail += f" (routing key {output.routing_key})"
+    return TimelineRow(
+        time_s=time_s,
+        queue=output.destination,
+        event="output",
+        detail=detail,
+        message_id=output.properties.message_id,
+        output=origin,
     )
 
 

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from rabbitctl_retry import releases
 from rabbitctl_retry.emulator import Emulator
@@ -35,7 +35,8 @@ from rabbitctl_retry.emulator.snapshots import QueuedMessage
 from rabbitctl_retry.errors import ConflictError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.declare import provision
-from rabbitctl_retry.runtime.consumer import EventListener
+from rabbitctl_retry.published_outputs import PublishedOutput, decoded, recorded
+from rabbitctl_retry.runtime.consumer import EventListener, OutputListener
 from rabbitctl_retry.runtime.handlers import subscriber_options
 from rabbitctl_retry.runtime.loader import (
     HandlerSet,
@@ -44,17 +45,19 @@ from rabbitctl_retry.runtime.loader import (
     load_target,
     subscriber_of,
 )
+from rabbitctl_retry.runtime.outgoing import Outgoing
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_file, load_text
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Plan
-from rabbitctl_retry.transport.base import Connection, Properties
+from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 
-__all__ = ["TestBroker", "as_topology"]
+__all__ = ["PublishedOutput", "TestBroker", "as_topology"]
 
 E = TypeVar("E", bound=Event)
+T = TypeVar("T")
 
 
 def as_topology(topology: Topology | str | Path) -> Topology:
@@ -106,6 +109,7 @@ class TestBroker:
         self.topology: Topology | None = as_topology(topology) if topology is not None else None
         self._services: list[tuple[Service, asyncio.Future[None]]] = []
         self._connection: Connection | None = None
+        self._outputs: list[PublishedOutput] = []
 
     async def __aenter__(self) -> TestBroker:
         if self.topology is not None:
@@ -224,6 +228,45 @@ class TestBroker:
         return result
 
     @property
+    def outputs(self) -> list[PublishedOutput]:
+        """Every output the handlers published and the broker confirmed, in order, wherever
+        it went (docs/testing.md, "Outputs")."""
+        return list(self._outputs)
+
+    @overload
+    def published(self, target: str) -> list[PublishedOutput]: ...
+
+    @overload
+    def published(self, target: str, as_type: type[T]) -> list[T]: ...
+
+    @overload
+    def published(self, target: str, as_type: Any) -> list[Any]: ...
+
+    def published(self, target: str, as_type: Any = None) -> list[Any]:
+        """The outputs the handlers published to queue ``target`` (through the default
+        exchange) or to exchange ``target``, confirmed, in order: each with its ``body``,
+        ``properties``, ``message_id``, ``exchange``, ``routing_key``, the ``from_queue`` and
+        ``from_message_id`` of the delivery that published it, and ``.json()``. With
+        ``as_type``, their bodies decoded into that type as a handler's parameter would be
+        (docs/handlers.md, "Typed messages")."""
+        matching = [output for output in self._outputs if output.goes_to(target)]
+        return matching if as_type is None else decoded(matching, as_type)
+
+    def clear_outputs(self) -> None:
+        """Forget the outputs recorded so far (:attr:`outputs` is empty after)."""
+        self._outputs.clear()
+
+    def _recorder(self, also: OutputListener | None) -> OutputListener:
+        """The ``on_outputs`` hook of a service: record, then tell ``also``."""
+
+        def record(queue: str, delivery: Delivery, outputs: tuple[Outgoing, ...]) -> None:
+            self._outputs.extend(recorded(queue, delivery, outputs))
+            if also is not None:
+                also(queue, delivery, outputs)
+
+        return record
+
+    @property
     def history(self) -> list[Event]:
         """Everything that happened, in order, with virtual times (``at_s``)."""
         return self.emulator.events
@@ -240,6 +283,7 @@ class TestBroker:
         listener: EventListener | None = None,
         shutdown_timeout_s: float = RunOptions().shutdown_timeout_s,
         state: object | None = None,
+        on_outputs: OutputListener | None = None,
     ) -> Service:
         """Run handlers on the emulated broker with the ``rr run`` runtime, until the test
         ends: a module, a ``@subscriber`` function, class or instance (or several), or a
@@ -263,6 +307,7 @@ class TestBroker:
             clock=self.clock,
             listener=listener,
             state=state,
+            on_outputs=self._recorder(on_outputs),
         )
         task = await service.start()
         self._services.append((service, task))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo's emulator part (scripts/demo.sh): rr simulate publishes messages.jsonl, the list
-# publish.py sends to RabbitMQ, and prints the timeline; its JSON document goes to
+# demo_rabbitmq.sh sends to RabbitMQ with rr publish, and prints the timeline (a receipt a
+# refund paid publishes is an "output" row under its ack); its JSON document goes to
 # WORK/simulated.json for the demo's last table. Needs rr and python on PATH.
 set -euo pipefail
 example=$(dirname "$0")

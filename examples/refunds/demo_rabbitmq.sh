@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The demo's RabbitMQ part (scripts/demo.sh), at $RR_URL (default localhost): declare, run the
-# service, publish messages.jsonl, keep serving until every message ended as the emulator said
-# it would (WORK/simulated.json, from demo_emulator.sh) and the queues are empty, stop, show
-# the log, the queues and where each message ended, then delete the example's queues (each
-# only if empty: nothing is left on the broker). Waits on rr's /healthz and log lines and on
-# queue depths, never on a guessed time (progress.py). Needs rr and python on PATH.
+# service, publish messages.jsonl with rr publish, keep serving until every message ended as
+# the emulator said it would (WORK/simulated.json, from demo_emulator.sh), the receipts it
+# published wait in refunds.receipts and the other queues are empty, stop, show the log and
+# the queues, read the receipts (the queue is empty after), show where each message ended,
+# then delete the example's queues (each only if empty: nothing is left on the broker). Waits
+# on rr's /healthz and log lines and on queue depths, never on a guessed time (progress.py).
+# Needs rr and python on PATH.
 set -euo pipefail
 example=$(dirname "$0")
 work=${1:?usage: demo_rabbitmq.sh WORK_DIR}
@@ -18,8 +20,12 @@ if ! python "$example/progress.py" ready "$port" "$service"; then # /healthz: co
   python "$example/progress.py" log "$work/run.log"
   exit 1
 fi
-python "$example/publish.py"
-echo "   (rr run serves until every message reached its end and the queues are empty)"
+for queue in refunds payouts; do # rr publish --file reads rr's export format (docs/cli.md)
+  python "$example/progress.py" export "$queue" >"$work/$queue.jsonl"
+  rr publish "$queue" --file "$work/$queue.jsonl"
+done
+echo "   (rr run serves until every message reached its end, its receipts wait in refunds.receipts"
+echo "    and the other queues are empty)"
 status=0
 python "$example/progress.py" ended "$work/simulated.json" "$work/run.log" || status=$?
 kill -TERM "$service"
@@ -32,8 +38,12 @@ echo
 echo "== the example's queues, after the stop"
 python "$example/show_queues.py"
 echo
+echo "== the receipts in refunds.receipts, read as the bookkeeping would (and acked)"
+python "$example/progress.py" receipts "$work/simulated.json" "$work/receipts.json" || status=$?
+echo
 echo "== where each message ended"
-python "$example/progress.py" table "$work/simulated.json" "$work/run.log" || status=$?
+python "$example/progress.py" table "$work/simulated.json" "$work/run.log" "$work/receipts.json" ||
+  status=$?
 echo
 echo "== clean up"
 python "$example/progress.py" clean || status=$?

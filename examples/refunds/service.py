@@ -9,6 +9,10 @@ processor refuses in three ways, and each needs its own outcome:
 * unavailable — no answer: retry at once, up to the attempt cap;
 * declined — the card account is closed: the next attempt gets the same answer, so drop it.
 
+A refund paid publishes a :class:`Receipt` to the queue ``refunds.receipts``: an output
+(docs/runtime.md, "Publishing"), sent only when the handler acks and confirmed before the
+refund is acked.
+
 The processor is the service's state: ``open_clients`` (``@on_startup``) opens it once, and
 each handler asks for it with ``State[Processor]`` (docs/handlers.md, "The service's state").
 ``service_classes.py`` is the same service written as handler classes, the guide's manual
@@ -31,12 +35,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from rabbitctl_retry import Message, Outcome, State, on_startup, subscriber
+from rabbitctl_retry import Message, Outcome, Outputs, State, on_startup, subscriber
 
 BACKOFF_S = 2
 """How long a busy processor asks its callers to wait (its rate limit's window)."""
 
 RETRY_HEADER = "x-ruststream-retry-count"
+
+RECEIPTS = "refunds.receipts"
+"""Where a refund paid publishes its receipt (topology.toml)."""
 
 log = logging.getLogger("rr.example.refunds")
 
@@ -48,6 +55,22 @@ class Refund:
     id: int
     card: str
     amount_cents: int = 0
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a refund paid publishes (JSON), with the message id ``receipt-<refund id>``."""
+
+    refund: int
+    amount_cents: int
+
+
+def send_receipt(refund: Refund, out: Outputs) -> None:
+    """The receipt of a refund paid: held until the handler acks (docs/runtime.md,
+    "Publishing"); its id is the same on every attempt, so a consumer can tell a second copy."""
+    out.publish(
+        Receipt(refund.id, refund.amount_cents), to=RECEIPTS, message_id=f"receipt-{refund.id}"
+    )
 
 
 class Refusal(enum.Enum):
@@ -113,11 +136,15 @@ async def open_clients() -> AsyncIterator[Clients]:
 
 
 @subscriber("refunds")
-async def process_refund(refund: Refund, msg: Message, processor: State[Processor]) -> Outcome:
-    """Refunds wait out a busy processor in the broker's wait queue, refunds.retry."""
+async def process_refund(
+    refund: Refund, msg: Message, processor: State[Processor], out: Outputs
+) -> Outcome:
+    """Refunds wait out a busy processor in the broker's wait queue, refunds.retry; a refund
+    paid publishes its receipt."""
     match processor.refund(refund.card):
         case None:
-            acked(msg, "refund paid")
+            send_receipt(refund, out)
+            acked(msg, "refund paid", receipt=f"receipt-{refund.id}")
             return Outcome.ack()
         case Refusal.BUSY:
             return Outcome.retry_after(BACKOFF_S)

@@ -27,21 +27,26 @@ from service import (
     acked,
     log,
     open_clients,
+    send_receipt,
 )
 
-from rabbitctl_retry import Message, Outcome, State, subscriber
+from rabbitctl_retry import Message, Outcome, Outputs, State, subscriber
 
 __all__ = ["PayoutReview", "ProcessRefund", "RefundReview", "SendPayout", "open_clients"]
 
 
 @subscriber("refunds")
 class ProcessRefund:
-    """Refunds wait out a busy processor in the broker's wait queue, refunds.retry."""
+    """Refunds wait out a busy processor in the broker's wait queue, refunds.retry; a refund
+    paid publishes its receipt."""
 
-    async def handle(self, refund: Refund, msg: Message, processor: State[Processor]) -> Outcome:
+    async def handle(
+        self, refund: Refund, msg: Message, processor: State[Processor], out: Outputs
+    ) -> Outcome:
         match processor.refund(refund.card):
             case None:
-                acked(msg, "refund paid")
+                send_receipt(refund, out)
+                acked(msg, "refund paid", receipt=f"receipt-{refund.id}")
                 return Outcome.ack()
             case Refusal.BUSY:
                 return Outcome.retry_after(BACKOFF_S)

@@ -1,4 +1,5 @@
-"""Print how many messages each queue of the example holds, and who is in the dead letters."""
+"""Print how many messages each queue of the example holds, who is in the dead letters, and
+which receipts wait in refunds.receipts (each read and given back: nothing is taken)."""
 
 import asyncio
 import os
@@ -7,7 +8,7 @@ from rabbitctl_retry.errors import NotFound
 from rabbitctl_retry.retry.headers import deaths
 from rabbitctl_retry.transport.clients import connect
 
-QUEUES = ["refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"]
+QUEUES = ["refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead", "refunds.receipts"]
 RETRY = "x-ruststream-retry-count"
 
 
@@ -19,10 +20,13 @@ async def main() -> None:
             try:
                 info = await channel.queue_declare(queue, passive=True)
             except NotFound:
-                print(f"{queue:14} (missing)")
+                print(f"{queue:16} (missing)")
                 continue
-            print(f"{queue:14} {info.message_count} message(s)")
-            if queue.endswith((".dead", ".retry")):
+            print(f"{queue:16} {info.message_count} message(s)")
+            if queue == "refunds.receipts":
+                while (delivery := await channel.get(queue)) is not None:
+                    print(f"    {delivery.properties.message_id}: {delivery.body.decode()}")
+            elif queue.endswith((".dead", ".retry")):
                 while (delivery := await channel.get(queue)) is not None:
                     headers = delivery.properties.headers or {}
                     why = [f"{d.reason} in {d.queue}" for d in deaths(headers)]

@@ -7,7 +7,8 @@ moves a spent message along its route, as the server does.
 Each test runs twice: on service.py (function handlers) and on service_classes.py (handler
 classes). Each hands the service a state of its own (``broker.run(..., state=clients)``): a
 fake processor it scripts and asserts on, and the service's ``@on_startup`` hook does not run
-(docs/handlers.md, "Testing handlers").
+(docs/handlers.md, "Testing handlers"). A refund paid publishes a receipt: the tests read it
+with ``broker.published(...)`` (docs/testing.md, "Outputs").
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ async def test_a_refund_the_processor_accepts_is_acked(
     assert clients.processor.calls == ["4111"]
     assert broker.messages("refunds") == []
     assert broker.messages("refunds.dead") == []
+    assert broker.published(service.RECEIPTS, service.Receipt) == [service.Receipt(1, 500)]
+    (receipt,) = broker.published(service.RECEIPTS)
+    assert receipt.message_id == "receipt-1"
+    assert receipt.from_queue == "refunds"
+    assert len(broker.messages(service.RECEIPTS)) == 1
 
 
 async def test_a_busy_processor_is_asked_again_after_the_backoff(
@@ -67,11 +73,14 @@ async def test_a_busy_processor_is_asked_again_after_the_backoff(
 
     await broker.advance(service.BACKOFF_S - 1)
     assert clients.processor.calls == ["4111"]
+    assert broker.published(service.RECEIPTS) == []
 
     await broker.advance(1)
     assert clients.processor.calls == ["4111", "4111"]
     assert broker.messages("refunds.retry") == []
     assert broker.messages("refunds.dead") == []
+    # the attempt that acked published the receipt, once
+    assert broker.published(service.RECEIPTS, service.Receipt) == [service.Receipt(2, 500)]
 
 
 async def test_an_unavailable_processor_sends_the_refund_to_review_after_five_tries(
@@ -83,6 +92,7 @@ async def test_an_unavailable_processor_sends_the_refund_to_review_after_five_tr
     assert clients.processor.calls == ["4111"] * 5
     assert clients.desk.reviewed == [{"queue": "refunds.dead", "id": 3, "deliveries": "5"}]
     assert broker.messages("refunds") == []
+    assert broker.outputs == []  # never paid: no receipt
 
 
 async def test_busy_then_unavailable_share_one_count(
@@ -112,6 +122,7 @@ async def test_a_declined_refund_is_dropped_not_reviewed(
     assert clients.processor.calls == ["4111"]
     assert clients.desk.reviewed == []
     assert broker.messages("refunds.dead") == []
+    assert broker.published(service.RECEIPTS) == []
 
 
 async def test_a_payout_the_processor_keeps_refusing_is_moved_by_the_quorum_queue(
@@ -147,7 +158,16 @@ async def test_both_ways_of_writing_the_service_give_the_same_timeline() -> None
     assert functions.rows == classes.rows
     assert functions.queues == classes.queues
     ids = [json.loads(line)["message_id"] for line in MESSAGES.read_text().splitlines()]
-    assert {row.message_id for row in functions.rows} == set(ids)
+    handled = {row.message_id for row in functions.rows if row.event != "output"}
+    assert handled == set(ids)
+    # the one refund paid published its receipt, shown under its ack
+    outputs = [(row.queue, row.message_id, row.output) for row in functions.rows if row.output]
+    assert [(queue, message_id) for queue, message_id, _ in outputs] == [
+        (service.RECEIPTS, "receipt-1")
+    ]
+    assert outputs[0][2] is not None
+    assert outputs[0][2].from_message_id == "refunds-1"
+    assert functions.queues[service.RECEIPTS] == 1
     assert [row.event for row in functions.rows].count("dead-lettered") == 3
 
 

@@ -4,6 +4,7 @@ on the emulator (docs/runtime.md, "rr simulate")."""
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -190,6 +191,7 @@ def simulation_document(result: Simulation) -> dict[str, Any]:
                 "carried_retry_count": row.carried_retry_count,
                 "origin_queue": row.origin_queue,
                 "detail": row.detail or None,
+                "output": None if row.output is None else asdict(row.output),
             }
             for row in result.rows
         ],

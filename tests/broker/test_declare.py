@@ -36,6 +36,15 @@ from tests.shared_node import ctl_command, current
 # reach a broker and run without one (pytest -m "not broker").
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "refunds" / "topology.toml"
+GUIDE_QUEUES = (
+    "refunds",
+    "refunds.retry",
+    "refunds.dead",
+    "payouts",
+    "payouts.dead",
+    "refunds.receipts",
+)
+"""The queues the guide's file declares (examples/refunds/topology.toml)."""
 INTEGER_TYPES = {"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort"}
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -114,7 +123,7 @@ async def raw_declare(url: str, name: str, **kwargs: Any) -> None:
         await connection.close()
 
 
-def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str) -> None:
+def test_guide_example_creates_exactly_the_six_queues(amqp_url: str, vhost: str) -> None:
     url = vhost_url(amqp_url, vhost)
 
     first = declare(url, str(EXAMPLE), "--output", "json")
@@ -128,19 +137,21 @@ def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str
         "refunds.retry",
         "payouts.dead",
         "payouts",
+        "refunds.receipts",
     ]
     assert {op["status"] for op in operations.values()} == {"created"}
     assert all(op["op"] == "declare_queue" for op in operations.values())
     assert json.loads(first.stdout)["dry_run"] is False
 
     queues = list_queues(vhost)
-    assert set(queues) == {"refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"}
+    assert set(queues) == {*GUIDE_QUEUES}
     assert all(queue["durable"] is True for queue in queues.values())
     # rr declares every queue with its type, on every server (docs/topology.md, "The queue's type")
     plain = {"x-queue-type": ("longstr", "classic")}
     assert queues["refunds"] == {"durable": True, "type": "classic", "arguments": plain}
     assert queues["refunds.dead"]["arguments"] == plain
     assert queues["payouts.dead"]["arguments"] == plain
+    assert queues["refunds.receipts"]["arguments"] == plain
     assert queues["refunds.retry"]["type"] == "classic"
     assert queues["refunds.retry"]["arguments"] == {
         **plain,
@@ -169,7 +180,7 @@ def test_guide_example_creates_exactly_the_five_queues(amqp_url: str, vhost: str
 
     third = declare(url, str(EXAMPLE))
     assert third.exit_code == 0, third.output
-    assert "5 unchanged; the broker already matches the file" in third.stdout
+    assert f"{len(GUIDE_QUEUES)} unchanged; the broker already matches the file" in third.stdout
 
 
 def test_dry_run_plans_and_creates_nothing(amqp_url: str, vhost: str) -> None:
@@ -388,11 +399,11 @@ def test_exported_definitions_import_and_match(amqp_url: str, vhost: str) -> Non
     finally:
         os.unlink(path)
 
-    # The import is asynchronous: wait until all five queues are there.
+    # The import is asynchronous: wait until all six queues are there.
     deadline = time.monotonic() + 30
-    while len(queues := list_queues(vhost)) < 5 and time.monotonic() < deadline:
+    while len(queues := list_queues(vhost)) < len(GUIDE_QUEUES) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert set(queues) == {"refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"}
+    assert set(queues) == {*GUIDE_QUEUES}
     assert queues["payouts"]["type"] == "quorum"
     assert queues["payouts"]["arguments"]["x-delivery-limit"][1] == 4
     declared = declare(vhost_url(amqp_url, vhost), str(EXAMPLE), "--output", "json")

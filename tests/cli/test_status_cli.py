@@ -60,6 +60,7 @@ async def test_every_queue_of_the_file_with_its_numbers(backend: Backend) -> Non
         "refunds.retry": ("classic", True, 0, 0, True),
         "payouts.dead": ("classic", True, 1, 0, True),
         "payouts": ("quorum", True, 0, 0, True),
+        "refunds.receipts": ("classic", True, 0, 0, True),
     }
     assert document["ok"] is True
 
@@ -303,6 +304,7 @@ async def test_with_nothing_named_the_topology_file_of_the_current_directory(
         "refunds.retry",
         "payouts.dead",
         "payouts",
+        "refunds.receipts",
     ]
     assert result.stderr == (
         "the queues of topology.toml in the current directory (no queue named, no --topology)\n"

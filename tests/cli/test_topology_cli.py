@@ -24,7 +24,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_validate_accepts_the_guide_example() -> None:
     result = runner.invoke(app, ["topology", "validate", str(EXAMPLE)])
     assert result.exit_code == 0, result.output
-    assert "ok (4 queues in the file; 5 queues, 0 exchanges and 0 bindings" in result.output
+    assert "ok (5 queues in the file; 6 queues, 0 exchanges and 0 bindings" in result.output
 
 
 @pytest.mark.parametrize(
@@ -77,6 +77,7 @@ def test_show_json_lists_every_entity_with_exact_arguments() -> None:
             "x-overflow": "reject-publish",
         },
         "payouts.dead": {"x-queue-type": "classic"},
+        "refunds.receipts": {"x-queue-type": "classic"},
     }
     policies = {policy["queue"]: policy for policy in document["policies"]}
     assert policies["refunds"]["attempts_counted_by"] == "rr"
@@ -154,6 +155,7 @@ def test_export_definitions_document() -> None:
         "refunds.retry",
         "payouts.dead",
         "payouts",
+        "refunds.receipts",
     ]
     assert document["exchanges"] == []
     assert document["bindings"] == []

@@ -9,6 +9,9 @@ install of demo.sh itself is left out), the second in a vhost of its own.
 * The real run ends with every message at the end the emulator said, the example's queues
   empty, and a table of where each one ended; each dead-lettered line comes before the
   review handler's line of the same message.
+* The refund paid publishes one receipt, on both: rr simulate shows it under its ack, the
+  real run reads it from refunds.receipts (and so can delete the queue).
+* The real run publishes messages.jsonl with rr publish (the demo has no publisher of its own).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from tests.docs.test_examples import fresh_vhost
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "refunds"
-QUEUES = ["refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead"]
+QUEUES = ["refunds", "refunds.retry", "refunds.dead", "payouts", "payouts.dead", "refunds.receipts"]
 TIMEOUT_S = 300
 
 
@@ -65,7 +68,10 @@ def test_the_demo_scripts_run_the_parts() -> None:
     assert '"$example/demo_emulator.sh" "$work"' in demo
     assert '"$example/demo_rabbitmq.sh" "$work"' in demo
     assert "sleep" not in demo
-    assert "sleep" not in (EXAMPLE / "demo_rabbitmq.sh").read_text(encoding="utf-8")
+    real = (EXAMPLE / "demo_rabbitmq.sh").read_text(encoding="utf-8")
+    assert "sleep" not in real
+    assert 'rr publish "$queue" --file' in real
+    assert not (EXAMPLE / "publish.py").exists()
 
 
 def test_the_emulator_part_publishes_the_list_with_its_ids(tmp_path: Path) -> None:
@@ -75,17 +81,31 @@ def test_the_emulator_part_publishes_the_list_with_its_ids(tmp_path: Path) -> No
     events = document["events"]
     published = [(e["queue"], e["message_id"]) for e in events if e["event"] == "published"]
     assert published == [(m["queue"], m["message_id"]) for m in messages()]
-    # every row names a message of the list, in the table too
-    assert {e["message_id"] for e in events} == {m["message_id"] for m in messages()}
+    # every row names a message of the list, in the table too, or the receipt of one
+    handled = {e["message_id"] for e in events if e["event"] != "output"}
+    assert handled == {m["message_id"] for m in messages()}
+    outputs = [(e["queue"], e["message_id"], e["output"]) for e in events if e["output"]]
+    assert outputs == [
+        (
+            "refunds.receipts",
+            "receipt-1",
+            {
+                "exchange": "",
+                "routing_key": "refunds.receipts",
+                "from_queue": "refunds",
+                "from_message_id": "refunds-1",
+            },
+        )
+    ]
     rows = [[cell.strip() for cell in line.split("│")] for line in done.stdout.splitlines()]
     labels = {row[2] for row in rows if len(row) == 8 and row[2] and row[2] != "message"}
-    assert labels == {m["message_id"] for m in messages()}
+    assert labels == {m["message_id"] for m in messages()} | {"receipt-1"}
     # the footer: the run ended when nothing was left to happen
     assert document["finished"] is True
     assert document["elapsed_s"] == document["last_event_s"]
     assert (
         f"simulated {document['elapsed_s']:g}s of virtual time: nothing was left to happen "
-        "after it; messages left: none"
+        "after it; messages left: refunds.receipts=1"
     ) in done.stdout
     # no attempt beyond the queue's max_attempts (a queue without one: its first attempt)
     topology = tomllib.loads((EXAMPLE / "topology.toml").read_text(encoding="utf-8"))
@@ -126,6 +146,17 @@ def test_the_rabbitmq_part_ends_every_message_and_leaves_nothing(tmp_path: Path)
     assert [line.split()[0] for line in table[2:-1]] == ids
     assert all(line.rstrip().endswith("the same") for line in table[2:-1]), table
     assert table[-1] == f"the same {len(ids)} endings on the emulator and on RabbitMQ"
+    (paid,) = [line for line in table[2:-1] if line.startswith("refunds-1 ")]
+    assert "refunds: acked on attempt 1, receipt receipt-1" in paid
+    # the receipt was read from refunds.receipts (so the queue could be deleted), once
+    read = done.stdout.split("== the receipts in refunds.receipts", 1)[1].split("\n\n== ")[0]
+    assert [line.split(":")[0].strip() for line in read.splitlines()[1:-1]] == ["receipt-1"]
+    assert read.splitlines()[-1].strip().startswith("1 receipt(s) read and acked")
+    # rr publish published each queue's messages of the list, every one confirmed
+    refunds = sum(1 for m in messages() if m["queue"] == "refunds")
+    payouts = len(ids) - refunds
+    assert f"{refunds} message(s) to queue 'refunds': {refunds} confirmed" in done.stdout
+    assert f"{payouts} message(s) to queue 'payouts': {payouts} confirmed" in done.stdout
     # each decision that sent a message to review is logged before the review's line
     lines = [
         json.loads(text)

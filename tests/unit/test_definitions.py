@@ -57,6 +57,7 @@ def test_the_guides_file() -> None:
                     "x-overflow": "reject-publish",
                 },
             ),
+            _queue("refunds.receipts", CLASSIC),
         ],
         "exchanges": [],
         "bindings": [],

@@ -70,6 +70,7 @@ def test_the_guides_file_expands_exactly() -> None:
                 "x-overflow": "reject-publish",
             },
         ),
+        ("refunds.receipts", True, CLASSIC),
     ]
     assert queues_of(desired) == expected
     for (_, _, actual), (_, _, wanted) in zip(queues_of(desired), expected, strict=True):
@@ -84,6 +85,7 @@ def test_the_guides_file_expands_exactly() -> None:
         "refunds.retry",
         "payouts.dead",
         "payouts",
+        "refunds.receipts",
     ]
 
 
@@ -95,6 +97,7 @@ def test_the_guides_file_roles_and_sources() -> None:
         ("wait queue of refunds", "queues.refunds.delay"),
         ("classic queue, dead letters of payouts", 'queues."payouts.dead"'),
         ("quorum queue", "queues.payouts"),
+        ("classic queue", 'queues."refunds.receipts"'),
     ]
 
 

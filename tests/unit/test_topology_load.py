@@ -35,7 +35,7 @@ def load_error(text: str) -> ConfigError:
 # --------------------------------------------------------------------------- what loads
 
 
-def test_the_guides_file_loads_into_four_queues() -> None:
+def test_the_guides_file_loads_into_five_queues() -> None:
     topology = load_file(EXAMPLE)
     assert topology == Topology(
         broker=Broker(),
@@ -52,6 +52,7 @@ def test_the_guides_file_loads_into_four_queues() -> None:
                 name="payouts", type=QueueType.QUORUM, max_attempts=5, dead_letter="payouts.dead"
             ),
             Queue(name="payouts.dead"),
+            Queue(name="refunds.receipts"),
         ),
         exchanges=(),
     )

@@ -168,13 +168,14 @@ def test_the_guides_file_on_an_empty_broker_is_all_planned() -> None:
         ("declare_queue", "refunds.retry", "planned", None),
         ("declare_queue", "payouts.dead", "planned", None),
         ("declare_queue", "payouts", "planned", None),
+        ("declare_queue", "refunds.receipts", "planned", None),
     ]
     assert result.can_apply is True
     assert result.conflicts == ()
     applied = result.applied()
-    assert [op.status for op in applied.operations] == [Status.CREATED] * 5
+    assert [op.status for op in applied.operations] == [Status.CREATED] * 6
     # the plan itself is a value: applying makes a new one
-    assert [op.status for op in result.operations] == [Status.PLANNED] * 5
+    assert [op.status for op in result.operations] == [Status.PLANNED] * 6
 
 
 def test_the_guides_file_on_a_drifted_broker() -> None:
@@ -196,6 +197,7 @@ def test_the_guides_file_on_a_drifted_broker() -> None:
             "conflict",
             "exists with other arguments: x-delivery-limit: file 4, broker 5" + REBUILD,
         ),
+        ("declare_queue", "refunds.receipts", "planned", None),
     ]
     assert result.can_apply is False
     assert [op.name for op in result.conflicts] == ["payouts"]
@@ -219,6 +221,7 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
     assert [op.get("broker_type") for op in document["operations"]] == [
         None,
         "classic",
+        None,
         None,
         None,
         None,
@@ -271,6 +274,7 @@ def test_plan_document_is_the_declare_json_of_spec_6() -> None:
     assert [op["status"] for op in document["operations"]] == [
         "planned",
         "unchanged",
+        "planned",
         "planned",
         "planned",
         "planned",
