@@ -22,12 +22,14 @@ echo "   and the run stops once nothing is left to happen"
 "$example/demo_emulator.sh" "$work"
 echo
 
+# where the demo's broker is, as it may be shown: a password in $RR_URL is masked
+broker=$(python -c 'import os; from rabbitctl_retry.errors import censor_url; print(censor_url(os.environ.get("RR_URL", "localhost:5672")))')
 if ! python "$example/broker_up.py"; then
-  echo "== no RabbitMQ answers at ${RR_URL:-localhost:5672}: the emulator run above is the demo"
+  echo "== no RabbitMQ answers at $broker: the emulator run above is the demo"
   echo
   echo "== where each message ended"
   python "$example/progress.py" table "$work/simulated.json"
   exit 0
 fi
-echo "== RabbitMQ answers at ${RR_URL:-localhost:5672}: the same service and messages, for real"
+echo "== RabbitMQ answers at $broker: the same service and messages, for real"
 "$example/demo_rabbitmq.sh" "$work"

@@ -68,6 +68,19 @@ def test_the_demo_scripts_run_the_parts() -> None:
     assert '"$example/demo_emulator.sh" "$work"' in demo
     assert '"$example/demo_rabbitmq.sh" "$work"' in demo
     assert "sleep" not in demo
+    # a password in $RR_URL is never printed (issue #48): the lines that name the broker
+    # print $broker, the URL masked by the demo's own line
+    said = [line for line in demo.splitlines() if line.lstrip().startswith("echo")]
+    assert not [line for line in said if "RR_URL" in line]
+    (masking,) = [line for line in demo.splitlines() if line.startswith("broker=")]
+    shown = subprocess.run(
+        ["bash", "-c", f"{masking}\necho $broker"],
+        env=environment("amqp://shop:s3cret@mq.example:5672/prod"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert shown == "amqp://shop:******@mq.example:5672/prod"
     real = (EXAMPLE / "demo_rabbitmq.sh").read_text(encoding="utf-8")
     assert "sleep" not in real
     assert 'rr publish "$queue" --file' in real
