@@ -25,9 +25,9 @@ import asyncio
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from rabbitctl_retry.errors import (
     AccessRefused,
@@ -36,8 +36,7 @@ from rabbitctl_retry.errors import (
     PublishFailed,
     TransportError,
 )
-from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.runtime.outgoing import Outgoing, outgoing
+from rabbitctl_retry.runtime.outgoing import Outgoing, PublishOptions, outgoing
 from rabbitctl_retry.transport.base import Channel, Connection
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -142,34 +141,13 @@ class Publisher:
                 self._channel = await self._connection.channel(confirms=True)
             return self._channel
 
-    async def publish(
-        self,
-        message: object,
-        *,
-        to: str | None = None,
-        exchange: str = "",
-        routing_key: str | None = None,
-        message_id: str | None = None,
-        headers: Mapping[str, FieldValue] | None = None,
-        content_type: str | None = None,
-        persistent: bool = True,
-        **properties: Any,
-    ) -> str:
+    async def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
         """Publish ``message`` (encoded by its type: docs/publishing.md) to queue ``to``, or
-        to ``exchange`` with ``routing_key``; return its ``message_id`` (a fresh UUID unless
-        given) once the broker confirmed it. ``properties``: any other message property
-        (``correlation_id``, ``expiration``, ``type``...)."""
-        built = outgoing(
-            message,
-            message_id=message_id or str(uuid.uuid4()),
-            to=to,
-            exchange=exchange,
-            routing_key=routing_key,
-            headers=headers,
-            content_type=content_type,
-            persistent=persistent,
-            properties=properties,
-        )
+        to ``exchange`` with ``routing_key``, with the other ``options`` (``message_id``, a
+        fresh UUID unless given; ``headers``; ``correlation_id``, ``expiration``... :
+        :class:`~rabbitctl_retry.runtime.outgoing.PublishOptions`); return its
+        ``message_id`` once the broker confirmed it."""
+        built = outgoing(message, message_id=str(uuid.uuid4()), options=options)
         await self._send(built)
         return built.message_id
 
@@ -241,7 +219,7 @@ class SyncPublisher:
     def open(self) -> None:
         self._call(self._publisher.open())
 
-    def publish(self, message: object, **options: Any) -> str:
+    def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
         """:meth:`Publisher.publish`, waited for: the message id once the broker confirmed."""
         return self._call(self._publisher.publish(message, **options))
 

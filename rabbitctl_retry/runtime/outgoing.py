@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.runtime.encoding import encode
@@ -43,34 +43,59 @@ class Outgoing:
         return self.exchange or self.routing_key
 
 
-def outgoing(
-    message: object,
-    *,
-    message_id: str,
-    to: str | None,
-    exchange: str,
-    routing_key: str | None,
-    headers: Mapping[str, FieldValue] | None,
-    content_type: str | None,
-    persistent: bool,
-    properties: dict[str, Any],
-) -> Outgoing:
-    """``message`` encoded and addressed (module doc); :class:`TypeError` for a target given
-    twice or not at all, :class:`~rabbitctl_retry.runtime.encoding.EncodeFailure` for a value
-    rr cannot encode. ``properties``: any other message property (``correlation_id``,
-    ``expiration``, ``type``...), consumed."""
+class PublishOptions(TypedDict, total=False):
+    """What a publish may say besides the message (docs/publishing.md): ``rr.Publisher``'s
+    and a handler's ``Outputs``'."""
+
+    to: str
+    """A queue: the message goes through the default exchange."""
+    exchange: str
+    routing_key: str
+    message_id: str
+    """Else a fresh UUID (a publisher's) or one derived from the original (an output's)."""
+    headers: Mapping[str, FieldValue]
+    content_type: str
+    """Else the encoding's (``runtime/encoding.py``)."""
+    content_encoding: str
+    persistent: bool
+    """``delivery_mode`` 2 (the default) or 1."""
+    priority: int
+    correlation_id: str
+    reply_to: str
+    expiration: str
+    timestamp: datetime
+    """Else now, in whole seconds."""
+    type: str
+    user_id: str
+    app_id: str
+
+
+_ADDRESS = ("to", "exchange", "routing_key", "message_id", "headers", "content_type", "persistent")
+"""The options :func:`outgoing` reads itself; the others are message properties as named."""
+
+
+def outgoing(message: object, *, message_id: str, options: PublishOptions) -> Outgoing:
+    """``message`` encoded and addressed (module doc), with ``message_id`` unless ``options``
+    name one; :class:`TypeError` for a target given twice or not at all (or an option that
+    is not one), :class:`~rabbitctl_retry.runtime.encoding.EncodeFailure` for a value rr
+    cannot encode."""
+    to = options.get("to")
+    exchange = options.get("exchange", "")
+    routing_key = options.get("routing_key")
     if (to is None) == (routing_key is None):
         raise TypeError("give to=QUEUE, or exchange= with routing_key=, not both")
     if to is not None and exchange:
         raise TypeError("to= publishes through the default exchange: give routing_key=")
     body, encoded_type = encode(message)
-    timestamp = properties.pop("timestamp", None) or datetime.now(UTC).replace(microsecond=0)
+    properties: dict[str, Any] = {k: v for k, v in options.items() if k not in _ADDRESS}
+    if properties.get("timestamp") is None:
+        properties["timestamp"] = datetime.now(UTC).replace(microsecond=0)
+    headers = options.get("headers")
     sent = Properties(
-        content_type=content_type or encoded_type,
+        content_type=options.get("content_type") or encoded_type,
         headers=dict(headers) if headers else None,
-        delivery_mode=PERSISTENT if persistent else TRANSIENT,
-        message_id=message_id,
-        timestamp=timestamp,
+        delivery_mode=PERSISTENT if options.get("persistent", True) else TRANSIENT,
+        message_id=options.get("message_id") or message_id,
         **properties,
     )
     key = to if to is not None else routing_key

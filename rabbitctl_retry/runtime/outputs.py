@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final, Unpack
 
-from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.runtime.outgoing import Outgoing, outgoing
+from rabbitctl_retry.runtime.outgoing import Outgoing, PublishOptions, outgoing
 
 OUTPUT_FAILED_TYPE: Final = "rr.OutputFailed"
 """``rr-error-type`` of a delivery whose handler acked but an output was not confirmed."""
@@ -55,39 +53,17 @@ class Outputs:
         self._pending: list[Outgoing] = []
         self._lock = threading.Lock()  # a sync handler's threads may publish at once
 
-    def publish(
-        self,
-        message: object,
-        *,
-        to: str | None = None,
-        exchange: str = "",
-        routing_key: str | None = None,
-        message_id: str | None = None,
-        headers: Mapping[str, FieldValue] | None = None,
-        content_type: str | None = None,
-        persistent: bool = True,
-        **properties: Any,
-    ) -> str:
+    def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
         """Hold ``message`` (encoded by its type: docs/publishing.md) for queue ``to``, or for
-        ``exchange`` with ``routing_key``; it is published if the handler acks. Returns its
-        ``message_id``. Raises at once for a value rr cannot encode or a target given twice
-        (the handler fails, as for any exception it raises)."""
+        ``exchange`` with ``routing_key``, with the options of ``rr.Publisher.publish``; it is
+        published if the handler acks. Returns its ``message_id``. Raises at once for a value
+        rr cannot encode or a target given twice (the handler fails, as for any exception it
+        raises)."""
         with self._lock:
-            chosen_id = message_id or output_id(self._queue, self._original_id, len(self._pending))
-            self._pending.append(
-                outgoing(
-                    message,
-                    message_id=chosen_id,
-                    to=to,
-                    exchange=exchange,
-                    routing_key=routing_key,
-                    headers=headers,
-                    content_type=content_type,
-                    persistent=persistent,
-                    properties=properties,
-                )
-            )
-        return chosen_id
+            derived = output_id(self._queue, self._original_id, len(self._pending))
+            built = outgoing(message, message_id=derived, options=options)
+            self._pending.append(built)
+        return built.message_id
 
     @property
     def pending(self) -> tuple[Outgoing, ...]:

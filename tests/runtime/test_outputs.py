@@ -94,7 +94,7 @@ async def test_outputs_of_a_retry_are_never_published(backend: Backend, queue_ty
         calls[msg.message_id] += 1
         out.publish(Receipt(str(msg.message_id), 1.0), to="receipts")
         if msg.attempt < 3:
-            return Outcome.retry("not yet")
+            return Outcome.retry()
         return Outcome.ack()
 
     async def fails(msg: Message) -> None:
