@@ -202,7 +202,7 @@ complete -c rr -n '__fish_seen_subcommand_from publish' -l body -r -d 'The body,
 complete -c rr -n '__fish_seen_subcommand_from publish' -l body-file -r -d 'The body, the bytes of this file (- for stdin).'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l file -r -d 'Publish every message of this JSON Lines file, as rr dlq export writes it (- for stdin), in its order: bodies, properties and headers as they are in it, --header and --property set over them.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l header -s H -r -d 'A header: K=V (a string) or K:=JSON (5, true, {$int32: 5}...). Repeat.'
-complete -c rr -n '__fish_seen_subcommand_from publish' -l property -s P -r -d 'A property: K=V (content_type=application/json, delivery_mode=2, message_id=...). Repeat.'
+complete -c rr -n '__fish_seen_subcommand_from publish' -l property -s P -r -d 'A property: K=V (content_type=application/json, message_id=..., delivery_mode=1 for a transient message: persistent by default). Repeat.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l count -s n -r -d 'Publish the message N times; with --file, the whole file N times over, in its order (lines a, b with -n 3: a b a b a b). A message without a message_id gets a fresh one each time.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l rate -r -d 'At most this many messages a second (e.g. 200, or 0.5); default: full speed.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'

@@ -17,6 +17,7 @@ its server in the contract suite, and its line in ``tests/contract/versions.py``
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -435,3 +436,26 @@ def markdown_table() -> str:
             cells.append(_cell(getattr(row, item.name), before))
         lines.append(f"| {item.metadata['doc']} (`{item.name}`) | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+_VERSION_TEXT = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?")
+
+
+def emulated_release(text: str) -> tuple[int, int, int]:
+    """The release ``text`` names (``"4.0.5"``, ``"3.10"``) as ``(major, minor, patch)``, for
+    the emulator to play; a :class:`ValueError` naming :data:`MEASURED_RELEASES` for anything
+    else (``"banana"``, ``"4"``) or a line before the first of them (docs/testing.md)."""
+    found = _VERSION_TEXT.fullmatch(text.strip())
+    known = ", ".join(MEASURED_RELEASES)
+    if found is None:
+        raise ValueError(f"server_version {text!r} is not a RabbitMQ version: give one of {known}")
+    major, minor, patch = (int(part) if part else 0 for part in found.groups())
+    first = _VERSION_TEXT.fullmatch(MEASURED_RELEASES[0])
+    assert first is not None
+    first_line = (int(first.group(1)), int(first.group(2)))
+    if (major, minor) < first_line:
+        raise ValueError(
+            f"server_version {text!r}: the emulator models RabbitMQ from "
+            f"{first_line[0]}.{first_line[1]} on; give one of {known}"
+        )
+    return major, minor, patch

@@ -42,81 +42,98 @@ from rabbitctl_retry.user_files import (
 STDIN = "-"
 
 
+QueueArgument = Annotated[
+    str | None,
+    typer.Argument(help="The queue to publish into (through the default exchange)."),
+]
+
+ExchangeOption = Annotated[
+    str | None,
+    typer.Option("--exchange", "-e", help="Publish to this exchange instead of a QUEUE (with -k)."),
+]
+
+RoutingKeyOption = Annotated[
+    str | None,
+    typer.Option("--routing-key", "-k", help="The routing key, with --exchange (default: empty)."),
+]
+
+BodyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--body",
+        help="The body, as UTF-8 text. Without --body, --body-file or --file: an empty body.",
+    ),
+]
+
+BodyFileOption = Annotated[
+    str | None,
+    typer.Option("--body-file", help="The body, the bytes of this file (- for stdin)."),
+]
+
+FileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--file",
+        help="Publish every message of this JSON Lines file, as rr dlq export writes it "
+        "(- for stdin), in its order: bodies, properties and headers as they are in it, "
+        "--header and --property set over them.",
+    ),
+]
+
+HeaderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header",
+        "-H",
+        help='A header: K=V (a string) or K:=JSON (5, true, {"$int32": 5}...). Repeat.',
+    ),
+]
+
+PropertyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--property",
+        "-P",
+        help="A property: K=V (content_type=application/json, message_id=..., "
+        "delivery_mode=1 for a transient message: persistent by default). Repeat.",
+    ),
+]
+
+CountOption = Annotated[
+    int,
+    typer.Option(
+        "--count",
+        "-n",
+        min=1,
+        help="Publish the message N times; with --file, the whole file N times over, in "
+        "its order (lines a, b with -n 3: a b a b a b). A message without a message_id "
+        "gets a fresh one each time.",
+        metavar="N",
+    ),
+]
+
+RateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rate",
+        metavar="MSG_PER_S",
+        help="At most this many messages a second (e.g. 200, or 0.5); default: full speed.",
+    ),
+]
+
+
 def publish_command(
     ctx: typer.Context,
-    queue: Annotated[
-        str | None,
-        typer.Argument(help="The queue to publish into (through the default exchange)."),
-    ] = None,
-    exchange: Annotated[
-        str | None,
-        typer.Option(
-            "--exchange", "-e", help="Publish to this exchange instead of a QUEUE (with -k)."
-        ),
-    ] = None,
-    routing_key: Annotated[
-        str | None,
-        typer.Option(
-            "--routing-key", "-k", help="The routing key, with --exchange (default: empty)."
-        ),
-    ] = None,
-    body: Annotated[
-        str | None,
-        typer.Option(
-            "--body",
-            help="The body, as UTF-8 text. Without --body, --body-file or --file: an empty body.",
-        ),
-    ] = None,
-    body_file: Annotated[
-        str | None,
-        typer.Option("--body-file", help="The body, the bytes of this file (- for stdin)."),
-    ] = None,
-    file: Annotated[
-        str | None,
-        typer.Option(
-            "--file",
-            help="Publish every message of this JSON Lines file, as rr dlq export writes it "
-            "(- for stdin), in its order: bodies, properties and headers as they are in it, "
-            "--header and --property set over them.",
-        ),
-    ] = None,
-    header: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--header",
-            "-H",
-            help='A header: K=V (a string) or K:=JSON (5, true, {"$int32": 5}...). Repeat.',
-        ),
-    ] = None,
-    prop: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--property",
-            "-P",
-            help="A property: K=V (content_type=application/json, delivery_mode=2, "
-            "message_id=...). Repeat.",
-        ),
-    ] = None,
-    count: Annotated[
-        int,
-        typer.Option(
-            "--count",
-            "-n",
-            min=1,
-            help="Publish the message N times; with --file, the whole file N times over, in "
-            "its order (lines a, b with -n 3: a b a b a b). A message without a message_id "
-            "gets a fresh one each time.",
-            metavar="N",
-        ),
-    ] = 1,
-    rate: Annotated[
-        str | None,
-        typer.Option(
-            "--rate",
-            metavar="MSG_PER_S",
-            help="At most this many messages a second (e.g. 200, or 0.5); default: full speed.",
-        ),
-    ] = None,
+    queue: QueueArgument = None,
+    exchange: ExchangeOption = None,
+    routing_key: RoutingKeyOption = None,
+    body: BodyOption = None,
+    body_file: BodyFileOption = None,
+    file: FileOption = None,
+    header: HeaderOption = None,
+    prop: PropertyOption = None,
+    count: CountOption = 1,
+    rate: RateOption = None,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:

@@ -43,6 +43,11 @@ DEFAULT_SERVER_VERSION = ServerVersion.parse(releases.DEFAULT_SERVER_VERSION)
 _FORCED_CLOSE = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
 
+def emulated_version(text: str) -> ServerVersion:
+    """The RabbitMQ release ``text`` names, to emulate (``releases.emulated_release``)."""
+    return ServerVersion(*releases.emulated_release(text))
+
+
 class Emulator:
     """An in-memory RabbitMQ on a virtual clock.
 
@@ -78,9 +83,7 @@ class Emulator:
         default_queue_type: QueueKind | None = None,
     ) -> None:
         version = (
-            ServerVersion.parse(server_version)
-            if isinstance(server_version, str)
-            else server_version
+            emulated_version(server_version) if isinstance(server_version, str) else server_version
         )
         self.clock = VirtualClock(start_s)
         self.server_version = version
