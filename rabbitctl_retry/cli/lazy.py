@@ -9,6 +9,7 @@ each entry's help to the command's own docstring.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,6 +142,21 @@ class LazyRootGroup(RrGroup):
         if cmd_name not in self.commands and cmd_name in self.lazy:
             self.commands[cmd_name] = self.lazy[cmd_name].load()
         return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: _click.Context, args: list[str]
+    ) -> tuple[str | None, _click.Command | None, list[str]]:
+        """As typer's, but a typo is matched against every command, loaded or not (typer
+        suggests among the loaded ones only: ``rr stat`` got no "Did you mean")."""
+        try:
+            return super().resolve_command(ctx, args)
+        except _click.exceptions.UsageError as error:
+            if args and "Did you mean" not in error.message:
+                matches = difflib.get_close_matches(args[0], self.list_commands(ctx))
+                if matches:
+                    suggestions = ", ".join(repr(match) for match in matches)
+                    error.message = f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
 
     def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         """The command list of ``rr --help``, without loading a command."""

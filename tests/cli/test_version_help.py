@@ -83,3 +83,25 @@ def test_help_names_values_in_plain_capitals(command: list[str]) -> None:
     usage = text.splitlines()[0]
     for word in usage.split()[2 + len(command) :]:
         assert word.strip("[].") == word.strip("[].").upper(), usage
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        (["stat"], "rr: No such command 'stat'. Did you mean 'status'?"),
+        (["simulat"], "rr: No such command 'simulat'. Did you mean 'simulate'?"),
+        (["dlq", "inspet"], "rr dlq: No such command 'inspet'. Did you mean 'inspect'?"),
+        (["xyz"], "rr: No such command 'xyz'. (see rr --help)"),
+    ],
+)
+def test_a_mistyped_command_gets_a_suggestion(typed: list[str], said: str) -> None:
+    """Every command is suggested, loaded or not (the root group loads its commands on first
+    use: cli/lazy.py), in a fresh process as a user types it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rabbitctl_retry", *typed],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr

@@ -24,12 +24,29 @@ UNREACHABLE_URL = "amqp://guest:guest@127.0.0.1:1/"
 runner = CliRunner(env={"COLUMNS": "200", "RR_URL": UNREACHABLE_URL})
 
 REFUSED = (
-    "give the seconds between two readings, a number from 0.5 to 86400 (a day), e.g. --watch 5"
+    "give the seconds between two readings, a number from 0.5 to 86400 (a day), e.g. --watch 5 "
+    "or --watch 5s"
 )
 
 
 @pytest.mark.parametrize(
-    "value", ["inf", "1e308", "nan", "-1", "0", "0.1", "86401", "5s", "", "1e3", "0x10", "1_0"]
+    "value",
+    [
+        "inf",
+        "1e308",
+        "nan",
+        "-1",
+        "0",
+        "0.1",
+        "86401",
+        "5x",
+        "",
+        "1e3",
+        "0x10",
+        "1_0",
+        "2d",
+        "100ms",
+    ],
 )
 def test_watch_takes_only_seconds_within_a_day(value: str) -> None:
     result = runner.invoke(app, ["status", "q", "--watch", value])
@@ -37,7 +54,10 @@ def test_watch_takes_only_seconds_within_a_day(value: str) -> None:
     assert result.stderr == f"rr: error: --watch {value!r}: {REFUSED}\n"
 
 
-@pytest.mark.parametrize(("value", "seconds"), [("0.5", 0.5), ("5", 5.0), ("86400", 86_400.0)])
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("0.5", 0.5), ("5", 5.0), ("86400", 86_400.0), ("5s", 5.0), ("500ms", 0.5), ("1m", 60.0)],
+)
 def test_watch_seconds_within_the_range(value: str, seconds: float) -> None:
     from rabbitctl_retry.cli.status_watch import parse_watch_s
 
