@@ -172,13 +172,13 @@ def test_a_malformed_table_is_one_warning_not_a_traceback(api: FakeManagement, c
         (Answer(status=500), "answered 500 to GET /api/deprecated-features"),
         (
             Answer(status=401),
-            "refused the login (401) to GET /api/deprecated-features: its user needs the "
-            "management (or monitoring) tag",
+            "refused the login (401) to GET /api/deprecated-features: wrong user name or "
+            "password, or its user lacks the management (or monitoring) tag",
         ),
         (
             Answer(status=403),
-            "refused the login (403) to GET /api/deprecated-features: its user needs the "
-            "management (or monitoring) tag",
+            "refused the login (403) to GET /api/deprecated-features: wrong user name or "
+            "password, or its user lacks the management (or monitoring) tag",
         ),
         (
             Answer(raw=b"not http at all\r\n\r\n"),
