@@ -1,0 +1,250 @@
+"""``rr run`` under faults while its handler publishes outputs (docs/runtime.md, "Publishing"),
+every output counted by id.
+
+The handler of ``work`` publishes two outputs per call, one to the queue ``out.q`` and one
+through the exchange ``out.x`` (bound to ``out.x.q``), and answers
+:func:`tests.ledger.mixed_outcome` (ack, retry or retry_after by id and attempt), appending
+each call to a file. While 2,000 messages are handled the test forces rr's connection closed
+(the broker's ``close_all_connections``, or the proxy's cut), kills ``rr run`` (SIGKILL) or
+stops it (SIGTERM); a process that is gone is replaced by a new ``rr run``, which finishes the
+work; then every id is counted (:mod:`tests.faults.output_ledger`): an acked message has each
+output, an output exists only for a message whose handler acked, a duplicated output only for
+a message acked again, and at most the prefetch of those; a graceful stop duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.faults import process
+from tests.faults.conftest import FaultVhost
+from tests.faults.harness import PREFETCH, Collector, assert_no_loss_in, direct
+from tests.faults.node import PrivateNode
+from tests.faults.output_ledger import OutputCount, ack_calls_of, count_outputs
+from tests.faults.process import RrRun, calls_of, handled, ledger_of, stop, until
+from tests.faults.proxy import FaultProxy
+from tests.ledger import Ledger, message_ids, mixed_outcome, publish_ids, take_ids
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]
+
+COUNT = 2000
+OUTPUT_QUEUES = ("out.q", "out.x.q")
+"""Where output number 0 and number 1 of each message go."""
+
+TOPOLOGY = """
+[queues.work]
+type = "{type}"
+max_attempts = 3
+dead_letter = "work.dead"
+delay = "dlx-ttl"
+"""
+
+HANDLERS = """
+import asyncio, os
+from rabbitctl_retry import Message, Outputs, subscriber
+from tests.ledger import mixed_outcome
+
+CALLS = os.environ["RR_FAULT_CALLS"]
+SLEEP_S = float(os.environ["RR_FAULT_SLEEP_S"])
+
+@subscriber("work")
+async def handle(msg: Message, out: Outputs):
+    outcome = mixed_outcome(msg.message_id, msg.attempt)
+    out.publish(msg.body, to="out.q")
+    out.publish(msg.body, exchange="out.x", routing_key="out")
+    with open(CALLS, "a") as calls:
+        calls.write(f"{msg.message_id} {msg.attempt} {type(outcome).__name__}\\n")
+    await asyncio.sleep(SLEEP_S)
+    return outcome
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """What a fault acts on."""
+
+    node: PrivateNode
+    proxy: FaultProxy
+    run: RrRun
+
+
+Fault = Callable[[Scene], Awaitable[bool]]
+"""Injects the fault; returns whether the ``rr run`` process still runs."""
+
+
+async def no_fault(scene: Scene) -> bool:
+    return True
+
+
+async def forced_close(scene: Scene) -> bool:
+    """The broker closes rr's connection (CONNECTION_FORCED); rr reconnects."""
+    await asyncio.to_thread(scene.node.close_all_connections, "fault suite: forced close")
+    await until(lambda: "connection lost" in scene.run.output(), "rr's 'connection lost' line")
+    return True
+
+
+async def proxy_cut(scene: Scene) -> bool:
+    """rr's TCP connection is reset under it; rr reconnects."""
+    assert await asyncio.to_thread(scene.proxy.cut) >= 1
+    await until(lambda: "connection lost" in scene.run.output(), "rr's 'connection lost' line")
+    return True
+
+
+async def sigkill(scene: Scene) -> bool:
+    scene.run.process.kill()
+    await asyncio.to_thread(scene.run.process.wait, 30)
+    return False
+
+
+async def sigterm(scene: Scene) -> bool:
+    code, _, output = await stop(scene.run, signal.SIGTERM)
+    assert code == 0, output
+    return False
+
+
+FAULTS: dict[str, tuple[Fault, int]] = {
+    "no fault": (no_fault, 0),
+    "forced close": (forced_close, 1),
+    "proxy cut": (proxy_cut, 1),
+    "SIGKILL of rr run": (sigkill, 1),
+    "SIGTERM of rr run": (sigterm, 1),
+}
+"""name -> (the fault, the interruptions it makes)."""
+
+
+def rr_run(tmp_path: Path, url: str, queue_type: str) -> AbstractContextManager[RrRun]:
+    return process.rr_run(
+        tmp_path,
+        url,
+        topology=TOPOLOGY.format(type=queue_type),
+        handlers=HANDLERS,
+        env={"RR_FAULT_SLEEP_S": "0.02"},
+        args=["--shutdown-timeout", "30"],
+    )
+
+
+async def declare_outputs(url: str, queue_type: str) -> None:
+    """The queues the outputs go to (of the source's type), and the exchange of output 1."""
+    connection = await direct(url)()
+    try:
+        channel = await connection.channel()
+        for queue in OUTPUT_QUEUES:
+            await channel.queue_declare(queue, arguments={"x-queue-type": queue_type})
+        await channel.exchange_declare("out.x", type="direct")
+        await channel.queue_bind("out.x.q", "out.x", "out")
+    finally:
+        await connection.close()
+
+
+async def every_message_ended(
+    calls: Path, ids: list[str], collector: Collector, node: PrivateNode, vhost: str
+) -> Ledger:
+    """Until every id reached an end (a handler acked it, or it is dead) and the source
+    queues hold nothing, unacked deliveries included; the ledger then."""
+    deadline = time.monotonic() + 240
+    while True:
+        await collector.collect()
+        ledger = ledger_of(calls, mixed_outcome)
+        if (
+            ledger.settled(ids, collector.dead) == len(ids)
+            and await collector.queued("work", "work.retry") == 0
+        ):
+            queues = await asyncio.to_thread(node.queues, vhost)
+            if sum(queues.get(q, (0, 0))[0] for q in ("work", "work.retry")) == 0:
+                return ledger
+        settled = ledger.settled(ids, collector.dead)
+        assert time.monotonic() < deadline, f"only {settled} of {len(ids)} ids ended"
+        await asyncio.sleep(0.5)
+
+
+async def finish(scene: Scene, ids: list[str], collector: Collector, vhost: str) -> None:
+    """Let ``scene.run`` end the work, then stop it gracefully (exit 0)."""
+    calls = scene.run.log.parent / "calls.txt"
+    await every_message_ended(calls, ids, collector, scene.node, vhost)
+    code, _, output = await stop(scene.run)
+    assert code == 0, output
+
+
+async def run_with_outputs(
+    vhost: FaultVhost,
+    node: PrivateNode,
+    proxy: FaultProxy,
+    tmp_path: Path,
+    *,
+    queue_type: str,
+    fault: Fault,
+) -> tuple[list[str], Counter[str], Counter[str], list[Counter[str]]]:
+    """One run under ``fault``: (ids, dead ids, ids still queued, ids in each output queue)."""
+    ids = message_ids(f"outputs-{queue_type}", COUNT)
+    collector = Collector(vhost.url)
+    calls = tmp_path / "calls.txt"
+    await declare_outputs(vhost.url, queue_type)
+    with rr_run(tmp_path, vhost.proxy_url, queue_type) as first:
+        await until(lambda: "consuming" in first.output(), "rr run to consume")
+        await publish_ids(direct(vhost.url), "work", ids)
+        await until(lambda: handled(calls) >= 300, "300 handler calls")
+        scene = Scene(node, proxy, first)
+        still_running = await fault(scene)
+        if still_running:
+            await finish(scene, ids, collector, vhost.name)
+    if not still_running:  # a new rr run finishes the work
+        with rr_run(tmp_path, vhost.proxy_url, queue_type) as second:
+            await finish(Scene(node, proxy, second), ids, collector, vhost.name)
+    await collector.collect()
+    connect = direct(vhost.url)
+    queued = await take_ids(connect, "work") + await take_ids(connect, "work.retry")
+    outputs = [await take_ids(connect, queue) for queue in OUTPUT_QUEUES]
+    return ids, collector.dead, queued, outputs
+
+
+@pytest.mark.parametrize("fault_name", list(FAULTS))
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+async def test_outputs_under_a_fault(
+    any_fault_node: PrivateNode,
+    any_fault_vhost: FaultVhost,
+    any_proxy: FaultProxy,
+    tmp_path: Path,
+    queue_type: str,
+    fault_name: str,
+) -> None:
+    fault, interruptions = FAULTS[fault_name]
+    ids, dead, queued, outputs = await run_with_outputs(
+        any_fault_vhost, any_fault_node, any_proxy, tmp_path, queue_type=queue_type, fault=fault
+    )
+    calls = calls_of(tmp_path / "calls.txt")
+    count = count_outputs(
+        ids, ack_calls=ack_calls_of(calls), dead=dead, queued=queued, per_queue=outputs
+    )
+    ledger = ledger_of(tmp_path / "calls.txt", mixed_outcome)
+    result = assert_no_loss_in(
+        f"outputs: {fault_name} ({any_fault_node.server})",
+        ledger,
+        ids,
+        dead,
+        interruptions=interruptions,
+        queue_type=queue_type,
+    )
+    print(f"\n{result.row()}\n{count.summary()}")
+    assert_outputs_within_window(count, interruptions=interruptions)
+    if fault is sigterm or fault is no_fault:
+        assert (count.duplicated, count.acked_again, count.dead_with_outputs) == ([], [], [])
+
+
+def assert_outputs_within_window(count: OutputCount, *, interruptions: int) -> None:
+    """docs/runtime.md, "Publishing": no acked message without its outputs, no output without
+    an ack, a duplicate only for a message acked again, at most the prefetch of those per
+    interruption."""
+    assert count.missing == [], count.summary()
+    assert count.without_ack == [], count.summary()
+    assert count.strangers == 0, count.summary()
+    assert count.unexplained_duplicates() == [], count.summary()
+    assert len(count.disturbed) <= PREFETCH * interruptions, count.summary()
