@@ -1,8 +1,8 @@
-"""Pure. The count of a fault run whose handler publishes outputs: by message id, which
-outputs exist how often, and whether that keeps docs/runtime.md's rule ("Publishing"): an
-acked message's outputs are never lost, an output exists only for a message whose handler
-acked, and an output is published twice only for a message handled (acked) again because
-its ack did not reach the broker after its outputs were confirmed.
+"""The count of a fault run whose handler publishes outputs (decisions only, no I/O): by
+message id, which outputs exist how often, and whether that keeps docs/runtime.md's rule
+("Publishing"): an acked message's outputs are never lost, an output exists only for a
+message whose handler acked, and an output is published twice only for a message handled
+(acked) again because its ack did not reach the broker after its outputs were confirmed.
 
 Each source message ``id`` gets two outputs, ``output_id("work", id, 0)`` to one queue and
 ``output_id("work", id, 1)`` through an exchange to another (the derived ids of
