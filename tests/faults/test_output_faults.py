@@ -4,8 +4,9 @@ every output counted by id.
 The handler of ``work`` publishes two outputs per call, one to the queue ``out.q`` and one
 through the exchange ``out.x`` (bound to ``out.x.q``), and answers
 :func:`tests.ledger.mixed_outcome` (ack, retry or retry_after by id and attempt), appending
-each call to a file. While 2,000 messages are handled the test forces rr's connection closed
-(the broker's ``close_all_connections``, or the proxy's cut), kills ``rr run`` (SIGKILL) or
+each call to a file. While a stream of messages is handled (1,000, then 200 more whenever
+the handler comes within 200 of the stream) the test forces rr's connection closed (the
+broker's ``close_connection``, or the proxy's cut), kills ``rr run`` (SIGKILL) or
 stops it (SIGTERM); a process that is gone is replaced by a new ``rr run``, which finishes the
 work; then every id is counted (:mod:`tests.faults.output_ledger`): an acked message has each
 output, an output exists only for a message whose handler acked, a duplicated output only for
@@ -27,26 +28,28 @@ import pytest
 
 from tests.faults import process
 from tests.faults.conftest import FaultVhost
-from tests.faults.harness import PREFETCH, REPORT, Collector, FaultResult, assert_no_loss, direct
+from tests.faults.harness import (
+    PREFETCH,
+    REPORT,
+    TOPOLOGY,
+    Collector,
+    FaultResult,
+    assert_no_loss,
+    direct,
+)
 from tests.faults.node import PrivateNode
 from tests.faults.output_ledger import OutputCount, ack_calls_of, count_outputs
 from tests.faults.process import RrRun, calls_of, handled, ledger_of, stop, until
 from tests.faults.proxy import FaultProxy
-from tests.ledger import Ledger, message_ids, mixed_outcome, publish_ids, take_ids
+from tests.ledger import Ledger, mixed_outcome, publish_ids, take_ids
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]
 
-COUNT = 2000
+FIRST = 1000
+"""Messages published before rr starts handling."""
+STREAM_BATCH = 200
 OUTPUT_QUEUES = ("out.q", "out.x.q")
 """Where output number 0 and number 1 of each message go."""
-
-TOPOLOGY = """
-[queues.work]
-type = "{type}"
-max_attempts = 3
-dead_letter = "work.dead"
-delay = "dlx-ttl"
-"""
 
 HANDLERS = """
 import asyncio, os
@@ -86,8 +89,13 @@ async def no_fault(scene: Scene) -> bool:
 
 
 async def forced_close(scene: Scene) -> bool:
-    """The broker closes rr's connection (CONNECTION_FORCED); rr reconnects."""
-    await asyncio.to_thread(scene.node.close_all_connections, "fault suite: forced close")
+    """The broker closes rr's connection (``rabbitmqctl close_connection``: CONNECTION_FORCED),
+    and only that one (the test's stream goes on); rr reconnects."""
+    ports = await asyncio.to_thread(scene.proxy.upstream_ports)
+    closed = await asyncio.to_thread(
+        scene.node.close_connections_from, ports, "fault suite: forced close"
+    )
+    assert closed >= 1, ports
     await until(lambda: "connection lost" in scene.run.output(), "rr's 'connection lost' line")
     return True
 
@@ -125,11 +133,41 @@ def rr_run(tmp_path: Path, url: str, queue_type: str) -> AbstractContextManager[
     return process.rr_run(
         tmp_path,
         url,
-        topology=TOPOLOGY.format(type=queue_type),
+        topology=TOPOLOGY.format(type=queue_type, delay="dlx-ttl"),
         handlers=HANDLERS,
         env={"RR_FAULT_SLEEP_S": "0.02"},
         args=["--shutdown-timeout", "30"],
     )
+
+
+class Stream:
+    """New messages for ``work`` (each id published once and confirmed) while the run goes
+    on: a batch whenever rr's handler came within a batch of the last, until stopped, so the
+    fault hits while handlers publish, however long the fault takes to inject."""
+
+    def __init__(self, url: str, prefix: str, calls: Path) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.calls = calls
+        self.ids: list[str] = []
+        self.stopped = asyncio.Event()
+
+    async def run(self) -> None:
+        while not self.stopped.is_set():
+            await self.publish(STREAM_BATCH)
+            await until(
+                lambda: (
+                    self.stopped.is_set() or handled(self.calls) + STREAM_BATCH >= len(self.ids)
+                ),
+                "the handler to come within a batch of the stream",
+                timeout_s=120,
+            )
+
+    async def publish(self, count: int) -> None:
+        first = len(self.ids)
+        batch = [f"{self.prefix}-{number:06d}" for number in range(first, first + count)]
+        await publish_ids(direct(self.url), "work", batch)
+        self.ids += batch
 
 
 async def declare_outputs(url: str, queue_type: str) -> None:
@@ -184,16 +222,22 @@ async def run_with_outputs(
     fault: Fault,
 ) -> tuple[list[str], Counter[str], Counter[str], list[Counter[str]]]:
     """One run under ``fault``: (ids, dead ids, ids still queued, ids in each output queue)."""
-    ids = message_ids(f"outputs-{queue_type}", COUNT)
-    collector = Collector(vhost.url)
     calls = tmp_path / "calls.txt"
+    stream = Stream(vhost.url, f"outputs-{queue_type}", calls)
+    collector = Collector(vhost.url)
     await declare_outputs(vhost.url, queue_type)
     with rr_run(tmp_path, vhost.proxy_url, queue_type) as first:
         await until(lambda: "consuming" in first.output(), "rr run to consume")
-        await publish_ids(direct(vhost.url), "work", ids)
+        await stream.publish(FIRST)
+        streaming = asyncio.create_task(stream.run())
         await until(lambda: handled(calls) >= 300, "300 handler calls")
         scene = Scene(node, proxy, first)
-        still_running = await fault(scene)
+        try:
+            still_running = await fault(scene)
+        finally:
+            stream.stopped.set()
+            await streaming
+        ids = stream.ids
         if still_running:
             await finish(scene, ids, collector, vhost.name)
     if not still_running:  # a new rr run finishes the work
