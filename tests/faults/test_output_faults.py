@@ -10,12 +10,14 @@ broker's ``close_connection``, or the proxy's cut), kills ``rr run`` (SIGKILL) o
 stops it (SIGTERM); a process that is gone is replaced by a new ``rr run``, which finishes the
 work; then every id is counted (:mod:`tests.faults.output_ledger`): an acked message has each
 output, an output exists only for a message whose handler acked, a duplicated output only for
-a message acked again, and at most the prefetch of those; a graceful stop duplicates nothing.
+a message acked again, and at most the in-flight window of those; a graceful stop duplicates
+nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import time
 from collections import Counter
@@ -34,7 +36,6 @@ from tests.faults.harness import (
     TOPOLOGY,
     Collector,
     FaultResult,
-    assert_no_loss,
     direct,
 )
 from tests.faults.node import PrivateNode
@@ -48,6 +49,9 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]
 FIRST = 1000
 """Messages published before rr starts handling."""
 STREAM_BATCH = 200
+IN_FLIGHT = re.compile(
+    r"connection lost; deliveries in flight return to their queues .*in_flight=(\d+)"
+)
 OUTPUT_QUEUES = ("out.q", "out.x.q")
 """Where output number 0 and number 1 of each message go."""
 
@@ -284,8 +288,10 @@ async def test_outputs_under_a_fault(
     print(f"\n{result.row()}\n{count.summary()}")
     extra = {i: ledger.attempts[i] for i in result.duplicated_ids}
     print(f"attempts of the ids with duplicated work: {dict(list(extra.items())[:20])}")
-    assert_no_loss(result, interruptions=interruptions)
-    assert_outputs_within_window(count, interruptions=interruptions)
+    window = in_flight_window(tmp_path) * interruptions
+    assert result.verdict.lost == [], result.verdict.summary()
+    assert len(result.duplicated_ids) <= window, result.verdict.summary()
+    assert_outputs_within_window(count, window=window)
     if fault is sigterm or fault is no_fault:
         # a graceful stop settles every call it began: nothing is handled twice at one
         # attempt (a quorum queue counts a delivery returned unhandled as an attempt, so a
@@ -326,12 +332,24 @@ class OutputFaultResult(FaultResult):
         )
 
 
-def assert_outputs_within_window(count: OutputCount, *, interruptions: int) -> None:
+def in_flight_window(tmp_path: Path) -> int:
+    """The deliveries in flight when the fault hit: the prefetch, or more if rr said it had
+    more when its connection was lost (``in_flight=N``: a RabbitMQ 3.10 quorum queue was seen
+    to hand out 116 unsettled deliveries to a consumer of prefetch 100)."""
+    said = [
+        int(found)
+        for log in tmp_path.glob("rr-*.log")
+        for found in IN_FLIGHT.findall(log.read_text(errors="replace"))
+    ]
+    return max([PREFETCH, *said])
+
+
+def assert_outputs_within_window(count: OutputCount, *, window: int) -> None:
     """docs/runtime.md, "Publishing": no acked message without its outputs, no output without
-    an ack, a duplicate only for a message acked again, at most the prefetch of those per
-    interruption."""
+    an ack, a duplicate only for a message acked again, at most ``window`` of those (the
+    deliveries in flight when the fault hit)."""
     assert count.missing == [], count.summary()
     assert count.without_ack == [], count.summary()
     assert count.strangers == 0, count.summary()
     assert count.unexplained_duplicates() == [], count.summary()
-    assert len(count.disturbed) <= PREFETCH * interruptions, count.summary()
+    assert len(count.disturbed) <= window, count.summary()
