@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -636,6 +636,20 @@ class PrivateNode:
         """``rabbitmqctl close_all_connections --global``: the broker closes every client
         connection of this node (connection.close 320 CONNECTION_FORCED with ``reason``)."""
         self._ctl_run("close_all_connections", "--global", reason)
+
+    def close_connections_from(self, ports: Collection[int], reason: str) -> int:
+        """``rabbitmqctl close_connection`` of each client connection from a local port in
+        ``ports`` (the broker names a connection ``<host>:<port> -> <host>:<port>``): the
+        broker closes just those (CONNECTION_FORCED with ``reason``). Returns how many."""
+        listed = self._ctl_run("list_connections", "-q", "--no-table-headers", "pid", "name")
+        closed = 0
+        for line in listed.splitlines():
+            pid, _, name = line.partition("\t")
+            client_port = name.split(" -> ")[0].rpartition(":")[2]
+            if client_port.isdigit() and int(client_port) in ports:
+                self._ctl_run("close_connection", pid.strip(), reason)
+                closed += 1
+        return closed
 
     # --- inspection -------------------------------------------------------------------
 

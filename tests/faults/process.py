@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.ledger import Ledger, OutcomeOf
+
 REPO = Path(__file__).parents[2]
 
 
@@ -82,6 +84,17 @@ def calls_of(calls: Path) -> list[tuple[str, int, str]]:
         message_id, attempt, kind = line.split()
         found.append((message_id, int(attempt), kind))
     return found
+
+
+def ledger_of(calls: Path, outcome_of: OutcomeOf, *, max_attempts: int = 3) -> Ledger:
+    """The :class:`Ledger` of every handler call in the file ``calls`` (:func:`calls_of`)."""
+    ledger = Ledger(outcome_of=outcome_of, max_attempts=max_attempts)
+    for message_id, attempt, kind in calls_of(calls):
+        ledger.calls[message_id] += 1
+        ledger.attempts.setdefault(message_id, []).append(attempt)
+        if kind == "Ack":
+            ledger.acked[message_id] += 1
+    return ledger
 
 
 def handled(calls: Path) -> int:

@@ -193,6 +193,11 @@ class FaultProxy:
         """Make the current connections silent for ever (never closed); returns how many."""
         return self._call(self._half_open())
 
+    def upstream_ports(self) -> list[int]:
+        """The local ports of the proxy's connections to the broker now: the broker names
+        each ``127.0.0.1:<port> -> ...`` (so a test can have just these closed)."""
+        return self._call(self._upstream_ports())
+
     def cut(self) -> int:
         """Close every current connection abruptly (RST to both sides); returns how many."""
         return self._call(self._cut())
@@ -250,6 +255,11 @@ class FaultProxy:
         for link in links:
             link.stalled.set()
         return len(links)
+
+    async def _upstream_ports(self) -> list[int]:
+        return [
+            int(link.upstream_writer.get_extra_info("sockname")[1]) for link in self._links.values()
+        ]
 
     async def _cut(self) -> int:
         links = list(self._links.values())

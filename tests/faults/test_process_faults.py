@@ -48,16 +48,7 @@ async def handle(msg: Message):
 
 def ledger_from(path: Path, outcome_name: str) -> Ledger:
     outcome_of = mixed_outcome if outcome_name == "mixed_outcome" else always_retry
-    ledger = Ledger(outcome_of=outcome_of, max_attempts=3)
-    if not path.exists():
-        return ledger
-    for line in path.read_text().splitlines():
-        message_id, attempt, kind = line.split()
-        ledger.calls[message_id] += 1
-        ledger.attempts.setdefault(message_id, []).append(int(attempt))
-        if kind == "Ack":
-            ledger.acked[message_id] += 1
-    return ledger
+    return process.ledger_of(path, outcome_of)
 
 
 def rr_run(
