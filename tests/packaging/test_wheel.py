@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -58,11 +59,21 @@ def _pip(python: Path, *args: str) -> None:
     assert done.returncode == 0, f"pip {' '.join(args)}: {done.stderr}"
 
 
+pytestmark = pytest.mark.xdist_group("packaging")
+"""One worker builds the wheel once for the module (pyproject.toml: --dist loadgroup)."""
+
+NOT_THE_PACKAGE = (".git", ".venv", "build", "dist", "*.egg-info", "node_modules", "__pycache__")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     root = tmp_path_factory.mktemp("wheel")
+    # built from a copy of the sources: setuptools writes build/ beside them, and a build in
+    # the checkout would race another one (a developer's pip install -e, a second worker)
+    source = root / "source"
+    shutil.copytree(CHECKOUT, source, ignore=shutil.ignore_patterns(*NOT_THE_PACKAGE))
     dist = root / "dist"
-    _pip(Path(sys.executable), "wheel", "--no-deps", "-w", str(dist), str(CHECKOUT))
+    _pip(Path(sys.executable), "wheel", "--no-deps", "-w", str(dist), str(source))
     (wheel,) = dist.glob("rabbitctl_retry-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
