@@ -57,6 +57,8 @@ SCRAPE_TIMEOUT_S = 5.0
 
 PARENT_CHECK_S = 1.0
 """How often a worker looks whether its supervisor is still there."""
+STOP_POLL_S = 0.1
+"""How often the supervisor's loop looks at its workers and at a stop asked by a signal."""
 
 
 def read_url(url: str, timeout_s: float) -> tuple[int, str]:
@@ -134,7 +136,6 @@ class Supervisor:
         self.folder = folder
         self.count = count
         self._workers = [_Worker(Slot(index, count)) for index in range(1, count + 1)]
-        self._wake = threading.Event()
         self._stop_asked = False
         self._end_code: int | None = None
         self._last_pages: dict[int, str] = {}
@@ -145,8 +146,10 @@ class Supervisor:
     # signals -------------------------------------------------------------------------
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        # Only a flag, which the run's loop reads every 0.1 s: a handler that took a lock (as
+        # threading.Event.set does) would deadlock when the signal lands while the main
+        # thread holds that very lock (it did: a supervisor that never stopped on SIGTERM).
         self._stop_asked = True
-        self._wake.set()
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
         for worker in self._workers:  # each reloads its topology file
@@ -176,8 +179,7 @@ class Supervisor:
                     others_started = True
                     for worker in self._workers[1:]:
                         self._start(worker, declare=False)
-                self._wake.wait(0.1)
-                self._wake.clear()
+                time.sleep(STOP_POLL_S)  # a signal's flag is read at most this late
             return self._stop_all()
         finally:
             for signum, handler in previous.items():

@@ -175,7 +175,11 @@ async def consuming(run: Run) -> None:
 
 async def stop(run: Run) -> int:
     run.process.send_signal(signal.SIGTERM)
-    return await asyncio.to_thread(run.process.wait, 300)
+    try:
+        return await asyncio.to_thread(run.process.wait, 300)
+    except subprocess.TimeoutExpired:
+        run.process.kill()
+        pytest.fail(f"rr run --workers did not stop on SIGTERM; its log:\n{run.output()[-4000:]}")
 
 
 def interruptions(page: str, *, workers: int = 2) -> int:
