@@ -39,6 +39,13 @@ RR_DEATH_HEADERS = frozenset(
     {ORIGIN_QUEUE_HEADER, FAILED_AT_HEADER, ERROR_TYPE_HEADER, ERROR_MESSAGE_HEADER, HANDLER_HEADER}
 )
 """What rr writes on a dead letter about where and why it failed."""
+PUBLISHED_AT_HEADER = "x-ruststream-published-at"
+"""When the message was published, in Unix milliseconds as ASCII decimal digits (a long
+string), as RustStream's OpenTelemetry layer stamps it: the consumer's queue time is now minus
+this (docs/runtime.md, "Tracing and metrics")."""
+TRACEPARENT_HEADER = "traceparent"
+TRACESTATE_HEADER = "tracestate"
+"""The W3C trace context headers, as OpenTelemetry propagates them over AMQP."""
 REPLAYED_COUNT_HEADER = "rr-replayed-count"
 REPLAYED_AT_HEADER = "rr-replayed-at"
 
@@ -54,8 +61,6 @@ MAX_COUNT = 1_000_000_000
 """The largest count rr reads from a header. Counts are small (a message retried every
 second for 30 years stays below it); anything larger is malformed."""
 
-_MAX_COUNT_DIGITS = len(str(MAX_COUNT))
-
 
 def utc_stamp(moment: datetime) -> str:
     """``moment`` as ISO 8601 UTC with milliseconds, ``2024-05-01T10:00:00.123Z``: how rr
@@ -63,10 +68,10 @@ def utc_stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def count_value(value: object) -> int | None:
+def count_value(value: object, *, maximum: int = MAX_COUNT) -> int | None:
     """A count from a header value, or ``None`` when it is not a well-formed one.
 
-    Well-formed: an integer (not a boolean) from 0 to :data:`MAX_COUNT`, or that number
+    Well-formed: an integer (not a boolean) from 0 to ``maximum``, or that number
     written in ASCII digits (``"3"``, ``b"3"``; surrounding spaces allowed). Anything else is
     malformed — ``"²"`` (a digit to ``str.isdigit()`` but not to ``int()``), ``"-1"``,
     ``"1e3"``, 5,000 digits, a float, a table — and never raises.
@@ -74,21 +79,35 @@ def count_value(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if 0 <= value <= MAX_COUNT else None
+        return value if 0 <= value <= maximum else None
+    digits = len(str(maximum))
     if isinstance(value, bytes):
-        if len(value) > _MAX_COUNT_DIGITS + 64:
+        if len(value) > digits + 64:
             return None
         try:
             value = value.decode("ascii")
         except UnicodeDecodeError:
             return None
-    if not isinstance(value, str) or len(value) > _MAX_COUNT_DIGITS + 64:
+    if not isinstance(value, str) or len(value) > digits + 64:
         return None
     text = value.strip()
-    if not text or len(text) > _MAX_COUNT_DIGITS or not (text.isascii() and text.isdigit()):
+    if not text or len(text) > digits or not (text.isascii() and text.isdigit()):
         return None
     number = int(text)
-    return number if number <= MAX_COUNT else None
+    return number if number <= maximum else None
+
+
+MAX_UNIX_MS = 10**14
+"""Later than any publish time rr will see (the year 5138); a larger stamp is malformed."""
+
+
+def published_at_ms(headers: Mapping[str, FieldValue] | None) -> int | None:
+    """The publish time stamped in :data:`PUBLISHED_AT_HEADER` (Unix milliseconds), or
+    ``None`` when the header is absent or malformed (a foreign producer's message simply has
+    no queue time)."""
+    if not headers:
+        return None
+    return count_value(headers.get(PUBLISHED_AT_HEADER), maximum=MAX_UNIX_MS)
 
 
 COUNT_HEADERS = (DELIVERY_COUNT_HEADER, ACQUIRED_COUNT_HEADER, REPLAYED_COUNT_HEADER)

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rabbitctl_retry.retry.headers import MAX_COUNT, attempt_of, count_value, malformed_counts
+from rabbitctl_retry.retry.headers import (
+    MAX_COUNT,
+    PUBLISHED_AT_HEADER,
+    attempt_of,
+    count_value,
+    malformed_counts,
+    published_at_ms,
+)
 
 H = "x-ruststream-retry-count"
 
@@ -103,3 +110,27 @@ def test_the_acquired_count_is_read_and_never_counts_as_an_attempt() -> None:
     bare = Message(Delivery(body=b"", properties=Properties()), "q", H)
     assert bare.acquired_count is None
     assert malformed_counts({"x-acquired-count": "lots"}, H) == ["x-acquired-count"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (b"1765000000123", 1765000000123),  # how RustStream stamps it: a long string
+        ("1765000000123", 1765000000123),
+        (1765000000123, 1765000000123),
+        (b"-5", None),
+        (b"17650000001234567", None),  # beyond MAX_UNIX_MS
+        (b"soon", None),
+        (1.5, None),
+        (True, None),
+    ],
+)
+def test_published_at_ms_reads_unix_milliseconds_and_refuses_the_rest(
+    value: object, expected: int | None
+) -> None:
+    assert published_at_ms({PUBLISHED_AT_HEADER: value}) == expected  # type: ignore[dict-item]
+
+
+def test_published_at_ms_is_none_without_the_header() -> None:
+    assert published_at_ms(None) is None
+    assert published_at_ms({"other": b"1"}) is None
