@@ -22,7 +22,18 @@ import pytest
 CHECKOUT = Path(__file__).parents[2]
 RUNTIME_ONLY = {"typer", "rich", "pamqp", "prometheus-client"}
 """The runtime dependencies (pyproject.toml); each pulls a few of its own."""
-NOT_AT_RUN_TIME = {"aiormq", "uvloop", "tomli-w", "pytest", "aiohttp", "msgspec"}
+NOT_AT_RUN_TIME = {
+    "aiormq",
+    "uvloop",
+    "tomli-w",
+    "pytest",
+    "aiohttp",
+    "msgspec",
+    "opentelemetry-api",
+    "opentelemetry-sdk",
+    "jsonschema",
+    "pyyaml",
+}
 """Optional parts (extras) and test tools: not in a plain install (pydantic may be: typer
 needs it)."""
 
