@@ -2,24 +2,22 @@
 fresh venv outside it, with nothing but its own dependencies (docs/testing.md, "The
 package").
 
-One module-scoped venv (building and installing take most of a minute) that the tests below
-read: what the wheel holds, what it installed, and that the commands work from there.
+One venv (tests/packaging/conftest.py: building and installing take most of a minute) that
+the tests below read: what the wheel holds, what it installed, and that the commands work from
+there.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import zipfile
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-CHECKOUT = Path(__file__).parents[2]
+from tests.packaging.conftest import Installed
+
+pytestmark = pytest.mark.xdist_group("packaging")
+"""One worker builds the wheel once (tests/packaging/conftest.py)."""
 RUNTIME_ONLY = {"typer", "rich", "pamqp", "prometheus-client"}
 """The runtime dependencies (pyproject.toml); each pulls a few of its own."""
 NOT_AT_RUN_TIME = {
@@ -36,62 +34,6 @@ NOT_AT_RUN_TIME = {
 }
 """Optional parts (extras) and test tools: not in a plain install (pydantic may be: typer
 needs it)."""
-
-
-@dataclass(frozen=True)
-class Installed:
-    wheel: Path
-    venv: Path
-    home: Path
-    """A working directory outside the checkout."""
-
-    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RR_", "PYTHON"))}
-        env["HOME"] = str(self.home)
-        env["COLUMNS"] = "100"
-        return subprocess.run(
-            [str(self.venv / "bin" / args[0]), *args[1:]],
-            cwd=self.home,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-
-
-def _pip(python: Path, *args: str) -> None:
-    done = subprocess.run(
-        [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, f"pip {' '.join(args)}: {done.stderr}"
-
-
-pytestmark = pytest.mark.xdist_group("packaging")
-"""One worker builds the wheel once for the module (pyproject.toml: --dist loadgroup)."""
-
-NOT_THE_PACKAGE = (".git", ".venv", "build", "dist", "*.egg-info", "node_modules", "__pycache__")
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    root = tmp_path_factory.mktemp("wheel")
-    # built from a copy of the sources: setuptools writes build/ beside them, and a build in
-    # the checkout would race another one (a developer's pip install -e, a second worker)
-    source = root / "source"
-    shutil.copytree(CHECKOUT, source, ignore=shutil.ignore_patterns(*NOT_THE_PACKAGE))
-    dist = root / "dist"
-    _pip(Path(sys.executable), "wheel", "--no-deps", "-w", str(dist), str(source))
-    (wheel,) = dist.glob("rabbitctl_retry-*.whl")
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    _pip(venv / "bin" / "python", "install", str(wheel))
-    home = root / "home"
-    home.mkdir()
-    return Installed(wheel=wheel, venv=venv, home=home)
 
 
 def test_the_wheel_holds_the_package_and_its_license(installed: Installed) -> None:
