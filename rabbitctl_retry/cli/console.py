@@ -57,6 +57,19 @@ def console_command(
         Path,
         typer.Option("--keep-dir", metavar="DIR", help="Where an edit keeps the original."),
     ] = Path("."),
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit-log",
+            metavar="FILE",
+            help="Append one JSON line per action (retry, move, discard, edit) to FILE, with "
+            "its report; stderr gets one line per action either way.",
+        ),
+    ] = None,
+    label: Annotated[
+        str,
+        typer.Option("--label", metavar="NAME", help="Who the record says acted."),
+    ] = "console",
     url: common.UrlOption = None,
 ) -> None:
     """Serve the failed-message console: dead letters grouped by cause, retry or discard a
@@ -65,6 +78,7 @@ def console_command(
     try:
         from rabbitctl_retry.console import address
         from rabbitctl_retry.console.app import ConsoleConfig, serve
+        from rabbitctl_retry.console.audit import AuditLog
         from rabbitctl_retry.console.reads import Settings
         from rabbitctl_retry.console.security import new_token
     except ImportError as error:
@@ -82,6 +96,10 @@ def console_command(
         token = _token(token_file) if token_file is not None else new_token()
         if not keep_dir.is_dir():
             raise UsageError(f"--keep-dir {keep_dir}: not a directory")
+        try:
+            audit = AuditLog(label, sys.stderr, audit_log)
+        except OSError as error:
+            raise UsageError(f"--audit-log {audit_log}: {error.strerror or error}") from None
     config = ConsoleConfig(
         connect=common.connect_to(
             ctx, common.resolve_urls(url, topology.broker.urls if topology else ())
@@ -96,8 +114,12 @@ def console_command(
         bind=bind,
         port=port,
         keep_dir=keep_dir,
+        audit=audit,
     )
-    common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
+    try:
+        common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
+    finally:
+        audit.close()
 
 
 def _dead_letter_queues(queues: list[str] | None, topology: Topology | None) -> list[str]:

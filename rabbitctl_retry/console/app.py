@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,7 +28,8 @@ from multidict import MultiDictProxy
 from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
 from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
-from rabbitctl_retry.console.jobs import BeingMoved, Job, Jobs
+from rabbitctl_retry.console.audit import DEFAULT_LABEL, AuditLog
+from rabbitctl_retry.console.jobs import BeingMoved, Job, Jobs, new_job_id
 from rabbitctl_retry.console.limits import IDLE_CLOSE_S
 from rabbitctl_retry.console.listen import (
     HTTP_LOG,
@@ -101,6 +103,8 @@ class ConsoleConfig:
     """A connection without a whole request for this long is closed (console/limits.py)."""
     max_connections: int | None = None
     """Connections held at once (None: from the limit of open files, console/limits.py)."""
+    audit: AuditLog = field(default_factory=lambda: AuditLog(DEFAULT_LABEL, sys.stderr))
+    """The record of every action (console/audit.py)."""
 
 
 @dataclass
@@ -416,17 +420,21 @@ async def run_group(request: web.Request) -> web.Response:
     # refused at once (a target that drops what it takes, a wrong id), as the plan is
     _group_run(state, asked, TransferOptions())
 
-    async def work(job: Job) -> list[str]:
+    async def work(job: Job) -> TransferReport | None:
         options = TransferOptions(rate_per_s=asked.rate, stop=job.stop)
-        report = await run_on_engine(
+        return await run_on_engine(
             state.config.connect, _group_run(state, asked, options), job, job.stop
         )
-        if report is None:
-            return ["nothing was read"]
-        return transfer_summary(report).splitlines()
 
-    title = f"{asked.action.capitalize()} group {asked.group_id} of {queue}"
-    job = state.jobs.start(title, queue, work)
+    job = Job(
+        id=new_job_id(),
+        title=f"{asked.action.capitalize()} group {asked.group_id} of {queue}",
+        queue=queue,
+        action=asked.action,
+        letters=f"group {asked.group_id}",
+        to=asked.to if asked.action == "move" else None,
+    )
+    state.jobs.start(job, work)
     raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
 
 
@@ -434,7 +442,11 @@ async def job_page(request: web.Request) -> web.Response:
     job = request.app[STATE].jobs.get(request.match_info["job"])
     if job is None:
         raise _not_found("no such run (runs are kept while the console runs)")
-    view = html.JobView(
+    return _page(html.job_page(_job_view(job)))
+
+
+def _job_view(job: Job) -> html.JobView:
+    return html.JobView(
         id=job.id,
         title=job.title,
         queue=job.queue,
@@ -443,8 +455,15 @@ async def job_page(request: web.Request) -> web.Response:
         total=job.total,
         lines=job.lines,
         error=job.error,
+        started_at=job.started_at,
+        stopped=job.stopped_by_the_console,
     )
-    return _page(html.job_page(view))
+
+
+async def runs_page(request: web.Request) -> web.Response:
+    """Every action of this console, newest first (the last 100 runs)."""
+    jobs = request.app[STATE].jobs.all()
+    return _page(html.runs_page([_job_view(job) for job in jobs]))
 
 
 def _nth(text: object) -> int:
@@ -658,6 +677,7 @@ async def edit(request: web.Request) -> web.Response:
     if done.changed is not None:
         return _page(_not_shown(queue, message_id, taking, back), 409)
     published, kept = done.published, done.kept
+    _record_edit(state, queue, message_id, done.report, published)
     lines = [
         *transfer_summary(done.report).splitlines(),
         (
@@ -675,6 +695,25 @@ async def edit(request: web.Request) -> web.Response:
         ),
         200 if published else 409,
     )
+
+
+def _record_edit(
+    state: State, queue: str, message_id: str, report: TransferReport, published: bool
+) -> None:
+    """An edit, kept among the runs and told to the record (console/audit.py)."""
+    job = Job(
+        id=new_job_id(),
+        title=f"Edit and retry {message_id} of {queue}",
+        queue=queue,
+        action="edit",
+        letters=f"message {message_id}",
+        examined=report.examined,
+        total=report.examined,
+    )
+    lines = transfer_summary(report).splitlines()
+    if not published:
+        lines.append("nothing was published; the dead letter stays")
+    state.jobs.record(job, report, lines)
 
 
 class _NotKept(Exception):
@@ -752,6 +791,7 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app = web.Application(middlewares=[access], client_max_size=MAX_FORM_BYTES)
     app[STATE] = State(
         config=config,
+        jobs=Jobs(on_done=config.audit.write),
         allowed=sec.allowed_hosts(config.bind, config.port),
         admission=Admission(config.max_connections),
     )
@@ -762,6 +802,7 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_post("/queues/{queue}/groups", groups, name=READ_GROUPS)
     app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
     app.router.add_post("/queues/{queue}/groups/{group}/run", run_group, name=RUN_GROUP)
+    app.router.add_get("/jobs", runs_page)
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)
     app.router.add_post("/queues/{queue}/messages/{message}", message, name=READ_MESSAGE)

@@ -19,7 +19,13 @@ from urllib.parse import quote
 
 from rabbitctl_retry.dlq.groups import Group
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.retry.headers import Death, utc_stamp
+from rabbitctl_retry.retry.headers import (
+    REPLAYED_AT_HEADER,
+    REPLAYED_COUNT_HEADER,
+    Death,
+    count_value,
+    utc_stamp,
+)
 
 MAX_BODY_BYTES = 64 * 1024
 """How much of a body a page shows."""
@@ -79,7 +85,7 @@ def page(title: str, body: str, *, refresh_s: int | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)} - rr console</title>{refresh}"
         '<link rel="stylesheet" href="/static/console.css"></head><body>'
-        '<header><a href="/">rr console</a></header>'
+        '<header><a href="/">rr console</a> <a href="/jobs">runs</a></header>'
         f"<main><h1>{e(title)}</h1>{body}</main></body></html>\n"
     )
 
@@ -316,10 +322,21 @@ class JobView:
     lines: Sequence[str]
     """The report, when done."""
     error: str | None = None
+    started_at: datetime | None = None
+    stopped: bool = False
+    """The console stopped while it ran."""
+
+    @property
+    def state(self) -> str:
+        if self.running:
+            return "running"
+        if self.error:
+            return "failed"
+        return "stopped" if self.stopped else "done"
 
 
 def job_page(job: JobView) -> str:
-    state = "running" if job.running else ("failed" if job.error else "done")
+    state = job.state
     body = (
         f'<p class="state" data-state="{state}">{state}: {job.examined:,} of {job.total:,} '
         "read</p>"
@@ -329,6 +346,26 @@ def job_page(job: JobView) -> str:
         + f'<p><a href="/queues/{path_part(job.queue)}/groups">groups of {e(job.queue)}</a></p>'
     )
     return page(job.title, body, refresh_s=1 if job.running else None)
+
+
+def runs_page(jobs: Sequence[JobView]) -> str:
+    """This console's runs and edits, newest first, each with its report's first line."""
+    if not jobs:
+        return page("Runs", "<p>Nothing was retried, moved, discarded or edited yet.</p>")
+    rows = [
+        '<table class="runs"><thead><tr><th>started</th><th>what</th><th>state</th>'
+        "<th>report</th></tr></thead><tbody>"
+    ]
+    for job in jobs:
+        started = job.started_at.strftime("%H:%M:%S") if job.started_at else ""
+        first = job.error or (job.lines[0] if job.lines else "")
+        rows.append(
+            f'<tr data-run="{e(job.id)}"><td>{e(started)}</td>'
+            f'<td><a href="/jobs/{e(job.id)}">{e(job.title)}</a></td>'
+            f'<td data-state="{job.state}">{job.state}</td><td>{e(first)}</td></tr>'
+        )
+    rows.append("</tbody></table>")
+    return page("Runs", "".join(rows), refresh_s=5 if any(j.running for j in jobs) else None)
 
 
 # --------------------------------------------------------------------------- a message
@@ -357,6 +394,20 @@ class MessageView:
     the console publishes only that letter."""
 
 
+def came_back(headers: Mapping[str, FieldValue]) -> list[str]:
+    """A letter that was retried (by the console or ``rr dlq replay``: ``rr-replayed-count``)
+    and is a dead letter again: marked as such, with when it was last sent back."""
+    times = count_value(headers.get(REPLAYED_COUNT_HEADER))
+    if not times:
+        return []
+    at = headers.get(REPLAYED_AT_HEADER)
+    when = f", last at {_field(at)}" if at is not None else ""
+    return [
+        f'<p class="came-back" data-replayed="{times}">Came back: retried '
+        f"{counted(times, 'time')} before{e(when)}, and dead-lettered again.</p>"
+    ]
+
+
 def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | None = None) -> str:
     """``note``: what reading the queue cost (a read that counts, asked for), shown first;
     every read the page's forms make costs the same."""
@@ -378,6 +429,7 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
         for death in view.deaths
     )
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
+    parts += came_back(view.headers)
     parts += [
         f'<p class="where">#{view.position:,} in {e(queue)}'
         + (f" ({view.others:,} more with this id)" if view.others else "")

@@ -1,8 +1,10 @@
-"""The console's runs in progress: a group retried or discarded runs as a task of the console's
+"""The console's runs: a group retried, moved or discarded runs as a task of the console's
 event loop while its page refreshes; each job counts what the transfer engine read (it is the
-engine's progress sink) and keeps its report's lines once done. A run has its queue to
-itself (console/queue_use.py): it starts once the pages reading the queue are done, and no
-page reads it meanwhile (:class:`BeingMoved`)."""
+engine's progress sink) and keeps its report once done. A run has its queue to itself
+(console/queue_use.py): it starts once the pages reading the queue are done, and no page reads
+it meanwhile (:class:`BeingMoved`). An edit, done within its request, is kept as a finished
+job (:meth:`Jobs.record`), so that the runs page and the record hold every action; each job
+that ends is told to ``on_done`` (the record: console/audit.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,22 @@ import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from rabbitctl_retry.console.queue_use import QueueUse
+from rabbitctl_retry.dlq.report import TransferReport, transfer_summary
 from rabbitctl_retry.errors import RrError, censor_urls
 
 MAX_JOBS = 100
 """Jobs kept (the oldest finished ones go first)."""
+
+
+def new_job_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(slots=True)
@@ -25,13 +37,27 @@ class Job:
     id: str
     title: str
     queue: str
+    action: str = ""
+    """What was asked: ``retry``, ``move``, ``discard`` or ``edit``."""
+    letters: str = ""
+    """Which letters: ``group ID`` or ``message ID``."""
+    to: str | None = None
+    """A move's target."""
     total: int = 0
     examined: int = 0
     running: bool = True
+    report: TransferReport | None = None
     lines: list[str] = field(default_factory=list)
     error: str | None = None
+    started_at: datetime = field(default_factory=_now)
+    ended_at: datetime | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the console stops: the engine finishes the copies under way, sends no more."""
+
+    @property
+    def stopped_by_the_console(self) -> bool:
+        """The console stopped while it ran: its report says how far it went."""
+        return self.stop.is_set()
 
     # the transfer engine's progress sink (ops/dlq.py ProgressSink)
     def begin(self, total: int, description: str) -> None:
@@ -51,8 +77,13 @@ class BeingMoved(Exception):
         self.job = job
 
 
+Work = Callable[[Job], Awaitable[TransferReport | None]]
+"""A run: the engine's report (None: it ended before its first report)."""
+
+
 class Jobs:
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[Job], None] = lambda job: None) -> None:
+        self._on_done = on_done
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._use = QueueUse()
@@ -70,10 +101,10 @@ class Jobs:
             self._use.end_read(queue)
             self._read_ended.set()
 
-    def start(self, title: str, queue: str, work: Callable[[Job], Awaitable[list[str]]]) -> Job:
-        """A run of ``work`` on ``queue``'s letters (:class:`BeingMoved` while another one
-        moves them)."""
-        job = Job(id=secrets.token_hex(8), title=title, queue=queue)
+    def start(self, job: Job, work: Work) -> Job:
+        """``job``, a run of ``work`` on its queue's letters (:class:`BeingMoved` while another
+        one moves them)."""
+        queue = job.queue
         moving = self._use.start_move(queue, job.id)
         if moving is not None:
             raise BeingMoved(queue, self._jobs.get(moving))
@@ -84,22 +115,43 @@ class Jobs:
         task.add_done_callback(self._tasks.discard)
         return job
 
+    def record(self, job: Job, report: TransferReport | None, lines: list[str]) -> None:
+        """An action done within its request (an edit): kept and told as a finished run."""
+        self._jobs[job.id] = job
+        self._forget_old()
+        self._finish(job, report, lines)
+
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
 
-    async def _run(self, job: Job, work: Callable[[Job], Awaitable[list[str]]]) -> None:
+    def all(self) -> list[Job]:
+        """The runs kept, newest first."""
+        return list(reversed(self._jobs.values()))
+
+    async def _run(self, job: Job, work: Work) -> None:
+        report: TransferReport | None = None
         try:
             while self._use.reading(job.queue):  # the reads under way end first
                 self._read_ended.clear()
                 await self._read_ended.wait()
-            job.lines = await work(job)
+            report = await work(job)
         except RrError as error:
             job.error = censor_urls(str(error))
         except Exception as error:  # a page must say what became of the run
             job.error = censor_urls(f"{type(error).__name__}: {error}")
         finally:
             self._use.end_move(job.queue, job.id)
-            job.running = False
+            lines = transfer_summary(report).splitlines() if report is not None else []
+            if report is None and job.error is None:
+                lines = ["nothing was read"]
+            self._finish(job, report, lines)
+
+    def _finish(self, job: Job, report: TransferReport | None, lines: list[str]) -> None:
+        job.report = report
+        job.lines = lines
+        job.ended_at = _now()
+        job.running = False
+        self._on_done(job)
 
     def _forget_old(self) -> None:
         while len(self._jobs) > MAX_JOBS:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rabbitctl_retry.console.app import ConsoleConfig, serve
+from rabbitctl_retry.console.audit import AuditLog
 from rabbitctl_retry.console.reads import Settings
 from rabbitctl_retry.dlq.origin import WaitQueues
 from tests.backends import Backend
@@ -40,6 +41,7 @@ async def console_on(
     *,
     queues: tuple[str, ...] = ("dead",),
     read_only: bool = False,
+    audit: AuditLog | None = None,
 ) -> AsyncIterator[Console]:
     config = ConsoleConfig(
         connect=backend.connect,
@@ -51,6 +53,8 @@ async def console_on(
         keep_dir=keep_dir,
         sample_every_s=0.5,
     )
+    if audit is not None:
+        config.audit = audit
     stop = asyncio.Event()
     address: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.ensure_future(serve(config, address.set_result, stop))

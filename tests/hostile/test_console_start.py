@@ -6,6 +6,7 @@ address and its documented code, never exit 70 or a traceback."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,11 @@ def test_an_empty_bind_is_refused(bind: str) -> None:
     line = _one_error_line(done.stderr)
     assert done.returncode == USAGE, done.stderr
     assert "--bind ''" in line
+
+
+def test_an_audit_log_that_cannot_be_written_is_refused_before_it_serves(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir" / "audit.jsonl"
+    done = rr_console("dead", "--port", "0", "--url", NO_BROKER, "--audit-log", str(missing))
+    line = _one_error_line(done.stderr)
+    assert done.returncode == USAGE, done.stderr
+    assert f"--audit-log {missing}: No such file or directory" in line
