@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -30,6 +32,7 @@ from rabbitctl_retry.console import security as sec
 from rabbitctl_retry.console.address import base_address, is_wildcard, listen_error
 from rabbitctl_retry.console.audit import DEFAULT_LABEL, AuditLog
 from rabbitctl_retry.console.jobs import BeingMoved, Job, Jobs, new_job_id
+from rabbitctl_retry.console.letter_list import MAX_PER_PAGE, PER_PAGE, GroupLetters
 from rabbitctl_retry.console.limits import IDLE_CLOSE_S
 from rabbitctl_retry.console.listen import (
     HTTP_LOG,
@@ -44,8 +47,10 @@ from rabbitctl_retry.console.reads import (
     find_letter,
     group_chooser,
     group_run,
+    letter_at,
     pick_letter,
     queue_states,
+    read_group_letters,
     read_groups,
     transfer,
 )
@@ -61,13 +66,16 @@ from rabbitctl_retry.dlq.edit import (
     diff_lines,
     sha256_hex,
 )
+from rabbitctl_retry.dlq.groups import parse_group_id
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
+from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.dlq.report import (
     TransferKind,
     TransferOutcome,
     TransferReport,
+    limit_reached,
     transfer_summary,
 )
 from rabbitctl_retry.dlq.same_id import Checksums, LetterPick, checksums
@@ -129,8 +137,10 @@ STATE = web.AppKey("state", State)
 READ_GROUPS = "read-groups"
 READ_MESSAGE = "read-message"
 READ_BODY = "read-body"
+READ_LETTERS = "read-letters"
+READ_POSITION = "read-position"
 RUN_GROUP = "run-group"
-READS = frozenset({READ_GROUPS, READ_MESSAGE, READ_BODY})
+READS = frozenset({READ_GROUPS, READ_MESSAGE, READ_BODY, READ_LETTERS, READ_POSITION})
 """The forms that only read a queue whose reads count (a read-only console takes them where
 no letter can be dropped: ``_gate``)."""
 
@@ -361,6 +371,96 @@ class GroupForm:
     to: str
 
 
+async def group_letters(request: web.Request) -> web.Response:
+    """One page of a group's letters (console/letter_list.py): every letter reachable."""
+    state = request.app[STATE]
+    queue = _queue(request)
+    group_id = request.match_info["group"]
+    parsed = parse_group_id(group_id)
+    if parsed is None:
+        raise _not_found("no such group: the groups page lists them")
+    page_number = _nth(request.query.get("page"), name="page")
+    per_page = min(_nth(request.query.get("per") or PER_PAGE, name="per"), MAX_PER_PAGE)
+    queue_state = await _reads_of(request, queue)
+    back = f"/queues/{html.path_part(queue)}/groups"
+    gate = _gate(request, queue_state, f"Letters of group {group_id}", back)
+    if gate is not None:
+        return gate
+    listing = GroupLetters(
+        group_id=group_id, dimensions=parsed[0], page=page_number, per_page=per_page
+    )
+    await read_group_letters(state.config.connect, queue, state.config.settings, listing)
+    return _page(html.group_letters_page(queue, listing, note=_read_note(queue_state)))
+
+
+def _read_note(queue_state: QueueState) -> str | None:
+    reads = queue_state.reads
+    return None if reads.cost is Cost.FREE else f"{reads.why}: this read counted one each"
+
+
+async def position_page(request: web.Request) -> web.Response:
+    """The letter at a position of the queue: how a letter without a message id is opened
+    (shown, not edited or retried alone: its group's retry takes it)."""
+    state = request.app[STATE]
+    queue = _queue(request)
+    position = _nth(request.match_info["position"], name="position")
+    queue_state = await _reads_of(request, queue)
+    back = f"/queues/{html.path_part(queue)}/groups"
+    gate = _gate(request, queue_state, f"Letter #{position} of {queue}", back)
+    if gate is not None:
+        return gate
+    letter, scan = await letter_at(state.config.connect, queue, position)
+    if letter is None:
+        raise _not_found(f"{queue} holds {counted_letters(scan.read)}: none at #{position:,}")
+    view = _message_view(queue, letter.properties.message_id or "", 1, position, letter, 0)
+    view = dataclasses.replace(view, editable=None, not_editable=None, by_position=True)
+    page = html.message_page(view, read_only=True, csrf=state.csrf, note=_read_note(queue_state))
+    return _page(page)
+
+
+def counted_letters(count: int) -> str:
+    return html.counted(count, "dead letter")
+
+
+async def retry_letter(request: web.Request) -> web.Response:
+    """The letter the page showed, retried unchanged: ``rr dlq replay`` of that one letter
+    (only if it is still the letter shown, dlq/same_id.py), as a run of its own."""
+    state = request.app[STATE]
+    queue = _queue(request)
+    message_id = request.match_info["message"]
+    asked = await _edit_form(request)
+    plan = ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=state.config.settings.retry_header,
+        wait_queues=state.config.settings.wait_queues,
+    )
+    pick: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)
+
+    async def work(job: Job) -> TransferReport | None:
+        options = TransferOptions(limit=1, only=pick, stop=job.stop)
+        chooser = partial(choose_replay, plan)
+        report = await transfer(
+            state.config.connect, queue, chooser, TransferKind.REPLAY, options, job
+        )
+        if report.stopped == limit_reached(1):  # the one letter: no limit the user gave
+            report = dataclasses.replace(report, stopped=None)
+        changed = pick.refused(report)
+        if changed is not None:
+            job.error = changed
+        return report
+
+    job = Job(
+        id=new_job_id(),
+        title=f"Retry {message_id} of {queue}",
+        queue=queue,
+        action="retry",
+        letters=f"message {message_id}",
+    )
+    state.jobs.start(job, work)
+    raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
+
+
 async def _group_form(request: web.Request) -> GroupForm:
     queue = _queue(request)
     form = await request.post()
@@ -466,13 +566,13 @@ async def runs_page(request: web.Request) -> web.Response:
     return _page(html.runs_page([_job_view(job) for job in jobs]))
 
 
-def _nth(text: object) -> int:
+def _nth(text: object, *, name: str = "n") -> int:
     try:
         nth = int(str(text or "1"))
     except ValueError:
-        raise UsageError("n: give a number") from None
+        raise UsageError(f"{name}: give a number") from None
     if nth < 1:
-        raise UsageError("n: at least 1")
+        raise UsageError(f"{name}: at least 1")
     return nth
 
 
@@ -495,9 +595,24 @@ async def message(request: web.Request) -> web.Response:
     if gate is not None:
         return gate
     queue, message_id, letter, position, count = await _letter(request, nth)
+    view = _message_view(queue, message_id, nth, position, letter, count - 1)
+    reads = queue_state.reads
+    note = (
+        None
+        if reads.cost is Cost.FREE
+        else f"{reads.why}: this read counted one each, and so does each of the forms below"
+    )
+    return _page(
+        html.message_page(view, read_only=state.config.read_only, csrf=state.csrf, note=note)
+    )
+
+
+def _message_view(
+    queue: str, message_id: str, nth: int, position: int, letter: Delivery, others: int
+) -> html.MessageView:
     properties = letter.properties
     not_editable = box_problem(letter.body)
-    view = html.MessageView(
+    return html.MessageView(
         queue=queue,
         message_id=message_id,
         nth=nth,
@@ -517,18 +632,9 @@ async def message(request: web.Request) -> web.Response:
         deaths=deaths(properties.headers),
         body=letter.body,
         editable=letter.body.decode("utf-8") if not_editable is None else None,
-        others=count - 1,
+        others=others,
         not_editable=not_editable,
         checksums=str(checksums(letter)),
-    )
-    reads = queue_state.reads
-    note = (
-        None
-        if reads.cost is Cost.FREE
-        else f"{reads.why}: this read counted one each, and so does each of the forms below"
-    )
-    return _page(
-        html.message_page(view, read_only=state.config.read_only, csrf=state.csrf, note=note)
     )
 
 
@@ -802,6 +908,11 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_post("/queues/{queue}/groups", groups, name=READ_GROUPS)
     app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
     app.router.add_post("/queues/{queue}/groups/{group}/run", run_group, name=RUN_GROUP)
+    app.router.add_get("/queues/{queue}/groups/{group}/letters", group_letters)
+    app.router.add_post("/queues/{queue}/groups/{group}/letters", group_letters, name=READ_LETTERS)
+    app.router.add_get("/queues/{queue}/positions/{position}", position_page)
+    app.router.add_post("/queues/{queue}/positions/{position}", position_page, name=READ_POSITION)
+    app.router.add_post("/queues/{queue}/messages/{message}/retry", retry_letter)
     app.router.add_get("/jobs", runs_page)
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
 
+from rabbitctl_retry.console.letter_list import GroupLetters
 from rabbitctl_retry.dlq.groups import Group
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
@@ -207,10 +208,68 @@ def groups_page(
             f'<td data-label="handler">{e(key.handler or "-")}</td>'
             f'<td data-label="failed">{stamp(group.first_failed_at)}<br>'
             f"{stamp(group.last_failed_at)}</td>"
-            f'<td data-label="sample">{sample_link}</td>{actions}</tr>'
+            f'<td data-label="sample">{sample_link}<br>'
+            f'<a class="letters" href="{letters_path(queue, group.id)}">'
+            f"all {counted(group.count, 'letter')}</a></td>{actions}</tr>"
         )
     parts.append("</tbody></table>")
     return page(f"Groups of {queue}", "".join(parts))
+
+
+def letters_path(queue: str, group_id: str, page_number: int = 1, per_page: int = 50) -> str:
+    """The ``page_number``-th page of a group's letters, ``per_page`` to a page."""
+    path = f"/queues/{path_part(queue)}/groups/{path_part(group_id)}/letters"
+    query = [f"page={page_number}"] if page_number > 1 else []
+    query += [f"per={per_page}"] if per_page != 50 else []
+    return path + ("?" + "&".join(query) if query else "")
+
+
+def position_path(queue: str, position: int) -> str:
+    """The letter at ``position`` of ``queue`` (1: the head): the link of a letter without a
+    message id."""
+    return f"/queues/{path_part(queue)}/positions/{position}"
+
+
+def group_letters_page(queue: str, listing: GroupLetters, *, note: str | None = None) -> str:
+    """One page of a group's letters: where each is in the queue, its id (a link to its page;
+    by position when it has none), when it failed, its retry count and its error."""
+    parts = [f'<p class="note">{e(note)}</p>'] if note else []
+    first = (listing.page - 1) * listing.per_page + 1
+    last = first + len(listing.rows) - 1
+    shown = f"{first:,}-{last:,}" if listing.rows else "none"
+    parts.append(
+        f'<p class="count">{shown} of {counted(listing.matched, "letter")} in group '
+        f"{e(listing.group_id)} ({counted(listing.read, 'dead letter')} read in {e(queue)})</p>"
+    )
+    parts.append(
+        '<table class="letters"><thead><tr><th>#</th><th>message</th><th>failed</th>'
+        "<th>retries</th><th>error</th></tr></thead><tbody>"
+    )
+    for row in listing.rows:
+        link = (
+            f'<a href="{e(message_path(queue, row.message_id, row.nth))}">{e(row.message_id)}</a>'
+            if row.message_id
+            else f'<a href="{position_path(queue, row.position)}">(no id) #{row.position:,}</a>'
+        )
+        retries = "-" if row.retry_count is None else f"{row.retry_count:,}"
+        parts.append(
+            f'<tr data-position="{row.position}"><td data-label="#">{row.position:,}</td>'
+            f'<td data-label="message">{link}</td><td data-label="failed">'
+            f'{stamp(row.failed_at)}</td><td data-label="retries">{retries}</td>'
+            f'<td data-label="error">{e(row.error)}</td></tr>'
+        )
+    parts.append("</tbody></table>")
+    pager = []
+    if listing.page > 1:
+        previous = letters_path(queue, listing.group_id, listing.page - 1, listing.per_page)
+        pager.append(f'<a rel="prev" href="{e(previous)}">previous page</a>')
+    if listing.page < listing.pages:
+        following = letters_path(queue, listing.group_id, listing.page + 1, listing.per_page)
+        pager.append(f'<a rel="next" href="{e(following)}">next page</a>')
+    pager.append(f'<a href="/queues/{path_part(queue)}/groups">groups of {e(queue)}</a>')
+    numbers = f"page {listing.page:,} of {listing.pages:,}"
+    parts.append(f'<p class="pager">{numbers}: ' + " · ".join(pager) + "</p>")
+    return page(f"Letters of group {listing.group_id}", "".join(parts))
 
 
 def _group_forms(queue: str, group_id: str, csrf: str) -> str:
@@ -392,6 +451,8 @@ class MessageView:
     checksums: str = ""
     """What the letter shown is (dlq/same_id.py ``Checksums``): the edit form carries it, and
     the console publishes only that letter."""
+    by_position: bool = False
+    """Opened by its place in the queue (it has no message id): shown only."""
 
 
 def came_back(headers: Mapping[str, FieldValue]) -> list[str]:
@@ -441,11 +502,22 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
         + "</tbody></table>",
         f'<h2>Properties</h2><table class="props">{props}</table>',
         f'<h2>Headers</h2><table class="headers">{headers}</table>',
-        "<h2>Body</h2>"
-        + body_html(view.body)
-        + f'<p><a class="download" href="{e(body_path(queue, view.message_id, view.nth))}">'
-        f"download the whole body</a> ({len(view.body):,} bytes)</p>",
+        "<h2>Body</h2>" + body_html(view.body) + _download(view),
     ]
+    if view.by_position:
+        parts.append(
+            '<p class="note no-id">This letter has no message id: it is shown by its place in '
+            "the queue, which changes as letters come and go, so it is not retried or edited "
+            "alone here; its group's retry, move or discard takes it.</p>"
+        )
+    if not read_only and not view.by_position:
+        retry = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/retry"
+        parts.append(
+            f'<h2>Retry</h2><form method="post" action="{retry}" class="retry">'
+            + csrf_field(csrf)
+            + _letter_fields(view.nth, view.checksums)
+            + "<button>Retry this letter unchanged</button></form>"
+        )
     if not read_only and view.editable is not None:
         action = f"/queues/{path_part(queue)}/messages/{path_part(view.message_id)}/edit"
         parts.append(
@@ -466,7 +538,18 @@ def message_page(view: MessageView, *, read_only: bool, csrf: str, note: str | N
             f"here: {e(view.not_editable)}; an edit box would not send it back as it is. "
             f"Edit it with <code>{e(command)}</code> (the file is published byte for byte).</p>"
         )
-    return page(f"Message {view.message_id}", "".join(parts))
+    title = f"Letter #{view.position:,} of {queue}" if view.by_position else view.message_id
+    return page(title if view.by_position else f"Message {title}", "".join(parts))
+
+
+def _download(view: MessageView) -> str:
+    if view.by_position:
+        return f'<p class="size">{len(view.body):,} bytes</p>'
+    path = body_path(view.queue, view.message_id, view.nth)
+    return (
+        f'<p><a class="download" href="{e(path)}">download the whole body</a> '
+        f"({len(view.body):,} bytes)</p>"
+    )
 
 
 FORCE_LABEL = "publish a body that no longer parses as its content type"

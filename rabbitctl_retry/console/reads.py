@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
+from rabbitctl_retry.console.letter_list import GroupLetters
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.filters import parse_where
 from rabbitctl_retry.dlq.groups import Grouping, Seen
@@ -84,6 +85,39 @@ async def read_groups(
         return True
 
     return grouping, await _scan(connect, queue, take)
+
+
+async def read_group_letters(
+    connect: Connect, queue: str, settings: Settings, listing: GroupLetters
+) -> ScanResult:
+    """Every dead letter of ``queue`` handed to ``listing`` (one page of a group); none
+    taken."""
+    letters = numbered_letters(retry_header=settings.retry_header, wait_queues=settings.wait_queues)
+
+    def take(delivery: Delivery) -> bool:
+        listing.add(letters(delivery))
+        return True
+
+    return await _scan(connect, queue, take)
+
+
+async def letter_at(
+    connect: Connect, queue: str, position: int
+) -> tuple[Delivery | None, ScanResult]:
+    """The dead letter at ``position`` of ``queue`` (1: the head), or None; none taken."""
+    found: list[Delivery] = []
+    seen = 0
+
+    def take(delivery: Delivery) -> bool:
+        nonlocal seen
+        seen += 1
+        if seen == position:
+            found.append(delivery)
+            return False
+        return True
+
+    scan = await _scan(connect, queue, take)
+    return (found[0] if found else None), scan
 
 
 async def _scan(connect: Connect, queue: str, take: Callable[[Delivery], bool]) -> ScanResult:
