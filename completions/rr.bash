@@ -170,6 +170,7 @@ _rr() {
         "console|--keep-dir") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "console|--audit-log") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "console|--label") return 0 ;;
+        "console|--management-url") return 0 ;;
         "console|--url") return 0 ;;
         "console|--broker"|"console|-b") return 0 ;;
         "console|--vhost") return 0 ;;
@@ -197,7 +198,7 @@ _rr() {
         "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --create --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
         "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "console") COMPREPLY=($(compgen -W "--topology -t --bind --port --token-file --read-only --keep-dir --audit-log --label --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "console") COMPREPLY=($(compgen -W "--topology -t --bind --port --token-file --read-only --keep-dir --audit-log --label --management-url --url --broker -b --vhost -h --help" -- "$cur")) ;;
     esac
 }
 complete -o filenames -F _rr rr

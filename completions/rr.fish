@@ -218,6 +218,7 @@ complete -c rr -n '__fish_seen_subcommand_from console' -l read-only -d 'Show; n
 complete -c rr -n '__fish_seen_subcommand_from console' -l keep-dir -r -F -d 'Where an edit keeps the original.'
 complete -c rr -n '__fish_seen_subcommand_from console' -l audit-log -r -F -d 'Append one JSON line per action (retry, move, discard, edit) to FILE, with its report; stderr gets one line per action either way.'
 complete -c rr -n '__fish_seen_subcommand_from console' -l label -r -d 'Who the record says acted.'
+complete -c rr -n '__fish_seen_subcommand_from console' -l management-url -r -d 'The management API: the pages count the letters other readers hold (messages_unacknowledged) instead of not seeing them (docs/console.md).'
 complete -c rr -n '__fish_seen_subcommand_from console' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
 complete -c rr -n '__fish_seen_subcommand_from console' -l broker -s b -r -d 'A broker of rrs configuration file (~/.config/rr/config.toml): its URLs, management URL, vhost and password (docs/cli.md, Profiles). Else $RR_BROKER.'
 complete -c rr -n '__fish_seen_subcommand_from console' -l vhost -r -d 'The virtual host, whatever the broker URL says (its path).'

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +16,7 @@ from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.model import Topology
+from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.user_files import TOKEN_FILE_LIMIT_BYTES, FileRefused, read_text
 
 MIN_TOKEN_CHARACTERS = 16
@@ -70,6 +71,13 @@ def console_command(
         str,
         typer.Option("--label", metavar="NAME", help="Who the record says acted."),
     ] = "console",
+    management_url: Annotated[
+        str | None,
+        common.management_url_option(
+            "The management API: the pages count the letters other readers hold "
+            "(messages_unacknowledged) instead of not seeing them (docs/console.md)."
+        ),
+    ] = None,
     url: common.UrlOption = None,
 ) -> None:
     """Serve the failed-message console: dead letters grouped by cause, retry or discard a
@@ -90,6 +98,7 @@ def console_command(
         refused = address.bind_problem(bind)
         if refused is not None:
             raise UsageError(refused)
+    common.check_given_management_url(management_url)
     topology = dlq.load_topology(topology_file)
     with common.guard():
         names = _dead_letter_queues(queues, topology)
@@ -100,10 +109,9 @@ def console_command(
             audit = AuditLog(label, sys.stderr, audit_log)
         except OSError as error:
             raise UsageError(f"--audit-log {audit_log}: {error.strerror or error}") from None
+    urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     config = ConsoleConfig(
-        connect=common.connect_to(
-            ctx, common.resolve_urls(url, topology.broker.urls if topology else ())
-        ),
+        connect=common.connect_to(ctx, urls),
         queues=names,
         settings=Settings(
             retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
@@ -115,11 +123,26 @@ def console_command(
         port=port,
         keep_dir=keep_dir,
         audit=audit,
+        management=_management(ctx, management_url, topology, urls),
     )
     try:
         common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
     finally:
         audit.close()
+
+
+def _management(
+    ctx: typer.Context, given: str | None, topology: Topology | None, urls: Sequence[str]
+) -> ManagementApi | None:
+    """The management API the pages count held letters with, for the broker URL's vhost."""
+    from rabbitctl_retry.transport.management import check_management_url, vhost_of
+
+    found = common.resolve_management_url(given, topology)
+    if found is None:
+        return None
+    with common.guard():
+        check_management_url(found)
+    return common.management_connector_of(ctx)(found, vhost=vhost_of(urls[0]))
 
 
 def _dead_letter_queues(queues: list[str] | None, topology: Topology | None) -> list[str]:

@@ -47,6 +47,7 @@ from rabbitctl_retry.console.reads import (
     find_letter,
     group_chooser,
     group_run,
+    held_by_readers,
     letter_at,
     pick_letter,
     queue_states,
@@ -87,6 +88,7 @@ from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferRun
 from rabbitctl_retry.retry.headers import deaths
 from rabbitctl_retry.transport.base import Delivery
+from rabbitctl_retry.transport.management import ManagementApi
 
 STOP_WAIT_S = 5.0
 """How long a stop waits for the depth sampler and for open requests."""
@@ -113,6 +115,8 @@ class ConsoleConfig:
     """Connections held at once (None: from the limit of open files, console/limits.py)."""
     audit: AuditLog = field(default_factory=lambda: AuditLog(DEFAULT_LABEL, sys.stderr))
     """The record of every action (console/audit.py)."""
+    management: ManagementApi | None = None
+    """The management API, when given: the pages count the letters other readers hold."""
 
 
 @dataclass
@@ -274,6 +278,8 @@ def _queue(request: web.Request) -> str:
 async def index(request: web.Request) -> web.Response:
     state = request.app[STATE]
     server, found = await queue_states(state.config.connect, state.config.queues)
+    held = await held_by_readers(state.config.management)
+    counts = held if isinstance(held, dict) else {}
     rows = [
         html.QueueRow(
             name=name,
@@ -282,6 +288,8 @@ async def index(request: web.Request) -> web.Response:
             samples=tuple(state.samples.get(name, ())),
             error=censor_urls(error) if error else None,
             reads=queue_state.reads.cost.value if queue_state else "",
+            held=counts.get(name),
+            using=state.jobs.using(name),
         )
         for name, queue_state, error in found
     ]
@@ -341,8 +349,7 @@ async def groups(request: web.Request) -> web.Response:
     gate = _gate(request, queue_state, f"Groups of {queue}", "/")
     if gate is not None:
         return gate
-    reads = queue_state.reads
-    note = None if reads.cost is Cost.FREE else f"{reads.why}: this read counted one each"
+    unread = await _unread_note(state, queue)
     grouping, scan = await read_groups(
         state.config.connect, queue, state.config.settings, datetime.now(UTC)
     )
@@ -355,7 +362,8 @@ async def groups(request: web.Request) -> web.Response:
             ungrouped=grouping.ungrouped,
             read_only=state.config.read_only,
             csrf=state.csrf,
-            note=note,
+            note=_read_note(queue_state),
+            unread=unread,
         )
     )
 
@@ -389,13 +397,40 @@ async def group_letters(request: web.Request) -> web.Response:
     listing = GroupLetters(
         group_id=group_id, dimensions=parsed[0], page=page_number, per_page=per_page
     )
+    unread = await _unread_note(state, queue)
     await read_group_letters(state.config.connect, queue, state.config.settings, listing)
-    return _page(html.group_letters_page(queue, listing, note=_read_note(queue_state)))
+    page = html.group_letters_page(queue, listing, note=_read_note(queue_state), unread=unread)
+    return _page(page)
 
 
 def _read_note(queue_state: QueueState) -> str | None:
     reads = queue_state.reads
     return None if reads.cost is Cost.FREE else f"{reads.why}: this read counted one each"
+
+
+async def _unread_note(state: State, queue: str) -> str:
+    """What a page that reads ``queue`` cannot see: the letters another reader holds (a
+    colleague's ``rr dlq inspect``, another console, a consumer), counted by the management
+    API when the console has one (docs/console.md, "What the numbers count")."""
+    held = await held_by_readers(state.config.management)
+    if isinstance(held, str):
+        return (
+            f"the management API did not answer ({held}): letters another reader holds are "
+            "not counted"
+        )
+    if held is None:
+        return (
+            "letters another reader holds now (rr dlq inspect, another console, a consumer) "
+            "are not seen here; with --management-url the console counts them"
+        )
+    count = held.get(queue, 0)
+    if not count:
+        return "no letter was held by another reader (the management API's count)"
+    return (
+        f"{html.counted(count, 'letter')} held by another reader (rr dlq inspect, another "
+        "console, a consumer) could not be read: the management API counts them; load the "
+        "page again once they are given back"
+    )
 
 
 async def position_page(request: web.Request) -> web.Response:
@@ -877,7 +912,9 @@ async def _sample(app: web.Application) -> None:
             found = []
         now = time.monotonic() - state.started
         for name, queue_state, _ in found:
-            if queue_state is not None:
+            # while this console reads or moves a queue, its depth lacks the letters it holds:
+            # no sample then (the line went to 0 on each of the console's own reads)
+            if queue_state is not None and state.jobs.using(name) is None:
                 kept = state.samples.setdefault(name, deque(maxlen=SAMPLES))
                 kept.append((now, queue_state.message_count))
         await asyncio.sleep(state.config.sample_every_s)

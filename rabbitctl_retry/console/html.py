@@ -110,6 +110,10 @@ class QueueRow:
     reads: str = ""
     """What a read costs its letters: ``free``, ``counted`` or ``spends``
     (``dlq/read_cost.py``)."""
+    held: int | None = None
+    """Letters another reader holds (``messages_unacknowledged``; None: no management API)."""
+    using: str | None = None
+    """What this console does with the queue now (``reading``, ``moving``), or None."""
 
 
 def sparkline(samples: Sequence[tuple[float, int]], width: int = 240, height: int = 36) -> str:
@@ -138,6 +142,19 @@ _READS = {
 """What a read costs a queue's letters, in the queues table (``dlq/read_cost.py``)."""
 
 
+def _held_text(row: QueueRow) -> str:
+    """What the depth does not count: letters this console or another reader holds."""
+    if row.using == "moving":
+        return '<br><span class="held">a run of this console is moving its letters</span>'
+    if row.using == "reading":
+        return '<br><span class="held">this console is reading it: the depth lacks them</span>'
+    if row.held:
+        return (
+            f'<br><span class="held">+ {counted(row.held, "letter")} held by another reader</span>'
+        )
+    return ""
+
+
 def index_page(rows: Sequence[QueueRow], *, read_only: bool, server: str) -> str:
     lines = [
         f'<p class="server">RabbitMQ {e(server)}{" - read only" if read_only else ""}</p>',
@@ -147,6 +164,7 @@ def index_page(rows: Sequence[QueueRow], *, read_only: bool, server: str) -> str
     for row in rows:
         kind = {True: "quorum", False: "classic", None: "?"}[row.quorum]
         depth = e(f"{row.depth:,}") if row.depth is not None else e(row.error or "?")
+        depth += _held_text(row)
         reads = _READS.get(row.reads, "")
         lines.append(
             f'<tr data-queue="{e(row.name)}"><td>{e(row.name)}</td><td>{kind}</td>'
@@ -171,8 +189,10 @@ def groups_page(
     read_only: bool,
     csrf: str,
     note: str | None = None,
+    unread: str | None = None,
 ) -> str:
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
+    parts += [f'<p class="unread">{e(unread)}</p>'] if unread else []
     parts.append(
         f'<p class="count">{counted(len(groups), "group")} of '
         f"{counted(read, 'dead letter')} read of {in_queue:,} in {e(queue)}</p>"
@@ -230,10 +250,13 @@ def position_path(queue: str, position: int) -> str:
     return f"/queues/{path_part(queue)}/positions/{position}"
 
 
-def group_letters_page(queue: str, listing: GroupLetters, *, note: str | None = None) -> str:
+def group_letters_page(
+    queue: str, listing: GroupLetters, *, note: str | None = None, unread: str | None = None
+) -> str:
     """One page of a group's letters: where each is in the queue, its id (a link to its page;
     by position when it has none), when it failed, its retry count and its error."""
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
+    parts += [f'<p class="unread">{e(unread)}</p>'] if unread else []
     first = (listing.page - 1) * listing.per_page + 1
     last = first + len(listing.rows) - 1
     shown = f"{first:,}-{last:,}" if listing.rows else "none"

@@ -88,6 +88,9 @@ class Jobs:
         self._tasks: set[asyncio.Task[None]] = set()
         self._use = QueueUse()
         self._read_ended = asyncio.Event()
+        self._read_turns: dict[str, asyncio.Lock] = {}
+        """One page reads a queue at a time: two reads at once would each miss the letters
+        the other holds (two groups pages loaded together both came out short)."""
 
     @contextlib.asynccontextmanager
     async def reading(self, queue: str) -> AsyncIterator[None]:
@@ -95,8 +98,10 @@ class Jobs:
         moving = self._use.start_read(queue)
         if moving is not None:
             raise BeingMoved(queue, self._jobs.get(moving))
+        turn = self._read_turns.setdefault(queue, asyncio.Lock())
         try:
-            yield
+            async with turn:
+                yield
         finally:
             self._use.end_read(queue)
             self._read_ended.set()
@@ -120,6 +125,13 @@ class Jobs:
         self._jobs[job.id] = job
         self._forget_old()
         self._finish(job, report, lines)
+
+    def using(self, queue: str) -> str | None:
+        """What this console does with ``queue`` now: ``moving`` (a run), ``reading`` (a
+        page), or None; its depth then lacks the letters the console holds."""
+        if queue in self._use.moving:
+            return "moving"
+        return "reading" if self._use.reading(queue) else None
 
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)

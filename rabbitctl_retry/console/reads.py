@@ -26,13 +26,14 @@ from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.dlq.same_id import LetterPick, SameId
-from rabbitctl_retry.errors import TransportError, UsageError
+from rabbitctl_retry.errors import RrError, TransportError, UsageError
 from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, ScanResult, scan_messages
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
 from rabbitctl_retry.transport.base import Delivery
+from rabbitctl_retry.transport.management import ManagementApi
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,19 @@ async def queue_states(
         return str(connection.server_version), found
     finally:
         await connection.close()
+
+
+async def held_by_readers(management: ManagementApi | None) -> dict[str, int] | str | None:
+    """Each queue's letters held by a reader (``messages_unacknowledged``, as the management
+    API last sampled it), by name; None without a management API; the problem, as text, when
+    it did not answer."""
+    if management is None:
+        return None
+    try:
+        activity = await management.queue_activity()
+    except RrError as error:
+        return str(error)
+    return {queue.name: queue.unacked or 0 for queue in activity}
 
 
 async def read_groups(

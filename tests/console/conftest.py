@@ -13,6 +13,7 @@ from rabbitctl_retry.console.app import ConsoleConfig, serve
 from rabbitctl_retry.console.audit import AuditLog
 from rabbitctl_retry.console.reads import Settings
 from rabbitctl_retry.dlq.origin import WaitQueues
+from rabbitctl_retry.transport.management import ManagementApi
 from tests.backends import Backend
 from tests.dlq.support import TOPOLOGY, H
 from tests.runtime.conftest import backend
@@ -42,6 +43,7 @@ async def console_on(
     queues: tuple[str, ...] = ("dead",),
     read_only: bool = False,
     audit: AuditLog | None = None,
+    management: ManagementApi | None = None,
 ) -> AsyncIterator[Console]:
     config = ConsoleConfig(
         connect=backend.connect,
@@ -52,6 +54,7 @@ async def console_on(
         port=0,
         keep_dir=keep_dir,
         sample_every_s=0.5,
+        management=management,
     )
     if audit is not None:
         config.audit = audit
