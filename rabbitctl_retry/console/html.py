@@ -173,7 +173,9 @@ def index_page(rows: Sequence[QueueRow], *, read_only: bool, server: str) -> str
             f'<td><a href="/queues/{path_part(row.name)}/groups">groups</a></td></tr>'
         )
     lines.append("</tbody></table>")
-    return page("Dead-letter queues", "".join(lines), refresh_s=10)
+    # no refresh: a page that reloads itself takes the keyboard's focus away (reload it)
+    lines.append('<p><a href="/">reload</a> for the depths of now</p>')
+    return page("Dead-letter queues", "".join(lines))
 
 
 # --------------------------------------------------------------------------- groups
@@ -702,12 +704,16 @@ def read_gate_page(
             "letters: it is not read. Its depth is on the queues page.</p>"
         )
     else:
-        label = "Read them anyway" if can_drop else "Read them"
+        label = (
+            f"Read the {counted(count, 'letter')} anyway: one delivery counted on each"
+            if can_drop
+            else f"Read the {counted(count, 'letter')}: one delivery counted on each"
+        )
         parts.append(
             f'<form method="post" action="{e(action)}">{csrf_field(csrf)}'
             f'<button class="confirm" name="read" value="1">{label}</button></form>'
         )
-    parts.append(f'<p><a href="{e(back)}">back</a></p>')
+    parts.append(f'<p><a href="{e(back)}">back, without reading</a></p>')
     return page(title, "".join(parts))
 
 
