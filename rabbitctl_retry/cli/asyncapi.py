@@ -1,0 +1,148 @@
+"""``rr asyncapi MODULE[:ATTR] --topology T [-o yaml|json] [--out FILE]``: the service's
+contract as an AsyncAPI 3.0.0 document (docs/cli.md, "rr asyncapi"; docs/topology.md, "The
+contract")."""
+
+from __future__ import annotations
+
+import inspect
+from enum import StrEnum
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any
+
+import typer
+
+from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli.finish import Outcome, Raw, finish
+from rabbitctl_retry.cli.output import writing_to
+from rabbitctl_retry.errors import UsageError
+
+
+class ContractFormat(StrEnum):
+    YAML = "yaml"
+    JSON = "json"
+
+
+DEFAULT_VERSION = "0.0.0"
+"""``info.version`` when neither ``--api-version`` nor the module's ``__version__`` says."""
+
+
+def asyncapi_command(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="module, module:handler, or path/to/file.py[:handler] with @subscriber handlers."
+        ),
+    ],
+    topology_file: Annotated[
+        Path,
+        common.topology_option("The topology file with the queues' retry policies."),
+    ],
+    output: Annotated[
+        ContractFormat,
+        common.output_option(ContractFormat, "yaml (the default) or json"),
+    ] = ContractFormat.YAML,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the document to FILE (replaced) instead of stdout."),
+    ] = None,
+    title: Annotated[
+        str | None,
+        typer.Option("--title", help="info.title (default: the module's name)."),
+    ] = None,
+    api_version: Annotated[
+        str | None,
+        typer.Option(
+            "--api-version",
+            help=f"info.version (default: the module's __version__, else {DEFAULT_VERSION}).",
+        ),
+    ] = None,
+    send: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--send",
+            help="A queue the handlers publish to (their outputs): a channel with a send "
+            "operation; give it once per queue.",
+        ),
+    ] = None,
+    url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--url",
+            help="The broker URL for servers (host and vhost; never the password); give it "
+            "once per node. Default: [broker] url.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Write the service's contract as an AsyncAPI 3.0.0 document: its queues as channels,
+    a receive operation for each with RustStream's x-ruststream-retry, the dead letters, the
+    message schemas of typed handlers."""
+    from rabbitctl_retry.asyncapi.document import Consumer, Service, document
+    from rabbitctl_retry.asyncapi.schemas import Schemas
+    from rabbitctl_retry.runtime.invocation import message_type_of
+    from rabbitctl_retry.runtime.loader import load_target
+    from rabbitctl_retry.topology.load import load_file
+    from rabbitctl_retry.transport.url import parse_broker_url
+
+    with common.guard():
+        topology = load_file(topology_file)
+        handlers = load_target(target)
+        schemas = Schemas()
+        consumers = []
+        for item in handlers.subscribers:
+            hint = message_type_of(item.written, name=item.name)
+            where = f"the first parameter of {item.name}"
+            consumers.append(Consumer(item.queue, item.name, schemas.message(hint, where=where)))
+        urls = tuple(url) if url else topology.broker.urls
+        for each in urls:
+            try:
+                parse_broker_url(each)
+            except UsageError as error:
+                raise UsageError(f"--url: {error}") from None
+        module = _module(handlers.module)
+        service = Service(
+            title=title or handlers.module,
+            version=api_version or _module_version(module) or DEFAULT_VERSION,
+            description=_first_paragraph(module),
+            topology=topology,
+            consumers=tuple(consumers),
+            sends=tuple(send or ()),
+            schemas=schemas.named,
+            urls=urls,
+        )
+        built = document(service)
+        text = _text(built, output)
+        if out is not None:
+            with writing_to(str(out)):
+                out.write_text(text, encoding="utf-8")
+            return
+    finish(Outcome(table=lambda: [Raw([text])]))
+
+
+def _text(built: dict[str, Any], output: ContractFormat) -> str:
+    if output is ContractFormat.JSON:
+        from rabbitctl_retry.json_text import json_chunks
+
+        return "".join(json_chunks(built)) + "\n"
+    from rabbitctl_retry.asyncapi.yaml_text import yaml_text
+
+    return yaml_text(built)
+
+
+def _module(name: str) -> ModuleType | None:
+    import sys
+
+    return sys.modules.get(name)
+
+
+def _module_version(module: ModuleType | None) -> str | None:
+    version = getattr(module, "__version__", None)
+    return version if isinstance(version, str) and version else None
+
+
+def _first_paragraph(module: ModuleType | None) -> str | None:
+    text = inspect.getdoc(module) if module is not None else None
+    if not text:
+        return None
+    return " ".join(text.split("\n\n")[0].split()) or None
