@@ -27,7 +27,8 @@ from rabbitctl_retry.errors import HandlerLoadError
 from rabbitctl_retry.runtime.decoding import decoder_for, type_name
 
 SCHEMA_REF = "#/components/schemas/{name}"
-"""Where a named type's schema is: the ``ref_template`` pydantic and msgspec are given."""
+"""Where a named type's schema is: the ``ref_template`` msgspec is given (pydantic's names
+the name ``{model}``)."""
 
 JsonSchema = dict[str, Any]
 
@@ -129,9 +130,17 @@ class Schemas:
         description = _description(kind)
         return schema | ({"description": description} if description else {})
 
+    def _add(self, named: dict[str, JsonSchema]) -> None:
+        """Named schemas a library wrote; a name already known keeps its first schema (two
+        types of one name are one schema in the document: name them apart)."""
+        for name, schema in named.items():
+            self.named.setdefault(name, schema)
+
     def _pydantic(self, model: Any) -> JsonSchema:
-        schema: JsonSchema = model.model_json_schema(ref_template=SCHEMA_REF)
-        self.named.update(schema.pop("$defs", {}))
+        schema: JsonSchema = model.model_json_schema(
+            ref_template=SCHEMA_REF.replace("{name}", "{model}")
+        )
+        self._add(schema.pop("$defs", {}))
         if "$ref" in schema:  # a model that refers to itself: its schema is among $defs
             return schema
         self.named[model.__name__] = schema
@@ -141,7 +150,7 @@ class Schemas:
         import msgspec
 
         (schema,), named = msgspec.json.schema_components([struct], ref_template=SCHEMA_REF)
-        self.named.update(named)
+        self._add(named)
         return dict(schema)
 
 
