@@ -74,8 +74,6 @@ _rr() {
         "asyncapi|--api-version") return 0 ;;
         "asyncapi|--send") return 0 ;;
         "asyncapi|--url") return 0 ;;
-        "asyncapi|--broker"|"asyncapi|-b") return 0 ;;
-        "asyncapi|--vhost") return 0 ;;
         "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "status|--watch"|"status|-w") return 0 ;;
         "status|--url") return 0 ;;
@@ -188,7 +186,7 @@ _rr() {
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --state --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "asyncapi") COMPREPLY=($(compgen -W "--topology -t --output -o --out --title --api-version --send --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "asyncapi") COMPREPLY=($(compgen -W "--topology -t --output -o --out --title --api-version --send --url -h --help" -- "$cur")) ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;

@@ -44,16 +44,19 @@ def asyncapi_command(
     ] = ContractFormat.YAML,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write the document to FILE (replaced) instead of stdout."),
+        typer.Option(
+            "--out", help="Write the document to FILE (replaced) instead of stdout.", metavar="FILE"
+        ),
     ] = None,
     title: Annotated[
         str | None,
-        typer.Option("--title", help="info.title (default: the module's name)."),
+        typer.Option("--title", metavar="TEXT", help="info.title (default: the module's name)."),
     ] = None,
     api_version: Annotated[
         str | None,
         typer.Option(
             "--api-version",
+            metavar="TEXT",
             help=f"info.version (default: the module's __version__, else {DEFAULT_VERSION}).",
         ),
     ] = None,
@@ -61,17 +64,20 @@ def asyncapi_command(
         list[str] | None,
         typer.Option(
             "--send",
+            metavar="QUEUE",
             help="A queue the handlers publish to (their outputs): a channel with a send "
             "operation; give it once per queue.",
         ),
     ] = None,
-    url: Annotated[
+    server_urls: Annotated[
         list[str] | None,
         typer.Option(
             "--url",
             help="The broker URL for servers (host and vhost; never the password); give it "
-            "once per node. Default: [broker] url.",
+            "once per node. Default: [broker] url. Not $RR_URL nor a --broker profile: the "
+            "document names the service's broker, not the one this shell talks to.",
             show_default=False,
+            metavar="URL",
         ),
     ] = None,
 ) -> None:
@@ -94,7 +100,7 @@ def asyncapi_command(
             hint = message_type_of(item.written, name=item.name)
             where = f"the first parameter of {item.name}"
             consumers.append(Consumer(item.queue, item.name, schemas.message(hint, where=where)))
-        urls = tuple(url) if url else topology.broker.urls
+        urls = tuple(server_urls) if server_urls else topology.broker.urls
         for each in urls:
             try:
                 parse_broker_url(each)
