@@ -66,7 +66,7 @@ complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l output -s o -r -a 'y
 complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l out -r -F -d 'Write the document to FILE (replaced) instead of stdout.'
 complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l title -r -d 'info.title (default: the modules name).'
 complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l api-version -r -d 'info.version (default: the modules __version__, else 0.0.0).'
-complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l send -r -d 'A queue the handlers publish to (their outputs): a channel with a send operation; give it once per queue.'
+complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l send -r -d 'QUEUE[=TYPE]: a queue the handlers publish to (their outputs), a channel with a send operation; TYPE, a name in the handlers module, is what they publish there (its schema). Give it once per queue.'
 complete -c rr -n '__fish_seen_subcommand_from asyncapi' -l url -r -d 'The broker URL for servers (host and vhost; never the password); give it once per node. Default: [broker] url. Not $RR_URL nor a --broker profile: the document names the services broker, not the one this shell talks to.'
 complete -c rr -n '__fish_seen_subcommand_from asyncapi' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from status' -l topology -s t -r -F -d 'Show every queue the file declares (wait queues and dead-letter queues included) and whether each is what the file says.'

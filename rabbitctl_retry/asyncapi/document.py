@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,15 @@ class Consumer:
 
 
 @dataclass(frozen=True, slots=True)
+class Output:
+    """A queue the handlers publish to (``--send``), and what they publish there when the
+    command says (else nothing known)."""
+
+    queue: str
+    message: MessageSpec = MessageSpec()
+
+
+@dataclass(frozen=True, slots=True)
 class Service:
     """Everything the document is made of."""
 
@@ -69,7 +78,7 @@ class Service:
     topology: Topology
     consumers: tuple[Consumer, ...]
     description: str | None = None
-    sends: tuple[str, ...] = ()
+    sends: tuple[Output, ...] = ()
     """Queues the service publishes to (``--send``): a channel and a ``send`` operation each."""
     schemas: Mapping[str, Mapping[str, Any]] | None = None
     """The named schemas the payloads refer to (``#/components/schemas/NAME``)."""
@@ -222,15 +231,28 @@ class _Builder:
         for target, from_ in sources.items():
             self._channel(target, incoming[target])
             self._send_spent(target, from_, incoming[target])
-        for target in self.service.sends:
-            self._channel(target, [])
-            self.operations.setdefault(
-                f"send_{self.ids(target)}",
-                {"action": "send", "channel": _ref("channels", self.ids(target))},
-            )
+        for output in self.service.sends:
+            self._send_output(output)
         return self._document()
 
-    def _typed(self, consumers: list[Consumer]) -> list[str]:
+    def _send_output(self, output: Output) -> None:
+        """An output queue: its channel, its ``send`` operation (the dead letter's, when it
+        is one too), its message when the command named its type."""
+        names = self._typed([output])
+        self._channel(output.queue, names)
+        channel_id = self.ids(output.queue)
+        operation = self.operations.setdefault(
+            f"send_{channel_id}", {"action": "send", "channel": _ref("channels", channel_id)}
+        )
+        listed = operation.setdefault("messages", [])
+        for name in names:
+            reference = _ref("channels", channel_id, "messages", name)
+            if reference not in listed:
+                listed.append(reference)
+        if not listed:
+            del operation["messages"]
+
+    def _typed(self, consumers: Sequence[Consumer | Output]) -> list[str]:
         names = []
         for consumer in consumers:
             message = consumer.message
@@ -364,6 +386,7 @@ __all__ = [
     "RR_RETRY_EXTENSION",
     "Consumer",
     "MessageSpec",
+    "Output",
     "Service",
     "document",
     "max_attempts",

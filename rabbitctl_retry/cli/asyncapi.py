@@ -8,7 +8,7 @@ import inspect
 from enum import StrEnum
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,10 @@ from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli.finish import Outcome, Raw, finish
 from rabbitctl_retry.cli.output import writing_to
 from rabbitctl_retry.errors import UsageError
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.asyncapi.document import Output
+    from rabbitctl_retry.asyncapi.schemas import Schemas
 
 
 class ContractFormat(StrEnum):
@@ -65,8 +69,9 @@ def asyncapi_command(
         typer.Option(
             "--send",
             metavar="QUEUE",
-            help="A queue the handlers publish to (their outputs): a channel with a send "
-            "operation; give it once per queue.",
+            help="QUEUE[=TYPE]: a queue the handlers publish to (their outputs), a channel "
+            "with a send operation; TYPE, a name in the handlers' module, is what they "
+            "publish there (its schema). Give it once per queue.",
         ),
     ] = None,
     server_urls: Annotated[
@@ -113,7 +118,7 @@ def asyncapi_command(
             description=_first_paragraph(module),
             topology=topology,
             consumers=tuple(consumers),
-            sends=tuple(send or ()),
+            sends=tuple(_output(spec, module, schemas) for spec in send or ()),
             schemas=schemas.named,
             urls=urls,
         )
@@ -124,6 +129,23 @@ def asyncapi_command(
                 out.write_text(text, encoding="utf-8")
             return
     finish(Outcome(table=lambda: [Raw([text])]))
+
+
+def _output(spec: str, module: ModuleType | None, schemas: Schemas) -> Output:
+    """``--send QUEUE[=TYPE]``: the queue, and the schema of ``TYPE``, a name in the
+    handlers' module; a :class:`UsageError` (exit 2) for a name it does not have."""
+    from rabbitctl_retry.asyncapi import document as contract
+
+    queue, equals, name = spec.partition("=")
+    if not queue:
+        raise UsageError(f"--send {spec!r}: name a queue (QUEUE or QUEUE=TYPE)")
+    if not equals:
+        return contract.Output(queue)
+    found = getattr(module, name, None) if name else None
+    if found is None:
+        where = module.__name__ if module is not None else "the handlers' module"
+        raise UsageError(f"--send {spec!r}: {where} has no {name!r} (TYPE is a name in it)")
+    return contract.Output(queue, schemas.message(found, where=f"--send {spec}"))
 
 
 def _text(built: dict[str, Any], output: ContractFormat) -> str:

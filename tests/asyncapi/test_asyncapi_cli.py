@@ -1,6 +1,7 @@
 """``rr asyncapi``'s options and exit codes, as the other commands': a module that does not
 load and a topology that does not parse exit 78 with the loader's words, a bad --url exits
-2, a file that cannot be written exits 74; --out writes the document, --title and
+2, as does a --send TYPE the handlers' module does not have; a file that cannot be written
+exits 74; --out writes the document, --title and
 --api-version set info."""
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def test_a_bad_url() -> None:
     result = runner.invoke(app, ["asyncapi", SERVICE, "-t", TOPOLOGY, "--url", "http://x"])
     assert result.exit_code == 2, result.output
     assert "--url: broker URL must start with amqp://" in result.output
+
+
+def test_a_send_type_the_module_does_not_have() -> None:
+    result = runner.invoke(
+        app, ["asyncapi", SERVICE, "-t", TOPOLOGY, "--send", "refunds.receipts=Reciept"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--send 'refunds.receipts=Reciept': service has no 'Reciept'" in result.output
+    result = runner.invoke(app, ["asyncapi", SERVICE, "-t", TOPOLOGY, "--send", "=Receipt"])
+    assert result.exit_code == 2, result.output
+    assert "name a queue" in result.output
 
 
 def test_out_title_version_and_url(tmp_path: Path) -> None:

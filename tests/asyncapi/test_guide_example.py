@@ -144,3 +144,24 @@ def test_an_output_queue_named_with_send(assert_valid: Callable[[Any], None]) ->
         "channel": {"$ref": "#/channels/refunds.receipts"},
     }
     assert document["channels"]["refunds.receipts"]["address"] == "refunds.receipts"
+    assert "messages" not in document["channels"]["refunds.receipts"]
+
+
+def test_an_output_queue_with_its_type(assert_valid: Callable[[Any], None]) -> None:
+    """service.py publishes a Receipt to refunds.receipts when a refund is paid."""
+    document = contract("--send", "refunds.receipts=Receipt")
+    assert_valid(document)
+    assert document["operations"]["send_refunds.receipts"] == {
+        "action": "send",
+        "channel": {"$ref": "#/channels/refunds.receipts"},
+        "messages": [{"$ref": "#/channels/refunds.receipts/messages/Receipt"}],
+    }
+    assert document["channels"]["refunds.receipts"]["messages"] == {
+        "Receipt": {"$ref": "#/components/messages/Receipt"}
+    }
+    payload = document["components"]["messages"]["Receipt"]["payload"]
+    assert payload["properties"] == {
+        "refund": {"type": "integer"},
+        "amount_cents": {"type": "integer"},
+    }
+    assert payload["required"] == ["refund", "amount_cents"]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rabbitctl_retry.asyncapi.document import Consumer, MessageSpec, Service, document
+from rabbitctl_retry.asyncapi.document import Consumer, MessageSpec, Output, Service, document
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.topology.load import load_text
 
@@ -64,7 +64,7 @@ def test_the_guide_example_is_consistent() -> None:
             "-t",
             str(EXAMPLE / "topology.toml"),
             "--send",
-            "refunds.receipts",
+            "refunds.receipts=Receipt",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -98,7 +98,10 @@ def services(draw: st.DrawFn) -> Service:
         Consumer(name, f"svc:h{index}", draw(st.sampled_from([typed, MessageSpec()])))
         for index, name in enumerate(draw(st.lists(st.sampled_from(queue_names), min_size=1)))
     )
-    sends = tuple(draw(st.lists(names, max_size=2)))
+    sends = tuple(
+        Output(name, draw(st.sampled_from([typed, MessageSpec()])))
+        for name in draw(st.lists(names, max_size=2))
+    )
     return Service(title="svc", version="1", topology=topology, consumers=consumers, sends=sends)
 
 
