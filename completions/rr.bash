@@ -11,6 +11,7 @@ _rr() {
             "|migrate") path="migrate" ;;
             "|run") path="run" ;;
             "|simulate") path="simulate" ;;
+            "|asyncapi") path="asyncapi" ;;
             "|status") path="status" ;;
             "|doctor") path="doctor" ;;
             "|completion") path="completion" ;;
@@ -66,6 +67,13 @@ _rr() {
         "simulate|--server-version") return 0 ;;
         "simulate|--state") return 0 ;;
         "simulate|--output"|"simulate|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
+        "asyncapi|--topology"|"asyncapi|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "asyncapi|--output"|"asyncapi|-o") COMPREPLY=($(compgen -W "yaml json" -- "$cur")); return 0 ;;
+        "asyncapi|--out") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "asyncapi|--title") return 0 ;;
+        "asyncapi|--api-version") return 0 ;;
+        "asyncapi|--send") return 0 ;;
+        "asyncapi|--url") return 0 ;;
         "status|--topology"|"status|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "status|--watch"|"status|-w") return 0 ;;
         "status|--url") return 0 ;;
@@ -176,11 +184,12 @@ _rr() {
         "console|--vhost") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare migrate run simulate status doctor completion topology dlq publish console --version -h --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare migrate run simulate asyncapi status doctor completion topology dlq publish console --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --state --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "asyncapi") COMPREPLY=($(compgen -W "--topology -t --output -o --out --title --api-version --send --url -h --help" -- "$cur")) ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;

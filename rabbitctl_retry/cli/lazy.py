@@ -76,6 +76,14 @@ COMMANDS = (
         "every delivery with its attempt, outcome and where the message went.",
     ),
     LazyCommand(
+        "asyncapi",
+        "rabbitctl_retry.cli.asyncapi",
+        "asyncapi_command",
+        "Write the service's contract as an AsyncAPI 3.0.0 document: its queues as channels, "
+        "a receive operation for each with RustStream's x-ruststream-retry, the dead letters, "
+        "the message schemas of typed handlers.",
+    ),
+    LazyCommand(
         "status",
         "rabbitctl_retry.cli.status",
         "status_command",

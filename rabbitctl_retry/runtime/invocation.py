@@ -22,7 +22,13 @@ from rabbitctl_retry.runtime.message import Message
 from rabbitctl_retry.runtime.outputs import Outputs
 from rabbitctl_retry.runtime.state import NO_STATE, STATE, resolve_state
 
-__all__ = ["DECODE_ERROR_TYPE", "DecodeFailure", "Invocation", "invocation_for"]
+__all__ = [
+    "DECODE_ERROR_TYPE",
+    "DecodeFailure",
+    "Invocation",
+    "invocation_for",
+    "message_type_of",
+]
 
 DECODE_ERROR_TYPE = "rr.DecodeError"
 """``rr-error-type`` of a delivery whose body did not decode into the handler's type."""
@@ -135,6 +141,27 @@ def invocation_for(
     else:
         first_value = _decoded(decoder_for(decode, where=f"parameter {first.name} of {name}"))
     return Invocation(_arguments(first_value, tuple(rest)))
+
+
+def message_type_of(handler: Callable[..., Any], *, name: str) -> Any:
+    """The type ``handler``'s first parameter decodes the body into (its annotation, names
+    resolved), or None when it takes the delivery itself (no annotation, :class:`Message`,
+    ``Any``, ``object``, ``*args``): what ``rr asyncapi`` describes (docs/topology.md, "The
+    contract"). A :class:`HandlerLoadError` as :func:`invocation_for` raises it."""
+    try:
+        parameters = list(inspect.signature(handler).parameters.values())
+    except (TypeError, ValueError) as error:
+        raise HandlerLoadError(f"rr cannot read the parameters of {name}: {error}") from None
+    if not parameters or parameters[0].kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.VAR_KEYWORD,
+    ):
+        return None
+    hint = _hint(parameters[0], _namespace(handler), name)
+    if hint is inspect.Parameter.empty or hint is Any or hint is object or _is_message(hint):
+        return None
+    return hint
 
 
 def _decoded(decoder: Decoder) -> Callable[[Message], Any]:

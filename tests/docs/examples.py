@@ -241,7 +241,9 @@ class Kind(Enum):
     SHELL = "shell commands"
 
 
-RR_LOCAL = frozenset({"simulate", "topology", "completion", "--help", "-h", "--version"})
+RR_LOCAL = frozenset(
+    {"simulate", "topology", "asyncapi", "completion", "--help", "-h", "--version"}
+)
 """``rr`` commands that need no broker (the emulator, or none)."""
 
 RR_BROKER = frozenset({"declare", "dlq", "status", "doctor"})

@@ -97,3 +97,32 @@ def test_a_service_simulates_from_the_wheel(installed: Installed) -> None:
     text = json.dumps(document)
     assert text.count('"retried"') == 2
     assert '"dead-lettered"' in text
+
+
+def test_the_contract_from_the_wheel(installed: Installed) -> None:
+    """``rr asyncapi`` writes its YAML with the plain install (no PyYAML: rr's own writer),
+    and the YAML reads back as its JSON."""
+    import yaml
+
+    (installed.home / "topology.toml").write_text(
+        '[queues.orders]\nmax_attempts = 3\ndead_letter = "orders.dead"\n'
+    )
+    (installed.home / "orders_contract.py").write_text(
+        "from dataclasses import dataclass\n\n"
+        "from rabbitctl_retry import subscriber\n\n\n"
+        "@dataclass\nclass Order:\n    id: int\n\n\n"
+        '@subscriber("orders")\n'
+        "def handle(order: Order) -> None: ...\n"
+    )
+    as_yaml = installed.run("rr", "asyncapi", "orders_contract.py", "-t", "topology.toml")
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    as_json = installed.run(
+        "rr", "asyncapi", "orders_contract.py", "-t", "topology.toml", "-o", "json"
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert yaml.safe_load(as_yaml.stdout) == document
+    assert document["operations"]["receive_orders"]["x-ruststream-retry"] == {
+        "maxAttempts": 3,
+        "deadLetter": "orders.dead",
+    }
