@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,10 @@ from rabbitctl_retry.errors import ConfigError, UsageError, escape_unprintable
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.management import ManagementApi
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.console.audit import AuditLog
+    from rabbitctl_retry.console.reads import Settings
 from rabbitctl_retry.user_files import TOKEN_FILE_LIMIT_BYTES, FileRefused, read_text
 
 MIN_TOKEN_CHARACTERS = 16
@@ -86,8 +90,6 @@ def console_command(
     try:
         from rabbitctl_retry.console import address
         from rabbitctl_retry.console.app import ConsoleConfig, serve
-        from rabbitctl_retry.console.audit import AuditLog
-        from rabbitctl_retry.console.reads import Settings
         from rabbitctl_retry.console.security import new_token
     except ImportError as error:
         with common.guard():
@@ -105,18 +107,12 @@ def console_command(
         token = _token(token_file) if token_file is not None else new_token()
         if not keep_dir.is_dir():
             raise UsageError(f"--keep-dir {keep_dir}: not a directory")
-        try:
-            audit = AuditLog(label, sys.stderr, audit_log)
-        except OSError as error:
-            raise UsageError(f"--audit-log {audit_log}: {error.strerror or error}") from None
+        audit = _audit(label, audit_log)
     urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     config = ConsoleConfig(
         connect=common.connect_to(ctx, urls),
         queues=names,
-        settings=Settings(
-            retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
-            wait_queues=WaitQueues.of(topology),
-        ),
+        settings=_settings(topology),
         token=token,
         read_only=read_only,
         bind=bind,
@@ -135,6 +131,7 @@ def _management(
     ctx: typer.Context, given: str | None, topology: Topology | None, urls: Sequence[str]
 ) -> ManagementApi | None:
     """The management API the pages count held letters with, for the broker URL's vhost."""
+    from rabbitctl_retry.console.reads import management_for
     from rabbitctl_retry.transport.management import check_management_url, vhost_of
 
     found = common.resolve_management_url(given, topology)
@@ -142,7 +139,26 @@ def _management(
         return None
     with common.guard():
         check_management_url(found)
-    return common.management_connector_of(ctx)(found, vhost=vhost_of(urls[0]))
+    return management_for(common.management_connector_of(ctx), found, vhost=vhost_of(urls[0]))
+
+
+def _settings(topology: Topology | None) -> Settings:
+    from rabbitctl_retry.console.reads import Settings
+
+    return Settings(
+        retry_header=topology.broker.retry_header if topology else DEFAULT_RETRY_HEADER,
+        wait_queues=WaitQueues.of(topology),
+    )
+
+
+def _audit(label: str, path: Path | None) -> AuditLog:
+    """The record (console/audit.py); a file that cannot be opened is a usage error."""
+    from rabbitctl_retry.console.audit import AuditLog
+
+    try:
+        return AuditLog(label, sys.stderr, path)
+    except OSError as error:
+        raise UsageError(f"--audit-log {path}: {error.strerror or error}") from None
 
 
 def _dead_letter_queues(queues: list[str] | None, topology: Topology | None) -> list[str]:

@@ -33,7 +33,7 @@ from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
 from rabbitctl_retry.transport.base import Delivery
-from rabbitctl_retry.transport.management import ManagementApi
+from rabbitctl_retry.transport.management import ManagementApi, ManagementConnector
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,11 @@ async def queue_states(
         return str(connection.server_version), found
     finally:
         await connection.close()
+
+
+def management_for(connector: ManagementConnector, url: str, *, vhost: str) -> ManagementApi:
+    """The management API the console counts the letters other readers hold with."""
+    return connector(url, vhost=vhost)
 
 
 async def held_by_readers(management: ManagementApi | None) -> dict[str, int] | str | None:
