@@ -67,7 +67,7 @@ from rabbitctl_retry.dlq.edit import (
     diff_lines,
     sha256_hex,
 )
-from rabbitctl_retry.dlq.groups import parse_group_id
+from rabbitctl_retry.dlq.groups import Grouping, parse_group_id
 from rabbitctl_retry.dlq.rate import parse_rate
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan
@@ -143,8 +143,11 @@ READ_MESSAGE = "read-message"
 READ_BODY = "read-body"
 READ_LETTERS = "read-letters"
 READ_POSITION = "read-position"
+READ_ALL_GROUPS = "read-all-groups"
 RUN_GROUP = "run-group"
-READS = frozenset({READ_GROUPS, READ_MESSAGE, READ_BODY, READ_LETTERS, READ_POSITION})
+READS = frozenset(
+    {READ_GROUPS, READ_MESSAGE, READ_BODY, READ_LETTERS, READ_POSITION, READ_ALL_GROUPS}
+)
 """The forms that only read a queue whose reads count (a read-only console takes them where
 no letter can be dropped: ``_gate``)."""
 
@@ -494,6 +497,36 @@ async def retry_letter(request: web.Request) -> web.Response:
     )
     state.jobs.start(job, work)
     raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
+
+
+async def all_groups(request: web.Request) -> web.Response:
+    """The groups of every queue of the console in one table (a group's id is the same in
+    every queue: ``rr dlq groups Q1 Q2 ...``); each queue read in its turn, as its own page
+    reads it, and one that a run moves now is said, not read."""
+    state = request.app[STATE]
+    queues = state.config.queues
+    states = [await _reads_of(request, queue) for queue in queues]
+    counting = [q for q in states if q.reads.cost is not Cost.FREE]
+    if counting:
+        gate = _gate(request, counting[0], "Groups of every queue", "/")
+        if gate is not None:
+            return gate
+    grouping = Grouping()
+    read: dict[str, int] = {}
+    notes: list[str] = []
+    for queue in queues:
+        try:
+            async with state.jobs.reading(queue):
+                before = grouping.count
+                await read_groups(
+                    state.config.connect, queue, state.config.settings, datetime.now(UTC), grouping
+                )
+                read[queue] = grouping.count - before
+        except BeingMoved:
+            notes.append(f"{queue}: a run of this console is moving its letters; not read")
+    notes += [f"{q.name}: {q.reads.why}: this read counted one each" for q in counting]
+    page = html.all_groups_page(grouping.ranked(), read=read, notes=notes)
+    return _page(page)
 
 
 async def _group_form(request: web.Request) -> GroupForm:
@@ -950,6 +983,8 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_get("/queues/{queue}/positions/{position}", position_page)
     app.router.add_post("/queues/{queue}/positions/{position}", position_page, name=READ_POSITION)
     app.router.add_post("/queues/{queue}/messages/{message}/retry", retry_letter)
+    app.router.add_get("/groups", all_groups)
+    app.router.add_post("/groups", all_groups, name=READ_ALL_GROUPS)
     app.router.add_get("/jobs", runs_page)
     app.router.add_get("/jobs/{job}", job_page)
     app.router.add_get("/queues/{queue}/messages/{message}", message)

@@ -174,7 +174,10 @@ def index_page(rows: Sequence[QueueRow], *, read_only: bool, server: str) -> str
         )
     lines.append("</tbody></table>")
     # no refresh: a page that reloads itself takes the keyboard's focus away (reload it)
-    lines.append('<p><a href="/">reload</a> for the depths of now</p>')
+    lines.append(
+        '<p><a href="/groups">the groups of every queue</a> · '
+        '<a href="/">reload</a> for the depths of now</p>'
+    )
     return page("Dead-letter queues", "".join(lines))
 
 
@@ -295,6 +298,44 @@ def group_letters_page(
     numbers = f"page {listing.page:,} of {listing.pages:,}"
     parts.append(f'<p class="pager">{numbers}: ' + " · ".join(pager) + "</p>")
     return page(f"Letters of group {listing.group_id}", "".join(parts))
+
+
+def all_groups_page(
+    groups: Sequence[Group], *, read: Mapping[str, int], notes: Sequence[str]
+) -> str:
+    """Every queue's groups in one table: each group's count, cause and the queues it is in,
+    each a link to its letters there (where its retry, move and discard are)."""
+    parts = [f'<p class="note">{e(note)}</p>' for note in notes]
+    total = sum(read.values())
+    shown = ", ".join(f"{e(q)} ({n:,})" for q, n in read.items())
+    parts.append(
+        f'<p class="count">{counted(len(groups), "group")} of {counted(total, "dead letter")} '
+        f"read: {shown}</p>"
+    )
+    parts.append(
+        '<table class="groups all"><thead><tr><th>group</th><th>count</th><th>type</th>'
+        "<th>message</th><th>origin</th><th>queues</th><th>first / last failure</th>"
+        "</tr></thead><tbody>"
+    )
+    for group in groups:
+        key = group.key
+        origins = ", ".join(f"{name} ({n:,})" for name, n in group.origins.counts.most_common())
+        queues = "<br>".join(
+            f'<a href="{e(letters_path(name, group.id))}">{e(name)}</a> ({n:,})'
+            for name, n in group.queues.counts.most_common()
+        )
+        parts.append(
+            f'<tr data-group="{e(group.id)}"><td class="id" data-label="group">{e(group.id)}</td>'
+            f'<td class="n" data-label="count">{group.count:,}</td>'
+            f'<td data-label="type">{e(key.error_type or "-")}</td>'
+            f'<td data-label="message">{e(key.message or "-")}</td>'
+            f'<td data-label="origin">{e(origins)}</td>'
+            f'<td data-label="queues">{queues}</td>'
+            f'<td data-label="failed">{stamp(group.first_failed_at)}<br>'
+            f"{stamp(group.last_failed_at)}</td></tr>"
+        )
+    parts.append("</tbody></table>")
+    return page("Groups of every queue", "".join(parts))
 
 
 def _group_forms(queue: str, group_id: str, csrf: str) -> str:

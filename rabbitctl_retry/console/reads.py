@@ -82,10 +82,15 @@ async def held_by_readers(management: ManagementApi | None) -> dict[str, int] | 
 
 
 async def read_groups(
-    connect: Connect, queue: str, settings: Settings, now: datetime
+    connect: Connect,
+    queue: str,
+    settings: Settings,
+    now: datetime,
+    grouping: Grouping | None = None,
 ) -> tuple[Grouping, ScanResult]:
-    """Every dead letter of ``queue`` in its group; none taken."""
-    grouping = Grouping()
+    """Every dead letter of ``queue`` in its group (of ``grouping``, which may hold other
+    queues' letters already: the all-queues view); none taken."""
+    grouping = grouping if grouping is not None else Grouping()
     letters = numbered_letters(retry_header=settings.retry_header, wait_queues=settings.wait_queues)
 
     def take(delivery: Delivery) -> bool:

@@ -118,3 +118,30 @@ async def test_one_letter_retried_unchanged(backend: Backend, tmp_path: Path) ->
     assert after == [d.properties.message_id for d in before if d.properties.message_id != chosen]
     said = stderr.getvalue().splitlines()
     assert said[-1].startswith(f"rr console: bob: retry message {chosen} of dead: replayed 1 of")
+
+
+async def test_the_groups_of_every_queue_in_one_table(backend: Backend, tmp_path: Path) -> None:
+    await declare(backend, "dead")
+    await declare(backend, "dead2")
+    now = datetime.now(UTC)
+    await publish_all(backend, "dead", [synthesized("rr", 2 * n, now) for n in range(3)])
+    await publish_all(backend, "dead2", [synthesized("rr", 2 * n, now) for n in range(3, 5)])
+    await publish_all(backend, "dead2", [synthesized("server", 1, now)])
+    async with (
+        console_on(backend, tmp_path, queues=("dead", "dead2")) as console,
+        session(console) as client,
+    ):
+        _, index = await text_of(client, f"{console.base}/")
+        assert 'href="/groups"' in index
+        status, page = await text_of(client, f"{console.base}/groups")
+        assert status == 200, page
+    assert "2 groups of 6 dead letters read: dead (3), dead2 (3)" in page
+    rows = group_rows(page)
+    assert sorted(rows.values()) == [("(delivery_limit)", 1), ("ValueError", 5)]
+    shared = next(g for g, (kind, _) in rows.items() if kind == "ValueError")
+    row = page[page.index(f'<tr data-group="{shared}">') :]
+    row = row[: row.index("</tr>")]
+    assert f'href="/queues/dead/groups/{shared}/letters">dead</a> (3)' in row
+    assert f'href="/queues/dead2/groups/{shared}/letters">dead2</a> (2)' in row
+    assert len(await read_all(backend, "dead")) == 3  # reading took nothing
+    assert len(await read_all(backend, "dead2")) == 3
