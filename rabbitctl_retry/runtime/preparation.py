@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection
 
-from rabbitctl_retry.errors import ConfigError, ConflictError
+from rabbitctl_retry.errors import ConfigError, ConflictError, NotFound
 from rabbitctl_retry.ops.declare import observe_and_plan, provision
 from rabbitctl_retry.runtime.consumer import Recover
 from rabbitctl_retry.topology.expand import Desired, expand
@@ -50,6 +50,13 @@ def missing_for_handlers(result: Plan, topology: Topology, queues: Collection[st
     return problems
 
 
+NO_TOPOLOGY_HINT = (
+    "rr run was given no --topology, so it declares nothing and only checks that the queues "
+    "are there: give --topology TOPOLOGY.toml (it declares them, on its [broker] url unless "
+    "--url or $RR_URL says otherwise), or run rr declare first (docs/runtime.md)"
+)
+
+
 async def check_queue_exists(connection: Connection, *queues: str) -> None:
     """A passive declare of each of ``queues`` on a channel of its own."""
     channel = await connection.channel()
@@ -73,7 +80,11 @@ class Preparation:
     async def prepare(self, connection: Connection, topology: Topology | None) -> None:
         """Declare ``topology``, or check that what the handlers need is there."""
         if topology is None:
-            await check_queue_exists(connection, *self._queues)
+            try:
+                await check_queue_exists(connection, *self._queues)
+            except NotFound as missing:
+                # without a topology rr run declares nothing: say so, and where it looked
+                raise NotFound(f"{missing}; {NO_TOPOLOGY_HINT}") from None
             return
         desired = expand(topology, connection.server_version.release)
         if self._declare:

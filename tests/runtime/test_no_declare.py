@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from rabbitctl_retry import Message
-from rabbitctl_retry.errors import ConfigError
+from rabbitctl_retry.errors import ConfigError, NotFound
 from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -81,3 +81,21 @@ async def test_starts_when_everything_is_there(backend: Backend) -> None:
     running.stop()
     await task
     assert running.connections == 1
+
+
+async def test_without_a_topology_a_missing_queue_says_why_and_where(backend: Backend) -> None:
+    """rr run without --topology declares nothing: a missing queue names its vhost (the
+    server's words) and says what to give (docs/runtime.md)."""
+    running = Service(
+        HandlerSet(module="t", subscribers=(Subscriber("nowhere", noop, "t"),)),
+        topology=None,
+        connect=backend.connect,
+        options=RunOptions(shutdown_timeout_s=1),
+        clock=backend.clock,
+    )
+    with pytest.raises(NotFound) as missing:
+        await running.run()
+    said = str(missing.value)
+    assert "no queue 'nowhere' in vhost '" in said
+    assert "rr run was given no --topology, so it declares nothing" in said
+    assert "give --topology TOPOLOGY.toml" in said
