@@ -86,7 +86,7 @@ def page(title: str, body: str, *, refresh_s: int | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)} - rr console</title>{refresh}"
         '<link rel="stylesheet" href="/static/console.css"></head><body>'
-        '<header><a href="/">rr console</a> <a href="/jobs">runs</a></header>'
+        '<header><a href="/">rr console</a> <a class="runs" href="/jobs">runs</a></header>'
         f"<main><h1>{e(title)}</h1>{body}</main></body></html>\n"
     )
 
@@ -810,6 +810,7 @@ STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0; color: #1b1b1b; }
 header { background: #3b3b6d; padding: .5em 1em; }
 header a { color: #fff; text-decoration: none; font-weight: bold; }
+header a.runs { font-weight: normal; margin-left: 1.5em; }
 main { padding: 1em; }
 table { border-collapse: collapse; margin: .5em 0; }
 th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: left; vertical-align: top; }
@@ -826,12 +827,16 @@ input, button { font-size: 1em; }
 button { padding: .3em .8em; }
 @media (max-width: 700px) {
   main { padding: .5em; }
-  table.groups, table.groups tbody, table.groups tr, table.groups td { display: block; }
-  table.groups thead { display: none; }
-  table.groups tr { border: 1px solid #ccc; margin: 0 0 1em; }
-  table.groups td { border: none; border-bottom: 1px solid #eee; }
-  table.groups td[data-label]::before { content: attr(data-label) ": "; font-weight: bold; }
-  table.queues, table.timeline, table.props, table.headers { display: block; overflow-x: auto; }
+  table.groups, table.groups tbody, table.groups tr, table.groups td,
+  table.letters, table.letters tbody, table.letters tr, table.letters td { display: block; }
+  table.groups thead, table.letters thead { display: none; }
+  table.groups tr, table.letters tr { border: 1px solid #ccc; margin: 0 0 1em; }
+  table.groups td, table.letters td { border: none; border-bottom: 1px solid #eee; }
+  table.groups td[data-label]::before, table.letters td[data-label]::before {
+    content: attr(data-label) ": "; font-weight: bold; }
+  td { overflow-wrap: anywhere; }
+  table.queues, table.timeline, table.props, table.headers, table.runs {
+    display: block; overflow-x: auto; }
   td.actions form { display: block; margin: .8em 0; }
   td.actions form.discard { margin: 2em 0 .5em; }
   textarea { width: 100%; box-sizing: border-box; }
