@@ -3,6 +3,7 @@ messages (docs/topology.md, "Migrating a queue")."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -92,7 +93,7 @@ def migrate_command(
             management_url=common.resolve_management_url(management_url, topology),
             management=common.management_connector_of(ctx),
         ),
-        then=lambda: render(migration_outcome(done), output),
+        then=lambda: _report(done, output),
     )
     finish(Outcome())
 
@@ -104,10 +105,26 @@ def _warning(text: str) -> None:
 
 def _step_line(report: StepReport) -> None:
     """``rr: migrate refunds: drain`` on stderr as each step begins: a run that was stopped
-    shows where."""
-    common.stderr_console().print(
-        f"rr: migrate {printable(report.queue)}: {report.step.value}", soft_wrap=True
-    )
+    shows where. On a terminal the line is rewritten in place and cleared at the end (the
+    report lists every step done: printed twice, the steps read as if each ran twice); into
+    a file or a pipe, one line per step."""
+    line = f"rr: migrate {printable(report.queue)}: {report.step.value}"
+    if sys.stderr.isatty():
+        sys.stderr.write(_CLEAR_LINE + line)
+        sys.stderr.flush()
+        return
+    common.stderr_console().print(line, soft_wrap=True)
+
+
+_CLEAR_LINE = "\r\x1b[K"
+
+
+def _report(done: Migration, output: common.OutputFormat) -> None:
+    """The last step's line off the terminal, then the report."""
+    if sys.stderr.isatty():
+        sys.stderr.write(_CLEAR_LINE)
+        sys.stderr.flush()
+    render(migration_outcome(done), output)
 
 
 def _question(migration: Migration) -> str:
@@ -204,9 +221,11 @@ def migration_lines(migration: Migration) -> list[Unwrapped]:
         for done in report.done:
             lines.append(f"{report.queue}: {report.step.value}: {done}")
     if migration.steps:
+        drained, refilled = (migration.moved_by(step) for step in (Step.DRAIN, Step.REFILL))
         lines.append(
-            f"moved {migration.moved:,} messages; possible duplicates: "
-            f"{migration.possible_duplicates:,} (copies under way when a connection was lost)"
+            f"messages moved: {drained:,} out to the holding queues, {refilled:,} back into "
+            f"the rebuilt queues; possible duplicates: {migration.possible_duplicates:,} "
+            "(copies under way when a connection was lost)"
         )
     if migration.final is not None:
         left = [op.name for op in migration.final.conflicts]

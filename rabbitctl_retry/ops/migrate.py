@@ -125,7 +125,13 @@ class Migration:
 
     @property
     def moved(self) -> int:
+        """Copies made, every step together: a message rebuilt counts twice (out to the
+        holding queue, and back)."""
         return sum(step.moved for step in self.steps)
+
+    def moved_by(self, step: Step) -> int:
+        """Messages the steps ``step`` moved (``drain``: out, ``refill``: back)."""
+        return sum(report.moved for report in self.steps if report.step is step)
 
     @property
     def possible_duplicates(self) -> int:
