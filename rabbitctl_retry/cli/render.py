@@ -23,8 +23,8 @@ from rabbitctl_retry.topology.expand import Desired
 from rabbitctl_retry.topology.inequivalence import display_value
 from rabbitctl_retry.topology.model import Queue, QueueType, ServerDelayReturns, Topology
 from rabbitctl_retry.topology.naming import format_duration_ms
-from rabbitctl_retry.topology.plan import Operation, OpKind, Plan, Status
-from rabbitctl_retry.topology.settings import Change, Setting
+from rabbitctl_retry.topology.plan import REBUILD_DETAIL, Operation, OpKind, Plan, Status
+from rabbitctl_retry.topology.settings import REBUILD, Change, Setting
 
 if TYPE_CHECKING:  # not at run time: rr topology validate loads no operation (docs/cli.md)
     from rabbitctl_retry.ops.live import LiveQueue
@@ -141,9 +141,29 @@ def _setting_document(row: Setting) -> dict[str, str]:
     }
 
 
+MUST_BE_REBUILT = "must be rebuilt (below)"
+"""What the table and the setting lines say of a queue to rebuild: the why, the same for
+every such queue, is said once after them (:func:`rebuild_line`)."""
+
+
+def _short_detail(detail: str) -> str:
+    """``detail`` with the rebuild's explanation left for :func:`rebuild_line`."""
+    for joint in ("; ", ": "):
+        if detail.endswith(joint + REBUILD_DETAIL):
+            return detail.removesuffix(joint + REBUILD_DETAIL) + "; " + MUST_BE_REBUILT
+    return detail
+
+
+def _short_reason(reason: str) -> str:
+    if reason.endswith(REBUILD):
+        return reason.removesuffix(REBUILD).rstrip(": ") or MUST_BE_REBUILT
+    return reason
+
+
 def setting_lines(result: Plan) -> list[str]:
     """One compact line per setting of an existing queue that changes (``live``) or cannot
-    (``migration``): ``payouts: delivery-limit 2 -> 4 (live: ...)``."""
+    (``migration``): ``payouts: delivery-limit 2 -> 4 (live: ...)``; then, when a queue must
+    be rebuilt, why, once (however many queues)."""
     lines = []
     for operation in result.operations:
         for row in operation.settings:
@@ -151,10 +171,21 @@ def setting_lines(result: Plan) -> list[str]:
                 lines.append(
                     printable(
                         f"{operation.name}: {row.key} {row.current} -> {row.desired} "
-                        f"({row.change.value}: {row.reason})"
+                        f"({row.change.value}: {_short_reason(row.reason)})"
                     )
                 )
+    if any(op.rebuild for op in result.operations):
+        lines.append(rebuild_line())
     return lines
+
+
+def rebuild_line() -> str:
+    """Why a queue must be rebuilt, said once for all of them."""
+    return (
+        "must be rebuilt: RabbitMQ changes no type, durability or x- argument of an existing "
+        "queue, and rr declare deletes nothing; rr migrate TOPOLOGY rebuilds such a queue with "
+        'its messages (docs/topology.md, "Migrating a queue")'
+    )
 
 
 def _placement_document(placement: Placement | None) -> dict[str, Any] | None:
@@ -188,7 +219,7 @@ def plan_table(result: Plan) -> Table:
             cell(operation.name),
             cell(operation.status.value, _STATUS_STYLE[operation.status]),
             cell(_arguments_text(operation)),
-            cell(operation.detail or ""),
+            cell(_short_detail(operation.detail or "")),
         ]
         if result.placements:
             row.append(_members_cell(operation, result.placements))
@@ -237,7 +268,12 @@ def plan_summary(result: Plan, *, dry_run: bool) -> str:
     counts: dict[Status, int] = {}
     for operation in result.operations:
         counts[operation.status] = counts.get(operation.status, 0) + 1
-    parts = [f"{counts[status]} {status.value}" for status in Status if status in counts]
+    parts = [
+        f"{counts[status]} {status.value}"
+        + ("s" if status is Status.CONFLICT and counts[status] != 1 else "")
+        for status in Status
+        if status in counts
+    ]
     if result.conflicts:
         tail = "nothing was changed on the broker"
     elif dry_run:
