@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from rabbitctl_retry import Message, Outcome
+from rabbitctl_retry.errors import PublishReturned
 from rabbitctl_retry.retry.headers import PUBLISHED_AT_HEADER, published_at_ms
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
@@ -20,7 +22,9 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, publish
+from tests.dlq.support import declare
 from tests.observe import depth
+from tests.publish.test_publisher import publisher_of
 from tests.telemetry.readings import otel_reading, prometheus_reading
 
 TOPOLOGY = """
@@ -156,3 +160,24 @@ def _rr_decisions(metrics: RunMetrics) -> dict[str, float]:
             if sample.name == "rr_decisions_total":
                 found[sample.labels["outcome"]] = sample.value
     return found
+
+
+async def test_rr_publisher_counts_what_it_publishes(backend: Backend) -> None:
+    """rr.Publisher with a meter provider: each publish sent, its duration and size; one no
+    queue took counts as failed (``error.type=_OTHER``)."""
+    await declare(backend, "refunds")
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    async with publisher_of(backend, meter_provider=provider) as pub:
+        await pub.publish(b"12345", to="refunds")
+        await pub.publish(b"678", to="refunds")
+        with pytest.raises(PublishReturned):
+            await pub.publish(b"lost", to="nowhere")
+    assert otel_reading(reader.get_metrics_data()) == {
+        ("messaging.client.sent.messages", "refunds", ""): 2.0,
+        ("messaging.client.sent.messages", "nowhere", "_OTHER"): 1.0,
+        ("messaging.client.operation.duration.count", "refunds", ""): 2.0,
+        ("messaging.client.operation.duration.count", "nowhere", ""): 1.0,
+        ("ruststream.message.payload.size.count", "refunds", ""): 2.0,
+        ("ruststream.message.payload.size.count", "nowhere", ""): 1.0,
+    }
