@@ -22,12 +22,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from rabbitctl_retry.ops.clock import Clock
 from rabbitctl_retry.retry.headers import published_at_ms
 from rabbitctl_retry.retry.policy import Decision
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.invocation import DECODE_ERROR_TYPE
+from rabbitctl_retry.telemetry.metrics import OtelMetrics, meter_provider_in_use
 from rabbitctl_retry.telemetry.names import outcome_of
 from rabbitctl_retry.transport.base import Delivery
+
+EventListener = Callable[[str, Delivery, Decision], None]
+"""runtime/consumer.py's decision listener."""
 
 
 class MessagingRecorder(Protocol):
@@ -137,3 +142,33 @@ class DeliveryObserver:
                 raise
 
         return replace(item, handler=watched_sync)
+
+
+def observer_of(
+    recorders: Sequence[MessagingRecorder], meter_provider: object | None, clock: Clock
+) -> DeliveryObserver | None:
+    """The observer of a service: ``recorders``, and an OpenTelemetry meter when one is in
+    use (telemetry/metrics.py); ``None`` when there is nowhere to record."""
+    every = list(recorders)
+    provider = meter_provider_in_use(meter_provider)
+    if provider is not None:
+        every.append(OtelMetrics(provider))
+    if not every:
+        return None
+    return DeliveryObserver(every, now_ms=lambda: int(clock.now().timestamp() * 1000))
+
+
+def listener_with(
+    observer: DeliveryObserver | None, listener: EventListener | None
+) -> EventListener | None:
+    """The decision listener of a consumer: the observer's, then ``listener``."""
+    if observer is None:
+        return listener
+    if listener is None:
+        return observer.decided
+
+    def both(queue: str, delivery: Delivery, decision: Decision) -> None:
+        observer.decided(queue, delivery, decision)
+        listener(queue, delivery, decision)
+
+    return both

@@ -45,7 +45,7 @@ from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, Tr
 from rabbitctl_retry.ops.clock import Clock, WallClock
 from rabbitctl_retry.ops.copies.publisher import CopyPublisher
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.retry.policy import Decision, RetryPolicy
+from rabbitctl_retry.retry.policy import RetryPolicy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.runtime.consumer import (
     HOLD_MAX_S,
@@ -54,7 +54,12 @@ from rabbitctl_retry.runtime.consumer import (
     QueueConsumer,
 )
 from rabbitctl_retry.runtime.delays import InMemoryDelays
-from rabbitctl_retry.runtime.delivery_metrics import DeliveryObserver, MessagingRecorder
+from rabbitctl_retry.runtime.delivery_metrics import (
+    DeliveryObserver,
+    MessagingRecorder,
+    listener_with,
+    observer_of,
+)
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.invocation import Invocation, invocation_for
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -66,7 +71,7 @@ from rabbitctl_retry.runtime.state import NO_STATE, Lifespan, StateFailed
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode, Topology
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload
-from rabbitctl_retry.transport.base import Connection, Delivery
+from rabbitctl_retry.transport.base import Connection
 
 log = logging.getLogger("rr.runtime")
 
@@ -437,43 +442,17 @@ class Service:
         return self._stop.is_set() and not connection.is_closed
 
     def _delivery_observer(self) -> DeliveryObserver | None:
-        """The metrics' observer (runtime/delivery_metrics.py), built at the first connection
-        (after the startup hooks, which may set the global meter provider); None: no metrics."""
+        """The metrics' observer, built at the first connection (after the startup hooks,
+        which may set the global meter provider); None: no metrics."""
         if not self._observer_built:
             self._observer_built = True
-            recorders = list(self._recorders)
-            from rabbitctl_retry.telemetry.metrics import meter_provider_in_use
-
-            provider = meter_provider_in_use(self._meter_provider)
-            if provider is not None:
-                from rabbitctl_retry.telemetry.metrics import OtelMetrics
-
-                recorders.append(OtelMetrics(provider))
-            if recorders:
-                clock = self.clock
-                self._observer = DeliveryObserver(
-                    recorders, now_ms=lambda: int(clock.now().timestamp() * 1000)
-                )
+            self._observer = observer_of(self._recorders, self._meter_provider, self.clock)
         return self._observer
-
-    def _listener_with(self, observer: DeliveryObserver | None) -> EventListener | None:
-        """The decision listener: the observer's and the caller's."""
-        listener = self._listener
-        if observer is None:
-            return listener
-        if listener is None:
-            return observer.decided
-
-        def both(queue: str, delivery: Delivery, decision: Decision) -> None:
-            observer.decided(queue, delivery, decision)
-            listener(queue, delivery, decision)
-
-        return both
 
     async def _start(self, connection: Connection, concurrency: int) -> None:
         observer = self._delivery_observer()
         publisher = CopyPublisher(connection, on_sent=observer.sent if observer else None)
-        listener = self._listener_with(observer)
+        listener = listener_with(observer, self._listener)
         self.delays.attach(publisher)
         self._publisher = publisher
         consumers = []
