@@ -181,3 +181,48 @@ async def test_rr_publisher_counts_what_it_publishes(backend: Backend) -> None:
         ("ruststream.message.payload.size.count", "refunds", ""): 2.0,
         ("ruststream.message.payload.size.count", "nowhere", ""): 1.0,
     }
+
+
+async def test_a_refused_copy_counts_as_a_failed_publish(backend: Backend) -> None:
+    """A dead-letter copy to a queue deleted under rr run: the broker returns it,
+    ``error.type=_OTHER`` on both exporters; the original goes back and is acked when it
+    comes again."""
+    reader = InMemoryMetricReader()
+    metrics = RunMetrics()
+    redelivered: list[bool] = []
+
+    async def handle(msg: Message) -> AnyOutcome | None:
+        redelivered.append(msg.redelivered)
+        return None if msg.redelivered else Outcome.dead_letter("to a missing queue")
+
+    service = Service(
+        HandlerSet(module="test", subscribers=(Subscriber(Q, handle, "test:orders"),)),
+        topology=load_text(TOPOLOGY),
+        connect=backend.connect,
+        options=RunOptions(prefetch=10, shutdown_timeout_s=5, copy_hold_max_s=0),
+        clock=backend.clock,
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        recorders=(metrics,),
+    )
+    async with service.running():
+        channel = await backend.channel()
+        await channel.queue_delete(DEAD)
+        await publish(backend, Q, b"letter")
+
+        async def acked() -> bool:
+            return len(redelivered) == 2 and service.in_flight == 0 and await depth(backend, Q) == 0
+
+        await backend.until(acked, "the original back and acked")
+    assert redelivered == [False, True]
+    expected = {
+        ("messaging.client.consumed.messages", Q, ""): 2.0,
+        ("ruststream.messages.in_flight", Q, ""): 0.0,
+        ("messaging.process.duration.count", Q, ""): 2.0,
+        ("ruststream.messages.processed", Q, "nack_drop"): 1.0,
+        ("ruststream.messages.processed", Q, "ack"): 1.0,
+        ("messaging.client.sent.messages", DEAD, "_OTHER"): 1.0,
+        ("messaging.client.operation.duration.count", DEAD, ""): 1.0,
+        ("ruststream.message.payload.size.count", DEAD, ""): 1.0,
+    }
+    assert prometheus_reading(metrics.page()) == expected
+    assert otel_reading(reader.get_metrics_data()) == expected
