@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
@@ -93,7 +94,14 @@ class Publisher:
         connect: Connect | None = None,
         client_name: str = "rr publisher",
         reconnect_for_s: float = RECONNECT_FOR_S,
+        meter_provider: object | None = None,
     ) -> None:
+        """``meter_provider``: an OpenTelemetry ``MeterProvider`` each publish is counted
+        through (else the global one, when set; docs/runtime.md, "Metrics")."""
+        from rabbitctl_retry.telemetry.metrics import OtelMetrics, meter_provider_in_use
+
+        provider = meter_provider_in_use(meter_provider)
+        self._metrics = OtelMetrics(provider) if provider is not None else None
         if connect is None:
             connect = _url_connect(broker_urls(urls, profile=profile, vhost=vhost), client_name)
         self._connect = connect
@@ -148,7 +156,21 @@ class Publisher:
         :class:`~rabbitctl_retry.runtime.outgoing.PublishOptions`); return its
         ``message_id`` once the broker confirmed it."""
         built = outgoing(message, message_id=str(uuid.uuid4()), options=options)
-        await self._send(built)
+        if self._metrics is None:
+            await self._send(built)
+            return built.message_id
+        started_s = time.perf_counter()
+        failed = True
+        try:
+            await self._send(built)
+            failed = False
+        finally:
+            self._metrics.sent(
+                built.exchange or built.routing_key,
+                time.perf_counter() - started_s,
+                len(built.body),
+                failed,
+            )
         return built.message_id
 
     async def _send(self, message: Outgoing) -> None:

@@ -308,6 +308,7 @@ def _run_service(
         connect=connect,
         options=options,
         listener=metrics.on_decision,
+        recorders=(metrics,),
     )
     metrics.watch(service)
     try:

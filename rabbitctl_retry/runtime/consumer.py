@@ -58,6 +58,7 @@ from rabbitctl_retry.runtime.consumer_state import ConsumerPhase, ConsumerState
 from rabbitctl_retry.runtime.consumer_watch import ConsumerWatch, Recover, nothing_to_recover
 from rabbitctl_retry.runtime.decision_log import log_decision, warn_malformed
 from rabbitctl_retry.runtime.delays import InMemoryDelays
+from rabbitctl_retry.runtime.delivery_metrics import DeliveryObserver
 from rabbitctl_retry.runtime.execution import HOLD_MAX_S, DecisionExecution
 from rabbitctl_retry.runtime.give_up import (
     give_back_stray,
@@ -120,6 +121,7 @@ class QueueConsumer:
         handler_timeout_s: float | None = None,
         invocation: Invocation | None = None,
         on_outputs: OutputListener | None = None,
+        observer: DeliveryObserver | None = None,
     ) -> None:
         self.subscriber = subscriber
         self._invocation = invocation or invocation_for(subscriber.written, name=subscriber.name)
@@ -130,6 +132,8 @@ class QueueConsumer:
         self._executor = executor
         self._listener = listener
         self._on_outputs = on_outputs
+        self._observer = observer
+        """Measures each delivery (runtime/delivery_metrics.py); None: no metrics."""
         self.stats = stats if stats is not None else RuntimeStats()
         self._state = ConsumerState()
         """Its lifecycle (``runtime/consumer_state.py``): what the events below mean."""
@@ -255,6 +259,8 @@ class QueueConsumer:
         except Exception as error:
             await self._give_up(settler, delivery, error)
         finally:
+            if self._observer is not None:
+                self._observer.ended(delivery)
             if state.handled():
                 self._idle.set()
 
@@ -276,6 +282,8 @@ class QueueConsumer:
         # (runtime/service.py) replaces self.policy for the next deliveries, and this one
         # finishes with the policy it started with.
         policy = self.policy
+        if self._observer is not None:
+            self._observer.started(policy.queue, delivery)
         if delivery.properties.undecodable:
             await set_aside(self._execution, settler, delivery, policy=policy, stats=self.stats)
             return

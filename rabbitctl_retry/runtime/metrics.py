@@ -3,7 +3,10 @@
 
 ``GET /metrics`` is the Prometheus text format of the standard ``prometheus_client`` library:
 deliveries and decisions by queue and outcome, handler latency, copies published, confirmed
-and refused, dead letters, connections and consumer restarts, in-flight deliveries.
+and refused, dead letters, connections and consumer restarts, in-flight deliveries; and the
+same measurements under the names RustStream's OpenTelemetry layer gives them in Prometheus
+(``messaging_client_consumed_messages_total``, ``ruststream_messages_processed_total{outcome}``,
+...: telemetry/names.py, runtime/delivery_metrics.py), beside rr's own ``rr_*`` names.
 ``GET /healthz`` answers 200 ``consuming`` while every consumer consumes, 503 otherwise:
 ``starting`` while rr loads the handlers and the topology (the server is the first thing
 ``rr run`` starts, so a probe gets an answer from the start, however slow the imports),
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     disable_created_metrics,
     generate_latest,
@@ -30,6 +34,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from rabbitctl_retry.errors import escape_unprintable
+from rabbitctl_retry.telemetry import names
 
 if TYPE_CHECKING:  # not imported at run time: the server starts before rr loads the runtime
     from rabbitctl_retry.retry.policy import Decision
@@ -61,6 +66,8 @@ class RunMetrics:
         )
         self._service: Service | None = None
         self.registry.register(_StatsCollector(self))
+        self.messaging = _MessagingMetrics(self.registry)
+        """The names shared with RustStream (docs/runtime.md, "Metrics")."""
 
     def watch(self, service: Service) -> None:
         """Report ``service``'s counters and in-flight deliveries too."""
@@ -69,6 +76,23 @@ class RunMetrics:
     def on_decision(self, queue: str, delivery: Delivery, decision: Decision) -> None:
         """The runtime's decision listener."""
         self.decisions.labels(escape_unprintable(queue), decision.event.value).inc()
+
+    # -- a MessagingRecorder (runtime/delivery_metrics.py) --------------------------------
+
+    def consumed(self, queue: str, queue_time_s: float | None) -> None:
+        self.messaging.consumed(queue, queue_time_s)
+
+    def processed(self, queue: str, duration_s: float, outcome: str | None) -> None:
+        self.messaging.processed(queue, duration_s, outcome)
+
+    def decode_failed(self, queue: str) -> None:
+        self.messaging.decode_failures.labels(*_of(queue)).inc()
+
+    def panicked(self, queue: str) -> None:
+        self.messaging.panics.labels(*_of(queue)).inc()
+
+    def sent(self, destination: str, duration_s: float, size_bytes: int, failed: bool) -> None:
+        self.messaging.sent(destination, duration_s, size_bytes, failed)
 
     def timed(self, handlers: HandlerSet) -> HandlerSet:
         """``handlers`` with each handler's time observed (sync and async alike)."""
@@ -118,6 +142,63 @@ class RunMetrics:
         if self.ready:
             return 200, "consuming\n"
         return 503, "not consuming\n" if self._service is not None else "starting\n"
+
+
+_LABELS = ("messaging_destination_name", "messaging_system")
+"""``messaging.destination.name`` and ``messaging.system`` as Prometheus labels."""
+
+
+def _of(destination: str) -> tuple[str, str]:
+    return escape_unprintable(destination), names.SYSTEM_RABBITMQ
+
+
+class _MessagingMetrics:
+    """The instruments of telemetry/names.py as prometheus_client metrics (OpenTelemetry's
+    Prometheus names; prometheus_client adds ``_total`` to the counters)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(item: names.Instrument, *extra: str) -> Counter:
+            return Counter(item.prometheus, item.description, [*_LABELS, *extra], registry=registry)
+
+        def histogram(item: names.Instrument, bounds: tuple[float, ...], *extra: str) -> Histogram:
+            labels = [*_LABELS, *extra]
+            return Histogram(
+                item.prometheus, item.description, labels, registry=registry, buckets=bounds
+            )
+
+        self.consumed_total = counter(names.CONSUMED)
+        self.duration = histogram(names.PROCESS_DURATION, names.DURATION_BUCKETS_S)
+        self.processed_total = counter(names.PROCESSED, "outcome")
+        self.in_flight = Gauge(
+            names.IN_FLIGHT.prometheus, names.IN_FLIGHT.description, _LABELS, registry=registry
+        )
+        self.queue_time = histogram(names.QUEUE_TIME, names.DURATION_BUCKETS_S)
+        self.decode_failures = counter(names.DECODE_FAILURES)
+        self.panics = counter(names.PANICS)
+        self.sent_total = counter(names.SENT, "error_type")
+        self.operation = histogram(names.OPERATION_DURATION, names.DURATION_BUCKETS_S)
+        self.size = histogram(names.PAYLOAD_SIZE, names.SIZE_BUCKETS_BYTES, "direction")
+
+    def consumed(self, queue: str, queue_time_s: float | None) -> None:
+        labels = _of(queue)
+        self.consumed_total.labels(*labels).inc()
+        self.in_flight.labels(*labels).inc()
+        if queue_time_s is not None:
+            self.queue_time.labels(*labels).observe(queue_time_s)
+
+    def processed(self, queue: str, duration_s: float, outcome: str | None) -> None:
+        labels = _of(queue)
+        self.in_flight.labels(*labels).dec()
+        self.duration.labels(*labels).observe(duration_s)
+        if outcome is not None:
+            self.processed_total.labels(*labels, outcome).inc()
+
+    def sent(self, destination: str, duration_s: float, size_bytes: int, failed: bool) -> None:
+        labels = _of(destination)
+        # error_type "" (no label, to PromQL) on success, as OpenTelemetry leaves it out
+        self.sent_total.labels(*labels, names.ERROR_OTHER if failed else "").inc()
+        self.operation.labels(*labels).observe(duration_s)
+        self.size.labels(*labels, names.DIRECTION_PUBLISH).observe(size_bytes)
 
 
 OUTPUT_RESULTS = (

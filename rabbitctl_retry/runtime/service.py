@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,6 +54,12 @@ from rabbitctl_retry.runtime.consumer import (
     QueueConsumer,
 )
 from rabbitctl_retry.runtime.delays import InMemoryDelays
+from rabbitctl_retry.runtime.delivery_metrics import (
+    DeliveryObserver,
+    MessagingRecorder,
+    listener_with,
+    observer_of,
+)
 from rabbitctl_retry.runtime.handlers import HookFailed, ThreadCalls, call_hooks
 from rabbitctl_retry.runtime.invocation import Invocation, invocation_for
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -128,9 +134,15 @@ class Service:
         listener: EventListener | None = None,
         state: object | None = None,
         on_outputs: OutputListener | None = None,
+        meter_provider: object | None = None,
+        recorders: Sequence[MessagingRecorder] = (),
     ) -> None:
         """``state``: the service's state, given (a test's fake); then no startup or shutdown
-        hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it."""
+        hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it.
+
+        ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of docs/runtime.md,
+        "Metrics", are recorded through (else the global one, when the process set it);
+        ``recorders``: more places they go (``rr run --metrics-port``'s page)."""
         self.handlers = handlers
         self._injected = state
         self.state: object = NO_STATE if state is None else state
@@ -143,6 +155,10 @@ class Service:
         self.clock = clock or WallClock()
         self._listener = listener
         self._on_outputs = on_outputs
+        self._meter_provider = meter_provider
+        self._recorders = tuple(recorders)
+        self._observer: DeliveryObserver | None = None
+        self._observer_built = False
         self._stop = asyncio.Event()
         self._ready = asyncio.Event()
         self.delays = InMemoryDelays(self.clock)
@@ -425,8 +441,18 @@ class Service:
                     waiter.cancel()
         return self._stop.is_set() and not connection.is_closed
 
+    def _delivery_observer(self) -> DeliveryObserver | None:
+        """The metrics' observer, built at the first connection (after the startup hooks,
+        which may set the global meter provider); None: no metrics."""
+        if not self._observer_built:
+            self._observer_built = True
+            self._observer = observer_of(self._recorders, self._meter_provider, self.clock)
+        return self._observer
+
     async def _start(self, connection: Connection, concurrency: int) -> None:
-        publisher = CopyPublisher(connection)
+        observer = self._delivery_observer()
+        publisher = CopyPublisher(connection, on_sent=observer.sent if observer else None)
+        listener = listener_with(observer, self._listener)
         self.delays.attach(publisher)
         self._publisher = publisher
         consumers = []
@@ -434,6 +460,8 @@ class Service:
             listed = self.topology.queue(item.queue) if self.topology else None
             if not item.is_async:
                 item = replace(item, handler=self.thread_calls.counted(item.handler))
+            if observer is not None:
+                item = observer.panicking(item)
             consumer = QueueConsumer(
                 subscriber=item,
                 policy=policy_for(item.queue, self.topology, handler=item.name),
@@ -445,13 +473,14 @@ class Service:
                 concurrency=concurrency,
                 executor=self._executor,
                 publish_mode=listed.publish if listed else PublishMode.CONFIRM,
-                listener=self._listener,
+                listener=listener,
                 recover=self._preparation.recover_for(connection, item.queue, self._topology_now),
                 stats=self.stats,
                 hold_max_s=self.options.copy_hold_max_s,
                 handler_timeout_s=self.options.handler_timeout_s,
                 invocation=invocation,
                 on_outputs=self._on_outputs,
+                observer=observer,
             )
             consumers.append(consumer)
             await consumer.start()

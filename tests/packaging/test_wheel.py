@@ -31,6 +31,7 @@ NOT_AT_RUN_TIME = {
     "opentelemetry-sdk",
     "jsonschema",
     "pyyaml",
+    "grafana-foundation-sdk",
 }
 """Optional parts (extras) and test tools: not in a plain install (pydantic may be: typer
 needs it)."""

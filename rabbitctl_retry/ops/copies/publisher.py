@@ -17,13 +17,19 @@ published through this module's publisher.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.copies.properties import retry_copy_properties
 from rabbitctl_retry.ops.copies.sending import outcome_of
-from rabbitctl_retry.ops.copies.sent import SendResult, classified
+from rabbitctl_retry.ops.copies.sent import SendResult, Sent, classified
 from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
+
+OnSent = Callable[[str, float, int, bool], None]
+"""Told each publish once its result is known: (destination, duration_s, body size in bytes,
+failed), for the metrics of docs/runtime.md, "Metrics"."""
 
 
 class CopyPublisher:
@@ -35,8 +41,9 @@ class CopyPublisher:
     that finds it closed.
     """
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, *, on_sent: OnSent | None = None) -> None:
         self._connection = connection
+        self._on_sent = on_sent
         self._channels: dict[bool, Channel] = {}
         self._opening = asyncio.Lock()
         self.channels_opened = 0
@@ -61,11 +68,12 @@ class CopyPublisher:
         reached no queue); cut (the channel or connection failed, or no channel could be
         opened: the copy may or may not have arrived); unencodable (never sent).
         """
+        started_s = time.perf_counter()
         try:
             channel = await self._channel(confirm)
         except TransportError as error:
-            return classified(error)
-        return await outcome_of(
+            return self._told(classified(error), copy.exchange or copy.routing_key, started_s, 0)
+        result = await outcome_of(
             channel.publish(
                 original.body,
                 exchange=copy.exchange,
@@ -74,6 +82,8 @@ class CopyPublisher:
                 mandatory=copy.mandatory,
             )
         )
+        destination = copy.exchange or copy.routing_key
+        return self._told(result, destination, started_s, len(original.body))
 
     async def publish_message(
         self, body: bytes, *, exchange: str, routing_key: str, properties: Properties
@@ -81,11 +91,13 @@ class CopyPublisher:
         """Publish a message of rr's own making (a handler's output: ``runtime/outputs.py``):
         ``mandatory`` on the confirm channel, whatever the queue's ``publish`` mode; what
         became of it, as above."""
+        started_s = time.perf_counter()
+        destination = exchange or routing_key
         try:
             channel = await self._channel(True)
         except TransportError as error:
-            return classified(error)
-        return await outcome_of(
+            return self._told(classified(error), destination, started_s, 0)
+        result = await outcome_of(
             channel.publish(
                 body,
                 exchange=exchange,
@@ -94,6 +106,16 @@ class CopyPublisher:
                 mandatory=True,
             )
         )
+        return self._told(result, destination, started_s, len(body))
+
+    def _told(
+        self, result: SendResult, destination: str, started_s: float, size_bytes: int
+    ) -> SendResult:
+        """``result``, told to ``on_sent`` first (when given)."""
+        if self._on_sent is not None:
+            failed = result.outcome is not Sent.CONFIRMED
+            self._on_sent(destination, time.perf_counter() - started_s, size_bytes, failed)
+        return result
 
     async def close(self) -> None:
         for channel in self._channels.values():
