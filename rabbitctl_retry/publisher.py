@@ -22,6 +22,7 @@ URL's options (docs/cli.md, "Connecting").
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import uuid
@@ -37,6 +38,7 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.runtime.outgoing import Outgoing, PublishOptions, outgoing
+from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.transport.base import Channel, Connection
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -82,7 +84,10 @@ class Publisher:
 
     ``connect``: what opens a connection, instead of the URLs (a test hands it
     ``TestBroker.connect``, the emulator's); ``client_name``: the connection's name on the
-    broker; ``reconnect_for_s``: how long a publish keeps trying to reconnect.
+    broker; ``reconnect_for_s``: how long a publish keeps trying to reconnect;
+    ``tracer_provider``: an OpenTelemetry tracer provider (else the process-wide one, if set):
+    each publish is a PRODUCER span and its message carries ``traceparent`` and the publish
+    stamp (docs/runtime.md, "Tracing and metrics").
     """
 
     def __init__(
@@ -93,7 +98,10 @@ class Publisher:
         connect: Connect | None = None,
         client_name: str = "rr publisher",
         reconnect_for_s: float = RECONNECT_FOR_S,
+        tracer_provider: object | None = None,
     ) -> None:
+        self.tracing = tracing_for(tracer_provider)
+        """rr's tracing when on (decided here, once)."""
         if connect is None:
             connect = _url_connect(broker_urls(urls, profile=profile, vhost=vhost), client_name)
         self._connect = connect
@@ -147,8 +155,21 @@ class Publisher:
         fresh UUID unless given; ``headers``; ``correlation_id``, ``expiration``... :
         :class:`~rabbitctl_retry.runtime.outgoing.PublishOptions`); return its
         ``message_id`` once the broker confirmed it."""
+        return await self.publish_in(None, message, options)
+
+    async def publish_in(
+        self, context: object | None, message: object, options: PublishOptions
+    ) -> str:
+        """:meth:`publish`, its span a child of ``context`` (a trace context captured in
+        another thread: :class:`SyncPublisher`'s caller's) or, ``None``, of the current span."""
         built = outgoing(message, message_id=str(uuid.uuid4()), options=options)
-        await self._send(built)
+        tracing = self.tracing
+        if tracing is None:
+            await self._send(built)
+            return built.message_id
+        with tracing.producing(built.destination, message_id=built.message_id, context=context):
+            stamped = tracing.stamp_properties(built.properties)
+            await self._send(dataclasses.replace(built, properties=stamped))
         return built.message_id
 
     async def _send(self, message: Outgoing) -> None:
@@ -220,8 +241,11 @@ class SyncPublisher:
         self._call(self._publisher.open())
 
     def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
-        """:meth:`Publisher.publish`, waited for: the message id once the broker confirmed."""
-        return self._call(self._publisher.publish(message, **options))
+        """:meth:`Publisher.publish`, waited for: the message id once the broker confirmed
+        (its span a child of the caller's current span, when tracing is on)."""
+        tracing = self._publisher.tracing
+        context = tracing.current() if tracing is not None else None
+        return self._call(self._publisher.publish_in(context, message, options))
 
     def close(self) -> None:
         if not self._thread.is_alive():

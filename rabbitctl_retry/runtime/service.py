@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, TransportError
 from rabbitctl_retry.ops.clock import Clock, WallClock
@@ -63,9 +64,13 @@ from rabbitctl_retry.runtime.reloader import TopologyReloader
 from rabbitctl_retry.runtime.shutdown import Shutdown
 from rabbitctl_retry.runtime.state import NO_STATE, Lifespan, StateFailed
 from rabbitctl_retry.runtime.stats import RuntimeStats
+from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.topology.model import PublishMode, Topology
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload
 from rabbitctl_retry.transport.base import Connection
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
 
 log = logging.getLogger("rr.runtime")
 
@@ -128,9 +133,12 @@ class Service:
         listener: EventListener | None = None,
         state: object | None = None,
         on_outputs: OutputListener | None = None,
+        tracer_provider: object | None = None,
     ) -> None:
         """``state``: the service's state, given (a test's fake); then no startup or shutdown
-        hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it."""
+        hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it.
+        ``tracer_provider``: an OpenTelemetry tracer provider to trace with; else the
+        process-wide one if set (docs/runtime.md, "Tracing and metrics")."""
         self.handlers = handlers
         self._injected = state
         self.state: object = NO_STATE if state is None else state
@@ -143,6 +151,9 @@ class Service:
         self.clock = clock or WallClock()
         self._listener = listener
         self._on_outputs = on_outputs
+        self._tracer_provider = tracer_provider
+        self.tracing: Tracing | None = None
+        """rr's tracing, decided once when the run starts (``telemetry/switch.py``)."""
         self._stop = asyncio.Event()
         self._ready = asyncio.Event()
         self.delays = InMemoryDelays(self.clock)
@@ -259,6 +270,7 @@ class Service:
                 thread_name_prefix="rr-handler",
             )
         tell_saved_files(self.options.pending_dir)
+        self.tracing = self.delays.tracing = tracing_for(self._tracer_provider)
         try:
             await self._run_hooked(concurrency)
         finally:
@@ -426,7 +438,7 @@ class Service:
         return self._stop.is_set() and not connection.is_closed
 
     async def _start(self, connection: Connection, concurrency: int) -> None:
-        publisher = CopyPublisher(connection)
+        publisher = CopyPublisher(connection, tracing=self.tracing)
         self.delays.attach(publisher)
         self._publisher = publisher
         consumers = []
@@ -452,6 +464,7 @@ class Service:
                 handler_timeout_s=self.options.handler_timeout_s,
                 invocation=invocation,
                 on_outputs=self._on_outputs,
+                tracing=self.tracing,
             )
             consumers.append(consumer)
             await consumer.start()

@@ -17,6 +17,8 @@ published through this module's publisher.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from typing import TYPE_CHECKING
 
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.copies.properties import retry_copy_properties
@@ -24,6 +26,9 @@ from rabbitctl_retry.ops.copies.sending import outcome_of
 from rabbitctl_retry.ops.copies.sent import SendResult, classified
 from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
 
 
 class CopyPublisher:
@@ -35,8 +40,11 @@ class CopyPublisher:
     that finds it closed.
     """
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, *, tracing: Tracing | None = None) -> None:
         self._connection = connection
+        self.tracing = tracing
+        """rr's tracing when on (``telemetry/``): each copy carries the trace context of the
+        span current when it is published (or the one captured for it) and a publish stamp."""
         self._channels: dict[bool, Channel] = {}
         self._opening = asyncio.Lock()
         self.channels_opened = 0
@@ -54,8 +62,16 @@ class CopyPublisher:
                 self.channels_opened += 1
         return current
 
-    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> SendResult:
+    async def publish(
+        self,
+        copy: Copy,
+        original: Delivery,
+        *,
+        confirm: bool = True,
+        context: object | None = None,
+    ) -> SendResult:
         """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it.
+        ``context``: the trace context it carries when tracing is on (else the current one).
 
         What became of it (``ops/copies/sent.py``): confirmed; refused (returned or nacked: it
         reached no queue); cut (the channel or connection failed, or no channel could be
@@ -70,7 +86,9 @@ class CopyPublisher:
                 original.body,
                 exchange=copy.exchange,
                 routing_key=copy.routing_key,
-                properties=retry_copy_properties(original.properties, copy),
+                properties=retry_copy_properties(
+                    original.properties, copy, tracing=self.tracing, context=context
+                ),
                 mandatory=copy.mandatory,
             )
         )
@@ -85,6 +103,10 @@ class CopyPublisher:
             channel = await self._channel(True)
         except TransportError as error:
             return classified(error)
+        if self.tracing is not None:
+            properties = dataclasses.replace(
+                properties, headers=self.tracing.stamp(properties.headers)
+            )
         return await outcome_of(
             channel.publish(
                 body,
