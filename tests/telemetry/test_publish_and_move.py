@@ -4,14 +4,17 @@ letter's own ``traceparent`` (docs/runtime.md, "Tracing and metrics")."""
 
 from __future__ import annotations
 
+import pytest
+
 from rabbitctl_retry.dlq.move import MovePlan
 from rabbitctl_retry.ops.publish import checked_messages, command_line_record, publish_messages
 from rabbitctl_retry.ops.transfer import TransferOptions, move_queue
+from rabbitctl_retry.publisher import SyncPublisher
 from rabbitctl_retry.retry.headers import published_at_ms
 from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.telemetry.trace_context import parse_traceparent
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend
+from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import declare, publish_all
 from tests.observe import peek
 from tests.telemetry.conftest import Spans
@@ -70,3 +73,24 @@ async def test_rr_publish_then_move(backend: Backend, spans: Spans) -> None:
         format(traced.context.span_id, "016x"),
         format(untraced.context.span_id, "016x"),
     ]
+
+
+async def test_the_sync_twin_publishes_in_the_callers_span(backend: Backend, spans: Spans) -> None:
+    """``SyncPublisher`` publishes on a loop in a thread of its own: its PRODUCER span is
+    still a child of the span current in the caller's thread."""
+    if not isinstance(backend, RabbitBackend):
+        pytest.skip("the sync twin runs its own event loop: the emulator lives on the test's")
+    await declare(backend, "sync")
+    tracer = spans.provider.get_tracer("web")
+    with (
+        SyncPublisher(backend.url, tracer_provider=spans.provider) as publisher,
+        tracer.start_as_current_span("POST /refunds") as request,
+    ):
+        publisher.publish(b"x", to="sync", message_id="s-1")
+    (span,) = spans.named("sync publish")
+    assert span.parent is not None
+    assert span.parent.span_id == request.get_span_context().span_id
+    (held,) = await peek(backend, "sync")
+    carried = parse_traceparent((held.properties.headers or {})["traceparent"])
+    assert carried is not None
+    assert carried.parent_id == format(span.context.span_id, "016x")
