@@ -56,6 +56,31 @@ def settle_frame(decision: Decision) -> str:
     return type(decision.action).__name__  # pragma: no cover - every action is above
 
 
+def dead_letter_attributes(decision: Decision) -> dict[str, str] | None:
+    """The attributes of the ``rr.dead_lettered`` event of ``decision``, or ``None`` when it
+    does not dead-letter the delivery: ``by = rr`` (rr publishes the dead-letter copy; the
+    reason is the failure's type) or ``by = server`` (rr's reject leaves it to the queue's
+    dead-letter route: ``delivery_limit`` for a quorum queue's requeue past its limit,
+    ``rejected`` for a reject without requeue)."""
+    target = decision.destination
+    action = decision.action
+    if target is None or decision.event not in (Event.DEAD_LETTERED, Event.DROPPED):
+        return None
+    if isinstance(action, RejectAction):
+        reason = "delivery_limit" if action.requeue else "rejected"
+        return {
+            "rr.dead_letter.target": target,
+            "rr.dead_letter.by": "server",
+            "rr.dead_letter.reason": reason,
+        }
+    reason = decision.failure.type if decision.failure is not None else "dead_letter"
+    return {
+        "rr.dead_letter.target": target,
+        "rr.dead_letter.by": "rr",
+        "rr.dead_letter.reason": reason,
+    }
+
+
 def _failed(span: Span, failure_type: str, message: str) -> None:
     span.set_status(Status(StatusCode.ERROR, f"{failure_type}: {message}"))
     span.set_attributes({"error.type": failure_type, "exception.message": message})
@@ -81,23 +106,9 @@ class DeliverySpan:
         )
         if decision.failure is not None:
             self.failed(decision.failure)
-        if decision.destination is None:
-            return
-        by_server = isinstance(decision.action, RejectAction)
-        if decision.event is Event.DEAD_LETTERED or (decision.event is Event.DROPPED and by_server):
-            reason = "rejected"
-            if by_server and decision.action.requeue:  # type: ignore[union-attr]
-                reason = "delivery_limit"
-            elif not by_server:
-                reason = decision.failure.type if decision.failure else "dead_letter"
-            span.add_event(
-                DEAD_LETTERED_EVENT,
-                {
-                    "rr.dead_letter.target": decision.destination,
-                    "rr.dead_letter.by": "server" if by_server else "rr",
-                    "rr.dead_letter.reason": reason,
-                },
-            )
+        dead_letter = dead_letter_attributes(decision)
+        if dead_letter is not None:
+            span.add_event(DEAD_LETTERED_EVENT, dead_letter)
 
     def failed(self, failure: Failure) -> None:
         _failed(self.span, failure.type, failure.message)
