@@ -2,7 +2,8 @@
 
     python benchmarks/runtime.py [--messages 20000] [--prefetch 500] [--rounds 3] [--warmup 1]
                                  [--queue-types classic,quorum] [--loop asyncio|uvloop]
-                                 [--timeout SECONDS] [--url URL] [--typed | --outputs N[,N...]]
+                                 [--timeout SECONDS] [--url URL]
+                                 [--typed | --outputs N[,N...] | --tracing]
 
 Shapes (one durable queue of each --queue-types, declared with the arguments rr's topology
 gives it, persistent 200-byte JSON bodies, each message with its own message_id, repeated in
@@ -52,6 +53,11 @@ the body's "id", preloaded untimed):
                        basic.ack(multiple=true) as in the retry path's batched case
   and, from the median rates, each case's time per message and per output: (1/rate with N
   less 1/rate with 0) / N, in microseconds.
+
+* tracing (--tracing, instead of the shapes above; docs/runtime.md, "Tracing and metrics"):
+  the rr cases of no-op and retry path (native client) without and with OpenTelemetry
+  tracing on (an SDK tracer provider that records every span and exports none): the cost of
+  a span per delivery and of the trace context and publish stamp on every copy.
 
 Timed: from basic.consume to the moment every message is handled and every ack reached the
 broker (a round trip on the consuming channel after the last ack; for rr and FastStream, their
@@ -457,12 +463,14 @@ def rr_run(
     client: ClientName,
     typed: Any = None,
     outputs: int | None = None,
+    traced: bool = False,
 ) -> Case:
     """The `rr run` runtime, in process, with a handler returning ``outcome()``, connected
     with ``client`` (RR_AMQP_CLIENT's choices: aiormq or rr's own, native). ``typed``: the
     handler takes the body decoded into that type (``typed_handler``), not the Message.
     ``outputs``: the handler takes the Message and its ``Outputs``, and publishes that many
-    outputs to ``<queue>.out`` (``outputs_handler``)."""
+    outputs to ``<queue>.out`` (``outputs_handler``). ``traced``: with tracing on, an
+    OpenTelemetry SDK tracer provider whose spans go nowhere (``traced_provider``)."""
 
     async def run(url: str, queue: str, prefetch: int, tally: Tally) -> float:
         done = asyncio.Event()
@@ -491,6 +499,7 @@ def rr_run(
             topology=load_text(topology.format(q=queue)),
             connect=connect,
             options=RunOptions(prefetch=prefetch, shutdown_timeout_s=timeout_s),
+            tracer_provider=traced_provider() if traced else None,
         )
         task = asyncio.ensure_future(service.run())
         try:
@@ -864,6 +873,35 @@ def output_cases(
     return entries
 
 
+def traced_provider() -> object:
+    """An OpenTelemetry SDK tracer provider that records every span and exports none (the
+    cost of rr's spans and propagation, not of an exporter: docs/runtime.md, "Tracing and
+    metrics")."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    return TracerProvider()
+
+
+def traced_cases(timeout_s: float, queue_type: QueueType) -> list[Entry]:
+    """--tracing: rr run (native) without and with tracing, no-op and retry path."""
+    noop_topology = topology("noop", queue_type)
+    retry_topology = topology("retry", queue_type)
+    return [
+        Entry("no-op rr run", "noop", rr_run(noop_topology, lambda: None, timeout_s, "native")),
+        Entry(
+            "no-op rr run traced",
+            "noop",
+            rr_run(noop_topology, lambda: None, timeout_s, "native", traced=True),
+        ),
+        Entry("retry rr run", "retry", rr_run(retry_topology, Outcome.retry, timeout_s, "native")),
+        Entry(
+            "retry rr run traced",
+            "retry",
+            rr_run(retry_topology, Outcome.retry, timeout_s, "native", traced=True),
+        ),
+    ]
+
+
 def cases(timeout_s: float, prefetch: int, queue_type: QueueType) -> list[Entry]:
     noop_topology = topology("noop", queue_type)
     retry_topology = topology("retry", queue_type)
@@ -1001,6 +1039,8 @@ async def measure(
         specs = typed_cases(timeout_s, queue_type)
     elif args.outputs:
         specs = output_cases(timeout_s, args.prefetch, queue_type, args.outputs)
+    elif args.tracing:
+        specs = traced_cases(timeout_s, queue_type)
     else:
         specs = cases(timeout_s, args.prefetch, queue_type)
     runnable = [case for case in specs if case.run is not None]
@@ -1027,9 +1067,28 @@ async def measure(
     if args.outputs:
         outputs_table(args.outputs, measured)
         return
+    if args.tracing:
+        traced_table(measured)
+        return
     table(specs, measured)
     if args.typed:
         typed_table(specs, measured)
+
+
+def traced_table(measured: list[dict[str, float | None]]) -> None:
+    """--tracing: each shape's median rates without and with tracing, their ratio and what
+    tracing adds per message."""
+    print(f"{'shape':8} {'off msg/s':>11} {'on msg/s':>10} {'on / off':>9} {'us/msg added':>13}")
+    for shape in ("no-op", "retry"):
+        off = median_rate(measured, f"{shape} rr run")
+        on = median_rate(measured, f"{shape} rr run traced")
+        if off is None or on is None:
+            print(f"{shape:8} {'FAILED':>11}")
+            continue
+        ratio = median_ratio(measured, f"{shape} rr run traced", f"{shape} rr run")
+        added_us = (1 / on - 1 / off) * 1e6
+        print(f"{shape:8} {off:11,.0f} {on:10,.0f} {ratio:>9} {added_us:13.2f}")
+    print("on / off: median of the per-round ratios; us/msg added: 1/rate on less 1/rate off")
 
 
 def median_rate(measured: list[dict[str, float | None]], name: str) -> float | None:
@@ -1170,9 +1229,15 @@ def arguments() -> argparse.Namespace:
         help="handlers that ack and publish N outputs per message (0 always runs too), rr "
         "run against aiormq doing it by hand, with the cost per output (docs/runtime.md)",
     )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="rr run without and with OpenTelemetry tracing (an SDK provider, no exporter), "
+        'no-op and retry path (docs/runtime.md, "Tracing and metrics")',
+    )
     args = parser.parse_args()
-    if args.typed and args.outputs:
-        parser.error("--typed and --outputs are separate runs: give one")
+    if sum(map(bool, (args.typed, args.outputs, args.tracing))) > 1:
+        parser.error("--typed, --outputs and --tracing are separate runs: give one")
     if args.messages < 1 or args.rounds < 1 or args.warmup < 0 or args.prefetch < 1:
         parser.error("--messages, --rounds and --prefetch must be positive, --warmup >= 0")
     if not args.queue_types or set(args.queue_types) - {"classic", "quorum"}:

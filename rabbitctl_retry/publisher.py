@@ -22,6 +22,7 @@ URL's options (docs/cli.md, "Connecting").
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import time
@@ -38,6 +39,7 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.runtime.outgoing import Outgoing, PublishOptions, outgoing
+from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.transport.base import Channel, Connection
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -83,7 +85,10 @@ class Publisher:
 
     ``connect``: what opens a connection, instead of the URLs (a test hands it
     ``TestBroker.connect``, the emulator's); ``client_name``: the connection's name on the
-    broker; ``reconnect_for_s``: how long a publish keeps trying to reconnect.
+    broker; ``reconnect_for_s``: how long a publish keeps trying to reconnect;
+    ``tracer_provider``: an OpenTelemetry tracer provider (else the process-wide one, if set):
+    each publish is a PRODUCER span and its message carries ``traceparent`` and the publish
+    stamp (docs/runtime.md, "Tracing and metrics").
     """
 
     def __init__(
@@ -95,13 +100,18 @@ class Publisher:
         client_name: str = "rr publisher",
         reconnect_for_s: float = RECONNECT_FOR_S,
         meter_provider: object | None = None,
+        tracer_provider: object | None = None,
     ) -> None:
         """``meter_provider``: an OpenTelemetry ``MeterProvider`` each publish is counted
-        through (else the global one, when set; docs/runtime.md, "Metrics")."""
+        through (else the global one, when set; docs/runtime.md, "Metrics");
+        ``tracer_provider``: a tracer provider each publish is traced with (else the global
+        one, when set; docs/runtime.md, "Tracing and metrics")."""
         from rabbitctl_retry.telemetry.metrics import OtelMetrics, meter_provider_in_use
 
         provider = meter_provider_in_use(meter_provider)
         self._metrics = OtelMetrics(provider) if provider is not None else None
+        self.tracing = tracing_for(tracer_provider)
+        """rr's tracing when on (decided here, once)."""
         if connect is None:
             connect = _url_connect(broker_urls(urls, profile=profile, vhost=vhost), client_name)
         self._connect = connect
@@ -155,10 +165,28 @@ class Publisher:
         fresh UUID unless given; ``headers``; ``correlation_id``, ``expiration``... :
         :class:`~rabbitctl_retry.runtime.outgoing.PublishOptions`); return its
         ``message_id`` once the broker confirmed it."""
+        return await self.publish_in(None, message, options)
+
+    async def publish_in(
+        self, context: object | None, message: object, options: PublishOptions
+    ) -> str:
+        """:meth:`publish`, its span a child of ``context`` (a trace context captured in
+        another thread: :class:`SyncPublisher`'s caller's) or, ``None``, of the current span."""
         built = outgoing(message, message_id=str(uuid.uuid4()), options=options)
+        tracing = self.tracing
+        if tracing is None:
+            await self._measured(built)
+            return built.message_id
+        with tracing.producing(built.destination, message_id=built.message_id, context=context):
+            stamped = tracing.stamp_properties(built.properties)
+            await self._measured(dataclasses.replace(built, properties=stamped))
+        return built.message_id
+
+    async def _measured(self, built: Outgoing) -> None:
+        """:meth:`_send`, counted through the meter when metrics are on."""
         if self._metrics is None:
             await self._send(built)
-            return built.message_id
+            return
         started_s = time.perf_counter()
         failed = True
         try:
@@ -171,7 +199,6 @@ class Publisher:
                 len(built.body),
                 failed,
             )
-        return built.message_id
 
     async def _send(self, message: Outgoing) -> None:
         """One message, sent again after a lost connection until ``reconnect_for_s``."""
@@ -242,8 +269,11 @@ class SyncPublisher:
         self._call(self._publisher.open())
 
     def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
-        """:meth:`Publisher.publish`, waited for: the message id once the broker confirmed."""
-        return self._call(self._publisher.publish(message, **options))
+        """:meth:`Publisher.publish`, waited for: the message id once the broker confirmed
+        (its span a child of the caller's current span, when tracing is on)."""
+        tracing = self._publisher.tracing
+        context = tracing.current() if tracing is not None else None
+        return self._call(self._publisher.publish_in(context, message, options))
 
     def close(self) -> None:
         if not self._thread.is_alive():

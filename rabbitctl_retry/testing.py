@@ -102,7 +102,12 @@ class TestBroker:
         *,
         server_version: ServerVersion | str = DEFAULT_SERVER_VERSION,
         delayed_message_exchange: bool = True,
+        tracer_provider: object | None = None,
     ) -> None:
+        """``tracer_provider``: an OpenTelemetry tracer provider the services it runs trace
+        with (a test's SDK provider with an in-memory exporter: docs/runtime.md, "Tracing and
+        metrics"); else the process-wide one if set."""
+        self.tracer_provider = tracer_provider
         self.emulator = Emulator(
             server_version=server_version, delayed_message_exchange=delayed_message_exchange
         )
@@ -308,6 +313,7 @@ class TestBroker:
             listener=listener,
             state=state,
             on_outputs=self._recorder(on_outputs),
+            tracer_provider=self.tracer_provider,
         )
         task = await service.start()
         self._services.append((service, task))

@@ -30,6 +30,7 @@ from rabbitctl_retry.errors import (
 )
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops import publish as ops
+from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.user_files import (
     BODY_LIMIT_BYTES,
     IMPORT_LINE_LIMIT_BYTES,
@@ -165,6 +166,7 @@ def publish_command(
             routing_key=key,
             rate_per_s=rate_per_s,
             bar=partial(dlq.progress_bar, output),
+            tracing=tracing_for(),
         )
     )
     finish(

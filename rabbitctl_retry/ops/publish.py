@@ -24,7 +24,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.dlq.jsonl import Record, parse_record, record_problem, short_string_problem
 from rabbitctl_retry.errors import (
@@ -35,14 +35,17 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
-from rabbitctl_retry.ops.copies.sending import CopySender
-from rabbitctl_retry.ops.copies.sent import Sent
+from rabbitctl_retry.ops.copies.sending import CopySender, Turn
+from rabbitctl_retry.ops.copies.sent import SendResult, Sent
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, prepared, properties_of
 from rabbitctl_retry.ops.dlq_runs import Bar
 from rabbitctl_retry.ops.probe import Connect
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
 from rabbitctl_retry.transport.base import Connection, Properties
 from rabbitctl_retry.transport.values import encoding_problem
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
 
 WINDOW = 500
 """Messages in flight at most (sent, not yet confirmed)."""
@@ -233,6 +236,24 @@ def _outcome_name(outcome: Sent, error: BaseException | None) -> str:
     return "unconfirmed"
 
 
+async def _send(
+    sender: CopySender,
+    turn: Turn,
+    message: Message,
+    exchange: str,
+    routing_key: str,
+    tracing: Tracing | None,
+) -> SendResult:
+    """One message published in its turn (in its span, tracing on)."""
+    if tracing is None:
+        return await sender.publish(
+            turn, message.body, routing_key, message.properties, exchange=exchange
+        )
+    with tracing.producing(exchange or routing_key, message_id=message.properties.message_id):
+        properties = tracing.stamp_properties(message.properties)
+        return await sender.publish(turn, message.body, routing_key, properties, exchange=exchange)
+
+
 async def publish_messages(
     connection: Connection,
     messages: Sequence[Message],
@@ -241,9 +262,11 @@ async def publish_messages(
     routing_key: str,
     rate_per_s: float | None = None,
     progress: ProgressSink = NO_PROGRESS,
+    tracing: Tracing | None = None,
 ) -> PublishReport:
     """Publish ``messages`` to ``exchange`` with ``routing_key`` (module doc) and report what
-    became of each."""
+    became of each; with ``tracing`` (on), each in a PRODUCER span whose trace context it
+    carries, with a publish stamp (docs/runtime.md, "Tracing and metrics")."""
     progress.begin(len(messages), f"publishing to {exchange or routing_key}")
     channel = await connection.channel(confirms=True)
     closing = asyncio.Event()  # set once the channel or connection closed: waits end
@@ -266,9 +289,7 @@ async def publish_messages(
                 if closed or channel.is_closed:
                     unsent_count += 1
                     return
-                sent = await sender.publish(
-                    turn, message.body, routing_key, message.properties, exchange=exchange
-                )
+                sent = await _send(sender, turn, message, exchange, routing_key, tracing)
             finally:
                 slots.release()
         if sent.outcome is Sent.CONFIRMED:
@@ -327,6 +348,7 @@ async def publish_run(
     routing_key: str,
     rate_per_s: float | None,
     bar: Bar,
+    tracing: Tracing | None = None,
 ) -> PublishReport:
     """``rr publish``: the checked messages published on a connection of its own
     (:func:`publish_messages`)."""
@@ -340,6 +362,7 @@ async def publish_run(
                 routing_key=routing_key,
                 rate_per_s=rate_per_s,
                 progress=progress,
+                tracing=tracing,
             )
     finally:
         await connection.close()

@@ -44,7 +44,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
@@ -63,7 +63,8 @@ from rabbitctl_retry.dlq.results import TransferResults
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.clock import Clock, WallClock
 from rabbitctl_retry.ops.copies.properties import copy_properties
-from rabbitctl_retry.ops.copies.sending import CopySender
+from rabbitctl_retry.ops.copies.sending import CopySender, Turn
+from rabbitctl_retry.ops.copies.sent import SendResult
 from rabbitctl_retry.ops.dlq import (
     IDLE_S,
     NO_PROGRESS,
@@ -81,6 +82,9 @@ from rabbitctl_retry.ops.transfer_state import (
     Verdict,
 )
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
 
 
 @dataclass(slots=True, kw_only=True)
@@ -101,6 +105,10 @@ class TransferOptions:
     :class:`Skip` or :class:`Stop` is the message's choice (``rr dlq edit``: the letters
     before the one read are skipped, and the run stops at it when it is not as it was read:
     ``dlq/same_id.py`` ``LetterPick``)."""
+    tracing: Tracing | None = None
+    """rr's tracing when on (``telemetry/switch.py``): each copy is published in a PRODUCER
+    span, child of the letter's own ``traceparent``, and carries that span's trace context
+    and a publish stamp (docs/runtime.md, "Tracing and metrics")."""
 
     @property
     def effective_window(self) -> int:
@@ -365,19 +373,33 @@ class Transfer:
                 await sender.wait(turn)
                 verdict = state.turn_came(tag)
                 if verdict.send:
-                    properties = (
-                        delivery.properties
-                        if choice.verbatim
-                        else copy_properties(delivery.properties, choice.headers)
-                    )
-                    body = delivery.body if choice.body is None else choice.body
-                    sent = await sender.publish(turn, body, choice.to, properties)
+                    sent = await self._publish(turn, delivery, choice)
                     verdict = state.answered(tag, sent)
             except BaseException:
                 # the channel closed under us (the client library cancels its consumers' tasks)
                 self._carry_out(tag, state.cut(tag))
                 raise
             self._carry_out(tag, verdict)
+
+    async def _publish(self, turn: Turn, delivery: Delivery, choice: Send) -> SendResult:
+        """Publish the copy ``choice`` makes of ``delivery`` (in its span, tracing on)."""
+        sender = self._sender
+        assert sender is not None
+        body = delivery.body if choice.body is None else choice.body
+        tracing = self._options.tracing
+        if choice.verbatim:
+            return await sender.publish(turn, body, choice.to, delivery.properties)
+        if tracing is None:
+            properties = copy_properties(delivery.properties, choice.headers)
+            return await sender.publish(turn, body, choice.to, properties)
+        with tracing.producing(
+            choice.to,
+            message_id=delivery.properties.message_id,
+            parent=delivery.properties.headers or {},
+            operation=self._state.kind.value,
+        ):
+            properties = copy_properties(delivery.properties, choice.headers, tracing=tracing)
+            return await sender.publish(turn, body, choice.to, properties)
 
     # -- acks ------------------------------------------------------------------------------
 

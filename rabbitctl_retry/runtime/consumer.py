@@ -37,7 +37,7 @@ import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.ops.clock import Clock
 from rabbitctl_retry.ops.copies.publisher import CopyPublisher
@@ -78,6 +78,9 @@ from rabbitctl_retry.runtime.outgoing import Outgoing
 from rabbitctl_retry.runtime.stats import RuntimeStats
 from rabbitctl_retry.topology.model import PublishMode
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import DeliverySpan, Tracing
 
 log = logging.getLogger("rr.runtime")
 
@@ -122,8 +125,12 @@ class QueueConsumer:
         invocation: Invocation | None = None,
         on_outputs: OutputListener | None = None,
         observer: DeliveryObserver | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.subscriber = subscriber
+        self._tracing = tracing
+        """rr's tracing when on: a CONSUMER span per delivery (docs/runtime.md, "Tracing and
+        metrics")."""
         self._invocation = invocation or invocation_for(subscriber.written, name=subscriber.name)
         """The arguments of each handler call (``runtime/invocation.py``)."""
         self.policy = policy
@@ -163,6 +170,8 @@ class QueueConsumer:
         )
         """Carries out its decisions (``runtime/execution.py``)."""
         self._handler_is_async = subscriber.is_async
+        self._handle_one = self._handle if tracing is None else self._handle_traced
+        """Chosen once: the delivery's span costs nothing when tracing is off."""
         self._handler_timeout_s = (
             subscriber.timeout_s if subscriber.timeout_s is not None else handler_timeout_s
         )
@@ -247,10 +256,10 @@ class QueueConsumer:
         self._idle.clear()
         try:
             if self._semaphore is None:
-                await self._handle(settler, delivery)
+                await self._handle_one(settler, delivery)
             else:
                 async with self._semaphore:
-                    await self._handle(settler, delivery)
+                    await self._handle_one(settler, delivery)
         except asyncio.CancelledError as error:
             if _cancelling():  # a real shutdown: back to the queue, as the service stops
                 requeue_interrupted(settler, delivery, self.policy.queue, self.stats)
@@ -263,6 +272,21 @@ class QueueConsumer:
                 self._observer.ended(delivery)
             if state.handled():
                 self._idle.set()
+
+    async def _handle_traced(self, settler: ChannelSettler, delivery: Delivery) -> None:
+        """:meth:`_handle` in the delivery's span (tracing on): current while the handler runs
+        and while its decision is carried out; rr's own failure is recorded on it."""
+        assert self._tracing is not None
+        with self._tracing.delivery(self.policy, delivery) as span:
+            try:
+                await self._handle(settler, delivery, span)
+            except asyncio.CancelledError as error:
+                if not _cancelling():
+                    span.crashed(error)
+                raise
+            except Exception as error:
+                span.crashed(error)
+                raise
 
     async def _give_up(
         self, settler: ChannelSettler, delivery: Delivery, error: BaseException
@@ -277,7 +301,9 @@ class QueueConsumer:
             stats=self.stats,
         )
 
-    async def _handle(self, settler: ChannelSettler, delivery: Delivery) -> None:
+    async def _handle(
+        self, settler: ChannelSettler, delivery: Delivery, span: DeliverySpan | None = None
+    ) -> None:
         # The policy of the moment the handler starts: a reload of the topology file
         # (runtime/service.py) replaces self.policy for the next deliveries, and this one
         # finishes with the policy it started with.
@@ -295,6 +321,8 @@ class QueueConsumer:
         if type(outcome) is Ack and self._listener is None:
             # The hot path: decide() would answer AckAction whatever the policy says.
             settler.ack(delivery.delivery_tag)
+            if span is not None:
+                span.acked()
             return
         headers = delivery.properties.headers
         if headers:
@@ -304,6 +332,8 @@ class QueueConsumer:
             decision = poison.shield_broker(policy, headers, decision, now=self._clock.now())
         if self._listener is not None:
             self._listener(policy.queue, delivery, decision)
+        if span is not None:
+            span.decided(decision)
         if decision.event is not Event.ACKED:
             # Logged before its frames go out: the copy or the reject it logs may be handled
             # by the next queue's consumer (a dead-letter queue's handler) before the confirm

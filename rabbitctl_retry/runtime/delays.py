@@ -32,6 +32,7 @@ import functools
 import logging
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rabbitctl_retry.errors import PublishFailed, TransportError
 from rabbitctl_retry.ops.clock import Clock, Timer
@@ -40,6 +41,9 @@ from rabbitctl_retry.ops.copies.sent import SendResult, Sent
 from rabbitctl_retry.retry.policy import Copy
 from rabbitctl_retry.runtime.backoff import Backoff
 from rabbitctl_retry.transport.base import Delivery
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
 
 log = logging.getLogger("rr.runtime")
 
@@ -70,6 +74,9 @@ class PendingCopy:
     state: State = State.WAITING
     timer: Timer | None = None
     failures: int = 0
+    context: object | None = None
+    """The trace context when it was scheduled (tracing on): the span of the attempt that
+    asked for it, whose child the next attempt is (docs/runtime.md, "Tracing and metrics")."""
 
     @property
     def message_id(self) -> str | None:
@@ -99,6 +106,8 @@ class InMemoryDelays:
         """Publishes of due copies that failed and were scheduled again."""
         self.published = 0
         """Copies the broker confirmed."""
+        self.tracing: Tracing | None = None
+        """rr's tracing when on: a copy keeps the trace context of its scheduling."""
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -117,6 +126,8 @@ class InMemoryDelays:
         key = self._next_key
         self._next_key += 1
         pending = PendingCopy(copy, original, queue)
+        if self.tracing is not None:
+            pending.context = self.tracing.current()
         self._pending[key] = pending
         self._empty.clear()
         if self._hurried:
@@ -198,7 +209,9 @@ class InMemoryDelays:
 
     async def _publish(self, pending: PendingCopy, publisher: CopyPublisher) -> SendResult:
         async with asyncio.timeout(PUBLISH_TIMEOUT_S):
-            return await publisher.publish(pending.copy, pending.original)
+            if pending.context is None:  # tracing off
+                return await publisher.publish(pending.copy, pending.original)
+            return await publisher.publish(pending.copy, pending.original, context=pending.context)
 
     def _publish_ended(self, key: int, task: asyncio.Future[SendResult]) -> None:
         """Whatever ended the publish (a confirm, a failure, a cancellation before or while

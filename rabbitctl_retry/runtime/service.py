@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, RrError, TransportError
 from rabbitctl_retry.ops.clock import Clock, WallClock
@@ -69,9 +70,13 @@ from rabbitctl_retry.runtime.reloader import TopologyReloader
 from rabbitctl_retry.runtime.shutdown import Shutdown
 from rabbitctl_retry.runtime.state import NO_STATE, Lifespan, StateFailed
 from rabbitctl_retry.runtime.stats import RuntimeStats
+from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.topology.model import PublishMode, Topology
 from rabbitctl_retry.topology.reload import DEFAULT_RELOAD_INTERVAL_S, Reload
 from rabbitctl_retry.transport.base import Connection
+
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
 
 log = logging.getLogger("rr.runtime")
 
@@ -136,13 +141,16 @@ class Service:
         on_outputs: OutputListener | None = None,
         meter_provider: object | None = None,
         recorders: Sequence[MessagingRecorder] = (),
+        tracer_provider: object | None = None,
     ) -> None:
         """``state``: the service's state, given (a test's fake); then no startup or shutdown
         hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it.
 
         ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of docs/runtime.md,
         "Metrics", are recorded through (else the global one, when the process set it);
-        ``recorders``: more places they go (``rr run --metrics-port``'s page)."""
+        ``recorders``: more places they go (``rr run --metrics-port``'s page).
+        ``tracer_provider``: an OpenTelemetry tracer provider to trace with; else the
+        process-wide one if set (docs/runtime.md, "Tracing and metrics")."""
         self.handlers = handlers
         self._injected = state
         self.state: object = NO_STATE if state is None else state
@@ -159,6 +167,9 @@ class Service:
         self._recorders = tuple(recorders)
         self._observer: DeliveryObserver | None = None
         self._observer_built = False
+        self._tracer_provider = tracer_provider
+        self.tracing: Tracing | None = None
+        """rr's tracing, decided once when the run starts (``telemetry/switch.py``)."""
         self._stop = asyncio.Event()
         self._ready = asyncio.Event()
         self.delays = InMemoryDelays(self.clock)
@@ -275,6 +286,7 @@ class Service:
                 thread_name_prefix="rr-handler",
             )
         tell_saved_files(self.options.pending_dir)
+        self.tracing = self.delays.tracing = tracing_for(self._tracer_provider)
         try:
             await self._run_hooked(concurrency)
         finally:
@@ -451,7 +463,9 @@ class Service:
 
     async def _start(self, connection: Connection, concurrency: int) -> None:
         observer = self._delivery_observer()
-        publisher = CopyPublisher(connection, on_sent=observer.sent if observer else None)
+        publisher = CopyPublisher(
+            connection, on_sent=observer.sent if observer else None, tracing=self.tracing
+        )
         listener = listener_with(observer, self._listener)
         self.delays.attach(publisher)
         self._publisher = publisher
@@ -481,6 +495,7 @@ class Service:
                 invocation=invocation,
                 on_outputs=self._on_outputs,
                 observer=observer,
+                tracing=self.tracing,
             )
             consumers.append(consumer)
             await consumer.start()

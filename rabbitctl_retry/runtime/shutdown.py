@@ -147,7 +147,7 @@ class Shutdown:
                         "connected to publish the delayed copies",
                         extra={"rr": {"url": connection.url, "delayed": len(delays)}},
                     )
-                    self.publisher = CopyPublisher(connection)
+                    self.publisher = CopyPublisher(connection, tracing=delays.tracing)
                     delays.attach(self.publisher)
                 await first_of(delays.wait_empty(), connection.wait_closed())
         finally:

@@ -7,7 +7,7 @@ characters are escaped and nothing is read as markup.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,9 +26,11 @@ from rabbitctl_retry.dlq.report import (
 )
 from rabbitctl_retry.dlq.spill import SpilledRows
 from rabbitctl_retry.dlq.view import death_line, encode_body, error_lines, show_body
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.json_text import StreamedArray
 from rabbitctl_retry.retry.headers import deaths
 from rabbitctl_retry.retry.properties import PROPERTY_NAMES
+from rabbitctl_retry.telemetry.trace_context import trace_id_of
 from rabbitctl_retry.transport.base import Delivery
 
 _OUTCOME_STYLE = {
@@ -90,6 +92,7 @@ def message_document(letter: Letter[Delivery], *, with_body: bool = True) -> dic
         "origin_queue": letter.origin,
         "reason": letter.reason,
         "failed_at": _time(letter.failed_at),
+        "trace_id": trace_id_of(headers),
         "undecodable": list(delivery.properties.undecodable),
         "deaths": [
             {
@@ -133,6 +136,7 @@ def inspect_table(found: Sequence[Letter[Delivery]], *, with_body: bool = True) 
             f"reason: {letter.reason or '(unknown)'}",
             f"retries: {_count(letter.retry_count)}",
             f"deliveries: {_count(letter.delivery_count)}",
+            *_trace_lines(headers),
             *error_lines(headers),
             *_undecodable_lines(delivery),
         ]
@@ -142,6 +146,12 @@ def inspect_table(found: Sequence[Letter[Delivery]], *, with_body: bool = True) 
             row.append(cell(show_body(delivery.body).display()))
         table.add_row(*row)
     return table
+
+
+def _trace_lines(headers: Mapping[str, FieldValue] | None) -> list[str]:
+    """The letter's trace id (its ``traceparent``'s; docs/dlq.md), when it has one."""
+    trace_id = trace_id_of(headers)
+    return [] if trace_id is None else [f"trace: {trace_id}"]
 
 
 def _undecodable_lines(delivery: Delivery) -> list[str]:

@@ -38,6 +38,7 @@ from rabbitctl_retry.ops import transfer as engine
 from rabbitctl_retry.ops.probe import Connect
 from rabbitctl_retry.ops.transfer import TransferOptions
 from rabbitctl_retry.ops.transfers import TransferHooks, TransferRun, Transfers, transfer_sources
+from rabbitctl_retry.telemetry.switch import tracing_for
 from rabbitctl_retry.topology.model import Topology
 
 AttemptLimitOption = Annotated[
@@ -165,7 +166,7 @@ def replay_command(
         TransferRun(
             jobs,
             TransferKind.REPLAY,
-            TransferOptions(limit=limit, rate_per_s=rate_per_s),
+            TransferOptions(limit=limit, rate_per_s=rate_per_s, tracing=tracing_for()),
             dry_run=dry_run,
             target=None if undecodable else to,
             set_aside=[plan.source for plan in plans] if undecodable and to is None else [],
@@ -455,7 +456,7 @@ def move_command(
         TransferRun(
             [(queue, partial(choose_move, plan))],
             TransferKind.MOVE,
-            TransferOptions(limit=limit, rate_per_s=rate_per_s),
+            TransferOptions(limit=limit, rate_per_s=rate_per_s, tracing=tracing_for()),
             dry_run=dry_run,
             target=to,
             create=[to] if create else [],

@@ -17,8 +17,10 @@ published through this module's publisher.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rabbitctl_retry.errors import TransportError
 from rabbitctl_retry.ops.copies.properties import retry_copy_properties
@@ -31,6 +33,9 @@ OnSent = Callable[[str, float, int, bool], None]
 """Told each publish once its result is known: (destination, duration_s, body size in bytes,
 failed), for the metrics of docs/runtime.md, "Metrics"."""
 
+if TYPE_CHECKING:
+    from rabbitctl_retry.telemetry.tracing import Tracing
+
 
 class CopyPublisher:
     """Publishes copies on one connection: one confirm channel and one fast channel at most.
@@ -41,9 +46,18 @@ class CopyPublisher:
     that finds it closed.
     """
 
-    def __init__(self, connection: Connection, *, on_sent: OnSent | None = None) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        on_sent: OnSent | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
         self._connection = connection
         self._on_sent = on_sent
+        self.tracing = tracing
+        """rr's tracing when on (``telemetry/``): each copy carries the trace context of the
+        span current when it is published (or the one captured for it) and a publish stamp."""
         self._channels: dict[bool, Channel] = {}
         self._opening = asyncio.Lock()
         self.channels_opened = 0
@@ -61,8 +75,16 @@ class CopyPublisher:
                 self.channels_opened += 1
         return current
 
-    async def publish(self, copy: Copy, original: Delivery, *, confirm: bool = True) -> SendResult:
+    async def publish(
+        self,
+        copy: Copy,
+        original: Delivery,
+        *,
+        confirm: bool = True,
+        context: object | None = None,
+    ) -> SendResult:
         """Publish ``copy`` of ``original``; with ``confirm``, return once the broker has it.
+        ``context``: the trace context it carries when tracing is on (else the current one).
 
         What became of it (``ops/copies/sent.py``): confirmed; refused (returned or nacked: it
         reached no queue); cut (the channel or connection failed, or no channel could be
@@ -78,7 +100,9 @@ class CopyPublisher:
                 original.body,
                 exchange=copy.exchange,
                 routing_key=copy.routing_key,
-                properties=retry_copy_properties(original.properties, copy),
+                properties=retry_copy_properties(
+                    original.properties, copy, tracing=self.tracing, context=context
+                ),
                 mandatory=copy.mandatory,
             )
         )
@@ -97,6 +121,10 @@ class CopyPublisher:
             channel = await self._channel(True)
         except TransportError as error:
             return self._told(classified(error), destination, started_s, 0)
+        if self.tracing is not None:
+            properties = dataclasses.replace(
+                properties, headers=self.tracing.stamp(properties.headers)
+            )
         result = await outcome_of(
             channel.publish(
                 body,
