@@ -27,6 +27,7 @@ from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.dlq.same_id import LetterPick, SameId
 from rabbitctl_retry.errors import TransportError, UsageError
 from rabbitctl_retry.ops import transfer as engine
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, ScanResult, scan_messages
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions
@@ -46,8 +47,7 @@ async def queue_states(
     connect: Connect, queues: list[str]
 ) -> tuple[str, list[tuple[str, QueueState | None, str | None]]]:
     """The server's version and each queue's state (or why it could not be read)."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         found: list[tuple[str, QueueState | None, str | None]] = []
         for queue in queues:
             try:
@@ -57,8 +57,6 @@ async def queue_states(
             except TransportError as error:
                 found.append((queue, None, error.message))
         return str(connection.server_version), found
-    finally:
-        await connection.close()
 
 
 async def read_groups(
@@ -89,11 +87,8 @@ async def read_groups(
 async def _scan(connect: Connect, queue: str, take: Callable[[Delivery], bool]) -> ScanResult:
     """Every message of ``queue`` handed to ``take``, none taken, on a connection of its
     own."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         return await scan_messages(connection, queue, take)
-    finally:
-        await connection.close()
 
 
 async def find_letter(
@@ -199,10 +194,7 @@ async def transfer(
     options: TransferOptions,
     progress: ProgressSink,
 ) -> TransferReport:
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         return await engine.transfer(
             connection, queue, choose, options, kind=kind, progress=progress
         )
-    finally:
-        await connection.close()

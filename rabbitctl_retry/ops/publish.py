@@ -35,6 +35,7 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.copies.sending import CopySender
 from rabbitctl_retry.ops.copies.sent import Sent
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, prepared, properties_of
@@ -330,8 +331,7 @@ async def publish_run(
 ) -> PublishReport:
     """``rr publish``: the checked messages published on a connection of its own
     (:func:`publish_messages`)."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         with bar() as progress:
             return await publish_messages(
                 connection,
@@ -341,8 +341,6 @@ async def publish_run(
                 rate_per_s=rate_per_s,
                 progress=progress,
             )
-    finally:
-        await connection.close()
 
 
 def numbered(records: Iterator[tuple[int, Record]], label: str) -> Iterator[tuple[str, Record]]:
