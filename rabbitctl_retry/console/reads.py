@@ -67,18 +67,7 @@ async def read_groups(
     letters = numbered_letters(retry_header=settings.retry_header, wait_queues=settings.wait_queues)
 
     def take(delivery: Delivery) -> bool:
-        letter = letters(delivery)
-        grouping.add(
-            Seen(
-                queue=queue,
-                position=letter.position,
-                message_id=delivery.properties.message_id,
-                headers=delivery.properties.headers,
-                origin=letter.origin,
-                reason=letter.reason,
-                failed_at=letter.failed_at,
-            )
-        )
+        grouping.add(Seen.of(queue, letters(delivery)))
         return True
 
     return grouping, await _scan(connect, queue, take)
