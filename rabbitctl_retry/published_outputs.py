@@ -19,31 +19,46 @@ from rabbitctl_retry.transport.base import Delivery, Properties
 
 @dataclass(frozen=True, slots=True)
 class PublishedOutput:
-    """One output a handler published, confirmed by the broker."""
+    """One output a handler published, confirmed by the broker: the message as the handler
+    built it (:class:`~rabbitctl_retry.runtime.outgoing.Outgoing`) and the delivery whose
+    handler published it."""
 
-    body: bytes
-    properties: Properties
-    exchange: str
-    """The exchange it was published to: ``""``, the default exchange, for a queue."""
-    routing_key: str
-    """Its routing key: the queue's name, through the default exchange."""
+    output: Outgoing
     from_queue: str
     """The queue of the delivery whose handler published it."""
     from_message_id: str | None
     """That delivery's ``message_id``."""
 
     @property
+    def body(self) -> bytes:
+        return self.output.body
+
+    @property
+    def properties(self) -> Properties:
+        return self.output.properties
+
+    @property
+    def exchange(self) -> str:
+        """The exchange it was published to: ``""``, the default exchange, for a queue."""
+        return self.output.exchange
+
+    @property
+    def routing_key(self) -> str:
+        """Its routing key: the queue's name, through the default exchange."""
+        return self.output.routing_key
+
+    @property
     def message_id(self) -> str | None:
-        return self.properties.message_id
+        return self.output.properties.message_id
 
     @property
     def destination(self) -> str:
         """Where it went, as rr's reports name it: the exchange, or the queue."""
-        return self.exchange or self.routing_key
+        return self.output.destination
 
     def json(self) -> Any:
         """The body parsed as JSON."""
-        return json.loads(self.body)
+        return json.loads(self.output.body)
 
     def goes_to(self, target: str) -> bool:
         """Published to queue ``target`` (default exchange, routing key ``target``) or to
@@ -53,17 +68,8 @@ class PublishedOutput:
 
 def recorded(queue: str, delivery: Delivery, outputs: Iterable[Outgoing]) -> list[PublishedOutput]:
     """The confirmed ``outputs`` of ``delivery`` from ``queue``, as records."""
-    return [
-        PublishedOutput(
-            body=output.body,
-            properties=output.properties,
-            exchange=output.exchange,
-            routing_key=output.routing_key,
-            from_queue=queue,
-            from_message_id=delivery.properties.message_id,
-        )
-        for output in outputs
-    ]
+    from_message_id = delivery.properties.message_id
+    return [PublishedOutput(output, queue, from_message_id) for output in outputs]
 
 
 def decoded(outputs: Iterable[PublishedOutput], as_type: Any) -> list[Any]:

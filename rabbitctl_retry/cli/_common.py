@@ -163,6 +163,12 @@ def force_option(help: str) -> Any:
     return typer.Option("--force", help=help)
 
 
+def rate_option(help: str) -> Any:
+    """``--rate MSG_PER_S``, declared once: each command says what it paces (``help``);
+    ``dlq/rate.py`` ``parse_rate`` checks it."""
+    return typer.Option("--rate", metavar="MSG_PER_S", help=help)
+
+
 YesOption = Annotated[
     bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]

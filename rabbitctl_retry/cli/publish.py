@@ -115,10 +115,8 @@ CountOption = Annotated[
 
 RateOption = Annotated[
     str | None,
-    typer.Option(
-        "--rate",
-        metavar="MSG_PER_S",
-        help="At most this many messages a second (e.g. 200, or 0.5); default: full speed.",
+    common.rate_option(
+        "At most this many messages a second (e.g. 200, or 0.5); default: full speed."
     ),
 ]
 

@@ -28,6 +28,7 @@ from rabbitctl_retry.dlq.report import TransferKind, TransferReport
 from rabbitctl_retry.dlq.same_id import LetterPick, SameId
 from rabbitctl_retry.errors import RrError, TransportError, UsageError
 from rabbitctl_retry.ops import transfer as engine
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, ScanResult, scan_messages
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions
@@ -48,8 +49,7 @@ async def queue_states(
     connect: Connect, queues: list[str]
 ) -> tuple[str, list[tuple[str, QueueState | None, str | None]]]:
     """The server's version and each queue's state (or why it could not be read)."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         found: list[tuple[str, QueueState | None, str | None]] = []
         for queue in queues:
             try:
@@ -59,8 +59,6 @@ async def queue_states(
             except TransportError as error:
                 found.append((queue, None, error.message))
         return str(connection.server_version), found
-    finally:
-        await connection.close()
 
 
 def management_for(connector: ManagementConnector, url: str, *, vhost: str) -> ManagementApi:
@@ -94,18 +92,7 @@ async def read_groups(
     letters = numbered_letters(retry_header=settings.retry_header, wait_queues=settings.wait_queues)
 
     def take(delivery: Delivery) -> bool:
-        letter = letters(delivery)
-        grouping.add(
-            Seen(
-                queue=queue,
-                position=letter.position,
-                message_id=delivery.properties.message_id,
-                headers=delivery.properties.headers,
-                origin=letter.origin,
-                reason=letter.reason,
-                failed_at=letter.failed_at,
-            )
-        )
+        grouping.add(Seen.of(queue, letters(delivery)))
         return True
 
     return grouping, await _scan(connect, queue, take)
@@ -147,11 +134,8 @@ async def letter_at(
 async def _scan(connect: Connect, queue: str, take: Callable[[Delivery], bool]) -> ScanResult:
     """Every message of ``queue`` handed to ``take``, none taken, on a connection of its
     own."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         return await scan_messages(connection, queue, take)
-    finally:
-        await connection.close()
 
 
 async def find_letter(
@@ -257,10 +241,7 @@ async def transfer(
     options: TransferOptions,
     progress: ProgressSink,
 ) -> TransferReport:
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         return await engine.transfer(
             connection, queue, choose, options, kind=kind, progress=progress
         )
-    finally:
-        await connection.close()

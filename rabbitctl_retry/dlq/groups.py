@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from rabbitctl_retry.dlq.letter import Letter, Read
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import ERROR_MESSAGE_HEADER, ERROR_TYPE_HEADER, HANDLER_HEADER
 
@@ -264,6 +265,20 @@ class Seen:
     origin: str | None
     reason: str | None
     failed_at: datetime | None
+
+    @classmethod
+    def of(cls, queue: str, letter: Letter[Read]) -> Seen:
+        """The letter ``letter`` of ``queue`` (``rr dlq groups``' and the console's)."""
+        properties = letter.delivery.properties
+        return cls(
+            queue=queue,
+            position=letter.position,
+            message_id=properties.message_id,
+            headers=properties.headers,
+            origin=letter.origin,
+            reason=letter.reason,
+            failed_at=letter.failed_at,
+        )
 
 
 @dataclass(slots=True)

@@ -44,6 +44,19 @@ def _ha_text(policy: Policy) -> str:
     )
 
 
+def _mirrored(queue: str, said: str, policy: Policy) -> Finding:
+    """``classic-mirroring``: ``queue`` (``said``: what it is, ending in a verb) is mirrored
+    by ``policy``, which 4.0 ignores."""
+    return Finding(
+        "classic-mirroring",
+        Level.WARNING,
+        f"{queue!r} {said} mirrored by the policy {policy.name!r} ({_ha_text(policy)}): "
+        f"{_AFTER_4_0} {queue!r} has one copy, on one node: losing that node loses its "
+        f"messages. {_MOVE}",
+        queue,
+    )
+
+
 def _mirroring_not_checked(unread: TableUnread) -> Finding:
     what = (
         "which queues classic queue mirroring (ha-mode policies) replicates, which RabbitMQ "
@@ -97,17 +110,9 @@ def mirroring_findings(desired: Desired | None, facts: ServerFacts) -> list[Find
             continue
         policy = applying(read.policies, name, "classic", facts.version)
         if policy is not None and _mirrors(policy):
-            findings.append(
-                Finding(
-                    "classic-mirroring",
-                    Level.WARNING,
-                    f"{name!r} (a classic queue of the vhost"
-                    f"{', not in the topology' if desired is not None else ''}) is mirrored by "
-                    f"the policy {policy.name!r} ({_ha_text(policy)}): {_AFTER_4_0} {name!r} "
-                    f"has one copy, on one node: losing that node loses its messages. {_MOVE}",
-                    name,
-                )
-            )
+            where = ", not in the topology" if desired is not None else ""
+            said = f"(a classic queue of the vhost{where}) is"
+            findings.append(_mirrored(name, said, policy))
     if desired is None:
         return findings
     states = dict(read.queues)
@@ -126,16 +131,7 @@ def mirroring_findings(desired: Desired | None, facts: ServerFacts) -> list[Find
             candidates = (*read.policies, *((queue.policy,) if queue.policy else ()))
         policy = applying(candidates, queue.name, "classic", facts.version)
         if policy is not None and _mirrors(policy):
-            findings.append(
-                Finding(
-                    "classic-mirroring",
-                    Level.WARNING,
-                    f"{queue.name!r} is a classic queue mirrored by the policy {policy.name!r} "
-                    f"({_ha_text(policy)}): {_AFTER_4_0} {queue.name!r} has one copy, on one "
-                    f"node: losing that node loses its messages. {_MOVE}",
-                    queue.name,
-                )
-            )
+            findings.append(_mirrored(queue.name, "is a classic queue", policy))
         if queue.policy is not None:
             ha_rivals = [
                 rival

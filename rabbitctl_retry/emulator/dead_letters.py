@@ -109,10 +109,8 @@ def dead_letter(
             if target.name in keep and not target.deleted:
                 if not q.settings.dead_letter_at_least_once:
                     enqueue(state, target, dead, AT_MOST_ONCE)
-                elif refuses(target, dead, q):
-                    _keep_dead_letter(state, q, target, dead, enqueue)
                 else:
-                    enqueue(state, target, dead, None)
+                    _send_at_least_once(state, q, target, dead, enqueue)
 
     if state.held_dead_letters is not None:
         state.held_dead_letters.append(send)
@@ -166,27 +164,27 @@ def _dead_letter_message(
     )
 
 
-def _keep_dead_letter(
+def _send_at_least_once(
     state: BrokerState,
     source: EmulatedQueue,
     target: EmulatedQueue,
     dead: StoredMessage,
     enqueue: Enqueue,
 ) -> None:
-    """At-least-once: the target refused the dead letter; ``source`` keeps it and RabbitMQ's
-    dead-letter worker sends it again after ``dead_letter_retry_s`` (its
-    ``dead_letter_worker_publisher_confirm_timeout``, 3 minutes by default), until the
-    target takes it or ``source`` is deleted."""
+    """At-least-once: ``dead`` (from ``source``) into ``target``. While the target refuses
+    it, ``source`` keeps it and RabbitMQ's dead-letter worker sends it again after
+    ``dead_letter_retry_s`` (its ``dead_letter_worker_publisher_confirm_timeout``, 3 minutes
+    by default), until the target takes it or ``source`` is deleted."""
+    if not refuses(target, dead, source):
+        enqueue(state, target, dead, None)
+        return
     state.kept_dead_letters += 1
 
     def again() -> None:
         state.kept_dead_letters -= 1
         if state.queues.get(source.name) is not source or state.queues.get(target.name) is None:
             return  # deleted: the worker and what it kept go with the queue
-        if refuses(target, dead, source):
-            _keep_dead_letter(state, source, target, dead, enqueue)
-        else:
-            enqueue(state, target, dead, None)
+        _send_at_least_once(state, source, target, dead, enqueue)
 
     state.clock.call_later(state.dead_letter_retry_s, again)
 
@@ -210,10 +208,7 @@ def _keep_unroutable(
             _keep_unroutable(state, source, dlx_name, dead, enqueue)
             return
         for target in targets:
-            if refuses(target, dead, source):
-                _keep_dead_letter(state, source, target, dead, enqueue)
-            else:
-                enqueue(state, target, dead, None)
+            _send_at_least_once(state, source, target, dead, enqueue)
 
     state.clock.call_later(state.dead_letter_retry_s, again)
 

@@ -72,18 +72,24 @@ class Death:
     original_expiration: str | None
 
 
-def dead_letter_headers(
-    headers: FieldTable | None, death: Death, *, write_last_death: bool = False
-) -> FieldTable:
-    """The headers a message carries after ``death``. ``headers`` is not modified."""
-    result: FieldTable = dict(headers) if headers else {}
-    info: FieldTable = {
+def _entry_fields(death: Death) -> FieldTable:
+    """What a new ``x-death`` entry says of ``death`` besides its count and original
+    expiration (each writer puts those where its release does)."""
+    return {
         "reason": death.reason,
         "queue": death.queue,
         "time": death.time,
         "exchange": death.exchange,
         "routing-keys": list(death.routing_keys),
     }
+
+
+def dead_letter_headers(
+    headers: FieldTable | None, death: Death, *, write_last_death: bool = False
+) -> FieldTable:
+    """The headers a message carries after ``death``. ``headers`` is not modified."""
+    result: FieldTable = dict(headers) if headers else {}
+    info = _entry_fields(death)
     if death.original_expiration is not None:
         info["original-expiration"] = death.original_expiration
     existing = result.get(X_DEATH)
@@ -127,16 +133,7 @@ def broker_dead_letter_headers(
         entry: FieldTable = {}
         if death.original_expiration is not None:
             entry["original-expiration"] = death.original_expiration
-        entry.update(
-            {
-                "count": 1,
-                "reason": death.reason,
-                "queue": death.queue,
-                "time": death.time,
-                "exchange": death.exchange,
-                "routing-keys": list(death.routing_keys),
-            }
-        )
+        entry.update({"count": 1, **_entry_fields(death)})
         deaths = [entry, *(_copy_entry(e) for e in existing)]
     else:
         matched = existing[match_index]

@@ -32,6 +32,15 @@ def deliver(state: BrokerState, q: EmulatedQueue, entry: Entry, consumer: Consum
         channel.connection.on_fault(541, "INTERNAL_ERROR")
         return
     shown = delivery(state, q, entry, tag, consumer.tag, None, via_get=False)
+    record_delivered(state, q, entry, tag, consumer.tag)
+    consumer.sink(shown)
+
+
+def record_delivered(
+    state: BrokerState, q: EmulatedQueue, entry: Entry, tag: int, consumer_tag: str | None
+) -> None:
+    """The :class:`Delivered` event of ``entry`` from ``q`` as ``tag`` (to a consumer, or
+    ``None``: by basic.get), when the broker records events."""
     if state.record_events:
         state.events.append(
             Delivered(
@@ -39,12 +48,11 @@ def deliver(state: BrokerState, q: EmulatedQueue, entry: Entry, consumer: Consum
                 entry.message.number,
                 q.name,
                 tag,
-                consumer.tag,
+                consumer_tag,
                 entry.redelivered,
                 entry.delivery_count,
             )
         )
-    consumer.sink(shown)
 
 
 def delivery(

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from rabbitctl_retry.emulator.clock import on_grid
 from rabbitctl_retry.emulator.dead_letters import dead_letter, dead_letter_entry
-from rabbitctl_retry.emulator.deliver import deliver, delivery
-from rabbitctl_retry.emulator.events import Delivered, Dropped, Expired
+from rabbitctl_retry.emulator.deliver import deliver, delivery, record_delivered
+from rabbitctl_retry.emulator.events import Dropped, Expired
 from rabbitctl_retry.emulator.limits import block_publishers, refuses
 from rabbitctl_retry.emulator.model import (
     ChannelState,
@@ -229,18 +229,7 @@ def get(
     if not no_ack:
         channel.unacked[tag] = Unacked(q, entry, None)
         q.unacked += 1
-    emit(
-        state,
-        Delivered(
-            state.clock.now_s,
-            entry.message.number,
-            q.name,
-            tag,
-            None,
-            entry.redelivered,
-            entry.delivery_count,
-        ),
-    )
+    record_delivered(state, q, entry, tag, None)
     shown = delivery(state, q, entry, tag, None, len(q.ready), via_get=True)
     if counts_expired:
         expire_due(state, q)

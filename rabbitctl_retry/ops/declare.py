@@ -27,6 +27,7 @@ from typing import assert_never
 
 from rabbitctl_retry.doctor import identity_differences, names_to_compare
 from rabbitctl_retry.errors import ConfigError, TransportError
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.probe import (
     Connect,
     compare_exchange,
@@ -376,16 +377,13 @@ async def opened(
     async def connect() -> Connection:
         return await connect_any(connector, urls)
 
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         api = (
             management(management_url, vhost=vhost_of(connection.url))
             if management_url is not None and management is not None
             else None
         )
         yield connection, api, connect
-    finally:
-        await connection.close()
 
 
 async def declare_topology(

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.report import TransferReport
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.dlq import (
     CheckedFile,
     ExportResult,
@@ -40,14 +41,11 @@ async def _looked_at(
 ) -> AsyncIterator[Connection]:
     """A connection of its own, once ``look`` was told ``queue``'s state and how many of its
     messages (up to ``limit``) are about to be read; closed after."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         state = await queue_state(connection, queue)
         count = state.message_count if limit is None else min(limit, state.message_count)
         await look(state, count, str(connection.server_version))
         yield connection
-    finally:
-        await connection.close()
 
 
 async def inspect(
@@ -99,8 +97,7 @@ async def import_(
 ) -> ImportReport:
     """``rr dlq import``: the checked file published to ``to``
     (:func:`~rabbitctl_retry.ops.dlq.import_file`)."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         with bar() as progress:
             return await import_file(
                 connection,
@@ -111,8 +108,6 @@ async def import_(
                 checked=checked,
                 progress=progress,
             )
-    finally:
-        await connection.close()
 
 
 async def transfer_one(
@@ -120,11 +115,8 @@ async def transfer_one(
 ) -> TransferReport:
     """One run of the transfer engine on ``queue`` (``rr dlq edit``: the one letter
     ``options.only`` picks), on a connection of its own."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         return await transfer(connection, queue, choose, options)
-    finally:
-        await connection.close()
 
 
 async def purge_queue(
@@ -132,12 +124,9 @@ async def purge_queue(
 ) -> int:
     """``rr dlq purge``: ``queue`` emptied once ``agree`` (told its state) returns; how many
     messages went."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         await agree(await queue_state(connection, queue))
         return await purge(connection, queue)
-    finally:
-        await connection.close()
 
 
 __all__ = ["Bar", "Look", "export", "import_", "inspect", "purge_queue", "transfer_one"]

@@ -25,6 +25,7 @@ from rabbitctl_retry.doctor import (
     names_to_compare,
 )
 from rabbitctl_retry.errors import TransportError, censor_urls, escape_unprintable
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.declare import observe_and_plan
 from rabbitctl_retry.ops.probe import Connect, exchange_type, queue_arguments, queue_info
 from rabbitctl_retry.server import (
@@ -56,8 +57,7 @@ async def server_facts(
     delayed-message plugin (probed only when ``desired`` has such an exchange) and, with a
     ``management_url``, what its management API says; with ``topology`` (``desired`` its
     expansion), what ``rr declare`` would make of it now (:func:`_declare_check`)."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         identity, reached = identity_of(connection), connection.url
         facts = ServerFacts(
             version=connection.server_version,
@@ -65,8 +65,6 @@ async def server_facts(
             cluster_name=identity.cluster_name,
             queue_counts=None if desired is None else await _queue_counts(connection, desired),
         )
-    finally:
-        await connection.close()
     delayed = [x for x in desired.exchanges if x.type == DELAYED_EXCHANGE_TYPE] if desired else []
     if delayed:
         plugin = isinstance(await exchange_type(delayed[0], connect), Absent)

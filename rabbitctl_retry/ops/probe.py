@@ -34,6 +34,7 @@ from rabbitctl_retry.errors import (
     TransportError,
 )
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.ops.connected import Connect
 from rabbitctl_retry.topology.expand import ExchangeEntity, QueueEntity
 from rabbitctl_retry.topology.inequivalence import (
     Declaration,
@@ -47,8 +48,6 @@ from rabbitctl_retry.transport.base import Channel, Connection, Delivery, QueueI
 
 T = TypeVar("T")
 
-Connect = Callable[[], Awaitable[Connection]]
-"""Opens a throwaway connection (for :func:`exchange_type`)."""
 
 _MAX_DIFFERENCES = 32
 

@@ -35,6 +35,7 @@ from rabbitctl_retry.errors import (
     TransportError,
     UsageError,
 )
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.copies.sending import CopySender, Turn
 from rabbitctl_retry.ops.copies.sent import SendResult, Sent
 from rabbitctl_retry.ops.dlq import NO_PROGRESS, ProgressSink, prepared, properties_of
@@ -352,8 +353,7 @@ async def publish_run(
 ) -> PublishReport:
     """``rr publish``: the checked messages published on a connection of its own
     (:func:`publish_messages`)."""
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         with bar() as progress:
             return await publish_messages(
                 connection,
@@ -364,8 +364,6 @@ async def publish_run(
                 progress=progress,
                 tracing=tracing,
             )
-    finally:
-        await connection.close()
 
 
 def numbered(records: Iterator[tuple[int, Record]], label: str) -> Iterator[tuple[str, Record]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from rabbitctl_retry.errors import ResourceLocked
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.live import LiveQueue, live_settings
 from rabbitctl_retry.ops.probe import Connect, compare_queue, queue_info, queue_kind
 from rabbitctl_retry.server import QueueActivity, QueueConsumer, ServerVersion
@@ -188,8 +189,7 @@ async def read_statuses(
     activities = None
     if management is not None:
         activities = {found.name: found for found in await management.activity()}
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         server = connection.server_version
         listed = expand(topology, server.release).queues if topology is not None else ()
         if named is None:
@@ -201,8 +201,6 @@ async def read_statuses(
             *await queue_statuses(connection, listed, listed=True, activities=activities),
             *await queue_statuses(connection, named, listed=False, activities=activities),
         ]
-    finally:
-        await connection.close()
     if management is None:
         return Statuses(statuses, server)
     found = await management.live(Desired(queues=tuple(status.entity for status in statuses)))

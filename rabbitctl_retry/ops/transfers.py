@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.replay import set_aside_queue
 from rabbitctl_retry.dlq.report import TransferKind, TransferReport
+from rabbitctl_retry.ops.connected import connected
 from rabbitctl_retry.ops.dlq import ProgressSink, target_drops
 from rabbitctl_retry.ops.probe import Connect, QueueState, queue_missing, queue_state
 from rabbitctl_retry.ops.transfer import TransferOptions, dry_run, transfer
@@ -81,8 +82,7 @@ async def transfer_sources(
     Ctrl-C (or SIGTERM) sets ``done.stop`` (:func:`stop_on_interrupt`); a caller that owns
     the signals (``rr console``) sets it itself."""
     options = dataclasses.replace(run.options, stop=done.stop)
-    connection = await connect()
-    try:
+    async with connected(connect) as connection:
         states = [await queue_state(connection, source) for source, _ in run.jobs]
         if run.dry_run:
             await hooks.reading(states, str(connection.server_version))
@@ -108,8 +108,6 @@ async def transfer_sources(
                 done.reports.append(report)
                 if report.interrupted or done.stop.is_set():
                     break
-    finally:
-        await connection.close()
 
 
 async def _declare_durable(connection: Connection, names: Sequence[str]) -> None:

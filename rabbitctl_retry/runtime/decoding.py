@@ -122,11 +122,17 @@ def decoder_for(hint: Any, *, where: str) -> Decoder:
     if _is_msgspec(hint):
         return _msgspec_decoder(hint, name)
     convert = converter_for(hint, where=where)
+    return _json_only(name, lambda body: convert(_parse(body), ""))
+
+
+def _json_only(name: str, read: Callable[[bytes], Any]) -> Decoder:
+    """A decoder into ``name`` that refuses a body whose ``content_type`` says it is not JSON
+    and hands the others to ``read``."""
 
     def decode(body: bytes, content_type: str | None, content_encoding: str | None) -> Any:
         if content_type and not is_json(content_type):
             raise _not_json(content_type, name)
-        return convert(_parse(body), "")
+        return read(body)
 
     return decode
 
@@ -154,15 +160,13 @@ def _pydantic_reason(name: str, error: Exception) -> str:
 def _pydantic_decoder(model: Any, name: str) -> Decoder:
     validate = model.model_validate_json
 
-    def decode(body: bytes, content_type: str | None, content_encoding: str | None) -> Any:
-        if content_type and not is_json(content_type):
-            raise _not_json(content_type, name)
+    def read(body: bytes) -> Any:
         try:
             return validate(body)
         except ValueError as error:  # pydantic_core.ValidationError is a ValueError
             raise DecodeFailure(_pydantic_reason(name, error)) from None
 
-    return decode
+    return _json_only(name, read)
 
 
 def _msgspec_decoder(struct: Any, name: str) -> Decoder:
@@ -171,15 +175,13 @@ def _msgspec_decoder(struct: Any, name: str) -> Decoder:
     reader = msgspec.json.Decoder(type=struct)
     failure = msgspec.MsgspecError
 
-    def decode(body: bytes, content_type: str | None, content_encoding: str | None) -> Any:
-        if content_type and not is_json(content_type):
-            raise _not_json(content_type, name)
+    def read(body: bytes) -> Any:
         try:
             return reader.decode(body)
         except failure as error:
             raise DecodeFailure(f"the body does not fit {name}: {error}") from None
 
-    return decode
+    return _json_only(name, read)
 
 
 # -- JSON values into types: built once per type, checked per message ---------------------

@@ -216,11 +216,8 @@ def queue_arguments(
         if queue.dead_letter is not None:
             arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange or ""
             arguments["x-dead-letter-routing-key"] = queue.dead_letter
-        elif queue.rejected is not None:
-            arguments["x-dead-letter-exchange"] = ""
-            arguments["x-dead-letter-routing-key"] = queue.rejected
-        elif queue.dead_letter_exchange is not None:
-            arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
+        else:
+            arguments.update(_server_route(queue))
         if queue.effective_dead_letter_strategy is DeadLetterStrategy.AT_LEAST_ONCE:
             arguments["x-dead-letter-strategy"] = DeadLetterStrategy.AT_LEAST_ONCE.value
             arguments["x-overflow"] = "reject-publish"
@@ -231,12 +228,20 @@ def queue_arguments(
             returns = queue.delay_returns or ServerDelayReturns.FAILED
             arguments["x-delayed-retry-type"] = returns.value
             arguments["x-delayed-retry-min"], arguments["x-delayed-retry-max"] = server_delay
-    elif queue.rejected is not None:
-        arguments["x-dead-letter-exchange"] = ""
-        arguments["x-dead-letter-routing-key"] = queue.rejected
-    elif queue.dead_letter_exchange is not None:
-        arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
+    else:
+        arguments.update(_server_route(queue))
     return arguments
+
+
+def _server_route(queue: Queue) -> dict[str, FieldValue]:
+    """The dead-letter route the server follows for ``queue`` when rr's ``dead_letter`` is
+    not one (a classic queue's ``D`` is rr's copy): ``rejected`` through the default
+    exchange, else a ``dead_letter_exchange`` alone, else none."""
+    if queue.rejected is not None:
+        return {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue.rejected}
+    if queue.dead_letter_exchange is not None:
+        return {"x-dead-letter-exchange": queue.dead_letter_exchange}
+    return {}
 
 
 def wait_queue_arguments(

@@ -96,17 +96,7 @@ def groups_command(
 
 
 def _add(grouping: Grouping, queue: str, letter: Letter[Delivery]) -> None:
-    grouping.add(
-        Seen(
-            queue=queue,
-            position=letter.position,
-            message_id=letter.delivery.properties.message_id,
-            headers=letter.delivery.properties.headers,
-            origin=letter.origin,
-            reason=letter.reason,
-            failed_at=letter.failed_at,
-        )
-    )
+    grouping.add(Seen.of(queue, letter))
 
 
 def _outcome(grouping: Grouping, scans: list[tuple[str, shell.ScanResult]]) -> Outcome:

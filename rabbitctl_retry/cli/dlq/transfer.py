@@ -52,11 +52,7 @@ AttemptLimitOption = Annotated[
 ]
 RateOption = Annotated[
     str | None,
-    typer.Option(
-        "--rate",
-        metavar="MSG_PER_S",
-        help="At most this many messages per second (a finite number, at least 0.001).",
-    ),
+    common.rate_option("At most this many messages per second (a finite number, at least 0.001)."),
 ]
 
 
