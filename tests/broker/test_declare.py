@@ -445,7 +445,7 @@ def test_unreachable_broker_exits_69_quickly() -> None:
 
     assert result.exit_code == 69
     assert "hunter2" not in result.output + result.stderr
-    assert elapsed_s < 10
+    assert elapsed_s < 60  # refused at once, no retry loop (a bound no busy machine reaches)
 
 
 def test_missing_vhost_exits_77(amqp_url: str) -> None:
