@@ -460,6 +460,16 @@ def counted_letters(count: int) -> str:
     return html.counted(count, "dead letter")
 
 
+def _one_letter_replay(state: State, queue: str) -> ReplayPlan:
+    """The replay of one letter of ``queue`` to its origin (a retry unchanged, an edit)."""
+    return ReplayPlan(
+        source=queue,
+        run_id=engine.new_run_id(),
+        retry_header=state.config.settings.retry_header,
+        wait_queues=state.config.settings.wait_queues,
+    )
+
+
 async def retry_letter(request: web.Request) -> web.Response:
     """The letter the page showed, retried unchanged: ``rr dlq replay`` of that one letter
     (only if it is still the letter shown, dlq/same_id.py), as a run of its own."""
@@ -467,12 +477,7 @@ async def retry_letter(request: web.Request) -> web.Response:
     queue = _queue(request)
     message_id = request.match_info["message"]
     asked = await _edit_form(request)
-    plan = ReplayPlan(
-        source=queue,
-        run_id=engine.new_run_id(),
-        retry_header=state.config.settings.retry_header,
-        wait_queues=state.config.settings.wait_queues,
-    )
+    plan = _one_letter_replay(state, queue)
     pick: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)
 
     async def work(job: Job) -> TransferReport | None:
@@ -821,12 +826,7 @@ async def edit(request: web.Request) -> web.Response:
     if problem is not None and not asked.force:
         return _page(html.result_page("Refused", [problem], back=back, error=True), 400)
     request_ = EditRequest(body=after, original_sha256=sha256_hex(before))
-    plan = ReplayPlan(
-        source=queue,
-        run_id=engine.new_run_id(),
-        retry_header=state.config.settings.retry_header,
-        wait_queues=state.config.settings.wait_queues,
-    )
+    plan = _one_letter_replay(state, queue)
     # a fresh look in the run that publishes and acks: the letter is checked on the very
     # delivery the run acks (a colleague may have changed it since the look above)
     taking: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)

@@ -213,7 +213,6 @@ def groups_page(
     )
     for group in groups:
         key = group.key
-        origins = ", ".join(f"{name} ({n:,})" for name, n in group.origins.counts.most_common())
         sample = group.sample
         sample_link = (
             f'<a href="/queues/{path_part(queue)}/messages/{path_part(sample.message_id)}">'
@@ -225,15 +224,8 @@ def groups_page(
         if not read_only:
             actions = '<td class="actions">' + _group_forms(queue, group.id, csrf) + "</td>"
         parts.append(
-            f'<tr data-group="{e(group.id)}"><td class="id" data-label="group">{e(group.id)}</td>'
-            f'<td class="n" data-label="count">{group.count:,}</td>'
-            f'<td data-label="type">{e(key.error_type or "-")}</td>'
-            f'<td data-label="message">{e(key.message or "-")}</td>'
-            f'<td data-label="origin">{e(origins)}</td>'
-            f'<td data-label="handler">{e(key.handler or "-")}</td>'
-            f'<td data-label="failed">{stamp(group.first_failed_at)}<br>'
-            f"{stamp(group.last_failed_at)}</td>"
-            f'<td data-label="sample">{sample_link}<br>'
+            _group_cells(group, ("handler", e(key.handler or "-")))
+            + f'<td data-label="sample">{sample_link}<br>'
             f'<a class="letters" href="{letters_path(queue, group.id)}">'
             f"all {counted(group.count, 'letter')}</a></td>{actions}</tr>"
         )
@@ -300,6 +292,24 @@ def group_letters_page(
     return page(f"Letters of group {listing.group_id}", "".join(parts))
 
 
+def _group_cells(group: Group, extra: tuple[str, str]) -> str:
+    """A group's row up to its last cell: id, count, cause, origins, ``extra`` (a label and
+    its cell's HTML) and its first and last failure."""
+    key = group.key
+    origins = ", ".join(f"{name} ({n:,})" for name, n in group.origins.counts.most_common())
+    label, cell_html = extra
+    return (
+        f'<tr data-group="{e(group.id)}"><td class="id" data-label="group">{e(group.id)}</td>'
+        f'<td class="n" data-label="count">{group.count:,}</td>'
+        f'<td data-label="type">{e(key.error_type or "-")}</td>'
+        f'<td data-label="message">{e(key.message or "-")}</td>'
+        f'<td data-label="origin">{e(origins)}</td>'
+        f'<td data-label="{label}">{cell_html}</td>'
+        f'<td data-label="failed">{stamp(group.first_failed_at)}<br>'
+        f"{stamp(group.last_failed_at)}</td>"
+    )
+
+
 def all_groups_page(
     groups: Sequence[Group], *, read: Mapping[str, int], notes: Sequence[str]
 ) -> str:
@@ -318,22 +328,11 @@ def all_groups_page(
         "</tr></thead><tbody>"
     )
     for group in groups:
-        key = group.key
-        origins = ", ".join(f"{name} ({n:,})" for name, n in group.origins.counts.most_common())
         queues = "<br>".join(
             f'<a href="{e(letters_path(name, group.id))}">{e(name)}</a> ({n:,})'
             for name, n in group.queues.counts.most_common()
         )
-        parts.append(
-            f'<tr data-group="{e(group.id)}"><td class="id" data-label="group">{e(group.id)}</td>'
-            f'<td class="n" data-label="count">{group.count:,}</td>'
-            f'<td data-label="type">{e(key.error_type or "-")}</td>'
-            f'<td data-label="message">{e(key.message or "-")}</td>'
-            f'<td data-label="origin">{e(origins)}</td>'
-            f'<td data-label="queues">{queues}</td>'
-            f'<td data-label="failed">{stamp(group.first_failed_at)}<br>'
-            f"{stamp(group.last_failed_at)}</td></tr>"
-        )
+        parts.append(_group_cells(group, ("queues", queues)) + "</tr>")
     parts.append("</tbody></table>")
     return page("Groups of every queue", "".join(parts))
 
