@@ -4,7 +4,9 @@ that word in their error, headers or body's first KiB; the broker holds the othe
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.transport.base import Properties
@@ -150,3 +152,17 @@ async def test_move_by_text_and_bad_words_are_usage_errors(backend: Backend) -> 
         assert bad.exit_code == 2, (where, bad.output)
         assert said in bad.stderr
     assert len(await ids_in(backend, "dead")) == 10
+
+
+async def test_export_writes_only_the_letters_that_say_it(backend: Backend, tmp_path: Path) -> None:
+    ids = await published(backend)
+    file = tmp_path / "timeouts.jsonl"
+
+    exported = await rr(backend, "dlq", "export", "dead", str(file), "--where", "text=timeout")
+
+    assert exported.exit_code == 0, exported.output
+    records = [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines()]
+    assert [record["properties"].get("message_id") for record in records] == [
+        ids[n] for n in sorted(TIMEOUTS)
+    ]
+    assert await ids_in(backend, "dead") == ids  # the queue keeps them all
