@@ -56,6 +56,7 @@ from rabbitctl_retry.console.reads import (
     transfer,
 )
 from rabbitctl_retry.console.reads import run_group as run_on_engine
+from rabbitctl_retry.console.search import Matching, Search, SearchError, search_of
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
@@ -345,16 +346,31 @@ def _gate(
 READ_ONLY_DROPS = "read-only console: reading this queue can drop letters, so it is not read"
 
 
+def _search(request: web.Request, back: str) -> Search | web.Response:
+    """The search the page's form asks for (console/search.py), or the 400 page that says
+    why it cannot be run, with a way back to the page without it."""
+    try:
+        return search_of(request.query)
+    except SearchError as error:
+        page = html.result_page("Search not run", [str(error)], back=back, error=True)
+        return _page(page, 400)
+
+
 async def groups(request: web.Request) -> web.Response:
     state = request.app[STATE]
     queue = _queue(request)
+    search = _search(request, f"/queues/{html.path_part(queue)}/groups")
+    if isinstance(search, web.Response):
+        return search
     queue_state = await _reads_of(request, queue)
     gate = _gate(request, queue_state, f"Groups of {queue}", "/")
     if gate is not None:
         return gate
     unread = await _unread_note(state, queue)
+    now = datetime.now(UTC)
+    matching = Matching(search, state.config.settings.wait_queues, now)
     grouping, scan = await read_groups(
-        state.config.connect, queue, state.config.settings, datetime.now(UTC)
+        state.config.connect, queue, state.config.settings, now, keep=matching.keep
     )
     return _page(
         html.groups_page(
@@ -367,6 +383,8 @@ async def groups(request: web.Request) -> web.Response:
             csrf=state.csrf,
             note=_read_note(queue_state),
             unread=unread,
+            search=search,
+            searched=matching.read,
         )
     )
 
@@ -392,17 +410,32 @@ async def group_letters(request: web.Request) -> web.Response:
         raise _not_found("no such group: the groups page lists them")
     page_number = _nth(request.query.get("page"), name="page")
     per_page = min(_nth(request.query.get("per") or PER_PAGE, name="per"), MAX_PER_PAGE)
+    search = _search(request, html.letters_path(queue, group_id))
+    if isinstance(search, web.Response):
+        return search
     queue_state = await _reads_of(request, queue)
     back = f"/queues/{html.path_part(queue)}/groups"
     gate = _gate(request, queue_state, f"Letters of group {group_id}", back)
     if gate is not None:
         return gate
+    matching = Matching(search, state.config.settings.wait_queues, datetime.now(UTC))
     listing = GroupLetters(
-        group_id=group_id, dimensions=parsed[0], page=page_number, per_page=per_page
+        group_id=group_id,
+        dimensions=parsed[0],
+        page=page_number,
+        per_page=per_page,
+        keep=matching.keep,
     )
     unread = await _unread_note(state, queue)
     await read_group_letters(state.config.connect, queue, state.config.settings, listing)
-    page = html.group_letters_page(queue, listing, note=_read_note(queue_state), unread=unread)
+    page = html.group_letters_page(
+        queue,
+        listing,
+        note=_read_note(queue_state),
+        unread=unread,
+        search=search,
+        searched=matching.read,
+    )
     return _page(page)
 
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from urllib.parse import quote
 
 from rabbitctl_retry.console.letter_list import GroupLetters
+from rabbitctl_retry.console.search import Search
 from rabbitctl_retry.dlq.groups import Group
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
@@ -195,9 +196,17 @@ def groups_page(
     csrf: str,
     note: str | None = None,
     unread: str | None = None,
+    search: Search | None = None,
+    searched: int = 0,
 ) -> str:
+    """A queue's groups; with a ``search``, of the letters that match it (``read``: those,
+    ``searched``: every letter read)."""
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
     parts += [f'<p class="unread">{e(unread)}</p>'] if unread else []
+    found = search or Search()
+    parts.append(search_form(f"/queues/{path_part(queue)}/groups", found))
+    if found.active:
+        parts.append(search_summary(found, queue, None, matched=read, read=searched))
     parts.append(
         f'<p class="count">{counted(len(groups), "group")} of '
         f"{counted(read, 'dead letter')} read of {in_queue:,} in {e(queue)}</p>"
@@ -226,19 +235,24 @@ def groups_page(
         parts.append(
             _group_cells(group, ("handler", e(key.handler or "-")))
             + f'<td data-label="sample">{sample_link}<br>'
-            f'<a class="letters" href="{letters_path(queue, group.id)}">'
-            f"all {counted(group.count, 'letter')}</a></td>{actions}</tr>"
+            f'<a class="letters" href="{e(letters_path(queue, group.id, query=found.query()))}">'
+            f"{'' if found.active else 'all '}{counted(group.count, 'letter')}</a></td>"
+            f"{actions}</tr>"
         )
     parts.append("</tbody></table>")
     return page(f"Groups of {queue}", "".join(parts))
 
 
-def letters_path(queue: str, group_id: str, page_number: int = 1, per_page: int = 50) -> str:
-    """The ``page_number``-th page of a group's letters, ``per_page`` to a page."""
+def letters_path(
+    queue: str, group_id: str, page_number: int = 1, per_page: int = 50, *, query: str = ""
+) -> str:
+    """The ``page_number``-th page of a group's letters, ``per_page`` to a page (``query``: a
+    search's fields, :meth:`Search.query`)."""
     path = f"/queues/{path_part(queue)}/groups/{path_part(group_id)}/letters"
-    query = [f"page={page_number}"] if page_number > 1 else []
-    query += [f"per={per_page}"] if per_page != 50 else []
-    return path + ("?" + "&".join(query) if query else "")
+    asked = [f"page={page_number}"] if page_number > 1 else []
+    asked += [f"per={per_page}"] if per_page != 50 else []
+    asked += [query] if query else []
+    return path + ("?" + "&".join(asked) if asked else "")
 
 
 def position_path(queue: str, position: int) -> str:
@@ -248,12 +262,25 @@ def position_path(queue: str, position: int) -> str:
 
 
 def group_letters_page(
-    queue: str, listing: GroupLetters, *, note: str | None = None, unread: str | None = None
+    queue: str,
+    listing: GroupLetters,
+    *,
+    note: str | None = None,
+    unread: str | None = None,
+    search: Search | None = None,
+    searched: int = 0,
 ) -> str:
     """One page of a group's letters: where each is in the queue, its id (a link to its page;
-    by position when it has none), when it failed, its retry count and its error."""
+    by position when it has none), when it failed, its retry count and its error. With a
+    ``search``, only the letters that match it (``searched``: the group's letters read)."""
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
     parts += [f'<p class="unread">{e(unread)}</p>'] if unread else []
+    found = search or Search()
+    parts.append(search_form(letters_path(queue, listing.group_id), found))
+    if found.active:
+        parts.append(
+            search_summary(found, queue, listing.group_id, matched=listing.matched, read=searched)
+        )
     first = (listing.page - 1) * listing.per_page + 1
     last = first + len(listing.rows) - 1
     shown = f"{first:,}-{last:,}" if listing.rows else "none"
@@ -281,15 +308,50 @@ def group_letters_page(
     parts.append("</tbody></table>")
     pager = []
     if listing.page > 1:
-        previous = letters_path(queue, listing.group_id, listing.page - 1, listing.per_page)
+        previous = letters_path(
+            queue, listing.group_id, listing.page - 1, listing.per_page, query=found.query()
+        )
         pager.append(f'<a rel="prev" href="{e(previous)}">previous page</a>')
     if listing.page < listing.pages:
-        following = letters_path(queue, listing.group_id, listing.page + 1, listing.per_page)
+        following = letters_path(
+            queue, listing.group_id, listing.page + 1, listing.per_page, query=found.query()
+        )
         pager.append(f'<a rel="next" href="{e(following)}">next page</a>')
     pager.append(f'<a href="/queues/{path_part(queue)}/groups">groups of {e(queue)}</a>')
     numbers = f"page {listing.page:,} of {listing.pages:,}"
     parts.append(f'<p class="pager">{numbers}: ' + " · ".join(pager) + "</p>")
     return page(f"Letters of group {listing.group_id}", "".join(parts))
+
+
+def search_form(action: str, search: Search) -> str:
+    """The search form (GET: it changes nothing): text, failure time and message id."""
+    return (
+        f'<form method="get" action="{e(action)}" class="search" role="search">'
+        f'<label>text <input type="search" name="text" value="{e(search.text)}" size="24" '
+        'placeholder="in the error, headers or body"></label> '
+        f'<label>failed <input name="age" value="{e(search.age)}" size="8" '
+        'placeholder="&gt;1h, &lt;10m"></label> '
+        f'<label>message id <input name="id" value="{e(search.message_id)}" size="24"></label> '
+        "<button>Search</button></form>"
+    )
+
+
+def search_summary(
+    search: Search, queue: str, group_id: str | None, *, matched: int, read: int
+) -> str:
+    """How many letters matched of how many read, and the command lines that select them."""
+    where = "the group's " if group_id else ""
+    back = letters_path(queue, group_id) if group_id else f"/queues/{path_part(queue)}/groups"
+    return (
+        f'<p class="search-count">{matched:,} of {where}{counted(read, "dead letter")} read '
+        f"match {e(', '.join(search.expressions))} "
+        f'(<a href="{e(back)}">clear the search</a>)</p>'
+        '<p class="search-command">The same letters on the command line: '
+        f"<code>{e(search.command(queue, group_id))}</code></p>"
+        '<p class="note">Retry, move and discard on this page act on whole groups. To retry '
+        "only the letters found, run "
+        f"<code>{e(search.command(queue, group_id, verb='replay'))}</code></p>"
+    )
 
 
 def _group_cells(group: Group, extra: tuple[str, str]) -> str:

@@ -7,7 +7,7 @@ need: a letter is opened by its id and which of the letters with that id it is, 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -62,8 +62,10 @@ class GroupLetters:
     read: int = 0
     """Letters of the queue read."""
     matched: int = 0
-    """Letters of the group among them."""
+    """Letters of the group among them (that ``keep`` kept)."""
     rows: list[LetterRow] = field(default_factory=list)
+    keep: Callable[[Letter[Read]], bool] | None = None
+    """Only the letters it keeps are listed (a search, console/search.py); ``None``: all."""
     _ids: Counter[str] = field(default_factory=Counter)
 
     def add(self, letter: Letter[Read]) -> None:
@@ -75,7 +77,7 @@ class GroupLetters:
             nth = self._ids[message_id]
         headers = letter.delivery.properties.headers
         key = key_of(self.dimensions, headers=headers, origin=letter.origin, reason=letter.reason)
-        if key.id != self.group_id:
+        if key.id != self.group_id or (self.keep is not None and not self.keep(letter)):
             return
         self.matched += 1
         first = (self.page - 1) * self.per_page

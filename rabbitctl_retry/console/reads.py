@@ -17,7 +17,7 @@ from rabbitctl_retry.console.letter_list import GroupLetters
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.filters import parse_where
 from rabbitctl_retry.dlq.groups import Grouping, Seen
-from rabbitctl_retry.dlq.letter import numbered_letters
+from rabbitctl_retry.dlq.letter import Letter, Read, numbered_letters
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.move import to_problem as move_to_problem
 from rabbitctl_retry.dlq.origin import WaitQueues
@@ -85,14 +85,18 @@ async def read_groups(
     settings: Settings,
     now: datetime,
     grouping: Grouping | None = None,
+    keep: Callable[[Letter[Read]], bool] | None = None,
 ) -> tuple[Grouping, ScanResult]:
     """Every dead letter of ``queue`` in its group (of ``grouping``, which may hold other
-    queues' letters already: the all-queues view); none taken."""
+    queues' letters already: the all-queues view); only those ``keep`` keeps (a search,
+    console/search.py) when given; none taken."""
     grouping = grouping if grouping is not None else Grouping()
     letters = numbered_letters(retry_header=settings.retry_header, wait_queues=settings.wait_queues)
 
     def take(delivery: Delivery) -> bool:
-        grouping.add(Seen.of(queue, letters(delivery)))
+        letter = letters(delivery)
+        if keep is None or keep(letter):
+            grouping.add(Seen.of(queue, letter))
         return True
 
     return grouping, await _scan(connect, queue, take)

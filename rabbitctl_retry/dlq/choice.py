@@ -1,10 +1,11 @@
 """Pure. What a transfer (``rr dlq replay``, ``rr dlq move``) does with one message.
 
 A *chooser* looks at one message (its headers, the time, the names of the properties the
-codec could not decode) and answers with one :data:`Choice`; the engine (``ops/transfer.py``)
-carries it out: :class:`Send` publishes a copy and removes the message once the broker
-confirmed the copy, :class:`Discard` removes it with no copy (``rr dlq purge --where``),
-:class:`Skip` and :class:`Fail` leave it where it is, :class:`Stop` ends the run and leaves it.
+codec could not decode, its message id and body for ``--where id=``/``text=``) and answers
+with one :data:`Choice`; the engine (``ops/transfer.py``) carries it out: :class:`Send`
+publishes a copy and removes the message once the broker confirmed the copy,
+:class:`Discard` removes it with no copy (``rr dlq purge --where``), :class:`Skip` and
+:class:`Fail` leave it where it is, :class:`Stop` ends the run and leaves it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
+from rabbitctl_retry.dlq.origin import Contents
 from rabbitctl_retry.fields import FieldValue
 
 
@@ -50,8 +52,11 @@ class Stop:
 
 Choice: TypeAlias = Send | Discard | Skip | Fail | Stop
 
-Chooser: TypeAlias = Callable[[Mapping[str, FieldValue] | None, datetime, tuple[str, ...]], Choice]
-"""``(headers, now, undecodable property names) -> Choice``."""
+Chooser: TypeAlias = Callable[
+    [Mapping[str, FieldValue] | None, datetime, tuple[str, ...], Contents | None], Choice
+]
+"""``(headers, now, undecodable property names, contents) -> Choice``; ``contents`` is
+``None`` when the properties could not be decoded (``dlq/origin.py`` ``contents_of``)."""
 
 
 def shown(name: str, limit: int = 64) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Send
+from rabbitctl_retry.dlq.origin import Contents
 from rabbitctl_retry.dlq.replay import ReplayPlan
 from rabbitctl_retry.dlq.replay import choose as choose_replay
 from rabbitctl_retry.fields import FieldValue
@@ -125,9 +126,13 @@ def edit_chooser(plan: ReplayPlan, request: EditRequest) -> Chooser:
     into its edited copy."""
 
     def choose(
-        headers: Mapping[str, FieldValue] | None, now: datetime, undecodable: tuple[str, ...] = ()
+        headers: Mapping[str, FieldValue] | None,
+        now: datetime,
+        undecodable: tuple[str, ...] = (),
+        contents: Contents | None = None,
     ) -> Choice:
-        return edit_choice(choose_replay(plan, headers, now, undecodable), request, now)
+        replayed = choose_replay(plan, headers, now, undecodable, contents)
+        return edit_choice(replayed, request, now)
 
     return choose
 

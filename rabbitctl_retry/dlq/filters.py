@@ -13,6 +13,13 @@
     age>=30s  age<=2d       rr-failed-at); a dead letter whose age is unknown never matches
     group=tmoh-3f9a0c1b2d4e a group ``rr dlq groups`` listed (dlq/groups.py: the id says its
     group!=ID               dimensions, so the letter's group is computed again from it)
+    id=ID  id!=ID           its ``message_id`` (a letter without one never equals)
+    text=WORD text!=WORD    WORD (case-insensitive, at most 256 characters) in a header's value
+                            as text (the error ``rr-error-type``/``rr-error-message`` included)
+                            or in the body's first KiB, decoded as UTF-8 with replacement
+
+A letter whose properties could not be decoded matches no ``id`` or ``text`` condition (either
+operator): its message id and headers are unknown (origin.py ``contents_of``).
 
 Several ``--where`` must all hold. A malformed expression is a usage error (exit 2): an
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
@@ -75,6 +82,21 @@ class HeaderCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class IdCondition:
+    message_id: str
+    negate: bool = False
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCondition:
+    word: str
+    """Case-folded: compared with case-folded text."""
+    negate: bool = False
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AgeCondition:
     op: AgeOp
     ms: int
@@ -89,12 +111,17 @@ class GroupCondition:
     text: str = ""
 
 
-Condition: TypeAlias = TextCondition | HeaderCondition | AgeCondition | GroupCondition
+Condition: TypeAlias = (
+    TextCondition | HeaderCondition | AgeCondition | GroupCondition | IdCondition | SearchCondition
+)
 
 _USAGE = (
-    "use origin=QUEUE, reason=REASON, queue=QUEUE, header.NAME=VALUE, group=ID (or != for "
-    "each), or age>DURATION / age<DURATION (e.g. age>1h, age<10m)"
+    "use origin=QUEUE, reason=REASON, queue=QUEUE, header.NAME=VALUE, group=ID, id=MESSAGE_ID, "
+    "text=WORD (or != for each), or age>DURATION / age<DURATION (e.g. age>1h, age<10m)"
 )
+
+MAX_WORD_CHARACTERS = 256
+"""The longest word ``text=`` searches for (docs/dlq.md, "--where")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +202,8 @@ def parse_where(text: str) -> Condition:
         return GroupCondition(
             dimensions=dimensions, group_id=value.strip(), negate=negate, text=text
         )
+    if key in ("id", "text"):
+        return _letter_condition(key, value, negate, text)
     if key.startswith("header."):
         name = key.removeprefix("header.").strip()
         if not name:
@@ -191,6 +220,23 @@ def parse_where(text: str) -> Condition:
                 )
             return TextCondition(key=known, value=value, negate=negate, text=text)
     raise UsageError(f"--where {shown}: unknown key {shown_expression(key)}; {_USAGE}")
+
+
+def _letter_condition(key: str, value: str, negate: bool, text: str) -> Condition:
+    """``id=``/``text=`` (and ``!=``) with ``value`` stripped: :class:`UsageError` when empty
+    or, for ``text``, longer than :data:`MAX_WORD_CHARACTERS`."""
+    shown = shown_expression(text)
+    if not value:
+        what = "a message id" if key == "id" else "a word to search for"
+        raise UsageError(f"--where {shown}: give {what} after {'!=' if negate else '='}")
+    if key == "id":
+        return IdCondition(message_id=value, negate=negate, text=text)
+    if len(value) > MAX_WORD_CHARACTERS:
+        raise UsageError(
+            f"--where {shown}: the word is {len(value):,} characters; text= searches for at "
+            f"most {MAX_WORD_CHARACTERS}"
+        )
+    return SearchCondition(word=value.casefold(), negate=negate, text=text)
 
 
 def parse_all(texts: Iterable[str]) -> tuple[Condition, ...]:
@@ -230,6 +276,10 @@ def holds(condition: Condition, facts: Facts, now: datetime) -> bool:
                 dimensions, headers=facts.headers, origin=facts.origin, reason=facts.reason
             )
             return (group.id == wanted) != negate
+        case IdCondition(message_id=wanted, negate=negate):
+            return facts.searchable and (facts.message_id == wanted) != negate
+        case SearchCondition(word=word, negate=negate):
+            return facts.searchable and found_text(word, facts) != negate
         case AgeCondition(op=op, ms=ms):
             if facts.failed_at is None:
                 return False
@@ -243,6 +293,18 @@ def holds(condition: Condition, facts: Facts, now: datetime) -> bool:
             return age_ms >= ms
         case _:
             assert_never(condition)
+
+
+def found_text(word: str, facts: Facts) -> bool:
+    """Whether ``word`` (case-folded) appears in a header's value as text or in the body's
+    first KiB (``facts.body_head``)."""
+    if word in facts.body_head:
+        return True
+    for value in facts.headers.values():
+        text = header_text(value)
+        if text is not None and word in text.casefold():
+            return True
+    return False
 
 
 def matches(conditions: Iterable[Condition], facts: Facts, now: datetime) -> bool:

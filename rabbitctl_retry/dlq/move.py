@@ -27,7 +27,7 @@ from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, shown
 from rabbitctl_retry.dlq.filters import Condition, matches
-from rabbitctl_retry.dlq.origin import WaitQueues, facts
+from rabbitctl_retry.dlq.origin import Contents, WaitQueues, facts
 from rabbitctl_retry.dlq.replay import name_problem
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
@@ -75,6 +75,7 @@ def choose_move(
     headers: Mapping[str, FieldValue] | None,
     now: datetime,
     undecodable: tuple[str, ...] = (),
+    contents: Contents | None = None,
 ) -> Choice:
     """What the move does with one message (see the module doc)."""
     if undecodable:
@@ -86,7 +87,8 @@ def choose_move(
                 to=plan.to,
             )
         return Send(to=plan.to, headers={}, verbatim=True)
-    if plan.conditions and not matches(plan.conditions, facts(headers, plan.wait_queues), now):
+    found = facts(headers, plan.wait_queues, contents) if plan.conditions else None
+    if found is not None and not matches(plan.conditions, found, now):
         return Skip("does not match --where")
     return Send(
         to=plan.to,

@@ -152,6 +152,27 @@ def _failed_at(
     return max(aware, default=None)
 
 
+BODY_SEARCHED_BYTES = 1024
+"""How much of a body ``--where text=`` searches (docs/dlq.md, "--where")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Contents:
+    """What ``--where id=`` and ``text=`` read of a dead letter beyond its headers."""
+
+    message_id: str | None
+    body: bytes
+    """The whole body as read; :func:`facts` decodes only its first :data:`BODY_SEARCHED_BYTES`."""
+
+
+def contents_of(
+    message_id: str | None, body: bytes, undecodable: tuple[str, ...] = ()
+) -> Contents | None:
+    """A delivery's :class:`Contents`; ``None`` when its properties could not be decoded (its
+    message id is unknown: it matches no ``id`` or ``text`` condition, docs/dlq.md)."""
+    return None if undecodable else Contents(message_id=message_id, body=body)
+
+
 @dataclass(frozen=True, slots=True)
 class Facts:
     """What ``--where`` and the summaries read from one dead letter, computed once."""
@@ -162,10 +183,21 @@ class Facts:
     """Every queue its history names: ``rr-origin-queue`` and each ``x-death`` queue."""
     failed_at: datetime | None
     headers: Mapping[str, FieldValue]
+    searchable: bool = False
+    """Whether its message id and body were given (:class:`Contents`): without them no
+    ``id`` or ``text`` condition holds."""
+    message_id: str | None = None
+    body_head: str = ""
+    """The body's first :data:`BODY_SEARCHED_BYTES`, decoded as UTF-8 with replacement and
+    case-folded (what ``text=`` searches)."""
 
 
-def facts(headers: Mapping[str, FieldValue] | None, wait_queues: WaitQueues) -> Facts:
-    """The :class:`Facts` of a dead letter with ``headers``."""
+def facts(
+    headers: Mapping[str, FieldValue] | None,
+    wait_queues: WaitQueues,
+    contents: Contents | None = None,
+) -> Facts:
+    """The :class:`Facts` of a dead letter with ``headers`` (and ``contents``, when known)."""
     table: Mapping[str, FieldValue] = headers or {}
     origin = origin_queue(table, wait_queues)
     history = deaths(table)
@@ -179,4 +211,11 @@ def facts(headers: Mapping[str, FieldValue] | None, wait_queues: WaitQueues) -> 
         queues=frozenset(queues),
         failed_at=_failed_at(history, table),
         headers=table,
+        searchable=contents is not None,
+        message_id=contents.message_id if contents is not None else None,
+        body_head=(
+            contents.body[:BODY_SEARCHED_BYTES].decode("utf-8", "replace").casefold()
+            if contents is not None
+            else ""
+        ),
     )

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Discard, Skip
 from rabbitctl_retry.dlq.filters import Condition, matches
-from rabbitctl_retry.dlq.origin import WaitQueues, facts
+from rabbitctl_retry.dlq.origin import Contents, WaitQueues, facts
 from rabbitctl_retry.fields import FieldValue
 
 
@@ -30,8 +30,9 @@ def choose_purge(
     headers: Mapping[str, FieldValue] | None,
     now: datetime,
     undecodable: tuple[str, ...] = (),
+    contents: Contents | None = None,
 ) -> Choice:
     """Discard a message that matches every condition; skip the others."""
-    if matches(plan.conditions, facts(headers, plan.wait_queues), now):
+    if matches(plan.conditions, facts(headers, plan.wait_queues, contents), now):
         return Discard()
     return Skip("does not match --where")

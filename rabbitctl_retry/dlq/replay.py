@@ -33,7 +33,7 @@ from datetime import datetime
 
 from rabbitctl_retry.dlq.choice import Choice, Fail, Send, Skip, Stop, shown
 from rabbitctl_retry.dlq.filters import Condition, matches
-from rabbitctl_retry.dlq.origin import WaitQueues, facts, origin_queue, wait_queue_named
+from rabbitctl_retry.dlq.origin import Contents, WaitQueues, facts, origin_queue, wait_queue_named
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
     DEFAULT_RETRY_HEADER,
@@ -162,6 +162,7 @@ def choose(
     headers: Mapping[str, FieldValue] | None,
     now: datetime,
     undecodable: tuple[str, ...] = (),
+    contents: Contents | None = None,
 ) -> Choice:
     """What the replay does with one dead letter (see the module doc). ``undecodable``: the
     names of the properties the codec could not decode (docs/dlq.md, "Undecodable")."""
@@ -180,7 +181,7 @@ def choose(
         )
     origin: str | None
     if plan.conditions:
-        found = facts(headers, plan.wait_queues)
+        found = facts(headers, plan.wait_queues, contents)
         if not matches(plan.conditions, found, now):
             return Skip("does not match --where")
         origin = found.origin

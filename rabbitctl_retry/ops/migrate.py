@@ -155,7 +155,10 @@ def _verbatim(target: str) -> Callable[..., Choice]:
     included: a copy waiting in a wait queue waits again), headers untouched."""
 
     def choose(
-        headers: Mapping[str, FieldValue] | None, now: datetime, undecodable: tuple[str, ...]
+        headers: Mapping[str, FieldValue] | None,
+        now: datetime,
+        undecodable: tuple[str, ...],
+        contents: object = None,
     ) -> Choice:
         return Send(to=target, headers={}, verbatim=True)
 

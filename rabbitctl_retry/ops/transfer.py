@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
+from rabbitctl_retry.dlq.origin import contents_of
 from rabbitctl_retry.dlq.read_cost import GiveBack, give_back_for
 from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.replay import ReplayPlan
@@ -125,11 +126,14 @@ def choice_of(
     only: Callable[[Delivery], Skip | Stop | None] | None = None,
 ) -> Choice:
     """What ``choose`` says of ``delivery`` (or ``only``, when it answers first); a message rr
-    cannot read fails alone."""
+    cannot read fails alone. The chooser is handed the delivery's message id and body
+    (``--where id=``/``text=``: ``dlq/origin.py`` ``Contents``)."""
     try:
         if only is not None and (answer := only(delivery)) is not None:
             return answer
-        return choose(delivery.properties.headers, now, delivery.properties.undecodable)
+        properties = delivery.properties
+        contents = contents_of(properties.message_id, delivery.body, properties.undecodable)
+        return choose(properties.headers, now, properties.undecodable, contents)
     except Exception as error:  # a message rr cannot read must not stop the others
         return Fail(reasons.unreadable(error))
 

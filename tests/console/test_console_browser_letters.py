@@ -54,6 +54,20 @@ async def test_a_letter_found_in_its_group_and_retried_in_the_browser(
         assert await page.locator("form").count() == 0
         await page.go_back()
         await page.wait_for_selector("table.letters")
+        # a search: typed in the form, Enter, only the letter that says it is listed
+        await page.fill('form.search input[name="text"]', "DECLINED 12")
+        await page.press('form.search input[name="text"]', "Enter")
+        await page.wait_for_selector("p.search-count")
+        assert await rows.count() == 1
+        assert await rows.locator("a").inner_text() == ids[6]
+        assert "1 of the group's 8 dead letters read match" in await page.inner_text(
+            "p.search-count"
+        )
+        command = await page.inner_text("p.search-command code")
+        assert command.endswith("--where 'text=DECLINED 12'")
+        await page.go_back()
+        await page.wait_for_selector("table.letters")
+        assert await rows.count() == LETTERS
         # one letter, retried unchanged from its page
         await page.click(f"text={chosen}")
         await page.wait_for_selector("form.retry")

@@ -149,7 +149,9 @@ async def test_read_only_shows_no_action_and_refuses_every_post(
         session(console) as client,
     ):
         _, page = await text_of(client, f"{console.base}/queues/dead/groups")
-        assert "<form" not in page
+        assert '<form method="post"' not in page  # the search form (a GET) changes nothing
+        assert page.count("<form") == 1
+        assert '<form method="get" action="/queues/dead/groups" class="search"' in page
         group = next(iter(group_rows(page)))
         _, message = await text_of(client, f"{console.base}/queues/dead/messages/{before[0]}")
         assert "<form" not in message

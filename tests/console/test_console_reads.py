@@ -68,7 +68,7 @@ async def test_25_views_of_a_read_only_console_keep_every_letter(
                 assert "<form" not in page
         groups_status, groups_page = await text_of(client, f"{console.base}/queues/dead/groups")
         assert groups_status == 200
-        assert ("<form" in groups_page) is False
+        assert ('<form method="post"' in groups_page) is False  # a search form is a GET
         # the read form, posted anyway: refused where a read can drop a letter
         refused, _, _ = await post(client, message_url(console, IDS[0]), {"read": "1"})
         assert refused == 403

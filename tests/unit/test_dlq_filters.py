@@ -9,12 +9,14 @@ import pytest
 from rabbitctl_retry.dlq.filters import (
     AgeCondition,
     HeaderCondition,
+    IdCondition,
+    SearchCondition,
     TextCondition,
     matches,
     parse_all,
     parse_where,
 )
-from rabbitctl_retry.dlq.origin import WaitQueues, facts
+from rabbitctl_retry.dlq.origin import BODY_SEARCHED_BYTES, WaitQueues, contents_of, facts
 from rabbitctl_retry.errors import ExitCode, UsageError
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -128,3 +130,131 @@ def test_malformed_expressions_are_usage_errors(text: str) -> None:
 def test_matching(wheres: list[str], headers: dict[str, object], expected: bool) -> None:
     conditions = parse_all(wheres)
     assert matches(conditions, facts(headers, WaitQueues()), NOW) is expected
+
+
+# ------------------------------------------------------------------ id= and text= (#47)
+
+
+def searched(
+    wheres: list[str],
+    *,
+    message_id: str | None = "m-1",
+    body: bytes = b"",
+    headers: dict[str, object] | None = None,
+    undecodable: tuple[str, ...] = (),
+) -> bool:
+    table = letter(**(headers or {}))
+    contents = contents_of(message_id, body, undecodable)
+    return matches(parse_all(wheres), facts(table, WaitQueues(), contents), NOW)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("id=m-1", IdCondition("m-1", text="id=m-1")),
+        ("id != m-1", IdCondition("m-1", True, text="id != m-1")),
+        ("text=TimeOut", SearchCondition("timeout", text="text=TimeOut")),
+        ("text!= gone ", SearchCondition("gone", True, text="text!= gone ")),
+    ],
+)
+def test_parse_id_and_text(text: str, expected: object) -> None:
+    assert parse_where(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("id=", "give a message id after ="),
+        ("id!=  ", "give a message id after !="),
+        ("text=", "give a word to search for after ="),
+        ("text=" + "x" * 257, "the word is 257 characters; text= searches for at most 256"),
+        ("text<x", "only age compares with < or >"),
+        ("id>=4", "only age compares with < or >"),
+        ("text==x", "unknown operator '=='"),
+    ],
+)
+def test_id_and_text_errors_are_usage_errors(text: str, said: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        parse_where(text)
+    assert raised.value.exit_code == ExitCode.USAGE
+    assert said in str(raised.value)
+
+
+def test_a_word_of_256_characters_is_searched_for() -> None:
+    word = "y" * 256
+    assert searched([f"text={word}"], body=word.encode())
+    assert not searched([f"text={word}"], body=word[:-1].encode())
+
+
+def test_id_equals_the_message_id_only() -> None:
+    assert searched(["id=m-1"])
+    assert not searched(["id=m-2"])
+    assert not searched(["id=M-1"])  # ids are compared exactly
+    assert searched(["id!=m-2"])
+    assert not searched(["id!=m-1"])
+
+
+def test_a_letter_without_an_id_never_equals() -> None:
+    assert not searched(["id=m-1"], message_id=None)
+    assert searched(["id!=m-1"], message_id=None)
+
+
+@pytest.mark.parametrize(
+    ("where", "headers", "body"),
+    [
+        ("text=timeout", {"rr-error-type": "TimeoutError"}, b""),
+        ("text=GATEWAY", {"rr-error-message": b"bad gateway from upstream"}, b""),
+        ("text=acme", {"tenant": "ACME corp"}, b""),
+        ("text=4711", {"order-number": 4711}, b""),
+        ("text=true", {"urgent": True}, b""),
+        ("text=card declined", {}, b'{"why": "Card Declined"}'),
+        ("text=\u00fcber", {}, "\u00dcBER".encode()),
+    ],
+)
+def test_text_is_found_case_insensitively_in_headers_and_body(
+    where: str, headers: dict[str, object], body: bytes
+) -> None:
+    assert searched([where], headers=headers, body=body)
+    negated = where.replace("text=", "text!=")
+    assert not searched([negated], headers=headers, body=body)
+
+
+def test_text_is_not_found_where_it_is_not() -> None:
+    assert not searched(["text=timeout"], headers={"rr-error-type": "ValueError"}, body=b"ok")
+    assert searched(["text!=timeout"], headers={"rr-error-type": "ValueError"}, body=b"ok")
+
+
+def test_the_body_is_searched_in_its_first_kib_only() -> None:
+    inside = b"." * (BODY_SEARCHED_BYTES - len(b"needle")) + b"needle"
+    beyond = b"." * BODY_SEARCHED_BYTES + b"needle"
+    straddling = b"." * (BODY_SEARCHED_BYTES - 3) + b"needle"
+    assert searched(["text=needle"], body=inside)
+    assert not searched(["text=needle"], body=beyond)
+    assert not searched(["text=needle"], body=straddling)
+
+
+def test_a_body_that_is_no_utf8_is_searched_with_replacement() -> None:
+    assert searched(["text=after"], body=b"\xff\xfe before after")
+
+
+def test_tables_are_not_searched_as_text() -> None:
+    # the x-death table names the origin queue "refunds": no header value as text does
+    assert not searched(["text=refunds"])
+
+
+def test_undecodable_properties_match_no_id_or_text_condition() -> None:
+    for where in ("id=m-1", "id!=m-1", "text=anything", "text!=anything"):
+        assert not searched([where], body=b"anything", undecodable=("headers",))
+
+
+def test_facts_without_contents_match_no_id_or_text_condition() -> None:
+    found = facts(letter(), WaitQueues())
+    assert not matches(parse_all(["id!=x"]), found, NOW)
+    assert not matches(parse_all(["text!=x"]), found, NOW)
+    assert matches(parse_all(["origin=refunds"]), found, NOW)
+
+
+def test_id_and_text_combine_with_the_other_keys() -> None:
+    headers = {"rr-error-type": "TimeoutError"}
+    assert searched(["text=timeout", "id=m-1", "origin=refunds", "age>1h"], headers=headers)
+    assert not searched(["text=timeout", "id=m-1", "age<1h"], headers=headers)

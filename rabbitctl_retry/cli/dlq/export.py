@@ -20,7 +20,7 @@ from rabbitctl_retry.cli.output import require_stdout
 from rabbitctl_retry.cli.queue_names import check_queue_names
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.filters import Condition, matches, parse_all
-from rabbitctl_retry.dlq.origin import WaitQueues, facts
+from rabbitctl_retry.dlq.origin import WaitQueues, contents_of, facts
 from rabbitctl_retry.errors import UsageError
 from rabbitctl_retry.ops import dlq_runs as runs
 from rabbitctl_retry.transport.base import Delivery
@@ -115,6 +115,8 @@ def _matching(
     now = datetime.now(UTC)
 
     def keep(delivery: Delivery) -> bool:
-        return matches(conditions, facts(delivery.properties.headers, wait_queues), now)
+        properties = delivery.properties
+        contents = contents_of(properties.message_id, delivery.body, properties.undecodable)
+        return matches(conditions, facts(properties.headers, wait_queues, contents), now)
 
     return keep

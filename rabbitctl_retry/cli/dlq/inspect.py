@@ -40,7 +40,7 @@ from rabbitctl_retry.cli.render import cell, printable
 from rabbitctl_retry.dlq.filters import Condition, matches, parse_all
 from rabbitctl_retry.dlq.letter import Letter, letter_of
 from rabbitctl_retry.dlq.oneline import letter_line
-from rabbitctl_retry.dlq.origin import WaitQueues, facts
+from rabbitctl_retry.dlq.origin import WaitQueues, contents_of, facts
 from rabbitctl_retry.dlq.spill import SpilledRows
 from rabbitctl_retry.dlq.summary import Summary
 from rabbitctl_retry.errors import UsageError
@@ -298,8 +298,9 @@ def _if_matching(
     letter: Letter[Delivery],
 ) -> None:
     """``take`` the letter only when it matches every ``--where``."""
-    headers = letter.delivery.properties.headers
-    if matches(conditions, facts(headers, reading.wait_queues), reading.now):
+    properties = letter.delivery.properties
+    contents = contents_of(properties.message_id, letter.delivery.body, properties.undecodable)
+    if matches(conditions, facts(properties.headers, reading.wait_queues, contents), reading.now):
         take(letter)
 
 
