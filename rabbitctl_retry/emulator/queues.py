@@ -74,7 +74,12 @@ def enqueue(
     block_publishers(q)
     if q.over_limit() and settings.overflow == "drop-head":
         trim(state, q)
-    expire_due(state, q)
+    if q.is_quorum or len(q.ready) == 1:
+        # a classic queue checks its head here only when the message is alone in it (or
+        # drop-head pushed some out, trim): one that went ahead of the head of a non-empty
+        # queue waits for the next check (docs/testing.md, "Priorities with message TTLs
+        # in classic queues")
+        expire_due(state, q)
     if q.consumers:
         dispatch(state, q)
     return True
@@ -186,9 +191,10 @@ def _on_ttl(state: BrokerState, q: EmulatedQueue) -> None:
 
 
 def _take(state: BrokerState, q: EmulatedQueue, *, expire_after: bool = True) -> Entry | None:
-    """Expire what is due, take the message served next, and (``expire_after``) expire
-    what is due behind it."""
-    expire_due(state, q)
+    """Expire what is due (a quorum queue; a classic queue hands out its head unchecked),
+    take the message served next, and (``expire_after``) expire what is due behind it."""
+    if q.is_quorum:
+        expire_due(state, q)
     if not q.ready:
         return None
     entry = q.pop()
@@ -198,17 +204,22 @@ def _take(state: BrokerState, q: EmulatedQueue, *, expire_after: bool = True) ->
 
 
 def dispatch(state: BrokerState, q: EmulatedQueue) -> None:
-    """Deliver ready messages to consumers while one can take one: what is due expires
-    first, then the consumer whose turn it is (EmulatedQueue.next_consumer) takes the
-    message served next."""
+    """Deliver ready messages to consumers while one can take one: the consumer whose turn
+    it is (EmulatedQueue.next_consumer) takes the message served next. A quorum queue
+    expires what is due before each, a classic queue after each (it hands out its head
+    unchecked, then checks the next)."""
+    checks_before = q.is_quorum
     while q.ready and q.consumers:
-        expire_due(state, q)
-        if not q.ready:
-            return
+        if checks_before:
+            expire_due(state, q)
+            if not q.ready:
+                return
         consumer = q.next_consumer()
         if consumer is None:
             return
         deliver(state, q, q.pop(), consumer)
+        if not checks_before:
+            expire_due(state, q)
 
 
 def get(

@@ -5,9 +5,12 @@ does — like the server").
 Measured on 3.10.8, 4.0.5 and 4.3.6 (quorum queues; each case at least 9 runs): closed by a
 connection error (540, ``queue.delete`` with ``if-unused`` on a quorum queue) that a method on
 one of the two channels caused, that channel's message comes back first, whichever channel
-was opened first or took its message first. Closed by the client, or by an error on a third
-channel, the two race (both orders seen on every server): the test checks only that both are
-back, ahead of the message never delivered. A classic queue puts each back in its old place.
+was opened first or took its message first: in all but 2 of about 130 runs (once on 4.0.5,
+once on 4.3.6, the other order: the server races there too, rarely). The emulator always
+gives that channel's back first; on the server the test takes either order. Closed by the
+client, or by an error on a third channel, the two race (both orders seen often on every
+server): the test checks only that both are back, ahead of the message never delivered. A
+classic queue puts each back in its old place.
 """
 
 from __future__ import annotations
@@ -85,15 +88,19 @@ async def test_the_channel_that_caused_the_connection_error_gives_back_first(
     await fail_on(backend, failed)
     await holding.connection.wait_closed()
     await settle(backend, publisher, "q", 3)
+    back = await bodies(publisher, "q")
     if kind == "classic":
-        expected = ["m1", "m2", "m3"]
-    else:
-        expected = [
-            holding.held_by(failed, older_takes_first=older_takes_first),
-            holding.held_by(other, older_takes_first=older_takes_first),
-            "m3",
-        ]
-    assert await bodies(publisher, "q") == expected
+        assert back == ["m1", "m2", "m3"]
+        return
+    failed_first = [
+        holding.held_by(failed, older_takes_first=older_takes_first),
+        holding.held_by(other, older_takes_first=older_takes_first),
+        "m3",
+    ]
+    if backend.name == "emulator":
+        assert back == failed_first
+    else:  # almost always failed_first (the module's docstring)
+        assert back in (failed_first, [failed_first[1], failed_first[0], "m3"])
 
 
 @pytest.mark.parametrize("kind", ["quorum", "classic"])
