@@ -11,7 +11,10 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
   given back and one for the other messages of each priority, and expires at each. The TTL
   is the smaller of the message's ``expiration`` and the queue's ``x-message-ttl``; an
   expiration of ``0`` expires at once unless a consumer takes the message immediately. A
-  quorum queue's get-ok counts what expired behind the message it took (unless no_ack).
+  quorum queue's get-ok counts what expired behind the message it took (unless no_ack). A
+  classic queue checks its head only at some moments (alone after a publish, after
+  handing out a message, on its timer: docs/testing.md, "Priorities with message TTLs in
+  classic queues"), so a message that went ahead of a non-empty queue's head waits.
 * ``x-max-length`` / ``x-max-length-bytes`` count ready messages only; ``drop-head`` removes
   (dead-letters, ``maxlen``) from the head, also after a requeue; ``reject-publish`` refuses the
   new message (a negative confirm), ``reject-publish-dlx`` dead-letters it too. A quorum queue
