@@ -55,14 +55,19 @@ def close_channel(state: BrokerState, channel: ChannelState) -> None:
     channel.connection.channels.pop(channel.number, None)
 
 
-def close_connection(state: BrokerState, connection: ConnectionState) -> None:
+def close_connection(
+    state: BrokerState, connection: ConnectionState, failing: ChannelState | None = None
+) -> None:
+    """``connection`` closes, by the client or by a connection error that a method on
+    channel ``failing`` caused (docs/testing.md, "What the emulator does — like the
+    server")."""
     if connection.closed:
         return
     connection.closed = True
     # Its channels close together: every consumer goes first (what one channel gives back
     # is never delivered to another channel of the same closing connection: the server
     # sends it nothing more), then all come back before a queue expires or delivers.
-    closing = [channel for channel in connection.channels.values() if not channel.closed]
+    closing = closing_order(list(connection.channels.values()), failing)
     release_channels(state, closing)
     connection.channels.clear()
     for q in list(state.queues.values()):
@@ -70,6 +75,18 @@ def close_connection(state: BrokerState, connection: ConnectionState) -> None:
             delete_queue(state, q)
     if connection in state.connections:
         state.connections.remove(connection)
+
+
+def closing_order(channels: list[ChannelState], failing: ChannelState | None) -> list[ChannelState]:
+    """The order a closing connection's open ``channels`` (in the order they were opened)
+    give back what they held: the channel whose method caused the connection error first
+    (measured on 3.10.8, 4.0.5 and 4.3.6 with two channels holding messages of one quorum
+    queue), then the others as they were opened (on the server they race, as they do when
+    the client closes the connection)."""
+    open_channels = [channel for channel in channels if not channel.closed]
+    if failing is None or failing not in open_channels:
+        return open_channels
+    return [failing, *(channel for channel in open_channels if channel is not failing)]
 
 
 def qos(state: BrokerState, channel: ChannelState, prefetch_count: int) -> None:

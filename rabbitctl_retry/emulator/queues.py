@@ -11,7 +11,10 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
   given back and one for the other messages of each priority, and expires at each. The TTL
   is the smaller of the message's ``expiration`` and the queue's ``x-message-ttl``; an
   expiration of ``0`` expires at once unless a consumer takes the message immediately. A
-  quorum queue's get-ok counts what expired behind the message it took (unless no_ack).
+  quorum queue's get-ok counts what expired behind the message it took (unless no_ack). A
+  classic queue checks its head only at some moments (alone after a publish, after
+  handing out a message, on its timer: docs/testing.md, "Priorities with message TTLs in
+  classic queues"), so a message that went ahead of a non-empty queue's head waits.
 * ``x-max-length`` / ``x-max-length-bytes`` count ready messages only; ``drop-head`` removes
   (dead-letters, ``maxlen``) from the head, also after a requeue; ``reject-publish`` refuses the
   new message (a negative confirm), ``reject-publish-dlx`` dead-letters it too. A quorum queue
@@ -74,7 +77,12 @@ def enqueue(
     block_publishers(q)
     if q.over_limit() and settings.overflow == "drop-head":
         trim(state, q)
-    expire_due(state, q)
+    if q.is_quorum or len(q.ready) == 1:
+        # a classic queue checks its head here only when the message is alone in it (or
+        # drop-head pushed some out, trim): one that went ahead of the head of a non-empty
+        # queue waits for the next check (docs/testing.md, "Priorities with message TTLs
+        # in classic queues")
+        expire_due(state, q)
     if q.consumers:
         dispatch(state, q)
     return True
@@ -186,9 +194,10 @@ def _on_ttl(state: BrokerState, q: EmulatedQueue) -> None:
 
 
 def _take(state: BrokerState, q: EmulatedQueue, *, expire_after: bool = True) -> Entry | None:
-    """Expire what is due, take the message served next, and (``expire_after``) expire
-    what is due behind it."""
-    expire_due(state, q)
+    """Expire what is due (a quorum queue; a classic queue hands out its head unchecked),
+    take the message served next, and (``expire_after``) expire what is due behind it."""
+    if q.is_quorum:
+        expire_due(state, q)
     if not q.ready:
         return None
     entry = q.pop()
@@ -198,17 +207,22 @@ def _take(state: BrokerState, q: EmulatedQueue, *, expire_after: bool = True) ->
 
 
 def dispatch(state: BrokerState, q: EmulatedQueue) -> None:
-    """Deliver ready messages to consumers while one can take one: what is due expires
-    first, then the consumer whose turn it is (EmulatedQueue.next_consumer) takes the
-    message served next."""
+    """Deliver ready messages to consumers while one can take one: the consumer whose turn
+    it is (EmulatedQueue.next_consumer) takes the message served next. A quorum queue
+    expires what is due before each, a classic queue after each (it hands out its head
+    unchecked, then checks the next)."""
+    checks_before = q.is_quorum
     while q.ready and q.consumers:
-        expire_due(state, q)
-        if not q.ready:
-            return
+        if checks_before:
+            expire_due(state, q)
+            if not q.ready:
+                return
         consumer = q.next_consumer()
         if consumer is None:
             return
         deliver(state, q, q.pop(), consumer)
+        if not checks_before:
+            expire_due(state, q)
 
 
 def get(

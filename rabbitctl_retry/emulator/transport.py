@@ -119,10 +119,18 @@ class EmulatedConnection:
         """The broker closed the connection on its own (not in answer to a method)."""
         self._shut(reply_text, reply_code)
 
-    def _shut(self, reason: str | None, reply_code: int | None = None) -> None:
+    def _shut(
+        self,
+        reason: str | None,
+        reply_code: int | None = None,
+        *,
+        failing: ChannelState | None = None,
+    ) -> None:
+        """Close: by the client (no ``reason``), or by the broker, for a method on channel
+        ``failing`` or on its own."""
         if not self._state.closed:
             self.close_reason, self._close_code = reason, reply_code
-        self._emulator.broker.close_connection(self._state)
+        self._emulator.broker.close_connection(self._state, failing)
         self._closed.set()
         self._emulator.forget(self)
 
@@ -200,7 +208,7 @@ class EmulatedChannel(Channel):
             return operation()
         except ConnectionFault as fault:
             reason = describe_reply(fault.reply_code, fault.reply_text)
-            self._connection._shut(fault.reply_text, fault.reply_code)
+            self._connection._shut(fault.reply_text, fault.reply_code, failing=self._state)
             cls = error_class_for(fault.reply_code, connection=True)
             raise cls(f"{what}: connection closed by the broker: {reason}") from None
         except TransportError as error:
