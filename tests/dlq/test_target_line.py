@@ -12,6 +12,7 @@ from typing import Any
 
 from typer.testing import Result
 
+from rabbitctl_retry.cli import _common as common
 from rabbitctl_retry.cli import app
 from tests.backends import Backend, RabbitBackend
 from tests.dlq.support import (
@@ -157,3 +158,15 @@ async def test_import_takes_the_topology_files_broker(backend: Backend, tmp_path
     assert imported.stderr.splitlines()[0] == f"rr: on {masked}"
     assert json.loads(imported.stdout)["broker"] == masked
     assert await depth(backend, "restored") == 1
+
+
+def test_several_urls_name_the_first_and_how_many() -> None:
+    """A cluster: the line names the first URL (tried first) and how many nodes there are;
+    the JSON ``"broker"`` is the first URL alone (docs/cli.md, "Where the broker is")."""
+    urls = [f"amqp://svc:s3cr3t@mq{n}:5672/shop" for n in (1, 2, 3)]
+
+    assert common.target_line(urls) == (
+        "rr: on amqp://svc:******@mq1:5672/shop (or the next of 3 nodes)"
+    )
+    assert common.target_line(urls[:1]) == "rr: on amqp://svc:******@mq1:5672/shop"
+    assert common.shown_target(urls) == "amqp://svc:******@mq1:5672/shop"
