@@ -164,8 +164,8 @@ def test_broker_reply_text_naming_a_hostile_vhost_is_one_escaped_line(
     assert result.returncode == 77
     assert safe_text(result.stdout) == ""
     # rr declare names its broker first (docs/cli.md, "Where the broker is"), escaped
-    stderr = after_target(result.stderr) if command == "declare" else result.stderr
-    assert safe_text(stderr) == (
+    stderr = safe_text(result.stderr)
+    assert (after_target(stderr) if command == "declare" else stderr) == (
         f"rr: error: {censor_url(url)} refused the virtual host: NOT_ALLOWED - vhost "
         "rr\\x1b[31m\\u202ev\\u2066\\x85\\nrr: error: forged not found\n"
     )
