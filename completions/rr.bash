@@ -112,6 +112,7 @@ _rr() {
         "dlq export|--vhost") return 0 ;;
         "dlq import|--to") return 0 ;;
         "dlq import|--from-line") return 0 ;;
+        "dlq import|--topology"|"dlq import|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq import|--url") return 0 ;;
         "dlq import|--output"|"dlq import|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "dlq import|--broker"|"dlq import|-b") return 0 ;;
@@ -167,6 +168,7 @@ _rr() {
         "publish|--property"|"publish|-P") return 0 ;;
         "publish|--count"|"publish|-n") return 0 ;;
         "publish|--rate") return 0 ;;
+        "publish|--topology"|"publish|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "publish|--url") return 0 ;;
         "publish|--output"|"publish|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "publish|--broker"|"publish|-b") return 0 ;;
@@ -200,13 +202,13 @@ _rr() {
         "dlq") COMPREPLY=($(compgen -W "inspect export import purge edit groups replay move -h --help" -- "$cur")) ;;
         "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --summary --format --where -w --topology -t --output -o --body --no-body --yes -y --url --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --where -w --yes -y --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq purge") COMPREPLY=($(compgen -W "--where -w --dry-run --yes -y --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq edit") COMPREPLY=($(compgen -W "--id --position --body --set-header --remove-header --to --keep --force --yes -y --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq groups") COMPREPLY=($(compgen -W "--by --topology -t --yes -y --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --create --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
-        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "console") COMPREPLY=($(compgen -W "--topology -t --bind --port --token-file --read-only --keep-dir --audit-log --label --management-url --url --broker -b --vhost -h --help" -- "$cur")) ;;
     esac
 }

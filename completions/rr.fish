@@ -138,6 +138,7 @@ complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_f
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from export' -F
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l to -r -d 'The queue to publish into.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l from-line -r -d 'Publish the messages from this line of the file on (1-based; the lines before it are checked, not published): resume an import that stopped.'
+complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l topology -s t -r -F -d 'The topology file: its [broker] url.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l output -s o -r -a 'table json tsv' -d 'table for people, json for scripts, tsv: the tables as tab-separated lines for pipes (docs/cli.md, Output formats).'
 complete -c rr -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from import' -l broker -s b -r -d 'A broker of rrs configuration file (~/.config/rr/config.toml): its URLs, management URL, vhost and password (docs/cli.md, Profiles). Else $RR_BROKER.'
@@ -214,6 +215,7 @@ complete -c rr -n '__fish_seen_subcommand_from publish' -l header -s H -r -d 'A 
 complete -c rr -n '__fish_seen_subcommand_from publish' -l property -s P -r -d 'A property: K=V (content_type=application/json, message_id=..., delivery_mode=1 for a transient message: persistent by default). Repeat.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l count -s n -r -d 'Publish the message N times; with --file, the whole file N times over, in its order (lines a, b with -n 3: a b a b a b). A message without a message_id gets a fresh one each time.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l rate -r -d 'At most this many messages a second (e.g. 200, or 0.5); default: full speed.'
+complete -c rr -n '__fish_seen_subcommand_from publish' -l topology -s t -r -F -d 'The topology file: its [broker] url.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l url -r -d 'Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in order. Else $RR_URL (URLs separated by spaces), else [broker] url, else amqp://guest:guest@localhost:5672/.'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l output -s o -r -a 'table json tsv' -d 'table for people, json for scripts, tsv: the tables as tab-separated lines for pipes (docs/cli.md, Output formats).'
 complete -c rr -n '__fish_seen_subcommand_from publish' -l broker -s b -r -d 'A broker of rrs configuration file (~/.config/rr/config.toml): its URLs, management URL, vhost and password (docs/cli.md, Profiles). Else $RR_BROKER.'

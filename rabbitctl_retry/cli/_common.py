@@ -29,6 +29,7 @@ from rabbitctl_retry.errors import (
     ConfigError,
     RrError,
     UsageError,
+    censor_url,
     censor_urls,
     escape_unprintable,
     exit_code_for,
@@ -262,6 +263,39 @@ def resolve_urls(
             where = "broker.url" if len(urls) == 1 else f"broker.url[{index}]"
             fail(ConfigError(str(error), path=where))
     return urls
+
+
+def shown_target(urls: Sequence[str]) -> str:
+    """The broker a command acts on, as rr shows it: the first of ``urls`` (the one tried
+    first), its password masked (``errors.py`` :func:`~rabbitctl_retry.errors.censor_url`,
+    as every URL rr prints); the ``"broker"`` of a changing command's JSON document
+    (docs/cli.md, "Where the broker is")."""
+    return censor_url(urls[0]) if urls else ""
+
+
+def target_line(urls: Sequence[str]) -> str:
+    """``rr: on URL``, the masked first URL (:func:`shown_target`), with ``(or the next of
+    N nodes)`` when there are several (a cluster: rr connects to the first that answers)."""
+    more = f" (or the next of {len(urls)} nodes)" if len(urls) > 1 else ""
+    return f"rr: on {escape_unprintable(shown_target(urls))}{more}"
+
+
+def announce_target(urls: Sequence[str]) -> str:
+    """Print :func:`target_line` once on stderr, before a command changes anything on the
+    broker (docs/cli.md, "Where the broker is"); returns :func:`shown_target` for its JSON
+    document's ``"broker"``."""
+    stderr_console().print(target_line(urls), soft_wrap=True)
+    return shown_target(urls)
+
+
+def carrying_broker(document: Any, broker: str) -> Any:
+    """``document`` with ``"broker": broker`` (a dict: added; a list of dicts, one per
+    queue: added to each); anything else as it is."""
+    if isinstance(document, dict):
+        return {**document, "broker": broker}
+    if isinstance(document, list):
+        return [carrying_broker(item, broker) for item in document]
+    return document
 
 
 def resolve_management_url(given: str | None, topology: Topology | None) -> str | None:

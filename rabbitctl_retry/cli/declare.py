@@ -48,21 +48,31 @@ def declare(
         # "Malformed input").
         topology, _ = load_checked(topology_file)
         common.check_given_management_url(management_url)
+    broker_urls = common.resolve_urls(url, topology.broker.urls)
+    # a dry run too: it reads that broker, and its plan is about it (docs/cli.md)
+    broker = common.announce_target(broker_urls)
     declared = common.run(
         declare_topology(
             topology,
-            common.resolve_urls(url, topology.broker.urls),
+            broker_urls,
             dry_run=dry_run,
             connector=common.connector_of(ctx),
             management_url=common.resolve_management_url(management_url, topology),
             management=common.management_connector_of(ctx),
         )
     )
-    finish(declare_outcome(declared, dry_run=dry_run, topology_file=topology_file), output)
+    finish(
+        declare_outcome(declared, dry_run=dry_run, topology_file=topology_file, broker=broker),
+        output,
+    )
 
 
 def declare_outcome(
-    declared: Declared, *, dry_run: bool, topology_file: Path | None = None
+    declared: Declared,
+    *,
+    dry_run: bool,
+    topology_file: Path | None = None,
+    broker: str | None = None,
 ) -> Outcome:
     """The plan as a table and its summary, or its JSON document; a warning line for each
     transient queue and for placements that could not be read; a conflict ends the command
@@ -75,6 +85,8 @@ def declare_outcome(
         shown["vhost_default_queue_type"] = declared.default_queue_type
         if problem is not None:
             shown["placement_error"] = censor_urls(str(problem))
+        if broker is not None:
+            shown["broker"] = broker
         return shown
 
     # transient queues on RabbitMQ 4 (docs/topology.md)

@@ -80,10 +80,12 @@ def migrate_command(
 
     done = Migration()
     hooks = MigrateHooks(agreed=agreed, step=_step_line, warn=_warning)
+    broker_urls = common.resolve_urls(url, topology.broker.urls)
+    broker = common.announce_target(broker_urls)
     common.run(
         migrate_topology(
             topology,
-            common.resolve_urls(url, topology.broker.urls),
+            broker_urls,
             dry_run=dry_run,
             force=force,
             only=tuple(queue or ()),
@@ -93,7 +95,7 @@ def migrate_command(
             management_url=common.resolve_management_url(management_url, topology),
             management=common.management_connector_of(ctx),
         ),
-        then=lambda: _report(done, output),
+        then=lambda: _report(done, output, broker),
     )
     finish(Outcome())
 
@@ -119,12 +121,12 @@ def _step_line(report: StepReport) -> None:
 _CLEAR_LINE = "\r\x1b[K"
 
 
-def _report(done: Migration, output: common.OutputFormat) -> None:
+def _report(done: Migration, output: common.OutputFormat, broker: str) -> None:
     """The last step's line off the terminal, then the report."""
     if sys.stderr.isatty():
         sys.stderr.write(_CLEAR_LINE)
         sys.stderr.flush()
-    render(migration_outcome(done), output)
+    render(migration_outcome(done, broker), output)
 
 
 def _question(migration: Migration) -> str:
@@ -236,11 +238,15 @@ def migration_lines(migration: Migration) -> list[Unwrapped]:
     return [Unwrapped(printable(line)) for line in lines]
 
 
-def migration_outcome(migration: Migration) -> Outcome:
+def migration_outcome(migration: Migration, broker: str | None = None) -> Outcome:
     """What was found and done, printed however the run ended (before an error's line)."""
     if not migration.looks and not migration.finished:
         return Outcome()
     return Outcome(
-        document=lambda: migration_document(migration),
+        document=lambda: (
+            migration_document(migration)
+            if broker is None
+            else common.carrying_broker(migration_document(migration), broker)
+        ),
         table=lambda: migration_lines(migration),
     )

@@ -133,6 +133,9 @@ def publish_command(
     prop: PropertyOption = None,
     count: CountOption = 1,
     rate: RateOption = None,
+    topology_file: Annotated[
+        Path | None, common.topology_option("The topology file: its [broker] url.")
+    ] = None,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -152,10 +155,12 @@ def publish_command(
         target_exchange, key = _target(queue, exchange, routing_key)
         ops.check_target(target_exchange, key)
         rate_per_s = parse_rate(rate) if rate is not None else None
-        broker_urls = common.resolve_urls(url)
+        topology = dlq.load_topology(topology_file)
+        broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
         user = shell.login_user(broker_urls[0])
         records = _records(body, body_file, file, header or [], prop or [])
         messages = ops.checked_messages(records, count=count, user=user)
+    broker = common.announce_target(broker_urls)
     report = common.run(
         ops.publish_run(
             common.connect_to(ctx, broker_urls, client_name="rr publish"),
@@ -169,7 +174,7 @@ def publish_command(
     )
     finish(
         Outcome(
-            document=lambda: report_document(report),
+            document=lambda: common.carrying_broker(report_document(report), broker),
             table=lambda: [cell(report_summary(report))],
             notes=[cell(line) for line in failure_lines(report)],
             error=report_error(report),

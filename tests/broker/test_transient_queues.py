@@ -27,6 +27,7 @@ from tests.backends import vhost_pool
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.hostile.fake_management import SECRET, Answer, FakeManagement
 from tests.shared_node import current
+from tests.target_line import after_target
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -106,9 +107,9 @@ def test_rr_declare_takes_transient_queues_and_warns_once_from_4(
     }
     assert durability(vhost) == {"rr-scratch": False, "rr-kept": True, "rr-scratch-2": False}
     if broker.major < 4:
-        assert result.stderr == ""
+        assert after_target(result.stderr) == ""
         return
-    [line] = result.stderr.splitlines()
+    [line] = after_target(result.stderr).splitlines()
     assert line == (
         WARNING + "permitted by default on 4.0.5 and 4.3.6, but a server configured to deny it "
         "closes the connection on their declare (541; rr checks the server's setting when "
@@ -131,7 +132,7 @@ def test_with_the_servers_own_table_that_permits_them(
 
     assert result.exit_code == 0, result.output
     assert {status for status, _ in statuses(result).values()} == {"created"}
-    [line] = result.stderr.splitlines()
+    [line] = after_target(result.stderr).splitlines()
     assert line == (
         WARNING + "this server permits it (read from its management API); make them durable"
     )
@@ -162,7 +163,7 @@ def test_a_table_that_denies_them_is_a_conflict_before_any_change(
         "rr-kept": ("planned", None),
         "rr-scratch-2": ("conflict", DENIED),
     }
-    assert result.stderr.splitlines() == [
+    assert after_target(result.stderr).splitlines() == [
         "rr: error: the broker conflicts with the file (rr-scratch, rr-scratch-2); nothing "
         "was changed"
     ]
@@ -194,8 +195,8 @@ def test_a_table_without_states_is_not_known(
     assert result.exit_code == 0, result.output
     assert {status for status, _ in statuses(result).values()} == {"created"}
     if broker.major < 4:
-        assert result.stderr == ""
+        assert after_target(result.stderr) == ""
     else:
-        [line] = result.stderr.splitlines()
+        [line] = after_target(result.stderr).splitlines()
         assert line.startswith(WARNING + "permitted by default on 4.0.5 and 4.3.6")
     assert durability(vhost) == {"rr-scratch": False, "rr-kept": True, "rr-scratch-2": False}

@@ -21,6 +21,7 @@ from rabbitctl_retry.errors import BrokerRefused
 from rabbitctl_retry.server import Policy
 from rabbitctl_retry.transport.base import Connection
 from rabbitctl_retry.transport.management import ManagementApi
+from tests.target_line import after_target
 
 runner = CliRunner()
 
@@ -111,7 +112,9 @@ def test_policy_mode_without_a_management_api_changes_nothing(tmp_path: Path) ->
 
     assert result.exit_code == 78
     assert result.stdout == ""
-    assert result.stderr.startswith('rr: error: settings = "policy" puts queue settings in')
+    assert after_target(result.stderr).startswith(
+        'rr: error: settings = "policy" puts queue settings in'
+    )
     assert "--management-url" in result.stderr
     assert emulator.queue_names() == []
     assert emulator.policies() == ()

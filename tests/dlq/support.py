@@ -15,8 +15,9 @@ from typer.testing import CliRunner, Result
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.cli import app
-from rabbitctl_retry.cli._common import CliSettings
+from rabbitctl_retry.cli._common import DEFAULT_URL, CliSettings
 from rabbitctl_retry.cli.dlq import common as dlq_common
+from rabbitctl_retry.errors import censor_url
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import ACQUIRED_COUNT_HEADER, DELIVERY_COUNT_HEADER
 from rabbitctl_retry.retry.outcome import AnyOutcome
@@ -298,6 +299,18 @@ async def rr(backend: Backend, *args: str, input: str | None = None) -> Result:
     """Run ``rr ARGS`` (in a thread: the CLI runs its own event loop) against ``backend``."""
     url, extra = cli_arguments(backend)
     return await asyncio.to_thread(runner.invoke, app, [*args, *url], input=input, **extra)
+
+
+def shown_broker(backend: Backend) -> str:
+    """The masked URL a changing command names for ``backend`` (its ``rr: on`` line and its
+    JSON ``"broker"``; docs/cli.md, "Where the broker is"): on the emulator, the default
+    URL (the CLI settings seam connects to the emulator whatever the URL)."""
+    return censor_url(backend.url if isinstance(backend, RabbitBackend) else DEFAULT_URL)
+
+
+def target_line(backend: Backend) -> str:
+    """The ``rr: on URL`` line a changing command prints first on stderr for ``backend``."""
+    return f"rr: on {shown_broker(backend)}"
 
 
 def json_of(result: Result) -> Any:

@@ -16,9 +16,11 @@ from tests.dlq.support import (
     publish_all,
     rr,
     run_to_dead,
+    shown_broker,
 )
 from tests.observe import depth
 from tests.observe import peek as read_all
+from tests.target_line import after_target
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
@@ -167,8 +169,9 @@ async def test_export_import_and_purge_speak_json(backend: Backend, tmp_path: Pa
         "reason": None,
         "unconfirmed": [],
         "user_ids_dropped": 0,
+        "broker": shown_broker(backend),
     }
-    assert json_of(purged) == {"queue": "restored", "purged": 4}
+    assert json_of(purged) == {"queue": "restored", "purged": 4, "broker": shown_broker(backend)}
     assert both.exit_code == 2
     assert "-o json needs a file" in both.stderr
     assert await depth(backend, "dead") == 4
@@ -235,7 +238,7 @@ async def test_purge_asks_and_says_how_many_went(backend: Backend) -> None:
     assert await depth(backend, "dead") == 0
     missing = await rr(backend, "dlq", "purge", "nope", "--yes")
     assert missing.exit_code == 1
-    assert missing.stderr.startswith("rr: error: no queue 'nope' in vhost")
+    assert after_target(missing.stderr).startswith("rr: error: no queue 'nope' in vhost")
     export_missing = await rr(backend, "dlq", "export", "nope", "/tmp/never.jsonl")
     assert export_missing.exit_code == 1
     assert "no queue 'nope' in vhost" in export_missing.stderr

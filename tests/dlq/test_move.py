@@ -12,6 +12,7 @@ from tests.backends import Backend
 from tests.dlq.support import H, death, declare, interactive, json_of, publish_all, rr
 from tests.hostile.test_run_poison import nanosecond_timestamp
 from tests.observe import depth, peek
+from tests.target_line import after_target
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -252,7 +253,7 @@ async def test_a_target_that_drops_on_overflow_is_refused_unless_forced(backend:
     for extra in (["--dry-run"], ["--yes"]):
         refused = await rr(backend, "dlq", "move", "held", "--to", "small", *extra)
         assert refused.exit_code == 1, refused.output
-        assert refused.stderr.startswith(
+        assert after_target(refused.stderr).startswith(
             "rr: error: --to 'small' has x-max-length = 2 with x-overflow = drop-head "
             "(RabbitMQ's default): RabbitMQ confirms a copy, then drops the oldest"
         )

@@ -26,6 +26,7 @@ from tests.dlq.support import (
     publish_all,
     rr,
     run_to_dead,
+    shown_broker,
     synthesized,
 )
 from tests.observe import depth
@@ -398,6 +399,7 @@ async def test_an_empty_queue_replays_nothing(backend: Backend) -> None:
         "skipped": 0,
         "failed": 0,
         "results": [],
+        "broker": shown_broker(backend),
     }
 
 

@@ -38,6 +38,7 @@ from tests.hostile.fake_management import (
     overview,
 )
 from tests.shared_node import ctl_command, current
+from tests.target_line import after_target
 
 DEEP = b"[" * 200_000 + b"]" * 200_000
 """The issue's 200,000-deep JSON document."""
@@ -388,9 +389,9 @@ def test_rr_declare_follows_no_redirect_and_changes_nothing(
     result = _rr_declare(tmp_path, vhost_url, api.url())
 
     assert result.returncode == 69, result.stderr
-    assert result.stderr.startswith("rr: error: the management API at ")
-    assert "with a redirect (302)" in result.stderr
-    assert result.stderr.count("\n") == 1
+    assert after_target(result.stderr).startswith("rr: error: the management API at ")
+    assert "with a redirect (302)" in after_target(result.stderr)
+    assert after_target(result.stderr).count("\n") == 1
     assert SECRET not in result.stdout + result.stderr
     assert elsewhere.seen() == []
     assert _queues(vhost_url) == []
@@ -413,9 +414,9 @@ def test_rr_declare_refuses_a_bad_nodes_answer_before_changing_anything(
     result = _rr_declare(tmp_path, vhost_url, api.url())
 
     assert result.returncode == 69, result.stderr
-    assert result.stderr.startswith("rr: error: the management API at ")
-    assert result.stderr.count("\n") == 1
-    assert "internal error" not in result.stderr
+    assert after_target(result.stderr).startswith("rr: error: the management API at ")
+    assert after_target(result.stderr).count("\n") == 1
+    assert "internal error" not in after_target(result.stderr)
     assert SECRET not in result.stdout + result.stderr
     assert _queues(vhost_url) == []
 
@@ -444,12 +445,12 @@ def test_a_management_failure_after_the_apply_still_prints_the_plan_json(
         ("rr-mgmt-2", "created", None),
     ]
     assert words in document["placement_error"]
-    assert result.stderr.startswith(
+    assert after_target(result.stderr).startswith(
         "rr: warning: the declare is done, but where the queues live could not be read: "
         f"the management API at http://svc:******@127.0.0.1:{api.port}/ "
     )
-    assert words in result.stderr
-    assert result.stderr.count("\n") == 1
+    assert words in after_target(result.stderr)
+    assert after_target(result.stderr).count("\n") == 1
     assert SECRET not in result.stdout + result.stderr
     assert _queues(vhost_url) == ["rr-mgmt", "rr-mgmt-2"]
 
@@ -470,9 +471,11 @@ def test_a_management_failure_after_the_apply_still_prints_the_plan_table(
     header, *rows = result.stdout.splitlines()
     assert _columns(header) == ["op", "name", "status", "arguments", "detail"]  # no members
     assert sum("rr-mgmt" in row and "created" in row for row in rows) == 2
-    assert result.stderr.startswith("rr: warning: the declare is done, but where the queues ")
-    assert "answered 500 to GET /api/queues/" in result.stderr
-    assert result.stderr.count("\n") == 1
+    assert after_target(result.stderr).startswith(
+        "rr: warning: the declare is done, but where the queues "
+    )
+    assert "answered 500 to GET /api/queues/" in after_target(result.stderr)
+    assert after_target(result.stderr).count("\n") == 1
     assert _queues(vhost_url) == ["rr-mgmt", "rr-mgmt-2"]
 
 
@@ -483,7 +486,7 @@ def test_the_placement_is_shown_when_the_api_answers(
     result = _rr_declare(tmp_path, vhost_url, api.url())
 
     assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
+    assert after_target(result.stderr) == ""
     assert _columns(result.stdout.splitlines()[0])[-1] == "members"
     assert result.stdout.count(FAKE_NODE) == 2
     vhost = urlsplit(vhost_url).path[1:]
@@ -510,7 +513,7 @@ def test_a_vhost_answer_that_fails_is_a_warning_and_the_declare_goes_on(
 
     assert result.returncode == 0, result.stderr
     shown = api.url().replace(SECRET, "******")
-    assert result.stderr.splitlines() == [
+    assert after_target(result.stderr).splitlines() == [
         "rr: warning: the vhost's default queue type could not be read (rr declares every "
         f"queue with its type all the same): the management API at {shown} answered 500 to "
         f"GET /api/vhosts/{vhost}"
@@ -549,11 +552,13 @@ def test_rr_declare_refuses_an_api_of_another_server_before_changing_anything(
 
     assert result.returncode == 78, result.stderr
     shown = f"http://svc:******@127.0.0.1:{api.port}/"
-    assert result.stderr.startswith(f"rr: error: the management API at {shown} does not answer")
+    assert after_target(result.stderr).startswith(
+        f"rr: error: the management API at {shown} does not answer"
+    )
     assert (
         f"(/api/overview: {difference.format(release=release, cluster=cluster)}); nothing was "
         "changed. Give the management URL of the server --url reaches\n"
-    ) in result.stderr
+    ) in after_target(result.stderr)
     assert SECRET not in result.stdout + result.stderr
     # the API's nodes are asked only when the cluster names differ: are they the default
     # names of two nodes of one cluster?

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rabbitctl_retry.cli._common import (
     OutputFormat,
+    announce_target,
     connect_to,
     guard,
     resolve_urls,
@@ -62,6 +63,16 @@ def connect_of(ctx: typer.Context, url: list[str] | None, topology: Topology | N
     ``--topology`` (``cli/_common.py`` ``resolve_urls``: every URL checked here, before the
     command goes on)."""
     return connect_to(ctx, resolve_urls(url, topology.broker.urls if topology else ()))
+
+
+def changing_connect_of(
+    ctx: typer.Context, url: list[str] | None, topology: Topology | None
+) -> tuple[Connect, str]:
+    """:func:`connect_of` for a command that changes something: its target printed once
+    on stderr first (``rr: on URL``), and the masked URL its JSON document carries as
+    ``"broker"`` (docs/cli.md, "Where the broker is")."""
+    urls = resolve_urls(url, topology.broker.urls if topology else ())
+    return connect_to(ctx, urls), announce_target(urls)
 
 
 def retry_header_of(topology: Topology | None) -> str:

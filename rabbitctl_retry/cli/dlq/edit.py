@@ -134,7 +134,7 @@ def edit_command(
         keep_path = keep or _default_keep(queue, message_id)
         if keep_path.exists():
             raise UsageError(f"{keep_path} exists; choose another --keep file")
-    connect = dlq.connect_of(ctx, url, topology)
+    connect, broker = dlq.changing_connect_of(ctx, url, topology)
     letter = _read_letter(connect, queue, message_id, position, yes=yes, output=output)
     before = letter.body
     with common.guard():
@@ -146,7 +146,7 @@ def edit_command(
             original_sha256=sha256_hex(before),
         )
         if after == before and not request.changes_headers:
-            finish(_unchanged(queue, message_id), output)
+            finish(_unchanged(queue, message_id, broker), output)
             return
         problem = body_problem(letter.properties.content_type, before, after)
         if problem is not None and not force:
@@ -155,13 +155,18 @@ def edit_command(
         dlq.note(line)
     plan = _plan(queue, to, retry_header, WaitQueues.of(topology))
     done = _publish(connect, plan, letter, request, keep_path, (message_id, position), yes=yes)
-    finish(_outcome(done, message_id, request), output)
+    finish(_outcome(done, message_id, request, broker), output)
 
 
-def _unchanged(queue: str, message_id: str) -> Outcome:
+def _unchanged(queue: str, message_id: str, broker: str) -> Outcome:
     """What an edit that changed nothing prints (nothing was published)."""
     return Outcome(
-        document=lambda: {"queue": queue, "message_id": message_id, "edited": False},
+        document=lambda: {
+            "queue": queue,
+            "message_id": message_id,
+            "edited": False,
+            "broker": broker,
+        },
         table=lambda: [cell(f"{message_id!r}: body and headers unchanged; nothing was published")],
     )
 
@@ -364,7 +369,7 @@ def _keep_original(path: Path, letter: Delivery) -> Path:
     return path
 
 
-def _outcome(done: EditDone, message_id: str, request: EditRequest) -> Outcome:
+def _outcome(done: EditDone, message_id: str, request: EditRequest, broker: str) -> Outcome:
     report, keep_path = done.report, done.kept
     published = done.published
     to = done.to
@@ -387,6 +392,7 @@ def _outcome(done: EditDone, message_id: str, request: EditRequest) -> Outcome:
             "headers_set": dict(request.set_headers),
             "headers_removed": list(request.remove_headers),
             "report": transfer_document(report),
+            "broker": broker,
         },
         table=lambda: [cell(line) for line in lines],
         code=0 if published else max(1, int(transfer_exit_code([report]))),

@@ -33,6 +33,9 @@ def import_command(
             "before it are checked, not published): resume an import that stopped.",
         ),
     ] = 1,
+    topology_file: Annotated[
+        Path | None, common.topology_option("The topology file: its [broker] url.")
+    ] = None,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -47,10 +50,12 @@ def import_command(
     with common.guard():
         if short_string_problem(to) is None:  # else check_file says what AMQP cannot carry
             check_queue_names([to], "--to")
-    broker_urls = common.resolve_urls(url)
+    topology = dlq.load_topology(topology_file)
+    broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     user = shell.login_user(broker_urls[0])  # the nodes of one cluster share their users
     with common.guard():  # the whole file, before connecting: a bad line is exit 65 even offline
         checked = shell.check_file(file, to, from_line=from_line, user=user)
+    broker = common.announce_target(broker_urls)
 
     report = common.run(
         runs.import_(
@@ -71,7 +76,7 @@ def import_command(
     )
     finish(
         Outcome(
-            document=lambda: import_document(report),
+            document=lambda: common.carrying_broker(import_document(report), broker),
             table=lambda: [cell(import_summary(report))],
             notes=[cell(dropped_note)] if dropped else [],
             error=import_failure(report),

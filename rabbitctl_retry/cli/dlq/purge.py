@@ -44,6 +44,7 @@ def purge_command(
             raise UsageError("--dry-run shows what a purge --where would remove: give --where")
         if not dry_run:
             dlq.require_answerable(yes, f"purge {queue!r}")
+    topology = dlq.load_topology(topology_file)
     if conditions:
         from rabbitctl_retry.cli.dlq.transfer import purge_matching
 
@@ -52,7 +53,7 @@ def purge_command(
             queue,
             conditions,
             where or [],
-            topology=dlq.load_topology(topology_file),
+            topology=topology,
             url=url,
             dry_run=dry_run,
             yes=yes,
@@ -67,10 +68,11 @@ def purge_command(
             f"purge {queue!r}",
         )
 
-    purged = common.run(runs.purge_queue(dlq.connect_of(ctx, url, None), queue, agree))
+    connect, broker = dlq.changing_connect_of(ctx, url, topology)
+    purged = common.run(runs.purge_queue(connect, queue, agree))
     finish(
         Outcome(
-            document=lambda: {"queue": queue, "purged": purged},
+            document=lambda: {"queue": queue, "purged": purged, "broker": broker},
             table=lambda: [cell(f"purged {purged:,} message(s) from {queue!r}")],
         ),
         output,

@@ -137,7 +137,7 @@ def replay_command(
         target_problem=lambda sources: to_problem(to, sources) if to is not None else None,
         asks=None if dry_run else (yes, "replay"),
     )
-    connect = dlq.connect_of(ctx, url, topology)
+    connect, broker = dlq.changing_connect_of(ctx, url, topology)
     run_id = engine.new_run_id()
     plans = [
         ReplayPlan(
@@ -171,6 +171,7 @@ def replay_command(
         force=force,
         yes=yes,
         output=output,
+        broker=broker,
     )
 
 
@@ -223,6 +224,7 @@ def _transfer_all(
     force: bool,
     yes: bool,
     output: common.OutputFormat,
+    broker: str,
 ) -> None:
     """Run (or dry-run) the sources on the engine (``ops/transfers.py``); print the reports,
     even of a run an error ended, and exit with their code (``cli/dlq/report.py``)."""
@@ -238,7 +240,7 @@ def _transfer_all(
     several = len(transfers.jobs) > 1
     common.run(
         transfer_sources(connect, transfers, hooks, done),
-        then=lambda: render(_reports_outcome(done.reports, several=several), output),
+        then=lambda: render(_reports_outcome(done.reports, several=several, broker=broker), output),
     )
     finish(_exit_of(done, kind))
 
@@ -313,7 +315,9 @@ def _bounds(limit: int | None, where: list[str]) -> str:
     return text
 
 
-def _reports_outcome(reports: list[TransferReport], *, several: bool) -> Outcome:
+def _reports_outcome(
+    reports: list[TransferReport], *, several: bool, broker: str | None = None
+) -> Outcome:
     """Each source's table (when it has results) and summary, or the JSON documents (one
     source: its document alone); nothing when no source ran."""
     if not reports:
@@ -321,6 +325,8 @@ def _reports_outcome(reports: list[TransferReport], *, several: bool) -> Outcome
 
     def document() -> Any:
         documents = [transfer_document(report) for report in reports]
+        if broker is not None:
+            documents = [common.carrying_broker(doc, broker) for doc in documents]
         return documents if several else documents[0]
 
     def table() -> list[Piece]:
@@ -363,8 +369,9 @@ def purge_matching(
             f"purge {queue!r}",
         )
 
+    connect, broker = dlq.changing_connect_of(ctx, url, topology)
     _transfer_all(
-        dlq.connect_of(ctx, url, topology),
+        connect,
         TransferRun(
             [(queue, partial(choose_purge, plan))],
             TransferKind.PURGE,
@@ -375,6 +382,7 @@ def purge_matching(
         force=False,
         yes=yes,
         output=output,
+        broker=broker,
     )
 
 
@@ -426,7 +434,7 @@ def move_command(
         target_problem=lambda _: move_to_problem(queue, to),
         asks=None if dry_run else (yes, "move"),
     )
-    connect = dlq.connect_of(ctx, url, topology)
+    connect, broker = dlq.changing_connect_of(ctx, url, topology)
     plan = MovePlan(
         source=queue,
         to=to,
@@ -461,4 +469,5 @@ def move_command(
         force=force,
         yes=yes,
         output=output,
+        broker=broker,
     )
