@@ -101,6 +101,12 @@ COMMANDS = (
         'server, or the server is not healthy now (docs/cli.md, "rr doctor").',
     ),
     LazyCommand(
+        "docs",
+        "rabbitctl_retry.cli.docs",
+        "docs_command",
+        "Show rr's docs in the terminal: the index and the topics, or one page (or one section).",
+    ),
+    LazyCommand(
         "completion",
         "rabbitctl_retry.cli.completions",
         "completion",

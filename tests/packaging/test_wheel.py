@@ -127,3 +127,27 @@ def test_the_contract_from_the_wheel(installed: Installed) -> None:
         "maxAttempts": 3,
         "deadLetter": "orders.dead",
     }
+
+
+def test_the_wheel_carries_the_docs(installed: Installed) -> None:
+    """The docs' Markdown pages are package data (setup.py), the images are not; ``rr docs``
+    reads them from the installed package, outside any checkout (docs/reference/cli.md,
+    "rr docs")."""
+    names = zipfile.ZipFile(installed.wheel).namelist()
+    pages = [name for name in names if name.startswith("rabbitctl_retry/_docs/")]
+    assert "rabbitctl_retry/_docs/README.md" in pages
+    assert any(name.endswith("/dlq.md") for name in pages)
+    assert all(name.endswith(".md") for name in pages), pages
+    index = installed.run("rr", "docs")
+    assert index.returncode == 0, index.stderr
+    assert "dlq" in index.stdout
+    assert "getting-started" in index.stdout
+    page = installed.run("rr", "docs", "dlq")
+    assert page.returncode == 0, page.stderr
+    assert "rr dlq" in page.stdout
+    raw = installed.run("rr", "docs", "dlq", "--raw")
+    assert raw.returncode == 0, raw.stderr
+    assert raw.stdout.startswith("# ")
+    unknown = installed.run("rr", "docs", "dql")
+    assert unknown.returncode == 2
+    assert "Did you mean 'dlq'?" in unknown.stderr
