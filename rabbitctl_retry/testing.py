@@ -73,10 +73,10 @@ def as_topology(topology: Topology | str | Path) -> Topology:
 
 DEFAULT_SERVER_VERSION = releases.DEFAULT_SERVER_VERSION
 """What :class:`TestBroker` emulates unless told otherwise, 4.0.5: the emulator's one default
-(``releases.py``; docs/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
+(``releases.py``; docs/reference/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
 
 EMULATED_RELEASES = releases.MEASURED_RELEASES
-"""The releases the emulator is proven against, one per line (docs/testing.md): the values
+"""The releases the emulator is proven against, one per line (docs/reference/testing.md): the values
 ``rr simulate --server-version`` takes."""
 
 
@@ -105,7 +105,7 @@ class TestBroker:
         tracer_provider: object | None = None,
     ) -> None:
         """``tracer_provider``: an OpenTelemetry tracer provider the services it runs trace
-        with (a test's SDK provider with an in-memory exporter: docs/runtime.md, "Tracing and
+        with (a test's SDK provider with an in-memory exporter: docs/reference/runtime.md, "Tracing and
         metrics"); else the process-wide one if set."""
         self.tracer_provider = tracer_provider
         self.emulator = Emulator(
@@ -147,7 +147,7 @@ class TestBroker:
         if self.topology is None:
             self.topology = declared
         # settings = "policy": rr's policies go through the emulator's management twin, as
-        # rr declare puts them through the management API (docs/topology.md)
+        # rr declare puts them through the management API (docs/reference/topology.md)
         api = self.emulator.management("http://guest:guest@emulator:15672/", vhost="/")
         policies = await api.policies() if declared.uses_policies else None
         connection = await self._shared()
@@ -235,7 +235,7 @@ class TestBroker:
     @property
     def outputs(self) -> list[PublishedOutput]:
         """Every output the handlers published and the broker confirmed, in order, wherever
-        it went (docs/testing.md, "Outputs")."""
+        it went (docs/how-to/test-a-service.md, "Outputs")."""
         return list(self._outputs)
 
     @overload
@@ -253,7 +253,7 @@ class TestBroker:
         ``properties``, ``message_id``, ``exchange``, ``routing_key``, the ``from_queue`` and
         ``from_message_id`` of the delivery that published it, and ``.json()``. With
         ``as_type``, their bodies decoded into that type as a handler's parameter would be
-        (docs/handlers.md, "Typed messages")."""
+        (docs/reference/handlers.md, "Typed messages")."""
         matching = [output for output in self._outputs if output.goes_to(target)]
         return matching if as_type is None else decoded(matching, as_type)
 
@@ -296,7 +296,7 @@ class TestBroker:
 
         ``state``: the service's state to hand the handlers' ``State[T]`` parameters (a fake
         processor); then the module's ``@on_startup`` and ``@on_shutdown`` hooks (and handler
-        classes' ``on_startup``/``on_shutdown``) do not run (docs/handlers.md, "Testing
+        classes' ``on_startup``/``on_shutdown``) do not run (docs/how-to/test-a-service.md, "Testing
         handlers"). None: the startup hooks build it, as ``rr run`` does."""
         handlers = _handler_set(target)
         service = Service(

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""docs/testing.md's table of the RabbitMQ releases rr supports ("What differs between
+"""docs/reference/testing.md's table of the RabbitMQ releases rr supports ("What differs between
 releases"), generated from rabbitctl_retry/releases.py.
 
     python scripts/release_table.py           # print the table
-    python scripts/release_table.py --write   # write it into docs/testing.md, between its marks
+    python scripts/release_table.py --write   # write it into docs/reference/testing.md, between its marks
 
 tests/docs/test_release_table.py fails when the docs' table is not the generated one.
 """

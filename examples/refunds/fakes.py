@@ -1,4 +1,4 @@
-"""States for ``rr simulate --state`` (docs/handlers.md, "Testing handlers"): a fake processor
+"""States for ``rr simulate --state`` (docs/how-to/test-a-service.md, "Testing handlers"): a fake processor
 in place of the one ``open_clients`` would open.
 
     rr simulate examples/refunds/topology.toml examples/refunds/service.py \\

@@ -67,7 +67,7 @@ FILE_TARGETS = frozenset(
     }
 )
 """(command path, parameter) pairs that take a module or a file (``rr run path/to/svc.py``)
-but are read as text (so that ``./-`` stays a file, docs/cli.md, "Files rr reads"):
+but are read as text (so that ``./-`` stays a file, docs/reference/cli.md, "Files rr reads"):
 completed with file names."""
 
 

@@ -1,4 +1,4 @@
-"""Pure. ``rr status --watch SECONDS``: how long rr waits between two readings (docs/cli.md,
+"""Pure. ``rr status --watch SECONDS``: how long rr waits between two readings (docs/reference/cli.md,
 "rr status").
 
 A number of seconds (``5``, ``2.5``) or a duration as ``rr simulate --for`` takes it

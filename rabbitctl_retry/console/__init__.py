@@ -1,4 +1,4 @@
-"""``rr console``: a local web page over the ``rr dlq`` operations (docs/console.md).
+"""``rr console``: a local web page over the ``rr dlq`` operations (docs/reference/console.md).
 
 ``html.py`` renders every page from plain data (pure: everything shown is escaped there),
 ``security.py`` holds the token, CSRF and host checks (pure), ``jobs.py`` the group runs in

@@ -1,4 +1,4 @@
-"""The aiohttp application of ``rr console`` (docs/console.md): routes, the access middleware
+"""The aiohttp application of ``rr console`` (docs/reference/console.md): routes, the access middleware
 (console/security.py), the depth sampler, and :func:`serve`.
 
 Every broker action goes through the operations of the ``rr dlq`` commands (console/reads.py),
@@ -320,7 +320,7 @@ def _gate(
     """None when this request may read the queue: a read that costs nothing (any request), or
     one asked for by the page's own form (a POST; ``access`` checked its CSRF value). Else the
     page that says what a read costs and asks, or says why a read-only console does not read
-    it (docs/console.md, "Reading is free, or asked")."""
+    it (docs/reference/console.md, "Reading is free, or asked")."""
     reads = queue_state.reads
     if reads.cost is Cost.FREE:
         return None
@@ -447,7 +447,7 @@ def _read_note(queue_state: QueueState) -> str | None:
 async def _unread_note(state: State, queue: str) -> str:
     """What a page that reads ``queue`` cannot see: the letters another reader holds (a
     colleague's ``rr dlq inspect``, another console, a consumer), counted by the management
-    API when the console has one (docs/console.md, "What the numbers count")."""
+    API when the console has one (docs/reference/console.md, "What the numbers count")."""
     held = await held_by_readers(state.config.management)
     if isinstance(held, str):
         return (
@@ -812,7 +812,7 @@ async def edit(request: web.Request) -> web.Response:
     """Show the change (``step=preview``) or publish it: both only for the letter the page
     showed (its place among the letters with its id and its checksums, dlq/same_id.py), and
     the body exactly as the box sent it, line breaks written as the original's (dlq/edit.py
-    ``box_body``; docs/console.md)."""
+    ``box_body``; docs/reference/console.md)."""
     state = request.app[STATE]
     queue = _queue(request)
     message_id = request.match_info["message"]
@@ -950,7 +950,7 @@ def _keep_original(directory: Path, queue: str, message_id: str, letter: Deliver
 
 def _not_kept(directory: Path, queue: str, message_id: str, error: OSError, back: str) -> str:
     """The page of an edit whose original could not be kept: nothing was published (the
-    original is written first, docs/console.md "What each page does")."""
+    original is written first, docs/reference/console.md "What each page does")."""
     said = write_failure(error, f"--keep-dir {directory}")
     HTTP_LOG.warning("an edit of %s in %s was not published: %s", message_id, queue, said)
     return html.result_page(

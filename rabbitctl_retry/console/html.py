@@ -1,4 +1,4 @@
-"""Pure. Every page of ``rr console`` as HTML, from plain data (docs/console.md).
+"""Pure. Every page of ``rr console`` as HTML, from plain data (docs/reference/console.md).
 
 Every value that comes from the broker or the user (queue names, message ids, headers,
 bodies, error texts) goes through :func:`e`: HTML-escaped, quotes included, with control

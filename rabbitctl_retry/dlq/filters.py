@@ -25,7 +25,7 @@ Several ``--where`` must all hold. A malformed expression is a usage error (exit
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
 ``<`` and ``>`` after the key, so a value cannot start with one of them), a reason that
 neither RabbitMQ nor rr gives (:data:`KNOWN_REASONS`), an empty origin or queue, a bad
-duration, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS` (docs/dlq.md, "--where").
+duration, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS` (docs/reference/dlq.md, "--where").
 
 An expression is read in one pass (:func:`split_expression`): its time grows with its length,
 never with the square of it, whatever it holds.
@@ -55,7 +55,7 @@ _OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 
 MAX_EXPRESSION_CHARACTERS = 4096
 """The longest ``--where`` expression rr reads: room for a header name of 255 bytes and a long
-value; a longer one is a usage error (docs/dlq.md, "--where")."""
+value; a longer one is a usage error (docs/reference/dlq.md, "--where")."""
 _SHOWN_CHARACTERS = 60
 """How much of a long expression an error message quotes."""
 
@@ -121,7 +121,7 @@ _USAGE = (
 )
 
 MAX_WORD_CHARACTERS = 256
-"""The longest word ``text=`` searches for (docs/dlq.md, "--where")."""
+"""The longest word ``text=`` searches for (docs/reference/dlq.md, "--where")."""
 
 
 @dataclass(frozen=True, slots=True)

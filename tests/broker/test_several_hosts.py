@@ -1,4 +1,4 @@
-"""Several broker URLs (docs/cli.md, "Several hosts"), on each real server: rr takes the first
+"""Several broker URLs (docs/reference/cli.md, "Several hosts"), on each real server: rr takes the first
 URL that answers, in the order given; a refused login ends it at once; when none answers, the
 one error line names every URL tried (censored)."""
 

@@ -1,4 +1,4 @@
-"""The console's token and the addresses it answers on (docs/console.md, "Security"): a token
+"""The console's token and the addresses it answers on (docs/reference/console.md, "Security"): a token
 read from ``--token-file`` is never printed (stderr lands in a service manager's logs); a
 token of any printable ASCII character (``+ # & % ; "``, a space) opens the console from the
 address with the token URL-encoded, by cookie and by bearer; and a console on every address

@@ -1,4 +1,4 @@
-"""``rr doctor``'s deprecated-features table from hostile management APIs (docs/cli.md, "rr
+"""``rr doctor``'s deprecated-features table from hostile management APIs (docs/reference/cli.md, "rr
 doctor"), played by a fake one of the test's own (tests/hostile/fake_management.py), with the
 emulator as the AMQP server (RabbitMQ 4.3.6).
 

@@ -1,4 +1,4 @@
-"""``rr doctor``'s alarms from hostile management APIs (docs/cli.md, "rr doctor"), played by
+"""``rr doctor``'s alarms from hostile management APIs (docs/reference/cli.md, "rr doctor"), played by
 a fake one of the test's own (tests/hostile/fake_management.py), with the emulator as the
 AMQP server (RabbitMQ 4.3.6): an ``/api/nodes`` answer of the wrong shape is one
 ``alarms-not-checked`` warning naming what was wrong (exit 0, never 70, the password never

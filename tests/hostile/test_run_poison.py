@@ -1,4 +1,4 @@
-"""rr run against messages it cannot handle, on RabbitMQ and on the emulator (docs/runtime.md,
+"""rr run against messages it cannot handle, on RabbitMQ and on the emulator (docs/reference/runtime.md,
 "Malformed messages").
 
 * rr's own code fails for a delivery every time: it goes back to its queue once, then it is

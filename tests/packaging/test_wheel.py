@@ -1,5 +1,5 @@
 """The package as a pip user gets it: the wheel built from this checkout, installed into a
-fresh venv outside it, with nothing but its own dependencies (docs/testing.md, "The
+fresh venv outside it, with nothing but its own dependencies (docs/reference/testing.md, "The
 package").
 
 One venv (tests/packaging/conftest.py: building and installing take most of a minute) that
@@ -54,7 +54,7 @@ def test_a_plain_install_holds_only_what_rr_runs_on(installed: Installed) -> Non
     assert names >= RUNTIME_ONLY
     assert not names & NOT_AT_RUN_TIME, names & NOT_AT_RUN_TIME
     size_mib = sum(f.stat().st_size for f in installed.venv.rglob("*") if f.is_file()) / 2**20
-    print(f"the venv with rr installed: {size_mib:.1f} MiB")  # quoted in docs/testing.md
+    print(f"the venv with rr installed: {size_mib:.1f} MiB")  # quoted in docs/reference/testing.md
 
 
 def test_the_commands_work_from_the_wheel(installed: Installed) -> None:

@@ -1,4 +1,4 @@
-"""``delay = "server"``: RabbitMQ 4.3's delayed retries of a quorum queue (docs/runtime.md,
+"""``delay = "server"``: RabbitMQ 4.3's delayed retries of a quorum queue (docs/reference/runtime.md,
 "The quorum queue waits: `delay = "server"`").
 
 On 4.3 rr makes no copy and declares no wait queue: every retry is a counted

@@ -1,5 +1,5 @@
 """Pure: the console's access rules (console/security.py) and its escaping (console/html.py),
-docs/console.md, "Security"."""
+docs/reference/console.md, "Security"."""
 
 from __future__ import annotations
 
