@@ -5,10 +5,11 @@ steady publisher sees while `rr migrate` runs.
                                  [--steady-messages 5000] [--rate 200] [--attempts 3]
                                  [--url amqp://guest:guest@127.0.0.1:5672/]
 
-The shape of docs/how-to/migrate-to-quorum.md, "Migrating a queue" (and tests/faults/test_migrate_faults.py):
-a classic queue `jobs` (`max_attempts = 5`, a dead-letter queue, `delay_tiers = ["10s"]`,
-bound to a direct exchange `events` with the routing key `job`) holding N persistent 200-byte
-messages, each with its own message_id, preloaded untimed; the file then says
+The shape of docs/how-to/migrate-to-quorum.md, "Migrating a queue" (and
+tests/faults/test_migrate_faults.py): a classic queue `jobs` (`max_attempts = 5`, a dead-letter
+queue, `delay_tiers = ["10s"]`, bound to a direct exchange `events` with the routing key `job`)
+holding N persistent 200-byte messages, each with its own message_id, preloaded untimed; the file
+then says
 `type = "quorum"`. Every name starts with a fresh prefix (`rr-bench-migrate-XXXXXXXX.`), so
 the script touches no other queue of the broker; it deletes every queue and exchange it made.
 

@@ -39,9 +39,9 @@ the body's "id", preloaded untimed):
   and, in the same run, the per-message decode cost in microseconds: each handler's
   arguments built from one 200-byte delivery in a loop (no broker), less the Message case's.
 
-* outputs (--outputs N[,N...], instead of the shapes above; docs/reference/runtime.md, "Publishing"):
-  the handler acks and publishes N outputs per message, for 0 (always run: the reference)
-  and every N given (--outputs 1,3: 0, 1 and 3 outputs), into a classic queue
+* outputs (--outputs N[,N...], instead of the shapes above; docs/reference/runtime.md,
+  "Publishing"): the handler acks and publishes N outputs per message, for 0 (always run: the
+  reference) and every N given (--outputs 1,3: 0, 1 and 3 outputs), into a classic queue
   ``<queue>.out``
     - rr               `rr run`, an async handler taking ``Outputs`` that publishes N
                        outputs (the 200-byte body, ids derived by rr: ``output_id``); rr
@@ -54,8 +54,8 @@ the body's "id", preloaded untimed):
   and, from the median rates, each case's time per message and per output: (1/rate with N
   less 1/rate with 0) / N, in microseconds.
 
-* tracing (--tracing, instead of the shapes above; docs/reference/runtime.md, "Tracing and metrics"):
-  the rr cases of no-op and retry path (native client) without and with OpenTelemetry
+* tracing (--tracing, instead of the shapes above; docs/reference/runtime.md, "Tracing and
+  metrics"): the rr cases of no-op and retry path (native client) without and with OpenTelemetry
   tracing on (an SDK tracer provider that records every span and exports none): the cost of
   a span per delivery and of the trace context and publish stamp on every copy.
 

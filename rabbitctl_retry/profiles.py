@@ -179,7 +179,8 @@ def _profile(name: str, table: Any) -> Profile:
         _checked(url, AMQP_URL, f"{key}.url" if len(urls) == 1 else f"{key}.url[{index}]")
     management_url = _optional_text(table, "management_url", key)
     if management_url is not None:
-        try:  # every rule of a management URL, its query included (docs/reference/cli.md, "Profiles")
+        # every rule of a management URL, its query included (docs/reference/cli.md, "Profiles")
+        try:
             parse_management_url(management_url)
         except UsageError as error:
             raise ConfigError(str(error), path=f"{key}.management_url") from None

@@ -74,8 +74,8 @@ def recorded(queue: str, delivery: Delivery, outputs: Iterable[Outgoing]) -> lis
 
 def decoded(outputs: Iterable[PublishedOutput], as_type: Any) -> list[Any]:
     """Each output's body decoded into ``as_type`` by the decoder handlers use
-    (docs/reference/handlers.md, "Typed messages"); :class:`AssertionError` naming the output when one
-    does not fit."""
+    (docs/reference/handlers.md, "Typed messages"); :class:`AssertionError` naming the output when
+    one does not fit."""
     decode = decoder_for(as_type, where=f"published(..., {type_name(as_type)})")
     values = []
     for output in outputs:

@@ -160,8 +160,8 @@ class Publisher:
             return self._channel
 
     async def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
-        """Publish ``message`` (encoded by its type: docs/reference/publishing.md) to queue ``to``, or
-        to ``exchange`` with ``routing_key``, with the other ``options`` (``message_id``, a
+        """Publish ``message`` (encoded by its type: docs/reference/publishing.md) to queue ``to``,
+        or to ``exchange`` with ``routing_key``, with the other ``options`` (``message_id``, a
         fresh UUID unless given; ``headers``; ``correlation_id``, ``expiration``... :
         :class:`~rabbitctl_retry.runtime.outgoing.PublishOptions`); return its
         ``message_id`` once the broker confirmed it."""

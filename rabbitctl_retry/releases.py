@@ -4,13 +4,13 @@ release, the one place a server's version becomes behaviour.
 The emulator (``emulator/``), ``server.py``, the pure core (``doctor/``, ``topology/``,
 ``dlq/``), ``testing.py`` and the contract suite's expectations (``tests/contract/
 versions.py``) read a field of :func:`release_of`'s row; no other module compares a version
-with a number (``tests/unit/test_releases.py`` scans the source). docs/reference/testing.md's table of
-the releases ("What differs between releases") is generated from :data:`RELEASES`
+with a number (``tests/unit/test_releases.py`` scans the source). docs/reference/testing.md's table
+of the releases ("What differs between releases") is generated from :data:`RELEASES`
 (``scripts/release_table.py``; ``tests/docs/test_release_table.py`` checks it).
 
 The rows are written as one table by field (:data:`RELEASES`: each field's value in each row,
-oldest first, as docs/reference/testing.md shows them). Adding a release is a new value at the end of
-each field (the row before it copied, each field that differs changed) plus its measurements:
+oldest first, as docs/reference/testing.md shows them). Adding a release is a new value at the end
+of each field (the row before it copied, each field that differs changed) plus its measurements:
 its server in the contract suite, and its line in ``tests/contract/versions.py``.
 """
 
@@ -173,8 +173,8 @@ class ServerRelease:
         metadata=_doc("Every header table is written again, its names sorted, `L` as `l`")
     )
     """How the server keeps a message's headers (measured on 3.10.8, 4.0.5 and 4.3.6;
-    docs/reference/testing.md, "Headers"): 4.0 and 4.3 write every table they take again, names sorted
-    and an unsigned 64-bit L as a signed l; 3.10 keeps the bytes it got in a classic queue,
+    docs/reference/testing.md, "Headers"): 4.0 and 4.3 write every table they take again, names
+    sorted and an unsigned 64-bit L as a signed l; 3.10 keeps the bytes it got in a classic queue,
     and writes them again (L as l, names in their order) in a quorum queue
     (:attr:`quorum_writes_headers_again`); every server sorts the names when it adds a header
     (dead-lettering, a quorum queue's counts)."""
@@ -398,7 +398,8 @@ def first_release(behaviour: str) -> ServerRelease:
     return next(row for row in RELEASES if getattr(row, behaviour))
 
 
-# --- the table of docs/reference/testing.md -------------------------------------------------------------
+# --- the table of docs/reference/testing.md
+# -------------------------------------------------------------
 
 
 def _cell(value: object, before: object) -> str:

@@ -8,8 +8,8 @@ row: virtual time, queue, event, attempt and the headers that matter; a handler'
 once confirmed, are rows of their own (``output``) right under the ack of the delivery that
 published them.
 
-A run can never hang (docs/reference/runtime.md, "rr simulate"): a message that goes back to its queue
-at once, again and again (a handler that fails on a queue without ``max_attempts``), keeps
+A run can never hang (docs/reference/runtime.md, "rr simulate"): a message that goes back to its
+queue at once, again and again (a handler that fails on a queue without ``max_attempts``), keeps
 the clock from moving, so the run stops once one message was handled
 :data:`MAX_HANDLINGS_PER_INSTANT` times at one virtual instant, or after
 :data:`MAX_HANDLINGS` handlings in all, with :class:`SimulationLooped` naming the queue and
@@ -245,7 +245,8 @@ def parse_publish(spec: str) -> Publish:
 
 
 def parse_publish_file(text: str, name: str = "the file") -> list[Publish]:
-    """``--publish-file``'s JSON Lines (docs/reference/runtime.md, "rr simulate"): one object a line,
+    """``--publish-file``'s JSON Lines (docs/reference/runtime.md, "rr simulate"): one object a
+    line,
     ``{"queue": Q, "message_id": ID, "body": B}`` (``message_id`` optional; blank lines
     skipped). A body that is an object or an array is sent as JSON (``json.dumps``), a string
     as its text, anything else as its JSON text."""

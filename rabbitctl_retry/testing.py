@@ -105,8 +105,8 @@ class TestBroker:
         tracer_provider: object | None = None,
     ) -> None:
         """``tracer_provider``: an OpenTelemetry tracer provider the services it runs trace
-        with (a test's SDK provider with an in-memory exporter: docs/reference/runtime.md, "Tracing and
-        metrics"); else the process-wide one if set."""
+        with (a test's SDK provider with an in-memory exporter: docs/reference/runtime.md, "Tracing
+        and metrics"); else the process-wide one if set."""
         self.tracer_provider = tracer_provider
         self.emulator = Emulator(
             server_version=server_version, delayed_message_exchange=delayed_message_exchange

@@ -3,8 +3,8 @@
 
 * :func:`counts_of`: a delivery's counts as its queue counts them. A dead letter's retry
   header counted the attempts of the queue its ``rr-origin-queue`` names, not of this one
-  (docs/explanation/attempts.md, "Attempts"): it is shown apart, as *carried*, never in the ``retry``
-  column that ``attempt = 1 + retry + x-dc`` adds up.
+  (docs/explanation/attempts.md, "Attempts"): it is shown apart, as *carried*, never in the
+  ``retry`` column that ``attempt = 1 + retry + x-dc`` adds up.
 * :func:`endings`: the decisions about each message, in order (a timeline's rows, or the
   lines ``rr run --log-format json`` wrote), folded into where it ended: the last decision in
   each queue it went through, e.g. ``refunds: dead-lettered on attempt 5 -> refunds.dead:

@@ -76,7 +76,8 @@ MANAGEMENT_URL = UrlKind(
     default_ports={"http": 80, "https": 443},
     scheme_problem=(
         "must start with http:// or https:// (the management plugin's address: "
-        "http://HOST:15672/, with the user name and password before the host; rr docs run-on-a-cluster)"
+        "http://HOST:15672/, with the user name and password before the host; "
+        "rr docs run-on-a-cluster)"
     ),
     form="http://USER:PASSWORD@HOST:15672/",
 )
@@ -174,7 +175,7 @@ def vhost_problem(vhost: str) -> str | None:
     return None
 
 
-# --- the management API's URL (docs/how-to/run-on-a-cluster.md, "Replicas") ---------------------------------
+# --- the management API's URL (docs/how-to/run-on-a-cluster.md, "Replicas") -------------------
 
 
 @dataclass(frozen=True, slots=True)

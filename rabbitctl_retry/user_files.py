@@ -1,5 +1,5 @@
-"""Every file rr reads on the user's word, opened and read by one rule (docs/reference/cli.md, "Files
-rr reads").
+"""Every file rr reads on the user's word, opened and read by one rule (docs/reference/cli.md,
+"Files rr reads").
 
 A file is opened without waiting (``O_NONBLOCK``: opening a FIFO does not wait for a
 writer), checked on the open descriptor (a regular file only: a FIFO, a device such as
@@ -63,8 +63,8 @@ saved (docs/reference/dlq.md); ``rr publish --body-file`` (docs/reference/cli.md
 PUBLISH_FILE_LIMIT_BYTES = 16 * MIB
 """``rr simulate --publish-file`` (docs/reference/runtime.md, "rr simulate")."""
 IMPORT_LINE_LIMIT_BYTES = 32 * MIB
-"""One line of an ``rr dlq import`` file (docs/reference/dlq.md): the file itself is read a line at a
-time, so its size has no limit; a line holds one message, its body in base64 at most.
+"""One line of an ``rr dlq import`` file (docs/reference/dlq.md): the file itself is read a line at
+a time, so its size has no limit; a line holds one message, its body in base64 at most.
 ``rr publish --file`` reads a file the same way, and ``--file -`` (stdin) to this limit in
 all (docs/reference/cli.md, "rr publish")."""
 HANDLER_FILE_LIMIT_BYTES = 16 * MIB

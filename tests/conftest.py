@@ -41,7 +41,8 @@ settings.load_profile("rr")
 
 # rr's configuration file of whoever runs the suite (a `default` broker in
 # ~/.config/rr/config.toml) must not change where the tests' commands connect: they read an
-# empty one (docs/reference/cli.md, "Profiles"; tests/broker/test_profiles_on_servers.py sets its own).
+# empty one (docs/reference/cli.md, "Profiles"; tests/broker/test_profiles_on_servers.py sets its
+# own).
 _EMPTY_CONFIG = Path(tempfile.mkdtemp(prefix="rr-test-config-")) / "config.toml"
 _EMPTY_CONFIG.write_text("", encoding="utf-8")
 os.environ["RR_CONFIG"] = str(_EMPTY_CONFIG)
@@ -96,8 +97,8 @@ NODE_TEST_TIMEOUT_S = 600
 """The least bound of a fault or cluster test (the others': pyproject.toml's 120 s, or their
 own). Their time includes starting a private node (up to 240 s, tests/faults/node.py) and
 every rabbitmqctl call, which boots an Erlang VM: about a second on a calm machine, 20 to 60 s
-each beside a CPU hog (docs/reference/testing.md, "On a busy machine"). A bound for a test that hangs,
-not an expectation."""
+each beside a CPU hog (docs/reference/testing.md, "On a busy machine"). A bound for a test that
+hangs, not an expectation."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -208,8 +209,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Every fault run's numbers, as docs/reference/runtime.md quotes them (from the test reports, so
-    that they reach this process from pytest-xdist's workers too)."""
+    """Every fault run's numbers, as docs/reference/runtime.md quotes them (from the test reports,
+    so that they reach this process from pytest-xdist's workers too)."""
     if not _fault_rows:
         return
     from tests.faults.harness import REPORT_HEADER

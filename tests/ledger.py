@@ -34,9 +34,9 @@ what it had not settled: up to this many delayed copies come back twice."""
 
 
 def duplicate_window(*, interruptions: int, broker_stops: int = 0) -> int:
-    """How many ids may get duplicated work (docs/reference/runtime.md, "Under faults"): the deliveries
-    in flight (rr's default prefetch) at each interruption, and for each stop or crash of a
-    node that leads a quorum wait queue, the copies its dead-letter worker moves again."""
+    """How many ids may get duplicated work (docs/reference/runtime.md, "Under faults"): the
+    deliveries in flight (rr's default prefetch) at each interruption, and for each stop or crash of
+    a node that leads a quorum wait queue, the copies its dead-letter worker moves again."""
     return RunOptions().prefetch * interruptions + DEAD_LETTER_WORKER_PREFETCH * broker_stops
 
 
@@ -243,8 +243,8 @@ async def wait_progressing(
     poll_s: float = 0.5,
 ) -> None:
     """Wait until ``done_count()`` reaches ``target``, for as long as it moves: fail only when
-    it stayed the same for ``stall_s`` (a busy machine is slow, not stuck; docs/reference/testing.md,
-    "On a busy machine")."""
+    it stayed the same for ``stall_s`` (a busy machine is slow, not stuck;
+    docs/reference/testing.md, "On a busy machine")."""
     loop = asyncio.get_running_loop()
     last, since = -1, loop.time()
     while (count := await done_count()) < target:

@@ -1,6 +1,6 @@
 """Headers of every field type RabbitMQ takes, written and read as bytes, for the tests that
-check on the wire that a copy keeps each header's type tag and bytes (docs/explanation/attempts.md, "What a
-copy keeps").
+check on the wire that a copy keeps each header's type tag and bytes (docs/explanation/attempts.md,
+"What a copy keeps").
 
 Independent of rr's codec: the table below is written by hand, and :func:`parse` reads a table
 itself. :func:`publish_typed` and :func:`take_typed` go over a raw socket on RabbitMQ

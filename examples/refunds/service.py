@@ -14,13 +14,14 @@ A refund paid publishes a :class:`Receipt` to the queue ``refunds.receipts``: an
 refund is acked.
 
 The processor is the service's state: ``open_clients`` (``@on_startup``) opens it once, and
-each handler asks for it with ``State[Processor]`` (docs/reference/handlers.md, "The service's state").
+each handler asks for it with ``State[Processor]`` (docs/reference/handlers.md, "The service's
+state").
 ``service_classes.py`` is the same service written as handler classes, the guide's manual
 style; ``test_service.py`` runs both on the same messages.
 
 Every handled message gets one log line from rr run (retried, delayed, dead-lettered,
-dropped: docs/reference/runtime.md, "Logs"), or, when it is acked, one from this service, with the same
-fields (queue, message_id, attempt, outcome): scripts/demo.sh reads where each one ended from
+dropped: docs/reference/runtime.md, "Logs"), or, when it is acked, one from this service, with the
+same fields (queue, message_id, attempt, outcome): scripts/demo.sh reads where each one ended from
 them.
 
 Run it:  rr run examples/refunds/service.py --topology examples/refunds/topology.toml

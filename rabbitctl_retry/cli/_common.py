@@ -207,7 +207,8 @@ enough that no table cell and no line is wrapped for a script to reassemble."""
 
 def stdout_console() -> Console:
     """Where tables go: user data is never read as markup, and never highlighted. On a
-    terminal, tables fit its width; elsewhere nothing is wrapped (docs/reference/cli.md, "Output")."""
+    terminal, tables fit its width; elsewhere nothing is wrapped (docs/reference/cli.md,
+    "Output")."""
     unwrapped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(
         markup=False,

@@ -95,8 +95,8 @@ def config_path() -> Path:
 def load_config(path: Path) -> Config | None:
     """The configuration file at ``path``; None when there is none (and ``$RR_CONFIG`` did
     not name it); :class:`ConfigError` (exit 78) naming the file for a bad one: not a
-    regular file, over :data:`CONFIG_FILE_LIMIT_BYTES`, not TOML, nested too deep (docs/reference/cli.md,
-    "Files rr reads")."""
+    regular file, over :data:`CONFIG_FILE_LIMIT_BYTES`, not TOML, nested too deep
+    (docs/reference/cli.md, "Files rr reads")."""
     import tomllib
 
     source = str(path)

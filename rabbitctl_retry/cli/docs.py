@@ -94,7 +94,9 @@ def _topics_outcome(root: Path, found: dict[str, Page], index: str | None, *, ra
         }
         for page in found.values()
     ]
-    rows = Rows("", ("topic", "part", "title"), [(e["topic"], e["part"], e["title"]) for e in entries])
+    rows = Rows(
+        "", ("topic", "part", "title"), [(e["topic"], e["part"], e["title"]) for e in entries]
+    )
 
     def document() -> dict[str, Any]:
         return {"index": index, "topics": entries} if index is not None else {"topics": entries}

@@ -2,8 +2,8 @@
 
 click prints usage errors over several lines ("Usage: …", "Try …", "Error: …") and lets any
 unexpected exception end in a traceback. ``rr`` prints one ``rr: error: …`` line instead, with
-the exit codes of docs/reference/cli.md: 2 for a usage error, 130 for Ctrl-C, 74 for output that cannot
-be written, 70 for a bug in rr (set ``RR_TRACEBACK=1`` to see the traceback as well).
+the exit codes of docs/reference/cli.md: 2 for a usage error, 130 for Ctrl-C, 74 for output that
+cannot be written, 70 for a bug in rr (set ``RR_TRACEBACK=1`` to see the traceback as well).
 
 The whole command writes to stdout through :class:`GuardedOutput`, under the one rule for
 output of :func:`~rabbitctl_retry.errors.write_failure` (docs/reference/cli.md, "Output"):

@@ -3,8 +3,8 @@
 ``rr --help`` lists every command from :data:`COMMANDS` alone (its name and the first
 paragraph of its help), and ``rr topology validate`` imports the topology command and nothing
 of the runtime, the emulator or the AMQP client: every command starts in about the time of a
-bare typer app (docs/reference/cli.md, "Start-up"; ``benchmarks/startup.py`` measures it). A test holds
-each entry's help to the command's own docstring.
+bare typer app (docs/reference/cli.md, "Start-up"; ``benchmarks/startup.py`` measures it). A test
+holds each entry's help to the command's own docstring.
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def simulate_command(
     every delivery with its attempt, outcome and where the message went."""
     configure_logging("error", LogFormat.TEXT)
     # rr's own lines stay quiet (the timeline says what happened); a handler's own warnings
-    # and errors print, as they would under rr run (docs/reference/handlers.md, "Logs from handlers")
+    # and errors print, as they would under rr run (docs/reference/handlers.md, "Logs from
+    # handlers")
     logging.getLogger().setLevel(logging.WARNING)
     with common.guard():
         topology = load_file(topology_file)

@@ -7,8 +7,8 @@ directory, else with a management URL every queue of the vhost, else a usage err
 names the three ways (:func:`what_to_show`).
 
 Ctrl-C ends ``--watch`` with exit 0 whenever it comes, during a reading too; a plain
-``rr status`` interrupted prints ``rr: interrupted`` and exits 130 (docs/reference/exit-codes.md, "Exit
-codes")."""
+``rr status`` interrupted prints ``rr: interrupted`` and exits 130 (docs/reference/exit-codes.md,
+"Exit codes")."""
 
 from __future__ import annotations
 

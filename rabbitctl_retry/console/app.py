@@ -1,5 +1,5 @@
-"""The aiohttp application of ``rr console`` (docs/reference/console.md): routes, the access middleware
-(console/security.py), the depth sampler, and :func:`serve`.
+"""The aiohttp application of ``rr console`` (docs/reference/console.md): routes, the access
+middleware (console/security.py), the depth sampler, and :func:`serve`.
 
 Every broker action goes through the operations of the ``rr dlq`` commands (console/reads.py),
 each on a connection of its own opened with the ``Connect`` the CLI hands over; the web server

@@ -25,7 +25,8 @@ Several ``--where`` must all hold. A malformed expression is a usage error (exit
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
 ``<`` and ``>`` after the key, so a value cannot start with one of them), a reason that
 neither RabbitMQ nor rr gives (:data:`KNOWN_REASONS`), an empty origin or queue, a bad
-duration, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS` (docs/reference/dlq.md, "--where").
+duration, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS` (docs/reference/dlq.md,
+"--where").
 
 An expression is read in one pass (:func:`split_expression`): its time grows with its length,
 never with the square of it, whatever it holds.

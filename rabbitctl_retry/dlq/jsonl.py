@@ -32,8 +32,8 @@ controls, U+2028/U+2029, lone surrogates) as a ``\\uXXXX`` escape: the same JSON
 file that ``cat`` shows as it is (:func:`~rabbitctl_retry.json_text.escape_unsafe`).
 
 Before ``rr dlq import`` publishes anything, :func:`record_problem` checks every line for what
-RabbitMQ or the AMQP client would refuse (docs/reference/dlq.md, "Import"): a message refused half-way
-would leave the file half imported.
+RabbitMQ or the AMQP client would refuse (docs/reference/dlq.md, "Import"): a message refused
+half-way would leave the file half imported.
 """
 
 from __future__ import annotations

@@ -233,8 +233,8 @@ class Emulator:
 
     def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
         """Set a policy (``operator``: an operator policy) as ``rabbitmqctl set_policy`` does:
-        it applies to every queue at once (emulator/policies.py; docs/reference/topology.md, "Policies
-        and arguments"). A definition the server refuses raises ``BrokerRefused``."""
+        it applies to every queue at once (emulator/policies.py; docs/reference/topology.md,
+        "Policies and arguments"). A definition the server refuses raises ``BrokerRefused``."""
         self.broker.put_policy(policy, operator=operator)
 
     def delete_policy(self, name: str, *, operator: bool = False) -> None:

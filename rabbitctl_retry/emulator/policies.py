@@ -6,8 +6,8 @@
   expression, not anchored) finds the queue's name and whose ``apply-to`` takes its type, the
   one of the highest priority, alone.
 * What the queue does (:func:`effective_arguments`): per key, its argument, the policy's value
-  and the operator policy's value resolve to one, as the table of docs/reference/topology.md says: the
-  smallest for the limits, the argument for the dead-letter keys, the policies for a quorum
+  and the operator policy's value resolve to one, as the table of docs/reference/topology.md says:
+  the smallest for the limits, the argument for the dead-letter keys, the policies for a quorum
   queue's overflow. The result is written as the queue's arguments would be, so the emulator
   reads it as it reads a declaration (``args.validate_queue``).
 """

@@ -398,9 +398,9 @@ async def declare_topology(
     """``rr declare``: connect to the first of ``urls`` that answers, provision ``topology``,
     close.
 
-    With ``management_url`` (docs/how-to/run-on-a-cluster.md, "Replicas"), the cluster's nodes are read first
-    (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not answer
-    ends the command: nothing is changed), and, when the file has transient queues, the
+    With ``management_url`` (docs/how-to/run-on-a-cluster.md, "Replicas"), the cluster's nodes are
+    read first (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not
+    answer ends the command: nothing is changed), and, when the file has transient queues, the
     server's deprecated-features table (one that denies them makes them conflicts); after an
     apply the plan says where each queue lives. ``management`` reaches the API (the
     management port's adapter, as ``connector`` is the AMQP one's); it must be given with

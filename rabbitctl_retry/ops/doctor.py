@@ -238,8 +238,8 @@ async def _cluster_read(api: ManagementApi, desired: Desired | None) -> ClusterR
 
 async def _policies_read(api: ManagementApi, desired: Desired | None) -> PoliciesRead | TableUnread:
     """RabbitMQ 3.x: the vhost's policies, the state of each of the topology's queues and
-    the vhost's queues (classic queue mirroring, docs/reference/cli.md), or why they could not be read
-    (one censored, escaped line)."""
+    the vhost's queues (classic queue mirroring, docs/reference/cli.md), or why they could not be
+    read (one censored, escaped line)."""
     try:
         policies = await api.policies()
         queues = []

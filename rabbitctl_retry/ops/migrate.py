@@ -218,7 +218,8 @@ async def migrate_topology(
         if busy and not force:
             raise ConflictError(
                 f"rr migrate: consumers are attached to {', '.join(busy)}: stop them first, "
-                'or pass --force (rr docs migrate-to-quorum "Migrating a queue"); nothing was changed'
+                'or pass --force (rr docs migrate-to-quorum "Migrating a queue"); nothing was '
+                "changed"
             )
         starting = any(found.phase is Phase.BEFORE for found in done.looks)
         if starting and api is None:
@@ -233,7 +234,8 @@ async def migrate_topology(
                     f"{rate:g}/s by the management API): one published to a queue in the "
                     "instant it is rebuilt is lost, and no broker feature can catch it. Stop "
                     "those publishers (rr run services publish their retries by name too), or "
-                    'pass --force (rr docs migrate-to-quorum "Migrating a queue"); nothing was changed'
+                    'pass --force (rr docs migrate-to-quorum "Migrating a queue"); nothing was '
+                    "changed"
                 )
         await hooks.agreed(done)
         if dry_run:

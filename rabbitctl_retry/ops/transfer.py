@@ -27,7 +27,8 @@ nothing can be lost: a message is only ever removed after its copy was confirmed
 The run's first copy goes out alone: the others wait until the broker confirmed, returned or
 refused it. A user without write permission is refused on that first publish (403
 ACCESS_REFUSED closes the channel), so the run stops knowing that no copy arrived anywhere:
-nothing is in two places, and the CLI exits 77 (docs/how-to/after-an-outage.md, "When the broker refuses").
+nothing is in two places, and the CLI exits 77 (docs/how-to/after-an-outage.md, "When the broker
+refuses").
 
 ``--limit N`` counts the messages attempted: every one the chooser sends or fails, whether
 its copy is then confirmed or not (docs/explanation/guarantees.md, "How a replay runs").

@@ -25,7 +25,8 @@ A message is acked only once its copy is confirmed, at most once; one the run do
 *held*: it goes back to its queue when the channel closes. If the run is interrupted, what may
 now be in two places is exactly the copies still PUBLISHING (or cut) and the confirmed copies
 whose ack is not known to be processed (ACK_UNSENT, ACK_UNKNOWN, or confirmed after the
-interruption): the report marks those, and nothing else (docs/how-to/after-an-outage.md, "Interrupted").
+interruption): the report marks those, and nothing else (docs/how-to/after-an-outage.md,
+"Interrupted").
 """
 
 from __future__ import annotations

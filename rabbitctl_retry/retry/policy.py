@@ -1,4 +1,5 @@
-"""Pure. A delivery, its handler's outcome and its queue's policy -> one action (docs/reference/runtime.md).
+"""Pure. A delivery, its handler's outcome and its queue's policy -> one action
+(docs/reference/runtime.md).
 
 ``decide()`` owns the whole table. ``N`` is ``max_attempts``, ``D`` is ``dead_letter``,
 ``attempt = 1 + retry header + x-delivery-count`` and ``copies`` is the retry header (how

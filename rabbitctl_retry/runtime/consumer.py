@@ -129,8 +129,8 @@ class QueueConsumer:
     ) -> None:
         self.subscriber = subscriber
         self._tracing = tracing
-        """rr's tracing when on: a CONSUMER span per delivery (docs/reference/runtime.md, "Tracing and
-        metrics")."""
+        """rr's tracing when on: a CONSUMER span per delivery (docs/reference/runtime.md, "Tracing
+        and metrics")."""
         self._invocation = invocation or invocation_for(subscriber.written, name=subscriber.name)
         """The arguments of each handler call (``runtime/invocation.py``)."""
         self.policy = policy

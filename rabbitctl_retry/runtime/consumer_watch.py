@@ -134,7 +134,8 @@ class ConsumerWatch:
         and hands it messages again once the timed-out delivery is acked; rr's client drops
         those (and a later ``basic.ack(multiple=true)`` would ack them unhandled). So cancel
         it ourselves, and ack what waits behind the timed-out delivery one by one from now
-        on, before the server times it out too (docs/reference/runtime.md, "Handlers": "On RabbitMQ 4.3")."""
+        on, before the server times it out too (docs/reference/runtime.md, "Handlers": "On RabbitMQ
+        4.3")."""
         tag = self._state.own_cancel()
         if tag is not None and not channel.is_closed:
             with contextlib.suppress(RrError):

@@ -76,7 +76,8 @@ class PendingCopy:
     failures: int = 0
     context: object | None = None
     """The trace context when it was scheduled (tracing on): the span of the attempt that
-    asked for it, whose child the next attempt is (docs/reference/runtime.md, "Tracing and metrics")."""
+    asked for it, whose child the next attempt is (docs/reference/runtime.md, "Tracing and
+    metrics")."""
 
     @property
     def message_id(self) -> str | None:

@@ -10,7 +10,8 @@ code: given back, requeued, or settled by the rule of :mod:`rabbitctl_retry.retr
 * properties the codec could not decode — never handled, dead-lettered at once
   (:func:`set_aside`).
 
-None of them holds back the settlement of the others (docs/reference/runtime.md, "Malformed messages").
+None of them holds back the settlement of the others (docs/reference/runtime.md, "Malformed
+messages").
 """
 
 from __future__ import annotations

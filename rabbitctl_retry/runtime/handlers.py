@@ -140,8 +140,8 @@ def subscriber(
 
     The handler's first parameter takes the message: annotated with :class:`Message` (or not
     at all) the delivery itself, else the body decoded into its type (a dataclass, a pydantic
-    model, ``dict``, ``list``, ``str``, ``bytes``; docs/reference/handlers.md, "Typed messages"); more
-    parameters may ask for the :class:`Message` and the service's state (``State[T]``). It
+    model, ``dict``, ``list``, ``str``, ``bytes``; docs/reference/handlers.md, "Typed messages");
+    more parameters may ask for the :class:`Message` and the service's state (``State[T]``). It
     returns an ``Outcome`` (or ``None``, which acks); it may be ``async`` or a plain function
     (run in a worker thread). An exception retries, unless a keyword maps its class:
     ``dead_letter_on``, ``drop_on``, ``retry_after_on={Cls: seconds}``,

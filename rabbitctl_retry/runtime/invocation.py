@@ -85,8 +85,8 @@ def invocation_for(
     :class:`Message`, the delivery itself; else its body decoded into the annotation
     (``runtime/decoding.py``). Every later parameter without a default is annotated
     :class:`Message` (the delivery), :class:`Outputs` (what the call publishes if it acks:
-    docs/reference/runtime.md, "Publishing") or ``State[T]`` (the state, or its part that is a ``T``,
-    resolved here once); parameters with defaults are left alone."""
+    docs/reference/runtime.md, "Publishing") or ``State[T]`` (the state, or its part that is a
+    ``T``, resolved here once); parameters with defaults are left alone."""
     try:
         signature = inspect.signature(handler)
     except (TypeError, ValueError) as error:
@@ -146,8 +146,8 @@ def invocation_for(
 def message_type_of(handler: Callable[..., Any], *, name: str) -> Any:
     """The type ``handler``'s first parameter decodes the body into (its annotation, names
     resolved), or None when it takes the delivery itself (no annotation, :class:`Message`,
-    ``Any``, ``object``, ``*args``): what ``rr asyncapi`` describes (docs/reference/topology.md, "The
-    contract"). A :class:`HandlerLoadError` as :func:`invocation_for` raises it."""
+    ``Any``, ``object``, ``*args``): what ``rr asyncapi`` describes (docs/reference/topology.md,
+    "The contract"). A :class:`HandlerLoadError` as :func:`invocation_for` raises it."""
     try:
         parameters = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError) as error:

@@ -1,6 +1,7 @@
 """What ``rr run`` makes sure of on each connection before it consumes: the topology declared
 (or, with declaring off, checked), or without a topology the handlers' queues there; and what
-a consumer re-declares (or checks) before it consumes again (docs/reference/runtime.md, "Running it").
+a consumer re-declares (or checks) before it consumes again (docs/reference/runtime.md, "Running
+it").
 """
 
 from __future__ import annotations

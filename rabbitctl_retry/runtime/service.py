@@ -22,8 +22,8 @@ unblocked (resource alarms) are logged. Started with a topology file, the servic
 reloads it when it changes (SIGHUP, or a change of the file seen every
 ``reload_interval_s``): what a running consumer can take (``topology/reload.py``: a new
 ``max_attempts``, ...) applies from the next delivery, the rest is logged as not applied, and a
-file that does not load leaves the running settings as they are (docs/reference/runtime.md, "Changing
-max_attempts while it runs").
+file that does not load leaves the running settings as they are (docs/reference/runtime.md,
+"Changing max_attempts while it runs").
 
 Nothing rr counts lives in the process: attempts are in the message (the retry header) or on
 the server (x-delivery-count), so any number of ``rr run`` processes can share a queue, and a
@@ -144,10 +144,12 @@ class Service:
         tracer_provider: object | None = None,
     ) -> None:
         """``state``: the service's state, given (a test's fake); then no startup or shutdown
-        hook runs (docs/how-to/test-a-service.md, "Testing handlers"). None: the startup hooks build it.
+        hook runs (docs/how-to/test-a-service.md, "Testing handlers"). None: the startup hooks build
+        it.
 
-        ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of docs/reference/runtime.md,
-        "Metrics", are recorded through (else the global one, when the process set it);
+        ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of
+        docs/reference/runtime.md, "Metrics", are recorded through (else the global one, when the
+        process set it);
         ``recorders``: more places they go (``rr run --metrics-port``'s page).
         ``tracer_provider``: an OpenTelemetry tracer provider to trace with; else the
         process-wide one if set (docs/reference/runtime.md, "Tracing and metrics")."""

@@ -2,7 +2,8 @@
 
 ``@on_startup`` may return a value (or a context manager, entered at start and left at
 shutdown); that value is the service's state. A handler parameter annotated ``State[T]``
-receives it, or the one part of it that is a ``T`` (docs/reference/handlers.md, "The service's state").
+receives it, or the one part of it that is a ``T`` (docs/reference/handlers.md, "The service's
+state").
 ``State[T]`` is ``Annotated[T, STATE]``: to mypy the parameter is a ``T``.
 
 :class:`Lifespan` builds the state from the startup hooks and takes it down at shutdown;

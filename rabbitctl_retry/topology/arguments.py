@@ -156,7 +156,8 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
         other_types="RabbitMQ 4.3 refuses it on a classic queue (406 invalid arg), and times "
         "out no consumer of one",
     ),
-    # RabbitMQ 4.3's delayed retries (docs/reference/topology.md, "Delays"): set by delay = "server".
+    # RabbitMQ 4.3's delayed retries (docs/reference/topology.md, "Delays"): set by delay =
+    # "server".
     "x-delayed-retry-type": ArgumentRule(_string, _QUORUM_ONLY, managed_by="delay"),
     "x-delayed-retry-min": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_min"),
     "x-delayed-retry-max": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_max"),

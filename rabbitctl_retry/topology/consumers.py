@@ -18,8 +18,8 @@ classic, ``max_attempts``   rr counts attempts only in the copies rr run makes: 
                             consumer loses a message it fails on, whatever the queue has.
 quorum with a delivery      from RabbitMQ 4.3 only ``basic.reject`` counts toward it:
 limit, RabbitMQ 4.3+        ``basic.nack(requeue=true)`` gives a message back forever
-                            (measured on 4.3.6, docs/reference/cli.md); which one a consumer sends, the
-                            API cannot tell
+                            (measured on 4.3.6, docs/reference/cli.md); which one a consumer sends,
+                            the API cannot tell
 ==========================  ================================================================
 """
 

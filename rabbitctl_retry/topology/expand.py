@@ -1,4 +1,5 @@
-"""Pure. A :class:`Topology` -> the exchanges, queues and bindings it means (docs/reference/topology.md).
+"""Pure. A :class:`Topology` -> the exchanges, queues and bindings it means
+(docs/reference/topology.md).
 
 The decision table, per listed queue:
 

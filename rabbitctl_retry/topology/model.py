@@ -88,7 +88,8 @@ class DeadLetterStrategy(StrEnum):
 
 
 class SettingsMode(StrEnum):
-    """Where rr puts a queue's retry settings (docs/how-to/migrate-to-quorum.md, "Changing a topology")."""
+    """Where rr puts a queue's retry settings (docs/how-to/migrate-to-quorum.md, "Changing a
+    topology")."""
 
     ARGUMENTS = "arguments"
     """As ``x-`` arguments of the declare: fixed for the queue's life; what RustStream
@@ -684,8 +685,8 @@ class Broker:
     """``[broker]``: where to connect and which header counts retries."""
 
     urls: tuple[str, ...] = ()
-    """``url``: one URL, or the nodes of a cluster in the order rr tries them (docs/reference/cli.md,
-    "Several hosts")."""
+    """``url``: one URL, or the nodes of a cluster in the order rr tries them
+    (docs/reference/cli.md, "Several hosts")."""
     retry_header: str = DEFAULT_RETRY_HEADER
     management_url: str | None = None
     """``management_url``: the management plugin's HTTP API, for what AMQP cannot tell (the

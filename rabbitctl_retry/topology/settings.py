@@ -69,7 +69,8 @@ POLICY_KEYS: Mapping[str, str] = {
     "x-delayed-retry-max": "delayed-retry-max",
 }
 """The ``x-`` arguments rr sets that a policy can hold instead, and their policy keys
-(docs/reference/topology.md, "Policies and arguments"). Every other argument stays in the declare."""
+(docs/reference/topology.md, "Policies and arguments"). Every other argument stays in the
+declare."""
 
 ARGUMENT_OF: Mapping[str, str] = {key: argument for argument, key in POLICY_KEYS.items()}
 

@@ -45,7 +45,8 @@ def choose(setting: str | None) -> ClientName:
     if wanted == "aiormq":
         return "aiormq"
     raise UsageError(
-        f"{ENV}={setting!r} is not a client rr knows: use aiormq or native (rr docs runtime 'Running it')"
+        f"{ENV}={setting!r} is not a client rr knows: use aiormq or native "
+        "(rr docs runtime 'Running it')"
     )
 
 

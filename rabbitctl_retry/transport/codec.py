@@ -12,8 +12,8 @@ table with it.
 
 **Non-ASCII names pass.** pamqp checks queue and exchange names against
 ``[a-zA-Z0-9-_.:@#,/+ ]`` before it sends a frame; RabbitMQ takes any UTF-8 name of at most
-255 bytes, so a queue it holds (``dead.é``) could not even be inspected (docs/reference/dlq.md, "Queue
-names"). :func:`install` widens the rule to non-ASCII characters; the ASCII rule stays.
+255 bytes, so a queue it holds (``dead.é``) could not even be inspected (docs/reference/dlq.md,
+"Queue names"). :func:`install` widens the rule to non-ASCII characters; the ASCII rule stays.
 
 **Content headers the codec cannot decode are decoded as far as possible.**
 

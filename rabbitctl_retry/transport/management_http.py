@@ -1,6 +1,6 @@
 """The management port's HTTP adapter (``transport/management.py``): RabbitMQ's management
-HTTP API itself, for what AMQP 0-9-1 cannot tell (docs/how-to/run-on-a-cluster.md, "Replicas"; docs/reference/cli.md,
-"rr doctor").
+HTTP API itself, for what AMQP 0-9-1 cannot tell (docs/how-to/run-on-a-cluster.md, "Replicas";
+docs/reference/cli.md, "rr doctor").
 
 Requests are plain ``urllib`` GETs (for policies also PUTs and DELETEs) with basic auth (the
 credentials of the management URL, checked by
@@ -8,8 +8,8 @@ credentials of the management URL, checked by
 waits on a socket. Only ``cli/_common.py`` names this adapter
 (docs/architecture.md, "Layers").
 
-What the API answers is taken only in the shape it documents (docs/how-to/run-on-a-cluster.md): a redirect
-is never followed (the credentials would go to wherever it points), and an answer that is
+What the API answers is taken only in the shape it documents (docs/how-to/run-on-a-cluster.md): a
+redirect is never followed (the credentials would go to wherever it points), and an answer that is
 not JSON, is nested deeper than Python can read or is bigger than :data:`MAX_ANSWER_BYTES`,
 or lacks a key or holds one of the wrong type is refused. A refused login raises
 :class:`AccessRefused` (exit 77); anything else that keeps rr from an answer it can use

@@ -189,8 +189,8 @@ async def _consumers(rabbit: RabbitBackend, queue: str) -> int:
 
 
 def test_a_nack_is_counted_before_4_3_and_never_from_it(amqp_url: str, tmp_path: Path) -> None:
-    """The measurement behind quorum-foreign-consumer-nack (docs/reference/cli.md, "Consumers that are
-    not rr"): pika's basic_nack(requeue=True) of one message of a quorum queue with
+    """The measurement behind quorum-foreign-consumer-nack (docs/reference/cli.md, "Consumers that
+    are not rr"): pika's basic_nack(requeue=True) of one message of a quorum queue with
     x-delivery-limit = 2. 3.10.8 and 4.0.5 count it: the message is dead-lettered after its
     3rd delivery. 4.3.6 does not: it comes back past the limit (20 deliveries are waited for,
     then the consumer stops), and is never dead-lettered; doctor names the consumer on 4.3."""

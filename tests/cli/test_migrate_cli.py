@@ -1,6 +1,6 @@
-"""``rr migrate`` against the emulator (docs/how-to/migrate-to-quorum.md, "Migrating a queue"): a classic queue
-with delay tiers becomes a quorum queue with every message kept — those in the queue, those
-waiting in its wait queues (they wait again, then land in the rebuilt queue) and those
+"""``rr migrate`` against the emulator (docs/how-to/migrate-to-quorum.md, "Migrating a queue"): a
+classic queue with delay tiers becomes a quorum queue with every message kept — those in the queue,
+those waiting in its wait queues (they wait again, then land in the rebuilt queue) and those
 published through its exchange binding during the run —; a run stopped at any step is finished
 by the same command; consumers stop it unless --force; a dry run changes nothing. Without a
 management URL every run needs --force (publishing by name cannot be checked): the tests
@@ -304,7 +304,8 @@ def test_copies_that_expire_while_their_wait_queue_is_drained_are_not_a_stop(
     assert not [q for q in emulator.queue_names() if q.endswith(".rr-migrating")]
 
 
-# --- what the rebuilt queue can hold (docs/how-to/migrate-to-quorum.md, "Migrating a queue") -----------------
+# --- what the rebuilt queue can hold (docs/how-to/migrate-to-quorum.md, "Migrating a queue")
+# -----------------
 
 
 def with_arguments(arguments: str) -> str:

@@ -1,5 +1,5 @@
-"""``rr status`` (docs/reference/cli.md, "rr status"): depth, consumers, type and drift of each queue,
-on RabbitMQ (a fresh vhost each) and on the emulator, with exact numbers."""
+"""``rr status`` (docs/reference/cli.md, "rr status"): depth, consumers, type and drift of each
+queue, on RabbitMQ (a fresh vhost each) and on the emulator, with exact numbers."""
 
 from __future__ import annotations
 
@@ -152,7 +152,8 @@ HEADING = re.compile(
 @pytest.mark.broker
 async def test_watch_into_a_pipe_prints_each_frame_after_the_last(amqp_url: str) -> None:
     """Written to a pipe, ``--watch`` clears nothing: each reading is printed after the last,
-    under a heading with its time, and ends with an empty line (docs/reference/cli.md, "rr status")."""
+    under a heading with its time, and ends with an empty line (docs/reference/cli.md, "rr
+    status")."""
     backend = RabbitBackend(amqp_url)
     backend.setup()
     try:

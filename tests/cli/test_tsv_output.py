@@ -1,5 +1,5 @@
-"""``--output tsv`` on the emulator (docs/reference/cli.md, "Output formats"): a header line, one line
-per row, TAB-separated, raw counts, escaped values; several tables as sections; the exit
+"""``--output tsv`` on the emulator (docs/reference/cli.md, "Output formats"): a header line, one
+line per row, TAB-separated, raw counts, escaped values; several tables as sections; the exit
 codes and stderr of the table output; an unknown format names tsv among the choices."""
 
 from __future__ import annotations
@@ -214,8 +214,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_docs_awk_pipeline_prints_what_the_docs_show() -> None:
-    """docs/reference/cli.md, "Output formats": its first pipeline, run by a shell as written (``rr``
-    being this Python's rabbitctl_retry)."""
+    """docs/reference/cli.md, "Output formats": its first pipeline, run by a shell as written
+    (``rr`` being this Python's rabbitctl_retry)."""
     lines = (REPO / "docs" / "cli.md").read_text(encoding="utf-8").splitlines()
     start = next(
         index

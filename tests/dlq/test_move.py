@@ -1,5 +1,6 @@
 """rr dlq move, on RabbitMQ (3.10 and 4.0) and on the emulator: every message to the target
-exactly once, as it was (docs/reference/dlq.md, "Move"), or still in the source with the reason why."""
+exactly once, as it was (docs/reference/dlq.md, "Move"), or still in the source with the reason
+why."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Every command that changes something on the broker names it once on stderr before it acts
 (``rr: on URL``, the password masked) and carries it as ``"broker"`` in its JSON document;
-``rr dlq import --topology`` takes the file's ``[broker] url`` (docs/reference/cli.md, "Where the broker
-is"). On RabbitMQ (a fresh vhost, ``--url``) and on the emulator (the CLI settings seam)."""
+``rr dlq import --topology`` takes the file's ``[broker] url`` (docs/reference/cli.md, "Where the
+broker is"). On RabbitMQ (a fresh vhost, ``--url``) and on the emulator (the CLI settings seam)."""
 
 from __future__ import annotations
 

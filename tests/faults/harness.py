@@ -360,8 +360,9 @@ def assert_no_loss(
     duplicated = result.duplicated_ids
     if killed and result.queue_type == "classic":
         # a classic queue writes acks to disk lazily: after a crash of the broker it delivers
-        # again messages acked just before it (docs/explanation/guarantees.md, "What is guaranteed"), however
-        # many the consumer acked then; only those whose work was over when the fault began
+        # again messages acked just before it (docs/explanation/guarantees.md, "What is
+        # guaranteed"), however many the consumer acked then; only those whose work was over when
+        # the fault began
         resurrected = duplicated & result.ended_before_fault
         duplicated -= resurrected
     assert len(duplicated) <= window, verdict.summary()

@@ -551,8 +551,8 @@ class PrivateNode:
     def sync_metadata(self) -> None:
         """Have the node's definitions on disk now. Mnesia logs a committed change
         asynchronously: a SIGKILL in the instant after it can lose a queue or a vhost just
-        made (RabbitMQ 3.10; docs/reference/topology.md, "What survives a broker restart"), so a node
-        on Mnesia runs ``mnesia:sync_log()``. RabbitMQ 4.0 keeps its definitions in Mnesia
+        made (RabbitMQ 3.10; docs/reference/topology.md, "What survives a broker restart"), so a
+        node on Mnesia runs ``mnesia:sync_log()``. RabbitMQ 4.0 keeps its definitions in Mnesia
         too (Khepri is the feature flag ``khepri_db``, disabled on a new 4.0 node); a new 4.3
         node keeps them in Khepri, whose Raft log has a change on disk before the client is
         answered: nothing to do there (:meth:`metadata_store` says which)."""

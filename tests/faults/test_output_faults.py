@@ -1,5 +1,5 @@
-"""``rr run`` under faults while its handler publishes outputs (docs/reference/runtime.md, "Publishing"),
-every output counted by id.
+"""``rr run`` under faults while its handler publishes outputs (docs/reference/runtime.md,
+"Publishing"), every output counted by id.
 
 The handler of ``work`` publishes two outputs per call, one to the queue ``out.q`` and one
 through the exchange ``out.x`` (bound to ``out.x.q``), and answers
@@ -345,8 +345,8 @@ def in_flight_window(tmp_path: Path) -> int:
 
 
 def assert_outputs_within_window(count: OutputCount, *, window: int) -> None:
-    """docs/reference/runtime.md, "Publishing": no acked message without its outputs, no output without
-    an ack, a duplicate only for a message acked again, at most ``window`` of those (the
+    """docs/reference/runtime.md, "Publishing": no acked message without its outputs, no output
+    without an ack, a duplicate only for a message acked again, at most ``window`` of those (the
     deliveries in flight when the fault hit)."""
     assert count.missing == [], count.summary()
     assert count.without_ack == [], count.summary()

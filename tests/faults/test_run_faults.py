@@ -149,8 +149,8 @@ async def test_sigkill_and_restart_of_the_broker(
     """A crash of the broker, once the topology has settled (RabbitMQ 3.10 can lose the
     messages of a quorum queue declared just before a crash: see the last test here), with
     quorum wait queues: a classic wait queue dead-letters at most once, and a crash the
-    instant a copy expires can lose it (seen: 4 of 2,000; docs/reference/topology.md, "What survives a
-    broker restart")."""
+    instant a copy expires can lose it (seen: 4 of 2,000; docs/reference/topology.md, "What survives
+    a broker restart")."""
 
     async def fault(service: Service, ledger: Ledger) -> float:
         await asyncio.to_thread(fault_node.kill)

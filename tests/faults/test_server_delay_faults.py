@@ -1,8 +1,8 @@
 """``delay = "server"`` (RabbitMQ 4.3's delayed retries of a quorum queue) across a crash of
 the broker: messages waiting out their delay in the queue survive a SIGKILL of the node and
 a restart, and come back counted; with ``rr run`` through it, every id counted
-(docs/explanation/attempts.md, "The quorum queue waits: `delay = "server"`"). On the suite's private 4.3
-node only: older servers have no delayed retries."""
+(docs/explanation/attempts.md, "The quorum queue waits: `delay = "server"`"). On the suite's private
+4.3 node only: older servers have no delayed retries."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Hostile management APIs (docs/how-to/run-on-a-cluster.md, "Replicas"), played by a fake one of the test's
-own (tests/hostile/fake_management.py).
+"""Hostile management APIs (docs/how-to/run-on-a-cluster.md, "Replicas"), played by a fake one of
+the test's own (tests/hostile/fake_management.py).
 
 rr never follows a redirect (no second request, so the credentials go nowhere else); an
 answer that is not what the API documents — not JSON, nested too deep, too big, a key

@@ -1,4 +1,5 @@
-"""Hostile management URLs (docs/reference/cli.md, "Malformed input"; docs/how-to/run-on-a-cluster.md, "Replicas").
+"""Hostile management URLs (docs/reference/cli.md, "Malformed input";
+docs/how-to/run-on-a-cluster.md, "Replicas").
 
 The management API's URL follows the rules of broker URLs, with the same messages: a URL rr
 refuses is one ``rr: error: management URL ...`` line that never repeats the URL nor any

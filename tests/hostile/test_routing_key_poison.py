@@ -5,7 +5,8 @@ RabbitMQ takes such a routing key from any client (through a fanout exchange it 
 queue). rr used to drop the whole connection on it: ``rr run`` reconnected forever and
 handled the message ahead of it again and again, and every ``rr dlq`` command but ``purge``
 exited 69. Now it is an undecodable message (docs/reference/runtime.md, "Malformed messages";
-docs/reference/dlq.md, "Undecodable dead letters"): ``rr run`` sets it aside byte for byte and goes on,
+docs/reference/dlq.md, "Undecodable dead letters"): ``rr run`` sets it aside byte for byte and goes
+on,
 ``inspect``/``export`` read past it and say so, ``replay`` fails it alone, ``replay
 --undecodable`` and ``move`` move it byte for byte.
 

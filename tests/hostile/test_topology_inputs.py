@@ -1,5 +1,5 @@
-"""Malformed topology files (docs/reference/topology.md, "Malformed files"): each kind is refused while
-loading, with exit 78 and one ``rr: error:`` line naming the file, the line and the key path;
+"""Malformed topology files (docs/reference/topology.md, "Malformed files"): each kind is refused
+while loading, with exit 78 and one ``rr: error:`` line naming the file, the line and the key path;
 ``rr declare`` refuses it before the first frame, so the broker is left untouched; and what
 ``validate`` accepts, ``declare`` declares whole."""
 

@@ -1,4 +1,5 @@
-"""Hostile broker URLs and connection options (docs/reference/cli.md, "Connecting", "Malformed input").
+"""Hostile broker URLs and connection options (docs/reference/cli.md, "Connecting", "Malformed
+input").
 
 A URL rr cannot parse is refused before anything connects, with one ``rr: error:`` line
 that never repeats it (exit 2 from ``--url`` / ``$RR_URL``, 78 from ``[broker] url``); a

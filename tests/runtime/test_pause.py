@@ -1,5 +1,5 @@
-"""A handler that says its dependency is down pauses its queue (docs/reference/handlers.md, "Pausing a
-queue"): the message goes back (``basic.nack``), the consumer is cancelled for the pause and
+"""A handler that says its dependency is down pauses its queue (docs/reference/handlers.md, "Pausing
+a queue"): the message goes back (``basic.nack``), the consumer is cancelled for the pause and
 consumes again by itself, and no message is lost or dead-lettered. On RabbitMQ 3.10, 4.0 and
 4.3 and on the emulator set to each, classic and quorum queues.
 

@@ -1,6 +1,6 @@
 """``rr run`` declaring a transient (non-durable) queue: declared on every server, and from
-RabbitMQ 4 (a deprecated feature there, docs/reference/topology.md "durable") one warning a run, not one
-per connection."""
+RabbitMQ 4 (a deprecated feature there, docs/reference/topology.md "durable") one warning a run, not
+one per connection."""
 
 from __future__ import annotations
 

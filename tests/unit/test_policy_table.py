@@ -1,5 +1,6 @@
 """decide() as one table: every row of the decision table (``retry/policy.py``'s docstring and
-the outcome and delay tables of docs/reference/runtime.md) is one parametrized row with its exact result.
+the outcome and delay tables of docs/reference/runtime.md) is one parametrized row with its exact
+result.
 
 Each row names the ``retry/policy.py`` table row it exercises (``rule``) and the
 docs/reference/runtime.md table rows it illustrates (``docs``); ``test_the_table_covers_every_row``
@@ -53,7 +54,8 @@ H = "x-ruststream-retry-count"
 
 NOW = datetime(2026, 11, 30, 14, 0, 0, 123000, tzinfo=timezone(timedelta(hours=2)))
 STAMP = "2026-11-30T12:00:00.123Z"
-"""``NOW`` as ``rr-failed-at`` writes it: ISO 8601 UTC (docs/explanation/attempts.md, "Attempts")."""
+"""``NOW`` as ``rr-failed-at`` writes it: ISO 8601 UTC (docs/explanation/attempts.md,
+"Attempts")."""
 
 BOOM = Failure(type="payments.GatewayError", message="gateway said 503")
 """What a handler that raised hands to decide() (docs/reference/runtime.md, "Handlers")."""

@@ -1,5 +1,5 @@
-"""The service's state, handler classes, and a state given to a test (docs/reference/handlers.md, "The
-service's state", "Handler classes", "Testing handlers"): resolution rules with their exact
+"""The service's state, handler classes, and a state given to a test (docs/reference/handlers.md,
+"The service's state", "Handler classes", "Testing handlers"): resolution rules with their exact
 errors, the hooks' order, the loader's classes and instances, TestBroker.run(state=),
 simulate(state=) and rr simulate --state."""
 

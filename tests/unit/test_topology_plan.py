@@ -460,8 +460,8 @@ _ASSUMED = (
     "'t' is transient (durable = false): transient non-exclusive queues are a deprecated "
     "feature on RabbitMQ 4 (transient_nonexcl_queues), permitted by default on 4.0.5 and "
     "4.3.6, but a server configured to deny it closes the connection on their declare (541; "
-    "rr checks the server's setting when given its management URL, rr docs run-on-a-cluster); make it "
-    "durable"
+    "rr checks the server's setting when given its management URL, rr docs run-on-a-cluster); "
+    "make it durable"
 )
 _READ = (
     "'t' is transient (durable = false): transient non-exclusive queues are a deprecated "

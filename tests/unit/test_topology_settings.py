@@ -1,5 +1,5 @@
-"""The settings of a queue, classified (topology/settings.py; docs/how-to/migrate-to-quorum.md, "Changing a
-topology"): where each lives, and what a difference means (unchanged, planned, live,
+"""The settings of a queue, classified (topology/settings.py; docs/how-to/migrate-to-quorum.md,
+"Changing a topology"): where each lives, and what a difference means (unchanged, planned, live,
 migration), as a pure table."""
 
 from __future__ import annotations

@@ -122,7 +122,8 @@ def edit_command(
     The edited copy goes where a replay sends it (its origin, or --to) with publisher
     confirms, carrying rr-edited-at and rr-original-body-sha256; only then is the dead letter
     acked. The original is first written to an export file (rr dlq import restores it). A
-    JSON body that no longer parses is refused unless --force (docs/reference/dlq.md, "Edit and retry").
+    JSON body that no longer parses is refused unless --force (docs/reference/dlq.md, "Edit and
+    retry").
     """
     topology = dlq.load_topology(topology_file)
     retry_header = dlq.retry_header_of(topology)
@@ -311,7 +312,8 @@ def _editor_command() -> list[str] | None:
 
 def _read_body(given: str) -> bytes:
     """``--body FILE``: a regular file, or a bare ``-`` (stdin; ``./-`` is a file), of at most
-    16 MiB (docs/reference/cli.md, "Files rr reads"); :class:`DataError` (exit 65) naming it otherwise."""
+    16 MiB (docs/reference/cli.md, "Files rr reads"); :class:`DataError` (exit 65) naming it
+    otherwise."""
     try:
         if given == "-":
             return read_stream(sys.stdin.buffer, limit_bytes=BODY_LIMIT_BYTES)
