@@ -306,7 +306,7 @@ async def simulate(
     (``watch``: the handler calls, seen from outside; a call longer than
     ``handler_timeout_s`` real seconds stops the run), as ``server_version`` behaves
     (default: :func:`~rabbitctl_retry.testing.release_for` the topology). ``state``: the
-    service's state, given; then no startup or shutdown hook runs (docs/reference/handlers.md,
+    service's state, given; then no startup or shutdown hook runs (docs/how-to/test-a-service.md,
     "Testing handlers")."""
     watch = watch or HandlerWatch()
     handlers = watch.watched(handlers)

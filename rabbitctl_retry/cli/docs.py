@@ -56,7 +56,7 @@ def docs_command(
 ) -> None:
     """Show rr's docs in the terminal: the index and the topics, or one page (or one section).
 
-    Example: rr docs dlq "Replaying"
+    Example: rr docs dlq "Big queues"
     """
     root = docs_root()
     if root is None:

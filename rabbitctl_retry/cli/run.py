@@ -195,7 +195,7 @@ def run_command(
         return
     folder = _worker_folder(slot, os.environ)
     # /metrics and /healthz answer from here on ("starting" until the service runs): loading
-    # the handlers and the runtime can take seconds on a busy machine (docs/reference/runtime.md,
+    # the handlers and the runtime can take seconds on a busy machine (docs/reference/metrics.md,
     # "Metrics and health")
     served = _start_worker(slot, folder, metrics_port, metrics_bind)
     from rabbitctl_retry.runtime.loader import load_target

@@ -203,7 +203,7 @@ class ScheduleAction:
 @dataclass(frozen=True, slots=True)
 class GiveBackAction:
     """``basic.nack(requeue=true)``: back to its queue, uncounted where the server allows
-    (a pause, docs/reference/runtime.md "Pausing a queue")."""
+    (a pause, docs/reference/handlers.md, "Pausing a queue")."""
 
 
 Action = AckAction | RejectAction | RepublishAction | ScheduleAction | GiveBackAction

@@ -419,7 +419,7 @@ class QueueConsumer:
 
     def _undecodable(self, failure: DecodeFailure) -> AnyOutcome:
         """A body that does not decode into the handler's type: not retried (the next attempt
-        would fail the same way); dead-lettered at once, or dropped (docs/reference/runtime.md,
+        would fail the same way); dead-lettered at once, or dropped (docs/reference/handlers.md,
         "Typed messages")."""
         self.stats.decode_failures += 1
         reason = Failure(type=DECODE_ERROR_TYPE, message=str(failure))

@@ -148,7 +148,7 @@ class Service:
         it.
 
         ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of
-        docs/reference/runtime.md, "Metrics", are recorded through (else the global one, when the
+        docs/reference/metrics.md, "Metrics", are recorded through (else the global one, when the
         process set it);
         ``recorders``: more places they go (``rr run --metrics-port``'s page).
         ``tracer_provider``: an OpenTelemetry tracer provider to trace with; else the

@@ -1,8 +1,8 @@
 """What ``rr dlq replay``, ``rr dlq move`` and ``rr dlq import`` print, and the exit code they pick.
 
-The exit code of a transfer (:func:`transfer_exit_code`, docs/reference/dlq.md "Exit codes"): 0 when
-no message failed (skipped ones do not count: a filter left them on purpose), 3 when some
-were sent and some failed, 1 when some failed and none could be sent. A run cut short by a
+The exit code of a transfer (:func:`transfer_exit_code`, docs/reference/exit-codes.md, "Exit
+codes"): 0 when no message failed (skipped ones do not count: a filter left them on purpose), 3 when
+some were sent and some failed, 1 when some failed and none could be sent. A run cut short by a
 dropped connection exits with that error's code instead (69), one the broker refused access
 to (a user without write permission) with 77.
 """
