@@ -31,11 +31,12 @@ from typing import Any, TypeVar, overload
 from rabbitctl_retry import releases
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.emulator.events import Event
-from rabbitctl_retry.emulator.snapshots import QueuedMessage
 from rabbitctl_retry.errors import ConflictError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.published_outputs import PublishedOutput, decoded, recorded
+from rabbitctl_retry.queued_messages import WaitingMessage, waiting
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.runtime.consumer import EventListener, OutputListener
 from rabbitctl_retry.runtime.handlers import subscriber_options
 from rabbitctl_retry.runtime.loader import (
@@ -54,7 +55,7 @@ from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Plan
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 
-__all__ = ["PublishedOutput", "TestBroker", "as_topology"]
+__all__ = ["PublishedOutput", "TestBroker", "WaitingMessage", "as_topology"]
 
 E = TypeVar("E", bound=Event)
 T = TypeVar("T")
@@ -214,9 +215,13 @@ class TestBroker:
         in-memory retry that falls due, in time order, settling after each."""
         await self.emulator.advance(seconds)
 
-    def messages(self, queue: str) -> list[QueuedMessage]:
-        """The messages ready in ``queue``, head first (non-destructive)."""
-        return self.emulator.messages(queue)
+    def messages(self, queue: str) -> list[WaitingMessage]:
+        """The messages ready in ``queue``, head first (non-destructive), each with the names
+        of a handler's ``Message`` (``.message_id``, ``.headers``, ``.body``, ``.json()``,
+        ``.retry_count``, ``.deaths``; docs/reference/testing.md, "Messages in a queue")."""
+        topology = self.topology
+        header = topology.broker.retry_header if topology is not None else DEFAULT_RETRY_HEADER
+        return [waiting(queued, queue, header) for queued in self.emulator.messages(queue)]
 
     def bodies(self, queue: str) -> list[Any]:
         """The ready messages' bodies: JSON decoded, ``text/*`` as str, anything else bytes."""
