@@ -200,6 +200,6 @@ def test_a_wrong_default_and_a_contradiction_are_seen() -> None:
     rows = table_rows(table)
     assert rows == {"rr run --prefetch": "50"}
     assert rows["rr run --prefetch"] != normal(CODE["rr run --prefetch"]())
-    line = "`--prefetch` sets basic.qos (default 1,000); `RR_OTEL` defaults to `off`.\n"
+    line = "`--prefetch` sets the qos (default 1,000); `RR_OTEL` defaults to `off`.\n"
     assert stated_defaults(line, "--prefetch") == [(1, "1000")]
     assert stated_defaults(line, "RR_OTEL") == [(1, "off")]
