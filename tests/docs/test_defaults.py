@@ -67,7 +67,9 @@ def _suite_constant(name: str) -> object:
 
 
 def _config_path() -> str:
-    saved = {key: os.environ.pop(key) for key in ("RR_CONFIG", "XDG_CONFIG_HOME") if key in os.environ}
+    saved = {
+        key: os.environ.pop(key) for key in ("RR_CONFIG", "XDG_CONFIG_HOME") if key in os.environ
+    }
     try:
         return str(broker_choice.config_path()).replace(str(Path.home()), "~", 1)
     finally:
@@ -75,7 +77,10 @@ def _config_path() -> str:
 
 
 def _same_loop() -> str:
-    both = [choose_loop(None, uvloop_installed=x) == choose_loop("auto", uvloop_installed=x) for x in (True, False)]
+    both = [
+        choose_loop(None, uvloop_installed=x) == choose_loop("auto", uvloop_installed=x)
+        for x in (True, False)
+    ]
     return "auto" if all(both) else "not auto"
 
 
@@ -191,7 +196,9 @@ def test_no_other_page_states_another_default() -> None:
             for number, value in stated_defaults(text, key):
                 if value not in default and default not in value:
                     name = page.relative_to(REPO)
-                    wrong.append(f"{name}:{number}: {key} default {value}, the table says {default}")
+                    wrong.append(
+                        f"{name}:{number}: {key} default {value}, the table says {default}"
+                    )
     assert not wrong, "\n".join(wrong)
 
 
