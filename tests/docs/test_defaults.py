@@ -18,8 +18,8 @@ from rabbitctl_retry.cli import _common, broker_choice, console, run, status
 from rabbitctl_retry.cli.dlq import inspect as dlq_inspect
 from rabbitctl_retry.event_loop import choose as choose_loop
 from rabbitctl_retry.telemetry.switch import forced_off
-from rabbitctl_retry.transport.clients import choose as choose_client
 from rabbitctl_retry.topology.model import Broker, Queue
+from rabbitctl_retry.transport.clients import choose as choose_client
 from tests.docs.structure import prose_lines
 from tests.shared_node import DEFAULT_BROKERS
 
@@ -184,7 +184,7 @@ def stated_defaults(markdown: str, key: str) -> list[tuple[int, str]]:
 
 def test_no_other_page_states_another_default() -> None:
     wrong: list[str] = []
-    pages = sorted((REPO / "docs").rglob("*.md")) + [REPO / "README.md"]
+    pages = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
     for page in pages:
         if page == PAGE:
             continue

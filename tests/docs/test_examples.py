@@ -5,8 +5,8 @@ them (docs/reference/testing.md, "Examples in the docs are tested"):
 
 * Python: a handler module runs under ``rr simulate`` (beside a copy of
   ``examples/refunds/service.py``, on ``examples/refunds/topology.toml``), a test module under
-  pytest in a subprocess (``asyncio_mode = auto``, as docs/how-to/test-a-service.md says), a script under
-  python;
+  pytest in a subprocess (``asyncio_mode = auto``, as docs/how-to/test-a-service.md says), a
+  script under python;
 * TOML: a topology file goes through ``rr topology validate`` (and, when its first line names
   a file of the repository, must say what that file says); pytest settings run a test of the
   ``rr_broker`` fixture;
@@ -293,8 +293,8 @@ async def test_the_fixture_follows_the_settings(rr_broker):
 
 def run_pytest_config(block: Block, plan: Plan, tmp_path: Path) -> None:
     """pytest settings: a pyproject.toml with them (and ``asyncio_mode = "auto"``, which
-    docs/how-to/test-a-service.md asks for) runs an ``rr_broker`` test, which emulates the version they
-    name; ``--strict-config`` refuses a setting no plugin registered."""
+    docs/how-to/test-a-service.md asks for) runs an ``rr_broker`` test, which emulates the
+    version they name; ``--strict-config`` refuses a setting no plugin registered."""
     document = tomllib.loads(block.text)
     settings = document["tool"]["pytest"]["ini_options"]
     settings.setdefault("asyncio_mode", "auto")
@@ -444,9 +444,9 @@ Between = Callable[[int], None]
 
 @contextlib.contextmanager
 def after_the_outage(box: Box) -> Iterator[Between | None]:
-    """docs/how-to/after-an-outage.md: the doc's own ``outage.py`` served the refunds topology (``rr run
-    outage.py --topology examples/refunds/topology.toml``) while 24 refunds and 16 payouts
-    came in; they are now in ``refunds.dead`` and ``payouts.dead``."""
+    """docs/how-to/after-an-outage.md: the doc's own ``outage.py`` served the refunds
+    topology (``rr run outage.py --topology examples/refunds/topology.toml``) while 24
+    refunds and 16 payouts came in; they are now in ``refunds.dead`` and ``payouts.dead``."""
     assert box.url is not None
     (box.work / "outage.py").write_text(doc_block("outage.py").text)
     # One handler at a time: the doc shows the dead letters in the order they were published,
@@ -474,8 +474,8 @@ async def hold(msg: Message) -> None:
 
 @contextlib.contextmanager
 def refunds_being_served(box: Box) -> Iterator[Between | None]:
-    """docs/reference/cli.md's ``rr status``: the refunds topology, one consumer on ``refunds`` holding
-    one delivery while two more wait, and one dead payout."""
+    """docs/reference/cli.md's ``rr status``: the refunds topology, one consumer on
+    ``refunds`` holding one delivery while two more wait, and one dead payout."""
     assert box.url is not None
     (box.work / "hold.py").write_text(HOLD)
     args = ("hold.py", "--topology", TOPOLOGY, "--prefetch", "1", "--shutdown-timeout", "1")
