@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from rabbitctl_retry.cli import _common, broker_choice, console, run, status
+from rabbitctl_retry.cli import _common, broker_choice, console, run, simulate, status
 from rabbitctl_retry.cli.dlq import inspect as dlq_inspect
 from rabbitctl_retry.event_loop import choose as choose_loop
 from rabbitctl_retry.telemetry.switch import forced_off
@@ -112,6 +112,8 @@ CODE: dict[str, Callable[[], object]] = {
     "rr run --log-format": lambda: _default(run.run_command, "log_format"),
     "rr run --log-level": lambda: _default(run.run_command, "log_level"),
     "rr run --workers": lambda: _default(run.run_command, "workers"),
+    "rr simulate --for": lambda: _default(simulate.simulate_command, "horizon"),
+    "rr simulate --handler-timeout": lambda: _default(simulate.simulate_command, "handler_timeout"),
     "rr console --bind": lambda: _default(console.console_command, "bind"),
     "rr console --port": lambda: _default(console.console_command, "port"),
     "rr dlq inspect --limit": lambda: dlq_inspect.DEFAULT_INSPECT_LIMIT,
