@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -57,6 +58,8 @@ from rabbitctl_retry.console.reads import (
 )
 from rabbitctl_retry.console.reads import run_group as run_on_engine
 from rabbitctl_retry.console.search import Matching, Search, SearchError, search_of
+from rabbitctl_retry.console.selection import Selection, SelectionPick
+from rabbitctl_retry.console.selection import parse as parse_selection
 from rabbitctl_retry.dlq.choice import Chooser
 from rabbitctl_retry.dlq.edit import (
     EditRequest,
@@ -398,6 +401,15 @@ class GroupForm:
     rate_text: str
     rate: float | None
     to: str
+    selection: Selection | None = None
+    """Letters chosen by hand (console/selection.py); None: the whole group."""
+    expect: int | None = None
+    """How many the plan said would go (the run's progress bar ends there)."""
+
+    def options(self, **given: Any) -> TransferOptions:
+        """The engine's options: with a selection, every other letter is skipped."""
+        only = self.selection.pick() if self.selection is not None else None
+        return TransferOptions(only=only, **given)
 
 
 async def group_letters(request: web.Request) -> web.Response:
@@ -435,6 +447,8 @@ async def group_letters(request: web.Request) -> web.Response:
         unread=unread,
         search=search,
         searched=matching.read,
+        read_only=state.config.read_only,
+        csrf=state.csrf,
     )
     return _page(page)
 
@@ -514,7 +528,7 @@ async def retry_letter(request: web.Request) -> web.Response:
     pick: LetterPick[Delivery] = LetterPick(message_id, asked.nth, asked.shown)
 
     async def work(job: Job) -> TransferReport | None:
-        options = TransferOptions(limit=1, only=pick, stop=job.stop)
+        options = TransferOptions(limit=1, only=pick, stop=job.stop, confirmed=job.confirm)
         chooser = partial(choose_replay, plan)
         report = await transfer(
             state.config.connect, queue, chooser, TransferKind.REPLAY, options, job
@@ -532,6 +546,7 @@ async def retry_letter(request: web.Request) -> web.Response:
         queue=queue,
         action="retry",
         letters=f"message {message_id}",
+        expected=1,
     )
     state.jobs.start(job, work)
     raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
@@ -567,6 +582,25 @@ async def all_groups(request: web.Request) -> web.Response:
     return _page(page)
 
 
+async def selection(request: web.Request) -> web.Response:
+    """The letters ticked on a group's letters page (or its whole page), and one form per
+    action that plans it for them (console/selection.py): nothing is read or done here."""
+    state = request.app[STATE]
+    queue = _queue(request)
+    group_id = request.match_info["group"]
+    if parse_group_id(group_id) is None:
+        raise _not_found("no such group: the groups page lists them")
+    form = await request.post()
+    field_name = "row" if form.get("which") == "page" else "pick"
+    values = [str(value) for value in form.getall(field_name, [])]
+    back = html.letters_path(queue, group_id)
+    try:
+        chosen = parse_selection(values)
+    except UsageError as error:
+        return _page(html.result_page("Nothing selected", [str(error)], back=back, error=True), 400)
+    return _page(html.selection_page(queue, group_id, chosen, csrf=state.csrf))
+
+
 async def _group_form(request: web.Request) -> GroupForm:
     queue = _queue(request)
     form = await request.post()
@@ -574,6 +608,8 @@ async def _group_form(request: web.Request) -> GroupForm:
     if action not in ("retry", "move", "discard"):
         raise UsageError("choose retry, move or discard")
     rate_text = str(form.get("rate", "")).strip()
+    picks = [str(value) for value in form.getall("pick", [])]
+    expect = str(form.get("expect", ""))
     return GroupForm(
         queue=queue,
         group_id=request.match_info["group"],
@@ -581,6 +617,8 @@ async def _group_form(request: web.Request) -> GroupForm:
         rate_text=rate_text,
         rate=parse_rate(rate_text, field="rate") if rate_text else None,
         to=str(form.get("to", "")).strip() if action == "move" else "",
+        selection=parse_selection(picks) if picks else None,
+        expect=int(expect) if expect.isdigit() else None,
     )
 
 
@@ -595,7 +633,7 @@ async def plan_group(request: web.Request) -> web.Response:
     state = request.app[STATE]
     asked = await _group_form(request)
     queue = asked.queue
-    report = await dry_run(state.config.connect, _group_run(state, asked, TransferOptions()))
+    report = await dry_run(state.config.connect, _group_run(state, asked, asked.options()))
     if report is None:
         raise UsageError(f"{queue}: nothing was read")
     sent = [r for r in report.results if r.outcome is TransferOutcome.SENT]
@@ -615,6 +653,8 @@ async def plan_group(request: web.Request) -> web.Response:
         targets=targets,
         failing=len(failing),
         reasons=sorted({r.reason for r in failing if r.reason}),
+        picks=asked.selection.values() if asked.selection else (),
+        selected=asked.selection.letters() if asked.selection else "",
     )
     return _page(html.plan_page(plan, csrf=state.csrf))
 
@@ -627,18 +667,26 @@ async def run_group(request: web.Request) -> web.Response:
     _group_run(state, asked, TransferOptions())
 
     async def work(job: Job) -> TransferReport | None:
-        options = TransferOptions(rate_per_s=asked.rate, stop=job.stop)
-        return await run_on_engine(
+        options = asked.options(rate_per_s=asked.rate, stop=job.stop, confirmed=job.confirm)
+        report = await run_on_engine(
             state.config.connect, _group_run(state, asked, options), job, job.stop
         )
+        if isinstance(options.only, SelectionPick) and report is not None:
+            job.notes = options.only.missing()
+        return report
 
+    chosen = asked.selection
+    which = f"{chosen.letters()} of group" if chosen else "group"
     job = Job(
         id=new_job_id(),
-        title=f"{asked.action.capitalize()} group {asked.group_id} of {queue}",
+        title=f"{asked.action.capitalize()} {which} {asked.group_id} of {queue}",
         queue=queue,
         action=asked.action,
-        letters=f"group {asked.group_id}",
+        letters=f"{chosen.letters()} (group {asked.group_id})"
+        if chosen
+        else f"group {asked.group_id}",
         to=asked.to if asked.action == "move" else None,
+        expected=asked.expect,
     )
     state.jobs.start(job, work)
     raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
@@ -663,6 +711,9 @@ def _job_view(job: Job) -> html.JobView:
         error=job.error,
         started_at=job.started_at,
         stopped=job.stopped_by_the_console,
+        confirmed=job.confirmed,
+        expected=job.expected,
+        action=job.action,
     )
 
 
@@ -1011,6 +1062,7 @@ def make_app(config: ConsoleConfig) -> web.Application:
     app.router.add_post("/queues/{queue}/groups", groups, name=READ_GROUPS)
     app.router.add_post("/queues/{queue}/groups/{group}/plan", plan_group)
     app.router.add_post("/queues/{queue}/groups/{group}/run", run_group, name=RUN_GROUP)
+    app.router.add_post("/queues/{queue}/groups/{group}/selection", selection)
     app.router.add_get("/queues/{queue}/groups/{group}/letters", group_letters)
     app.router.add_post("/queues/{queue}/groups/{group}/letters", group_letters, name=READ_LETTERS)
     app.router.add_get("/queues/{queue}/positions/{position}", position_page)

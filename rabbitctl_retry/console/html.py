@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
 
-from rabbitctl_retry.console.letter_list import GroupLetters
+from rabbitctl_retry.console.letter_list import GroupLetters, LetterRow
 from rabbitctl_retry.console.search import Search
+from rabbitctl_retry.console.selection import Selection, pick_value
 from rabbitctl_retry.dlq.groups import Group
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import (
@@ -269,10 +270,14 @@ def group_letters_page(
     unread: str | None = None,
     search: Search | None = None,
     searched: int = 0,
+    read_only: bool = True,
+    csrf: str = "",
 ) -> str:
     """One page of a group's letters: where each is in the queue, its id (a link to its page;
     by position when it has none), when it failed, its retry count and its error. With a
-    ``search``, only the letters that match it (``searched``: the group's letters read)."""
+    ``search``, only the letters that match it (``searched``: the group's letters read).
+    Unless ``read_only``, a box to tick on each row and the form that takes the letters ticked
+    or the whole page to the choice of retry, move or discard (:func:`selection_page`)."""
     parts = [f'<p class="note">{e(note)}</p>'] if note else []
     parts += [f'<p class="unread">{e(unread)}</p>'] if unread else []
     found = search or Search()
@@ -288,8 +293,11 @@ def group_letters_page(
         f'<p class="count">{shown} of {counted(listing.matched, "letter")} in group '
         f"{e(listing.group_id)} ({counted(listing.read, 'dead letter')} read in {e(queue)})</p>"
     )
+    picking = not read_only and bool(listing.rows)
     parts.append(
-        '<table class="letters"><thead><tr><th>#</th><th>message</th><th>failed</th>'
+        '<table class="letters"><thead><tr>'
+        + ("<th>select</th>" if picking else "")
+        + "<th>#</th><th>message</th><th>failed</th>"
         "<th>retries</th><th>error</th></tr></thead><tbody>"
     )
     for row in listing.rows:
@@ -300,12 +308,16 @@ def group_letters_page(
         )
         retries = "-" if row.retry_count is None else f"{row.retry_count:,}"
         parts.append(
-            f'<tr data-position="{row.position}"><td data-label="#">{row.position:,}</td>'
+            f'<tr data-position="{row.position}">'
+            + (_pick_cell(row) if picking else "")
+            + f'<td data-label="#">{row.position:,}</td>'
             f'<td data-label="message">{link}</td><td data-label="failed">'
             f'{stamp(row.failed_at)}</td><td data-label="retries">{retries}</td>'
             f'<td data-label="error">{e(row.error)}</td></tr>'
         )
     parts.append("</tbody></table>")
+    if picking:
+        parts.append(_select_form(queue, listing, csrf))
     pager = []
     if listing.page > 1:
         previous = letters_path(
@@ -321,6 +333,58 @@ def group_letters_page(
     numbers = f"page {listing.page:,} of {listing.pages:,}"
     parts.append(f'<p class="pager">{numbers}: ' + " · ".join(pager) + "</p>")
     return page(f"Letters of group {listing.group_id}", "".join(parts))
+
+
+def _row_value(row: LetterRow) -> str:
+    """What a row's box sends: its message id, or its place and what it was
+    (console/selection.py)."""
+    if row.message_id is not None:
+        return pick_value(message_id=row.message_id)
+    return pick_value(position=row.position, shown=row.shown)
+
+
+def _pick_cell(row: LetterRow) -> str:
+    value = e(_row_value(row))
+    which = e(row.message_id) if row.message_id is not None else f"#{row.position} (no id)"
+    return (
+        f'<td class="pick" data-label="select"><label class="pick">'
+        f'<input type="checkbox" name="pick" value="{value}" form="select" '
+        f'aria-label="select {which}"></label>'
+        f'<input type="hidden" name="row" value="{value}" form="select"></td>'
+    )
+
+
+def _select_form(queue: str, listing: GroupLetters, csrf: str) -> str:
+    """The form the rows' boxes belong to: the letters ticked, or every letter of this page,
+    taken to the page where retry, move or discard is chosen (nothing is done yet)."""
+    action = selection_path(queue, listing.group_id)
+    return (
+        f'<form id="select" method="post" action="{e(action)}" class="select">'
+        f"{csrf_field(csrf)}"
+        '<button name="which" value="checked">Retry, move or discard the letters ticked'
+        "</button> "
+        f'<button name="which" value="page">Select this page '
+        f"({counted(len(listing.rows), 'letter')})</button></form>"
+    )
+
+
+def selection_path(queue: str, group_id: str) -> str:
+    return f"/queues/{path_part(queue)}/groups/{path_part(group_id)}/selection"
+
+
+def selection_page(queue: str, group_id: str, selection: Selection, *, csrf: str) -> str:
+    """The letters selected, and one form per action (retry, move, discard) that plans it
+    for them, as a group's are planned (:func:`plan_page`)."""
+    picks = "".join(f'<input type="hidden" name="pick" value="{e(v)}">' for v in selection.values())
+    back = letters_path(queue, group_id)
+    return page(
+        f"{counted(selection.count, 'letter')} of group {group_id}",
+        f'<p class="selected">Selected in {e(queue)}: {e(selection.letters())}.</p>'
+        '<p class="note">Each action shows its plan first (how many would go, and where); '
+        "nothing is done before you confirm it.</p>"
+        f'<div class="actions">{_group_forms(queue, group_id, csrf, picks)}</div>'
+        f'<p><a href="{e(back)}">back to the letters</a></p>',
+    )
 
 
 def search_form(action: str, search: Search) -> str:
@@ -399,24 +463,28 @@ def all_groups_page(
     return page("Groups of every queue", "".join(parts))
 
 
-def _group_forms(queue: str, group_id: str, csrf: str) -> str:
+def _group_forms(queue: str, group_id: str, csrf: str, picks: str = "") -> str:
     """One form per action, so that Enter in a box plans that box's action (the move's
     target box moves), never the first button of a shared form; discard last, apart, and
-    styled as destructive."""
+    styled as destructive. ``picks``: the hidden fields of a selection (the plan is then of
+    those letters only)."""
     action = f"/queues/{path_part(queue)}/groups/{path_part(group_id)}/plan"
-    start = f'<form method="post" action="{action}" class="{{kind}}">{csrf_field(csrf)}'
+
+    def start(kind: str) -> str:
+        return f'<form method="post" action="{action}" class="{kind}">{csrf_field(csrf)}{picks}'
+
     rate = (
         '<label>rate <input name="rate" size="5" placeholder="msg/s" inputmode="decimal"></label> '
     )
     return (
-        start.format(kind="retry")
+        start("retry")
         + rate
         + '<button name="action" value="retry">retry</button></form>'
-        + start.format(kind="move")
+        + start("move")
         + '<label>to <input name="to" size="12" placeholder="queue" required></label> '
         + rate
         + '<button name="action" value="move">move</button></form>'
-        + start.format(kind="discard")
+        + start("discard")
         + '<button name="action" value="discard" class="danger">discard</button></form>'
     )
 
@@ -436,6 +504,10 @@ class Plan:
     reasons: Sequence[str] = ()
     to: str = ""
     """A move's target."""
+    picks: Sequence[str] = ()
+    """A selection's form values (console/selection.py): the plan is of those letters."""
+    selected: str = ""
+    """The selection in words (``letters a, b``), or "" for the whole group."""
 
 
 _PAST = {"retry": "retried", "move": "moved", "discard": "discarded"}
@@ -453,8 +525,9 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
     rate = f" at most {e(plan.rate)} per second" if plan.rate else ""
     action = f"/queues/{path_part(plan.queue)}/groups/{path_part(plan.group_id)}/run"
     export = (
-        '<p class="note">Discarded letters are gone for good. To keep a copy first: '
-        f"<code>{e(export_command(plan.queue, plan.group_id))}</code></p>"
+        '<p class="note">Discarded letters are gone for good. To keep a copy first'
+        + (" (of the group's letters, the ones selected among them)" if plan.picks else "")
+        + f": <code>{e(export_command(plan.queue, plan.group_id))}</code></p>"
         if plan.action == "discard" and plan.would
         else ""
     )
@@ -472,11 +545,18 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
             f'<input type="hidden" name="action" value="{e(plan.action)}">'
             f'<input type="hidden" name="rate" value="{e(plan.rate)}">'
             f'<input type="hidden" name="to" value="{e(plan.to)}">'
-            f'<button class="confirm{danger}">{e(label)}</button></form>'
+            f'<input type="hidden" name="expect" value="{plan.would}">'
+            + "".join(f'<input type="hidden" name="pick" value="{e(v)}">' for v in plan.picks)
+            + f'<button class="confirm{danger}">{e(label)}</button></form>'
         )
+    which = (
+        f"the {e(plan.selected)} selected of group {e(plan.group_id)}"
+        if plan.picks
+        else f"group {e(plan.group_id)}"
+    )
     body = (
         f'<p class="plan">{plan.would:,} of {counted(plan.read, "dead letter")} in '
-        f"{e(plan.queue)} would be {verb}{rate} (group {e(plan.group_id)}).</p>"
+        f"{e(plan.queue)} would be {verb}{rate} ({which}).</p>"
         + (f"<ul>{rows}</ul>" if rows else "")
         + failing
         + export
@@ -506,6 +586,11 @@ class JobView:
     examined: int
     total: int
     lines: Sequence[str]
+    confirmed: int = 0
+    """Letters done with: copies the broker confirmed (a discard: letters acked)."""
+    expected: int | None = None
+    """How many its plan said would go (None: no plan, e.g. one letter)."""
+    action: str = ""
     """The report, when done."""
     error: str | None = None
     started_at: datetime | None = None
@@ -523,10 +608,13 @@ class JobView:
 
 def job_page(job: JobView) -> str:
     state = job.state
+    done = "discarded" if job.action == "discard" else "copies confirmed"
+    goal = job.expected if job.expected is not None else job.total
     body = (
-        f'<p class="state" data-state="{state}">{state}: {job.examined:,} of {job.total:,} '
-        "read</p>"
-        f'<progress max="{max(job.total, 1)}" value="{job.examined}"></progress>'
+        f'<p class="state" data-state="{state}">{state}: '
+        f'<span class="confirmed" data-confirmed="{job.confirmed}">{job.confirmed:,} of '
+        f"{goal:,} {done}</span> ({job.examined:,} of {counted(job.total, 'letter')} read)</p>"
+        f'<progress max="{max(goal, 1)}" value="{min(job.confirmed, max(goal, 1))}"></progress>'
         + "".join(f'<p class="report">{e(line)}</p>' for line in job.lines)
         + (f'<p class="error">{e(job.error)}</p>' if job.error else "")
         + f'<p><a href="/queues/{path_part(job.queue)}/groups">groups of {e(job.queue)}</a></p>'
@@ -884,6 +972,11 @@ button.confirm { font-weight: bold; }
 button.danger { color: #fff; background: #b00020; border: 1px solid #7a0016; }
 td.actions form { display: inline-block; margin: 0 1.5em .3em 0; }
 td.actions form.discard { margin-left: 1em; }
+div.actions form { display: inline-block; margin: 0 1.5em .3em 0; }
+div.actions form.discard { margin-left: 1em; }
+td.pick input { width: 1.4em; height: 1.4em; }
+form.select { margin: .5em 0; }
+form.select button { margin: 0 1em .3em 0; }
 input, button { font-size: 1em; }
 button { padding: .3em .8em; }
 @media (max-width: 700px) {
@@ -898,8 +991,9 @@ button { padding: .3em .8em; }
   td { overflow-wrap: anywhere; }
   table.queues, table.timeline, table.props, table.headers, table.runs {
     display: block; overflow-x: auto; }
-  td.actions form { display: block; margin: .8em 0; }
-  td.actions form.discard { margin: 2em 0 .5em; }
+  td.actions form, div.actions form { display: block; margin: .8em 0; }
+  td.actions form.discard, div.actions form.discard { margin: 2em 0 .5em; }
+  form.select button { display: block; margin: .6em 0; }
   textarea { width: 100%; box-sizing: border-box; }
   pre.body, pre.diff { white-space: pre-wrap; word-break: break-all; }
 }
