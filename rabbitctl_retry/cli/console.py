@@ -120,6 +120,8 @@ def console_command(
         keep_dir=keep_dir,
         audit=audit,
         management=_management(ctx, management_url, topology, urls),
+        urls=tuple(url or ()),
+        topology_path=str(topology_file) if topology_file is not None else None,
     )
     try:
         common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)

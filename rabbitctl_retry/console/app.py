@@ -57,7 +57,13 @@ from rabbitctl_retry.console.reads import (
     transfer,
 )
 from rabbitctl_retry.console.reads import run_group as run_on_engine
-from rabbitctl_retry.console.search import Matching, Search, SearchError, search_of
+from rabbitctl_retry.console.search import (
+    Matching,
+    Search,
+    SearchError,
+    search_of,
+    target_words,
+)
 from rabbitctl_retry.console.selection import Selection, SelectionPick
 from rabbitctl_retry.console.selection import parse as parse_selection
 from rabbitctl_retry.dlq.choice import Chooser
@@ -121,6 +127,10 @@ class ConsoleConfig:
     """The record of every action (console/audit.py)."""
     management: ManagementApi | None = None
     """The management API, when given: the pages count the letters other readers hold."""
+    urls: tuple[str, ...] = ()
+    """Each ``--url`` as given, repeated in a search's command line, masked."""
+    topology_path: str | None = None
+    """``--topology`` as given, repeated in a search's command line."""
 
 
 @dataclass
@@ -352,11 +362,13 @@ READ_ONLY_DROPS = "read-only console: reading this queue can drop letters, so it
 def _search(request: web.Request, back: str) -> Search | web.Response:
     """The search the page's form asks for (console/search.py), or the 400 page that says
     why it cannot be run, with a way back to the page without it."""
+    config = request.app[STATE].config
     try:
-        return search_of(request.query)
+        found = search_of(request.query)
     except SearchError as error:
         page = html.result_page("Search not run", [str(error)], back=back, error=True)
         return _page(page, 400)
+    return dataclasses.replace(found, target=target_words(config.urls, config.topology_path))
 
 
 async def groups(request: web.Request) -> web.Response:
@@ -558,6 +570,9 @@ async def all_groups(request: web.Request) -> web.Response:
     reads it, and one that a run moves now is said, not read."""
     state = request.app[STATE]
     queues = state.config.queues
+    search = _search(request, "/groups")
+    if isinstance(search, web.Response):
+        return search
     states = [await _reads_of(request, queue) for queue in queues]
     counting = [q for q in states if q.reads.cost is not Cost.FREE]
     if counting:
@@ -566,19 +581,29 @@ async def all_groups(request: web.Request) -> web.Response:
             return gate
     grouping = Grouping()
     read: dict[str, int] = {}
+    searched: dict[str, int] = {}
     notes: list[str] = []
     for queue in queues:
+        matching = Matching(search, state.config.settings.wait_queues, datetime.now(UTC))
         try:
             async with state.jobs.reading(queue):
                 before = grouping.count
                 await read_groups(
-                    state.config.connect, queue, state.config.settings, datetime.now(UTC), grouping
+                    state.config.connect,
+                    queue,
+                    state.config.settings,
+                    matching.now,
+                    grouping,
+                    keep=matching.keep,
                 )
                 read[queue] = grouping.count - before
+                searched[queue] = matching.read
         except BeingMoved:
             notes.append(f"{queue}: a run of this console is moving its letters; not read")
     notes += [f"{q.name}: {q.reads.why}: this read counted one each" for q in counting]
-    page = html.all_groups_page(grouping.ranked(), read=read, notes=notes)
+    page = html.all_groups_page(
+        grouping.ranked(), read=read, notes=notes, search=search, searched=searched
+    )
     return _page(page)
 
 

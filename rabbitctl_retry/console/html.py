@@ -437,11 +437,22 @@ def _group_cells(group: Group, extra: tuple[str, str]) -> str:
 
 
 def all_groups_page(
-    groups: Sequence[Group], *, read: Mapping[str, int], notes: Sequence[str]
+    groups: Sequence[Group],
+    *,
+    read: Mapping[str, int],
+    notes: Sequence[str],
+    search: Search | None = None,
+    searched: Mapping[str, int] | None = None,
 ) -> str:
     """Every queue's groups in one table: each group's count, cause and the queues it is in,
-    each a link to its letters there (where its retry, move and discard are)."""
+    each a link to its letters there (where its retry, move and discard are). With a
+    ``search``, the groups of the letters that match it (``read``: those, by queue;
+    ``searched``: every letter read, by queue), and each queue's command line."""
     parts = [f'<p class="note">{e(note)}</p>' for note in notes]
+    found = search or Search()
+    parts.append(search_form("/groups", found))
+    if found.active:
+        parts.append(_all_search_summary(found, read, searched or {}))
     total = sum(read.values())
     shown = ", ".join(f"{e(q)} ({n:,})" for q, n in read.items())
     parts.append(
@@ -455,12 +466,27 @@ def all_groups_page(
     )
     for group in groups:
         queues = "<br>".join(
-            f'<a href="{e(letters_path(name, group.id))}">{e(name)}</a> ({n:,})'
+            f'<a href="{e(letters_path(name, group.id, query=found.query()))}">{e(name)}</a>'
+            f" ({n:,})"
             for name, n in group.queues.counts.most_common()
         )
         parts.append(_group_cells(group, ("queues", queues)) + "</tr>")
     parts.append("</tbody></table>")
     return page("Groups of every queue", "".join(parts))
+
+
+def _all_search_summary(search: Search, matched: Mapping[str, int], read: Mapping[str, int]) -> str:
+    """How many letters matched of how many read in every queue, and each queue's command
+    line that lists the same letters (``rr dlq inspect`` reads one queue)."""
+    total = sum(read.values())
+    commands = "".join(f"<li><code>{e(search.command(queue))}</code></li>" for queue in read)
+    return (
+        f'<p class="search-count">{sum(matched.values()):,} of {counted(total, "dead letter")} '
+        f"read match {e(', '.join(search.expressions))} "
+        '(<a href="/groups">clear the search</a>)</p>'
+        '<p class="search-command">The same letters on the command line, queue by queue:</p>'
+        f'<ul class="search-command">{commands}</ul>'
+    )
 
 
 def _group_forms(queue: str, group_id: str, csrf: str, picks: str = "") -> str:

@@ -44,6 +44,8 @@ async def console_on(
     read_only: bool = False,
     audit: AuditLog | None = None,
     management: ManagementApi | None = None,
+    urls: tuple[str, ...] = (),
+    topology_path: str | None = None,
 ) -> AsyncIterator[Console]:
     config = ConsoleConfig(
         connect=backend.connect,
@@ -55,6 +57,8 @@ async def console_on(
         keep_dir=keep_dir,
         sample_every_s=0.5,
         management=management,
+        urls=urls,
+        topology_path=topology_path,
     )
     if audit is not None:
         config.audit = audit
