@@ -587,7 +587,11 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
         + failing
         + export
         + confirm
-        + f'<p><a href="/queues/{path_part(plan.queue)}/groups">back to the groups</a></p>'
+        + (
+            f'<p><a href="{e(letters_path(plan.queue, plan.group_id))}">back to the letters</a></p>'
+            if plan.picks
+            else f'<p><a href="/queues/{path_part(plan.queue)}/groups">back to the groups</a></p>'
+        )
     )
     return page(f"{plan.action.capitalize()} group {plan.group_id}", body)
 
