@@ -12,6 +12,7 @@ from pathlib import Path
 from rabbitctl_retry.console.app import ConsoleConfig, serve
 from rabbitctl_retry.console.audit import AuditLog
 from rabbitctl_retry.console.reads import Settings
+from rabbitctl_retry.console.search import target_words
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.transport.management import ManagementApi
 from tests.backends import Backend
@@ -57,8 +58,7 @@ async def console_on(
         keep_dir=keep_dir,
         sample_every_s=0.5,
         management=management,
-        urls=urls,
-        topology_path=topology_path,
+        target=target_words(urls, topology_path),
     )
     if audit is not None:
         config.audit = audit
