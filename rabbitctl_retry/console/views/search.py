@@ -34,9 +34,14 @@ def search_summary(
         f'(<a href="{e(back)}">clear the search</a>)</p>'
         '<p class="search-command">The same letters on the command line: '
         f"<code>{e(search.command(queue, group_id))}</code></p>"
-        '<p class="note">Retry, move and discard on this page act on whole groups. To retry '
-        "only the letters found, run "
-        f"<code>{e(search.command(queue, group_id, verb='replay'))}</code></p>"
+        + (
+            '<p class="note">To retry, move or discard only the letters found, tick them (or '
+            "select this page) below; or run "
+            if group_id
+            else '<p class="note">Retry, move and discard on this page act on whole groups. To '
+            "act on the letters found only, open a group's letters and tick them; or run "
+        )
+        + f"<code>{e(search.command(queue, group_id, verb='replay'))}</code></p>"
     )
 
 
