@@ -20,7 +20,7 @@ from rabbitctl_retry.transport.base import Delivery
 from tests.backends import Backend
 from tests.console.conftest import console_on
 from tests.console.test_console_browser import PHONE, browser
-from tests.console.test_console_browser_letters import DESKTOP
+from tests.console.test_console_browser_letters import DESKTOP, letters_page
 from tests.console.test_console_letters import one_group_of_eight
 from tests.console.test_console_numbers import management_of
 from tests.dlq.support import run_to_dead
@@ -42,13 +42,8 @@ async def test_letters_ticked_are_retried_in_the_browser(
     chosen = [ids[1], ids[5]]
     log = tmp_path / "audit.jsonl"
     audit = AuditLog("dana", open(os.devnull, "w"), log)  # noqa: SIM115 - closed below
-    phone = viewport is PHONE
     async with console_on(backend, tmp_path, audit=audit) as console:
-        page = await browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)  # type: ignore[attr-defined]
-        await page.goto(console.entry)
-        await page.click('tr[data-queue="dead"] a')
-        await page.click("a.letters")
-        await page.wait_for_selector("table.letters")
+        page = await letters_page(browser, console, viewport)
         letters = page.url
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= viewport["width"], f"the letters page is {width} px wide"

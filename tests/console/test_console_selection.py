@@ -37,6 +37,28 @@ def hidden_picks(page: str) -> list[str]:
     return [html.unescape(v) for v in re.findall(r'name="pick" value="([^"]+)"', form)]
 
 
+async def plan_of(
+    client: aiohttp.ClientSession, base: str, csrf: str, action: str, picks: list[str]
+) -> str:
+    """The plan page of ``action`` for the letters ``picks`` (their form values)."""
+    form = aiohttp.FormData([("csrf", csrf), ("action", action), ("rate", "")])
+    for value in picks:
+        form.add_field("pick", value)
+    async with client.post(f"{base}/plan", data=form) as answer:
+        plan = await answer.text()
+        assert answer.status == 200, plan
+    return plan
+
+
+async def run_of(client: aiohttp.ClientSession, base: str, plan: str) -> str:
+    """The page of the run a plan's confirm button starts, once it ended."""
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', plan)
+    run = aiohttp.FormData([(name, html.unescape(value)) for name, value in fields])
+    async with client.post(f"{base}/run", data=run) as answer:
+        job_url = str(answer.url)
+    return await wait_done(client, job_url)
+
+
 async def group_of(client: aiohttp.ClientSession, console: Console) -> str:
     _, page = await text_of(client, f"{console.base}/queues/dead/groups")
     ((group, _),) = group_rows(page).items()
@@ -70,18 +92,9 @@ async def test_letters_ticked_are_retried_and_no_other(backend: Backend, tmp_pat
         assert chosen.count("<form") == 3  # retry, move, discard: a form each
         picks = hidden_picks(chosen)
         assert picks == ticked
-        plan_form = aiohttp.FormData([("csrf", csrf), ("action", "retry"), ("rate", "")])
-        for value in picks:
-            plan_form.add_field("pick", value)
-        async with client.post(f"{base}/plan", data=plan_form) as answer:
-            plan = await answer.text()
-            assert answer.status == 200, plan
+        plan = await plan_of(client, base, csrf, "retry", picks)
         assert "3 of 8 dead letters in dead would be retried" in plan
-        run_fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', plan)
-        run = aiohttp.FormData([(name, html.unescape(value)) for name, value in run_fields])
-        async with client.post(f"{base}/run", data=run) as answer:
-            job_url = str(answer.url)
-        done = await wait_done(client, job_url)
+        done = await run_of(client, base, plan)
         assert 'data-state="done"' in done, done
         assert 'data-confirmed="3"' in done
         assert "3 of 3 copies confirmed" in done
@@ -113,18 +126,10 @@ async def test_a_whole_page_discarded(backend: Backend, tmp_path: Path) -> None:
         async with client.post(f"{base}/selection", data=data) as answer:
             chosen = await answer.text()
         assert f"letters id {ids[3]}, id {ids[4]}, id {ids[5]}" in html.unescape(chosen)
-        plan_form = aiohttp.FormData([("csrf", csrf), ("action", "discard")])
-        for value in hidden_picks(chosen):
-            plan_form.add_field("pick", value)
-        async with client.post(f"{base}/plan", data=plan_form) as answer:
-            plan = await answer.text()
+        plan = await plan_of(client, base, csrf, "discard", hidden_picks(chosen))
         assert "3 of 8 dead letters in dead would be discarded" in plan
         assert "rr dlq export dead" in plan  # the export offered first
-        run_fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', plan)
-        run = aiohttp.FormData([(name, html.unescape(value)) for name, value in run_fields])
-        async with client.post(f"{base}/run", data=run) as answer:
-            job_url = str(answer.url)
-        done = await wait_done(client, job_url)
+        done = await run_of(client, base, plan)
         assert "3 of 3 discarded" in done, done
         # nothing ticked: said, and nothing done
         status, page, _ = await post(client, f"{base}/selection", {"csrf": csrf})
