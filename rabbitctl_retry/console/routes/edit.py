@@ -164,6 +164,8 @@ def _record_edit(
         letters=f"message {message_id}",
         examined=report.examined,
         total=report.examined,
+        confirmed=report.sent,
+        expected=1,
     )
     lines = transfer_summary(report).splitlines()
     if not published:
