@@ -1,5 +1,5 @@
 """One dead letter's edit published: the steps ``rr dlq edit`` (cli/dlq/edit.py) and the
-console (console/app.py) share once the letter is read and the change agreed (docs/dlq.md,
+console (console/routes/edit.py) share once the letter is read and the change agreed (docs/dlq.md,
 "Edit and retry"; docs/console.md).
 
 The original is kept first (the caller writes it where its own rules say: an export file,
