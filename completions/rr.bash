@@ -196,7 +196,7 @@ _rr() {
         "asyncapi") COMPREPLY=($(compgen -W "--topology -t --output -o --out --title --api-version --send --url -h --help" -- "$cur")) ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "docs") COMPREPLY=($(compgen -W "architecture cli cluster console dlq getting-started handlers interop publishing runtime testing topology --list --raw --output -o -h --help" -- "$cur")) ;;
+        "docs") COMPREPLY=($(compgen -W "after-an-outage architecture attempts cli configuration console dlq exit-codes getting-started guarantees handlers headers measurements metrics migrate-to-quorum other-clients publishing run-on-a-cluster runtime test-a-service testing topology --list --raw --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "-h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;

@@ -90,7 +90,7 @@ complete -c rr -n '__fish_seen_subcommand_from docs' -l list -d 'List the topics
 complete -c rr -n '__fish_seen_subcommand_from docs' -l raw -d 'Print the pages Markdown as it is, not rendered.'
 complete -c rr -n '__fish_seen_subcommand_from docs' -l output -s o -r -a 'table json tsv' -d 'table for people, json for scripts, tsv: the tables as tab-separated lines for pipes (rr docs cli Output formats).'
 complete -c rr -n '__fish_seen_subcommand_from docs' -s h -l help -d 'Show help and exit.'
-complete -c rr -n '__fish_seen_subcommand_from docs' -a 'architecture cli cluster console dlq getting-started handlers interop publishing runtime testing topology'
+complete -c rr -n '__fish_seen_subcommand_from docs' -a 'after-an-outage architecture attempts cli configuration console dlq exit-codes getting-started guarantees handlers headers measurements metrics migrate-to-quorum other-clients publishing run-on-a-cluster runtime test-a-service testing topology'
 complete -c rr -n '__fish_seen_subcommand_from completion' -s h -l help -d 'Show help and exit.'
 complete -c rr -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'
 complete -c rr -n '__fish_seen_subcommand_from topology; and not __fish_seen_subcommand_from validate show export' -a validate -d 'Parse and check a topology file; exit 78 with the key and line of the first problem.'

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rabbitctl_retry.releases import markdown_table
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference" / "testing.md"
 BEGIN = (
     "<!-- release-table: generated from rabbitctl_retry/releases.py by "
     "scripts/release_table.py --write; do not edit -->"

@@ -120,6 +120,7 @@ def console_command(
         keep_dir=keep_dir,
         audit=audit,
         management=_management(ctx, management_url, topology, urls),
+        target=_target(url, topology_file),
     )
     try:
         common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
@@ -140,6 +141,14 @@ def _management(
     with common.guard():
         check_management_url(found)
     return management_for(common.management_connector_of(ctx), found, vhost=vhost_of(urls[0]))
+
+
+def _target(urls: Sequence[str] | None, topology_file: Path | None) -> tuple[str, ...]:
+    """``--topology`` and ``--url`` as given, for the command lines the console's pages show
+    (each URL's password masked: console/search.py ``target_words``)."""
+    from rabbitctl_retry.console.search import target_words
+
+    return target_words(urls or (), str(topology_file) if topology_file is not None else None)
 
 
 def _settings(topology: Topology | None) -> Settings:

@@ -107,6 +107,10 @@ class TransferOptions:
     :class:`Skip` or :class:`Stop` is the message's choice (``rr dlq edit``: the letters
     before the one read are skipped, and the run stops at it when it is not as it was read:
     ``dlq/same_id.py`` ``LetterPick``)."""
+    confirmed: Callable[[int], None] | None = None
+    """Told of each message done with: its copy confirmed by the broker (a discard: no copy),
+    so its ack is on the way. The console's progress counts these (docs/reference/console.md, "What
+    each page does"), where the progress sink counts the messages read; the CLI gives none."""
     tracing: Tracing | None = None
     """rr's tracing when on (``telemetry/switch.py``): each copy is published in a PRODUCER
     span, child of the letter's own ``traceparent``, and carries that span's trace context
@@ -344,8 +348,10 @@ class Transfer:
         """Do what the state decided for ``tag`` (its acks through the settler)."""
         settler = self._settler
         assert settler is not None
-        if verdict.ack:
+        if verdict.ack:  # after its copy's confirm (or a discard): never before
             settler.ack(tag)
+            if self._options.confirmed is not None:
+                self._options.confirmed(1)
         if verdict.hold:
             settler.force_singles = True  # a multiple ack must never cover a held delivery
         if verdict.fresh_consumer:

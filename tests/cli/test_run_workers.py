@@ -32,8 +32,8 @@ import pytest
 
 from rabbitctl_retry.runtime.service import RunOptions
 from tests.backends import RabbitBackend
-from tests.cli.test_run_metrics import free_port, get, sample
 from tests.ledger import Ledger, message_ids, mixed_outcome, planned_end, publish_ids, take_ids
+from tests.metrics_page import free_port, get, sample
 from tests.observe import depth
 from tests.shared_node import ctl_command
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run_metrics import GATED, answers, free_port, get, until
+from tests.cli.test_run_metrics import GATED
+from tests.metrics_page import answers, free_port, get, until
 
 NOWHERE = "amqp://guest:guest@127.0.0.1:1/"
 

@@ -16,8 +16,8 @@ import pytest
 
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
-from tests.cli.test_run_metrics import answers, free_port, get, sample, until
 from tests.dlq.support import publish_all, rr
+from tests.metrics_page import answers, free_port, get, sample, until
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber

@@ -216,7 +216,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_docs_awk_pipeline_prints_what_the_docs_show() -> None:
     """docs/reference/cli.md, "Output formats": its first pipeline, run by a shell as written
     (``rr`` being this Python's rabbitctl_retry)."""
-    lines = (REPO / "docs" / "cli.md").read_text(encoding="utf-8").splitlines()
+    lines = (REPO / "docs" / "reference" / "cli.md").read_text(encoding="utf-8").splitlines()
     start = next(
         index
         for index, line in enumerate(lines)

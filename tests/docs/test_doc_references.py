@@ -51,10 +51,17 @@ LAYOUT = {
 }
 """The docs' pages by topic (the four parts of issue #48)."""
 
-PENDING = frozenset(LAYOUT) - {"architecture", "getting-started"}
-"""Topics whose pages this branch does not have yet (the docs' move is merged apart): a
-reference to one is held to the layout only, its section unchecked. Empty it once docs/ has
-them all; :func:`test_pending_pages_are_still_missing` fails as soon as one arrives."""
+PENDING: frozenset[str] = frozenset()
+"""Topics whose pages the docs do not have yet (a page written apart from the code): a
+reference to one is held to the layout only, its section unchecked. Take a topic out once
+docs/ has its page; :func:`test_pending_pages_are_still_missing` fails as soon as it does."""
+
+SECTIONS_TO_WRITE = frozenset(
+    {("reference/cli.md", "rr docs"), ("reference/testing.md", "Messages in a queue")}
+)
+"""Sections the code cites before the docs have them (their text waits to be applied): a
+reference to one passes. Take one out once its page has it;
+:func:`test_sections_to_write_are_still_missing` fails as soon as it does."""
 
 TOPIC_REFERENCE = re.compile(
     r"rr docs (?P<topic>[a-z][a-z-]*)(?: (?P<quote>[\"'])(?P<section>[^\"']+)(?P=quote))?"
@@ -134,6 +141,8 @@ def problems(reference: Reference, docs: Path, pending: frozenset[str]) -> list[
         page.read_text(encoding="utf-8"), reference.section
     ):
         return []
+    if (page.relative_to(docs).as_posix(), reference.section) in SECTIONS_TO_WRITE:
+        return []
     return [f"{reference.where}: {page.relative_to(docs)} has no section {reference.section!r}"]
 
 
@@ -157,6 +166,15 @@ def test_pending_pages_are_still_missing() -> None:
     assert arrived == [], f"docs/ has these now: take them out of PENDING: {arrived}"
 
 
+def test_sections_to_write_are_still_missing() -> None:
+    arrived = sorted(
+        (path, section)
+        for path, section in SECTIONS_TO_WRITE
+        if has_section((DOCS / path).read_text(encoding="utf-8"), section)
+    )
+    assert arrived == [], f"docs/ has these now: take them out of SECTIONS_TO_WRITE: {arrived}"
+
+
 def test_topics_are_unique_stems() -> None:
     stems = [path.stem for path in DOCS.rglob("*.md")]
     assert sorted({stem for stem in stems if stems.count(stem) > 1}) == []
@@ -168,7 +186,7 @@ def test_topics_are_unique_stems() -> None:
         ('X = "see rr docs nosuchtopic"\n', "no such topic"),
         ("X = \"see rr docs architecture 'No such heading'\"\n", "has no section"),
         ("# docs/nosuch.md says so\n", "no such file"),
-        ('"""(docs/architecture.md, "No such\n heading")"""\n', "has no section"),
+        ('"""(rr docs architecture "No such\n heading")"""\n', "has no section"),
         ('X = ("a (rr docs " "architecture \'Nope\')")\n', "has no section"),
     ],
 )
@@ -180,7 +198,7 @@ def test_a_wrong_reference_fails(source: str, expected: str) -> None:
 
 
 def test_a_right_reference_passes() -> None:
-    source = 'X = "rr docs architecture \'Layers\'"\n# docs/architecture.md, "Layers"\n'
+    source = 'X = "rr docs architecture \'Layers\'"\n# rr docs architecture "Layers"\n'
     found = references("x.py", source)
     assert len(found) == 2
     assert [problem for ref in found for problem in problems(ref, DOCS, PENDING)] == []

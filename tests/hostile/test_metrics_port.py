@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import own_vhost
-from tests.cli.test_run_metrics import answers, free_port, get, sample, until
+from tests.metrics_page import answers, free_port, get, sample, until
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber

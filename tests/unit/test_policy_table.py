@@ -47,7 +47,10 @@ from rabbitctl_retry.retry.policy import (
 )
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
 
-RUNTIME_MD = Path(__file__).parents[2] / "docs" / "runtime.md"
+TABLE_PAGES = (
+    Path(__file__).parents[2] / "docs" / "reference" / "headers.md",  # the outcome table
+    Path(__file__).parents[2] / "docs" / "explanation" / "attempts.md",  # the delay table
+)
 
 H = "x-ruststream-retry-count"
 """The default retry header (docs/explanation/attempts.md, "Attempts")."""
@@ -800,7 +803,7 @@ def _policy_table_rows() -> set[tuple[str, str]]:
 
 def _runtime_table_rows(header: str) -> set[str]:
     """The first cells of the docs/reference/runtime.md table whose header line is ``header``."""
-    lines = RUNTIME_MD.read_text(encoding="utf-8").splitlines()
+    lines = "\n".join(page.read_text(encoding="utf-8") for page in TABLE_PAGES).splitlines()
     start = lines.index(header) + 2
     cells = set()
     for line in lines[start:]:
