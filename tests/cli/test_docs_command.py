@@ -139,7 +139,7 @@ def test_list_and_its_json(tree: Path) -> None:
     document = json.loads(runner.invoke(app, ["docs", "--list", "-o", "json"]).output)
     assert document == {
         "topics": [
-            {"topic": "getting-started", "part": "", "path": "rr docs getting-started",
+            {"topic": "getting-started", "part": "", "path": "docs/getting-started.md",
              "title": "Getting started"},
             {"topic": "run-on-a-cluster", "part": "how-to",
              "path": "docs/how-to/run-on-a-cluster.md", "title": "How to: run on a cluster"},

@@ -186,7 +186,7 @@ def test_topics_are_unique_stems() -> None:
         ('X = "see rr docs nosuchtopic"\n', "no such topic"),
         ("X = \"see rr docs architecture 'No such heading'\"\n", "has no section"),
         ("# docs/nosuch.md says so\n", "no such file"),
-        ('"""(rr docs architecture "No such\n heading")"""\n', "has no section"),
+        ('"""(docs/architecture.md, "No such\n heading")"""\n', "has no section"),
         ('X = ("a (rr docs " "architecture \'Nope\')")\n', "has no section"),
     ],
 )
@@ -198,7 +198,7 @@ def test_a_wrong_reference_fails(source: str, expected: str) -> None:
 
 
 def test_a_right_reference_passes() -> None:
-    source = 'X = "rr docs architecture \'Layers\'"\n# rr docs architecture "Layers"\n'
+    source = 'X = "rr docs architecture \'Layers\'"\n# docs/architecture.md, "Layers"\n'
     found = references("x.py", source)
     assert len(found) == 2
     assert [problem for ref in found for problem in problems(ref, DOCS, PENDING)] == []

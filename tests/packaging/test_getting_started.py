@@ -31,7 +31,7 @@ from tests.shared_node import chosen_versions
 pytestmark = pytest.mark.xdist_group("packaging")
 """One worker builds the wheel once (tests/packaging/conftest.py)."""
 
-PAGE = "rr docs getting-started"
+PAGE = "docs/getting-started.md"
 WAIT_S = 60.0
 """How long a step may take to show its progress before the test fails (a busy machine)."""
 
