@@ -86,7 +86,7 @@ def console_command(
 ) -> None:
     """Serve the failed-message console: dead letters grouped by cause, retry or discard a
     group, a message's deaths, edit and retry; a local web page that needs the printed token
-    (docs/reference/console.md)."""
+    (rr docs console)."""
     try:
         from rabbitctl_retry.console import address
         from rabbitctl_retry.console.app import ConsoleConfig, serve

@@ -62,7 +62,7 @@ def doctor_command(
     --topology, what it means for that file's queues, whether the queues the server holds
     are as the file says (as rr declare checks them), and how they are now (consumers,
     dead letters). Exit 1 when something in the topology is unsafe on this server, or the
-    server is not healthy now (docs/reference/cli.md, "rr doctor")."""
+    server is not healthy now (rr docs cli "rr doctor")."""
     with common.guard():
         topology = load_file(topology_file) if topology_file else None
         common.check_given_management_url(management_url)

@@ -65,7 +65,7 @@ def migrate_command(
     an x- argument), with their wait queues, bindings and messages.
 
     Messages move with publisher confirms before acks; a run stopped anywhere is finished by
-    running the same command again (docs/how-to/migrate-to-quorum.md, "Migrating a queue").
+    running the same command again (rr docs migrate-to-quorum "Migrating a queue").
     """
     with common.guard():
         topology, _ = load_checked(topology_file)

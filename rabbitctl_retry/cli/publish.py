@@ -149,7 +149,7 @@ def publish_command(
     publishes) and, when the connection dropped, unconfirmed (sent, no answer came: they may
     have arrived) and not sent; stderr names each one not confirmed. Exit 0 when all were
     confirmed, 3 when some were, 1 when none were, 69 when the connection dropped, 77 access
-    refused (docs/reference/cli.md, "rr publish").
+    refused (rr docs cli "rr publish").
     """
     with common.guard():
         target_exchange, key = _target(queue, exchange, routing_key)

@@ -122,7 +122,7 @@ def edit_command(
     The edited copy goes where a replay sends it (its origin, or --to) with publisher
     confirms, carrying rr-edited-at and rr-original-body-sha256; only then is the dead letter
     acked. The original is first written to an export file (rr dlq import restores it). A
-    JSON body that no longer parses is refused unless --force (docs/reference/dlq.md, "Edit and
+    JSON body that no longer parses is refused unless --force (rr docs dlq "Edit and
     retry").
     """
     topology = dlq.load_topology(topology_file)

@@ -62,7 +62,7 @@ def groups_command(
 
     One row per group: its id, count, first and last failure, origin queues and a sample
     message id. Letters without rr's failure headers group by their x-death reason. rr dlq
-    replay, move and export take --where group=ID (docs/reference/dlq.md, "Groups"). Reads every
+    replay, move and export take --where group=ID (rr docs dlq "Groups"). Reads every
     letter in bounded memory; on a quorum queue every look counts as a delivery: rr says so and asks
     first.
     """

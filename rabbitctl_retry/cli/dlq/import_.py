@@ -45,7 +45,7 @@ def import_command(
     stops the import with exit 65, naming the line and field, and nothing is published.
     Bodies, properties and headers are published exactly as exported, in file order (a
     user_id that is not the login user's is left out). An import the broker stops half-way
-    names the first line not imported: rerun with --from-line (docs/reference/dlq.md, "Import").
+    names the first line not imported: rerun with --from-line (rr docs dlq "Import").
     """
     with common.guard():
         if short_string_problem(to) is None:  # else check_file says what AMQP cannot carry

@@ -34,7 +34,7 @@ def purge_command(
     """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy.
 
     With --where (group=ID from rr dlq groups, origin=Q, ...), only the messages it matches:
-    each is read and acked; the others stay, in their order (docs/how-to/after-an-outage.md, "7.
+    each is read and acked; the others stay, in their order (rr docs after-an-outage "7.
     Empty the dead-letter queue").
     """
     with common.guard():

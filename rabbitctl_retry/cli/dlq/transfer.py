@@ -419,7 +419,7 @@ def move_command(
     output: common.OutputOption = common.OutputFormat.TABLE,
     url: common.UrlOption = None,
 ) -> None:
-    """Move messages from one queue to another, then remove them (docs/reference/dlq.md, "Move").
+    """Move messages from one queue to another, then remove them (rr docs dlq "Move").
 
     Each message keeps its body, headers (retry count and x-death included, unless
     --reset-retries) and properties (not expiration, not user_id), is published mandatory
