@@ -20,8 +20,9 @@
                             as text (the error ``rr-error-type``/``rr-error-message`` included)
                             or in the body's first KiB, decoded as UTF-8 with replacement
 
-A letter whose properties could not be decoded matches no ``id``, ``ids`` or ``text`` condition (either
-operator): its message id and headers are unknown (origin.py ``contents_of``).
+A letter whose properties could not be decoded matches no ``id``, ``ids`` or ``text``
+condition (either operator): its message id and headers are unknown (origin.py
+``contents_of``).
 
 Several ``--where`` must all hold. A malformed expression is a usage error (exit 2): an
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
@@ -138,7 +139,8 @@ Condition: TypeAlias = (
 
 _USAGE = (
     "use origin=QUEUE, reason=REASON, queue=QUEUE, header.NAME=VALUE, group=ID, id=MESSAGE_ID, "
-    "ids=ID,ID,..., text=WORD (or != for each), or age>DURATION / age<DURATION (e.g. age>1h, age<10m)"
+    "ids=ID,ID,..., text=WORD (or != for each), or age>DURATION / age<DURATION (e.g. age>1h, "
+    "age<10m)"
 )
 
 MAX_WORD_CHARACTERS = 256
@@ -287,12 +289,16 @@ def _ids_condition(value: str, negate: bool, text: str) -> IdsCondition:
     return IdsCondition(message_ids=frozenset(listed), negate=negate, text=text)
 
 
+class ListTooLong(ValueError):
+    """An ``ids=`` list longer than :data:`MAX_IDS_CHARACTERS` (:func:`ids_expression`)."""
+
+
 def ids_expression(message_ids: Sequence[str], negate: bool = False) -> str:
     """``ids=A,B,...`` (``ids!=`` when ``negate``) that :func:`parse_where` reads back as
     exactly ``message_ids``; a :class:`ValueError` saying why when it cannot be written: an
-    id is empty, holds a comma or white space at either end, or the list is longer than
-    :data:`MAX_IDS_CHARACTERS`. A first id that starts with an operator character (``=``,
-    ``!``, ``<``, ``>``) follows a space, which the reader leaves out."""
+    id is empty, holds a comma or white space at either end, or (:class:`ListTooLong`) the
+    list is longer than :data:`MAX_IDS_CHARACTERS`. A first id that starts with an operator
+    character (``=``, ``!``, ``<``, ``>``) follows a space, which the reader leaves out."""
     if not message_ids:
         raise ValueError("no message id to list")
     for message_id in message_ids:
@@ -310,7 +316,7 @@ def ids_expression(message_ids: Sequence[str], negate: bool = False) -> str:
     spacer = " " if listed[0] in _OPERATOR_CHARACTERS else ""
     expression = f"ids{'!=' if negate else '='}{spacer}{listed}"
     if len(expression) > MAX_IDS_CHARACTERS:
-        raise ValueError(
+        raise ListTooLong(
             f"{len(message_ids):,} ids make an ids= list of {len(expression):,} characters; "
             f"--where takes at most {MAX_IDS_CHARACTERS:,}"
         )
