@@ -42,7 +42,9 @@ async def selection_page(
 
 
 def command_of(page: str) -> str:
-    (command,) = re.findall(r'<p class="selection-command">.*?<code>([^<]+)</code></p>', page)
+    (command,) = re.findall(
+        r'<p class="selection-command">[^<]*<br><code class="line">([^<]+)</code>', page
+    )
     return html.unescape(command)
 
 
@@ -77,6 +79,7 @@ async def test_the_selection_as_a_command_line_moves_exactly_those(
         values = boxes(letters)
         page = await selection_page(client, base, csrf, [values[2], values[5], values[7]])
     assert "s3cret" not in page
+    assert "The same retry on the command line (the password masked):" in page
     command = command_of(page)
     assert command == (
         f"rr dlq replay dead {SHOWN_TARGET} --where group={group} --where ids={','.join(chosen)}"

@@ -173,8 +173,9 @@ def _selection_command(
         return (
             f'<p class="selection-command none">No command line does the same: {e(str(why))}.</p>'
         )
+    masked = " (the password masked)" if "--url" in target else ""
     return (
-        '<p class="selection-command">The same retry on the command line (<code>rr dlq move '
-        "--to QUEUE</code> and <code>rr dlq purge</code> take the same conditions; the password "
-        f"is masked): <code>{e(command)}</code></p>"
+        f'<p class="selection-command">The same retry on the command line{masked}:<br>'
+        f'<code class="line">{e(command)}</code><br><code>rr dlq move --to QUEUE</code> and '
+        "<code>rr dlq purge</code> take the same conditions.</p>"
     )
