@@ -84,6 +84,16 @@ class Selection:
             ) from None
         return command_line(verb, queue, target, [f"group={group_id}", listed])
 
+    def expression(self) -> str | None:
+        """``ids=A,B``: the selection as one ``--where`` expression, or ``None`` when no list
+        names exactly its letters (:meth:`command` says why)."""
+        if self.places or not self.ids:
+            return None
+        try:
+            return ids_expression(self.ids)
+        except ValueError:
+            return None
+
     def pick(self) -> SelectionPick:
         """A fresh look for one pass over the queue (a plan, a run)."""
         return SelectionPick(self)

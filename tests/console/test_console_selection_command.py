@@ -8,6 +8,7 @@ read-only console's search says what it can do."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import shlex
 from pathlib import Path
@@ -20,7 +21,7 @@ from tests.backends import Backend
 from tests.console.conftest import console_on
 from tests.console.test_console_http import session, text_of
 from tests.console.test_console_letters import one_group_of_eight
-from tests.console.test_console_selection import boxes, group_of
+from tests.console.test_console_selection import boxes, group_of, plan_of
 from tests.dlq.support import json_of, rr
 from tests.observe import peek as read_all
 
@@ -148,3 +149,31 @@ async def test_a_read_only_search_says_to_run_the_command_line(
             assert "tick them" not in page
             assert "This console is read-only: it retries, moves and discards nothing" in page
             assert "rr dlq replay dead" in page
+
+
+async def test_a_selections_discard_offers_the_export_of_those_letters(
+    backend: Backend, tmp_path: Path
+) -> None:
+    ids = await one_group_of_eight(backend)
+    chosen = [ids[0], ids[3]]
+    async with console_on(backend, tmp_path) as console, session(console) as client:
+        csrf = csrf_of(console.token)
+        group = await group_of(client, console)
+        base = f"{console.base}/queues/dead/groups/{group}"
+        picks = [pick_value(message_id=i) for i in chosen]
+        plan = html.unescape(await plan_of(client, base, csrf, "discard", picks))
+        listed = f"ids={ids[0]},{ids[3]}"
+        export = f"rr dlq export dead {group}.jsonl --where group={group} --where {listed}"
+        assert f"To keep a copy first: <code>{export}</code>" in plan
+        # with a letter without an id, the group's export, said as such
+        _, letters = await text_of(client, f"{base}/letters")
+        plan = await plan_of(client, base, csrf, "discard", [picks[0], boxes(letters)[8]])
+        assert "(of the group's letters, the ones selected among them)" in plan
+    words = shlex.split(export)
+    words[4] = str(tmp_path / words[4])
+    result = await rr(backend, *words[1:])
+    assert result.exit_code == 0, result.output
+    lines = (tmp_path / f"{group}.jsonl").read_text(encoding="utf-8").splitlines()
+    exported = [json.loads(line)["properties"].get("message_id") for line in lines]
+    assert exported == chosen
+    assert len(await read_all(backend, "dead")) == len(ids) + 1  # export takes nothing
