@@ -14,9 +14,13 @@ import shlex
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from rabbitctl_retry.console.security import csrf_of
-from rabbitctl_retry.console.selection import pick_value
+from rabbitctl_retry.console.selection import NoCommandLine, Selection, pick_value
+from rabbitctl_retry.dlq.filters import IdsCondition, parse_where
+from rabbitctl_retry.dlq.same_id import checksums
+from rabbitctl_retry.transport.base import Delivery, Properties
 from tests.backends import Backend
 from tests.console.conftest import console_on
 from tests.console.test_console_http import session, text_of
@@ -27,6 +31,14 @@ from tests.observe import peek as read_all
 
 URL = "amqp://ops:s3cret@broker.example:5672/%2F"
 TOPOLOGY = "examples/refunds/topology.toml"
+BY_PLACE = Delivery(
+    body=b"{}",
+    properties=Properties(),
+    delivery_tag=1,
+    redelivered=False,
+    exchange="",
+    routing_key="dead",
+)
 SHOWN_TARGET = f"--topology {TOPOLOGY} --url 'amqp://ops:******@broker.example:5672/%2F'"
 
 
@@ -177,3 +189,23 @@ async def test_a_selections_discard_offers_the_export_of_those_letters(
     exported = [json.loads(line)["properties"].get("message_id") for line in lines]
     assert exported == chosen
     assert len(await read_all(backend, "dead")) == len(ids) + 1  # export takes nothing
+
+
+def test_the_line_of_a_selection_is_read_back_as_those_ids() -> None:
+    # pure: Selection.command and Selection.expression (console/selection.py)
+    ids = ("=first", "a b", "it's", "ünï")
+    chosen = Selection(ids=ids)
+    line = chosen.command("dead q", "tmoh-1", ("--url", "amqp://u:******@h/"), verb="replay")
+    words = shlex.split(line)
+    assert words[:6] == ["rr", "dlq", "replay", "dead q", "--url", "amqp://u:******@h/"]
+    assert words[6:9] == ["--where", "group=tmoh-1", "--where"]
+    assert words[9] == chosen.expression()
+    assert parse_where(words[9]) == IdsCondition(frozenset(ids), text=words[9])
+    for unnamed, said in (
+        (Selection(ids=("a,b",)), "holds a comma"),
+        (Selection(ids=(" a",)), "white space"),
+        (Selection(ids=("a",), places=((3, checksums(BY_PLACE)),)), "1 letter selected has"),
+    ):
+        assert unnamed.expression() is None
+        with pytest.raises(NoCommandLine, match=said):
+            unnamed.command("dead", "tmoh-1")
