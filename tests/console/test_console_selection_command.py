@@ -25,7 +25,7 @@ from tests.backends import Backend
 from tests.console.conftest import console_on
 from tests.console.test_console_http import session, text_of
 from tests.console.test_console_letters import one_group_of_eight
-from tests.console.test_console_selection import boxes, group_of, plan_of
+from tests.console.test_console_selection import boxes, group_of, plan_of, posted_picks
 from tests.dlq.support import json_of, rr
 from tests.observe import peek as read_all
 
@@ -45,13 +45,8 @@ SHOWN_TARGET = f"--topology {TOPOLOGY} --url 'amqp://ops:******@broker.example:5
 async def selection_page(
     client: aiohttp.ClientSession, base: str, csrf: str, picks: list[str]
 ) -> str:
-    data = aiohttp.FormData([("csrf", csrf), ("which", "checked")])
-    for value in picks:
-        data.add_field("pick", value)
-    async with client.post(f"{base}/selection", data=data) as answer:
-        page = await answer.text()
-        assert answer.status == 200, page
-    return page
+    fields = [("csrf", csrf), ("which", "checked")]
+    return await posted_picks(client, f"{base}/selection", fields, picks)
 
 
 def command_of(page: str) -> str:
