@@ -52,10 +52,16 @@ class Search:
         """``rr dlq VERB QUEUE [--topology T] [--url U] --where ...``: the same letters on
         the command line (``group_id``: only that group's), shell-quoted."""
         expressions = ([f"group={group_id}"] if group_id else []) + list(self.expressions)
-        words = ["rr", "dlq", verb, queue, *self.target]
-        for expression in expressions:
-            words += ["--where", expression]
-        return shlex.join(words)
+        return command_line(verb, queue, self.target, expressions)
+
+
+def command_line(verb: str, queue: str, target: Sequence[str], expressions: Sequence[str]) -> str:
+    """``rr dlq VERB QUEUE TARGET --where E1 --where E2 ...``, shell-quoted (``target``:
+    :func:`target_words`)."""
+    words = ["rr", "dlq", verb, queue, *target]
+    for expression in expressions:
+        words += ["--where", expression]
+    return shlex.join(words)
 
 
 def target_words(urls: Sequence[str], topology: str | None) -> tuple[str, ...]:

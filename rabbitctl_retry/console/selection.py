@@ -6,14 +6,20 @@ A selection's plan and run are the group's (``console/reads.py`` ``group_chooser
 operation of ``rr dlq replay|move|purge --where group=ID``) with :meth:`Selection.pick` as the
 engine's ``only`` (``ops/transfer.py`` ``TransferOptions``): every letter not selected is
 skipped and stays where it is, in its place; a letter without an id whose place now holds
-another letter (or the same one changed) is skipped too, and the run says so."""
+another letter (or the same one changed) is skipped too, and the run says so.
+
+The same letters on the command line (:meth:`Selection.command`): ``rr dlq replay QUEUE
+--where group=ID --where ids=A,B`` (``dlq/filters.py`` ``ids_expression``), when every letter
+selected has an id a list can name (docs/reference/console.md, "A group's letters")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from rabbitctl_retry.console.search import command_line
 from rabbitctl_retry.dlq.choice import Skip
+from rabbitctl_retry.dlq.filters import ListTooLong, ids_expression
 from rabbitctl_retry.dlq.letter import Read
 from rabbitctl_retry.dlq.same_id import Checksums, checksums
 from rabbitctl_retry.errors import UsageError
@@ -51,9 +57,50 @@ class Selection:
         shown = ", ".join(named[:SHOWN_IDS]) + (f" and {more:,} more" if more > 0 else "")
         return f"{'letter' if self.count == 1 else 'letters'} {shown}"
 
+    def command(
+        self, queue: str, group_id: str, target: Sequence[str] = (), verb: str = "replay"
+    ) -> str:
+        """``rr dlq VERB QUEUE TARGET --where group=ID --where ids=A,B``: what the
+        selection's action does, on the command line; a :class:`NoCommandLine` saying why
+        (in page words) when no command line names exactly these letters."""
+        if self.places:
+            many = len(self.places) > 1
+            raise NoCommandLine(
+                f"{len(self.places):,} {'letters' if many else 'letter'} selected "
+                f"{'have' if many else 'has'} no message id: a command line cannot name "
+                f"{'them' if many else 'it'} (only this console can take "
+                f"{'them' if many else 'it'}, by {'their' if many else 'its'} place in the "
+                "queue)"
+            )
+        try:
+            listed = ids_expression(self.ids)
+        except ListTooLong as error:
+            raise NoCommandLine(
+                f"the selection is too long for one command line: {error}"
+            ) from None
+        except ValueError as error:
+            raise NoCommandLine(
+                f"a command line cannot name every letter selected: {error}"
+            ) from None
+        return command_line(verb, queue, target, [f"group={group_id}", listed])
+
+    def expression(self) -> str | None:
+        """``ids=A,B``: the selection as one ``--where`` expression, or ``None`` when no list
+        names exactly its letters (:meth:`command` says why)."""
+        if self.places or not self.ids:
+            return None
+        try:
+            return ids_expression(self.ids)
+        except ValueError:
+            return None
+
     def pick(self) -> SelectionPick:
         """A fresh look for one pass over the queue (a plan, a run)."""
         return SelectionPick(self)
+
+
+class NoCommandLine(ValueError):
+    """Why no command line takes exactly the letters selected (:meth:`Selection.command`)."""
 
 
 def pick_value(

@@ -1,6 +1,8 @@
 """Letters selected by hand, and the numbers while another reader holds letters, in a real
 browser (Chromium, headless, Playwright) at a desktop's width and a phone's
-(docs/reference/console.md): three letters of a group ticked (one without an id) and retried through
+(docs/reference/console.md): two letters of a group ticked (the command line that does the same
+shown, and the page's picture, docs/images/console-selection.png, taken when RR_CONSOLE_SCREENSHOTS
+names a directory), then three (one without an id: no command line names it) retried through
 the plan, then the broker read by message id (exactly those moved, the others still in the
 dead-letter queue, in order) and the audit log's line; and, with the management API (the
 emulator's twin, RabbitMQ 4.3.6's), letters another channel holds said on the groups page and
@@ -42,6 +44,7 @@ async def test_letters_ticked_are_retried_in_the_browser(
     chosen = [ids[1], ids[5]]
     log = tmp_path / "audit.jsonl"
     audit = AuditLog("dana", open(os.devnull, "w"), log)  # noqa: SIM115 - closed below
+    shots = os.environ.get("RR_CONSOLE_SCREENSHOTS")
     async with console_on(backend, tmp_path, audit=audit) as console:
         page = await letters_page(browser, console, viewport)
         letters = page.url
@@ -51,12 +54,26 @@ async def test_letters_ticked_are_retried_in_the_browser(
             await page.goto(letters)
             for message_id in chosen:
                 await page.check(f'input[aria-label="select {message_id}"]')
-            await page.check('input[aria-label="select #8 (no id)"]')
+            if look:
+                await page.check('input[aria-label="select #8 (no id)"]')
             await page.click('button[value="checked"]')
             await page.wait_for_selector("p.selected")
             selected = await page.inner_text("p.selected")
-            assert f"id {chosen[0]}, id {chosen[1]}, #8 (no id)" in selected
-            if look == 0:
+            if look:
+                assert f"id {chosen[0]}, id {chosen[1]}, #8 (no id)" in selected
+                said = await page.inner_text("p.selection-command")
+                assert "1 letter selected has no message id" in said
+            else:
+                # the same retry as a command line (tests/console/test_console_selection_command.py
+                # runs it), and the page's picture
+                assert f"id {chosen[0]}, id {chosen[1]}." in selected
+                line = await page.inner_text("p.selection-command code.line")
+                assert line.endswith(f"--where ids={chosen[0]},{chosen[1]}"), line
+                width = await page.evaluate("document.documentElement.scrollWidth")
+                assert width <= viewport["width"], f"the selection page is {width} px wide"
+                if shots and viewport is DESKTOP:
+                    path = Path(shots) / "console-selection.png"
+                    await page.screenshot(path=str(path), full_page=True)
                 # Enter in the move's box plans a move, never the retry (a form per action)
                 await page.fill('form.move input[name="to"]', "refunds")
                 await page.press('form.move input[name="to"]', "Enter")

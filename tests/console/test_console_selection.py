@@ -41,13 +41,22 @@ async def plan_of(
     client: aiohttp.ClientSession, base: str, csrf: str, action: str, picks: list[str]
 ) -> str:
     """The plan page of ``action`` for the letters ``picks`` (their form values)."""
-    form = aiohttp.FormData([("csrf", csrf), ("action", action), ("rate", "")])
+    fields = [("csrf", csrf), ("action", action), ("rate", "")]
+    return await posted_picks(client, f"{base}/plan", fields, picks)
+
+
+async def posted_picks(
+    client: aiohttp.ClientSession, url: str, fields: list[tuple[str, str]], picks: list[str]
+) -> str:
+    """The page a form of ``fields`` and the letters ``picks`` posted to ``url`` answers
+    (200: asserted)."""
+    form = aiohttp.FormData(fields)
     for value in picks:
         form.add_field("pick", value)
-    async with client.post(f"{base}/plan", data=form) as answer:
-        plan = await answer.text()
-        assert answer.status == 200, plan
-    return plan
+    async with client.post(url, data=form) as answer:
+        page = await answer.text()
+        assert answer.status == 200, page
+    return page
 
 
 async def run_of(client: aiohttp.ClientSession, base: str, plan: str) -> str:

@@ -117,4 +117,7 @@ async def selection(request: web.Request) -> web.Response:
         return respond(
             html.result_page("Nothing selected", [str(error)], back=back, error=True), 400
         )
-    return respond(letters_view.selection_page(queue, group_id, chosen, csrf=state.csrf))
+    page = letters_view.selection_page(
+        queue, group_id, chosen, csrf=state.csrf, target=state.config.target
+    )
+    return respond(page)

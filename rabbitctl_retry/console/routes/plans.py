@@ -104,6 +104,7 @@ async def plan_group(request: web.Request) -> web.Response:
         reasons=sorted({r.reason for r in failing if r.reason}),
         picks=asked.selection.values() if asked.selection else (),
         selected=asked.selection.letters() if asked.selection else "",
+        selected_where=(asked.selection.expression() or "") if asked.selection else "",
     )
     return respond(plans_view.plan_page(plan, csrf=state.csrf))
 

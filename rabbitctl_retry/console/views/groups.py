@@ -40,7 +40,10 @@ def groups_page(
     found = search or Search()
     parts.append(search_form(f"/queues/{path_part(queue)}/groups", found))
     if found.active:
-        parts.append(search_summary(found, queue, None, matched=read, read=searched))
+        summary = search_summary(
+            found, queue, None, matched=read, read=searched, read_only=read_only
+        )
+        parts.append(summary)
     parts.append(
         f'<p class="count">{counted(len(groups), "group")} of '
         f"{counted(read, 'dead letter')} read of {in_queue:,} in {e(queue)}</p>"

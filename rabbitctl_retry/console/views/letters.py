@@ -4,9 +4,11 @@ letters")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rabbitctl_retry.console.letter_list import GroupLetters, LetterRow
 from rabbitctl_retry.console.search import Search
-from rabbitctl_retry.console.selection import Selection, pick_value
+from rabbitctl_retry.console.selection import NoCommandLine, Selection, pick_value
 from rabbitctl_retry.console.views.base import (
     counted,
     csrf_field,
@@ -45,7 +47,14 @@ def group_letters_page(
     parts.append(search_form(letters_path(queue, listing.group_id), found))
     if found.active:
         parts.append(
-            search_summary(found, queue, listing.group_id, matched=listing.matched, read=searched)
+            search_summary(
+                found,
+                queue,
+                listing.group_id,
+                matched=listing.matched,
+                read=searched,
+                read_only=read_only,
+            )
         )
     first = (listing.page - 1) * listing.per_page + 1
     last = first + len(listing.rows) - 1
@@ -129,9 +138,17 @@ def _select_form(queue: str, listing: GroupLetters, csrf: str) -> str:
     )
 
 
-def selection_page(queue: str, group_id: str, selection: Selection, *, csrf: str) -> str:
-    """The letters selected, and one form per action (retry, move, discard) that plans it
-    for them, as a group's are planned (:func:`plan_page`)."""
+def selection_page(
+    queue: str,
+    group_id: str,
+    selection: Selection,
+    *,
+    csrf: str,
+    target: Sequence[str] = (),
+) -> str:
+    """The letters selected, one form per action (retry, move, discard) that plans it for
+    them, as a group's are planned (:func:`plan_page`), and the command line that retries the
+    same letters (``target``: the console's ``--topology`` and ``--url``, masked)."""
     picks = "".join(f'<input type="hidden" name="pick" value="{e(v)}">' for v in selection.values())
     back = letters_path(queue, group_id)
     return page(
@@ -140,5 +157,25 @@ def selection_page(queue: str, group_id: str, selection: Selection, *, csrf: str
         '<p class="note">Each action shows its plan first (how many would go, and where); '
         "nothing is done before you confirm it.</p>"
         f'<div class="actions">{group_forms(queue, group_id, csrf, picks)}</div>'
-        f'<p><a href="{e(back)}">back to the letters</a></p>',
+        + _selection_command(queue, group_id, selection, target)
+        + f'<p><a href="{e(back)}">back to the letters</a></p>',
+    )
+
+
+def _selection_command(
+    queue: str, group_id: str, selection: Selection, target: Sequence[str]
+) -> str:
+    """The command line that retries the letters selected (move and discard take the same
+    ``--where``), or why there is none (console/selection.py ``Selection.command``)."""
+    try:
+        command = selection.command(queue, group_id, target)
+    except NoCommandLine as why:
+        return (
+            f'<p class="selection-command none">No command line does the same: {e(str(why))}.</p>'
+        )
+    masked = " (the password masked)" if "--url" in target else ""
+    return (
+        f'<p class="selection-command">The same retry on the command line{masked}:<br>'
+        f'<code class="line">{e(command)}</code><br><code>rr dlq move --to QUEUE</code> and '
+        "<code>rr dlq purge</code> take the same conditions.</p>"
     )

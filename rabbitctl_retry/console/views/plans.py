@@ -29,6 +29,8 @@ class Plan:
     """A selection's form values (console/selection.py): the plan is of those letters."""
     selected: str = ""
     """The selection in words (``letters a, b``), or "" for the whole group."""
+    selected_where: str = ""
+    """The selection as a ``--where`` expression (``ids=a,b``), or "" when none names it."""
 
 
 _PAST = {"retry": "retried", "move": "moved", "discard": "discarded"}
@@ -45,10 +47,12 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
     )
     rate = f" at most {e(plan.rate)} per second" if plan.rate else ""
     action = f"/queues/{path_part(plan.queue)}/groups/{path_part(plan.group_id)}/run"
+    among = " (of the group's letters, the ones selected among them)"
     export = (
         '<p class="note">Discarded letters are gone for good. To keep a copy first'
-        + (" (of the group's letters, the ones selected among them)" if plan.picks else "")
-        + f": <code>{e(export_command(plan.queue, plan.group_id))}</code></p>"
+        + (among if plan.picks and not plan.selected_where else "")
+        + f": <code>{e(export_command(plan.queue, plan.group_id, plan.selected_where))}</code>"
+        "</p>"
         if plan.action == "discard" and plan.would
         else ""
     )
@@ -91,9 +95,11 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
     return page(f"{plan.action.capitalize()} group {plan.group_id}", body)
 
 
-def export_command(queue: str, group_id: str) -> str:
-    """The ``rr dlq export`` that keeps a copy of a group's letters in a file."""
+def export_command(queue: str, group_id: str, where: str = "") -> str:
+    """The ``rr dlq export`` that keeps a copy of a group's letters in a file (``where``:
+    only those it matches too, ``ids=a,b`` for a selection)."""
     return (
         f"rr dlq export {shlex.quote(queue)} {shlex.quote(group_id)}.jsonl "
         f"--where group={shlex.quote(group_id)}"
+        + (f" --where {shlex.quote(where)}" if where else "")
     )

@@ -23,9 +23,16 @@ def search_form(action: str, search: Search) -> str:
 
 
 def search_summary(
-    search: Search, queue: str, group_id: str | None, *, matched: int, read: int
+    search: Search,
+    queue: str,
+    group_id: str | None,
+    *,
+    matched: int,
+    read: int,
+    read_only: bool = False,
 ) -> str:
-    """How many letters matched of how many read, and the command lines that select them."""
+    """How many letters matched of how many read, and the command lines that select them
+    (``read_only``: the console retries nothing, so the command line is the way to)."""
     where = "the group's " if group_id else ""
     back = letters_path(queue, group_id) if group_id else f"/queues/{path_part(queue)}/groups"
     return (
@@ -34,14 +41,27 @@ def search_summary(
         f'(<a href="{e(back)}">clear the search</a>)</p>'
         '<p class="search-command">The same letters on the command line: '
         f"<code>{e(search.command(queue, group_id))}</code></p>"
-        + (
-            '<p class="note">To retry, move or discard only the letters found, tick them (or '
-            "select this page) below; or run "
-            if group_id
-            else '<p class="note">Retry, move and discard on this page act on whole groups. To '
-            "act on the letters found only, open a group's letters and tick them; or run "
-        )
+        + f'<p class="note">{_what_to_do(group_id, read_only)} '
         + f"<code>{e(search.command(queue, group_id, verb='replay'))}</code></p>"
+    )
+
+
+def _what_to_do(group_id: str | None, read_only: bool) -> str:
+    """How the letters found are retried, moved or discarded from this page (escaped)."""
+    if read_only:
+        return (
+            "This console is read-only: it retries, moves and discards nothing. To retry only "
+            "the letters found, run (<code>rr dlq move --to QUEUE</code> and <code>rr dlq "
+            "purge</code> take the same conditions)"
+        )
+    if group_id:
+        return (
+            "To retry, move or discard only the letters found, tick them (or select this "
+            "page) below; or run"
+        )
+    return (
+        "Retry, move and discard on this page act on whole groups. To act on the letters "
+        "found only, open a group's letters and tick them; or run"
     )
 
 
