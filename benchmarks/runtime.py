@@ -1219,7 +1219,7 @@ def arguments() -> argparse.Namespace:
         "--typed",
         action="store_true",
         help="no-op handlers taking the Message, a dataclass, a pydantic model, a msgspec "
-        "Struct, a dict; with the per-message decode cost (docs/handlers.md)",
+        "Struct, a dict; with the per-message decode cost (docs/reference/handlers.md)",
     )
     parser.add_argument(
         "--outputs",
@@ -1227,13 +1227,13 @@ def arguments() -> argparse.Namespace:
         default=None,
         metavar="N[,N...]",
         help="handlers that ack and publish N outputs per message (0 always runs too), rr "
-        "run against aiormq doing it by hand, with the cost per output (docs/runtime.md)",
+        "run against aiormq doing it by hand, with the cost per output (docs/reference/runtime.md)",
     )
     parser.add_argument(
         "--tracing",
         action="store_true",
         help="rr run without and with OpenTelemetry tracing (an SDK provider, no exporter), "
-        'no-op and retry path (docs/runtime.md, "Tracing and metrics")',
+        'no-op and retry path (docs/reference/runtime.md, "Tracing and metrics")',
     )
     args = parser.parse_args()
     if sum(map(bool, (args.typed, args.outputs, args.tracing))) > 1:
