@@ -3,7 +3,7 @@
 releases"), generated from rabbitctl_retry/releases.py.
 
     python scripts/release_table.py           # print the table
-    python scripts/release_table.py --write   # write it into docs/testing.md, between its marks
+    python scripts/release_table.py --write   # write it into the docs, between its marks
 
 tests/docs/test_release_table.py fails when the docs' table is not the generated one.
 """

@@ -1,4 +1,4 @@
-"""A metrics page scraped from a real ``rr run --metrics-port`` process (docs/runtime.md,
+"""A metrics page scraped from a real ``rr run --metrics-port`` process (docs/reference/runtime.md,
 "Metrics and health"): start one, wait for its answers, read its samples."""
 
 from __future__ import annotations

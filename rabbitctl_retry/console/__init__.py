@@ -1,4 +1,4 @@
-"""``rr console``: a local web page over the ``rr dlq`` operations (docs/console.md).
+"""``rr console``: a local web page over the ``rr dlq`` operations (docs/reference/console.md).
 
 ``views/`` renders every page from plain data, one module per page (pure: everything shown is
 escaped there, ``views/base.py``), ``routes/`` handles each page's requests, one module per

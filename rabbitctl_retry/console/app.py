@@ -1,5 +1,5 @@
-"""The aiohttp application of ``rr console`` (docs/console.md): its routes (console/routes/),
-the access middleware (console/access.py), the depth sampler, and :func:`serve`.
+"""The aiohttp application of ``rr console`` (docs/reference/console.md): its routes
+(console/routes/), the access middleware (console/access.py), the depth sampler, and :func:`serve`.
 
 Every broker action goes through the operations of the ``rr dlq`` commands (console/reads.py),
 each on a connection of its own opened with the ``Connect`` the CLI hands over; the web server

@@ -1,5 +1,5 @@
-"""Pure. One page of a group's letters (docs/console.md, "A group's letters"): every letter
-of the queue is handed to :meth:`GroupLetters.add` in queue order; those of the group are
+"""Pure. One page of a group's letters (docs/reference/console.md, "A group's letters"): every
+letter of the queue is handed to :meth:`GroupLetters.add` in queue order; those of the group are
 counted, and the ones of the page asked for are kept as rows (at most ``per_page``: a group
 of 100,000 letters holds one page in memory, plus a count per message id, which the links
 need: a letter is opened by its id and which of the letters with that id it is, ``?n=``)."""

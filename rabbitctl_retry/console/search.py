@@ -1,4 +1,4 @@
-"""Pure. The console's search form (docs/console.md, "Search"): its fields (``text``, ``age``,
+"""Pure. The console's search form (docs/reference/console.md): its fields (``text``, ``age``,
 ``id``) read as the ``--where`` expressions ``text=...``, ``age...`` and ``id=...``
 (``dlq/filters.py`` ``parse_where``: the same conditions the ``rr dlq`` commands take), the
 letters that match them counted, and the command line that selects the same letters."""

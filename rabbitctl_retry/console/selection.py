@@ -1,6 +1,6 @@
-"""Pure. Letters of a group chosen by hand on its letters page (docs/console.md, "A group's
-letters"): each by its message id, a letter without one by its place in the queue and what it
-was (``dlq/same_id.py`` ``Checksums``, as a letter retried alone is checked).
+"""Pure. Letters of a group chosen by hand on its letters page (docs/reference/console.md, "A
+group's letters"): each by its message id, a letter without one by its place in the queue and what
+it was (``dlq/same_id.py`` ``Checksums``, as a letter retried alone is checked).
 
 A selection's plan and run are the group's (``console/reads.py`` ``group_chooser``, the
 operation of ``rr dlq replay|move|purge --where group=ID``) with :meth:`Selection.pick` as the
@@ -10,7 +10,7 @@ another letter (or the same one changed) is skipped too, and the run says so.
 
 The same letters on the command line (:meth:`Selection.command`): ``rr dlq replay QUEUE
 --where group=ID --where ids=A,B`` (``dlq/filters.py`` ``ids_expression``), when every letter
-selected has an id a list can name (docs/console.md, "A group's letters")."""
+selected has an id a list can name (docs/reference/console.md, "A group's letters")."""
 
 from __future__ import annotations
 

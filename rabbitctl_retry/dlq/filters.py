@@ -29,7 +29,7 @@ unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every 
 ``<`` and ``>`` after the key, so a value cannot start with one of them), a reason that
 neither RabbitMQ nor rr gives (:data:`KNOWN_REASONS`), an empty origin or queue, a bad
 duration, an empty id in a list, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS`
-(an ``ids`` list: :data:`MAX_IDS_CHARACTERS`) (docs/dlq.md, "--where").
+(an ``ids`` list: :data:`MAX_IDS_CHARACTERS`) (docs/reference/dlq.md, "--where").
 
 An expression is read in one pass (:func:`split_expression`): its time grows with its length,
 never with the square of it, whatever it holds.
@@ -59,11 +59,11 @@ _OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 
 MAX_EXPRESSION_CHARACTERS = 4096
 """The longest ``--where`` expression rr reads: room for a header name of 255 bytes and a long
-value; a longer one is a usage error (docs/dlq.md, "--where")."""
+value; a longer one is a usage error (docs/reference/dlq.md, "--where")."""
 MAX_IDS_CHARACTERS = 8 * MAX_EXPRESSION_CHARACTERS
 """The longest ``ids=`` list: 32,768 characters, room for a selection of 500 ids
 (``console/selection.py`` ``MAX_PICKS``) of up to 64 characters each, where 4,096 holds only
-110 UUIDs; Linux takes an argument of up to 128 KiB (docs/dlq.md, "--where")."""
+110 UUIDs; Linux takes an argument of up to 128 KiB (docs/reference/dlq.md, "--where")."""
 IDS_SEPARATOR = ","
 _SHOWN_CHARACTERS = 60
 """How much of a long expression an error message quotes."""
@@ -144,7 +144,7 @@ _USAGE = (
 )
 
 MAX_WORD_CHARACTERS = 256
-"""The longest word ``text=`` searches for (docs/dlq.md, "--where")."""
+"""The longest word ``text=`` searches for (docs/reference/dlq.md, "--where")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""``rr run --metrics-port`` (docs/runtime.md, "Metrics and health"): the Prometheus page
+"""``rr run --metrics-port`` (docs/reference/metrics.md, "Metrics and health"): the Prometheus page
 counts exactly what rr did, and ``/healthz`` says whether rr consumes; scraped from a real
 ``rr run`` process on RabbitMQ."""
 

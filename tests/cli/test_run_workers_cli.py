@@ -1,5 +1,5 @@
-"""``rr run --workers N`` without a broker (docs/runtime.md, "Running it"): usage errors, a
-worker that fails at its first start ends the supervisor with its code (no restart loop),
+"""``rr run --workers N`` without a broker (docs/reference/runtime.md, "Running it"): usage errors,
+a worker that fails at its first start ends the supervisor with its code (no restart loop),
 and the supervisor's ``/healthz`` says ``starting`` while its workers load."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``rr status --service URL`` (docs/cli.md, "rr status"): a queue a running ``rr run``
+"""``rr status --service URL`` (docs/reference/cli.md, "rr status"): a queue a running ``rr run``
 paused shows as paused, with the time it resumes, read from the service's metrics page; a
 real ``rr run`` process on RabbitMQ."""
 

@@ -2,7 +2,7 @@
 a group's letters listed, a letter without an id opened by its place, one letter retried
 unchanged from its page, the run's page and the runs page after a reload, at a desktop's
 width and a phone's; then the broker read by message id and the audit log's line asserted
-(docs/console.md)."""
+(docs/reference/console.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Letters selected by hand, and the numbers while another reader holds letters, in a real
 browser (Chromium, headless, Playwright) at a desktop's width and a phone's
-(docs/console.md): two letters of a group ticked (the command line that does the same shown,
-and the page's picture, docs/images/console-selection.png, taken when RR_CONSOLE_SCREENSHOTS
+(docs/reference/console.md): two letters of a group ticked (the command line that does the same
+shown, and the page's picture, docs/images/console-selection.png, taken when RR_CONSOLE_SCREENSHOTS
 names a directory), then three (one without an id: no command line names it) retried through
 the plan, then the broker read by message id (exactly those moved, the others still in the
 dead-letter queue, in order) and the audit log's line; and, with the management API (the

@@ -1,7 +1,7 @@
 """A run's progress counts the copies the broker confirmed, not the letters read
-(docs/console.md, "What each page does"): the engine's ``confirmed`` hook (ops/transfer.py)
-is told once per letter done with, and the run's page counts those up to its plan's number,
-on RabbitMQ and on the emulator."""
+(docs/reference/console.md, "What each page does"): the engine's ``confirmed`` hook
+(ops/transfer.py) is told once per letter done with, and the run's page counts those up to its
+plan's number, on RabbitMQ and on the emulator."""
 
 from __future__ import annotations
 

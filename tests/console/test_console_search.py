@@ -1,6 +1,6 @@
-"""The console's search (docs/console.md, "Search"): on a queue's groups page and on a group's
-letters page, by text and failure time, with the counts and the command line that selects the
-same letters; that command run with the CLI finds the same ids. On RabbitMQ and the emulator."""
+"""The console's search (docs/reference/console.md, "Search"): on a queue's groups page and on a
+group's letters page, by text and failure time, with the counts and the command line that selects
+the same letters; that command run with the CLI finds the same ids. On RabbitMQ and the emulator."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Letters selected by hand on a group's letters page (docs/console.md, "A group's letters"):
-some ticked (a letter without an id among them, by its place), or a whole page, then the
+"""Letters selected by hand on a group's letters page (docs/reference/console.md, "A group's
+letters"): some ticked (a letter without an id among them, by its place), or a whole page, then the
 plan and the run of a group action for those letters only, through the same operation; the
 broker read by message id after, on RabbitMQ and on the emulator."""
 

@@ -1,5 +1,5 @@
-"""The command line of a selection (#47, docs/console.md, "A group's letters"): the page of
-the letters ticked shows ``rr dlq replay QUEUE --topology T --url U --where group=G --where
+"""The command line of a selection (#47, docs/reference/console.md, "A group's letters"): the page
+of the letters ticked shows ``rr dlq replay QUEUE --topology T --url U --where group=G --where
 ids=A,B`` (the password masked), and that line, run, moves exactly the letters selected
 (every id counted on the broker, on RabbitMQ and on the emulator); a selection with a letter
 without an id, or too long for one command line, says so instead of showing a wrong line; a

@@ -4,8 +4,8 @@ Each seed draws a scenario (tests/contract/random_scenarios.py: a topology, then
 gets, consumers, acks, rejects, nacks, cancels, closes, purges, deletes, declares and sleeps),
 runs it on the emulator set to a release line and on that RabbitMQ, and compares every
 observable step by step. The first disagreeing seed is shrunk to a minimal reproducer, printed
-as Python-like steps with the first difference (docs/testing.md, "The randomized differential
-test").
+as Python-like steps with the first difference (docs/reference/testing.md, "The randomized
+differential test").
 
 ``RR_RANDOM_SEEDS`` seeds (default 20) from ``RR_RANDOM_FIRST_SEED`` (default 0) run on each
 server; ``RR_RANDOM_SHRINK_S`` (default 120) bounds the shrinking. The cases without a server
@@ -216,7 +216,8 @@ def test_the_seeds_of_every_run_draw_the_shapes_of_past_differences() -> None:
     channel, then one multiple ack or nack on that channel; a basic.get with an ack from a
     quorum queue that expires messages, after a sleep, of a message published without an
     expiration before one published with one; and a basic.reject or basic.nack without
-    requeue on a channel that took a message of a queue deleted since (docs/testing.md)."""
+    requeue on a channel that took a message of a queue deleted since
+    (docs/reference/testing.md)."""
     found: dict[str, list[int]] = {}
     for seed in range(20):
         s = generate(seed)

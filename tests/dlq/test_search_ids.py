@@ -1,4 +1,4 @@
-"""--where ids=A,B,C (#47, docs/dlq.md "--where"), on RabbitMQ and on the emulator: rr dlq
+"""--where ids=A,B,C (#47, docs/reference/dlq.md "--where"), on RabbitMQ and on the emulator: rr dlq
 inspect shows, replay copies, purge removes exactly the letters whose message id is listed
 (ids!=: every other, the letter without an id among them); the broker read by message id
 after. A malformed list is a usage error (exit 2) before anything is read."""

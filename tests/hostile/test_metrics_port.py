@@ -1,6 +1,6 @@
 """What clients of ``rr run --metrics-port`` (and of the ``--workers`` supervisor's port) do
 cannot make rr write a traceback, hold a connection for good, or stop the page (issue #42;
-docs/runtime.md, "Metrics and health").
+docs/reference/metrics.md, "Metrics and health").
 
 Real ``rr run`` processes: idle, half-sent, trickled, oversized, garbage and reset
 connections are each closed within a bounded time (the socket reads ``b""``), each logged in

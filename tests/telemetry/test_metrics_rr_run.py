@@ -1,5 +1,6 @@
 """A real ``rr run --metrics-port`` on RabbitMQ serves the names shared with RustStream
-(docs/runtime.md, "Metrics") with exact numbers, and every metric dashboards/rr.json queries."""
+(docs/reference/metrics.md, "Metrics") with exact numbers, and every metric dashboards/rr.json
+queries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One message's trace across its retries (docs/runtime.md, "Tracing and metrics"), on the
+"""One message's trace across its retries (docs/reference/runtime.md, "Tracing and metrics"), on the
 emulator and on each RabbitMQ server, with an SDK tracer provider handed to rr explicitly.
 
 Published by ``rr.Publisher`` (a PRODUCER span), failed three times on a classic queue with
@@ -36,7 +36,7 @@ class Declined(Exception):
 
 
 DECLINED = f"{__name__}.Declined"
-"""``rr-error-type`` of the handler's exception (docs/handlers.md)."""
+"""``rr-error-type`` of the handler's exception (docs/reference/handlers.md)."""
 
 
 def failing(seen: list[Message]) -> Any:

@@ -1,5 +1,5 @@
 """Pure: the console's access rules (console/security.py) and its escaping
-(console/views/base.py; a body: console/views/message.py), docs/console.md, "Security"."""
+(console/views/base.py; a body: console/views/message.py), docs/reference/console.md, "Security"."""
 
 from __future__ import annotations
 

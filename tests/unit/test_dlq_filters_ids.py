@@ -1,5 +1,5 @@
-"""--where ids=A,B,C and ids!=A,B,C (#47, docs/dlq.md "--where"): the letter's message id is
-one of a list, as the console's selection names its letters on a command line
+"""--where ids=A,B,C and ids!=A,B,C (#47, docs/reference/dlq.md "--where"): the letter's message id
+is one of a list, as the console's selection names its letters on a command line
 (console/selection.py); parsing, matching, the writer :func:`ids_expression` and its bound."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""rr's configuration file (``profiles.py``, docs/cli.md "Profiles"): what a file means,
+"""rr's configuration file (``profiles.py``, docs/reference/cli.md "Profiles"): what a file means,
 what it refuses, and the URLs a profile connects with, as tables."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the console's handlers share: the answer as a page, the queue of the path, the read
-gate (docs/console.md, "Reading is free, or asked"), the search asked for, and what a page
+gate (docs/reference/console.md, "Reading is free, or asked"), the search asked for, and what a page
 says it could not read."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def read_gate(
     """None when this request may read the queue: a read that costs nothing (any request), or
     one asked for by the page's own form (a POST; ``access`` checked its CSRF value). Else the
     page that says what a read costs and asks, or says why a read-only console does not read
-    it (docs/console.md, "Reading is free, or asked")."""
+    it (docs/reference/console.md, "Reading is free, or asked")."""
     reads = queue_state.reads
     if reads.cost is Cost.FREE:
         return None
@@ -103,7 +103,7 @@ def read_note(queue_state: QueueState) -> str | None:
 async def unread_note(state: State, queue: str) -> str:
     """What a page that reads ``queue`` cannot see: the letters another reader holds (a
     colleague's ``rr dlq inspect``, another console, a consumer), counted by the management
-    API when the console has one (docs/console.md, "What the numbers count")."""
+    API when the console has one (docs/reference/console.md, "What the numbers count")."""
     held = await held_by_readers(state.config.management)
     if isinstance(held, str):
         return (

@@ -1,5 +1,5 @@
 """Edit and retry: the change shown, then published only for the letter the page showed, its
-original kept first (docs/console.md, "Edit and retry")."""
+original kept first (docs/reference/dlq.md, "Edit and retry")."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ async def edit(request: web.Request) -> web.Response:
     """Show the change (``step=preview``) or publish it: both only for the letter the page
     showed (its place among the letters with its id and its checksums, dlq/same_id.py), and
     the body exactly as the box sent it, line breaks written as the original's (dlq/edit.py
-    ``box_body``; docs/console.md)."""
+    ``box_body``; docs/reference/console.md)."""
     state = request.app[STATE]
     queue = queue_of(request)
     message_id = request.match_info["message"]
@@ -200,7 +200,7 @@ def _keep_original(directory: Path, queue: str, message_id: str, letter: Deliver
 
 def _not_kept(directory: Path, queue: str, message_id: str, error: OSError, back: str) -> str:
     """The page of an edit whose original could not be kept: nothing was published (the
-    original is written first, docs/console.md "What each page does")."""
+    original is written first, docs/reference/console.md "What each page does")."""
     said = write_failure(error, f"--keep-dir {directory}")
     HTTP_LOG.warning("an edit of %s in %s was not published: %s", message_id, queue, said)
     return html.result_page(

@@ -1,5 +1,5 @@
-"""Pure. What every page of ``rr console`` shares (docs/console.md): escaping, the page frame,
-the console's links, and the small pages (an error, a result, the token, the read gate).
+"""Pure. What every page of ``rr console`` shares (docs/reference/console.md): escaping, the page
+frame, the console's links, and the small pages (an error, a result, the token, the read gate).
 
 Every value that comes from the broker or the user (queue names, message ids, headers,
 bodies, error texts) goes through :func:`e`: HTML-escaped, quotes included, with control

@@ -1,5 +1,5 @@
 """Pure. Edit and retry: the change shown (the diff) and the Publish form, and the words and
-fields the edit forms share (docs/console.md, "Edit and retry")."""
+fields the edit forms share (docs/reference/dlq.md, "Edit and retry")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Pure. A queue's groups page and the groups of every queue (``/groups``), with one form per
-group action (docs/console.md, "What each page does")."""
+group action (docs/reference/console.md, "What each page does")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Pure. A group's letters, page by page, with a box to tick on each row, and the page of the
-letters selected, where retry, move or discard is chosen (docs/console.md, "A group's
+letters selected, where retry, move or discard is chosen (docs/reference/console.md, "A group's
 letters")."""
 
 from __future__ import annotations

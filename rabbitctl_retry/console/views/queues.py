@@ -1,5 +1,5 @@
 """Pure. The queues page (``/``): each queue's type, depth, what a read costs, the letters
-others hold, and its depth over time (docs/console.md, "What each page does")."""
+others hold, and its depth over time (docs/reference/console.md, "What each page does")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Pure. The search form and what a search found: how many matched of how many read, and the
-command line that selects the same letters (docs/console.md, "Search")."""
+command line that selects the same letters (docs/reference/console.md)."""
 
 from __future__ import annotations
 

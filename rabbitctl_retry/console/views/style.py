@@ -1,5 +1,5 @@
 """Pure. The console's one style sheet (``/static/console.css``): a layout that stacks at
-narrow widths, actions apart and discard styled as destructive (docs/console.md)."""
+narrow widths, actions apart and discard styled as destructive (docs/reference/console.md)."""
 
 from __future__ import annotations
 
