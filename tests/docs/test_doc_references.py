@@ -51,18 +51,6 @@ LAYOUT = {
 }
 """The docs' pages by topic (the four parts of issue #48)."""
 
-PENDING: frozenset[str] = frozenset()
-"""Topics whose pages the docs do not have yet (a page written apart from the code): a
-reference to one is held to the layout only, its section unchecked. Take a topic out once
-docs/ has its page; :func:`test_pending_pages_are_still_missing` fails as soon as it does."""
-
-SECTIONS_TO_WRITE = frozenset(
-    {("reference/cli.md", "rr docs"), ("reference/testing.md", "Messages in a queue")}
-)
-"""Sections the code cites before the docs have them (their text waits to be applied): a
-reference to one passes. Take one out once its page has it;
-:func:`test_sections_to_write_are_still_missing` fails as soon as it does."""
-
 TOPIC_REFERENCE = re.compile(
     r"rr docs (?P<topic>[a-z][a-z-]*)(?: (?P<quote>[\"'])(?P<section>[^\"']+)(?P=quote))?"
 )
@@ -120,28 +108,21 @@ def package_references() -> list[Reference]:
     ]
 
 
-def problems(reference: Reference, docs: Path, pending: frozenset[str]) -> list[str]:
+def problems(reference: Reference, docs: Path) -> list[str]:
     """What is wrong with ``reference`` against the docs tree ``docs``."""
     present = {path.stem: path for path in docs.rglob("*.md")}
     if reference.topic is not None:
-        if reference.topic in pending and reference.topic in LAYOUT:
-            return []
         page = present.get(reference.topic)
         if page is None:
             return [f"{reference.where}: rr docs {reference.topic}: no such topic"]
     else:
         assert reference.path is not None
         page = docs / reference.path
-        stems = {LAYOUT[topic] for topic in pending}
-        if reference.path in stems:
-            return []
         if not page.is_file():
             return [f"{reference.where}: docs/{reference.path}: no such file"]
     if reference.section is None or has_section(
         page.read_text(encoding="utf-8"), reference.section
     ):
-        return []
-    if (page.relative_to(docs).as_posix(), reference.section) in SECTIONS_TO_WRITE:
         return []
     return [f"{reference.where}: {page.relative_to(docs)} has no section {reference.section!r}"]
 
@@ -150,29 +131,14 @@ def test_the_package_names_pages_and_sections_that_exist() -> None:
     found = package_references()
     assert len(found) > 300, "the references were not found"
     assert sum(1 for reference in found if reference.topic) > 50
-    wrong = [problem for reference in found for problem in problems(reference, DOCS, PENDING)]
+    wrong = [problem for reference in found for problem in problems(reference, DOCS)]
     assert wrong == []
 
 
 def test_every_topic_of_the_package_is_in_the_layout() -> None:
-    """Even for the pages still pending: a topic no page will have is wrong now."""
+    """Every topic the package names is a page of the four parts' layout."""
     topics = {reference.topic for reference in package_references() if reference.topic}
     assert topics - set(LAYOUT) == set()
-
-
-def test_pending_pages_are_still_missing() -> None:
-    """Once a pending page is there its references are checked: empty :data:`PENDING` of it."""
-    arrived = sorted(topic for topic in PENDING if (DOCS / LAYOUT[topic]).is_file())
-    assert arrived == [], f"docs/ has these now: take them out of PENDING: {arrived}"
-
-
-def test_sections_to_write_are_still_missing() -> None:
-    arrived = sorted(
-        (path, section)
-        for path, section in SECTIONS_TO_WRITE
-        if has_section((DOCS / path).read_text(encoding="utf-8"), section)
-    )
-    assert arrived == [], f"docs/ has these now: take them out of SECTIONS_TO_WRITE: {arrived}"
 
 
 def test_topics_are_unique_stems() -> None:
@@ -193,7 +159,7 @@ def test_topics_are_unique_stems() -> None:
 def test_a_wrong_reference_fails(source: str, expected: str) -> None:
     found = references("x.py", source)
     assert found
-    wrong = [problem for reference in found for problem in problems(reference, DOCS, PENDING)]
+    wrong = [problem for reference in found for problem in problems(reference, DOCS)]
     assert any(expected in problem for problem in wrong), wrong
 
 
@@ -201,4 +167,4 @@ def test_a_right_reference_passes() -> None:
     source = 'X = "rr docs architecture \'Layers\'"\n# docs/architecture.md, "Layers"\n'
     found = references("x.py", source)
     assert len(found) == 2
-    assert [problem for ref in found for problem in problems(ref, DOCS, PENDING)] == []
+    assert [problem for ref in found for problem in problems(ref, DOCS)] == []

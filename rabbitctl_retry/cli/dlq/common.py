@@ -45,8 +45,8 @@ def where_option(items: str) -> Any:
         "--where",
         "-w",
         help=f"Only {items} for which this holds: origin=Q, reason=R, queue=Q, "
-        "header.NAME=VALUE, group=ID from rr dlq groups (or !=), age>1h, age<10m. Repeat "
-        "to require several.",
+        "header.NAME=VALUE, group=ID from rr dlq groups, id=ID, ids=A,B,C, text=WORD (or "
+        "!=), age>1h, age<10m. Repeat to require several.",
     )
 
 
