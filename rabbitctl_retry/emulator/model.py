@@ -38,6 +38,10 @@ class StoredMessage:
     (:attr:`Entry.failed_deliveries`). RabbitMQ 4.3: every counted return (basic.reject, a
     closing channel) and a basic.reject without requeue, in queues of either type; the
     queue it reaches starts counting from it (:attr:`Entry.delivery_count`)."""
+    property_bytes: int = 0
+    """Its basic properties' bytes as its publisher encoded them (emulator/message_size.py);
+    a dead letter keeps its message's. RabbitMQ 4.3's quorum queues count them toward
+    ``x-max-length-bytes`` (:attr:`Entry.size_bytes`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -64,6 +68,9 @@ class Entry:
     :attr:`delivery_count` until it took it back once (measured on 4.3.6)."""
     redelivered: bool = False
     enqueued_at_s: float = 0.0
+    size_bytes: int = 0
+    """What the queue counts toward ``x-max-length-bytes`` (``ready_bytes``): the body, and on
+    RabbitMQ 4.3 in a quorum queue the properties too (``ServerRelease.quorum_message_bytes``)."""
     failed_deliveries: int = 0
     """RabbitMQ 4.0: the failed deliveries a dead letter of this message carries (those it
     came with, and a quorum queue's returns of a closing channel; rejections without requeue
@@ -264,7 +271,7 @@ class EmulatedQueue:
         self._count_in(entry)
 
     def _count_in(self, entry: Entry) -> None:
-        self.ready_bytes += len(entry.message.body)
+        self.ready_bytes += entry.size_bytes
         if self.settings.two_priorities and _is_high(entry):
             self.high_ready += 1
         strict = self.settings.strict_priorities
@@ -294,7 +301,7 @@ class EmulatedQueue:
         else:
             entry = self.ready[index]
             del self.ready[index]
-        self.ready_bytes -= len(entry.message.body)
+        self.ready_bytes -= entry.size_bytes
         if self.settings.two_priorities and _is_high(entry):
             self.high_ready -= 1
         strict = self.settings.strict_priorities

@@ -62,6 +62,7 @@ def enqueue(
         seq=next(state.enqueue_seq),
         expires_at_s=None if ttl_ms is None else on_grid(now_s + ttl_ms / 1000),
         enqueued_at_s=now_s,
+        size_bytes=_size_bytes(state, q, message),
     )
     _start_counts(state, q, entry)
     if q.consumers and not q.ready:
@@ -86,6 +87,15 @@ def enqueue(
     if q.consumers:
         dispatch(state, q)
     return True
+
+
+def _size_bytes(state: BrokerState, q: EmulatedQueue, message: StoredMessage) -> int:
+    """What ``q`` counts of ``message`` toward ``x-max-length-bytes``: the body, and on
+    RabbitMQ 4.3 in a quorum queue its properties as published too (releases.py)."""
+    body_bytes = len(message.body)
+    if not q.is_quorum:
+        return body_bytes
+    return state.behaviour.quorum_message_bytes(body_bytes, message.property_bytes)
 
 
 def _start_counts(state: BrokerState, q: EmulatedQueue, entry: Entry) -> None:

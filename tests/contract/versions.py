@@ -333,6 +333,14 @@ TABLE["quorum-evictions"] = Difference(
     "hand them on in reverse; 4.3 oldest first, as a classic queue. Measured on 3.10.8, 4.0.5 "
     "and 4.3.6 (seed 14).",
 )
+TABLE["quorum-bytes-count-properties"] = Difference(
+    # whether a quorum queue counts a message's basic properties toward x-max-length-bytes
+    by_line(lambda row: row.quorum_bytes_count_properties),
+    "RabbitMQ 4.3 quorum queues count the body plus the properties as the publisher encoded "
+    "them (2 flag bytes and each property present; rabbit_fifo adds mc:size's metadata size), "
+    "whatever happened to the message since; 3.10.8 and 4.0.5 count the body. Measured by "
+    "scripts/measure_quorum_bytes.py on 3.10.8, 4.0.5 and 4.3.6 (issue #49).",
+)
 TABLE["quorum-default-delivery-limit"] = Difference(
     by_line(lambda row: row.default_quorum_delivery_limit),
     "RabbitMQ 4.0: a quorum queue declared without x-delivery-limit gets 20 (4.0.0 release "
