@@ -61,6 +61,18 @@ async def _settled(ch: Channel, names: tuple[str, ...], total: int) -> dict[str,
     raise RuntimeError(f"never settled: {counts}")
 
 
+def with_bcc() -> Setup:
+    """Published with a ``BCC`` header naming the queue itself (routed there once; the
+    server takes the header out and writes the properties again)."""
+
+    async def setup(conn: Connection, ch: Channel, queue: str, sink: str) -> bool:
+        props = Properties(headers={"BCC": [queue]})
+        await ch.publish(BODY, routing_key=queue, properties=props)
+        return (await _settled(ch, (queue, sink), 1))[queue] == 1
+
+    return setup
+
+
 def by_aiormq(url: str, message_id: str | None) -> Setup:
     """Published by aiormq (pamqp's encoder) on a connection of its own."""
 
@@ -182,6 +194,21 @@ PUBLISHED: dict[str, Properties | None] = {
     "headers {h: v}": Properties(headers={"h": "v"}),
     "headers {h: v, hh: vvvv}": Properties(headers={"h": "v", "hh": "vvvv"}),
     "content_type text/plain, message_id a": Properties(content_type="text/plain", message_id="a"),
+    "headers {x-death: [a dead letter's]} (republished)": Properties(
+        headers={
+            "x-death": [
+                {
+                    "count": 1,
+                    "reason": "rejected",
+                    "queue": "q",
+                    "time": TS,
+                    "exchange": "",
+                    "routing-keys": ["q"],
+                }
+            ],
+            "x-first-death-reason": "rejected",
+        }
+    ),
 }
 
 
@@ -204,6 +231,7 @@ def cases(url: str) -> dict[str, Case]:
     for name, props in PUBLISHED.items():
         sent = props or TRANSIENT
         out[f"published, {name}"] = (publishing(props), (sent,), "quorum")
+    out["published, headers {BCC: [the queue]}"] = (with_bcc(), (Properties(headers={}),), "quorum")
     for name in ANY_QUEUE:
         props = PUBLISHED[name] or TRANSIENT
         out[f"classic, published, {name}"] = (publishing(props), (props,), "classic")
