@@ -15,7 +15,8 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
   classic queue checks its head only at some moments (alone after a publish, after
   handing out a message, on its timer: docs/testing.md, "Priorities with message TTLs in
   classic queues"), so a message that went ahead of a non-empty queue's head waits.
-* ``x-max-length`` / ``x-max-length-bytes`` count ready messages only; ``drop-head`` removes
+* ``x-max-length`` / ``x-max-length-bytes`` count ready messages only (bytes: the body; a 4.3
+  quorum queue adds the properties as published, :func:`_size_bytes`); ``drop-head`` removes
   (dead-letters, ``maxlen``) from the head, also after a requeue; ``reject-publish`` refuses the
   new message (a negative confirm), ``reject-publish-dlx`` dead-letters it too. A quorum queue
   overshoots by one before it refuses, and treats ``reject-publish-dlx`` as ``drop-head``
