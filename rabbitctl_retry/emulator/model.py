@@ -288,11 +288,18 @@ class EmulatedQueue:
         index = self._next_index()
         given_back = index < self.returned
         entry = self.remove_at(index)
-        if not given_back and self.settings.two_priorities:
+        if not given_back:
+            self.count_turn()
+        return entry
+
+    def count_turn(self) -> None:
+        """Two priorities: one more message taken from the messages never delivered (a
+        message handed straight to a waiting consumer too: rabbit_fifo_q's dequeue counter
+        of RabbitMQ 4.0 counts every message it hands out, whichever priority; seed 9005)."""
+        if self.settings.two_priorities:
             self.served_in_turn = (
                 0 if self.served_in_turn == PRIORITY_WEIGHT else (self.served_in_turn + 1)
             )
-        return entry
 
     def remove_at(self, index: int) -> Entry:
         """Take the ready message at ``index`` out of ``ready``."""
@@ -375,9 +382,11 @@ class EmulatedQueue:
         self._count_in(entry)
 
     def clear(self) -> None:
+        """Purge: every ready message out (a quorum queue's dequeue counter starts again)."""
         self.ready.clear()
         self.ready_bytes = 0
         self.high_ready = 0
+        self.served_in_turn = 0
         self.ready_by_level.clear()
         self.returned = 0
 

@@ -73,6 +73,7 @@ def enqueue(
                 # RabbitMQ 4.3: a classic queue hands a carrying dead letter straight to a
                 # waiting consumer as not redelivered (measured on 4.3.6, seed 60)
                 entry.redelivered = False
+            q.count_turn()
             deliver(state, q, entry, consumer)
             return True
     q.push(entry)

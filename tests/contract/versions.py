@@ -456,6 +456,11 @@ TABLE["quorum-priorities"] = Difference(
     "4.3 serves 32 priorities strictly: highest first, above 31 as 31, a message without one "
     "as 4. Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
+TABLE["quorum-priority-levels"] = Difference(
+    by_line(lambda row: row.quorum_priorities),
+    "Quorum queue priorities: none (3.10), two served 2:1 (4.0), 32 strict (4.3); "
+    "releases.py's quorum_priorities.",
+)
 TABLE["quorum-priorities-after-returns"] = Difference(
     # the first three taken by basic.get and rejected with requeue, the last first
     {
