@@ -3,9 +3,9 @@
     scripts/cluster.sh up
     python benchmarks/failover.py [--messages 20000] [--stop connected|leader] [--prefetch 100]
 
-The `payouts` shape of docs/cluster.md: a quorum queue with `replicas = 3`, `max_attempts`
-3 and a quorum dead-letter queue, persistent messages each with its own message_id, preloaded
-untimed through node 2. `rr run` (the runtime, in this process) is given the three nodes'
+The `payouts` shape of docs/how-to/run-on-a-cluster.md: a quorum queue with `replicas = 3`,
+`max_attempts` 3 and a quorum dead-letter queue, persistent messages each with its own message_id,
+preloaded untimed through node 2. `rr run` (the runtime, in this process) is given the three nodes'
 URLs and talks to node 1; a no-op handler acks every message. A third of the way through, the
 application of a node is stopped (`--stop connected`: node 1, the one rr talks to and which
 leads the queue; `--stop leader`: the queue is declared through node 3, which then leads it

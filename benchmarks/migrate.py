@@ -5,17 +5,18 @@ steady publisher sees while `rr migrate` runs.
                                  [--steady-messages 5000] [--rate 200] [--attempts 3]
                                  [--url amqp://guest:guest@127.0.0.1:5672/]
 
-The shape of docs/topology.md, "Migrating a queue" (and tests/faults/test_migrate_faults.py):
-a classic queue `jobs` (`max_attempts = 5`, a dead-letter queue, `delay_tiers = ["10s"]`,
-bound to a direct exchange `events` with the routing key `job`) holding N persistent 200-byte
-messages, each with its own message_id, preloaded untimed; the file then says
+The shape of docs/how-to/migrate-to-quorum.md, "Migrating a queue" (and
+tests/faults/test_migrate_faults.py): a classic queue `jobs` (`max_attempts = 5`, a dead-letter
+queue, `delay_tiers = ["10s"]`, bound to a direct exchange `events` with the routing key `job`)
+holding N persistent 200-byte messages, each with its own message_id, preloaded untimed; the file
+then says
 `type = "quorum"`. Every name starts with a fresh prefix (`rr-bench-migrate-XXXXXXXX.`), so
 the script touches no other queue of the broker; it deletes every queue and exchange it made.
 
 Throughput (each round runs both cases, the order alternating by round, each on fresh queues):
 
 * rr migrate       `python -m rabbitctl_retry migrate after.toml --yes --force -o json --url URL`
-                   (`--force`: no management URL is given here, docs/topology.md) as a
+                   (`--force`: no management URL is given here, docs/reference/topology.md) as a
                    subprocess (what an operator runs): plan, the eight steps (hold, redirect,
                    drain, delete, declare, restore, refill, clean), the plan again. msg/s is
                    N / the command's wall time, the Python start and the planning included;

@@ -1,5 +1,6 @@
 """What a publisher by name learns when its queue is deleted and declared again under it: the
-measurement behind docs/topology.md, "Migrating a queue" (messages published by name).
+measurement behind docs/how-to/migrate-to-quorum.md, "Migrating a queue" (messages published by
+name).
 
     python benchmarks/publish_by_name.py [--url amqp://guest:guest@127.0.0.1:5672/]
                                          [--rate 50] [--cycles 100] [--queue-type classic]
@@ -105,8 +106,8 @@ async def take_all(channel: Channel, queue: str, ledger: Ledger) -> None:
 
 
 async def delete_when_empty(channel: Channel, queue: str, queue_type: str) -> bool:
-    """Delete ``queue`` as rr migrate does (docs/topology.md, "Migrating a queue"); False
-    when it was not empty (the channel is closed then)."""
+    """Delete ``queue`` as rr migrate does (docs/how-to/migrate-to-quorum.md, "Migrating a queue");
+    False when it was not empty (the channel is closed then)."""
     if queue_type == "quorum":
         if (await channel.queue_declare(queue, passive=True)).message_count:
             await channel.close()

@@ -30,7 +30,7 @@ the body's "id", preloaded untimed):
     - ceiling          raw pamqp frames over a blocking socket, the same frames as the batched
                        case, every read's answers written in one send
 
-* typed (--typed, instead of the shapes above; docs/handlers.md, "Typed messages")
+* typed (--typed, instead of the shapes above; docs/reference/handlers.md, "Typed messages")
     - rr Message       `rr run`, no-op async handler taking the Message (today's no-op case)
     - rr dataclass     the same handler taking the body decoded into a dataclass
     - rr pydantic      ... into a pydantic v2 model (if pydantic is installed)
@@ -39,9 +39,9 @@ the body's "id", preloaded untimed):
   and, in the same run, the per-message decode cost in microseconds: each handler's
   arguments built from one 200-byte delivery in a loop (no broker), less the Message case's.
 
-* outputs (--outputs N[,N...], instead of the shapes above; docs/runtime.md, "Publishing"):
-  the handler acks and publishes N outputs per message, for 0 (always run: the reference)
-  and every N given (--outputs 1,3: 0, 1 and 3 outputs), into a classic queue
+* outputs (--outputs N[,N...], instead of the shapes above; docs/reference/runtime.md,
+  "Publishing"): the handler acks and publishes N outputs per message, for 0 (always run: the
+  reference) and every N given (--outputs 1,3: 0, 1 and 3 outputs), into a classic queue
   ``<queue>.out``
     - rr               `rr run`, an async handler taking ``Outputs`` that publishes N
                        outputs (the 200-byte body, ids derived by rr: ``output_id``); rr
@@ -54,8 +54,8 @@ the body's "id", preloaded untimed):
   and, from the median rates, each case's time per message and per output: (1/rate with N
   less 1/rate with 0) / N, in microseconds.
 
-* tracing (--tracing, instead of the shapes above; docs/runtime.md, "Tracing and metrics"):
-  the rr cases of no-op and retry path (native client) without and with OpenTelemetry
+* tracing (--tracing, instead of the shapes above; docs/reference/runtime.md, "Tracing and
+  metrics"): the rr cases of no-op and retry path (native client) without and with OpenTelemetry
   tracing on (an SDK tracer provider that records every span and exports none): the cost of
   a span per delivery and of the trace context and publish stamp on every copy.
 
@@ -76,7 +76,7 @@ one every round, so no case is always the first or last on a warm or cold broker
 shows the median rate of the measured rounds and the median of the per-round ratios against
 the aiormq cases of the same shape (and FastStream for no-op) and the ceiling. --loop uvloop
 runs the whole script, references included, on uvloop (what `rr run` uses where it is
-installed; docs/runtime.md, "Speed"). Needs a RabbitMQ (default
+installed; docs/reference/runtime.md, "Speed"). Needs a RabbitMQ (default
 amqp://guest:guest@127.0.0.1:5672/); it creates and deletes its own queues. Speed is measured
 here, never asserted in the test suite.
 """
@@ -875,7 +875,7 @@ def output_cases(
 
 def traced_provider() -> object:
     """An OpenTelemetry SDK tracer provider that records every span and exports none (the
-    cost of rr's spans and propagation, not of an exporter: docs/runtime.md, "Tracing and
+    cost of rr's spans and propagation, not of an exporter: docs/reference/runtime.md, "Tracing and
     metrics")."""
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -1219,7 +1219,7 @@ def arguments() -> argparse.Namespace:
         "--typed",
         action="store_true",
         help="no-op handlers taking the Message, a dataclass, a pydantic model, a msgspec "
-        "Struct, a dict; with the per-message decode cost (docs/handlers.md)",
+        "Struct, a dict; with the per-message decode cost (docs/reference/handlers.md)",
     )
     parser.add_argument(
         "--outputs",
@@ -1227,13 +1227,13 @@ def arguments() -> argparse.Namespace:
         default=None,
         metavar="N[,N...]",
         help="handlers that ack and publish N outputs per message (0 always runs too), rr "
-        "run against aiormq doing it by hand, with the cost per output (docs/runtime.md)",
+        "run against aiormq doing it by hand, with the cost per output (docs/reference/runtime.md)",
     )
     parser.add_argument(
         "--tracing",
         action="store_true",
         help="rr run without and with OpenTelemetry tracing (an SDK provider, no exporter), "
-        'no-op and retry path (docs/runtime.md, "Tracing and metrics")',
+        'no-op and retry path (docs/reference/runtime.md, "Tracing and metrics")',
     )
     args = parser.parse_args()
     if sum(map(bool, (args.typed, args.outputs, args.tracing))) > 1:

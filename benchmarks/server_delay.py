@@ -15,7 +15,7 @@ message plus the round trips of the reject and the delivery), as minimum, median
 percentile and maximum, each also as a ratio to the configured wait; and checks that every
 message was delivered exactly `--attempts` times and is in the dead-letter queue once (exit 1
 otherwise). Needs RabbitMQ 4.3 or later (default `amqp://guest:guest@127.0.0.1:5675/`, the
-suite's 4.3 server: docs/testing.md).
+suite's 4.3 server: docs/reference/testing.md).
 """
 
 from __future__ import annotations

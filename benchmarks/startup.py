@@ -6,8 +6,8 @@ Each case is a fresh process (the same Python, ``-m`` for rr, a script for the r
 timed from spawn to exit; the cases alternate, run after run, so machine load touches them
 alike. Printed: the median wall time of each and its ratio to the minimal typer app's
 ``--help`` (two commands with one argument each; the floor any typer CLI pays). Goals
-(docs/cli.md, "Start-up"): ``rr --help`` within 1.5x, ``rr topology validate`` of the refunds
-file within 2x. Speed is measured here, never asserted in the test suite.
+(docs/reference/cli.md, "Start-up"): ``rr --help`` within 1.5x, ``rr topology validate`` of the
+refunds file within 2x. Speed is measured here, never asserted in the test suite.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ No client library, no event loop, no per-message objects beyond pamqp's own: one
 frames split by hand (7-byte header, payload, 0xCE), method and content-header frames decoded
 by ``pamqp.frame.unmarshal``, bodies taken as bytes, and everything a batch of received frames
 calls for written back in one ``sendall``. What a Python client could reach at best on this
-machine and broker; each benchmark prints its cases' ratio to it (docs/runtime.md and
-docs/dlq.md, "Speed").
+machine and broker; each benchmark prints its cases' ratio to it (docs/reference/runtime.md and
+docs/reference/dlq.md, "Speed").
 
 Only what the shapes need: PLAIN login, heartbeats off, one consuming channel (and one
 confirm channel for copies), ``basic.ack(multiple=true)`` every ``batch`` settled messages.

@@ -14,6 +14,7 @@ _rr() {
             "|asyncapi") path="asyncapi" ;;
             "|status") path="status" ;;
             "|doctor") path="doctor" ;;
+            "|docs") path="docs" ;;
             "|completion") path="completion" ;;
             "|topology") path="topology" ;;
             "|dlq") path="dlq" ;;
@@ -88,6 +89,7 @@ _rr() {
         "doctor|--output"|"doctor|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "doctor|--broker"|"doctor|-b") return 0 ;;
         "doctor|--vhost") return 0 ;;
+        "docs|--output"|"docs|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "topology show|--output"|"topology show|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "topology show|--url") return 0 ;;
         "topology show|--management-url") return 0 ;;
@@ -186,7 +188,7 @@ _rr() {
         "console|--vhost") return 0 ;;
     esac
     case "$path" in
-        "") COMPREPLY=($(compgen -W "declare migrate run simulate asyncapi status doctor completion topology dlq publish console --version -h --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "declare migrate run simulate asyncapi status doctor docs completion topology dlq publish console --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
@@ -194,6 +196,7 @@ _rr() {
         "asyncapi") COMPREPLY=($(compgen -W "--topology -t --output -o --out --title --api-version --send --url -h --help" -- "$cur")) ;;
         "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "docs") COMPREPLY=($(compgen -W "after-an-outage architecture attempts cli configuration console dlq exit-codes getting-started guarantees handlers headers measurements metrics migrate-to-quorum other-clients publishing run-on-a-cluster runtime test-a-service testing topology --list --raw --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;
         "topology validate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "-h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;

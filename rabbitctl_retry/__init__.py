@@ -9,10 +9,10 @@ The public handler API::
         ...
         return Outcome.ack()
 
-(docs/handlers.md: typed messages, the service's state, failures mapped to outcomes.)
+(docs/reference/handlers.md: typed messages, the service's state, failures mapped to outcomes.)
 
 The names are loaded on first use (PEP 562), so ``rr --help`` and the other commands do not pay
-for the runtime they do not run (docs/cli.md, "Start-up").
+for the runtime they do not run (docs/reference/cli.md, "Start-up").
 """
 
 from __future__ import annotations

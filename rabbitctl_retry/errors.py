@@ -37,7 +37,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """The process exit codes (docs/cli.md, "Exit codes")."""
+    """The process exit codes (docs/reference/exit-codes.md, "Exit codes")."""
 
     OK = 0
     FAILURE = 1
@@ -83,7 +83,7 @@ class DataError(RrError):
 
 class WriteError(RrError):
     """Output that cannot be written: no space left, an I/O error, stdout closed, a missing
-    folder or no permission for an export file (docs/cli.md, "Output")."""
+    folder or no permission for an export file (docs/reference/cli.md, "Output")."""
 
     exit_code = ExitCode.IO_ERROR
 
@@ -100,7 +100,7 @@ class ReaderGone(Exception):
 def write_failure(error: OSError, target: str) -> WriteError | ReaderGone:
     """What a failed write of rr's output to ``target`` (:data:`STDOUT`, or an export file's
     name) means: a closed pipe on stdout is :class:`ReaderGone`, anything else (no space, an
-    I/O error, a missing folder, no permission) a :class:`WriteError` (docs/cli.md,
+    I/O error, a missing folder, no permission) a :class:`WriteError` (docs/reference/cli.md,
     "Output")."""
     if target == STDOUT and (isinstance(error, BrokenPipeError) or error.errno == errno.EPIPE):
         return ReaderGone()
@@ -232,7 +232,7 @@ def censor_url(url: str) -> str:
     masked. A text without ``@`` comes back unchanged. Never raises.
 
     Every URL rr prints or logs goes through here: a password must never reach a terminal,
-    a log line or a JSON document (docs/cli.md, "Connecting").
+    a log line or a JSON document (docs/reference/cli.md, "Connecting").
     """
     at = url.rfind("@")
     if at < 0:

@@ -1,6 +1,6 @@
 """The event loop rr's commands run on: uvloop where it is installed, else asyncio's own.
 
-``RR_EVENT_LOOP`` chooses (docs/runtime.md, "Speed"):
+``RR_EVENT_LOOP`` chooses (docs/reference/runtime.md, "Speed"):
 
 ``auto`` (or unset)
     uvloop if it can be imported (``pip install 'rabbitctl-retry[speed]'`` installs it on
@@ -43,7 +43,7 @@ def choose(setting: str | None, *, uvloop_installed: bool, stdio_closed: bool = 
     if wanted not in CHOICES:
         raise UsageError(
             f"{ENV}={setting!r} is not a loop rr knows: use auto, uvloop or asyncio "
-            "(docs/runtime.md, Speed)"
+            "(rr docs runtime 'Running it')"
         )
     if wanted == "asyncio" or stdio_closed:
         return "asyncio"

@@ -2,9 +2,10 @@
 
 **Reading** (:func:`decode_table`): a table's plain values, in the order of the bytes, as an
 :class:`~rabbitctl_retry.fields.EncodedTable` that keeps the bytes beside them. Every type
-RabbitMQ takes (:data:`TYPE_TAGS`; measured on 3.10.8, 4.0.5 and 4.3.6, docs/runtime.md "What a
-copy keeps") is read: ``t`` as ``bool``; ``b B s u I i l L`` (8 to 64 bits, signed and
-unsigned) as ``int``; ``f`` (32-bit), ``d`` (64-bit) and ``D`` (decimal) as ``float``; ``S`` as
+RabbitMQ takes (:data:`TYPE_TAGS`; measured on 3.10.8, 4.0.5 and 4.3.6,
+docs/explanation/attempts.md, "What a copy keeps") is read: ``t`` as ``bool``; ``b B s u I i l L``
+(8 to 64 bits, signed and unsigned) as ``int``; ``f`` (32-bit), ``d`` (64-bit) and ``D`` (decimal)
+as ``float``; ``S`` as
 ``str`` (``bytes`` when it is not UTF-8); ``x`` as ``bytes``; ``T`` as an aware UTC
 ``datetime`` (past 2**32 - 1 it is read as milliseconds, as pamqp reads it); ``F`` as a
 ``dict``; ``A`` as a ``list``; ``V`` as ``None``. What cannot be read (another tag, a length

@@ -24,7 +24,8 @@ class EncodedTable(dict[str, "FieldValue"]):
     Written again (``field_codec.py``), each value still equal to the one read there, type
     and all, takes the bytes it was read from: its AMQP type tag, nested tables and arrays
     included; a value changed or added is encoded from its Python type. So a copy of a message
-    keeps each header as it came (docs/runtime.md, "What a copy keeps"). A copy made with
+    keeps each header as it came (docs/explanation/attempts.md, "What a copy keeps"). A copy made
+    with
     ``dict(table)`` forgets the bytes."""
 
     __slots__ = ("encoded",)

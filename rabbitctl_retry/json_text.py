@@ -1,7 +1,7 @@
 """Pure. JSON text with nothing a terminal acts on: what every JSON document and line rr
 writes goes through (the CLI's ``--output json`` and ``jsonl``, ``rr dlq export`` files, the
-pending-copies file of ``rr run``; docs/cli.md, "Output", and docs/dlq.md, "JSON output").
-A document's longest array (a replay's results) can be written item by item
+pending-copies file of ``rr run``; docs/reference/cli.md, "Output", and docs/reference/dlq.md, "JSON
+output"). A document's longest array (a replay's results) can be written item by item
 (:class:`StreamedArray`, :func:`json_chunks`), so that writing it holds one item at a time.
 """
 

@@ -1,5 +1,5 @@
 """Pure. rr's own configuration file: named brokers (profiles) a command picks with
-``--broker NAME`` or ``$RR_BROKER`` (docs/cli.md, "Profiles").
+``--broker NAME`` or ``$RR_BROKER`` (docs/reference/cli.md, "Profiles").
 
 The file is TOML::
 
@@ -17,7 +17,7 @@ The file is TOML::
 This module turns the parsed document into :class:`Profile` values and a profile (with the
 password its caller read) into the URLs rr connects with: the password percent-encoded into
 each URL's user part, the vhost as each URL's path, the TLS files as the URL's query options
-(docs/cli.md, "Connecting"). Reading the file, the environment and a password file is the
+(docs/reference/cli.md, "Connecting"). Reading the file, the environment and a password file is the
 caller's (``cli/broker_choice.py``). Every mistake is a :class:`ConfigError` naming the key.
 """
 
@@ -67,7 +67,7 @@ class Tls:
     """``false``: accept any certificate (the URL option ``no_verify_ssl=1``; tests only)."""
 
     def query_options(self) -> tuple[tuple[str, str], ...]:
-        """The URL query options these settings are (docs/cli.md, "Connecting")."""
+        """The URL query options these settings are (docs/reference/cli.md, "Connecting")."""
         options = [
             (option, value)
             for option, value in (
@@ -179,7 +179,8 @@ def _profile(name: str, table: Any) -> Profile:
         _checked(url, AMQP_URL, f"{key}.url" if len(urls) == 1 else f"{key}.url[{index}]")
     management_url = _optional_text(table, "management_url", key)
     if management_url is not None:
-        try:  # every rule of a management URL, its query included (docs/cli.md, "Profiles")
+        # every rule of a management URL, its query included (docs/reference/cli.md, "Profiles")
+        try:
             parse_management_url(management_url)
         except UsageError as error:
             raise ConfigError(str(error), path=f"{key}.management_url") from None

@@ -1,8 +1,8 @@
-"""The handler outputs a test broker saw confirmed (docs/testing.md, "Outputs"): one
+"""The handler outputs a test broker saw confirmed (docs/how-to/test-a-service.md, "Outputs"): one
 :class:`PublishedOutput` per output, recorded through the ``on_outputs`` hook of the
 ``rr run`` runtime once every output of an acked delivery was confirmed, so an output
 recorded is one the broker took, and a delivery handled twice records its outputs once per
-attempt that acked (docs/runtime.md, "Publishing").
+attempt that acked (docs/reference/runtime.md, "Publishing").
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def recorded(queue: str, delivery: Delivery, outputs: Iterable[Outgoing]) -> lis
 
 def decoded(outputs: Iterable[PublishedOutput], as_type: Any) -> list[Any]:
     """Each output's body decoded into ``as_type`` by the decoder handlers use
-    (docs/handlers.md, "Typed messages"); :class:`AssertionError` naming the output when one
-    does not fit."""
+    (docs/reference/handlers.md, "Typed messages"); :class:`AssertionError` naming the output when
+    one does not fit."""
     decode = decoder_for(as_type, where=f"published(..., {type_name(as_type)})")
     values = []
     for output in outputs:

@@ -1,5 +1,5 @@
 """The producer API: ``rr.Publisher``, for code that publishes outside a handler (a web
-endpoint that starts a refund); docs/publishing.md.
+endpoint that starts a refund); docs/reference/publishing.md.
 
 ::
 
@@ -13,10 +13,10 @@ A connection lost under a publish (a node stopped) is opened again on the first 
 that answers (``transport/failover.py``) and the message sent again, with the same
 ``message_id``: at least once.
 
-The URLs are those of every command (docs/cli.md, "Profiles"): given, else the profile
+The URLs are those of every command (docs/reference/cli.md, "Profiles"): given, else the profile
 ``profile`` of rr's configuration file, else ``$RR_URL`` / ``$RR_BROKER``, else the file's
 ``default``, else ``amqp://guest:guest@localhost:5672/``; ``vhost`` over them; TLS by the
-URL's options (docs/cli.md, "Connecting").
+URL's options (docs/reference/cli.md, "Connecting").
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Publisher:
     broker; ``reconnect_for_s``: how long a publish keeps trying to reconnect;
     ``tracer_provider``: an OpenTelemetry tracer provider (else the process-wide one, if set):
     each publish is a PRODUCER span and its message carries ``traceparent`` and the publish
-    stamp (docs/runtime.md, "Tracing and metrics").
+    stamp (docs/reference/runtime.md, "Tracing and metrics").
     """
 
     def __init__(
@@ -103,9 +103,9 @@ class Publisher:
         tracer_provider: object | None = None,
     ) -> None:
         """``meter_provider``: an OpenTelemetry ``MeterProvider`` each publish is counted
-        through (else the global one, when set; docs/runtime.md, "Metrics");
+        through (else the global one, when set; docs/reference/metrics.md, "Metrics");
         ``tracer_provider``: a tracer provider each publish is traced with (else the global
-        one, when set; docs/runtime.md, "Tracing and metrics")."""
+        one, when set; docs/reference/runtime.md, "Tracing and metrics")."""
         from rabbitctl_retry.telemetry.metrics import OtelMetrics, meter_provider_in_use
 
         provider = meter_provider_in_use(meter_provider)
@@ -160,8 +160,8 @@ class Publisher:
             return self._channel
 
     async def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
-        """Publish ``message`` (encoded by its type: docs/publishing.md) to queue ``to``, or
-        to ``exchange`` with ``routing_key``, with the other ``options`` (``message_id``, a
+        """Publish ``message`` (encoded by its type: docs/reference/publishing.md) to queue ``to``,
+        or to ``exchange`` with ``routing_key``, with the other ``options`` (``message_id``, a
         fresh UUID unless given; ``headers``; ``correlation_id``, ``expiration``... :
         :class:`~rabbitctl_retry.runtime.outgoing.PublishOptions`); return its
         ``message_id`` once the broker confirmed it."""
@@ -238,7 +238,7 @@ class SyncPublisher:
     """:class:`Publisher` for code without an event loop (a WSGI view, a script): the same
     arguments and the same guarantee; it runs a :class:`Publisher` on an event loop of its
     own, in a thread of its own, and each call waits for its answer. Use it as a context
-    manager, or call :meth:`close` (docs/publishing.md, "From sync code")."""
+    manager, or call :meth:`close` (docs/reference/publishing.md, "From sync code")."""
 
     def __init__(self, *urls: str, **options: Any) -> None:
         self._publisher = Publisher(*urls, **options)  # a bad URL raises here, no thread yet

@@ -4,13 +4,13 @@ release, the one place a server's version becomes behaviour.
 The emulator (``emulator/``), ``server.py``, the pure core (``doctor/``, ``topology/``,
 ``dlq/``), ``testing.py`` and the contract suite's expectations (``tests/contract/
 versions.py``) read a field of :func:`release_of`'s row; no other module compares a version
-with a number (``tests/unit/test_releases.py`` scans the source). docs/testing.md's table of
-the releases ("What differs between releases") is generated from :data:`RELEASES`
+with a number (``tests/unit/test_releases.py`` scans the source). docs/reference/testing.md's table
+of the releases ("What differs between releases") is generated from :data:`RELEASES`
 (``scripts/release_table.py``; ``tests/docs/test_release_table.py`` checks it).
 
 The rows are written as one table by field (:data:`RELEASES`: each field's value in each row,
-oldest first, as docs/testing.md shows them). Adding a release is a new value at the end of
-each field (the row before it copied, each field that differs changed) plus its measurements:
+oldest first, as docs/reference/testing.md shows them). Adding a release is a new value at the end
+of each field (the row before it copied, each field that differs changed) plus its measurements:
 its server in the contract suite, and its line in ``tests/contract/versions.py``.
 """
 
@@ -33,7 +33,7 @@ def _doc(text: str) -> dict[str, str]:
 @dataclass(frozen=True, slots=True)
 class ServerRelease:
     """How one RabbitMQ release line behaves where the lines differ. Each field says what it
-    decides (its metadata's ``doc``, the first column of docs/testing.md's table)."""
+    decides (its metadata's ``doc``, the first column of docs/reference/testing.md's table)."""
 
     line: tuple[int, int]
     """``(4, 3)``: this row holds from this release line up to the next row's."""
@@ -187,8 +187,8 @@ class ServerRelease:
         metadata=_doc("Every header table is written again, its names sorted, `L` as `l`")
     )
     """How the server keeps a message's headers (measured on 3.10.8, 4.0.5 and 4.3.6;
-    docs/testing.md, "Headers"): 4.0 and 4.3 write every table they take again, names sorted
-    and an unsigned 64-bit L as a signed l; 3.10 keeps the bytes it got in a classic queue,
+    docs/reference/testing.md, "Headers"): 4.0 and 4.3 write every table they take again, names
+    sorted and an unsigned 64-bit L as a signed l; 3.10 keeps the bytes it got in a classic queue,
     and writes them again (L as l, names in their order) in a quorum queue
     (:attr:`quorum_writes_headers_again`); every server sorts the names when it adds a header
     (dead-lettering, a quorum queue's counts)."""
@@ -395,12 +395,12 @@ RABBITMQ_3_10, RABBITMQ_3_13, RABBITMQ_4_0, RABBITMQ_4_3 = RELEASES
 MEASURED_RELEASES: tuple[str, ...] = tuple(
     row.measured_on for row in RELEASES if row.measured_on is not None
 )
-"""The releases the emulator is proven against, one per measured line (docs/testing.md):
+"""The releases the emulator is proven against, one per measured line (docs/reference/testing.md):
 ``("3.10.8", "4.0.5", "4.3.6")``."""
 
 DEFAULT_SERVER_VERSION = "4.0.5"
 """The one release the emulator (``Emulator``), ``TestBroker`` and the pytest fixture play
-unless told otherwise: the line most users run today (docs/testing.md)."""
+unless told otherwise: the line most users run today (docs/reference/testing.md)."""
 
 
 def release_of(version: Sequence[int]) -> ServerRelease:
@@ -421,7 +421,8 @@ def first_release(behaviour: str) -> ServerRelease:
     return next(row for row in RELEASES if getattr(row, behaviour))
 
 
-# --- the table of docs/testing.md -------------------------------------------------------------
+# --- the table of docs/reference/testing.md
+# -------------------------------------------------------------
 
 
 def _cell(value: object, before: object) -> str:
@@ -441,7 +442,7 @@ def _cell(value: object, before: object) -> str:
 
 
 def markdown_table() -> str:
-    """docs/testing.md's table of the releases: one line per field, one column per row."""
+    """docs/reference/testing.md's table of the releases: one line per field, one column per row."""
     header = "| Behaviour | " + " | ".join(
         row.name + ("" if row.measured_on else " (release notes)") for row in RELEASES
     )
@@ -467,7 +468,7 @@ _VERSION_TEXT = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?")
 def emulated_release(text: str) -> tuple[int, int, int]:
     """The release ``text`` names (``"4.0.5"``, ``"3.10"``) as ``(major, minor, patch)``, for
     the emulator to play; a :class:`ValueError` naming :data:`MEASURED_RELEASES` for anything
-    else (``"banana"``, ``"4"``) or a line before the first of them (docs/testing.md)."""
+    else (``"banana"``, ``"4"``) or a line before the first of them (docs/reference/testing.md)."""
     found = _VERSION_TEXT.fullmatch(text.strip())
     known = ", ".join(MEASURED_RELEASES)
     if found is None:

@@ -67,7 +67,7 @@ class ServerVersion:
     def nack_returns_uncounted(self) -> bool:
         """Whether a quorum queue takes a message back from ``basic.nack(requeue=true)``
         without counting a delivery: from RabbitMQ 4.3 (only ``x-acquired-count`` grows).
-        Older servers count it, as they count a channel's close (docs/dlq.md, "Inspecting
+        Older servers count it, as they count a channel's close (docs/reference/dlq.md, "Inspecting
         without taking")."""
         return not self.behaviour.nack_requeue_counts_delivery
 
@@ -75,7 +75,7 @@ class ServerVersion:
     def takes_unlimited_delivery_limit(self) -> bool:
         """Whether ``x-delivery-limit = -1`` means no limit: from RabbitMQ 4.0. RabbitMQ 3.10
         accepts -1 and drops (or dead-letters) every message at its first return (measured
-        on 3.10.8), so rr never declares it there (docs/topology.md, "[queues.NAME]")."""
+        on 3.10.8), so rr never declares it there (docs/reference/topology.md, "[queues.NAME]")."""
         return self.behaviour.takes_unlimited_delivery_limit
 
 
@@ -84,7 +84,7 @@ class ServerIdentity:
     """Which server a connection reached, as it says when the connection opens (its server
     properties ``product``, ``version`` and ``cluster_name``), or as its management API's
     ``/api/overview`` says; ``rr doctor`` and ``rr declare`` check that both name the same
-    one (docs/cli.md, "rr doctor")."""
+    one (docs/reference/cli.md, "rr doctor")."""
 
     version: ServerVersion
     product: str | None = None
@@ -100,7 +100,7 @@ UNLIMITED_DELIVERY_LIMIT = -1
 
 TRANSIENT_QUEUES_FEATURE = "transient_nonexcl_queues"
 """The deprecated feature a queue declared with ``durable = false`` uses (rr declares no
-exclusive queue): permitted by default on 4.0.5 and 4.3.6 (docs/topology.md, "durable")."""
+exclusive queue): permitted by default on 4.0.5 and 4.3.6 (docs/reference/topology.md)."""
 
 
 # --- what its management API tells -----------------------------------------------------------
@@ -138,7 +138,7 @@ class Unstated:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Which nodes hold a queue (from the management API, docs/cluster.md)."""
+    """Which nodes hold a queue (from the management API, docs/how-to/run-on-a-cluster.md)."""
 
     leader: str | None
     """A quorum queue's leader; a classic queue's node."""
@@ -150,7 +150,7 @@ class Placement:
 class QueueState:
     """A queue as the management API states it (``GET /api/queues/VHOST/NAME``): its type,
     its arguments and the names of the policy and the operator policy that apply to it (None:
-    none); docs/topology.md, "Changing a topology"; and what its messages weigh."""
+    none); docs/how-to/migrate-to-quorum.md, "Changing a topology"; and what its messages weigh."""
 
     kind: str
     """``classic``, ``quorum`` (or ``stream``)."""
@@ -160,12 +160,12 @@ class QueueState:
     message_bytes: int | None = None
     """``message_bytes``: the bodies of its messages, ready and unacknowledged, in bytes (what
     ``x-max-length-bytes`` counts), as the server's statistics last sampled them; None when
-    the API states none (docs/topology.md, "Migrating a queue")."""
+    the API states none (docs/how-to/migrate-to-quorum.md, "Migrating a queue")."""
 
 
 @dataclass(frozen=True, slots=True)
 class QueueActivity:
-    """What the management API states of a queue's traffic (``rr status``; docs/cli.md,
+    """What the management API states of a queue's traffic (``rr status``; docs/reference/cli.md,
     "rr status"): each count and rate None when the API states none (statistics not yet
     sampled, or switched off)."""
 
@@ -187,7 +187,7 @@ class QueueActivity:
 @dataclass(frozen=True, slots=True)
 class QueueConsumer:
     """A consumer of a queue of the vhost as the management API states it (``rr doctor``,
-    ``rr status``; docs/cli.md, "Consumers that are not rr"): ``GET /api/consumers/VHOST``
+    ``rr status``; docs/reference/cli.md, "Consumers that are not rr"): ``GET /api/consumers/VHOST``
     names its queue, tag and channel's connection, and ``GET /api/vhosts/VHOST/connections``
     that connection's client properties (the same shape on 4.3.6, measured). Nothing there
     says how a consumer settles what it takes (ack, reject, nack, requeue or not): the API
@@ -213,7 +213,7 @@ class QueueConsumer:
 RR_CLIENT_PRODUCT = "rr"
 """The ``product`` rr's own AMQP client names itself with in its client properties
 (``transport/native.py``; the aiormq adapter sends aiormq's): how the management API's
-connections tell rr from other clients (docs/cli.md, "Consumers that are not rr")."""
+connections tell rr from other clients (docs/reference/cli.md, "Consumers that are not rr")."""
 
 RR_CONNECTION_NAMES = ("rr", "rr run ")
 """The ``connection_name`` rr gives its connections when the URL names none: ``rr``, and
@@ -223,7 +223,7 @@ AMQP client, a connection so named is rr's."""
 
 def is_rr_client(product: str | None, connection_name: str | None) -> bool:
     """Whether a connection with these client properties is one of rr's: rr's own client's
-    ``product``, or a name rr gives its connections (docs/cli.md, "Consumers that are not
+    ``product``, or a name rr gives its connections (docs/reference/cli.md, "Consumers that are not
     rr"). A URL that names the connection (``?name=``) with ``RR_AMQP_CLIENT=aiormq`` leaves
     neither: rr does not know it then."""
     if product == RR_CLIENT_PRODUCT:
@@ -234,7 +234,7 @@ def is_rr_client(product: str | None, connection_name: str | None) -> bool:
 
 NODES_PATH = "/api/nodes"
 """The management API's nodes of the cluster, each with its name and, while it runs, its
-resource alarms and the numbers behind them (docs/cli.md, "rr doctor")."""
+resource alarms and the numbers behind them (docs/reference/cli.md, "rr doctor")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +282,7 @@ PolicyValue = str | int | bool
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A policy (or an operator policy) of one vhost, as the management API states it
-    (docs/topology.md, "Policies and arguments"): the queues (or exchanges) whose name the
+    (docs/reference/topology.md, "Policies and arguments"): the queues (or exchanges) whose name the
     regular expression ``pattern`` finds (not anchored) take ``definition``'s keys; of several
     matching policies the one of the highest ``priority`` applies, alone."""
 

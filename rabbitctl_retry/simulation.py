@@ -8,8 +8,8 @@ row: virtual time, queue, event, attempt and the headers that matter; a handler'
 once confirmed, are rows of their own (``output``) right under the ack of the delivery that
 published them.
 
-A run can never hang (docs/runtime.md, "rr simulate"): a message that goes back to its queue
-at once, again and again (a handler that fails on a queue without ``max_attempts``), keeps
+A run can never hang (docs/reference/runtime.md, "rr simulate"): a message that goes back to its
+queue at once, again and again (a handler that fails on a queue without ``max_attempts``), keeps
 the clock from moving, so the run stops once one message was handled
 :data:`MAX_HANDLINGS_PER_INSTANT` times at one virtual instant, or after
 :data:`MAX_HANDLINGS` handlings in all, with :class:`SimulationLooped` naming the queue and
@@ -57,7 +57,7 @@ class TimelineRow:
     message_id: str | None = None
     carried_retry_count: int | None = None
     """A dead letter's retry header: the attempts of ``origin_queue``, not of ``queue``
-    (docs/runtime.md, "Attempts"); never in ``retry_count``."""
+    (docs/explanation/attempts.md, "Attempts"); never in ``retry_count``."""
     origin_queue: str | None = None
     output: OutputOrigin | None = None
     """An ``output`` row's: what published it and where it went (``queue`` is where it
@@ -245,7 +245,8 @@ def parse_publish(spec: str) -> Publish:
 
 
 def parse_publish_file(text: str, name: str = "the file") -> list[Publish]:
-    """``--publish-file``'s JSON Lines (docs/runtime.md, "rr simulate"): one object a line,
+    """``--publish-file``'s JSON Lines (docs/reference/runtime.md, "rr simulate"): one object a
+    line,
     ``{"queue": Q, "message_id": ID, "body": B}`` (``message_id`` optional; blank lines
     skipped). A body that is an object or an array is sent as JSON (``json.dumps``), a string
     as its text, anything else as its JSON text."""
@@ -305,7 +306,7 @@ async def simulate(
     (``watch``: the handler calls, seen from outside; a call longer than
     ``handler_timeout_s`` real seconds stops the run), as ``server_version`` behaves
     (default: :func:`~rabbitctl_retry.testing.release_for` the topology). ``state``: the
-    service's state, given; then no startup or shutdown hook runs (docs/handlers.md,
+    service's state, given; then no startup or shutdown hook runs (docs/how-to/test-a-service.md,
     "Testing handlers")."""
     watch = watch or HandlerWatch()
     handlers = watch.watched(handlers)
@@ -427,7 +428,7 @@ class _Run:
     async def finish(self, horizon_s: float) -> None:
         """The run's times, the broker stopped, and what each queue holds at the end."""
         result = self.result
-        # Nothing left to happen: the run ends there, not at --for (docs/runtime.md).
+        # Nothing left to happen: the run ends there, not at --for (docs/reference/runtime.md).
         stopped_early = self.looped or result.finished
         result.elapsed_s = self._now_s() if stopped_early else horizon_s
         result.last_event_s = result.rows[-1].time_s if result.rows else 0.0

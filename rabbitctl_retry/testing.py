@@ -31,11 +31,12 @@ from typing import Any, TypeVar, overload
 from rabbitctl_retry import releases
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.emulator.events import Event
-from rabbitctl_retry.emulator.snapshots import QueuedMessage
 from rabbitctl_retry.errors import ConflictError
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.ops.declare import provision
 from rabbitctl_retry.published_outputs import PublishedOutput, decoded, recorded
+from rabbitctl_retry.queued_messages import WaitingMessage, waiting
+from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
 from rabbitctl_retry.runtime.consumer import EventListener, OutputListener
 from rabbitctl_retry.runtime.handlers import subscriber_options
 from rabbitctl_retry.runtime.loader import (
@@ -54,7 +55,7 @@ from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.topology.plan import Plan
 from rabbitctl_retry.transport.base import Connection, Delivery, Properties
 
-__all__ = ["PublishedOutput", "TestBroker", "as_topology"]
+__all__ = ["PublishedOutput", "TestBroker", "WaitingMessage", "as_topology"]
 
 E = TypeVar("E", bound=Event)
 T = TypeVar("T")
@@ -73,10 +74,10 @@ def as_topology(topology: Topology | str | Path) -> Topology:
 
 DEFAULT_SERVER_VERSION = releases.DEFAULT_SERVER_VERSION
 """What :class:`TestBroker` emulates unless told otherwise, 4.0.5: the emulator's one default
-(``releases.py``; docs/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
+(``releases.py``; docs/reference/testing.md). Pass ``server_version="3.10.8"`` for the 3.x line."""
 
 EMULATED_RELEASES = releases.MEASURED_RELEASES
-"""The releases the emulator is proven against, one per line (docs/testing.md): the values
+"""The releases the emulator is proven against, one per line (docs/reference/testing.md): the values
 ``rr simulate --server-version`` takes."""
 
 
@@ -105,8 +106,8 @@ class TestBroker:
         tracer_provider: object | None = None,
     ) -> None:
         """``tracer_provider``: an OpenTelemetry tracer provider the services it runs trace
-        with (a test's SDK provider with an in-memory exporter: docs/runtime.md, "Tracing and
-        metrics"); else the process-wide one if set."""
+        with (a test's SDK provider with an in-memory exporter: docs/reference/runtime.md, "Tracing
+        and metrics"); else the process-wide one if set."""
         self.tracer_provider = tracer_provider
         self.emulator = Emulator(
             server_version=server_version, delayed_message_exchange=delayed_message_exchange
@@ -147,7 +148,7 @@ class TestBroker:
         if self.topology is None:
             self.topology = declared
         # settings = "policy": rr's policies go through the emulator's management twin, as
-        # rr declare puts them through the management API (docs/topology.md)
+        # rr declare puts them through the management API (docs/reference/topology.md)
         api = self.emulator.management("http://guest:guest@emulator:15672/", vhost="/")
         policies = await api.policies() if declared.uses_policies else None
         connection = await self._shared()
@@ -214,9 +215,13 @@ class TestBroker:
         in-memory retry that falls due, in time order, settling after each."""
         await self.emulator.advance(seconds)
 
-    def messages(self, queue: str) -> list[QueuedMessage]:
-        """The messages ready in ``queue``, head first (non-destructive)."""
-        return self.emulator.messages(queue)
+    def messages(self, queue: str) -> list[WaitingMessage]:
+        """The messages ready in ``queue``, head first (non-destructive), each with the names
+        of a handler's ``Message`` (``.message_id``, ``.headers``, ``.body``, ``.json()``,
+        ``.retry_count``, ``.deaths``; docs/reference/testing.md, "Messages in a queue")."""
+        topology = self.topology
+        header = topology.broker.retry_header if topology is not None else DEFAULT_RETRY_HEADER
+        return [waiting(queued, queue, header) for queued in self.emulator.messages(queue)]
 
     def bodies(self, queue: str) -> list[Any]:
         """The ready messages' bodies: JSON decoded, ``text/*`` as str, anything else bytes."""
@@ -235,7 +240,7 @@ class TestBroker:
     @property
     def outputs(self) -> list[PublishedOutput]:
         """Every output the handlers published and the broker confirmed, in order, wherever
-        it went (docs/testing.md, "Outputs")."""
+        it went (docs/how-to/test-a-service.md, "Outputs")."""
         return list(self._outputs)
 
     @overload
@@ -253,7 +258,7 @@ class TestBroker:
         ``properties``, ``message_id``, ``exchange``, ``routing_key``, the ``from_queue`` and
         ``from_message_id`` of the delivery that published it, and ``.json()``. With
         ``as_type``, their bodies decoded into that type as a handler's parameter would be
-        (docs/handlers.md, "Typed messages")."""
+        (docs/reference/handlers.md, "Typed messages")."""
         matching = [output for output in self._outputs if output.goes_to(target)]
         return matching if as_type is None else decoded(matching, as_type)
 
@@ -296,7 +301,7 @@ class TestBroker:
 
         ``state``: the service's state to hand the handlers' ``State[T]`` parameters (a fake
         processor); then the module's ``@on_startup`` and ``@on_shutdown`` hooks (and handler
-        classes' ``on_startup``/``on_shutdown``) do not run (docs/handlers.md, "Testing
+        classes' ``on_startup``/``on_shutdown``) do not run (docs/how-to/test-a-service.md, "Testing
         handlers"). None: the startup hooks build it, as ``rr run`` does."""
         handlers = _handler_set(target)
         service = Service(

@@ -1,10 +1,10 @@
 """Pure. What ``rr simulate``'s timeline shows of one delivery, and where each message ended
-(docs/runtime.md, "rr simulate").
+(docs/reference/runtime.md, "rr simulate").
 
 * :func:`counts_of`: a delivery's counts as its queue counts them. A dead letter's retry
   header counted the attempts of the queue its ``rr-origin-queue`` names, not of this one
-  (docs/runtime.md, "Attempts"): it is shown apart, as *carried*, never in the ``retry``
-  column that ``attempt = 1 + retry + x-dc`` adds up.
+  (docs/explanation/attempts.md, "Attempts"): it is shown apart, as *carried*, never in the
+  ``retry`` column that ``attempt = 1 + retry + x-dc`` adds up.
 * :func:`endings`: the decisions about each message, in order (a timeline's rows, or the
   lines ``rr run --log-format json`` wrote), folded into where it ended: the last decision in
   each queue it went through, e.g. ``refunds: dead-lettered on attempt 5 -> refunds.dead:
@@ -40,7 +40,7 @@ class Counts:
 
 def counts_of(headers: Mapping[str, FieldValue] | None, retry_header: str, queue: str) -> Counts:
     """``headers`` of a delivery from ``queue``: what counts there, and what a dead letter
-    carries from the queue it came from (docs/runtime.md, "Attempts")."""
+    carries from the queue it came from (docs/explanation/attempts.md, "Attempts")."""
     counted = counted_copies(headers, retry_header, queue)
     header = retry_count(headers, retry_header)
     carried = header if header and not counted else None
@@ -75,7 +75,7 @@ class Step:
 
 
 SERVER_DEAD_LETTER_OUTCOME = "rejected-to-dead-letter-route"
-"""``rr run``'s log word for a dead-lettering the server carries out (docs/runtime.md,
+"""``rr run``'s log word for a dead-lettering the server carries out (docs/reference/runtime.md,
 "Logs"); the timeline says ``dead-lettered``."""
 
 

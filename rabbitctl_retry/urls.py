@@ -1,7 +1,7 @@
-"""Pure. The syntax of the URLs rr takes, checked before any socket opens (docs/cli.md,
+"""Pure. The syntax of the URLs rr takes, checked before any socket opens (docs/reference/cli.md,
 "Malformed input"): broker URLs (``amqp://``, whose query options
 ``transport/url.py`` checks) and the management API's URL (``http://``, parsed here by
-:func:`parse_management_url`; docs/cluster.md, "Replicas").
+:func:`parse_management_url`; docs/how-to/run-on-a-cluster.md, "Replicas").
 
 Both follow one set of rules, with the same messages: user name and password are
 percent-encoded, so an unencoded ``/``, ``?``, ``#`` or ``@`` in them is refused rather than
@@ -67,7 +67,7 @@ class UrlKind:
 AMQP_URL = UrlKind(
     what="broker URL",
     default_ports={"amqp": 5672, "amqps": 5671},
-    scheme_problem="must start with amqp:// or amqps:// (AMQP URLs: docs/cli.md, 'Connecting')",
+    scheme_problem="must start with amqp:// or amqps:// (AMQP URLs: rr docs cli 'Connecting')",
     form="amqp://USER:PASSWORD@HOST:PORT/VHOST",
 )
 
@@ -76,7 +76,8 @@ MANAGEMENT_URL = UrlKind(
     default_ports={"http": 80, "https": 443},
     scheme_problem=(
         "must start with http:// or https:// (the management plugin's address: "
-        "http://HOST:15672/, with the user name and password before the host; docs/cluster.md)"
+        "http://HOST:15672/, with the user name and password before the host; "
+        "rr docs run-on-a-cluster)"
     ),
     form="http://USER:PASSWORD@HOST:15672/",
 )
@@ -162,7 +163,7 @@ def _host_and_port(host_port: str, kind: UrlKind, default_port: int) -> tuple[st
 
 def vhost_problem(vhost: str) -> str | None:
     """Why ``vhost`` cannot be a vhost's name (empty, not printable, over
-    :data:`VHOST_MAX_BYTES` bytes of UTF-8), or None (docs/cli.md, "Malformed input")."""
+    :data:`VHOST_MAX_BYTES` bytes of UTF-8), or None (docs/reference/cli.md, "Malformed input")."""
     if not vhost or not vhost.isprintable():
         return "must be a vhost name (printable, not empty)"
     size = len(vhost.encode("utf-8", "surrogatepass"))
@@ -174,7 +175,7 @@ def vhost_problem(vhost: str) -> str | None:
     return None
 
 
-# --- the management API's URL (docs/cluster.md, "Replicas") ---------------------------------
+# --- the management API's URL (docs/how-to/run-on-a-cluster.md, "Replicas") -------------------
 
 
 @dataclass(frozen=True, slots=True)

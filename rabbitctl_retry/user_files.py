@@ -1,5 +1,5 @@
-"""Every file rr reads on the user's word, opened and read by one rule (docs/cli.md, "Files
-rr reads").
+"""Every file rr reads on the user's word, opened and read by one rule (docs/reference/cli.md,
+"Files rr reads").
 
 A file is opened without waiting (``O_NONBLOCK``: opening a FIFO does not wait for a
 writer), checked on the open descriptor (a regular file only: a FIFO, a device such as
@@ -11,7 +11,7 @@ for it (:func:`read_stream`), to the same kind of limit.
 What is refused raises :class:`FileRefused` with the reason in rr's words (``is a device,
 not a regular file``); each caller turns it into its own error, naming the file and what it
 is for, with its exit code (78 for a configuration file, 65 for data). Each reader's limit
-is one constant here, and docs/cli.md's table lists them.
+is one constant here, and docs/reference/cli.md's table lists them.
 
 Not pure (it reads files), but it imports only the standard library, so the topology
 loader of the pure core reads through it too (docs/architecture.md, "Layers").
@@ -50,27 +50,27 @@ KIB = 1024
 MIB = 1024 * KIB
 
 TOPOLOGY_FILE_LIMIT_BYTES = 1 * MIB
-"""A topology file (docs/topology.md, "Malformed files")."""
+"""A topology file (docs/reference/topology.md, "Malformed files")."""
 CONFIG_FILE_LIMIT_BYTES = 1 * MIB
-"""rr's configuration file of profiles (docs/cli.md, "Profiles")."""
+"""rr's configuration file of profiles (docs/reference/cli.md, "Profiles")."""
 PASSWORD_FILE_LIMIT_BYTES = 64 * KIB
 """A profile's ``password_file`` (its first line is the password)."""
 TOKEN_FILE_LIMIT_BYTES = 64 * KIB
-"""``rr console --token-file`` (docs/console.md)."""
+"""``rr console --token-file`` (docs/reference/console.md)."""
 BODY_LIMIT_BYTES = 16 * MIB
 """``rr dlq edit``'s new body: ``--body FILE``, ``--body -`` (stdin) or the file the editor
-saved (docs/dlq.md); ``rr publish --body-file`` (docs/cli.md, "rr publish")."""
+saved (docs/reference/dlq.md); ``rr publish --body-file`` (docs/reference/cli.md, "rr publish")."""
 PUBLISH_FILE_LIMIT_BYTES = 16 * MIB
-"""``rr simulate --publish-file`` (docs/runtime.md, "rr simulate")."""
+"""``rr simulate --publish-file`` (docs/reference/runtime.md, "rr simulate")."""
 IMPORT_LINE_LIMIT_BYTES = 32 * MIB
-"""One line of an ``rr dlq import`` file (docs/dlq.md): the file itself is read a line at a
-time, so its size has no limit; a line holds one message, its body in base64 at most.
+"""One line of an ``rr dlq import`` file (docs/reference/dlq.md): the file itself is read a line at
+a time, so its size has no limit; a line holds one message, its body in base64 at most.
 ``rr publish --file`` reads a file the same way, and ``--file -`` (stdin) to this limit in
-all (docs/cli.md, "rr publish")."""
+all (docs/reference/cli.md, "rr publish")."""
 HANDLER_FILE_LIMIT_BYTES = 16 * MIB
-"""``rr run path/to/service.py`` and ``rr simulate``'s handler file (docs/runtime.md)."""
+"""``rr run path/to/service.py`` and ``rr simulate``'s handler file (docs/reference/runtime.md)."""
 TLS_FILE_LIMIT_BYTES = 16 * MIB
-"""A broker URL's ``cafile``, ``certfile`` and ``keyfile`` (docs/cli.md, "Connecting"),
+"""A broker URL's ``cafile``, ``certfile`` and ``keyfile`` (docs/reference/cli.md, "Connecting"),
 which OpenSSL reads itself: checked by their size."""
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -98,7 +98,7 @@ class FileRefused(Exception):
 
 
 def size_words(limit_bytes: int) -> str:
-    """``1048576 bytes (1 MiB)``: a limit as messages and docs/cli.md state it."""
+    """``1048576 bytes (1 MiB)``: a limit as messages and docs/reference/cli.md state it."""
     if limit_bytes % MIB == 0:
         return f"{limit_bytes} bytes ({limit_bytes // MIB} MiB)"
     if limit_bytes % KIB == 0:

@@ -2,7 +2,7 @@
 # Install rr into .venv and run the refunds/payouts example of the retries guide end to end:
 # first on rr's emulator (virtual clock), then on the local RabbitMQ when one answers. Both
 # publish the same messages (examples/refunds/messages.jsonl), and the demo ends with where
-# each one ended (examples/refunds/progress.py; docs/runtime.md, "rr simulate").
+# each one ended (examples/refunds/progress.py; docs/reference/runtime.md, "rr simulate").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv

@@ -10,11 +10,12 @@ dead-lettered to a sink so that a drop is seen, not waited for), printed beside 
     python scripts/measure_quorum_bytes.py amqp://guest:guest@127.0.0.1:5674/ 4.0.5
     python scripts/measure_quorum_bytes.py amqp://guest:guest@127.0.0.1:5675/ 4.3.6 aiormq
 
-Cases: published by rr's client with each property, by aiormq and by pika; dead-lettered
+Cases: published by rr's client with each property (a client's ``x-death`` header, a
+``BCC`` header the server takes out), and by aiormq; into a classic queue; dead-lettered
 into the queue from a classic and a quorum queue (expired, rejected); given back by a
 closing channel and by ``basic.reject`` with requeue (then a second message published
-behind it decides: the smallest limit keeping both). docs/testing.md, "What the emulator
-models", holds the results.
+behind it decides: the smallest limit keeping both). docs/reference/testing.md, "What the
+emulator models", holds the results.
 """
 
 from __future__ import annotations

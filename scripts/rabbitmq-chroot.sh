@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The newer RabbitMQ servers of the tests, beside the machine's own 3.10, each in a Debian
-# chroot of its own (docs/testing.md, "Three servers"). One script for every release:
+# chroot of its own (docs/reference/testing.md, "Three servers"). One script for every release:
 #
 #   release  Debian suite   RabbitMQ, Erlang  node                AMQP  distribution  management
 #   4.0      trixie (13)    4.0.5, OTP 27     rabbit4@localhost   5674  25674         -
@@ -97,7 +97,7 @@ hosts_file() {
   # node dies at boot with {epmd_error,"localhost",nxdomain} (only in erl_crash.dump). And the
   # machine's host name: without it the node's lookups of it go to DNS, and on this machine
   # about one in 30 waits 5 s, which made about one connection in 55 get its connection.start
-  # 5 s late (docs/testing.md, "Three servers"). Added when missing, also to a running node's
+  # 5 s late (docs/reference/testing.md, "Three servers"). Added when missing, also to a running node's
   # chroot (no restart needed).
   local name
   name=$(hostname 2>/dev/null || true)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # RabbitMQ 4.0.5 for the tests (node rabbit4@localhost, 127.0.0.1:5674): scripts/rabbitmq-chroot.sh
-# for release 4.0, where the chroot logic and the table of servers are (docs/testing.md,
+# for release 4.0, where the chroot logic and the table of servers are (docs/reference/testing.md,
 # "Three servers").
 #
 #   scripts/rabbitmq4.sh            build if needed, start if needed, wait until it is up

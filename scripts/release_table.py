@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""docs/testing.md's table of the RabbitMQ releases rr supports ("What differs between
+"""docs/reference/testing.md's table of the RabbitMQ releases rr supports ("What differs between
 releases"), generated from rabbitctl_retry/releases.py.
 
     python scripts/release_table.py           # print the table
-    python scripts/release_table.py --write   # write it into docs/testing.md, between its marks
+    python scripts/release_table.py --write   # write it into the docs, between its marks
 
 tests/docs/test_release_table.py fails when the docs' table is not the generated one.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rabbitctl_retry.releases import markdown_table
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference" / "testing.md"
 BEGIN = (
     "<!-- release-table: generated from rabbitctl_retry/releases.py by "
     "scripts/release_table.py --write; do not edit -->"

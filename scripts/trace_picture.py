@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One message's trace across its retries, as a picture (docs/runtime.md, "Tracing and
+"""One message's trace across its retries, as a picture (docs/reference/runtime.md, "Tracing and
 metrics": docs/images/trace-retries.png).
 
     python scripts/trace_picture.py record SPANS.json [--url AMQP_URL]
@@ -106,7 +106,8 @@ async def _scenario(connect: Any, clock: Any, provider: Any, wait: Any) -> None:
         handled.append(msg.attempt)
         if fixed:
             return None
-        # what a failure mapping makes of a declined card (docs/handlers.md): a retry in 300 ms
+        # what a failure mapping makes of a declined card (docs/reference/handlers.md): a retry in
+        # 300 ms
         declined = Failure(type="CardDeclined", message=f"card declined ({msg.attempt})")
         return RetryAfter(delay_ms=int(WAIT_S * 1000), failure=declined)
 

@@ -2,7 +2,7 @@
 
 A test talks to a broker through the transport port only (``Connection`` / ``Channel``),
 moves time with :meth:`Backend.elapse` and waits for a result with :meth:`Backend.until`, so
-it reads the same on both (docs/testing.md):
+it reads the same on both (docs/reference/testing.md):
 
 * :class:`EmulatorBackend`: the emulator set to a server version. ``elapse`` advances the
   virtual clock (no real time passes); ``until`` settles the emulator and checks, up to

@@ -1,4 +1,4 @@
-"""Shared fixtures and the suite's marks (docs/testing.md, "Running rr's own suite").
+"""Shared fixtures and the suite's marks (docs/reference/testing.md, "Running rr's own suite").
 
 Broker tests take ``amqp_url`` (or a ``backend`` on RabbitMQ): skipped without a broker,
 failed in CI. Every test that needs RabbitMQ carries the ``broker`` mark, so that
@@ -35,13 +35,14 @@ from tests.shared_node import chosen_versions, current, require_broker, running
 
 # No per-example deadline for the property tests: Hypothesis's 200 ms fails a pure test on a
 # busy machine (seen in a run beside the CI suite); the suite waits for progress, never for
-# time (docs/testing.md, "On a busy machine").
+# time (docs/reference/testing.md, "On a busy machine").
 settings.register_profile("rr", deadline=None)
 settings.load_profile("rr")
 
 # rr's configuration file of whoever runs the suite (a `default` broker in
 # ~/.config/rr/config.toml) must not change where the tests' commands connect: they read an
-# empty one (docs/cli.md, "Profiles"; tests/broker/test_profiles_on_servers.py sets its own).
+# empty one (docs/reference/cli.md, "Profiles"; tests/broker/test_profiles_on_servers.py sets its
+# own).
 _EMPTY_CONFIG = Path(tempfile.mkdtemp(prefix="rr-test-config-")) / "config.toml"
 _EMPTY_CONFIG.write_text("", encoding="utf-8")
 os.environ["RR_CONFIG"] = str(_EMPTY_CONFIG)
@@ -96,8 +97,8 @@ NODE_TEST_TIMEOUT_S = 600
 """The least bound of a fault or cluster test (the others': pyproject.toml's 120 s, or their
 own). Their time includes starting a private node (up to 240 s, tests/faults/node.py) and
 every rabbitmqctl call, which boots an Erlang VM: about a second on a calm machine, 20 to 60 s
-each beside a CPU hog (docs/testing.md, "On a busy machine"). A bound for a test that hangs,
-not an expectation."""
+each beside a CPU hog (docs/reference/testing.md, "On a busy machine"). A bound for a test that
+hangs, not an expectation."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -208,8 +209,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Every fault run's numbers, as docs/runtime.md quotes them (from the test reports, so
-    that they reach this process from pytest-xdist's workers too)."""
+    """Every fault run's numbers, as docs/reference/runtime.md quotes them (from the test reports,
+    so that they reach this process from pytest-xdist's workers too)."""
     if not _fault_rows:
         return
     from tests.faults.harness import REPORT_HEADER

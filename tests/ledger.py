@@ -34,9 +34,9 @@ what it had not settled: up to this many delayed copies come back twice."""
 
 
 def duplicate_window(*, interruptions: int, broker_stops: int = 0) -> int:
-    """How many ids may get duplicated work (docs/runtime.md, "Under faults"): the deliveries
-    in flight (rr's default prefetch) at each interruption, and for each stop or crash of a
-    node that leads a quorum wait queue, the copies its dead-letter worker moves again."""
+    """How many ids may get duplicated work (docs/reference/runtime.md, "Under faults"): the
+    deliveries in flight (rr's default prefetch) at each interruption, and for each stop or crash of
+    a node that leads a quorum wait queue, the copies its dead-letter worker moves again."""
     return RunOptions().prefetch * interruptions + DEAD_LETTER_WORKER_PREFETCH * broker_stops
 
 
@@ -86,7 +86,7 @@ class Verdict:
         return len(self.dead_twice) + len(self.acked_and_dead)
 
     def beyond_interruptions(self, *, interruptions: int, window: int) -> list[str]:
-        """What breaks the bound docs/runtime.md ("What is guaranteed") gives a run whose
+        """What breaks the bound docs/reference/runtime.md ("What is guaranteed") gives a run whose
         connection or consumer was cut ``interruptions`` times: nothing lost; every other
         difference from the plan (an attempt handled again, a dead letter twice, acked and
         dead, a counted return that ended a message early) only on deliveries in flight when
@@ -243,8 +243,8 @@ async def wait_progressing(
     poll_s: float = 0.5,
 ) -> None:
     """Wait until ``done_count()`` reaches ``target``, for as long as it moves: fail only when
-    it stayed the same for ``stall_s`` (a busy machine is slow, not stuck; docs/testing.md,
-    "On a busy machine")."""
+    it stayed the same for ``stall_s`` (a busy machine is slow, not stuck;
+    docs/reference/testing.md, "On a busy machine")."""
     loop = asyncio.get_running_loop()
     last, since = -1, loop.time()
     while (count := await done_count()) < target:

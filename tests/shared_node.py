@@ -1,4 +1,4 @@
-"""The shared RabbitMQ servers the broker tests use: one table (docs/testing.md, "Three
+"""The shared RabbitMQ servers the broker tests use: one table (docs/reference/testing.md, "Three
 servers").
 
 :data:`BROKERS` holds every server the suite knows, by release line: its exact release, its
@@ -35,7 +35,7 @@ one.
 Only a test marked ``broker`` may talk to these servers: :func:`require_broker` fails any
 other (tests/conftest.py marks the tests that take ``amqp_url`` or a RabbitMQ ``backend``,
 and every ``faults`` and ``cluster`` test), so that ``pytest -m "not broker"`` runs without
-RabbitMQ and never skips a test only because none answered (docs/testing.md).
+RabbitMQ and never skips a test only because none answered (docs/reference/testing.md).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_BROKERS = ("3.10", "4.0", "4.3")
 """The lines a run tests on when ``RR_TEST_BROKERS`` is not set: every line of the table
-(docs/testing.md, "Three servers")."""
+(docs/reference/testing.md, "Three servers")."""
 
 
 @dataclass(frozen=True, slots=True)

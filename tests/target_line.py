@@ -1,6 +1,6 @@
 """The ``rr: on URL`` line every command that changes the broker prints first on stderr
-(docs/cli.md, "Where the broker is"): what the tests of those commands take off before they
-compare the rest of stderr exactly."""
+(docs/reference/cli.md, "Where the broker is"): what the tests of those commands take off before
+they compare the rest of stderr exactly."""
 
 from __future__ import annotations
 

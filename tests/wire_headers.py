@@ -1,6 +1,6 @@
 """Headers of every field type RabbitMQ takes, written and read as bytes, for the tests that
-check on the wire that a copy keeps each header's type tag and bytes (docs/runtime.md, "What a
-copy keeps").
+check on the wire that a copy keeps each header's type tag and bytes (docs/explanation/attempts.md,
+"What a copy keeps").
 
 Independent of rr's codec: the table below is written by hand, and :func:`parse` reads a table
 itself. :func:`publish_typed` and :func:`take_typed` go over a raw socket on RabbitMQ
@@ -8,7 +8,7 @@ itself. :func:`publish_typed` and :func:`take_typed` go over a raw socket on Rab
 on the emulator, which has no wire, they go through the port and read the bytes the emulated
 server holds (``EncodedTable.encoded``).
 
-What RabbitMQ itself does to a table (measured on 3.10.8, 4.0.5 and 4.3.6, docs/testing.md
+What RabbitMQ itself does to a table (measured on 3.10.8, 4.0.5 and 4.3.6, docs/reference/testing.md
 "Headers"): once it writes a table again it writes an unsigned 64-bit ``L`` as a signed ``l``
 with the same bytes, at every depth; 4.0 and 4.3 write every table again with its top-level
 names sorted; 3.10 keeps the bytes in a classic queue, writes them again (names in their

@@ -20,7 +20,7 @@ if ! python "$example/progress.py" ready "$port" "$service"; then # /healthz: co
   python "$example/progress.py" log "$work/run.log"
   exit 1
 fi
-for queue in refunds payouts; do # rr publish --file reads rr's export format (docs/cli.md)
+for queue in refunds payouts; do # rr publish --file reads rr's export format (docs/reference/cli.md)
   python "$example/progress.py" export "$queue" >"$work/$queue.jsonl"
   rr publish "$queue" --file "$work/$queue.jsonl"
 done

@@ -1,5 +1,5 @@
-"""States for ``rr simulate --state`` (docs/handlers.md, "Testing handlers"): a fake processor
-in place of the one ``open_clients`` would open.
+"""States for ``rr simulate --state`` (docs/how-to/test-a-service.md, "Testing handlers"): a fake
+processor in place of the one ``open_clients`` would open.
 
     rr simulate examples/refunds/topology.toml examples/refunds/service.py \\
       --publish 'refunds={"id": 1, "card": "4111"}' --state examples/refunds/fakes.py:busy_once

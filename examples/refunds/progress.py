@@ -1,7 +1,7 @@
 """What scripts/demo.sh waits on and shows of the real run, from what rr says (no sleeps):
 
   python progress.py export QUEUE          the messages of messages.jsonl for QUEUE, as
-                                           rr publish --file reads them (docs/dlq.md,
+                                           rr publish --file reads them (docs/reference/dlq.md,
                                            "Export format")
   python progress.py ready PORT PID        wait until rr run's /healthz says consuming
   python progress.py ended SIM.json LOG    wait until every message of messages.jsonl ended
@@ -19,9 +19,9 @@
   python progress.py clean                 delete the example's queues, each only if empty
 
 A message's end is its last decision in each queue it went through (rabbitctl_retry/
-timeline.py): rr run logs every decision but an ack (docs/runtime.md, "Logs"), and the
+timeline.py): rr run logs every decision but an ack (docs/reference/runtime.md, "Logs"), and the
 service logs its acks with the same fields (service.py). A refund paid also publishes a
-receipt (an output, docs/runtime.md, "Publishing"): rr simulate shows it under the ack
+receipt (an output, docs/reference/runtime.md, "Publishing"): rr simulate shows it under the ack
 (``output`` rows), and on RabbitMQ it waits in refunds.receipts until ``receipts`` reads it.
 """
 
@@ -59,7 +59,7 @@ DECISIONS = {
     "spent",
     "rejected to the queue's dead-letter route",
 }
-"""rr run's lines of a decision (docs/runtime.md, "Logs")."""
+"""rr run's lines of a decision (docs/reference/runtime.md, "Logs")."""
 
 
 def published() -> list[tuple[str, str]]:

@@ -10,17 +10,18 @@ processor refuses in three ways, and each needs its own outcome:
 * declined — the card account is closed: the next attempt gets the same answer, so drop it.
 
 A refund paid publishes a :class:`Receipt` to the queue ``refunds.receipts``: an output
-(docs/runtime.md, "Publishing"), sent only when the handler acks and confirmed before the
+(docs/reference/runtime.md, "Publishing"), sent only when the handler acks and confirmed before the
 refund is acked.
 
 The processor is the service's state: ``open_clients`` (``@on_startup``) opens it once, and
-each handler asks for it with ``State[Processor]`` (docs/handlers.md, "The service's state").
+each handler asks for it with ``State[Processor]`` (docs/reference/handlers.md, "The service's
+state").
 ``service_classes.py`` is the same service written as handler classes, the guide's manual
 style; ``test_service.py`` runs both on the same messages.
 
 Every handled message gets one log line from rr run (retried, delayed, dead-lettered,
-dropped: docs/runtime.md, "Logs"), or, when it is acked, one from this service, with the same
-fields (queue, message_id, attempt, outcome): scripts/demo.sh reads where each one ended from
+dropped: docs/reference/runtime.md, "Logs"), or, when it is acked, one from this service, with the
+same fields (queue, message_id, attempt, outcome): scripts/demo.sh reads where each one ended from
 them.
 
 Run it:  rr run examples/refunds/service.py --topology examples/refunds/topology.toml
@@ -66,7 +67,7 @@ class Receipt:
 
 
 def send_receipt(refund: Refund, out: Outputs) -> None:
-    """The receipt of a refund paid: held until the handler acks (docs/runtime.md,
+    """The receipt of a refund paid: held until the handler acks (docs/reference/runtime.md,
     "Publishing"); its id is the same on every attempt, so a consumer can tell a second copy."""
     out.publish(
         Receipt(refund.id, refund.amount_cents), to=RECEIPTS, message_id=f"receipt-{refund.id}"
@@ -116,7 +117,7 @@ class Clients:
 
 
 processor = Processor()
-"""A stand-in processor for the snippets of README.md and docs/runtime.md that import one;
+"""A stand-in processor for the snippets of README.md and docs/reference/runtime.md that import one;
 the service's own is in its state."""
 
 

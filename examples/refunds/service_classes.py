@@ -1,5 +1,5 @@
 """The refunds service of service.py written as handler classes, the guide's manual style: the
-same behaviour, one class per queue (docs/handlers.md, "Handler classes").
+same behaviour, one class per queue (docs/reference/handlers.md, "Handler classes").
 
 A class marked ``@subscriber`` is created by rr with no arguments when the module loads, and
 its ``handle`` method is called per delivery with the same parameters a function handler

@@ -7,8 +7,8 @@ moves a spent message along its route, as the server does.
 Each test runs twice: on service.py (function handlers) and on service_classes.py (handler
 classes). Each hands the service a state of its own (``broker.run(..., state=clients)``): a
 fake processor it scripts and asserts on, and the service's ``@on_startup`` hook does not run
-(docs/handlers.md, "Testing handlers"). A refund paid publishes a receipt: the tests read it
-with ``broker.published(...)`` (docs/testing.md, "Outputs").
+(docs/how-to/test-a-service.md, "Testing handlers"). A refund paid publishes a receipt: the tests
+read it with ``broker.published(...)`` (docs/how-to/test-a-service.md, "Outputs").
 """
 
 from __future__ import annotations

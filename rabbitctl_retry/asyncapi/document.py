@@ -1,5 +1,5 @@
 """Pure. A topology and the queues its handlers consume -> the service's AsyncAPI 3.0.0
-document, as JSON-shaped data (docs/topology.md, "The contract").
+document, as JSON-shaped data (docs/reference/topology.md, "The contract").
 
 Channels: each queue a handler consumes (a ``receive_<queue>`` operation), each queue a
 spent delivery of those goes to (a ``send_<queue>`` operation: the traffic is real, as
@@ -32,7 +32,7 @@ RETRY_EXTENSION = "x-ruststream-retry"
 delivery is handed to the handler before it is given up on), ``deadLetter`` (where it goes
 then); a key without a value is left out."""
 RR_RETRY_EXTENSION = "x-rr-retry"
-"""rr's own extension beside it: what RustStream's does not say (docs/topology.md, "The
+"""rr's own extension beside it: what RustStream's does not say (docs/reference/topology.md, "The
 contract")."""
 DEFAULT_VHOST = "/"
 
@@ -114,7 +114,7 @@ def servers(urls: tuple[str, ...]) -> dict[str, Any]:
 def spent_destination(queue: Queue) -> str | None:
     """Where a delivery of ``queue`` goes once it is given up on: the ``dead_letter`` (rr's
     copy on a classic queue, the server's move on a quorum one), else, for a queue with a
-    cap, the ``rejected`` queue its reject goes to (docs/runtime.md's decision table)."""
+    cap, the ``rejected`` queue its reject goes to (docs/reference/runtime.md's decision table)."""
     if queue.dead_letter is not None:
         return queue.dead_letter
     if max_attempts(queue) is not None:
@@ -150,7 +150,7 @@ def ruststream_retry(queue: Queue) -> dict[str, Any]:
 def rr_retry(queue: Queue, retry_header: str) -> dict[str, Any]:
     """``x-rr-retry``: the queue type, what counts the attempts (``retryHeader``, the header
     on rr's copies; on a quorum queue also the server's ``x-delivery-count`` against
-    ``deliveryLimit``), the delay (docs/topology.md, "Delays"), the ``rejected`` queue."""
+    ``deliveryLimit``), the delay (docs/reference/topology.md, "Delays"), the ``rejected`` queue."""
     found: dict[str, Any] = {"queueType": queue.type.value, "retryHeader": retry_header}
     if queue.server_delivery_limit is not None:
         found["deliveryLimit"] = queue.server_delivery_limit

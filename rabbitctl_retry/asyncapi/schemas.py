@@ -1,5 +1,5 @@
-"""The JSON schema of each message type a handler takes (docs/handlers.md, "Typed
-messages"), for ``rr asyncapi`` (docs/topology.md, "The contract").
+"""The JSON schema of each message type a handler takes (docs/reference/handlers.md, "Typed
+messages"), for ``rr asyncapi`` (docs/reference/topology.md, "The contract").
 
 A dataclass, an ``Enum`` and the scalar and container types rr decodes are written here,
 with the rules rr decodes by (every field without a default required, other keys allowed);

@@ -1,6 +1,6 @@
 """Pure. JSON-shaped data (dicts with string keys, lists, strings, numbers, booleans, None)
 as YAML text that any YAML 1.1 or 1.2 reader loads back to the same data, with nothing a
-terminal acts on: ``rr asyncapi -o yaml`` (docs/cli.md, "rr asyncapi").
+terminal acts on: ``rr asyncapi -o yaml`` (docs/reference/cli.md, "rr asyncapi").
 
 A string is written plain only when no reader can take it for anything else (letters,
 digits and ``_ . - / $`` and inner spaces, starting with a letter, ``_`` or ``$``, and not a

@@ -65,7 +65,7 @@ def _quiet_drivers(
 
     quiet_the_driver()
     # Warnings no handler takes (pamqp's and aiormq's may quote a header name or a reply text
-    # raw) go through rr's escaping formatter, not Python's raw last resort (docs/cli.md,
+    # raw) go through rr's escaping formatter, not Python's raw last resort (docs/reference/cli.md,
     # "Output").
     install_stderr_fallback()
 

@@ -132,7 +132,7 @@ def output_option(choices: type[StrEnum], help: str) -> Any:
     unnamed = [choice.value for choice in choices if choice.value not in help]
     if unnamed:
         raise ValueError(f"--output's help names no {', '.join(unnamed)}")
-    return typer.Option("--output", "-o", help=f"{help} (docs/cli.md, 'Output formats').")
+    return typer.Option("--output", "-o", help=f"{help} (rr docs cli 'Output formats').")
 
 
 OutputOption = Annotated[
@@ -176,7 +176,7 @@ YesOption = Annotated[
 
 
 MANAGEMENT_URL_ENV = "RR_MANAGEMENT_URL"
-"""Every command's ``--management-url`` variable (docs/cli.md, "The management URL")."""
+"""Every command's ``--management-url`` variable (docs/reference/cli.md, "The management URL")."""
 
 
 def management_url_option(help: str) -> Any:
@@ -207,7 +207,8 @@ enough that no table cell and no line is wrapped for a script to reassemble."""
 
 def stdout_console() -> Console:
     """Where tables go: user data is never read as markup, and never highlighted. On a
-    terminal, tables fit its width; elsewhere nothing is wrapped (docs/cli.md, "Output")."""
+    terminal, tables fit its width; elsewhere nothing is wrapped (docs/reference/cli.md,
+    "Output")."""
     unwrapped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(
         markup=False,
@@ -228,13 +229,13 @@ def resolve_urls(
     """The broker URLs rr tries, in order: ``--url`` (once per node) / ``$RR_URL``, or
     ``--broker`` / ``$RR_BROKER``'s profile, else the topology's ``[broker] url``, else the
     configuration file's ``default`` broker, else the default; each with ``--vhost``'s vhost
-    when given (docs/cli.md, "Several hosts" and "Profiles"; ``cli/broker_choice.py``).
+    when given (docs/reference/cli.md, "Several hosts" and "Profiles"; ``cli/broker_choice.py``).
 
     Every URL is checked here, before anything else happens (``transport/url.py``): one that
     rr refuses ends the command with one ``rr: error:`` line that does not repeat it, exit 2
     from ``--url`` / ``$RR_URL`` (usage; the line says which: ``given by --url number 2``,
     ``given by $RR_URL``), 78 from ``[broker] url`` or a profile (the file is invalid);
-    docs/cli.md, "Malformed input". ``--url`` is one URL a value; ``$RR_URL``'s URLs are
+    docs/reference/cli.md, "Malformed input". ``--url`` is one URL a value; ``$RR_URL``'s URLs are
     separated by spaces (``cli/given_urls.py``).
     """
     from rabbitctl_retry.cli.broker_choice import current_choice
@@ -269,7 +270,7 @@ def shown_target(urls: Sequence[str]) -> str:
     """The broker a command acts on, as rr shows it: the first of ``urls`` (the one tried
     first), its password masked (``errors.py`` :func:`~rabbitctl_retry.errors.censor_url`,
     as every URL rr prints); the ``"broker"`` of a changing command's JSON document
-    (docs/cli.md, "Where the broker is")."""
+    (docs/reference/cli.md, "Where the broker is")."""
     return censor_url(urls[0]) if urls else ""
 
 
@@ -282,7 +283,7 @@ def target_line(urls: Sequence[str]) -> str:
 
 def announce_target(urls: Sequence[str]) -> str:
     """Print :func:`target_line` once on stderr, before a command changes anything on the
-    broker (docs/cli.md, "Where the broker is"); returns :func:`shown_target` for its JSON
+    broker (docs/reference/cli.md, "Where the broker is"); returns :func:`shown_target` for its JSON
     document's ``"broker"``."""
     stderr_console().print(target_line(urls), soft_wrap=True)
     return shown_target(urls)
@@ -302,7 +303,7 @@ def resolve_management_url(given: str | None, topology: Topology | None) -> str 
     """The management API's URL: ``--management-url`` / ``$RR_MANAGEMENT_URL``, else that of
     the profile the broker URLs come from (``--broker``, or the configuration file's
     ``default`` when neither ``--url`` nor the topology names a broker), else the topology's
-    ``[broker] management_url`` (docs/cli.md, "Profiles")."""
+    ``[broker] management_url`` (docs/reference/cli.md, "Profiles")."""
     if given is not None:
         return given
     from typer._click.globals import get_current_context
@@ -346,7 +347,7 @@ def _urls_from_env() -> bool:
 def print_json(document: Any) -> None:
     """One stable JSON document on stdout, with nothing a terminal acts on: every C0 and C1
     control, DEL, bidi control, U+2028/U+2029 and lone surrogate inside a string is written
-    as a ``\\uXXXX`` escape (the same JSON value; docs/dlq.md, "JSON output"). A
+    as a ``\\uXXXX`` escape (the same JSON value; docs/reference/dlq.md, "JSON output"). A
     :class:`~rabbitctl_retry.json_text.StreamedArray` in it is written item by item."""
     write = sys.stdout.write
     for chunk in json_chunks(document):

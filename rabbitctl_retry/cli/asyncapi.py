@@ -1,6 +1,6 @@
 """``rr asyncapi MODULE[:ATTR] --topology T [-o yaml|json] [--out FILE]``: the service's
-contract as an AsyncAPI 3.0.0 document (docs/cli.md, "rr asyncapi"; docs/topology.md, "The
-contract")."""
+contract as an AsyncAPI 3.0.0 document (docs/reference/cli.md, "rr asyncapi";
+docs/reference/topology.md, "The contract")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which broker a command talks to: ``--url`` / ``$RR_URL``, ``--broker NAME`` /
 ``$RR_BROKER`` (a profile of rr's configuration file), the topology's ``[broker] url``, the
 file's ``default`` profile, else the local default; and ``--vhost`` over all of them
-(docs/cli.md, "Profiles").
+(docs/reference/cli.md, "Profiles").
 
 Every command that takes ``--url`` also takes ``--broker`` and ``--vhost``:
 :func:`add_broker_options` adds them to each such command when it is loaded
@@ -95,8 +95,8 @@ def config_path() -> Path:
 def load_config(path: Path) -> Config | None:
     """The configuration file at ``path``; None when there is none (and ``$RR_CONFIG`` did
     not name it); :class:`ConfigError` (exit 78) naming the file for a bad one: not a
-    regular file, over :data:`CONFIG_FILE_LIMIT_BYTES`, not TOML, nested too deep (docs/cli.md,
-    "Files rr reads")."""
+    regular file, over :data:`CONFIG_FILE_LIMIT_BYTES`, not TOML, nested too deep
+    (docs/reference/cli.md, "Files rr reads")."""
     import tomllib
 
     source = str(path)
@@ -203,7 +203,7 @@ def _named(name: str, *, from_env: bool) -> Picked:
     if config is None:
         raise UsageError(
             f"{given_by} {name!r}: there is no configuration file {path} "
-            "(its brokers: docs/cli.md, 'Profiles')"
+            "(its brokers: rr docs cli 'Profiles')"
         )
     if name not in config.profiles:
         known = ", ".join(sorted(config.profiles)) or "none"
@@ -224,7 +224,7 @@ def _check_vhost(ctx: _click.Context, param: _click.Parameter, value: Any) -> An
 
 def check_vhost_option(value: str | None) -> str | None:
     """``--vhost``'s value, or a usage error (exit 2) saying why it cannot be a vhost's name
-    (docs/cli.md, "Malformed input"); typer's callback for every ``--vhost``."""
+    (docs/reference/cli.md, "Malformed input"); typer's callback for every ``--vhost``."""
     problem = None if value is None else vhost_problem(str(value))
     if problem is not None:
         raise typer.BadParameter(problem)
@@ -243,7 +243,7 @@ def _broker_options(
             callback=_keep,
             show_default=False,
             help="A broker of rr's configuration file (~/.config/rr/config.toml): its URLs, "
-            "management URL, vhost and password (docs/cli.md, 'Profiles'). Else $RR_BROKER.",
+            "management URL, vhost and password (rr docs cli 'Profiles'). Else $RR_BROKER.",
         ),
     ] = None,
     vhost: Annotated[

@@ -67,8 +67,18 @@ FILE_TARGETS = frozenset(
     }
 )
 """(command path, parameter) pairs that take a module or a file (``rr run path/to/svc.py``)
-but are read as text (so that ``./-`` stays a file, docs/cli.md, "Files rr reads"):
+but are read as text (so that ``./-`` stays a file, docs/reference/cli.md, "Files rr reads"):
 completed with file names."""
+
+
+def _argument_values(path: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """The values a positional argument completes with, where they are known when the script
+    is generated: the topics of ``rr docs`` (the pages of the docs tree: cli/docs.py)."""
+    if (*path, name) == ("docs", "topic"):
+        from rabbitctl_retry.cli.docs import topic_names
+
+        return topic_names()
+    return ()
 
 
 def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None:
@@ -87,6 +97,7 @@ def _walk(command: Any, path: tuple[str, ...], specs: list[CommandSpec]) -> None
             files = files or is_path or (*path, param.name) in FILE_TARGETS
             if isinstance(annotation, type) and issubclass(annotation, Enum):
                 argument_choices = tuple(str(member.value) for member in annotation)
+            argument_choices = argument_choices or _argument_values(path, param.name)
             continue
         if getattr(param, "hidden", False):
             continue

@@ -1,4 +1,4 @@
-"""``rr console``: the failed-message console, a local web page (docs/console.md)."""
+"""``rr console``: the failed-message console, a local web page (docs/reference/console.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def console_command(
         typer.Option(
             "--bind",
             help="The address to listen on (loopback by default; 0.0.0.0 or :: for every "
-            "address of this machine, docs/console.md).",
+            "address of this machine, rr docs console).",
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port.")] = 8765,
@@ -79,14 +79,14 @@ def console_command(
         str | None,
         common.management_url_option(
             "The management API: the pages count the letters other readers hold "
-            "(messages_unacknowledged) instead of not seeing them (docs/console.md)."
+            "(messages_unacknowledged) instead of not seeing them (rr docs console)."
         ),
     ] = None,
     url: common.UrlOption = None,
 ) -> None:
     """Serve the failed-message console: dead letters grouped by cause, retry or discard a
     group, a message's deaths, edit and retry; a local web page that needs the printed token
-    (docs/console.md)."""
+    (rr docs console)."""
     try:
         from rabbitctl_retry.console import address
         from rabbitctl_retry.console.app import ConsoleConfig, serve
@@ -120,6 +120,7 @@ def console_command(
         keep_dir=keep_dir,
         audit=audit,
         management=_management(ctx, management_url, topology, urls),
+        target=_target(url, topology_file),
     )
     try:
         common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
@@ -140,6 +141,14 @@ def _management(
     with common.guard():
         check_management_url(found)
     return management_for(common.management_connector_of(ctx), found, vhost=vhost_of(urls[0]))
+
+
+def _target(urls: Sequence[str] | None, topology_file: Path | None) -> tuple[str, ...]:
+    """``--topology`` and ``--url`` as given, for the command lines the console's pages show
+    (each URL's password masked: console/search.py ``target_words``)."""
+    from rabbitctl_retry.console.search import target_words
+
+    return target_words(urls or (), str(topology_file) if topology_file is not None else None)
 
 
 def _settings(topology: Topology | None) -> Settings:
@@ -197,7 +206,7 @@ def _announcer(bind: str, token: str, token_file: Path | None) -> Callable[[str]
 
 
 def _token(path: Path) -> str:
-    try:  # a regular file of at most 64 KiB (docs/cli.md, "Files rr reads")
+    try:  # a regular file of at most 64 KiB (docs/reference/cli.md, "Files rr reads")
         token = read_text(path, limit_bytes=TOKEN_FILE_LIMIT_BYTES).strip()
     except FileRefused as refused:
         raise ConfigError(f"--token-file {path}: {refused.reason}") from None

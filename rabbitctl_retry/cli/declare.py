@@ -31,7 +31,7 @@ def declare(
         common.management_url_option(
             "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): check "
             "replicas against the cluster's nodes, and show where each queue lives "
-            '(docs/cluster.md); needed for settings = "policy" (docs/topology.md). Else '
+            '(rr docs run-on-a-cluster); needed for settings = "policy" (rr docs topology). Else '
             "[broker] management_url."
         ),
     ] = None,
@@ -43,13 +43,13 @@ def declare(
     differs from the file, the differences are shown and nothing is changed.
     """
     with common.guard():
-        # Checked and every frame encoded before the first one is sent (docs/topology.md,
-        # "Malformed files"); the management URL by the rules of broker URLs (docs/cli.md,
+        # Checked and every frame encoded before the first one is sent (docs/reference/topology.md,
+        # "Malformed files"); the management URL by the rules of broker URLs (docs/reference/cli.md,
         # "Malformed input").
         topology, _ = load_checked(topology_file)
         common.check_given_management_url(management_url)
     broker_urls = common.resolve_urls(url, topology.broker.urls)
-    # a dry run too: it reads that broker, and its plan is about it (docs/cli.md)
+    # a dry run too: it reads that broker, and its plan is about it (docs/reference/cli.md)
     broker = common.announce_target(broker_urls)
     declared = common.run(
         declare_topology(
@@ -89,7 +89,7 @@ def declare_outcome(
             shown["broker"] = broker
         return shown
 
-    # transient queues on RabbitMQ 4 (docs/topology.md)
+    # transient queues on RabbitMQ 4 (docs/reference/topology.md)
     warnings = [warning_line(warning) for warning in result.warnings]
     if declared.default_type_problem is not None:
         warnings.append(
@@ -100,7 +100,7 @@ def declare_outcome(
         )
     if problem is not None:
         # The apply is done and stands; only the report of where the queues live is
-        # missing: a warning, exit 0 (docs/cluster.md, "Replicas").
+        # missing: a warning, exit 0 (docs/how-to/run-on-a-cluster.md, "Replicas").
         warnings.append(
             warning_line(
                 f"the declare is done, but where the queues live could not be read: {problem}"
@@ -110,7 +110,7 @@ def declare_outcome(
     rebuilds_only = all(op.rebuild and not op.blocked for op in result.conflicts)
     migrate = (
         f"; rr migrate {topology_file} rebuilds {'it' if len(result.conflicts) == 1 else 'them'} "
-        'with their messages (docs/topology.md, "Migrating a queue")'
+        'with their messages (rr docs migrate-to-quorum "Migrating a queue")'
         if rebuilds_only and topology_file is not None
         else ""
     )

@@ -1,5 +1,5 @@
 """``rr doctor [--topology T] [--management-url M]``: what this RabbitMQ means for the
-topology (docs/cli.md, "rr doctor").
+topology (docs/reference/cli.md, "rr doctor").
 
 The version comes from the AMQP handshake; which deprecated features the server permits or
 denies from its management API, when a management URL is given (``--management-url``,
@@ -52,7 +52,7 @@ def doctor_command(
             "the nodes' memory and disk alarms, quorum queues' members online, the vhost's "
             "default queue type, the consumers that are not rr, "
             "and on RabbitMQ 3.x which queues an ha-mode policy mirrors "
-            '(docs/cli.md, "rr doctor"). Else [broker] management_url; without one, those '
+            '(rr docs cli "rr doctor"). Else [broker] management_url; without one, those '
             "findings are assumed from the version or not made."
         ),
     ] = None,
@@ -62,7 +62,7 @@ def doctor_command(
     --topology, what it means for that file's queues, whether the queues the server holds
     are as the file says (as rr declare checks them), and how they are now (consumers,
     dead letters). Exit 1 when something in the topology is unsafe on this server, or the
-    server is not healthy now (docs/cli.md, "rr doctor")."""
+    server is not healthy now (rr docs cli "rr doctor")."""
     with common.guard():
         topology = load_file(topology_file) if topology_file else None
         common.check_given_management_url(management_url)

@@ -106,7 +106,7 @@ def render(outcome: Outcome, output: str) -> None:
 
 def tables_of(pieces: Sequence[Piece]) -> list[Rows]:
     """The tables among ``pieces`` (a rich table, :class:`Rows`, the tables of a rich
-    group), in order, as raw text: what ``--output tsv`` prints (docs/cli.md, "Output
+    group), in order, as raw text: what ``--output tsv`` prints (docs/reference/cli.md, "Output
     formats"). The lines around them (counts, footers, verdicts) are left out."""
     found: list[Rows] = []
     for piece in pieces:

@@ -1,5 +1,5 @@
 """Pure. The broker URLs a command line gives, and how an error names one of them
-(docs/cli.md, "Several hosts" and "Malformed input").
+(docs/reference/cli.md, "Several hosts" and "Malformed input").
 
 ``--url`` is given once per URL: each value is one URL, spaces and all (a space in it is
 refused later: "holds a space"). ``$RR_URL`` holds the URLs separated by spaces, so a space

@@ -2,11 +2,11 @@
 
 click prints usage errors over several lines ("Usage: …", "Try …", "Error: …") and lets any
 unexpected exception end in a traceback. ``rr`` prints one ``rr: error: …`` line instead, with
-the exit codes of docs/cli.md: 2 for a usage error, 130 for Ctrl-C, 74 for output that cannot
-be written, 70 for a bug in rr (set ``RR_TRACEBACK=1`` to see the traceback as well).
+the exit codes of docs/reference/cli.md: 2 for a usage error, 130 for Ctrl-C, 74 for output that
+cannot be written, 70 for a bug in rr (set ``RR_TRACEBACK=1`` to see the traceback as well).
 
 The whole command writes to stdout through :class:`GuardedOutput`, under the one rule for
-output of :func:`~rabbitctl_retry.errors.write_failure` (docs/cli.md, "Output"):
+output of :func:`~rabbitctl_retry.errors.write_failure` (docs/reference/cli.md, "Output"):
 
 * a write that fails — no space left (ENOSPC), an I/O error (EIO), stdout closed (``>&-``) —
   is one line ``rr: error: cannot write to stdout: No space left on device`` and exit 74;
@@ -136,7 +136,7 @@ _CHOOSE = re.compile(r"\.? ?Choose from:\s*(?P<choices>.+)$", re.S)
 
 
 def in_rrs_words(text: str) -> str:
-    """A click or validator message as rr says it (docs/cli.md, "Malformed input"):
+    """A click or validator message as rr says it (docs/reference/cli.md, "Malformed input"):
     ``--limit must be at least 1``, ``--output 'yaml': choose table, json, jsonl or tsv``,
     ``Missing argument 'SHELL': choose bash, zsh or fish``. Pure."""
     found = _INVALID.fullmatch(text)

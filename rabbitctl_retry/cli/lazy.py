@@ -3,8 +3,8 @@
 ``rr --help`` lists every command from :data:`COMMANDS` alone (its name and the first
 paragraph of its help), and ``rr topology validate`` imports the topology command and nothing
 of the runtime, the emulator or the AMQP client: every command starts in about the time of a
-bare typer app (docs/cli.md, "Start-up"; ``benchmarks/startup.py`` measures it). A test holds
-each entry's help to the command's own docstring.
+bare typer app (docs/reference/cli.md, "Start-up"; ``benchmarks/startup.py`` measures it). A test
+holds each entry's help to the command's own docstring.
 """
 
 from __future__ import annotations
@@ -98,7 +98,13 @@ COMMANDS = (
         "--topology, what it means for that file's queues, whether the queues the server "
         "holds are as the file says (as rr declare checks them), and how they are now "
         "(consumers, dead letters). Exit 1 when something in the topology is unsafe on this "
-        'server, or the server is not healthy now (docs/cli.md, "rr doctor").',
+        'server, or the server is not healthy now (rr docs cli "rr doctor").',
+    ),
+    LazyCommand(
+        "docs",
+        "rabbitctl_retry.cli.docs",
+        "docs_command",
+        "Show rr's docs in the terminal: the index and the topics, or one page (or one section).",
     ),
     LazyCommand(
         "completion",
@@ -130,7 +136,7 @@ COMMANDS = (
         "console_command",
         "Serve the failed-message console: dead letters grouped by cause, retry or discard a "
         "group, a message's deaths, edit and retry; a local web page that needs the printed "
-        "token (docs/console.md).",
+        "token (rr docs console).",
     ),
 )
 

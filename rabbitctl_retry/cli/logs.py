@@ -6,7 +6,7 @@ prints them as ``key=value`` (values with control characters escaped, so a messa
 move the terminal), the JSON format as one object per line. URLs in messages are censored.
 
 Every record, from any logger (rr's, pamqp's, asyncio's), is written escaped: no ESC, no C0
-or C1 control, no line break inside one record, no bidi control (docs/cli.md, "Output"). A
+or C1 control, no line break inside one record, no bidi control (docs/reference/cli.md, "Output"). A
 record no handler takes would reach Python's last-resort handler, which writes it raw; rr
 puts its own escaping handler there (:func:`install_stderr_fallback`).
 
@@ -14,7 +14,7 @@ Under ``rr run`` the handlers' own loggers print too: rr puts the same handler o
 logger, at ``--log-level``, and every record made inside a handler call carries the call's
 queue, message id and attempt (:class:`HandlerCallFields`); if the handler modules configure
 the root logger themselves, theirs prints and rr's leaves the root (:func:`defer_to_the_handlers`;
-docs/handlers.md, "Logs from handlers").
+docs/reference/handlers.md, "Logs from handlers").
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def configure_logging(
     handlers' own loggers) the same way at the same level; warnings that reach no handler in
     the same format too (:func:`install_stderr_fallback`). The driver is quiet already
     (:func:`quiet_the_driver`). ``worker`` (``"2/4"``): every line of a worker of ``rr run
-    --workers`` says which worker it is (``worker=2/4``; docs/runtime.md, "Running it").
+    --workers`` says which worker it is (``worker=2/4``; docs/reference/runtime.md, "Running it").
 
     rr's own logger keeps a handler of its own (it does not propagate): a handler module
     that reconfigures the root logger changes its own lines, never rr's."""

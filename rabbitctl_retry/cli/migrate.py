@@ -1,5 +1,5 @@
 """``rr migrate TOPOLOGY.toml``: rebuild the queues RabbitMQ cannot change in place, with their
-messages (docs/topology.md, "Migrating a queue")."""
+messages (docs/how-to/migrate-to-quorum.md, "Migrating a queue")."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def migrate_command(
         common.force_option(
             "Go ahead although consumers are attached to a queue being rebuilt (what "
             "they hold unacknowledged when it is deleted is lost), or publishing by name cannot "
-            'be checked (no management URL) or is seen (docs/topology.md, "Migrating a '
+            'be checked (no management URL) or is seen (rr docs migrate-to-quorum "Migrating a '
             'queue").',
         ),
     ] = False,
@@ -50,7 +50,7 @@ def migrate_command(
         common.management_url_option(
             'The management plugin\'s URL: needed for settings = "policy", and to check '
             "publishing by name (without it: --force) and weigh messages "
-            "(docs/topology.md). Else [broker] management_url."
+            "(rr docs topology). Else [broker] management_url."
         ),
     ] = None,
     output: Annotated[
@@ -65,7 +65,7 @@ def migrate_command(
     an x- argument), with their wait queues, bindings and messages.
 
     Messages move with publisher confirms before acks; a run stopped anywhere is finished by
-    running the same command again (docs/topology.md, "Migrating a queue").
+    running the same command again (rr docs migrate-to-quorum "Migrating a queue").
     """
     with common.guard():
         topology, _ = load_checked(topology_file)
@@ -167,7 +167,7 @@ def _look_document(look: Look) -> dict[str, Any]:
 
 
 def migration_document(migration: Migration) -> dict[str, Any]:
-    """The JSON document of ``rr migrate -o json`` (docs/cli.md, "rr migrate")."""
+    """The JSON document of ``rr migrate -o json`` (docs/how-to/migrate-to-quorum.md)."""
     document: dict[str, Any] = {
         "dry_run": migration.dry_run,
         "rebuilds": [_look_document(look) for look in migration.looks],

@@ -1,5 +1,5 @@
 """Writing a command's output where cli/group.py's guard of stdout does not reach: export
-files, and lines written inside a read's callback (docs/cli.md, "Output").
+files, and lines written inside a read's callback (docs/reference/cli.md, "Output").
 
 The rule is the same (:func:`~rabbitctl_retry.errors.write_failure`): a write that fails is
 one ``rr: error: cannot write to ...`` line and exit 74; stdout's reader going away ends the

@@ -5,7 +5,7 @@ typer writes a required argument as ``{queue}`` in the usage line and every valu
 Python type (``<str>``, ``<list[str]>``, ``<int range>``). :func:`plain_help` rewrites a loaded
 command tree once, before its help is shown: each argument by its name in capitals (``[NAME]``
 when optional, ``NAME...`` when it repeats), each option's value by :data:`OPTION_METAVARS`
-(else its long name in capitals), choices as ``[a|b]`` (docs/cli.md, "Help").
+(else its long name in capitals), choices as ``[a|b]`` (docs/reference/cli.md, "Output").
 """
 
 from __future__ import annotations

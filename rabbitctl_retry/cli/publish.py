@@ -1,5 +1,5 @@
 """``rr publish``: messages from the command line or an export file, published with
-confirms, and a report of what was confirmed, returned or refused (docs/cli.md,
+confirms, and a report of what was confirmed, returned or refused (docs/reference/cli.md,
 "rr publish")."""
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def publish_command(
     publishes) and, when the connection dropped, unconfirmed (sent, no answer came: they may
     have arrived) and not sent; stderr names each one not confirmed. Exit 0 when all were
     confirmed, 3 when some were, 1 when none were, 69 when the connection dropped, 77 access
-    refused (docs/cli.md, "rr publish").
+    refused (rr docs cli "rr publish").
     """
     with common.guard():
         target_exchange, key = _target(queue, exchange, routing_key)
@@ -236,7 +236,7 @@ def _read(path: str, option: str, limit_bytes: int) -> bytes:
 
 def _file_records(path: str) -> Iterator[tuple[str, Record]]:
     """An export file's records (``FILE:LINE``); stdin is read whole first, to the limit of
-    one import line (docs/cli.md, "Files rr reads")."""
+    one import line (docs/reference/cli.md, "Files rr reads")."""
     if path != STDIN:
         try:
             yield from ops.numbered(shell.read_records(Path(path)), path)
@@ -290,7 +290,7 @@ def failure_lines(report: ops.PublishReport, limit: int = 10) -> list[str]:
 
 
 def report_document(report: ops.PublishReport) -> dict[str, Any]:
-    """``rr publish --output json`` (docs/cli.md, "rr publish")."""
+    """``rr publish --output json`` (docs/reference/cli.md, "rr publish")."""
     return {
         "exchange": report.exchange,
         "routing_key": report.routing_key,
@@ -317,7 +317,7 @@ def report_document(report: ops.PublishReport) -> dict[str, Any]:
 
 def report_error(report: ops.PublishReport) -> RrError | None:
     """The error line and exit code: None when all were confirmed; 77 access refused, 69
-    the connection dropped, 3 some confirmed, 1 none (docs/cli.md, "rr publish")."""
+    the connection dropped, 3 some confirmed, 1 none (docs/reference/cli.md, "rr publish")."""
     failed = report.messages - report.confirmed
     if failed == 0:
         return None

@@ -1,5 +1,6 @@
 """Queue names given on the command line: one rr's AMQP client cannot send is a usage error
-(exit 2), refused before rr connects (docs/dlq.md, "Queue names"; docs/cli.md, "Exit codes").
+(exit 2), refused before rr connects (docs/reference/dlq.md, "Queue names";
+docs/reference/exit-codes.md, "Exit codes").
 
 What goes: UTF-8 text of 1 to 255 bytes, its ASCII characters from the AMQP client's name
 grammar (letters, digits, ``- _ . : @ # , / +`` and space), any other character but a lone

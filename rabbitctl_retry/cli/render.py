@@ -1,4 +1,5 @@
-"""Rendering: plans and topologies -> rich tables or JSON documents (docs/cli.md, "Output").
+"""Rendering: plans and topologies -> rich tables or JSON documents (docs/reference/cli.md,
+"Output").
 
 User data (queue names, argument values) is wrapped in :class:`rich.text.Text` with its
 control characters escaped, so nothing a broker or a file holds can style or move the
@@ -26,7 +27,9 @@ from rabbitctl_retry.topology.naming import format_duration_ms
 from rabbitctl_retry.topology.plan import REBUILD_DETAIL, Operation, OpKind, Plan, Status
 from rabbitctl_retry.topology.settings import REBUILD, Change, Setting
 
-if TYPE_CHECKING:  # not at run time: rr topology validate loads no operation (docs/cli.md)
+if (
+    TYPE_CHECKING
+):  # not at run time: rr topology validate loads no operation (docs/reference/cli.md)
     from rabbitctl_retry.ops.live import LiveQueue
 
 _STATUS_STYLE = {
@@ -51,7 +54,7 @@ def printable(text: str) -> str:
 
 class Cell(Text):
     """A table cell as shown, escaped (:func:`cell`), that keeps its raw value: what
-    ``--output tsv`` writes (``cli/tsv.py``; docs/cli.md, "Output formats")."""
+    ``--output tsv`` writes (``cli/tsv.py``; docs/reference/cli.md, "Output formats")."""
 
     __slots__ = ("raw",)
 
@@ -103,8 +106,9 @@ def json_arguments(arguments: Mapping[str, FieldValue]) -> dict[str, Any]:
 
 
 def plan_document(result: Plan, *, dry_run: bool) -> dict[str, Any]:
-    """``rr declare --output json`` (docs/cli.md): per queue also rr's policy for it and its
-    settings, each classified (docs/topology.md, "Changing a topology")."""
+    """``rr declare --output json`` (docs/reference/cli.md): per queue also rr's policy for it
+    and its settings, each classified (docs/how-to/migrate-to-quorum.md, "Changing a
+    topology")."""
     return {
         "dry_run": dry_run,
         "operations": [_operation_document(result, operation) for operation in result.operations],
@@ -184,7 +188,7 @@ def rebuild_line() -> str:
     return (
         "must be rebuilt: RabbitMQ changes no type, durability or x- argument of an existing "
         "queue, and rr declare deletes nothing; rr migrate TOPOLOGY rebuilds such a queue with "
-        'its messages (docs/topology.md, "Migrating a queue")'
+        'its messages (rr docs migrate-to-quorum "Migrating a queue")'
     )
 
 
@@ -256,7 +260,8 @@ def _queue_arguments_text(arguments: Mapping[str, FieldValue], policy: Policy | 
 
 def default_type_line(default_queue_type: str) -> str:
     """What ``rr declare``, ``rr status`` and ``rr topology show --live`` say of the vhost's
-    default queue type, when the management API states it (docs/topology.md, "The queue's type")."""
+    default queue type, when the management API states it (docs/reference/topology.md, "The
+    queue's type")."""
     return (
         f"the vhost's default queue type: {default_queue_type} (from the management API): "
         "what a queue declared without x-queue-type becomes; rr declares every queue with "
@@ -361,7 +366,7 @@ def _counted_by(queue_type: QueueType, max_attempts: int | None) -> str | None:
 
 MISSING = "missing"
 """The state of a queue of the file the broker does not hold, and of a setting the file gives
-a queue that nothing on the broker sets (docs/cli.md, "rr topology show --live")."""
+a queue that nothing on the broker sets (docs/reference/cli.md, "Output")."""
 TYPE_DIFFERS = "type differs"
 """The state of the type of a queue that is not of the file's type."""
 

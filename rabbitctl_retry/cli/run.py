@@ -34,7 +34,7 @@ log = logging.getLogger("rr.runtime")
 
 DEFAULT_BIND = "127.0.0.1"
 """Where --metrics-port listens by default: this host only, since the page has no
-authentication; --metrics-bind opens it to more, with a warning (docs/runtime.md, "Metrics
+authentication; --metrics-bind opens it to more, with a warning (docs/reference/metrics.md, "Metrics
 and health")."""
 
 MAX_PREFETCH = 65_535
@@ -96,7 +96,7 @@ HandlerTimeoutOption = Annotated[
         min=0.001,
         help="Seconds one handler call may take (unless its @subscriber(timeout=) says); "
         "past it the call counts as failed, so max_attempts ends a handler that hangs "
-        "(docs/runtime.md, 'Handlers').",
+        "(rr docs runtime 'Handlers').",
         show_default=False,
     ),
 ]
@@ -106,7 +106,7 @@ PendingDirOption = Annotated[
         "--pending-dir",
         file_okay=False,
         help="Where a stop saves the in-memory delayed copies the broker did not confirm "
-        "in time, for rr dlq import (docs/runtime.md, 'What is guaranteed').",
+        "in time, for rr dlq import (rr docs guarantees 'What is guaranteed').",
     ),
 ]
 ReloadIntervalOption = Annotated[
@@ -116,7 +116,7 @@ ReloadIntervalOption = Annotated[
         min=0,
         help="Seconds between looks at the --topology file: a change of its retry "
         "settings (max_attempts, ...) applies from the next delivery; 0: only on SIGHUP "
-        "(docs/runtime.md, 'Changing max_attempts while it runs').",
+        "(rr docs runtime 'Changing max_attempts while it runs').",
     ),
 ]
 MetricsPortOption = Annotated[
@@ -126,7 +126,7 @@ MetricsPortOption = Annotated[
         min=0,
         max=65535,
         help="Serve Prometheus metrics (/metrics) and readiness (/healthz) on this port "
-        "(docs/runtime.md, 'Metrics and health').",
+        "(rr docs metrics 'Metrics and health').",
         show_default=False,
     ),
 ]
@@ -137,7 +137,7 @@ MetricsBindOption = Annotated[
         metavar="ADDRESS",
         help="The address --metrics-port listens on: 0.0.0.0 (or :: for IPv6) for every "
         "interface, for probes and scrapers from outside this host; there is no "
-        "authentication (docs/runtime.md, 'Metrics and health') [default: 127.0.0.1, this "
+        "authentication (rr docs metrics 'Metrics and health') [default: 127.0.0.1, this "
         "host only].",
         show_default=False,
     ),
@@ -149,7 +149,7 @@ WorkersOption = Annotated[
         min=1,
         max=MAX_WORKERS,
         help="Worker processes, each with its own connection (one Python process uses "
-        "one core); a supervisor starts, restarts and stops them (docs/runtime.md, "
+        "one core); a supervisor starts, restarts and stops them (rr docs runtime "
         "'Workers across cores').",
     ),
 ]
@@ -195,7 +195,7 @@ def run_command(
         return
     folder = _worker_folder(slot, os.environ)
     # /metrics and /healthz answer from here on ("starting" until the service runs): loading
-    # the handlers and the runtime can take seconds on a busy machine (docs/runtime.md,
+    # the handlers and the runtime can take seconds on a busy machine (docs/reference/metrics.md,
     # "Metrics and health")
     served = _start_worker(slot, folder, metrics_port, metrics_bind)
     from rabbitctl_retry.runtime.loader import load_target
@@ -342,7 +342,7 @@ def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
         log.warning(
             f"rr run serves metrics on {bind}, not only on this machine: anyone who can reach "
             f"port {server.port} can read /metrics and /healthz, without authentication "
-            "(docs/runtime.md, 'Metrics and health')",
+            "(rr docs metrics 'Metrics and health')",
             extra={"rr": {"bind": bind, "port": server.port}},
         )
     return server
@@ -350,7 +350,7 @@ def _serve_probe(probe: Probe, port: int, bind: str) -> MetricsServer:
 
 def _warn_without_heartbeat(urls: tuple[str, ...]) -> None:
     """``heartbeat=0`` turns off the only way to notice a connection that went silent
-    without closing: rr run would wait on it for good (docs/runtime.md, "Running it")."""
+    without closing: rr run would wait on it for good (docs/reference/runtime.md, "Running it")."""
     from rabbitctl_retry.transport.url import parse_broker_url
 
     for url in urls:

@@ -1,5 +1,5 @@
 """``rr simulate TOPOLOGY MODULE[:ATTR] --publish QUEUE=BODY ... [--publish-file FILE]``: a run
-on the emulator (docs/runtime.md, "rr simulate")."""
+on the emulator (docs/reference/runtime.md, "rr simulate")."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def simulate_command(
         typer.Option(
             "--publish-file",
             help='Messages to publish first, one JSON object a line: {"queue": Q, '
-            '"message_id": ID, "body": B} (docs/runtime.md, "rr simulate").',
+            '"message_id": ID, "body": B} (rr docs runtime "rr simulate").',
         ),
     ] = None,
     horizon: Annotated[
@@ -80,7 +80,7 @@ def simulate_command(
             help="module:attr or path/to/file.py:attr: the service's state to give the "
             "handlers (a value, or a function with no arguments, maybe async, that returns "
             "it); the module's @on_startup and @on_shutdown hooks then do not run "
-            '(docs/handlers.md, "Testing handlers").',
+            '(rr docs test-a-service "Testing handlers").',
         ),
     ] = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
@@ -89,7 +89,8 @@ def simulate_command(
     every delivery with its attempt, outcome and where the message went."""
     configure_logging("error", LogFormat.TEXT)
     # rr's own lines stay quiet (the timeline says what happened); a handler's own warnings
-    # and errors print, as they would under rr run (docs/handlers.md, "Logs from handlers")
+    # and errors print, as they would under rr run (docs/reference/handlers.md, "Logs from
+    # handlers")
     logging.getLogger().setLevel(logging.WARNING)
     with common.guard():
         topology = load_file(topology_file)
@@ -135,7 +136,7 @@ def simulate_command(
 
 
 def _publish_text(path: Path) -> str:
-    """``--publish-file``: a regular file of UTF-8, at most 16 MiB (docs/cli.md, "Files rr
+    """``--publish-file``: a regular file of UTF-8, at most 16 MiB (docs/reference/cli.md, "Files rr
     reads"); :class:`DataError` (exit 65) naming it otherwise."""
     try:
         return read_text(path, limit_bytes=PUBLISH_FILE_LIMIT_BYTES)

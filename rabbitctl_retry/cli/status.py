@@ -1,14 +1,14 @@
 """``rr status [QUEUE...] [--topology T] [--watch SECONDS]``: depth, consumers, type and drift
 of each queue, from passive declares; with a management API, also unacked messages,
-consumers' prefetch and rates (docs/cli.md, "rr status").
+consumers' prefetch and rates (docs/reference/cli.md, "rr status").
 
 With neither a queue nor ``--topology``: the queues of ``topology.toml`` in the current
 directory, else with a management URL every queue of the vhost, else a usage error that
 names the three ways (:func:`what_to_show`).
 
 Ctrl-C ends ``--watch`` with exit 0 whenever it comes, during a reading too; a plain
-``rr status`` interrupted prints ``rr: interrupted`` and exits 130 (docs/cli.md, "Exit
-codes")."""
+``rr status`` interrupted prints ``rr: interrupted`` and exits 130 (docs/reference/exit-codes.md,
+"Exit codes")."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TOPOLOGY = Path("topology.toml")
 """The file ``rr status`` shows when given neither a queue nor ``--topology``, if the current
-directory holds it (docs/cli.md, "rr status")."""
+directory holds it (docs/reference/cli.md, "rr status")."""
 
 SERVICE_ENV = "RR_SERVICE_URLS"
 """``--service``'s URLs when none is given, separated by spaces (as ``$RR_URL``'s)."""
@@ -46,7 +46,7 @@ ServiceOption = Annotated[
         help="The metrics URL of a running rr run (http://HOST:PORT/metrics, its "
         "--metrics-port); repeatable. Also show the queues it paused and when each "
         "resumes. Else $RR_SERVICE_URLS (URLs separated by spaces). One that cannot be "
-        'read is a warning (docs/cli.md, "rr status").',
+        'read is a warning (rr docs cli "rr status").',
         show_default=False,
     ),
 ]
@@ -64,7 +64,7 @@ def status_command(
         typer.Argument(
             help="Queues to show (besides those of --topology). With none and no --topology: "
             "the queues of ./topology.toml, else with a management URL every queue of the "
-            'vhost (docs/cli.md, "rr status").',
+            'vhost (rr docs cli "rr status").',
             show_default=False,
         ),
     ] = None,
@@ -92,7 +92,7 @@ def status_command(
             "The management plugin's URL (http://USER:PASSWORD@HOST:15672/): also show "
             "each queue's unacked messages, consumers' prefetch, publish and deliver rates, "
             "and its settings, with the policy and operator policy that apply and the "
-            "effective value (docs/topology.md). Else [broker] management_url of --topology."
+            "effective value (rr docs topology). Else [broker] management_url of --topology."
         ),
     ] = None,
     services: ServiceOption = None,

@@ -1,4 +1,4 @@
-"""``rr status``'s result: its table, its JSON document and how it ends (docs/cli.md,
+"""``rr status``'s result: its table, its JSON document and how it ends (docs/reference/cli.md,
 "rr status").
 
 One reading is rendered from plain data: the statuses, the time of the reading (UTC) and
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 NO_MANAGEMENT_LINE = (
     "unacked messages, consumers' prefetch and publish/deliver rates: give --management-url "
-    '(docs/cli.md, "rr status")'
+    '(rr docs cli "rr status")'
 )
 """Under the table of a reading without a management API: how to get what it leaves out."""
 
@@ -195,7 +195,7 @@ def prefetch_text(prefetches: Sequence[int]) -> str:
 
 
 def status_document(reading: Reading) -> dict[str, Any]:
-    """``rr status --output json`` (docs/cli.md, "rr status")."""
+    """``rr status --output json`` (docs/reference/cli.md, "rr status")."""
     from rabbitctl_retry.cli.render import json_arguments, live_document
     from rabbitctl_retry.errors import censor_url
     from rabbitctl_retry.topology.consumers import describe, foreign

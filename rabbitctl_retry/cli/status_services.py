@@ -1,5 +1,6 @@
 """``rr status --service URL``: the queues running ``rr run`` services paused, read from
-their metrics pages (docs/cli.md, "rr status"; docs/handlers.md, "Pausing a queue").
+their metrics pages (docs/reference/cli.md, "rr status"; docs/reference/handlers.md, "Pausing a
+queue").
 
 A service's page (``rr run --metrics-port``) says, per queue it consumes, ``rr_paused``
 (1 while paused; with ``--workers N``, how many workers paused it) and

@@ -1,5 +1,5 @@
-"""Pure. ``rr status --watch SECONDS``: how long rr waits between two readings (docs/cli.md,
-"rr status").
+"""Pure. ``rr status --watch SECONDS``: how long rr waits between two readings
+(docs/reference/cli.md, "rr status").
 
 A number of seconds (``5``, ``2.5``) or a duration as ``rr simulate --for`` takes it
 (``5s``, ``500ms``, ``1m``), from :data:`MIN_WATCH_S` to :data:`MAX_WATCH_S` (a day); anything

@@ -3,7 +3,7 @@
 Python joins every worker thread of a ``ThreadPoolExecutor`` when the interpreter exits, and
 a thread cannot be stopped: a synchronous handler that never returns would keep ``rr run``
 (or ``rr simulate``) alive after it stopped, for as long as the handler runs
-(docs/runtime.md, "Running it"). Once the command is done, it ends the process at once.
+(docs/reference/runtime.md, "Running it"). Once the command is done, it ends the process at once.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Every command here, and ``rr declare``, loads a file through
 :func:`~rabbitctl_retry.ops.preflight.load_checked`: read, checked, expanded, and every frame
-``rr declare`` would send for it encoded offline (docs/topology.md, "Malformed files").
+``rr declare`` would send for it encoded offline (docs/reference/topology.md, "Malformed files").
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def show(
             "--live",
             help="Also read each queue's settings on the broker through the management API: "
             "its type, argument, policy, operator policy and effective value beside the "
-            "file's; what the broker lacks is marked missing (docs/topology.md, 'Changing a "
-            "topology').",
+            "file's; what the broker lacks is marked missing (rr docs migrate-to-quorum "
+            "'Changing a topology').",
         ),
     ] = False,
     url: common.UrlOption = None,

@@ -1,4 +1,4 @@
-"""Pure. ``--output tsv``: tables as tab-separated lines for pipes (docs/cli.md, "Output
+"""Pure. ``--output tsv``: tables as tab-separated lines for pipes (docs/reference/cli.md, "Output
 formats").
 
 One header line with the column names, then one line per row, the fields separated by a TAB:

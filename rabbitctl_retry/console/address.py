@@ -1,6 +1,6 @@
-"""Pure. What ``rr console --bind ADDRESS --port PORT`` means (docs/console.md, "Security";
-docs/cli.md, "Exit codes"): an address refused before anything listens, a wildcard, the
-address printed at start-up, and what a failed listen says and exits with.
+"""Pure. What ``rr console --bind ADDRESS --port PORT`` means (docs/reference/console.md,
+"Security"; docs/reference/exit-codes.md, "Exit codes"): an address refused before anything listens,
+a wildcard, the address printed at start-up, and what a failed listen says and exits with.
 
 * ``--bind ''`` (or blanks) is refused: it would listen on every address of the machine
   while saying nothing of it (exit 2).

@@ -1,6 +1,6 @@
-"""The console's record of what it did (docs/console.md, "The record"): one line per action on
-stderr and, with ``--audit-log FILE``, one JSON object per line appended to FILE, written when
-the action ends (a run stopped by the console's own stop included: its report says how far it
+"""The console's record of what it did (docs/reference/console.md, "The record"): one line per
+action on stderr and, with ``--audit-log FILE``, one JSON object per line appended to FILE, written
+when the action ends (a run stopped by the console's own stop included: its report says how far it
 went). Who acted is the console's ``--label`` (``console`` unless given)."""
 
 from __future__ import annotations

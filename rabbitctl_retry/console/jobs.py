@@ -45,6 +45,13 @@ class Job:
     """A move's target."""
     total: int = 0
     examined: int = 0
+    confirmed: int = 0
+    """Letters done with: copies the broker confirmed, letters discarded (the engine's
+    ``confirmed`` hook, ``ops/transfer.py``): what the progress bar counts."""
+    expected: int | None = None
+    """How many its plan said would go (the bar's end), when it had a plan."""
+    notes: list[str] = field(default_factory=list)
+    """Lines the run adds to its report (what of a selection was not found)."""
     running: bool = True
     report: TransferReport | None = None
     lines: list[str] = field(default_factory=list)
@@ -65,6 +72,10 @@ class Job:
 
     def advance(self, count: int = 1) -> None:
         self.examined += count
+
+    def confirm(self, count: int = 1) -> None:
+        """The engine's ``confirmed`` hook (``TransferOptions.confirmed``)."""
+        self.confirmed += count
 
 
 class BeingMoved(Exception):
@@ -156,6 +167,7 @@ class Jobs:
             lines = transfer_summary(report).splitlines() if report is not None else []
             if report is None and job.error is None:
                 lines = ["nothing was read"]
+            lines += job.notes
             self._finish(job, report, lines)
 
     def _finish(self, job: Job, report: TransferReport | None, lines: list[str]) -> None:

@@ -1,5 +1,5 @@
-"""Pure. One page of a group's letters (docs/console.md, "A group's letters"): every letter
-of the queue is handed to :meth:`GroupLetters.add` in queue order; those of the group are
+"""Pure. One page of a group's letters (docs/reference/console.md, "A group's letters"): every
+letter of the queue is handed to :meth:`GroupLetters.add` in queue order; those of the group are
 counted, and the ones of the page asked for are kept as rows (at most ``per_page``: a group
 of 100,000 letters holds one page in memory, plus a count per message id, which the links
 need: a letter is opened by its id and which of the letters with that id it is, ``?n=``)."""
@@ -13,6 +13,7 @@ from datetime import datetime
 
 from rabbitctl_retry.dlq.groups import Dimension, key_of
 from rabbitctl_retry.dlq.letter import Letter, Read
+from rabbitctl_retry.dlq.same_id import Checksums, checksums
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.retry.headers import ERROR_MESSAGE_HEADER, ERROR_TYPE_HEADER
 
@@ -34,6 +35,9 @@ class LetterRow:
     retry_count: int | None
     error: str
     """``rr-error-type: rr-error-message``, or ``(reason)`` when rr wrote no failure."""
+    shown: Checksums | None = None
+    """What a letter without an id is (``dlq/same_id.py``): selected by its place, it is
+    taken only if that place still holds it (console/selection.py)."""
 
 
 def error_text(headers: Mapping[str, FieldValue] | None, reason: str | None) -> str:
@@ -90,6 +94,7 @@ class GroupLetters:
                     failed_at=letter.failed_at,
                     retry_count=letter.retry_count,
                     error=error_text(headers, letter.reason),
+                    shown=checksums(letter.delivery) if message_id is None else None,
                 )
             )
 

@@ -1,5 +1,5 @@
 """Pure. How much of the machine the console's web server lets its clients hold
-(docs/console.md, "Limits"): how long a connection may stay without a whole request, how
+(docs/reference/console.md, "Limits"): how long a connection may stay without a whole request, how
 many may be open at once, and which one goes to make room, so that sockets left open (idle,
 or a request never finished) neither hold the console's open files for good nor lock out the
 people on call.

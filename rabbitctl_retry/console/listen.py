@@ -1,8 +1,8 @@
-"""The console's web server on its socket (docs/console.md, "Limits"): the listening site,
+"""The console's web server on its socket (docs/reference/console.md, "Limits"): the listening site,
 the connections it takes (console/limits.py: how many, which one goes to make room, how long
 one may stay without a whole request), and what the server tells the log: one line per
 malformed request or failure, never a traceback (``RR_TRACEBACK=1`` keeps them, as for
-every rr error: docs/cli.md, "Exit codes")."""
+every rr error: docs/reference/exit-codes.md, "Exit codes")."""
 
 from __future__ import annotations
 

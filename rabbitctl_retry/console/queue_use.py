@@ -1,4 +1,4 @@
-"""Pure. Who uses each queue of the console (docs/console.md, "While a run moves a queue's
+"""Pure. Who uses each queue of the console (docs/reference/console.md, "While a run moves a queue's
 letters"): the pages that read it (a group's letters, a message, its body, an edit: each
 reads without taking, holding what it read for a moment) and the one group run that moves
 its letters.

@@ -1,4 +1,4 @@
-"""Pure. The console's search form (docs/console.md, "Search"): its fields (``text``, ``age``,
+"""Pure. The console's search form (docs/reference/console.md): its fields (``text``, ``age``,
 ``id``) read as the ``--where`` expressions ``text=...``, ``age...`` and ``id=...``
 (``dlq/filters.py`` ``parse_where``: the same conditions the ``rr dlq`` commands take), the
 letters that match them counted, and the command line that selects the same letters."""
@@ -6,7 +6,7 @@ letters that match them counted, and the command line that selects the same lett
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from rabbitctl_retry.dlq.filters import MAX_WORD_CHARACTERS, Condition, matches, parse_where
 from rabbitctl_retry.dlq.letter import Letter, Read
 from rabbitctl_retry.dlq.origin import WaitQueues, contents_of, facts
-from rabbitctl_retry.errors import UsageError
+from rabbitctl_retry.errors import UsageError, censor_url
 
 FIELDS = ("text", "age", "id")
 """The form's fields, in the order their conditions are written."""
@@ -35,6 +35,9 @@ class Search:
     message_id: str = ""
     expressions: tuple[str, ...] = ()
     conditions: tuple[Condition, ...] = ()
+    target: tuple[str, ...] = ()
+    """The options that name the broker as the console was started with (``--topology``,
+    ``--url``, its password masked: :func:`target_words`), repeated in :meth:`command`."""
 
     @property
     def active(self) -> bool:
@@ -46,13 +49,29 @@ class Search:
         return urlencode({name: value for name, value in asked.items() if value})
 
     def command(self, queue: str, group_id: str | None = None, verb: str = "inspect") -> str:
-        """``rr dlq VERB QUEUE --where ...``: the same letters on the command line
-        (``group_id``: only that group's), shell-quoted."""
+        """``rr dlq VERB QUEUE [--topology T] [--url U] --where ...``: the same letters on
+        the command line (``group_id``: only that group's), shell-quoted."""
         expressions = ([f"group={group_id}"] if group_id else []) + list(self.expressions)
-        words = ["rr", "dlq", verb, queue]
-        for expression in expressions:
-            words += ["--where", expression]
-        return shlex.join(words)
+        return command_line(verb, queue, self.target, expressions)
+
+
+def command_line(verb: str, queue: str, target: Sequence[str], expressions: Sequence[str]) -> str:
+    """``rr dlq VERB QUEUE TARGET --where E1 --where E2 ...``, shell-quoted (``target``:
+    :func:`target_words`)."""
+    words = ["rr", "dlq", verb, queue, *target]
+    for expression in expressions:
+        words += ["--where", expression]
+    return shlex.join(words)
+
+
+def target_words(urls: Sequence[str], topology: str | None) -> tuple[str, ...]:
+    """``--topology T --url U ...`` as the console was started with (each when given), each
+    URL's password masked (``errors.py`` ``censor_url``): a command line shown on a page
+    never holds a password."""
+    words: tuple[str, ...] = ("--topology", topology) if topology else ()
+    for url in urls:
+        words += ("--url", censor_url(url))
+    return words
 
 
 def search_of(query: Mapping[str, str]) -> Search:

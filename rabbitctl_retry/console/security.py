@@ -1,4 +1,4 @@
-"""Pure. The console's access rules (docs/console.md, "Security").
+"""Pure. The console's access rules (docs/reference/console.md, "Security").
 
 * Every request carries the token printed at start-up: in the ``rr_console`` cookie (set,
   ``HttpOnly`` and ``SameSite=Strict``, when a page is first opened with ``?token=``), or as

@@ -1,7 +1,8 @@
 """Pure. ``rr dlq edit``: one dead letter's edited copy, and what may be edited.
 
 The copy is the replay's copy (dlq/replay.py: a fresh start, to its origin or ``--to``) with the
-new body, the headers set and removed, and two headers more (docs/dlq.md, "Edit and retry"):
+new body, the headers set and removed, and two headers more (docs/reference/dlq.md, "Edit and
+retry"):
 
 * ``rr-edited-at``: when (ISO 8601 UTC);
 * ``rr-original-body-sha256``: the SHA-256 of the body before the edit (hex), so the copy
@@ -207,7 +208,7 @@ def body_problem(
 
 _BREAK = re.compile(r"\r\n|\r|\n")
 MAX_BOX_BYTES = 64 * 1024
-"""The largest body the console's edit box holds (docs/console.md: a page shows the first
+"""The largest body the console's edit box holds (docs/reference/console.md: a page shows the first
 64 KiB of a body; a larger one is downloaded and edited with ``rr dlq edit --body FILE``)."""
 
 
@@ -227,9 +228,9 @@ def _kept_in_box(char: str) -> bool:
 
 
 def box_problem(body: bytes) -> str | None:
-    """Why the console's edit box cannot hand ``body`` back byte for byte, or None (docs/
-    console.md): it is not UTF-8, it holds a control character (NUL, ESC, ...; a tab is
-    fine), a carriage return that ends no line, or lines ending in both CRLF and LF. A
+    """Why the console's edit box cannot hand ``body`` back byte for byte, or None
+    (docs/reference/console.md): it is not UTF-8, it holds a control character (NUL, ESC, ...; a tab
+    is fine), a carriage return that ends no line, or lines ending in both CRLF and LF. A
     browser sends every line break of a box as CRLF, so only a body whose line breaks are all
     LF or all CRLF gets them back (:func:`box_body`). A body past :data:`MAX_BOX_BYTES` is
     not put in the box at all (a page shows its first 64 KiB)."""

@@ -14,18 +14,22 @@
     group=tmoh-3f9a0c1b2d4e a group ``rr dlq groups`` listed (dlq/groups.py: the id says its
     group!=ID               dimensions, so the letter's group is computed again from it)
     id=ID  id!=ID           its ``message_id`` (a letter without one never equals)
+    ids=A,B,C  ids!=A,B,C   its ``message_id`` is one of these (a letter without one is in no
+                            list); an id holding a comma cannot be listed (``id=`` names it)
     text=WORD text!=WORD    WORD (case-insensitive, at most 256 characters) in a header's value
                             as text (the error ``rr-error-type``/``rr-error-message`` included)
                             or in the body's first KiB, decoded as UTF-8 with replacement
 
-A letter whose properties could not be decoded matches no ``id`` or ``text`` condition (either
-operator): its message id and headers are unknown (origin.py ``contents_of``).
+A letter whose properties could not be decoded matches no ``id``, ``ids`` or ``text``
+condition (either operator): its message id and headers are unknown (origin.py
+``contents_of``).
 
 Several ``--where`` must all hold. A malformed expression is a usage error (exit 2): an
 unknown key, an unknown operator (``==``, ``=>``, ``<>``: the operator is every ``=``, ``!``,
 ``<`` and ``>`` after the key, so a value cannot start with one of them), a reason that
 neither RabbitMQ nor rr gives (:data:`KNOWN_REASONS`), an empty origin or queue, a bad
-duration, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS` (docs/dlq.md, "--where").
+duration, an empty id in a list, an expression longer than :data:`MAX_EXPRESSION_CHARACTERS`
+(an ``ids`` list: :data:`MAX_IDS_CHARACTERS`) (docs/reference/dlq.md, "--where").
 
 An expression is read in one pass (:func:`split_expression`): its time grows with its length,
 never with the square of it, whatever it holds.
@@ -34,7 +38,7 @@ never with the square of it, whatever it holds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeAlias, assert_never
@@ -55,7 +59,12 @@ _OPERATORS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 
 MAX_EXPRESSION_CHARACTERS = 4096
 """The longest ``--where`` expression rr reads: room for a header name of 255 bytes and a long
-value; a longer one is a usage error (docs/dlq.md, "--where")."""
+value; a longer one is a usage error (docs/reference/dlq.md, "--where")."""
+MAX_IDS_CHARACTERS = 8 * MAX_EXPRESSION_CHARACTERS
+"""The longest ``ids=`` list: 32,768 characters, room for a selection of 500 ids
+(``console/selection.py`` ``MAX_PICKS``) of up to 64 characters each, where 4,096 holds only
+110 UUIDs; Linux takes an argument of up to 128 KiB (docs/reference/dlq.md, "--where")."""
+IDS_SEPARATOR = ","
 _SHOWN_CHARACTERS = 60
 """How much of a long expression an error message quotes."""
 
@@ -89,6 +98,13 @@ class IdCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class IdsCondition:
+    message_ids: frozenset[str]
+    negate: bool = False
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SearchCondition:
     word: str
     """Case-folded: compared with case-folded text."""
@@ -112,16 +128,23 @@ class GroupCondition:
 
 
 Condition: TypeAlias = (
-    TextCondition | HeaderCondition | AgeCondition | GroupCondition | IdCondition | SearchCondition
+    TextCondition
+    | HeaderCondition
+    | AgeCondition
+    | GroupCondition
+    | IdCondition
+    | IdsCondition
+    | SearchCondition
 )
 
 _USAGE = (
     "use origin=QUEUE, reason=REASON, queue=QUEUE, header.NAME=VALUE, group=ID, id=MESSAGE_ID, "
-    "text=WORD (or != for each), or age>DURATION / age<DURATION (e.g. age>1h, age<10m)"
+    "ids=ID,ID,..., text=WORD (or != for each), or age>DURATION / age<DURATION (e.g. age>1h, "
+    "age<10m)"
 )
 
 MAX_WORD_CHARACTERS = 256
-"""The longest word ``text=`` searches for (docs/dlq.md, "--where")."""
+"""The longest word ``text=`` searches for (docs/reference/dlq.md, "--where")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +191,10 @@ def shown_expression(text: str) -> str:
 def parse_where(text: str) -> Condition:
     """One ``--where`` expression -> a :class:`Condition`; :class:`UsageError` if malformed."""
     shown = shown_expression(text)
-    if len(text) > MAX_EXPRESSION_CHARACTERS:
-        raise UsageError(
-            f"--where {shown}: too long; an expression is at most "
-            f"{MAX_EXPRESSION_CHARACTERS:,} characters"
-        )
+    limit = _limit_of(text)
+    if len(text) > limit:
+        what = "an ids= list" if limit == MAX_IDS_CHARACTERS else "an expression"
+        raise UsageError(f"--where {shown}: too long; {what} is at most {limit:,} characters")
     parts = split_expression(text)
     if parts is None:
         raise UsageError(f"--where {shown}: not an expression; {_USAGE}")
@@ -204,6 +226,8 @@ def parse_where(text: str) -> Condition:
         )
     if key in ("id", "text"):
         return _letter_condition(key, value, negate, text)
+    if key == "ids":
+        return _ids_condition(value, negate, text)
     if key.startswith("header."):
         name = key.removeprefix("header.").strip()
         if not name:
@@ -237,6 +261,66 @@ def _letter_condition(key: str, value: str, negate: bool, text: str) -> Conditio
             f"most {MAX_WORD_CHARACTERS}"
         )
     return SearchCondition(word=value.casefold(), negate=negate, text=text)
+
+
+def _limit_of(text: str) -> int:
+    """How long ``text`` may be: an expression whose key is ``ids`` (it starts with ``ids``
+    and white space or an operator) holds a list, :data:`MAX_IDS_CHARACTERS`."""
+    head = text.lstrip()
+    after = head[3:4]
+    if head.startswith("ids") and after and (after.isspace() or after in "=!"):
+        return MAX_IDS_CHARACTERS
+    return MAX_EXPRESSION_CHARACTERS
+
+
+def _ids_condition(value: str, negate: bool, text: str) -> IdsCondition:
+    """``ids=A,B`` (and ``!=``), ``value`` stripped: each id between commas stripped; a
+    :class:`UsageError` when none is given or one of them is empty."""
+    shown = shown_expression(text)
+    op = "!=" if negate else "="
+    if not value:
+        raise UsageError(f"--where {shown}: give message ids after {op}, separated by commas")
+    listed = [part.strip() for part in value.split(IDS_SEPARATOR)]
+    if not all(listed):
+        raise UsageError(
+            f"--where {shown}: an empty id in the list (ids are separated by commas: an id "
+            "that holds a comma cannot be listed; name it with id=)"
+        )
+    return IdsCondition(message_ids=frozenset(listed), negate=negate, text=text)
+
+
+class ListTooLong(ValueError):
+    """An ``ids=`` list longer than :data:`MAX_IDS_CHARACTERS` (:func:`ids_expression`)."""
+
+
+def ids_expression(message_ids: Sequence[str], negate: bool = False) -> str:
+    """``ids=A,B,...`` (``ids!=`` when ``negate``) that :func:`parse_where` reads back as
+    exactly ``message_ids``; a :class:`ValueError` saying why when it cannot be written: an
+    id is empty, holds a comma or white space at either end, or (:class:`ListTooLong`) the
+    list is longer than :data:`MAX_IDS_CHARACTERS`. A first id that starts with an operator
+    character (``=``, ``!``, ``<``, ``>``) follows a space, which the reader leaves out."""
+    if not message_ids:
+        raise ValueError("no message id to list")
+    for message_id in message_ids:
+        if not message_id or message_id != message_id.strip():
+            raise ValueError(
+                f"the message id {shown_expression(message_id)} is empty or starts or ends "
+                "with white space: --where cannot name it"
+            )
+        if IDS_SEPARATOR in message_id:
+            raise ValueError(
+                f"the message id {shown_expression(message_id)} holds a comma: an ids= list "
+                "cannot name it (id= can, one at a time)"
+            )
+    listed = IDS_SEPARATOR.join(message_ids)
+    spacer = " " if listed[0] in _OPERATOR_CHARACTERS else ""
+    expression = f"ids{'!=' if negate else '='}{spacer}{listed}"
+    if len(expression) > MAX_IDS_CHARACTERS:
+        raise ListTooLong(
+            f"{len(message_ids):,} ids make an ids= list of {len(expression):,} characters; "
+            f"--where takes at most {MAX_IDS_CHARACTERS:,}"
+        )
+    return expression
 
 
 def parse_all(texts: Iterable[str]) -> tuple[Condition, ...]:
@@ -278,6 +362,9 @@ def holds(condition: Condition, facts: Facts, now: datetime) -> bool:
             return (group.id == wanted) != negate
         case IdCondition(message_id=wanted, negate=negate):
             return facts.searchable and (facts.message_id == wanted) != negate
+        case IdsCondition(message_ids=wanted, negate=negate):
+            listed = facts.message_id is not None and facts.message_id in wanted
+            return facts.searchable and listed != negate
         case SearchCondition(word=word, negate=negate):
             return facts.searchable and found_text(word, facts) != negate
         case AgeCondition(op=op, ms=ms):

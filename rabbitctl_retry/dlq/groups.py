@@ -16,12 +16,12 @@ A group's id is the dimensions' letters (``t``, ``m``, ``o``, ``h``, always in t
 ``-`` and 12 hex digits of a SHA-256 over the values: ``tmoh-3f9a0c1b2d4e``. It is computed from
 the letter alone, so ``--where group=ID`` (dlq/filters.py) picks the same letters in any later
 command, and the same key gives the same id on every machine (with the same rr version: a
-change of the normalisation would change ids; docs/dlq.md, "Groups").
+change of the normalisation would change ids; docs/reference/dlq.md, "Groups").
 
 Memory: at most :data:`MAX_GROUPS` groups, each bounded (its origins and dead-letter queues
 at most :data:`MAX_NAMES` names, its texts cut); a letter of a group past the limit is counted
 in :attr:`Grouping.ungrouped`. Reading 100,000 letters holds what reading 1,000 of the same
-causes holds (docs/dlq.md, "Big queues").
+causes holds (docs/reference/dlq.md, "Big queues").
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ One JSON object per line, one line per message, in queue order::
 * ``properties`` holds every property that is set, except ``headers``; ``timestamp`` as
   ISO 8601.
 * ``headers`` records each value's AMQP type, in the table's order, so that an import writes
-  every header with the type tag and bytes it was exported with (docs/dlq.md, "Export
+  every header with the type tag and bytes it was exported with (docs/reference/dlq.md, "Export
   format"): a UTF-8 long string is a JSON string, a boolean ``true``/``false``, void
   ``null``, a double a JSON number; the other types are tagged: ``{"$int8": N}``,
   ``$uint8``, ``$int16``, ``$uint16``, ``$int32``, ``$uint32``, ``$int64``, ``$uint64``,
@@ -32,8 +32,8 @@ controls, U+2028/U+2029, lone surrogates) as a ``\\uXXXX`` escape: the same JSON
 file that ``cat`` shows as it is (:func:`~rabbitctl_retry.json_text.escape_unsafe`).
 
 Before ``rr dlq import`` publishes anything, :func:`record_problem` checks every line for what
-RabbitMQ or the AMQP client would refuse (docs/dlq.md, "Import"): a message refused half-way
-would leave the file half imported.
+RabbitMQ or the AMQP client would refuse (docs/reference/dlq.md, "Import"): a message refused
+half-way would leave the file half imported.
 """
 
 from __future__ import annotations
@@ -554,7 +554,7 @@ def record_problem(record: Record) -> str | None:
     refuse to publish, as ``properties.NAME: why`` or ``headers.KEY...: why``; None if none.
 
     ``user_id`` is checked as a string only: whether RabbitMQ takes it depends on who logs
-    in (the caller decides, docs/dlq.md "Import").
+    in (the caller decides, docs/reference/dlq.md "Import").
     """
     properties = record.properties
     for name in PROPERTY_NAMES:

@@ -2,7 +2,7 @@
 
 Every view of ``inspect`` (the table, ``--format lines``, the JSON documents, ``--summary``)
 starts from a :class:`Letter`, so they all agree on origin, reason, retry count and the time
-the message was dead-lettered (docs/dlq.md, "Inspect").
+the message was dead-lettered (docs/reference/dlq.md, "Inspecting without taking").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pure. What ``rr dlq move`` does with one message (docs/dlq.md, "Move").
+"""Pure. What ``rr dlq move`` does with one message (docs/reference/dlq.md, "Move").
 
 A move sends every message of a queue (or those matching ``--where``) to one other queue, as
 it is: the body, the application headers — the retry header and ``x-death`` included — and

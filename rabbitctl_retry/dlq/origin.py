@@ -17,7 +17,7 @@ its ``x-death``, and fails when nothing else names an origin: :func:`wait_queue_
 Wait queues are every name of the shape rr derives for one (``<queue>.retry`` and
 ``<queue>.retry.<duration>``, see ``topology/naming.py``) and, with ``--topology``, the
 topology's own wait queues; a queue the topology declares is never one, whatever its name
-looks like (docs/dlq.md, "Where a dead letter goes back to").
+looks like (docs/reference/dlq.md, "Where a dead letter goes back to").
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _failed_at(
 
 
 BODY_SEARCHED_BYTES = 1024
-"""How much of a body ``--where text=`` searches (docs/dlq.md, "--where")."""
+"""How much of a body ``--where text=`` searches (docs/reference/dlq.md, "--where")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +169,7 @@ def contents_of(
     message_id: str | None, body: bytes, undecodable: tuple[str, ...] = ()
 ) -> Contents | None:
     """A delivery's :class:`Contents`; ``None`` when its properties could not be decoded (its
-    message id is unknown: it matches no ``id`` or ``text`` condition, docs/dlq.md)."""
+    message id is unknown: it matches no ``id`` or ``text`` condition, docs/reference/dlq.md)."""
     return None if undecodable else Contents(message_id=message_id, body=body)
 
 

@@ -3,7 +3,8 @@
 Each message read that matches every ``--where`` (dlq/filters.py; ``group=ID`` for one group
 of ``rr dlq groups``) is discarded: the transfer engine (ops/transfer.py) acks it, copying it
 nowhere; every other message is skipped and goes back to its place when the run's channel
-closes, so the queue keeps them in their order (docs/dlq.md, "7. Empty the dead-letter queue").
+closes, so the queue keeps them in their order (docs/how-to/after-an-outage.md, "7. Empty the
+dead-letter queue").
 """
 
 from __future__ import annotations

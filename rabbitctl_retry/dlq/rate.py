@@ -7,7 +7,7 @@ keep their order.
 
 :func:`parse_rate` reads ``--rate``: a finite decimal number of messages per second, at least
 :data:`MIN_RATE_PER_S`; anything else (``inf``, ``nan``, ``1e400``, ``0``, ``-5``, ``fast``)
-is a usage error (docs/dlq.md, "When an option is wrong").
+is a usage error (docs/how-to/after-an-outage.md, "When an option is wrong").
 """
 
 from __future__ import annotations

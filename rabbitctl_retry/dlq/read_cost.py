@@ -1,5 +1,5 @@
 """Pure. What reading a queue without taking costs its messages, on a given server
-(docs/dlq.md, "Inspecting without taking").
+(docs/reference/dlq.md, "Inspecting without taking").
 
 rr reads a queue by consuming without acking and then handing every message back. How it
 hands them back, and what that costs, depends on the server and the queue (measured on

@@ -1,5 +1,5 @@
 """Pure. The reasons a transfer (``rr dlq replay``, ``rr dlq move``) gives for each message it
-leaves where it was, in its command's words (docs/dlq.md)."""
+leaves where it was, in its command's words (docs/reference/dlq.md)."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def choose(
     contents: Contents | None = None,
 ) -> Choice:
     """What the replay does with one dead letter (see the module doc). ``undecodable``: the
-    names of the properties the codec could not decode (docs/dlq.md, "Undecodable")."""
+    names of the properties the codec could not decode (docs/reference/dlq.md, "Undecodable")."""
     if plan.set_aside:
         return _undecodable(plan, undecodable)
     if undecodable:

@@ -47,7 +47,8 @@ class TransferReport:
     """The error that cut the run short (a dropped connection, refused access), if one did."""
     refused: bool = False
     """The error was the broker refusing access (403 ACCESS_REFUSED, e.g. on the copies'
-    publish): the run stopped there, exit 77 (docs/dlq.md, "When the broker refuses")."""
+    publish): the run stopped there, exit 77 (docs/how-to/after-an-outage.md, "When the broker
+    refuses")."""
     possible_duplicates: int = 0
     """Dead letters whose copy may have reached its target while the dead letter itself
     stayed (a copy in flight, or an ack the broker had not confirmed, when the connection
@@ -130,7 +131,7 @@ def outcome_text(kind: TransferKind, outcome: TransferOutcome) -> str:
 
 
 def transfer_document(report: TransferReport) -> dict[str, Any]:
-    """``rr dlq replay|move --output json`` for one source (docs/dlq.md); its results are
+    """``rr dlq replay|move --output json`` for one source (docs/reference/dlq.md); its results are
     written one by one, never held as one list (dlq/results.py)."""
     return {
         "source": report.source,

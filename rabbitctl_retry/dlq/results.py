@@ -1,11 +1,11 @@
 """A transfer's results (one per message read, in the order read) in bounded memory.
 
-``rr dlq replay`` and ``rr dlq move`` report every message they read (docs/dlq.md, "JSON
+``rr dlq replay`` and ``rr dlq move`` report every message they read (docs/reference/dlq.md, "JSON
 output"): on 100,000 dead letters that list alone would be the biggest thing the process
 holds. :class:`TransferResults` keeps the counts per outcome and the results in
 :class:`~rabbitctl_retry.dlq.spill.SpilledRows` (at most :data:`CHUNK` in memory, the others in a
-temporary file). Reading 100,000 letters then holds what reading 10,000 holds (docs/dlq.md,
-"Big queues").
+temporary file). Reading 100,000 letters then holds what reading 10,000 holds
+(docs/reference/dlq.md, "Big queues").
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class TransferOutcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TransferResult:
-    """What happened to one dead letter (one entry of the JSON ``results``, docs/dlq.md)."""
+    """What happened to one dead letter (one entry of the JSON ``results``,
+    docs/reference/dlq.md)."""
 
     message_id: str | None
     to: str | None

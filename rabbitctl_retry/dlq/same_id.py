@@ -1,7 +1,7 @@
 """Pure. The dead letters of a read that carry one message id: how ``rr dlq edit`` and the
 console find the letter to edit (the ``nth`` of them in queue order), what they say when there
 is none or more than one, and how the run that publishes an edit makes sure it takes the very
-letter that was read (docs/dlq.md, "Edit and retry").
+letter that was read (docs/reference/dlq.md, "Edit and retry").
 
 A letter is known again by its place among the letters with its id (the ``nth``, 1: the first
 in queue order) and by :class:`Checksums` of what it is: its body, its properties and its

@@ -4,7 +4,7 @@ What a command reports once per message (a transfer's results, ``inspect --outpu
 messages) would, on 100,000 dead letters, be the biggest thing the process holds.
 :class:`SpilledRows` keeps at most ``chunk`` rows in memory; the others go, in chunks, to an
 anonymous temporary file (deleted by the system when the process ends, however it ends), and
-are read back, in order, each time the rows are iterated (docs/dlq.md, "Big queues").
+are read back, in order, each time the rows are iterated (docs/reference/dlq.md, "Big queues").
 
 A row is any value :mod:`marshal` writes (``None``, numbers, text, bytes, and tuples, lists
 and dicts of them) and comes back equal to what was appended.

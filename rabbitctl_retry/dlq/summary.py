@@ -2,7 +2,7 @@
 
 A :class:`Summary` takes one :class:`~rabbitctl_retry.dlq.letter.Letter` at a time and keeps
 only counters and the two extreme letters' ids and times, never the letters themselves: a
-summary of 100,000 dead letters holds as much as one of 10 (docs/dlq.md, "Big queues").
+summary of 100,000 dead letters holds as much as one of 10 (docs/reference/dlq.md, "Big queues").
 
 Counted: by origin queue, by reason, by retry count, by age (how long ago it was dead-lettered,
 in :data:`AGE_BUCKETS`), plus the oldest and newest dead-lettering, the letters whose

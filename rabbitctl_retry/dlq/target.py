@@ -4,7 +4,7 @@ A queue with a length limit (``x-max-length``, ``x-max-length-bytes``) and the o
 ``drop-head`` (RabbitMQ's default) confirms every message it takes, then drops the oldest
 once it is over the limit: the broker's confirm is no proof that the copy stays. rr removes
 a message only once its copy is confirmed, so it would report as moved copies the target
-has already thrown away (docs/dlq.md, "When the target drops what it takes").
+has already thrown away (docs/reference/dlq.md, "When the target drops what it takes").
 """
 
 from __future__ import annotations

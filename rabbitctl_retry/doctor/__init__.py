@@ -1,4 +1,4 @@
-"""Pure. What a RabbitMQ server means for a topology (``rr doctor``, docs/cli.md).
+"""Pure. What a RabbitMQ server means for a topology (``rr doctor``, docs/reference/cli.md).
 
 :func:`examine` takes what ``rr doctor`` read from the server (:class:`ServerFacts`) and,
 optionally, the expansion of a topology file, and returns findings: ``info`` (how this server

@@ -24,7 +24,7 @@ def _kind_of(op_kind: OpKind) -> str:
 
 
 def declare_findings(facts: ServerFacts) -> list[Finding]:
-    """What ``rr declare`` would refuse in the file on this server now (docs/cli.md, "rr
+    """What ``rr declare`` would refuse in the file on this server now (docs/reference/cli.md, "rr
     doctor"): each queue or exchange the server holds otherwise than the file says, in
     ``rr declare``'s words (``declare-conflict``, unsafe: every differing argument, the type,
     a missing delivery limit or dead-letter route), and each exchange the file uses that is

@@ -29,8 +29,8 @@ _AFTER_4_0 = (
 )
 _MOVE = (
     'Move it to a quorum queue before the upgrade: type = "quorum" (with replicas) in the '
-    "topology, then rr migrate TOPOLOGY rebuilds it with its messages (docs/topology.md, "
-    '"Migrating a queue")'
+    "topology, then rr migrate TOPOLOGY rebuilds it with its messages (rr docs "
+    'migrate-to-quorum "Migrating a queue")'
 )
 
 

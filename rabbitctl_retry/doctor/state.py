@@ -182,7 +182,7 @@ def consumer_findings(
 def quorum_member_findings(desired: Desired, facts: ServerFacts) -> list[Finding]:
     """Each quorum queue of the topology whose members online (the management API's
     ``online``) are fewer than expected: its ``replicas`` (``x-quorum-initial-group-size``),
-    at most the cluster's nodes, else every node (docs/topology.md) — a warning,
+    at most the cluster's nodes, else every node (docs/reference/topology.md) — a warning,
     ``quorum-members-offline``; fewer than a majority of its ``members`` — an error,
     ``quorum-queue-unavailable``. Or why they were not read (``quorum-members-not-checked``,
     when the file has a quorum queue)."""

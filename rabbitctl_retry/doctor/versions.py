@@ -263,7 +263,7 @@ def _ordinal(number: int) -> str:
 
 def _server_delay_finding(queue: QueueEntity, version: ServerVersion) -> Finding | None:
     """A queue with ``delay = "server"``: refused below RabbitMQ 4.3 (it would retry at once),
-    else how its waits go (docs/runtime.md, "The quorum queue waits")."""
+    else how its waits go (docs/explanation/attempts.md, "The quorum queue waits")."""
     if queue.setting("x-delayed-retry-type") is None:
         return None
     problem = server_delay_problem(queue, version.release)
@@ -319,7 +319,7 @@ def _server_limit_finding(queue: QueueEntity, facts: ServerFacts) -> Finding | N
     fix = (
         f"Lift it with a policy: rabbitmqctl set_policy rr-no-limit "
         f"'^{re.escape(queue.name)}$' '{{\"delivery-limit\": -1}}' --apply-to queues "
-        '(only the highest-priority policy applies to a queue; docs/topology.md, "Quorum '
+        '(only the highest-priority policy applies to a queue; rr docs topology "Quorum '
         'queues without a limit")'
     )
     if _has_dead_letter_route(queue):

@@ -59,7 +59,7 @@ def close_connection(
     state: BrokerState, connection: ConnectionState, failing: ChannelState | None = None
 ) -> None:
     """``connection`` closes, by the client or by a connection error that a method on
-    channel ``failing`` caused (docs/testing.md, "What the emulator does — like the
+    channel ``failing`` caused (docs/reference/testing.md, "What the emulator does — like the
     server")."""
     if connection.closed:
         return

@@ -1,5 +1,6 @@
 """RabbitMQ 4.3's delayed retries of a quorum queue (``x-delayed-retry-*``), as measured on
-4.3.6 (docs/testing.md, the version table; docs/runtime.md, "The quorum queue waits"):
+4.3.6 (docs/reference/testing.md, the version table; docs/explanation/attempts.md, "The quorum queue
+waits"):
 
 * ``x-delayed-retry-type`` picks the returns held back: ``failed`` the counted ones
   (``basic.reject`` with requeue, a closing channel), ``returned`` the uncounted ones

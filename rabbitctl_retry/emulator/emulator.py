@@ -53,14 +53,14 @@ class Emulator:
 
     ``server_version`` (default 4.0.5, :data:`DEFAULT_SERVER_VERSION`) selects
     version-dependent behaviour: the row of ``releases.py`` for its release line, each
-    difference measured on 3.10.8, 4.0.5 and 4.3.6 and listed in docs/testing.md ("What
+    difference measured on 3.10.8, 4.0.5 and 4.3.6 and listed in docs/reference/testing.md ("What
     differs between releases").
     ``delayed_message_exchange`` enables the ``x-delayed-message`` exchange type (the plugin).
     ``record_events`` keeps the event history (:attr:`events`).
 
     The port's channels also do what rr's AMQP clients do on the wire: a publish without
     properties goes with ``delivery_mode = 1`` (and no ``message_id``: the clients add none),
-    and its headers are written by rr's codec (``field_codec.py``; docs/testing.md,
+    and its headers are written by rr's codec (``field_codec.py``; docs/reference/testing.md,
     "Headers").
 
     ``idle_rounds``: how many event-loop turns without any broker activity :meth:`settle`
@@ -69,7 +69,7 @@ class Emulator:
     ``default_queue_type``: the vhost's default queue type (``rabbitmqctl add_vhost
     --default-queue-type quorum``), None for a vhost made without one: a queue declared
     without ``x-queue-type`` is of that type, and a redeclaration without one means it
-    (measured on 3.10.8, 4.0.5 and 4.3.6; docs/testing.md).
+    (measured on 3.10.8, 4.0.5 and 4.3.6; docs/reference/testing.md).
     """
 
     def __init__(
@@ -233,8 +233,8 @@ class Emulator:
 
     def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
         """Set a policy (``operator``: an operator policy) as ``rabbitmqctl set_policy`` does:
-        it applies to every queue at once (emulator/policies.py; docs/topology.md, "Policies
-        and arguments"). A definition the server refuses raises ``BrokerRefused``."""
+        it applies to every queue at once (emulator/policies.py; docs/reference/topology.md,
+        "Policies and arguments"). A definition the server refuses raises ``BrokerRefused``."""
         self.broker.put_policy(policy, operator=operator)
 
     def delete_policy(self, name: str, *, operator: bool = False) -> None:

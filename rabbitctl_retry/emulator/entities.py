@@ -173,7 +173,7 @@ def _implied_queue_type(state: BrokerState) -> QueueKind | None:
     return "classic" if state.behaviour.queue_type_always_set else None
 
 
-# -- policies (docs/topology.md, "Policies and arguments") ------------------------------
+# -- policies (docs/reference/topology.md, "Policies and arguments") ------------------------------
 
 
 def put_policy(state: BrokerState, policy: Policy, *, operator: bool) -> None:

@@ -1,7 +1,7 @@
 """The order in which Erlang/OTP 25 (RabbitMQ 3.10's runtime) folds over a map whose keys are
 small non-negative integers: RabbitMQ 3.10.8 gives back the messages of one basic.nack
 (multiple, requeue) of a quorum queue with a delivery limit in that order (``maps:fold`` over
-the consumer's message ids; docs/testing.md, "What the emulator does — like the server").
+the consumer's message ids; docs/reference/testing.md, "What the emulator does — like the server").
 
 * A map of up to 32 keys is a flat map: its keys in ascending order.
 * A bigger map is a hash array mapped trie on a 32-bit hash of each key, 4 bits per level,

@@ -6,7 +6,7 @@ rr reads of it: the overview (version, product, cluster name), the nodes and the
 alarms, where a queue lives and a quorum queue's members online (:class:`EmulatedCluster`:
 the cluster a test makes the twin state), the deprecated-features table, and the policies it
 sets (applied by the emulator as the server applies them: emulator/policies.py)
-(docs/testing.md, "The management API"). The contract suite
+(docs/reference/testing.md, "The management API"). The contract suite
 runs the same scenario on RabbitMQ 4.3.6's API and on this twin
 (``tests/contract/test_management_api.py``).
 
@@ -99,7 +99,7 @@ DISK_FREE_BYTES = 10_000_000_000
 @dataclass
 class EmulatedCluster:
     """What the twin states of the cluster around the emulated node, for ``rr doctor``'s
-    checks (docs/testing.md, "The management API"): more nodes, some stopped, resource
+    checks (docs/reference/testing.md, "The management API"): more nodes, some stopped, resource
     alarms, the rate a queue's depth grows at. Only the twin's answers change: the emulator
     itself stays one node that runs, without alarms (it blocks no publisher)."""
 
@@ -263,7 +263,7 @@ class EmulatedManagementApi:
     async def queue_activity(self) -> tuple[QueueActivity, ...]:
         """Every queue the emulator holds with its ready and unacked messages and its
         consumers' prefetch counts, as they are now (the server's statistics lag by up to
-        5 s); the emulator keeps no per-queue rates: both are 0.0 (docs/testing.md, "The
+        5 s); the emulator keeps no per-queue rates: both are 0.0 (docs/reference/testing.md, "The
         management API")."""
         found = []
         for name in self._emulator.queue_names():
@@ -293,7 +293,7 @@ class EmulatedManagementApi:
         """The emulated vhost's default queue type when it was made with one; else what
         RabbitMQ 4.3.6's API states for a vhost made without one, ``classic`` (measured), on
         every 4.x line (4.0.5's API was not measured: the shared 4.0.5 has no management
-        plugin; its declares behave as 4.3.6's, docs/testing.md), and none on 3.10, whose
+        plugin; its declares behave as 4.3.6's, docs/reference/testing.md), and none on 3.10, whose
         declares compare a queue's type with none (measured: 3.10.8's API was not)."""
         given = self._emulator.default_queue_type
         if given is not None:

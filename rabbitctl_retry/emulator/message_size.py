@@ -6,7 +6,7 @@ The size is the property flags (2 bytes: the 13 basic properties never need a se
 word) and each property present: a short string its length + 1, an octet (``delivery_mode``,
 ``priority``) 1, a timestamp 8, the headers table its encoded fields + 4. A property the
 codec could not decode keeps the bytes it came in (``raw``). Measured on 4.3.6 by
-``scripts/measure_quorum_bytes.py``; docs/testing.md, "What the emulator models".
+``scripts/measure_quorum_bytes.py``; docs/reference/testing.md, "What the emulator models".
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ class EmulatedQueue:
 
     def next_consumer(self) -> Consumer | None:
         """The consumer that takes the next message, None when none can (the caller delivers
-        one message to it). Measured on 3.10.8, 4.0.5 and 4.3.6 (docs/testing.md):
+        one message to it). Measured on 3.10.8, 4.0.5 and 4.3.6 (docs/reference/testing.md):
 
         * a classic queue (rabbit_queue_consumers) takes its active consumers in turn, each
           back at the end after its delivery; one found at its prefetch limit is set aside
@@ -326,7 +326,7 @@ class EmulatedQueue:
     def expiry_heads(self) -> list[int]:
         """Where in ``ready`` a RabbitMQ 4.3 quorum queue expires messages: the head of those
         given back, then the first of each priority among the others, highest first (each a
-        queue of its own on the server, expiring at its head; docs/testing.md)."""
+        queue of its own on the server, expiring at its head; docs/reference/testing.md)."""
         heads = [0] if self.returned else []
         strict = self.settings.strict_priorities
         if strict is None:

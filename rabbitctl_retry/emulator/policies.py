@@ -1,13 +1,13 @@
 """Pure. Policies and operator policies as RabbitMQ applies them to a queue, per server version
-(measured on 3.10.8, 4.0.5 and 4.3.6: docs/topology.md, "Policies and arguments").
+(measured on 3.10.8, 4.0.5 and 4.3.6: docs/reference/topology.md, "Policies and arguments").
 
 * Which keys a policy or an operator policy takes (:func:`refusal`), and which ``apply-to``.
 * Which policy applies to a queue (:func:`applying`): of those whose pattern (a regular
   expression, not anchored) finds the queue's name and whose ``apply-to`` takes its type, the
   one of the highest priority, alone.
 * What the queue does (:func:`effective_arguments`): per key, its argument, the policy's value
-  and the operator policy's value resolve to one, as the table of docs/topology.md says: the
-  smallest for the limits, the argument for the dead-letter keys, the policies for a quorum
+  and the operator policy's value resolve to one, as the table of docs/reference/topology.md says:
+  the smallest for the limits, the argument for the dead-letter keys, the policies for a quorum
   queue's overflow. The result is written as the queue's arguments would be, so the emulator
   reads it as it reads a declaration (``args.validate_queue``).
 """

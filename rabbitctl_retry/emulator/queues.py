@@ -13,7 +13,7 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
   expiration of ``0`` expires at once unless a consumer takes the message immediately. A
   quorum queue's get-ok counts what expired behind the message it took (unless no_ack). A
   classic queue checks its head only at some moments (alone after a publish, after
-  handing out a message, on its timer: docs/testing.md, "Priorities with message TTLs in
+  handing out a message, on its timer: docs/reference/testing.md, "Priorities with message TTLs in
   classic queues"), so a message that went ahead of a non-empty queue's head waits.
 * ``x-max-length`` / ``x-max-length-bytes`` count ready messages only (bytes: the body; a 4.3
   quorum queue adds the properties as published, :func:`_size_bytes`); ``drop-head`` removes
@@ -83,7 +83,7 @@ def enqueue(
     if q.is_quorum or len(q.ready) == 1:
         # a classic queue checks its head here only when the message is alone in it (or
         # drop-head pushed some out, trim): one that went ahead of the head of a non-empty
-        # queue waits for the next check (docs/testing.md, "Priorities with message TTLs
+        # queue waits for the next check (docs/reference/testing.md, "Priorities with message TTLs
         # in classic queues")
         expire_due(state, q)
     if q.consumers:

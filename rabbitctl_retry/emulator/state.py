@@ -38,7 +38,7 @@ class BrokerState:
     server_version: ServerVersion
     behaviour: ServerRelease
     """What this server does where releases differ (``releases.py``), read once: every
-    version switch of the emulator is a field of it (docs/testing.md, "What differs
+    version switch of the emulator is a field of it (docs/reference/testing.md, "What differs
     between releases")."""
     record_events: bool = True
     delayed_message_exchange: bool = True
@@ -46,7 +46,7 @@ class BrokerState:
     """The vhost's default queue type (``rabbitmqctl add_vhost --default-queue-type``),
     None when it was made without one: a queue declared without ``x-queue-type`` is of
     this type, and a redeclaration without one means it (measured on 3.10.8, 4.0.5 and
-    4.3.6, docs/topology.md, "The queue's type")."""
+    4.3.6, docs/reference/topology.md, "The queue's type")."""
     queues: dict[str, EmulatedQueue] = field(default_factory=dict)
     exchanges: dict[str, Exchange] = field(default_factory=dict)
     connections: list[ConnectionState] = field(default_factory=list)

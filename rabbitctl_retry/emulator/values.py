@@ -5,8 +5,8 @@ the way out (a consumer may mutate what it got). Arguments are copied with their
 normalised to what a client decodes from the wire: a ``datetime`` becomes whole seconds in
 UTC (an AMQP timestamp), ``bytearray`` becomes ``bytes``, tuples become lists.
 
-A message's headers travel as bytes, as on the wire (docs/testing.md, "Headers"): the client
-writes them with rr's codec (:func:`client_table`: each value read keeps its type tag and
+A message's headers travel as bytes, as on the wire (docs/reference/testing.md, "Headers"): the
+client writes them with rr's codec (:func:`client_table`: each value read keeps its type tag and
 bytes, a new one is typed by its Python type, in the table's order), the server keeps them as
 RabbitMQ does (:func:`server_table`), and a consumer gets an ``EncodedTable`` read from them.
 
@@ -49,8 +49,8 @@ def client_table(headers: Mapping[str, FieldValue]) -> EncodedTable:
 
 def server_table(headers: Mapping[str, FieldValue], *, sort: bool) -> EncodedTable:
     """A table as RabbitMQ writes it again once it read it (measured on 3.10.8, 4.0.5 and
-    4.3.6; docs/testing.md, "Headers"): each value as it was, but every unsigned 64-bit ``L``
-    as a signed ``l`` with the same bytes, at every depth; a value the server adds typed as
+    4.3.6; docs/reference/testing.md, "Headers"): each value as it was, but every unsigned 64-bit
+    ``L`` as a signed ``l`` with the same bytes, at every depth; a value the server adds typed as
     it types one (:func:`server_value`); with ``sort``, the top-level names sorted (nested
     tables keep their order), as when the server adds a header to the table."""
     fields = raw_fields(encode_fields(headers, server_value))

@@ -12,7 +12,7 @@ rerun.
 Given the management API's URL, the cluster's nodes and each queue's members come from it
 (through the management port, ``transport/management.py``): AMQP cannot tell either; so
 does, for a file with transient queues, whether the server denies them (its
-deprecated-features table, docs/cluster.md).
+deprecated-features table, docs/how-to/run-on-a-cluster.md).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ Step = PolicyStep | ExchangeEntity | QueueEntity | BindingEntity
 async def apply(connection: Connection, result: Plan, *, api: ManagementApi | None = None) -> None:
     """Carry out a conflict-free plan: first rr's policies (put, or deleted) through ``api``,
     so that no queue exists without its settings, then every planned or unchanged entity in
-    order (docs/topology.md, "How `rr declare` decides").
+    order (docs/reference/topology.md, "How `rr declare` decides").
 
     A step the broker refuses ends the apply with the broker's error, its text saying which
     step failed, what was done before it and what was not (every step is idempotent:
@@ -319,7 +319,7 @@ def permitted_features(
 async def _check_same_server(api: ManagementApi, connection: Connection) -> None:
     """Refuse, before anything changes, a management API that does not answer for the server
     ``connection`` reached: its nodes and its deprecated-features table would decide the plan
-    (docs/cluster.md, "Replicas")."""
+    (docs/how-to/run-on-a-cluster.md, "Replicas")."""
     amqp, told = identity_of(connection), await api.overview()
     nodes = await api.nodes() if names_to_compare(amqp, told) else ()
     differences = identity_differences(amqp, told, nodes)
@@ -334,13 +334,13 @@ async def _check_same_server(api: ManagementApi, connection: Connection) -> None
 POLICY_NEEDS_MANAGEMENT = (
     'settings = "policy" puts queue settings in policies, which only the management HTTP API '
     "sets (AMQP cannot): give --management-url, $RR_MANAGEMENT_URL or [broker] "
-    'management_url; nothing was changed (docs/topology.md, "Changing a topology")'
+    'management_url; nothing was changed (rr docs migrate-to-quorum "Changing a topology")'
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Declared:
-    """What ``rr declare`` did (docs/cluster.md, "Replicas")."""
+    """What ``rr declare`` did (docs/how-to/run-on-a-cluster.md, "Replicas")."""
 
     plan: Plan
     """The final plan; with the placements when the management API told them."""
@@ -351,7 +351,7 @@ class Declared:
     default_queue_type: str | None = None
     """The vhost's default queue type as the management API states it (None: no management
     URL, or the API states none): what a queue declared without ``x-queue-type`` would be;
-    rr declares every queue with its type (docs/topology.md, "The queue's type")."""
+    rr declares every queue with its type (docs/reference/topology.md, "The queue's type")."""
     default_type_problem: TransportError | None = None
     """Why the management API could not tell the vhost's default queue type (it decides
     nothing: rr declares every queue with its type); None when it told, or was not asked."""
@@ -398,9 +398,9 @@ async def declare_topology(
     """``rr declare``: connect to the first of ``urls`` that answers, provision ``topology``,
     close.
 
-    With ``management_url`` (docs/cluster.md, "Replicas"), the cluster's nodes are read first
-    (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not answer
-    ends the command: nothing is changed), and, when the file has transient queues, the
+    With ``management_url`` (docs/how-to/run-on-a-cluster.md, "Replicas"), the cluster's nodes are
+    read first (a ``replicas`` the cluster cannot meet is a conflict, and an API that does not
+    answer ends the command: nothing is changed), and, when the file has transient queues, the
     server's deprecated-features table (one that denies them makes them conflicts); after an
     apply the plan says where each queue lives. ``management`` reaches the API (the
     management port's adapter, as ``connector`` is the AMQP one's); it must be given with

@@ -12,7 +12,7 @@ Reading without taking (inspect, export, groups, dry runs, the console)
     quorum queue counts each (``x-delivery-count`` + 1; 3.10 would put a nacked one at the
     back). A classic queue puts each back where it was; a quorum queue serves them first, in
     order, behind what it holds from an earlier hand-back (a read of its head only may
-    rotate them: docs/dlq.md, "Inspecting without taking"). Where a read can drop a letter
+    rotate them: docs/reference/dlq.md, "Inspecting without taking"). Where a read can drop a letter
     the command says so and asks first.
 
 Publishing many copies at once (import, like replay and move)
@@ -23,7 +23,7 @@ Publishing many copies at once (import, like replay and move)
     (``transport/message_ids.py``). A message without a ``message_id`` is published without
     one.
 
-Importing all or nothing, then resuming (docs/dlq.md, "Import")
+Importing all or nothing, then resuming (docs/reference/dlq.md, "Import")
     Every line is checked before the first publish: what RabbitMQ or the AMQP client would
     refuse (:func:`~rabbitctl_retry.dlq.jsonl.record_problem`, then a dry run of the AMQP
     transport's own encoder, whichever broker is behind the port) stops the import with
@@ -198,7 +198,7 @@ async def nack_back(
     consumer (so that nothing handed back comes to it again), one ``basic.nack(multiple,
     requeue=true)`` up to the last tag delivered, then a round trip that proves the broker
     processed it before the channel closes (RabbitMQ may drop settles sent just before a
-    close: docs/dlq.md, "Known limits"). ``last_tag`` is read after the cancel: a delivery
+    close: docs/reference/dlq.md, "Known limits"). ``last_tag`` is read after the cancel: a delivery
     that arrived before the cancel-ok has been counted by then. If the channel is lost on
     the way, its close returns the rest, as on older servers."""
     try:
@@ -365,7 +365,7 @@ def read_records(path: Path) -> Iterator[tuple[int, Record]]:
     """(line number, record) of every non-blank line; :class:`DataError` on the first bad one.
 
     The file is a regular file read a line at a time, each line at most
-    :data:`IMPORT_LINE_LIMIT_BYTES` (docs/cli.md, "Files rr reads"): a FIFO or a device is
+    :data:`IMPORT_LINE_LIMIT_BYTES` (docs/reference/cli.md, "Files rr reads"): a FIFO or a device is
     refused unread, and the memory is that of one line whatever the file's size."""
     try:
         with read_lines(path, line_limit_bytes=IMPORT_LINE_LIMIT_BYTES) as lines:
@@ -390,7 +390,7 @@ def prepared(record: Record, user: str | None) -> tuple[Record, bool]:
     """``record`` as import publishes it, and whether its ``user_id`` was dropped: RabbitMQ
     refuses (406, closing the channel) a ``user_id`` other than the publisher's login, so one
     that is not ``user`` goes; and never with ``CC`` or ``BCC``, which would send it to the
-    queues they name too (docs/dlq.md, "Import")."""
+    queues they name too (docs/reference/dlq.md, "Import")."""
     if record.headers and ROUTING_HEADERS & record.headers.keys():
         record = dataclasses.replace(record, headers=without_routing_headers(record.headers))
     user_id = record.properties.get("user_id")

@@ -1,7 +1,7 @@
 """``rr doctor``: what rr reads of a server for the pure ``doctor/`` to judge — its version
 and identity from the AMQP handshake, whether it can declare an ``x-delayed-message``
 exchange (the probe of ``ops/probe.py``), and its deprecated-features table from the
-management API, once that API shows it answers for the same server (docs/cli.md,
+management API, once that API shows it answers for the same server (docs/reference/cli.md,
 "rr doctor"); on RabbitMQ 3.x also the vhost's policies and the state of the topology's
 queues, for classic queue mirroring; with a topology, each of its queues' depth and consumers
 by a passive declare (AMQP: no management API needed) and a quorum queue's
@@ -226,7 +226,7 @@ def _limit_by_server(queue: QueueEntity) -> bool:
 
 async def _cluster_read(api: ManagementApi, desired: Desired | None) -> ClusterRead | TableUnread:
     """The nodes' alarms and, with a topology, the vhost's queues' members and depth rates
-    (docs/cli.md, "rr doctor"), or why they could not be read (one censored, escaped
+    (docs/reference/cli.md, "rr doctor"), or why they could not be read (one censored, escaped
     line)."""
     try:
         nodes = await api.node_resources()
@@ -238,8 +238,8 @@ async def _cluster_read(api: ManagementApi, desired: Desired | None) -> ClusterR
 
 async def _policies_read(api: ManagementApi, desired: Desired | None) -> PoliciesRead | TableUnread:
     """RabbitMQ 3.x: the vhost's policies, the state of each of the topology's queues and
-    the vhost's queues (classic queue mirroring, docs/cli.md), or why they could not be read
-    (one censored, escaped line)."""
+    the vhost's queues (classic queue mirroring, docs/reference/cli.md), or why they could not be
+    read (one censored, escaped line)."""
     try:
         policies = await api.policies()
         queues = []

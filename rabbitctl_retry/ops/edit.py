@@ -1,6 +1,6 @@
 """One dead letter's edit published: the steps ``rr dlq edit`` (cli/dlq/edit.py) and the
-console (console/app.py) share once the letter is read and the change agreed (docs/dlq.md,
-"Edit and retry"; docs/console.md).
+console (console/routes/edit.py) share once the letter is read and the change agreed
+(docs/reference/dlq.md, "Edit and retry"; docs/reference/console.md).
 
 The original is kept first (the caller writes it where its own rules say: an export file,
 the console's ``--keep-dir``; :func:`original_line` is its one line), then one run of the
@@ -56,7 +56,7 @@ class EditDone:
 
 
 def original_line(letter: Delivery) -> str:
-    """The letter as one export line (docs/dlq.md, "Export format"), its newline included:
+    """The letter as one export line (docs/reference/dlq.md, "Export format"), its newline included:
     what an edit keeps before it publishes (``rr dlq import`` restores it)."""
     return record_line(record_of(letter)) + "\n"
 

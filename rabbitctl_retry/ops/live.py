@@ -1,8 +1,8 @@
 """``rr topology show --live``: each queue's settings as the broker applies them, read through
 the management port (``transport/management.py``): the queue's type, arguments, the policy
 and the operator policy that apply to it, and what the queue does with them (the measured
-rules of ``topology/effective.py``; docs/topology.md, "Changing a topology"), beside what
-the file gives it; and the vhost's default queue type."""
+rules of ``topology/effective.py``; docs/how-to/migrate-to-quorum.md, "Changing a topology"), beside
+what the file gives it; and the vhost's default queue type."""
 
 from __future__ import annotations
 

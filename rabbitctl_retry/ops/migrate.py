@@ -1,5 +1,5 @@
 """The shell of ``rr migrate``: rebuild the queues a plan marks ``migration``, with their
-messages (docs/topology.md, "Migrating a queue").
+messages (docs/how-to/migrate-to-quorum.md, "Migrating a queue").
 
 What is rebuilt, the steps and where a rerun goes on from are decided in
 ``topology/migration.py``; this module looks at the broker and carries the steps out. Every
@@ -70,7 +70,7 @@ UNCHECKED_PUBLISHERS = (
     "publishing by name (the default exchange, routing key = the queue) was not checked: it "
     "needs the management API (--management-url); a message published by name to a queue in "
     "the instant it is deleted is lost, although the broker confirmed it and returned "
-    'nothing (docs/topology.md, "Migrating a queue")'
+    'nothing (rr docs migrate-to-quorum "Migrating a queue")'
 )
 
 NO_MANAGEMENT_API = (
@@ -78,7 +78,7 @@ NO_MANAGEMENT_API = (
     "checked without the management API: a message published by name to a queue in the "
     "instant it is deleted is lost, although the broker confirmed it and returned nothing. "
     "Give --management-url (or [broker] management_url), or stop such publishers and pass "
-    '--force (docs/topology.md, "Migrating a queue"); nothing was changed'
+    '--force (rr docs migrate-to-quorum "Migrating a queue"); nothing was changed'
 )
 
 
@@ -218,7 +218,8 @@ async def migrate_topology(
         if busy and not force:
             raise ConflictError(
                 f"rr migrate: consumers are attached to {', '.join(busy)}: stop them first, "
-                'or pass --force (docs/topology.md, "Migrating a queue"); nothing was changed'
+                'or pass --force (rr docs migrate-to-quorum "Migrating a queue"); nothing was '
+                "changed"
             )
         starting = any(found.phase is Phase.BEFORE for found in done.looks)
         if starting and api is None:
@@ -233,7 +234,8 @@ async def migrate_topology(
                     f"{rate:g}/s by the management API): one published to a queue in the "
                     "instant it is rebuilt is lost, and no broker feature can catch it. Stop "
                     "those publishers (rr run services publish their retries by name too), or "
-                    'pass --force (docs/topology.md, "Migrating a queue"); nothing was changed'
+                    'pass --force (rr docs migrate-to-quorum "Migrating a queue"); nothing was '
+                    "changed"
                 )
         await hooks.agreed(done)
         if dry_run:
@@ -437,7 +439,7 @@ class _Run:
             raise ConflictError(
                 f"rr migrate: the refill {source} -> {target.name} stopped before it moved a "
                 f"message: {problem}; its {to_move:,} messages stay in {source}, none dropped "
-                '(docs/topology.md, "Migrating a queue")'
+                '(rr docs migrate-to-quorum "Migrating a queue")'
             )
 
     async def _depth(self, queue: str) -> QueueInfo:
@@ -465,7 +467,7 @@ class _Run:
         # No message came for a while (the only stop a move without a limit makes): a wait
         # queue's copies expire while it is drained, by their dead-letter route to the queue
         # (drained after it). If the source is empty now, the move is done
-        # (docs/topology.md, "Migrating a queue").
+        # (docs/how-to/migrate-to-quorum.md, "Migrating a queue").
         went_quiet = result.interrupted is None and result.stopped is not None
         if went_quiet and not result.failed and (await self._depth(source)).message_count == 0:
             return

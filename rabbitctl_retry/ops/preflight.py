@@ -1,8 +1,8 @@
-"""The pre-flight of ``rr declare``: a topology file is read and checked (docs/topology.md,
-"Malformed files"), expanded, and every frame ``rr declare`` would send for it is encoded with
-the adapter's own encoder, offline (``transport/declare_frames.py``). So a file ``rr topology
-validate`` calls ok is one ``rr declare`` can send whole, and a file that cannot be sent is
-refused before the first frame goes out (exit 78), never half way through a declare.
+"""The pre-flight of ``rr declare``: a topology file is read and checked
+(docs/reference/topology.md, "Malformed files"), expanded, and every frame ``rr declare`` would send
+for it is encoded with the adapter's own encoder, offline (``transport/declare_frames.py``). So a
+file ``rr topology validate`` calls ok is one ``rr declare`` can send whole, and a file that cannot
+be sent is refused before the first frame goes out (exit 78), never half way through a declare.
 
 ``rr topology validate | show | export`` and ``rr declare`` load a file through
 :func:`load_checked`. Nothing here connects.

@@ -89,8 +89,9 @@ async def depth_on(connection: Connection, channel: Channel, queue: str) -> Queu
 
     A quorum queue whose leader is not reachable at that instant (just after a node of a
     cluster stopped, while the queue elects a new one) answers a passive declare with 0
-    messages and 0 consumers on RabbitMQ 3.10, however many it holds (docs/cluster.md,
-    "What a quorum queue says during an election"). So a 0 is checked with one
+    messages and 0 consumers on RabbitMQ 3.10, however many it holds
+    (docs/how-to/run-on-a-cluster.md, "What a quorum queue says during an election"). So a 0 is
+    checked with one
     ``basic.get`` on a channel of its own, closed at once: get-empty confirms it; a message
     means the queue holds it plus the count its get-ok gives, and it is handed back as every
     read is (``dlq/read_cost.py``: a ``basic.nack`` where that is not counted, else the
@@ -262,7 +263,7 @@ async def queue_type(connection: Connection, queue: str) -> tuple[bool | None, i
 
 async def queue_kind(connection: Connection, queue: str) -> str | None:
     """The type of the existing ``queue`` (``classic``, ``quorum``, ``stream``) as AMQP can
-    learn it, or None when the broker would not say (docs/cli.md, "rr status").
+    learn it, or None when the broker would not say (docs/reference/cli.md, "rr status").
 
     A passive declare does not say a queue's type; a re-declare does: the queue is
     re-declared as a durable, auto-delete quorum queue, taking the broker's value for each

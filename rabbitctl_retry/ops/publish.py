@@ -1,5 +1,5 @@
 """``rr publish``: messages built from the command line or an export file, checked whole,
-then published with confirms, and what became of each (docs/cli.md, "rr publish").
+then published with confirms, and what became of each (docs/reference/cli.md, "rr publish").
 
 * **Built and checked first.** Every message is built as an export record (``dlq/jsonl.py``
   :class:`~rabbitctl_retry.dlq.jsonl.Record`): ``--header`` and ``--property`` values go
@@ -267,7 +267,7 @@ async def publish_messages(
 ) -> PublishReport:
     """Publish ``messages`` to ``exchange`` with ``routing_key`` (module doc) and report what
     became of each; with ``tracing`` (on), each in a PRODUCER span whose trace context it
-    carries, with a publish stamp (docs/runtime.md, "Tracing and metrics")."""
+    carries, with a publish stamp (docs/reference/runtime.md, "Tracing and metrics")."""
     progress.begin(len(messages), f"publishing to {exchange or routing_key}")
     channel = await connection.channel(confirms=True)
     closing = asyncio.Event()  # set once the channel or connection closed: waits end

@@ -3,7 +3,7 @@ says, from passive declares and the declare probes of ``ops/probe.py`` (the file
 the server reached, each probe judged as ``rr declare`` judges it: ``topology/plan.py``);
 with a management API, also its unacked messages, its consumers' prefetch and its publish
 and deliver rates, and the vhost's default queue type. Nothing is changed and no message is
-read (docs/cli.md, "rr status")."""
+read (docs/reference/cli.md, "rr status")."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class QueueStatus:
     """How it differs from the file (None: it matches, or it is not in a file)."""
     live: LiveQueue | None = None
     """Its settings as the management API states them, with their effective values (None:
-    no management URL was given; docs/topology.md, "Changing a topology")."""
+    no management URL was given; docs/how-to/migrate-to-quorum.md, "Changing a topology")."""
     kind: str | None = None
     """Its type on the broker (``classic``, ``quorum``, ``stream``), from the management API,
     else from the re-declare probes: a queue of the file's (``topology/plan.py``

@@ -27,10 +27,11 @@ nothing can be lost: a message is only ever removed after its copy was confirmed
 The run's first copy goes out alone: the others wait until the broker confirmed, returned or
 refused it. A user without write permission is refused on that first publish (403
 ACCESS_REFUSED closes the channel), so the run stops knowing that no copy arrived anywhere:
-nothing is in two places, and the CLI exits 77 (docs/dlq.md, "When the broker refuses").
+nothing is in two places, and the CLI exits 77 (docs/how-to/after-an-outage.md, "When the broker
+refuses").
 
 ``--limit N`` counts the messages attempted: every one the chooser sends or fails, whether
-its copy is then confirmed or not (docs/dlq.md, "How a replay runs").
+its copy is then confirmed or not (docs/explanation/guarantees.md, "How a replay runs").
 """
 
 from __future__ import annotations
@@ -106,10 +107,14 @@ class TransferOptions:
     :class:`Skip` or :class:`Stop` is the message's choice (``rr dlq edit``: the letters
     before the one read are skipped, and the run stops at it when it is not as it was read:
     ``dlq/same_id.py`` ``LetterPick``)."""
+    confirmed: Callable[[int], None] | None = None
+    """Told of each message done with: its copy confirmed by the broker (a discard: no copy),
+    so its ack is on the way. The console's progress counts these (docs/reference/console.md, "What
+    each page does"), where the progress sink counts the messages read; the CLI gives none."""
     tracing: Tracing | None = None
     """rr's tracing when on (``telemetry/switch.py``): each copy is published in a PRODUCER
     span, child of the letter's own ``traceparent``, and carries that span's trace context
-    and a publish stamp (docs/runtime.md, "Tracing and metrics")."""
+    and a publish stamp (docs/reference/runtime.md, "Tracing and metrics")."""
 
     @property
     def effective_window(self) -> int:
@@ -343,8 +348,10 @@ class Transfer:
         """Do what the state decided for ``tag`` (its acks through the settler)."""
         settler = self._settler
         assert settler is not None
-        if verdict.ack:
+        if verdict.ack:  # after its copy's confirm (or a discard): never before
             settler.ack(tag)
+            if self._options.confirmed is not None:
+                self._options.confirmed(1)
         if verdict.hold:
             settler.force_singles = True  # a multiple ack must never cover a held delivery
         if verdict.fresh_consumer:

@@ -2,7 +2,7 @@
 for it: events in, decisions out; no I/O, no clock, no event loop.
 
 ``ops/transfer.py`` carries the decisions out on the transport port and tells the machine what
-happened (its module doc says how a run goes, docs/dlq.md what it promises);
+happened (its module doc says how a run goes, docs/reference/dlq.md what it promises);
 ``tests/unit/test_transfer_state.py`` drives the machine through random orders of events.
 
 The run is in one :class:`Phase`, which only moves forward. Each message it reads is in one
@@ -25,7 +25,8 @@ A message is acked only once its copy is confirmed, at most once; one the run do
 *held*: it goes back to its queue when the channel closes. If the run is interrupted, what may
 now be in two places is exactly the copies still PUBLISHING (or cut) and the confirmed copies
 whose ack is not known to be processed (ACK_UNSENT, ACK_UNKNOWN, or confirmed after the
-interruption): the report marks those, and nothing else (docs/dlq.md, "Interrupted").
+interruption): the report marks those, and nothing else (docs/how-to/after-an-outage.md,
+"Interrupted").
 """
 
 from __future__ import annotations

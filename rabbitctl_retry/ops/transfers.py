@@ -40,7 +40,7 @@ class TransferRun:
     """A ``--to`` looked at first: does it drop what it confirmed (``dlq/target.py``)?"""
     set_aside: Sequence[str] = ()
     """Sources whose ``.undecodable`` queue is declared (durable, classic) before the first
-    letter moves (docs/dlq.md, "Undecodable")."""
+    letter moves (docs/reference/dlq.md, "Undecodable")."""
     create: Sequence[str] = ()
     """Targets declared (durable, classic, no argument) before the first message moves when
     they do not exist (``rr dlq move --create``)."""

@@ -7,7 +7,7 @@ included) in one order — ``dead_letter_on``, ``drop_on``, ``retry_after_on``, 
 each in the order it was written — and the first match wins. Whatever matches nothing retries,
 as an unmapped exception always did. The exception's type and message travel in the
 outcome's ``failure`` (``rr-error-type`` / ``rr-error-message`` on the dead-letter copy), as
-for a plain failure (docs/runtime.md, "Failures mapped to outcomes").
+for a plain failure (docs/reference/handlers.md, "Failures mapped to outcomes").
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ RR_DEATH_HEADERS = frozenset(
 PUBLISHED_AT_HEADER = "x-ruststream-published-at"
 """When the message was published, in Unix milliseconds as ASCII decimal digits (a long
 string), as RustStream's OpenTelemetry layer stamps it: the consumer's queue time is now minus
-this (docs/runtime.md, "Tracing and metrics")."""
+this (docs/reference/runtime.md, "Tracing and metrics")."""
 TRACEPARENT_HEADER = "traceparent"
 TRACESTATE_HEADER = "tracestate"
 """The W3C trace context headers, as OpenTelemetry propagates them over AMQP."""
@@ -157,7 +157,7 @@ def acquired_count(headers: Mapping[str, FieldValue] | None) -> int | None:
 def counted_copies(headers: Mapping[str, FieldValue] | None, header: str, queue: str) -> int:
     """The copies that count as attempts of ``queue``: the retry header, unless the message
     is a dead letter of another queue (``rr-origin-queue`` names one): that queue's attempts
-    are spent, and ``queue``'s start afresh (docs/runtime.md, "Attempts")."""
+    are spent, and ``queue``'s start afresh (docs/explanation/attempts.md, "Attempts")."""
     if headers:
         origin = headers.get(ORIGIN_QUEUE_HEADER)
         if isinstance(origin, bytes):
@@ -225,7 +225,7 @@ def _text(value: object) -> str:
 def x_death_well_formed(headers: Mapping[str, FieldValue] | None) -> bool:
     """``x-death`` is absent or shaped as RabbitMQ writes it: a list of tables, each with a
     text ``queue`` and ``reason``, an integer ``count``, no two for the same queue, reason and
-    exchange. RabbitMQ 3.x crashes its dead-lettering on other shapes (docs/runtime.md,
+    exchange. RabbitMQ 3.x crashes its dead-lettering on other shapes (docs/reference/runtime.md,
     "Malformed messages"), so rr never hands it such a message to dead-letter."""
     raw = (headers or {}).get("x-death")
     if raw is None:

@@ -5,7 +5,7 @@ dead-letter now, or pause the queue.
 ``Outcome.dead_letter()`` and ``Outcome.pause(d)`` build the values; the runtime turns them
 into AMQP frames (``retry/policy.py``). A handler that returns ``None`` acks; one that raises
 retries (or what its subscriber's failure mapping says, ``retry/failure_map.py``), and the
-exception travels in the outcome's ``failure`` to the dead-letter copy (docs/runtime.md).
+exception travels in the outcome's ``failure`` to the dead-letter copy (docs/reference/runtime.md).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Outcome:
     def pause(delay: float | timedelta) -> Pause:
         """A dependency is down: give the message back without spending an attempt where the
         server allows it, and stop consuming this queue for ``delay`` (seconds, or a
-        timedelta) (docs/runtime.md, "Pausing a queue")."""
+        timedelta) (docs/reference/handlers.md, "Pausing a queue")."""
         return Pause(delay_ms=delay_ms_of(delay, what="a pause"))
 
 

@@ -1,5 +1,5 @@
-"""Pure. What ``rr run`` does with a delivery it cannot handle (docs/runtime.md, "Malformed
-messages").
+"""Pure. What ``rr run`` does with a delivery it cannot handle (docs/reference/runtime.md,
+"Malformed messages").
 
 Two kinds, both settled by a fixed rule so that one bad message never holds back another:
 

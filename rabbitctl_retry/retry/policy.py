@@ -1,4 +1,5 @@
-"""Pure. A delivery, its handler's outcome and its queue's policy -> one action (docs/runtime.md).
+"""Pure. A delivery, its handler's outcome and its queue's policy -> one action
+(docs/reference/runtime.md).
 
 ``decide()`` owns the whole table. ``N`` is ``max_attempts``, ``D`` is ``dead_letter``,
 ``attempt = 1 + retry header + x-delivery-count`` and ``copies`` is the retry header (how
@@ -118,7 +119,7 @@ class RetryPolicy:
     retry_header: str = DEFAULT_RETRY_HEADER
     handler: str | None = None
     """The handler that consumes the queue (``module:function``): rr's dead-letter copies
-    name it in ``rr-handler`` (docs/dlq.md: ``rr dlq groups`` groups by it)."""
+    name it in ``rr-handler`` (docs/reference/dlq.md: ``rr dlq groups`` groups by it)."""
     hands_off: bool = False
     """``dead_letter`` is a queue with a retry policy of its own (a chain): rr dead-letters
     into it by a copy, also from a quorum queue, so that its attempts start afresh (a
@@ -202,7 +203,7 @@ class ScheduleAction:
 @dataclass(frozen=True, slots=True)
 class GiveBackAction:
     """``basic.nack(requeue=true)``: back to its queue, uncounted where the server allows
-    (a pause, docs/runtime.md "Pausing a queue")."""
+    (a pause, docs/reference/handlers.md, "Pausing a queue")."""
 
 
 Action = AckAction | RejectAction | RepublishAction | ScheduleAction | GiveBackAction
@@ -403,7 +404,7 @@ def _server_delayed(
 def server_delay_ms(delay_min_ms: int, delay_max_ms: int, delivery_count: int) -> int:
     """How long a RabbitMQ 4.3 quorum queue holds a message back once it was returned for the
     ``delivery_count``-th time (its ``x-delivery-count`` after the return):
-    ``min(delay_min x max(count, 1), delay_max)``, measured on 4.3.6 (docs/topology.md,
+    ``min(delay_min x max(count, 1), delay_max)``, measured on 4.3.6 (docs/reference/topology.md,
     "Delays")."""
     return min(delay_min_ms * max(delivery_count, 1), delay_max_ms)
 

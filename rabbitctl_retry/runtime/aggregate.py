@@ -1,5 +1,5 @@
 """One ``/metrics`` page and one ``/healthz`` answer for the workers of ``rr run --workers N``
-(docs/runtime.md, "Metrics and health"); no I/O: prometheus_client parses and renders.
+(docs/reference/metrics.md, "Metrics and health"); no I/O: prometheus_client parses and renders.
 
 Each worker serves its own page on 127.0.0.1; the supervisor reads them all at each scrape
 (a worker that does not answer in time counts with its last page, so no sum ever goes down)

@@ -26,7 +26,7 @@ before its decision is carried out; one not confirmed makes the delivery a retry
 
 A handler that says a dependency is down (``Outcome.pause``, a ``pause_on`` mapping) pauses
 the queue: the watch cancels the consumer before the message goes back (``basic.nack``) and
-consumes again once the pause is over (docs/handlers.md, "Pausing a queue").
+consumes again once the pause is over (docs/reference/handlers.md, "Pausing a queue").
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class QueueConsumer:
     ) -> None:
         self.subscriber = subscriber
         self._tracing = tracing
-        """rr's tracing when on: a CONSUMER span per delivery (docs/runtime.md, "Tracing and
-        metrics")."""
+        """rr's tracing when on: a CONSUMER span per delivery (docs/reference/runtime.md, "Tracing
+        and metrics")."""
         self._invocation = invocation or invocation_for(subscriber.written, name=subscriber.name)
         """The arguments of each handler call (``runtime/invocation.py``)."""
         self.policy = policy
@@ -337,7 +337,7 @@ class QueueConsumer:
         if decision.event is not Event.ACKED:
             # Logged before its frames go out: the copy or the reject it logs may be handled
             # by the next queue's consumer (a dead-letter queue's handler) before the confirm
-            # comes back, and its line must not come first (docs/runtime.md, "Logs").
+            # comes back, and its line must not come first (docs/reference/runtime.md, "Logs").
             log_decision(policy.queue, delivery, decision)
         if decision.event is Event.PAUSED:
             await self._pause(decision)
@@ -419,7 +419,7 @@ class QueueConsumer:
 
     def _undecodable(self, failure: DecodeFailure) -> AnyOutcome:
         """A body that does not decode into the handler's type: not retried (the next attempt
-        would fail the same way); dead-lettered at once, or dropped (docs/runtime.md,
+        would fail the same way); dead-lettered at once, or dropped (docs/reference/handlers.md,
         "Typed messages")."""
         self.stats.decode_failures += 1
         reason = Failure(type=DECODE_ERROR_TYPE, message=str(failure))

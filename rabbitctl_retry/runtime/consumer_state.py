@@ -8,7 +8,7 @@ consumer: rr cancels it (``basic.cancel``; the deliveries it already has are han
 usual) and, the pause over, consumes again on the same channel (a new one if it closed
 meanwhile). A pause asked for while paused moves the resume time to the later of the two
 (a pause never shortens); one asked for while the consumer is not consuming (being restarted,
-stopping) is not taken. A stop during a pause stops at once (docs/handlers.md, "Pausing a
+stopping) is not taken. A stop during a pause stops at once (docs/reference/handlers.md, "Pausing a
 queue").
 
 ``runtime/consumer.py`` (deliveries) and ``runtime/consumer_watch.py`` (channel, consumer,
@@ -30,7 +30,7 @@ its channel's settle window first, ``ops/settler.py``), and
     any ── the connection is gone ──► CLOSED
 
 Every delivery is either handled (once) or, when it is for a consumer the broker cancelled,
-given back unhandled (``basic.nack``, docs/runtime.md, "Handlers": "On RabbitMQ 4.3"). A
+given back unhandled (``basic.nack``, docs/reference/runtime.md, "Handlers": "On RabbitMQ 4.3"). A
 consumer that the broker confirms once the stop was asked for is cancelled at once: a stop
 takes no new deliveries.
 """

@@ -10,7 +10,7 @@ connection closes, the service reconnects; deliveries in flight went back to the
 A handler that says a dependency is down (``Outcome.pause``, a ``pause_on`` mapping) pauses
 the queue: :meth:`ConsumerWatch.pause` cancels the consumer before the message goes back
 (``basic.nack``), and the watcher consumes again once the pause is over, on the consumer's
-clock (docs/handlers.md, "Pausing a queue").
+clock (docs/reference/handlers.md, "Pausing a queue").
 
 What each of these events means (and the stop's) is decided by the consumer's pure lifecycle
 (``runtime/consumer_state.py``); this module carries it out. The deliveries themselves are
@@ -134,7 +134,8 @@ class ConsumerWatch:
         and hands it messages again once the timed-out delivery is acked; rr's client drops
         those (and a later ``basic.ack(multiple=true)`` would ack them unhandled). So cancel
         it ourselves, and ack what waits behind the timed-out delivery one by one from now
-        on, before the server times it out too (docs/runtime.md, "Handlers": "On RabbitMQ 4.3")."""
+        on, before the server times it out too (docs/reference/runtime.md, "Handlers": "On RabbitMQ
+        4.3")."""
         tag = self._state.own_cancel()
         if tag is not None and not channel.is_closed:
             with contextlib.suppress(RrError):

@@ -1,5 +1,5 @@
 """The log lines of ``rr run``'s decisions: one line per delivery settled otherwise than by an
-ack, its fields, and the warning of a malformed count header (docs/runtime.md, "Logs")."""
+ack, its fields, and the warning of a malformed count header (docs/reference/runtime.md, "Logs")."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def log_decision(queue: str, delivery: Delivery, decision: Decision) -> None:
 def warn_malformed(
     policy: RetryPolicy, delivery: Delivery, headers: Mapping[str, FieldValue]
 ) -> None:
-    """A count rr reads that is not a well-formed number counts 0 (docs/runtime.md)."""
+    """A count rr reads that is not a well-formed number counts 0 (docs/reference/runtime.md)."""
     malformed = malformed_counts(headers, policy.retry_header)
     if malformed:
         log.warning(

@@ -1,4 +1,4 @@
-"""A message body decoded into a handler's type: pure, no I/O (docs/handlers.md,
+"""A message body decoded into a handler's type: pure, no I/O (docs/reference/handlers.md,
 "Typed messages").
 
 :func:`decoder_for` reads a type once, when the consumer starts, and returns a

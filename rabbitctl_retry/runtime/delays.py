@@ -20,7 +20,7 @@ every due copy goes at once.
 A stop calls :meth:`InMemoryDelays.hurry`: every copy is due now, and a copy scheduled
 after that too. What is still here when the stop is over is handed to the service
 (:meth:`InMemoryDelays.take_all`), which saves it to a file (``runtime/pending.py``). Only a
-crash of the process loses copies: they live in its memory (docs/runtime.md, "What is
+crash of the process loses copies: they live in its memory (docs/explanation/guarantees.md, "What is
 guaranteed").
 """
 
@@ -76,7 +76,8 @@ class PendingCopy:
     failures: int = 0
     context: object | None = None
     """The trace context when it was scheduled (tracing on): the span of the attempt that
-    asked for it, whose child the next attempt is (docs/runtime.md, "Tracing and metrics")."""
+    asked for it, whose child the next attempt is (docs/reference/runtime.md, "Tracing and
+    metrics")."""
 
     @property
     def message_id(self) -> str | None:

@@ -1,4 +1,4 @@
-"""The measurements ``rr run`` shares with RustStream (docs/runtime.md, "Metrics"), taken
+"""The measurements ``rr run`` shares with RustStream (docs/reference/metrics.md, "Metrics"), taken
 once per delivery and per publish and handed to each recorder: the Prometheus page of
 ``--metrics-port`` (runtime/metrics.py) and an OpenTelemetry meter (telemetry/metrics.py).
 

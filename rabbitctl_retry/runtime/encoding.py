@@ -1,5 +1,5 @@
 """Pure. A typed message encoded into a body and its content type: the mirror of
-``runtime/decoding.py`` (docs/publishing.md, "Typed messages").
+``runtime/decoding.py`` (docs/reference/publishing.md, "Typed messages").
 
 * ``bytes`` (and ``bytearray``, ``memoryview``): the body as it is, ``application/octet-stream``;
 * ``str``: UTF-8, ``text/plain; charset=utf-8``;
@@ -48,7 +48,7 @@ def encode(value: object) -> tuple[bytes, str]:
         return _json(value), JSON
     raise EncodeFailure(
         f"rr cannot encode a {type(value).__name__}: give bytes, str, a dataclass, a pydantic "
-        "model, a msgspec Struct or a JSON value (docs/publishing.md)"
+        "model, a msgspec Struct or a JSON value (rr docs publishing)"
     )
 
 

@@ -99,7 +99,7 @@ class DecisionExecution:
     ) -> Failure | None:
         """Publish a handler's ``outputs`` (pipelined, each ``mandatory`` and confirmed);
         ``None`` once every one is confirmed, else the failure the delivery fails with
-        (``rr.OutputFailed``: docs/runtime.md, "Publishing")."""
+        (``rr.OutputFailed``: docs/reference/runtime.md, "Publishing")."""
         self.stats.outputs_published += len(outputs)
         results = await asyncio.gather(
             *(

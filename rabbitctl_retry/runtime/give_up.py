@@ -10,7 +10,8 @@ code: given back, requeued, or settled by the rule of :mod:`rabbitctl_retry.retr
 * properties the codec could not decode — never handled, dead-lettered at once
   (:func:`set_aside`).
 
-None of them holds back the settlement of the others (docs/runtime.md, "Malformed messages").
+None of them holds back the settlement of the others (docs/reference/runtime.md, "Malformed
+messages").
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def give_back_stray(
     cancelled for its consumer timeout when the timed-out delivery is settled before the
     cancel reached rr, and hands it messages. Nobody handles them: they go back to the
     queue at once, uncounted (``basic.nack``; a multiple ack would otherwise take them
-    along unhandled). docs/runtime.md, "Handlers"."""
+    along unhandled). docs/reference/runtime.md, "Handlers"."""
     if settler.give_back(delivery.delivery_tag):
         stats.stray_deliveries += 1
         log.warning(
@@ -70,7 +71,7 @@ async def give_up(
     stats: RuntimeStats,
 ) -> None:
     """rr's own code failed for this delivery: settle it by the documented rule (requeue
-    once, dead-letter a redelivery; docs/runtime.md), unless it was already settled or its
+    once, dead-letter a redelivery; docs/reference/runtime.md), unless it was already settled or its
     channel is gone (then it is back in its queue already). Never raises."""
     if not settler.is_open(delivery.delivery_tag):
         return
@@ -114,7 +115,7 @@ async def set_aside(
     stats: RuntimeStats,
 ) -> None:
     """Properties (or a routing key, exchange, consumer tag) the codec could not decode:
-    never handled, dead-lettered at once (docs/runtime.md, "Malformed messages")."""
+    never handled, dead-lettered at once (docs/reference/runtime.md, "Malformed messages")."""
     stats.undecodable_deliveries += 1
     decision = poison.decide_undecodable(policy)
     log.error(

@@ -36,7 +36,7 @@ _HOOK = "__rr_hook__"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _Returns = Outcome | None | Awaitable[Outcome | None]
-"""What a handler may return, to mypy (docs/handlers.md, "Type checking")."""
+"""What a handler may return, to mypy (docs/reference/handlers.md, "Type checking")."""
 _H = TypeVar("_H", bound=Callable[..., _Returns])
 _K = TypeVar("_K", bound=type)
 
@@ -140,8 +140,8 @@ def subscriber(
 
     The handler's first parameter takes the message: annotated with :class:`Message` (or not
     at all) the delivery itself, else the body decoded into its type (a dataclass, a pydantic
-    model, ``dict``, ``list``, ``str``, ``bytes``; docs/handlers.md, "Typed messages"); more
-    parameters may ask for the :class:`Message` and the service's state (``State[T]``). It
+    model, ``dict``, ``list``, ``str``, ``bytes``; docs/reference/handlers.md, "Typed messages");
+    more parameters may ask for the :class:`Message` and the service's state (``State[T]``). It
     returns an ``Outcome`` (or ``None``, which acks); it may be ``async`` or a plain function
     (run in a worker thread). An exception retries, unless a keyword maps its class:
     ``dead_letter_on``, ``drop_on``, ``retry_after_on={Cls: seconds}``,
@@ -149,7 +149,7 @@ def subscriber(
     wins; ``retry/failure_map.py``). ``timeout``: seconds one call may take; past it the call
     counts as failed (a retry, with ``rr-error-type = rr.HandlerTimeout``), so
     ``max_attempts`` ends a message whose handler hangs. ``on_decode_error``: ``"dead-letter"``
-    (default) or ``"drop"`` for a body that does not decode (docs/runtime.md, "Handlers").
+    (default) or ``"drop"`` for a body that does not decode (docs/reference/runtime.md, "Handlers").
     """
     if not isinstance(queue, str) or not queue:
         raise TypeError("@subscriber needs a queue name, e.g. @subscriber('refunds')")
@@ -185,7 +185,7 @@ def subscriber(
 class ThreadCalls:
     """Synchronous handler calls running in worker threads. Python cannot stop a thread: a
     handler that never returns outlives the stop, and ``rr run`` must not wait for it at exit
-    (docs/runtime.md, "Running it")."""
+    (docs/reference/runtime.md, "Running it")."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -216,7 +216,7 @@ def on_startup(hook: _F) -> _F:
     """Run ``hook()`` (sync or async) once before consuming starts. What it returns, unless
     ``None``, is the service's state, which handlers ask for with ``State[T]``; a context
     manager it returns (async or not) is entered now and left at shutdown
-    (docs/handlers.md, "The service's state")."""
+    (docs/reference/handlers.md, "The service's state")."""
     setattr(hook, _HOOK, "startup")
     return hook
 
@@ -261,7 +261,7 @@ async def call_hooks(
     run, and the first failure is raised after the last. Only Ctrl-C and a real cancellation
     pass through untouched: any other exception, ``SystemExit`` included, is the hook's
     failure (:class:`HookFailed`). With ``lifespan``, what each hook returns is kept as the
-    service's state (``runtime/state.py``; docs/handlers.md, "The service's state")."""
+    service's state (``runtime/state.py``; docs/reference/handlers.md, "The service's state")."""
     first: HookFailed | None = None
     for hook in hooks:
         try:

@@ -1,5 +1,5 @@
 """Pure. The request head a client of ``rr run --metrics-port`` sends, read as bytes arrive,
-and the bytes of rr's answer (docs/runtime.md, "Metrics and health").
+and the bytes of rr's answer (docs/reference/metrics.md, "Metrics and health").
 
 :func:`read_head` says, of the bytes received so far, whether the head is whole (a
 :class:`Request`), cannot be served (a :class:`Refusal`: its HTTP status and the reason rr

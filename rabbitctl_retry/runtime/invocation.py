@@ -4,7 +4,7 @@ The handler's parameters are read once, when the consumer starts (``invocation_f
 delivery, :meth:`Invocation.arguments` decodes the body into the first parameter's type
 (``runtime/decoding.py``) and fills the others (the :class:`Message`, its outputs, the
 service's state, resolved once here). A body that does not decode raises
-:class:`DecodeFailure` before the handler runs (docs/handlers.md, "Typed messages").
+:class:`DecodeFailure` before the handler runs (docs/reference/handlers.md, "Typed messages").
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def invocation_for(
     :class:`Message`, the delivery itself; else its body decoded into the annotation
     (``runtime/decoding.py``). Every later parameter without a default is annotated
     :class:`Message` (the delivery), :class:`Outputs` (what the call publishes if it acks:
-    docs/runtime.md, "Publishing") or ``State[T]`` (the state, or its part that is a ``T``,
-    resolved here once); parameters with defaults are left alone."""
+    docs/reference/runtime.md, "Publishing") or ``State[T]`` (the state, or its part that is a
+    ``T``, resolved here once); parameters with defaults are left alone."""
     try:
         signature = inspect.signature(handler)
     except (TypeError, ValueError) as error:
@@ -108,7 +108,7 @@ def invocation_for(
             "put the State[T] parameter after it"
         )
     # no annotation, Message, Any or object: the delivery itself, as every handler took it
-    # before typed messages (docs/handlers.md, "What the first parameter can be")
+    # before typed messages (docs/reference/handlers.md, "What the first parameter can be")
     untyped = hint is inspect.Parameter.empty or hint is Any or hint is object
     decode = None if untyped or _is_message(hint) else hint
     rest: list[object] = []
@@ -146,8 +146,8 @@ def invocation_for(
 def message_type_of(handler: Callable[..., Any], *, name: str) -> Any:
     """The type ``handler``'s first parameter decodes the body into (its annotation, names
     resolved), or None when it takes the delivery itself (no annotation, :class:`Message`,
-    ``Any``, ``object``, ``*args``): what ``rr asyncapi`` describes (docs/topology.md, "The
-    contract"). A :class:`HandlerLoadError` as :func:`invocation_for` raises it."""
+    ``Any``, ``object``, ``*args``): what ``rr asyncapi`` describes (docs/reference/topology.md,
+    "The contract"). A :class:`HandlerLoadError` as :func:`invocation_for` raises it."""
     try:
         parameters = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError) as error:

@@ -54,7 +54,7 @@ class HandlerSet:
 def split_target(target: str, *, windows: bool = os.name == "nt") -> tuple[str, str | None]:
     """``"pkg.mod:attr"`` -> ``("pkg.mod", "attr")``. On Windows (``windows``) a one-letter
     module is a drive letter (``C:handlers.py``), not a module; elsewhere ``h:h`` is module
-    ``h``, function ``h`` (docs/runtime.md)."""
+    ``h``, function ``h`` (docs/reference/runtime.md)."""
     module, sep, attr = target.rpartition(":")
     drive_letter = windows and len(module) == 1
     if not sep or not module or drive_letter or "/" in attr or "\\" in attr:
@@ -97,7 +97,7 @@ def handlers_of_module(module: ModuleType) -> HandlerSet:
 def subscriber_of(obj: object, name: str, *, own_mark: bool = False) -> Subscriber | None:
     """The subscriber ``obj`` is, named ``name``, or None when ``@subscriber`` did not mark
     it: a function; a class with a ``handle`` method, instantiated here with no arguments;
-    an instance with one (docs/handlers.md, "Handler classes"). ``own_mark``: an instance
+    an instance with one (docs/reference/handlers.md, "Handler classes"). ``own_mark``: an instance
     counts only when it was marked itself, not through its class (a module holding an
     instance of a marked class would otherwise run it twice)."""
     options = subscriber_options(obj)
@@ -128,7 +128,7 @@ def _instantiate(cls: type, name: str) -> object:
             f"{name} needs arguments to be created ({error}): rr creates a handler class with "
             f"no arguments; register an instance instead, e.g. "
             f"handler = subscriber(QUEUE)({cls.__name__}(...)) at module level "
-            '(docs/handlers.md, "Handler classes")'
+            '(rr docs handlers "Handler classes")'
         ) from None
     except ValueError:  # no signature to read (a builtin): let the call say
         pass
@@ -225,7 +225,7 @@ def _import(location: str) -> ModuleType:
 
 
 def _import_file(path: Path) -> ModuleType:
-    try:  # a regular file of at most 16 MiB (docs/cli.md, "Files rr reads")
+    try:  # a regular file of at most 16 MiB (docs/reference/cli.md, "Files rr reads")
         check_regular_file(path, limit_bytes=HANDLER_FILE_LIMIT_BYTES)
     except FileRefused as refused:
         raise HandlerLoadError(f"{path}: {refused.reason}") from None

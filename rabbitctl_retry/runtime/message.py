@@ -107,7 +107,7 @@ class Message:
 
     @cached_property
     def outputs(self) -> Outputs:
-        """The messages this handler call publishes if it acks (docs/runtime.md,
+        """The messages this handler call publishes if it acks (docs/reference/runtime.md,
         "Publishing"); made on first use."""
         return Outputs(self.queue, self.delivery.properties.message_id)
 

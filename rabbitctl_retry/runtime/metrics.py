@@ -1,5 +1,5 @@
 """``rr run --metrics-port PORT``: the Prometheus metrics and the readiness of one ``rr run``
-(docs/runtime.md, "Metrics and health"); runtime/metrics_server.py serves them.
+(docs/reference/metrics.md, "Metrics and health"); runtime/metrics_server.py serves them.
 
 ``GET /metrics`` is the Prometheus text format of the standard ``prometheus_client`` library:
 deliveries and decisions by queue and outcome, handler latency, copies published, confirmed
@@ -67,7 +67,7 @@ class RunMetrics:
         self._service: Service | None = None
         self.registry.register(_StatsCollector(self))
         self.messaging = _MessagingMetrics(self.registry)
-        """The names shared with RustStream (docs/runtime.md, "Metrics")."""
+        """The names shared with RustStream (docs/reference/metrics.md, "Metrics")."""
 
     def watch(self, service: Service) -> None:
         """Report ``service``'s counters and in-flight deliveries too."""

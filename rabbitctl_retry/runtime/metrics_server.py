@@ -1,5 +1,5 @@
 """The HTTP server of ``rr run --metrics-port`` and of the ``--workers`` supervisor's port:
-``/metrics`` and ``/healthz`` of a :class:`Probe` (docs/runtime.md, "Metrics and health").
+``/metrics`` and ``/healthz`` of a :class:`Probe` (docs/reference/metrics.md, "Metrics and health").
 
 It runs in daemon threads, one to accept and one per client connection (at most
 :data:`MAX_CLIENTS` at once): it never waits on the event loop, the event loop never waits

@@ -1,6 +1,6 @@
 """One message to publish, built from a typed value and the options of a publish: the
 one rule of :class:`rabbitctl_retry.Publisher` and of a handler's outputs
-(docs/publishing.md).
+(docs/reference/publishing.md).
 
 The body and its ``content_type`` come from the value's type (``runtime/encoding.py``); the
 message goes to queue ``to`` (through the default exchange) or to ``exchange`` with
@@ -44,7 +44,7 @@ class Outgoing:
 
 
 class PublishOptions(TypedDict, total=False):
-    """What a publish may say besides the message (docs/publishing.md): ``rr.Publisher``'s
+    """What a publish may say besides the message (docs/reference/publishing.md): ``rr.Publisher``'s
     and a handler's ``Outputs``'."""
 
     to: str

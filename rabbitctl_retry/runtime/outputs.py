@@ -1,4 +1,4 @@
-"""A handler's outputs: the messages it publishes as part of its outcome (docs/runtime.md,
+"""A handler's outputs: the messages it publishes as part of its outcome (docs/reference/runtime.md,
 "Publishing").
 
 A handler asks for them with a parameter annotated :class:`Outputs` (or reads
@@ -54,7 +54,8 @@ class Outputs:
         self._lock = threading.Lock()  # a sync handler's threads may publish at once
 
     def publish(self, message: object, **options: Unpack[PublishOptions]) -> str:
-        """Hold ``message`` (encoded by its type: docs/publishing.md) for queue ``to``, or for
+        """Hold ``message`` (encoded by its type: docs/reference/publishing.md) for queue ``to``, or
+        for
         ``exchange`` with ``routing_key``, with the options of ``rr.Publisher.publish``; it is
         published if the handler acks. Returns its ``message_id``. Raises at once for a value
         rr cannot encode or a target given twice (the handler fails, as for any exception it

@@ -8,9 +8,9 @@ one file per queue, in the format of ``rr dlq export``::
 
     rr-pending-<queue>-<UTC time>-<pid>.jsonl
 
-``rr dlq import FILE --to QUEUE`` publishes them (docs/runtime.md, "What is guaranteed").
-A file is written whole or not at all (a temporary name, flushed to disk, then linked to its
-name; a file of an earlier stop is never replaced). A copy that can be written nowhere is
+``rr dlq import FILE --to QUEUE`` publishes them (docs/explanation/guarantees.md, "What is
+guaranteed"). A file is written whole or not at all (a temporary name, flushed to disk, then linked
+to its name; a file of an earlier stop is never replaced). A copy that can be written nowhere is
 logged as lost, one line each.
 """
 

@@ -1,6 +1,7 @@
 """What ``rr run`` makes sure of on each connection before it consumes: the topology declared
 (or, with declaring off, checked), or without a topology the handlers' queues there; and what
-a consumer re-declares (or checks) before it consumes again (docs/runtime.md, "Running it").
+a consumer re-declares (or checks) before it consumes again (docs/reference/runtime.md, "Running
+it").
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def missing_for_handlers(result: Plan, topology: Topology, queues: Collection[st
 NO_TOPOLOGY_HINT = (
     "rr run was given no --topology, so it declares nothing and only checks that the queues "
     "are there: give --topology TOPOLOGY.toml (it declares them, on its [broker] url unless "
-    "--url or $RR_URL says otherwise), or run rr declare first (docs/runtime.md)"
+    "--url or $RR_URL says otherwise), or run rr declare first (rr docs runtime)"
 )
 
 
@@ -75,7 +76,7 @@ class Preparation:
         self._declare = declare
         self._connect = connect
         self._warned = False
-        """Whether the declare's warnings (docs/topology.md) were logged: once a run."""
+        """Whether the declare's warnings (docs/reference/topology.md) were logged: once a run."""
 
     async def prepare(self, connection: Connection, topology: Topology | None) -> None:
         """Declare ``topology``, or check that what the handlers need is there."""

@@ -4,7 +4,7 @@ The file is looked at every ``reload_interval_s`` (its size, time and inode, the
 content); what a running consumer can take of a changed file (``topology/reload.py``: a new
 ``max_attempts``, ...) is handed to the service to apply from the next delivery, the rest is
 logged as not applied, and a file that does not load leaves the running settings as they are
-(docs/runtime.md, "Changing max_attempts while it runs").
+(docs/reference/runtime.md, "Changing max_attempts while it runs").
 """
 
 from __future__ import annotations

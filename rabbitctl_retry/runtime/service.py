@@ -22,8 +22,8 @@ unblocked (resource alarms) are logged. Started with a topology file, the servic
 reloads it when it changes (SIGHUP, or a change of the file seen every
 ``reload_interval_s``): what a running consumer can take (``topology/reload.py``: a new
 ``max_attempts``, ...) applies from the next delivery, the rest is logged as not applied, and a
-file that does not load leaves the running settings as they are (docs/runtime.md, "Changing
-max_attempts while it runs").
+file that does not load leaves the running settings as they are (docs/reference/runtime.md,
+"Changing max_attempts while it runs").
 
 Nothing rr counts lives in the process: attempts are in the message (the retry header) or on
 the server (x-delivery-count), so any number of ``rr run`` processes can share a queue, and a
@@ -94,7 +94,7 @@ class RunOptions:
     reconnect_max_s: float = 30.0
     wait_for_broker_s: float = 0.0
     """How long the first connection may keep failing (the broker not up yet: a service
-    started before it) before the run gives up; 0: it gives up at once (docs/runtime.md,
+    started before it) before the run gives up; 0: it gives up at once (docs/reference/runtime.md,
     "Running it")."""
     copy_hold_max_s: float = HOLD_MAX_S
     """How long a delivery is held while the broker refuses its copy (then it is requeued)."""
@@ -106,7 +106,7 @@ class RunOptions:
     (``runtime/pending.py``); default: the current directory."""
     topology_file: Path | None = None
     """The file the service's topology was read from: the service reloads it when it changes
-    (docs/runtime.md, "Changing max_attempts while it runs"); None: never."""
+    (docs/reference/runtime.md, "Changing max_attempts while it runs"); None: never."""
     reload_interval_s: float = DEFAULT_RELOAD_INTERVAL_S
     """How often ``topology_file`` is checked for a change (its size, time and inode, then its
     content); 0: only when asked (:meth:`Service.request_reload`, SIGHUP)."""
@@ -144,13 +144,15 @@ class Service:
         tracer_provider: object | None = None,
     ) -> None:
         """``state``: the service's state, given (a test's fake); then no startup or shutdown
-        hook runs (docs/handlers.md, "Testing handlers"). None: the startup hooks build it.
+        hook runs (docs/how-to/test-a-service.md, "Testing handlers"). None: the startup hooks build
+        it.
 
-        ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of docs/runtime.md,
-        "Metrics", are recorded through (else the global one, when the process set it);
+        ``meter_provider``: an OpenTelemetry ``MeterProvider`` the metrics of
+        docs/reference/metrics.md, "Metrics", are recorded through (else the global one, when the
+        process set it);
         ``recorders``: more places they go (``rr run --metrics-port``'s page).
         ``tracer_provider``: an OpenTelemetry tracer provider to trace with; else the
-        process-wide one if set (docs/runtime.md, "Tracing and metrics")."""
+        process-wide one if set (docs/reference/runtime.md, "Tracing and metrics")."""
         self.handlers = handlers
         self._injected = state
         self.state: object = NO_STATE if state is None else state
@@ -183,7 +185,7 @@ class Service:
             handlers.queues, declare=self.options.declare, connect=connect
         )
         self._reloader: TopologyReloader | None = None
-        """Reloads the topology file (docs/runtime.md, "Changing max_attempts while it
+        """Reloads the topology file (docs/reference/runtime.md, "Changing max_attempts while it
         runs"); None: started without one."""
         if self.options.topology_file is not None and topology is not None:
             self._reloader = TopologyReloader(
@@ -296,7 +298,7 @@ class Service:
     async def _run_hooked(self, concurrency: int) -> None:
         """The startup hooks (which build the state), the run, the shutdown hooks, and last
         the state's context manager left; with a state given, no hook runs and nothing is
-        entered or left (docs/handlers.md, "The service's state", "Testing handlers")."""
+        entered or left (docs/reference/handlers.md, "The service's state", "Testing handlers")."""
         hooked = self._injected is None
         lifespan = Lifespan()
         try:

@@ -2,7 +2,8 @@
 
 ``@on_startup`` may return a value (or a context manager, entered at start and left at
 shutdown); that value is the service's state. A handler parameter annotated ``State[T]``
-receives it, or the one part of it that is a ``T`` (docs/handlers.md, "The service's state").
+receives it, or the one part of it that is a ``T`` (docs/reference/handlers.md, "The service's
+state").
 ``State[T]`` is ``Annotated[T, STATE]``: to mypy the parameter is a ``T``.
 
 :class:`Lifespan` builds the state from the startup hooks and takes it down at shutdown;
@@ -128,7 +129,7 @@ def hook_name(hook: Callable[..., Any]) -> str:
 
 class Lifespan:
     """The state of one run: what the startup hooks returned, and the context managers to
-    leave at shutdown (docs/handlers.md, "The service's state").
+    leave at shutdown (docs/reference/handlers.md, "The service's state").
 
     A value a startup hook returns (awaited if it is awaitable) is the state, unless it is
     ``None``. A value that is an async context manager is entered (``async with``) and its
@@ -150,7 +151,7 @@ class Lifespan:
         if self._from is not None:
             raise StateFailed(
                 f"@on_startup hooks {self._from} and {name} both returned a value: return "
-                "one value holding both (a dataclass; docs/handlers.md, \"The service's "
+                "one value holding both (a dataclass; rr docs handlers \"The service's "
                 'state")'
             )
         if hasattr(result, "__aenter__") and hasattr(result, "__aexit__"):

@@ -46,7 +46,7 @@ class RuntimeStats:
     """Deliveries for a consumer the broker had cancelled (RabbitMQ 4.3 revives one cancelled
     for its consumer timeout): given back unhandled and uncounted (``basic.nack``)."""
     reloads: int = 0
-    """Reloads of the topology file that changed a retry setting (docs/runtime.md, "Changing
-    max_attempts while it runs")."""
+    """Reloads of the topology file that changed a retry setting (docs/reference/runtime.md,
+    "Changing max_attempts while it runs")."""
     reload_failures: int = 0
     """Reloads of the topology file that did not load (the running settings stayed)."""

@@ -1,4 +1,4 @@
-"""``rr run --workers N``: one supervisor process, N worker processes (docs/runtime.md,
+"""``rr run --workers N``: one supervisor process, N worker processes (docs/reference/runtime.md,
 "Running it"); the supervisor's processes, signals, threads and scrapes (its decisions are
 runtime/workers.py's, the command's glue cli/workers.py's).
 
@@ -300,7 +300,7 @@ class Supervisor:
 
         A worker that does not answer within :data:`SCRAPE_TIMEOUT_S` (its loop busy beside a
         CPU hog) counts with its last page: leaving it out would make every sum drop, which
-        Prometheus takes for a counter reset. ``rr_consuming`` is 0 then (docs/runtime.md,
+        Prometheus takes for a counter reset. ``rr_consuming`` is 0 then (docs/reference/runtime.md,
         "Workers across cores")."""
         from rabbitctl_retry.runtime.aggregate import merged_page
         from rabbitctl_retry.runtime.metrics import RunMetrics

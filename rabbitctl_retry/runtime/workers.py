@@ -1,4 +1,5 @@
-"""Pure. ``rr run --workers N``: what the supervisor decides (docs/runtime.md, "Running it").
+"""Pure. ``rr run --workers N``: what the supervisor decides (docs/reference/runtime.md, "Running
+it").
 
 * :func:`worker_argv`: a worker's command line, the supervisor's own minus ``--workers``,
   the declare switch and the metrics options, plus what the supervisor wants of the worker.

@@ -1,4 +1,4 @@
-"""OpenTelemetry for ``rr run`` and what rr publishes (docs/runtime.md, "Tracing and
+"""OpenTelemetry for ``rr run`` and what rr publishes (docs/reference/runtime.md, "Tracing and
 metrics"): traces and metrics, through the optional ``otel`` extra.
 
 Nothing here imports ``opentelemetry`` at import time: :mod:`.switch` decides once, at

@@ -1,4 +1,4 @@
-"""rr run's metrics through an OpenTelemetry meter (docs/runtime.md, "Metrics"): the
+"""rr run's metrics through an OpenTelemetry meter (docs/reference/metrics.md, "Metrics"): the
 instruments of telemetry/names.py, recorded by :class:`OtelMetrics` under the meter
 ``rabbitctl_retry``.
 

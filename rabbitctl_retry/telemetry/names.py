@@ -1,6 +1,6 @@
 """Pure. The names, units, attributes and buckets of the metrics ``rr run`` shares with
 RustStream's OpenTelemetry layer, and what each of rr's decisions is in RustStream's
-``outcome`` words (docs/runtime.md, "Metrics").
+``outcome`` words (docs/reference/metrics.md, "Metrics").
 
 Each instrument has its OpenTelemetry name (exported through a meter, telemetry/metrics.py)
 and the name OpenTelemetry's Prometheus translation gives it (dots to underscores, the unit's
@@ -165,8 +165,8 @@ OUTCOME_OF_EVENT: dict[str, str] = {
 """rr's decision (``retry/policy.py``'s ``Event``, by its value: this module imports nothing,
 so the metrics page, which starts before the runtime loads, stays light) -> RustStream's
 ``outcome`` (the table in
-docs/runtime.md, "Metrics"): a retry that requeues or copies to the queue, and a pause (the
-message given back) -> ``nack_requeue``; a delay -> ``retry_after``; a dead letter, a drop and
+docs/reference/metrics.md, "Metrics"): a retry that requeues or copies to the queue, and a pause
+(the message given back) -> ``nack_requeue``; a delay -> ``retry_after``; a dead letter, a drop and
 a spent message (rejected at the cap without a dead-letter queue) -> ``nack_drop``."""
 
 

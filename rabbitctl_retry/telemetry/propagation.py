@@ -1,6 +1,6 @@
 """The W3C trace context in an AMQP header table: extracted from a delivery's headers
 (a malformed ``traceparent`` is ignored: no parent), and injected, with the publish stamp, into
-the headers of what rr publishes (docs/runtime.md, "Tracing and metrics").
+the headers of what rr publishes (docs/reference/runtime.md, "Tracing and metrics").
 
 Loaded only when tracing is on (``telemetry/switch.py``): it imports OpenTelemetry.
 """

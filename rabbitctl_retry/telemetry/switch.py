@@ -1,4 +1,4 @@
-"""Whether rr traces, decided once at start-up (docs/runtime.md, "Tracing and metrics").
+"""Whether rr traces, decided once at start-up (docs/reference/runtime.md, "Tracing and metrics").
 
 On when the ``otel`` extra is importable and a tracer provider is either given (``Service(...,
 tracer_provider=...)``, ``TestBroker(..., tracer_provider=...)``, ``rr.Publisher(...,

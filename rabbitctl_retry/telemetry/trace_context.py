@@ -1,5 +1,5 @@
 """Pure. The W3C trace context header (``traceparent``) read without OpenTelemetry: what
-``rr dlq inspect`` shows of a letter's trace (docs/dlq.md, "JSON output").
+``rr dlq inspect`` shows of a letter's trace (docs/reference/dlq.md, "JSON output").
 
 ``traceparent`` is ``VERSION-TRACE_ID-PARENT_ID-FLAGS``: 2, 32, 16 and 2 lowercase hex digits
 (https://www.w3.org/TR/trace-context/#traceparent-header). Version ``ff`` is invalid, as are an

@@ -1,4 +1,4 @@
-"""rr's spans (docs/runtime.md, "Tracing and metrics"): a CONSUMER span per delivery of
+"""rr's spans (docs/reference/runtime.md, "Tracing and metrics"): a CONSUMER span per delivery of
 ``rr run``, child of the ``traceparent`` the message carries, current while the handler runs
 and while its decision is carried out; a PRODUCER span per message ``rr.Publisher`` and
 ``rr publish`` send and per copy ``rr dlq replay`` and ``rr dlq move`` make; and the trace

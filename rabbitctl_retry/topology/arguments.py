@@ -148,7 +148,7 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
     ),
     "x-quorum-initial-group-size": ArgumentRule(_positive_int, _QUORUM_ONLY, managed_by="replicas"),
     "x-queue-type": ArgumentRule(_string, _BOTH, managed_by="type"),
-    # docs/topology.md, "arguments" (measured on 3.10.8, 4.0.5 and 4.3.6); 0 is refused:
+    # docs/reference/topology.md (measured on 3.10.8, 4.0.5 and 4.3.6); 0 is refused:
     # 4.3.6 cancels every consumer of the queue at once.
     "x-consumer-timeout": ArgumentRule(
         _ttl_ms(positive=True),
@@ -156,7 +156,8 @@ QUEUE_ARGUMENTS: dict[str, ArgumentRule] = {
         other_types="RabbitMQ 4.3 refuses it on a classic queue (406 invalid arg), and times "
         "out no consumer of one",
     ),
-    # RabbitMQ 4.3's delayed retries (docs/topology.md, "Delays"): set by delay = "server".
+    # RabbitMQ 4.3's delayed retries (docs/reference/topology.md, "Delays"): set by delay =
+    # "server".
     "x-delayed-retry-type": ArgumentRule(_string, _QUORUM_ONLY, managed_by="delay"),
     "x-delayed-retry-min": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_min"),
     "x-delayed-retry-max": ArgumentRule(_non_negative_int, _QUORUM_ONLY, managed_by="delay_max"),

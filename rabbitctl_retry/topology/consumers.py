@@ -1,5 +1,5 @@
 """Pure. Consumers of a topology's queues that are not ``rr run``, and what becomes of what
-they settle (``rr doctor``, ``rr status``; docs/cli.md, "Consumers that are not rr").
+they settle (``rr doctor``, ``rr status``; docs/reference/cli.md, "Consumers that are not rr").
 
 The management API names each consumer of a queue and its connection's client properties
 (``server.QueueConsumer``); rr's own connections say they are rr's (``server.is_rr_client``).
@@ -18,8 +18,8 @@ classic, ``max_attempts``   rr counts attempts only in the copies rr run makes: 
                             consumer loses a message it fails on, whatever the queue has.
 quorum with a delivery      from RabbitMQ 4.3 only ``basic.reject`` counts toward it:
 limit, RabbitMQ 4.3+        ``basic.nack(requeue=true)`` gives a message back forever
-                            (measured on 4.3.6, docs/cli.md); which one a consumer sends, the
-                            API cannot tell
+                            (measured on 4.3.6, docs/reference/cli.md); which one a consumer sends,
+                            the API cannot tell
 ==========================  ================================================================
 """
 
@@ -125,7 +125,7 @@ def _classic_note(queue: QueueEntity, others: Sequence[QueueConsumer]) -> Consum
         f"{head}: what they reject or nack without requeue is dropped (the queue has no "
         f"dead-letter route: rr copies its own dead letters), {requeued}{lost_auto}. Keep "
         f'what they reject with rejected = "{queue.name}.rejected" in [queues.{queue.name}] '
-        '(docs/topology.md, "What other consumers reject"); a cap on their requeues is '
+        '(rr docs topology "What other consumers reject"); a cap on their requeues is '
         "theirs to keep, or consume the queue with rr run",
         tuple(others),
     )
@@ -141,7 +141,7 @@ def _quorum_note(
         f"{queue.name!r} (quorum, x-delivery-limit = {limit}) has {_named(others)}: on "
         f"RabbitMQ {release} only basic.reject counts toward the limit; one that gives a "
         "message back with basic.nack(requeue=true) gets it again at once, without end "
-        '(docs/cli.md, "Consumers that are not rr"). The '
+        '(rr docs cli "Consumers that are not rr"). The '
         "management API cannot tell which they send (it keeps no count per consumer; the "
         "queue's redeliveries grow either way): make sure they reject, not nack",
         tuple(others),

@@ -1,5 +1,5 @@
 """Pure. What a queue does when its arguments, a policy and an operator policy set one key:
-the rules measured on RabbitMQ 3.10.8, 4.0.5 and 4.3.6 (docs/topology.md, "Policies and
+the rules measured on RabbitMQ 3.10.8, 4.0.5 and 4.3.6 (docs/reference/topology.md, "Policies and
 arguments"), shared by the emulator (``emulator/policies.py`` applies them) and by rr's own
 display of each setting's effective value (``rr topology show --live``).
 
@@ -56,7 +56,7 @@ def _finds(pattern: str, name: str) -> bool:
 
 def rule(key: str, kind: QueueKind, version: ServerVersion) -> Rule:
     """How ``key``'s argument and policies resolve on a queue of ``kind`` (the table of
-    docs/topology.md, "Policies and arguments")."""
+    docs/reference/topology.md, "Policies and arguments")."""
     if key == "overflow":
         return "policy" if kind == "quorum" else "argument"
     if key in ("dead-letter-exchange", "dead-letter-routing-key", "dead-letter-strategy"):

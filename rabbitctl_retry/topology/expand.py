@@ -1,4 +1,5 @@
-"""Pure. A :class:`Topology` -> the exchanges, queues and bindings it means (docs/topology.md).
+"""Pure. A :class:`Topology` -> the exchanges, queues and bindings it means
+(docs/reference/topology.md).
 
 The decision table, per listed queue:
 
@@ -8,7 +9,7 @@ file                            on the broker
 every queue                     ``x-queue-type``, ``"classic"`` or ``"quorum"``: always sent,
                                 so that a vhost (or node) whose default queue type is quorum
                                 makes no classic queue of the file a quorum queue, and a queue
-                                of the other type is a conflict (docs/topology.md, "The
+                                of the other type is a conflict (docs/reference/topology.md, "The
                                 queue's type")
 classic, any max_attempts       no retry argument (the runtime counts)
 classic + dead_letter_exchange  ``x-dead-letter-exchange = <it>`` (where drops go; ``""``, the
@@ -106,7 +107,7 @@ class QueueEntity:
     """The key path in the file that makes rr declare it."""
     policy_mode: bool = False
     """``settings = "policy"``: the settings a policy can hold are in :attr:`policy`, not in
-    :attr:`arguments` (docs/topology.md, "Changing a topology")."""
+    :attr:`arguments` (docs/how-to/migrate-to-quorum.md, "Changing a topology")."""
     policy: Policy | None = None
     """rr's policy for the queue (``rr.<name>``), put before the queue is declared; None in
     arguments mode, or when no setting needs one."""
@@ -197,7 +198,7 @@ CLASSIC_ARGUMENTS: Mapping[str, FieldValue] = MappingProxyType(
 )
 """What a plain classic queue rr declares on its own (an unlisted dead-letter queue, a
 holding queue of ``rr migrate``, ``rr dlq move --create``'s target) is declared with: its
-type, whatever the vhost's default queue type (docs/topology.md, "The queue's type")."""
+type, whatever the vhost's default queue type (docs/reference/topology.md, "The queue's type")."""
 
 
 def queue_arguments(
@@ -474,7 +475,7 @@ class _Expansion:
 
 def _in_policy(queue: QueueEntity) -> QueueEntity:
     """``queue`` with ``settings = "policy"``: what a policy can hold moves from its
-    arguments into rr's policy for it (docs/topology.md, "Changing a topology")."""
+    arguments into rr's policy for it (docs/how-to/migrate-to-quorum.md, "Changing a topology")."""
     declared, definition = split_arguments(queue.arguments)
     return QueueEntity(
         name=queue.name,

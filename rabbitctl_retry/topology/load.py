@@ -1,9 +1,9 @@
 """TOML -> :class:`Topology`, with errors that name the key path and the line.
 
 Pure but for :func:`read_topology_text`, the one function that reads a file. Every key of
-docs/topology.md is known here; an unknown key is refused with a "did you mean" suggestion, a
-wrong type names what was expected, and every error carries the file and line where the key
-was written. Malformed input (docs/topology.md, "Malformed files") ends as a
+docs/reference/topology.md is known here; an unknown key is refused with a "did you mean"
+suggestion, a wrong type names what was expected, and every error carries the file and line where
+the key was written. Malformed input (docs/reference/topology.md, "Malformed files") ends as a
 :class:`ConfigError` too: a file that is not a regular file or is over
 :data:`MAX_FILE_BYTES`, TOML nested too deep for the parser, integers of thousands of digits.
 """

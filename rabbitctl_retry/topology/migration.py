@@ -1,5 +1,5 @@
 """Pure. What ``rr migrate`` rebuilds, the queues it holds messages in meanwhile, and where a
-rerun goes on from (docs/topology.md, "Migrating a queue").
+rerun goes on from (docs/how-to/migrate-to-quorum.md, "Migrating a queue").
 
 A plan (``topology/plan.py``) marks a queue ``migration`` when RabbitMQ cannot change it in
 place (its type, its durability, an ``x-`` argument). ``rr migrate`` rebuilds such a queue
@@ -37,7 +37,7 @@ run is *before* the rebuild; none left as it was, but a holding queue present, m
 command again.
 
 A queue is rr's holding queue by what rr declares it with, never by its name
-(:func:`is_rr_holding`, docs/topology.md, "Holding queues"): the marker
+(:func:`is_rr_holding`, docs/how-to/migrate-to-quorum.md, "Holding queues"): the marker
 ``x-rr-holding-for`` (the queue it stands in for: only the management API shows it, as
 RabbitMQ does not compare an argument it does not know on a re-declare) and
 ``x-max-length`` = :data:`HOLDING_MAX_LENGTH` with ``x-overflow = "reject-publish"``
@@ -147,14 +147,14 @@ def foreign_holdings(
 
 def not_rr_holding(queues: Sequence[str]) -> str:
     """Why rr leaves the holding queues of ``queues`` alone, and how to go on
-    (docs/topology.md, "Holding queues")."""
+    (docs/how-to/migrate-to-quorum.md, "Holding queues")."""
     names = ", ".join(repr(holding_name(queue)) for queue in queues)
     return (
         f"{names}: named as rr names its holding queues, but not declared by rr (no "
         f"{HOLDING_MARK}, no x-max-length = {HOLDING_MAX_LENGTH}): another application's, or "
         "left by an rr from before these marks in a stopped run; rr neither takes nor deletes "
         "it, and nothing was changed. Finish such a run with the rr that started it; move "
-        'another\'s queue out of the way (docs/topology.md, "Holding queues")'
+        'another\'s queue out of the way (rr docs migrate-to-quorum "Holding queues")'
     )
 
 
@@ -498,7 +498,7 @@ def _no_holding_name(queue: str) -> str:
     return (
         f"queue {queue[:60]!r}... ({size} bytes) cannot be rebuilt: its holding queue's name "
         f"({HOLDING_SUFFIX!r} added) would be longer than {MAX_NAME_BYTES} bytes, the most AMQP "
-        'carries; rename the queue in the file (docs/topology.md, "Migrating a queue"); '
+        'carries; rename the queue in the file (rr docs migrate-to-quorum "Migrating a queue"); '
         "nothing was changed"
     )
 

@@ -44,7 +44,7 @@ BUILTIN_EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
 MIN_EXPIRES_MS = 60_000
 """The shortest ``x-expires`` rr takes: RabbitMQ deletes a queue unused for that long, and
 between declaring a queue and binding it (or a consumer coming) more can pass on a busy
-broker; a queue gone in between leaves a declare half done (docs/topology.md)."""
+broker; a queue gone in between leaves a declare half done (docs/reference/topology.md)."""
 DELAYED_EXCHANGE_TYPE = "x-delayed-message"
 
 _EMPTY: Mapping[str, FieldValue] = MappingProxyType({})
@@ -56,7 +56,7 @@ class QueueType(StrEnum):
 
 
 class DelayMode(StrEnum):
-    """How ``retry_after`` waits (docs/topology.md, "Delays")."""
+    """How ``retry_after`` waits (docs/reference/topology.md, "Delays")."""
 
     MEMORY = "memory"
     DLX_TTL = "dlx-ttl"
@@ -68,7 +68,7 @@ class DelayMode(StrEnum):
 
 class ServerDelayReturns(StrEnum):
     """Which returns a quorum queue with ``delay = "server"`` holds back
-    (``x-delayed-retry-type``; docs/topology.md, "Delays")."""
+    (``x-delayed-retry-type``; docs/reference/topology.md, "Delays")."""
 
     FAILED = "failed"
     """The counted ones: ``basic.reject`` with requeue (every retry of rr) and a channel or
@@ -88,7 +88,8 @@ class DeadLetterStrategy(StrEnum):
 
 
 class SettingsMode(StrEnum):
-    """Where rr puts a queue's retry settings (docs/topology.md, "Changing a topology")."""
+    """Where rr puts a queue's retry settings (docs/how-to/migrate-to-quorum.md, "Changing a
+    topology")."""
 
     ARGUMENTS = "arguments"
     """As ``x-`` arguments of the declare: fixed for the queue's life; what RustStream
@@ -228,7 +229,7 @@ class Exchange:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Queue:
-    """A queue the file declares, with its retry policy (docs/topology.md).
+    """A queue the file declares, with its retry policy (docs/reference/topology.md).
 
     ``max_attempts`` counts every delivery, the first included. On a quorum queue it becomes
     the server's ``x-delivery-limit = max_attempts - 1``; on a classic queue the runtime
@@ -246,7 +247,7 @@ class Queue:
     rejected: str | None = None
     """A queue (on the default exchange) that keeps what any consumer of this queue rejects
     or nacks without requeue, rr's ``drop()`` included: the queue's server-side dead-letter
-    route (docs/topology.md, "What other consumers reject")."""
+    route (docs/reference/topology.md, "What other consumers reject")."""
     delivery_limit: int | None = None
     delay: DelayMode = DelayMode.MEMORY
     wait_queue: str | None = None
@@ -529,7 +530,7 @@ class Queue:
             raise ConfigError(
                 "the wait queues of a quorum queue are quorum queues: a classic wait queue "
                 "comes back from a restart first and loses the copies that expired meanwhile "
-                "(docs/topology.md, 'What survives a broker restart')",
+                "(rr docs topology 'What survives a broker restart')",
                 path=path,
             )
 
@@ -684,12 +685,12 @@ class Broker:
     """``[broker]``: where to connect and which header counts retries."""
 
     urls: tuple[str, ...] = ()
-    """``url``: one URL, or the nodes of a cluster in the order rr tries them (docs/cli.md,
-    "Several hosts")."""
+    """``url``: one URL, or the nodes of a cluster in the order rr tries them
+    (docs/reference/cli.md, "Several hosts")."""
     retry_header: str = DEFAULT_RETRY_HEADER
     management_url: str | None = None
     """``management_url``: the management plugin's HTTP API, for what AMQP cannot tell (the
-    cluster's nodes, each queue's members; docs/cluster.md)."""
+    cluster's nodes, each queue's members; docs/how-to/run-on-a-cluster.md)."""
     settings: SettingsMode = SettingsMode.ARGUMENTS
     """``settings``: where the queues' retry settings go unless a queue says otherwise
     (``arguments``, the default, so that RustStream services can declare the same queues)."""
@@ -708,7 +709,7 @@ class Broker:
                 raise ConfigError("must start with amqp:// or amqps://", path=where)
         if self.management_url is not None:
             # The one parser of management URLs, so `rr topology validate` refuses what
-            # `rr declare` would (docs/cli.md, "Malformed input").
+            # `rr declare` would (docs/reference/cli.md, "Malformed input").
             try:
                 parse_management_url(self.management_url)
             except UsageError as error:

@@ -28,7 +28,7 @@ queue with ``delay = "server"``  ``conflict``     on a server older than RabbitM
                                                   the queue's observation: older servers accept
                                                   ``x-delayed-retry-*`` and ignore it
 new quorum queue, ``replicas``   ``conflict``     (only when the cluster's nodes are known:
-more than the cluster's nodes                     a management URL, docs/cluster.md)
+more than the cluster's nodes                     a management URL, docs/how-to/run-on-a-cluster.md)
 a setting is a ``migration``     ``conflict``     the queue must be rebuilt (each setting
 (``topology/settings.py``)                        classified in :attr:`Operation.settings`)
 existing queue, a setting        ``live``         rr's policy is put before any queue is
@@ -338,7 +338,7 @@ def server_limit_warning(queue: str, server_version: tuple[int, int, int]) -> st
         f"limit of {QUORUM_DEFAULT_DELIVERY_LIMIT}: a message returned that often is dropped "
         "(before RabbitMQ 4.3 every read of it by rr dlq inspect, export or groups counts "
         "one). rr declares such a queue with x-delivery-limit = -1 but changes no existing "
-        'one: lift its limit with a policy (docs/topology.md, "Quorum queues without a '
+        'one: lift its limit with a policy (rr docs topology "Quorum queues without a '
         'limit"), or see rr doctor'
     )
 
@@ -422,7 +422,7 @@ def _settings(
 REBUILD_DETAIL = (
     "the queue must be rebuilt: RabbitMQ changes no type, durability or x- argument of an "
     "existing queue, and rr declare deletes nothing; rr migrate TOPOLOGY rebuilds it with "
-    'its messages (docs/topology.md, "Migrating a queue")'
+    'its messages (rr docs migrate-to-quorum "Migrating a queue")'
 )
 
 
@@ -456,7 +456,7 @@ def transient_warning(
         state = (
             "permitted by default on 4.0.5 and 4.3.6, but a server configured to deny it "
             "closes the connection on their declare (541; rr checks the server's setting "
-            "when given its management URL, docs/cluster.md)"
+            "when given its management URL, rr docs run-on-a-cluster)"
         )
     elif TRANSIENT_QUEUES_FEATURE in deprecated_features:
         state = "this server permits it (read from its management API)"

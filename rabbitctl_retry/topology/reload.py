@@ -1,4 +1,4 @@
-"""Pure. What a changed topology file changes in a running ``rr run`` (docs/runtime.md,
+"""Pure. What a changed topology file changes in a running ``rr run`` (docs/reference/runtime.md,
 "Changing max_attempts while it runs").
 
 ``rr run`` builds each consumed queue's retry policy (``retry/policy.py``) from its topology
@@ -71,7 +71,7 @@ RESTART = "restart rr run to apply it (run rr declare first)"
 """Why a change waits for the next start of ``rr run``."""
 MIGRATION = (
     "the broker cannot change it on the existing queue: a migration "
-    "(docs/topology.md, 'Changing a topology'), then restart rr run"
+    "(rr docs migrate-to-quorum 'Changing a topology'), then restart rr run"
 )
 """Why a change needs the queue rebuilt first."""
 BROKER = (

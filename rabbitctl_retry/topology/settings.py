@@ -1,6 +1,6 @@
 """Pure. Where a queue's settings live (an ``x-`` argument, rr's policy, a property of the
 queue) and what a difference between the file and the broker means for each
-(docs/topology.md, "Changing a topology").
+(docs/how-to/migrate-to-quorum.md, "Changing a topology").
 
 With ``settings = "policy"`` the settings that have a policy key (:data:`POLICY_KEYS`) go
 into one policy per queue, wait queues included, owned by rr: named ``rr.<queue>``
@@ -69,7 +69,8 @@ POLICY_KEYS: Mapping[str, str] = {
     "x-delayed-retry-max": "delayed-retry-max",
 }
 """The ``x-`` arguments rr sets that a policy can hold instead, and their policy keys
-(docs/topology.md, "Policies and arguments"). Every other argument stays in the declare."""
+(docs/reference/topology.md, "Policies and arguments"). Every other argument stays in the
+declare."""
 
 ARGUMENT_OF: Mapping[str, str] = {key: argument for argument, key in POLICY_KEYS.items()}
 
@@ -149,7 +150,7 @@ class Setting:
 
 REBUILD = (
     "RabbitMQ cannot change it on an existing queue: the queue must be rebuilt (rr migrate "
-    'TOPOLOGY rebuilds it with its messages: docs/topology.md, "Migrating a queue")'
+    'TOPOLOGY rebuilds it with its messages: rr docs migrate-to-quorum "Migrating a queue")'
 )
 
 

@@ -1,6 +1,6 @@
 """Pure. What a value of a topology file must be to go on the AMQP 0-9-1 wire unchanged.
 
-The rules and why (docs/topology.md, "Malformed files"):
+The rules and why (docs/reference/topology.md, "Malformed files"):
 
 * Queue and exchange names: RabbitMQ accepts any UTF-8 short string (it even strips line
   breaks from a name silently). The AMQP client rr uses refuses, before anything reaches the

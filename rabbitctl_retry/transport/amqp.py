@@ -7,7 +7,7 @@ one conversion over raw aiormq; ``ack``/``reject``/``nack`` do not wait for the 
 drain, since AMQP never answers them.
 
 URLs (checked by :func:`~rabbitctl_retry.transport.url.parse_broker_url` before any socket
-opens; docs/cli.md, "Connecting" and "Malformed input")::
+opens; docs/reference/cli.md, "Connecting" and "Malformed input")::
 
     amqp://USER:PASSWORD@HOST:PORT/VHOST?QUERY      plain TCP, port 5672 by default
     amqps://USER:PASSWORD@HOST:PORT/VHOST?QUERY     TLS, port 5671 by default
@@ -66,7 +66,7 @@ in force as soon as ``transport/values.py`` is imported):
   datetimes.
 * A delivery whose properties, exchange, routing key or consumer tag cannot be decoded (a
   routing key that is not UTF-8) arrives with their names in ``properties.undecodable`` and
-  its property bytes in ``properties.raw``; the connection stays up (docs/runtime.md,
+  its property bytes in ``properties.raw``; the connection stays up (docs/reference/runtime.md,
   "Malformed messages").
 """
 
@@ -176,7 +176,7 @@ def _new_connection(target: BrokerUrl, client_properties: wire.FieldTable) -> _C
     try:
         connection = _Connection(target.url, client_properties=client_properties)
     except (ValueError, KeyError, binascii.Error):  # what rr accepted and the driver does not
-        raise UsageError("broker URL cannot be read by the AMQP driver (docs/cli.md)") from None
+        raise UsageError("broker URL cannot be read by the AMQP driver (rr docs cli)") from None
     if connection.heartbeat_timeout != target.heartbeat_s:  # aiormq reads 65535 as 0 (off)
         connection.heartbeat_timeout = target.heartbeat_s
         grace_s = (target.heartbeat_s + 1) * connection.HEARTBEAT_GRACE_MULTIPLIER
@@ -491,7 +491,7 @@ class AmqpChannel(Channel):
         # aiormq forgot the consumer and would drop what still comes for it (RabbitMQ 4.3
         # revives a consumer cancelled for its consumer timeout when the timed-out delivery
         # is settled before the client answered the cancel): hand it to the callback, which
-        # settles it (docs/runtime.md, "Handlers").
+        # settles it (docs/reference/runtime.md, "Handlers").
         on_message = self._deliver_callbacks.pop(tag, None)
         if on_message is not None and not self._channel.is_closed:
             self._channel.consumers[tag] = on_message

@@ -56,7 +56,7 @@ class Properties:
     app_id: str | None = None
     undecodable: tuple[str, ...] = ()
     """Properties the codec could not decode (then ``None`` above), e.g. ``("timestamp",)``:
-    such a message is set aside, never handled (docs/runtime.md, "Malformed messages")."""
+    such a message is set aside, never handled (docs/reference/runtime.md, "Malformed messages")."""
     raw: bytes | None = None
     """The property flags and values exactly as received, kept only when ``undecodable``;
     publishing properties with ``raw`` set writes these bytes verbatim."""
@@ -394,4 +394,4 @@ def identity_of(connection: Connection) -> ServerIdentity:
 Connector: TypeAlias = Callable[[str], Awaitable[Connection]]
 """How a command reaches a broker, given its URL: the aiormq adapter's ``connect`` for rr
 itself, an emulator's for tests. The CLI builds one and hands it to every command
-(docs/architecture.md, "One place picks the adapter")."""
+(docs/architecture.md, "Layers")."""

@@ -1,7 +1,7 @@
 """Which AMQP client rr's commands connect with: aiormq (``transport/amqp.py``) or rr's own
 (``transport/native.py``), both adapters of the same port.
 
-``RR_AMQP_CLIENT`` chooses (docs/runtime.md, "Speed"):
+``RR_AMQP_CLIENT`` chooses (docs/reference/runtime.md, "Speed"):
 
 ``native`` (or unset)
     rr's own client, the default: the same URLs, errors and behaviour as aiormq's adapter,
@@ -30,7 +30,7 @@ AIORMQ_MODULES = ("aiormq", "yarl")
 """What the aiormq adapter imports that the default install does not hold."""
 AIORMQ_MISSING = (
     f"{ENV}=aiormq needs aiormq, which is not installed: pip install 'rabbitctl-retry[aiormq]', "
-    f"or unset {ENV} for rr's own client (docs/runtime.md, Running it)"
+    f"or unset {ENV} for rr's own client (rr docs runtime 'Running it')"
 )
 
 ClientName = Literal["aiormq", "native"]
@@ -45,7 +45,8 @@ def choose(setting: str | None) -> ClientName:
     if wanted == "aiormq":
         return "aiormq"
     raise UsageError(
-        f"{ENV}={setting!r} is not a client rr knows: use aiormq or native (docs/runtime.md, Speed)"
+        f"{ENV}={setting!r} is not a client rr knows: use aiormq or native "
+        "(rr docs runtime 'Running it')"
     )
 
 

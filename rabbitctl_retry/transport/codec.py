@@ -1,4 +1,4 @@
-"""Corrections to pamqp, the AMQP codec under aiormq and rr's own client (docs/runtime.md,
+"""Corrections to pamqp, the AMQP codec under aiormq and rr's own client (docs/reference/runtime.md,
 "Malformed messages" and "What a copy keeps").
 
 **Field tables are rr's** (``field_codec.py``). pamqp sorts a table's names, writes every
@@ -12,8 +12,8 @@ table with it.
 
 **Non-ASCII names pass.** pamqp checks queue and exchange names against
 ``[a-zA-Z0-9-_.:@#,/+ ]`` before it sends a frame; RabbitMQ takes any UTF-8 name of at most
-255 bytes, so a queue it holds (``dead.é``) could not even be inspected (docs/dlq.md, "Queue
-names"). :func:`install` widens the rule to non-ASCII characters; the ASCII rule stays.
+255 bytes, so a queue it holds (``dead.é``) could not even be inspected (docs/reference/dlq.md,
+"Queue names"). :func:`install` widens the rule to non-ASCII characters; the ASCII rule stays.
 
 **Content headers the codec cannot decode are decoded as far as possible.**
 
@@ -40,14 +40,14 @@ written as the four characters ``\\xff``, and named in the frame's ``undecodable
 (a :class:`LenientDeliver`, :class:`LenientGetOk` or :class:`LenientReturn`); the content
 header that follows it on its channel keeps its raw property bytes (a
 :class:`LenientContentHeader` with nothing undecodable), so such a message is set aside byte
-for byte as well (docs/runtime.md, "Malformed messages"). Which channels wait for such a
+for byte as well (docs/reference/runtime.md, "Malformed messages"). Which channels wait for such a
 header is known per connection: aiormq reads each connection's frames in one task of its
 own, and the set lives in a context variable of that task.
 
 The corrections are made when this module is first imported (:func:`install`). Every rr module
 that builds or reads frames imports it, directly or through ``transport/values.py``, so every
 command has them, whatever it imported first (``rr topology validate`` builds frames without
-the AMQP client; docs/topology.md, "Queue and exchange names").
+the AMQP client; docs/reference/topology.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The frames a declare sends, encoded offline with the adapter's own encoder: whether each
-can be sent (docs/topology.md, "Malformed files").
+can be sent (docs/reference/topology.md, "Malformed files").
 
 Only pamqp (the codec under aiormq) is needed here, not the AMQP client, as for
 ``transport/values.py``'s :func:`~rabbitctl_retry.transport.values.encoding_problem`: the

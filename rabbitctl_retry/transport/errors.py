@@ -99,7 +99,7 @@ def _publish_target(exchange: str, routing_key: str) -> str:
 
 _NO_LEADER = (
     "a quorum queue has no leader just now (a node went away and its members are electing "
-    'another, which takes seconds): try again (docs/cli.md, "Several hosts")'
+    'another, which takes seconds): try again (rr docs cli "Several hosts")'
 )
 """Measured on RabbitMQ 3.10 (tests/cluster): while a quorum queue elects a leader, a
 ``basic.get`` on it closes the connection with 541 INTERNAL_ERROR ``... noproc``."""

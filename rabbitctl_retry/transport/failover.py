@@ -1,4 +1,4 @@
-"""Several broker URLs: connect to the first that answers (docs/cli.md, "Several hosts").
+"""Several broker URLs: connect to the first that answers (docs/reference/cli.md, "Several hosts").
 
 The nodes of a cluster are given as a list of URLs (``--url`` more than once, ``$RR_URL``
 with spaces between them, or ``[broker] url = [...]``). rr tries them in the order given and

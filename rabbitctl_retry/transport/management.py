@@ -1,10 +1,10 @@
 """The management port: what rr asks RabbitMQ's management HTTP API, for what AMQP 0-9-1
 cannot tell: which server the API answers for, which nodes form the cluster, which of them
-hold each queue (docs/cluster.md, "Replicas"), and which deprecated features the server
-permits or denies, the nodes' resource alarms, a quorum queue's members online and how fast a
-queue grows (``rr doctor``, docs/cli.md, which first checks with ``/api/overview`` that the API
-answers for the server AMQP reached); and the vhost's policies and operator policies,
-which AMQP cannot set (docs/topology.md, "Policies and arguments").
+hold each queue (docs/how-to/run-on-a-cluster.md, "Replicas"), and which deprecated features the
+server permits or denies, the nodes' resource alarms, a quorum queue's members online and how fast a
+queue grows (``rr doctor``, docs/reference/cli.md, which first checks with ``/api/overview`` that
+the API answers for the server AMQP reached); and the vhost's policies and operator policies,
+which AMQP cannot set (docs/reference/topology.md, "Policies and arguments").
 
 Pure types and Protocols; no I/O here. Two adapters implement the port, as two implement the
 AMQP one (``transport/base.py``): ``transport/management_http.py`` (the HTTP API itself) and
@@ -110,8 +110,8 @@ class ManagementApi(Protocol):
 
     async def put_policy(self, policy: Policy, *, operator: bool = False) -> None:
         """Set ``policy`` in the vhost (``operator``: as an operator policy), replacing one of
-        its name: it applies to the existing queues at once (docs/topology.md, "Policies and
-        arguments"). A definition the server refuses raises
+        its name: it applies to the existing queues at once (docs/reference/topology.md, "Policies
+        and arguments"). A definition the server refuses raises
         :class:`~rabbitctl_retry.errors.BrokerRefused` with its reason."""
         ...
 
@@ -132,7 +132,7 @@ class ManagementConnector(Protocol):
     """How a command reaches a management API, given its URL and the vhost of the queues it
     asks about: the HTTP adapter's ``HttpManagementApi`` for rr itself, an emulator's
     ``management`` for tests. The CLI picks one and hands it to every command, as it does
-    the AMQP ``Connector`` (docs/architecture.md, "One place picks the adapter")."""
+    the AMQP ``Connector`` (docs/architecture.md, "Layers")."""
 
     def __call__(self, url: str, *, vhost: str) -> ManagementApi: ...
 

@@ -1,15 +1,15 @@
 """The management port's HTTP adapter (``transport/management.py``): RabbitMQ's management
-HTTP API itself, for what AMQP 0-9-1 cannot tell (docs/cluster.md, "Replicas"; docs/cli.md,
-"rr doctor").
+HTTP API itself, for what AMQP 0-9-1 cannot tell (docs/how-to/run-on-a-cluster.md, "Replicas";
+docs/reference/cli.md, "rr doctor").
 
 Requests are plain ``urllib`` GETs (for policies also PUTs and DELETEs) with basic auth (the
 credentials of the management URL, checked by
 :func:`~rabbitctl_retry.urls.parse_management_url`), run in a thread so the event loop never
 waits on a socket. Only ``cli/_common.py`` names this adapter
-(docs/architecture.md, "One place picks the adapter").
+(docs/architecture.md, "Layers").
 
-What the API answers is taken only in the shape it documents (docs/cluster.md): a redirect
-is never followed (the credentials would go to wherever it points), and an answer that is
+What the API answers is taken only in the shape it documents (docs/how-to/run-on-a-cluster.md): a
+redirect is never followed (the credentials would go to wherever it points), and an answer that is
 not JSON, is nested deeper than Python can read or is bigger than :data:`MAX_ANSWER_BYTES`,
 or lacks a key or holds one of the wrong type is refused. A refused login raises
 :class:`AccessRefused` (exit 77); anything else that keeps rr from an answer it can use
@@ -346,7 +346,7 @@ class HttpManagementApi:
     ) -> tuple[_Row, ...]:
         """The answer ``listed`` to ``GET path``: a list of ``what`` (``some``: at least
         one), each row read by ``read`` (None: a row not of ``shape``), sorted by ``key`` (by
-        name); any other answer is refused (exit 69, docs/cli.md)."""
+        name); any other answer is refused (exit 69, docs/reference/cli.md)."""
         if not isinstance(listed, list) or (some and not listed):
             raise self._unexpected(path, f"not a list of {what}")
         found = []

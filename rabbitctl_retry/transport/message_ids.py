@@ -4,7 +4,7 @@ RabbitMQ returns a ``mandatory`` message it could not route with its exchange, r
 properties and body, and nothing else: a client must tell from these which of its publishes
 came back. rr matches a return by :func:`return_key`: the message id when the message has one,
 else its exchange, routing key and body. rr never adds a message id of its own (a copy of a
-message without one has none; docs/runtime.md, "What a copy keeps").
+message without one has none; docs/explanation/attempts.md, "What a copy keeps").
 
 With two publishes of the same key in flight on a confirm channel, a returned one's failure
 could land on the other, and the returned copy's original would be acked, and lost. Every

@@ -13,7 +13,7 @@ and acks, rejects and nacks are written as they are decided, with no queue or ta
 Every other frame is encoded and decoded by pamqp through rr's codec (``transport/codec.py``),
 so tables, lenient decoding of malformed messages and raw properties are the same as with
 aiormq. ``RR_AMQP_CLIENT=aiormq`` chooses aiormq's instead (``transport/clients.py``;
-docs/runtime.md, "Running it" and "Speed").
+docs/reference/runtime.md, "Running it" and "Speed").
 
 Same URLs (``transport/url.py``; TLS, ``auth=external``, ``heartbeat``, ``name``), same
 errors (``transport/errors.py``, ``transport/reply_codes.py``), same rules as the port

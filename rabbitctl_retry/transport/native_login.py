@@ -1,6 +1,6 @@
 """How rr's own client (``transport/native.py``) logs in: the user, password, vhost and
 client properties of a broker URL, and the TLS context of an ``amqps://`` URL's options
-(docs/cli.md, "Connecting"). The same URLs as the aiormq adapter (``transport/url.py``).
+(docs/reference/cli.md, "Connecting"). The same URLs as the aiormq adapter (``transport/url.py``).
 """
 
 from __future__ import annotations
@@ -70,12 +70,12 @@ def _rr_version() -> str:
 
 
 def tls_context(options: Mapping[str, str]) -> ssl.SSLContext:
-    """The TLS context of an ``amqps://`` URL's options (docs/cli.md, "Connecting")."""
+    """The TLS context of an ``amqps://`` URL's options (docs/reference/cli.md, "Connecting")."""
     cadata = options.get("cadata")
     try:
         ca_bytes = base64.b64decode(cadata) if cadata else None
     except binascii.Error:
-        raise UsageError("broker URL cannot be read: cadata is not base64 (docs/cli.md)") from None
+        raise UsageError("broker URL cannot be read: cadata is not base64 (rr docs cli)") from None
     ca: str | bytes | None = ca_bytes
     if ca_bytes is not None and ca_bytes.lstrip().startswith(b"-----"):
         ca = ca_bytes.decode("ascii", "replace")  # PEM text; DER stays bytes

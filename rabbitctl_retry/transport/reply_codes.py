@@ -1,4 +1,4 @@
-"""Pure. AMQP reply codes -> rr's error classes (docs/cli.md, "Exit codes").
+"""Pure. AMQP reply codes -> rr's error classes (docs/reference/exit-codes.md, "Exit codes").
 
 The one table both transports raise from: rr's own client and the aiormq adapter
 (``transport/errors.py``, ``transport/aiormq_errors.py``) for what the broker said, and the

@@ -1,7 +1,7 @@
 """The TLS files a broker URL names (``cafile``, ``certfile``, ``keyfile``), checked by the rule
-of every file rr reads on the user's word (``user_files.py``; docs/cli.md, "Files rr reads")
-before OpenSSL opens them: OpenSSL would wait for a FIFO's writer for ever. Both AMQP adapters
-check them as they connect."""
+of every file rr reads on the user's word (``user_files.py``; docs/reference/cli.md, "Files rr
+reads") before OpenSSL opens them: OpenSSL would wait for a FIFO's writer for ever. Both AMQP
+adapters check them as they connect."""
 
 from __future__ import annotations
 

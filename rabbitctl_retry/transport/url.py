@@ -1,4 +1,4 @@
-"""Pure. Broker URLs: checked before any socket opens (docs/cli.md, "Connecting" and
+"""Pure. Broker URLs: checked before any socket opens (docs/reference/cli.md, "Connecting" and
 "Malformed input").
 
 :func:`parse_broker_url` accepts ``amqp://`` and ``amqps://`` URLs whose user name and
@@ -49,7 +49,7 @@ TLS_OPTIONS = ("cafile", "capath", "cadata", "certfile", "keyfile", "no_verify_s
 """Query options that only mean something on ``amqps://``."""
 
 QUERY_OPTIONS = (*TLS_OPTIONS, "auth", "heartbeat", "name")
-"""Every query option rr accepts (docs/cli.md, "Connecting"); any other is refused."""
+"""Every query option rr accepts (docs/reference/cli.md, "Connecting"); any other is refused."""
 
 NO_VERIFY_SSL_OFF = "1"
 """The one value of ``no_verify_ssl``: verification off. Leaving the option out verifies."""
@@ -116,7 +116,7 @@ def _query_options(query: str, *, tls: bool) -> Mapping[str, str]:
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in QUERY_OPTIONS:
             known = ", ".join(sorted(QUERY_OPTIONS))
-            _refuse(f"has an unknown query option {key!r} (rr knows {known}; docs/cli.md)")
+            _refuse(f"has an unknown query option {key!r} (rr knows {known}; rr docs cli)")
         if key in options:
             _refuse(f"gives the query option {key} twice")
         if key in TLS_OPTIONS and not tls:

@@ -2,8 +2,8 @@
 
 Only pamqp (the codec under aiormq) is needed here, not the AMQP client: the shells use
 :func:`encoding_problem` as a dry run of the adapter's own encoder (``rr dlq import`` checks
-every record before it publishes anything, docs/dlq.md "Import"). Header tables go to and come
-from the wire through rr's table codec (``field_codec.py``, installed by ``codec.py``): a table
+every record before it publishes anything, docs/reference/dlq.md "Import"). Header tables go to and
+come from the wire through rr's table codec (``field_codec.py``, installed by ``codec.py``): a table
 read keeps its bytes (an ``EncodedTable``), and is written again as it was read.
 """
 
@@ -83,7 +83,7 @@ def properties_from_header(content_header: ContentHeader, method: object = None)
     ``undecodable`` names what the codec could not decode: the method frame's fields first
     (``routing_key``, as :class:`~rabbitctl_retry.transport.base.Delivery` names them), then
     the properties; ``raw`` keeps the property bytes as received whenever it names any
-    (docs/runtime.md, "Malformed messages").
+    (docs/reference/runtime.md, "Malformed messages").
     """
     undecodable = codec.undecodable_fields(method)
     raw: bytes | None = None

@@ -1,4 +1,4 @@
-"""The payload schemas of the types rr decodes (docs/handlers.md, "Typed messages"): a
+"""The payload schemas of the types rr decodes (docs/reference/handlers.md, "Typed messages"): a
 dataclass (nested, recursive, with an Enum, a Literal, lists and dicts), a pydantic model, a
 msgspec Struct, plain JSON types; none for bytes, str and the delivery itself. Each
 document is valid AsyncAPI 3.0.0, and each payload schema takes a body the handler decodes

@@ -496,7 +496,7 @@ async def test_a_copy_keeps_every_header_type_on_the_wire(
     """A message published with one header of each type RabbitMQ takes, read through the
     port and copied with rr's copy rule plus a header of rr's: the copy's bytes (read over a
     raw socket) hold each header with its type tag and bytes, in its order, rr's after them
-    (docs/runtime.md, "What a copy keeps")."""
+    (docs/explanation/attempts.md, "What a copy keeps")."""
     source, target = scratch.queue("typed"), scratch.queue("typed-copy")
     channel = await conn.channel(confirms=True)
     for name in (source, target):

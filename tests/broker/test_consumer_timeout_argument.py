@@ -1,5 +1,5 @@
 """``x-consumer-timeout`` in a quorum queue's ``arguments`` with ``rr declare`` on every server
-(docs/topology.md, "arguments").
+(docs/reference/topology.md, "arguments").
 
 Measured: every server takes the argument on a quorum queue, but only RabbitMQ 4.3 compares it
 when the queue is declared again (406 ``inequivalent arg 'x-consumer-timeout'``): 3.10.8 and

@@ -146,7 +146,8 @@ def test_guide_example_creates_exactly_the_six_queues(amqp_url: str, vhost: str)
     queues = list_queues(vhost)
     assert set(queues) == {*GUIDE_QUEUES}
     assert all(queue["durable"] is True for queue in queues.values())
-    # rr declares every queue with its type, on every server (docs/topology.md, "The queue's type")
+    # rr declares every queue with its type, on every server (docs/reference/topology.md, "The
+    # queue's type")
     plain = {"x-queue-type": ("longstr", "classic")}
     assert queues["refunds"] == {"durable": True, "type": "classic", "arguments": plain}
     assert queues["refunds.dead"]["arguments"] == plain

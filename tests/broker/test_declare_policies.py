@@ -1,6 +1,6 @@
 """``rr declare`` with ``settings = "policy"`` on RabbitMQ 4.3.6, through its management API
-(docs/topology.md, "Changing a topology"): rr's policy is on the server with the exact
-definition, the queue holds only what no policy can (its type, its replicas) and dead-letters
+(docs/how-to/migrate-to-quorum.md, "Changing a topology"): rr's policy is on the server with the
+exact definition, the queue holds only what no policy can (its type, its replicas) and dead-letters
 after the policy's delivery limit; raising ``max_attempts`` is a ``live`` change that the
 existing queue takes at once, through the policy alone (its arguments untouched), with every
 message kept. Checked on the server afterwards, by what the queue does; no sleeps (every wait
@@ -248,8 +248,8 @@ RUSTSTREAM_ARGUMENTS: list[dict[str, Any]] = [
 
 
 def test_a_policy_mode_queue_refuses_a_declare_with_the_arguments(amqp_url: str) -> None:
-    """Why ``arguments`` stays the default (docs/topology.md, "Changing a topology"): a
-    service that declares the queue with rr's ``x-`` arguments (as RustStream does) is
+    """Why ``arguments`` stays the default (docs/how-to/migrate-to-quorum.md, "Changing a
+    topology"): a service that declares the queue with rr's ``x-`` arguments (as RustStream does) is
     refused by a queue that holds them in a policy, on every server."""
     broker = current()
     pool = vhost_pool(broker)

@@ -1,4 +1,4 @@
-"""Queues are what the file says on every server default (docs/topology.md, "The queue's
+"""Queues are what the file says on every server default (docs/reference/topology.md, "The queue's
 type"): in a vhost whose default queue type is quorum (``rabbitmqctl add_vhost --default-queue-type
 quorum``, which 3.10.8, 4.0.5 and 4.3.6 all take), on every server.
 

@@ -1,5 +1,5 @@
 """``rr doctor`` and the deprecated-features table of each real server, and RabbitMQ 4.3's
-counting as its findings state it (docs/cli.md, "rr doctor").
+counting as its findings state it (docs/reference/cli.md, "rr doctor").
 
 Management APIs here (measured): 4.3.6 has one on 127.0.0.1:15675, which answers ``GET
 /api/deprecated-features`` with the table ``rabbitmqctl list_deprecated_features`` lists;

@@ -1,8 +1,8 @@
 """``rr doctor --topology`` on each shared server, in a vhost of the test's own: the consumers
 the topology expects, by passive declares (every line, with or without a management API), and
-on 4.3.6 with its management API the nodes' alarms and the quorum queues' members (docs/cli.md,
-"rr doctor"). A shared server runs without an alarm and with its one node up: those findings
-must be absent here; the states that make them are played on the twin
+on 4.3.6 with its management API the nodes' alarms and the quorum queues' members
+(docs/reference/cli.md, "rr doctor"). A shared server runs without an alarm and with its one node
+up: those findings must be absent here; the states that make them are played on the twin
 (tests/cli/test_doctor_health_twin.py), never on a shared server."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``rr doctor --topology`` checks the live queues against the file, as ``rr declare`` does
-and in its words (docs/cli.md, "rr doctor"), and names the consumers that are not rr
+and in its words (docs/reference/cli.md, "rr doctor"), and names the consumers that are not rr
 ("Consumers that are not rr"), on every server, with real clients (pika, kombu).
 
 The issue's report: five queues of the file declared first by other clients with other
@@ -189,8 +189,8 @@ async def _consumers(rabbit: RabbitBackend, queue: str) -> int:
 
 
 def test_a_nack_is_counted_before_4_3_and_never_from_it(amqp_url: str, tmp_path: Path) -> None:
-    """The measurement behind quorum-foreign-consumer-nack (docs/cli.md, "Consumers that are
-    not rr"): pika's basic_nack(requeue=True) of one message of a quorum queue with
+    """The measurement behind quorum-foreign-consumer-nack (docs/reference/cli.md, "Consumers that
+    are not rr"): pika's basic_nack(requeue=True) of one message of a quorum queue with
     x-delivery-limit = 2. 3.10.8 and 4.0.5 count it: the message is dead-lettered after its
     3rd delivery. 4.3.6 does not: it comes back past the limit (20 deliveries are waited for,
     then the consumer stops), and is never dead-lettered; doctor names the consumer on 4.3."""

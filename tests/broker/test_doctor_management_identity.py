@@ -1,5 +1,5 @@
 """``rr doctor --management-url`` checks that the management API answers for the server the
-AMQP URL reached (docs/cli.md, "rr doctor"): the cluster name and version the server gives
+AMQP URL reached (docs/reference/cli.md, "rr doctor"): the cluster name and version the server gives
 when a connection opens (its server properties) against the API's ``/api/overview``.
 
 The real 4.3.6 API is the same server (the check passes, and the table is read); a fake API

@@ -1,5 +1,5 @@
 """``rr doctor`` on each real server: the version it reports and what that version means for
-the topology (docs/cli.md, "rr doctor")."""
+the topology (docs/reference/cli.md, "rr doctor")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Which way of giving a delivery back is not counted as an attempt, measured on each server
 (RabbitMQ 3.10.8, 4.0.5, 4.3.6) and on the emulator set to each, classic and quorum queues
-(docs/handlers.md, "Pausing a queue": the table there is this test's).
+(docs/reference/handlers.md, "Pausing a queue": the table there is this test's).
 
 A consumer takes the message, is cancelled (as a pause cancels it), and gives the delivery
 back with ``basic.nack(requeue=true)``, ``basic.reject(requeue=true)`` or by closing its

@@ -2,7 +2,7 @@
 management API, 127.0.0.1:15675): a wrong password is "wrong user name or password?", a user
 without the management tag "its user needs the management (or monitoring) tag"; the two
 differ only in the answer's ``reason`` ("Not_Authorized", "Not management user"), both 401
-(docs/cli.md, "Exit codes": 77)."""
+(docs/reference/exit-codes.md, "Exit codes": 77)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``rr migrate`` keeps every message or does not start, on RabbitMQ 3.10.8, 4.0.5 and 4.3.6
-(docs/topology.md, "Migrating a queue" and "Holding queues"): the three ways it lost messages
-(issue #40), each now refused before any step, every message id counted afterwards.
+(docs/how-to/migrate-to-quorum.md, "Migrating a queue" and "Holding queues"): the three ways it lost
+messages (issue #40), each now refused before any step, every message id counted afterwards.
 
 * ``x-max-length = 10`` added to a classic queue holding 50: refused in the plan, with the
   numbers; and messages that reach the holding queue during a run are never moved into a

@@ -1,5 +1,5 @@
-"""Profiles on the real servers (docs/cli.md, "Profiles"): a broker of rr's configuration file
-chosen by ``--broker`` or ``$RR_BROKER`` (or its ``default``), its password from the
+"""Profiles on the real servers (docs/reference/cli.md, "Profiles"): a broker of rr's configuration
+file chosen by ``--broker`` or ``$RR_BROKER`` (or its ``default``), its password from the
 environment or a file, ``--vhost`` over every source, and which source wins. The proof that
 rr reached the right broker and vhost: ``rr status`` counts the 3 messages of a queue that
 exists only in the test's fresh vhost."""

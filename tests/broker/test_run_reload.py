@@ -1,4 +1,4 @@
-"""``rr run`` takes a changed ``max_attempts`` while it runs (docs/runtime.md, "Changing
+"""``rr run`` takes a changed ``max_attempts`` while it runs (docs/reference/runtime.md, "Changing
 max_attempts while it runs"), as a process on the real servers:
 
 - a classic queue on every server (rr counts the attempts): the file edited, ``SIGHUP``

@@ -1,5 +1,5 @@
-"""Several broker URLs (docs/cli.md, "Several hosts"), on each real server: rr takes the first
-URL that answers, in the order given; a refused login ends it at once; when none answers, the
+"""Several broker URLs (docs/reference/cli.md, "Several hosts"), on each real server: rr takes the
+first URL that answers, in the order given; a refused login ends it at once; when none answers, the
 one error line names every URL tried (censored)."""
 
 from __future__ import annotations

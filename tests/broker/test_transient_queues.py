@@ -1,5 +1,5 @@
-"""Transient (non-durable) queues with ``rr declare`` on every server (docs/topology.md,
-"durable"; docs/cluster.md).
+"""Transient (non-durable) queues with ``rr declare`` on every server (docs/reference/topology.md,
+"durable"; docs/how-to/run-on-a-cluster.md).
 
 RabbitMQ 4 made transient non-exclusive queues a deprecated feature
 (``transient_nonexcl_queues``), permitted by default: 4.0.5 and 4.3.6 take them (measured,
@@ -113,7 +113,7 @@ def test_rr_declare_takes_transient_queues_and_warns_once_from_4(
     assert line == (
         WARNING + "permitted by default on 4.0.5 and 4.3.6, but a server configured to deny it "
         "closes the connection on their declare (541; rr checks the server's setting when "
-        "given its management URL, docs/cluster.md); make them durable"
+        "given its management URL, rr docs run-on-a-cluster); make them durable"
     )
 
 

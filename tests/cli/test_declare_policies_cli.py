@@ -1,7 +1,7 @@
 """``rr declare`` with ``settings = "policy"`` against the emulator and its management twin
-(``CliSettings(management=emulator.management)``; docs/topology.md, "Changing a topology"):
-rr's policy is put before its queue is declared, a changed setting it holds is ``live`` and
-applied to the existing queue without losing a message, what cannot change is a
+(``CliSettings(management=emulator.management)``; docs/how-to/migrate-to-quorum.md, "Changing a
+topology"): rr's policy is put before its queue is declared, a changed setting it holds is ``live``
+and applied to the existing queue without losing a message, what cannot change is a
 ``migration`` (exit 1, nothing changed), another policy that outranks rr's is a conflict,
 and without a management API nothing is tried (exit 78)."""
 

@@ -1,7 +1,7 @@
 """``rr doctor --topology --management-url`` on the emulator and its management twin stating
 a cluster (``emulator.cluster``: more nodes, stopped ones, resource alarms): the checks of the
-node and the queues now (docs/cli.md, "rr doctor"), with the exit code and the verdict line.
-The states a shared server must never be put in (an alarm, a node down) are played here."""
+node and the queues now (docs/reference/cli.md, "rr doctor"), with the exit code and the verdict
+line. The states a shared server must never be put in (an alarm, a node down) are played here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``rr doctor --management-url`` on the emulator at RabbitMQ 3.10.8, whose twin takes an
 ``ha-mode`` policy as 3.10.8 does (``emulator/policies.py``): a classic queue of the topology
 that the policy mirrors is a ``classic-mirroring`` warning (exit 0: safe on this server), and
-at 4.0.5 the twin refuses the policy as the server does (docs/cli.md, "rr doctor")."""
+at 4.0.5 the twin refuses the policy as the server does (docs/reference/cli.md, "rr doctor")."""
 
 from __future__ import annotations
 

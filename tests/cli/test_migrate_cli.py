@@ -1,6 +1,6 @@
-"""``rr migrate`` against the emulator (docs/topology.md, "Migrating a queue"): a classic queue
-with delay tiers becomes a quorum queue with every message kept — those in the queue, those
-waiting in its wait queues (they wait again, then land in the rebuilt queue) and those
+"""``rr migrate`` against the emulator (docs/how-to/migrate-to-quorum.md, "Migrating a queue"): a
+classic queue with delay tiers becomes a quorum queue with every message kept — those in the queue,
+those waiting in its wait queues (they wait again, then land in the rebuilt queue) and those
 published through its exchange binding during the run —; a run stopped at any step is finished
 by the same command; consumers stop it unless --force; a dry run changes nothing. Without a
 management URL every run needs --force (publishing by name cannot be checked): the tests
@@ -247,7 +247,7 @@ def test_forced_it_goes_ahead(tmp_path: Path) -> None:
 def test_without_the_api_it_refuses_unless_forced_and_warns_before_the_first_step(
     tmp_path: Path,
 ) -> None:
-    """Publishing by name cannot be checked without the management API (docs/topology.md,
+    """Publishing by name cannot be checked without the management API (docs/reference/topology.md,
     "Migrating a queue"): the run refuses before anything changes; forced, it says so before
     the first step, not after the last."""
     emulator = Emulator()
@@ -304,7 +304,8 @@ def test_copies_that_expire_while_their_wait_queue_is_drained_are_not_a_stop(
     assert not [q for q in emulator.queue_names() if q.endswith(".rr-migrating")]
 
 
-# --- what the rebuilt queue can hold (docs/topology.md, "Migrating a queue") -----------------
+# --- what the rebuilt queue can hold (docs/how-to/migrate-to-quorum.md, "Migrating a queue")
+# -----------------
 
 
 def with_arguments(arguments: str) -> str:
@@ -517,7 +518,7 @@ def test_a_holding_named_wait_queue_of_another_is_a_conflict_too(tmp_path: Path)
 
 def test_the_api_reads_the_marker_that_amqp_cannot(tmp_path: Path) -> None:
     """A queue with rr's compared marks but not its marker: the management API shows it is
-    not rr's (AMQP alone cannot tell: docs/topology.md, "Holding queues")."""
+    not rr's (AMQP alone cannot tell: docs/how-to/migrate-to-quorum.md, "Holding queues")."""
     emulator = Emulator()
     declare_with(emulator, tmp_path, ["m0"])
     marks: dict[str, FieldValue] = {

@@ -1,5 +1,5 @@
 """A vhost whose default queue type is quorum, queues declared first by other clients, and
-consumers that are not rr, on the emulator and its management twin (docs/cli.md: "rr
+consumers that are not rr, on the emulator and its management twin (docs/reference/cli.md: "rr
 declare", "rr status", "rr topology show --live", "rr doctor"). The same on the real
 servers: tests/broker/test_default_queue_type.py, tests/broker/test_doctor_live_queues.py."""
 

@@ -131,7 +131,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 
 def test_heartbeat_0_is_warned_about(tmp_path: Path) -> None:
     """A half-open connection is noticed by the heartbeat only: without it rr run waits on a
-    dead connection for good (docs/runtime.md, "Running it")."""
+    dead connection for good (docs/reference/runtime.md, "Running it")."""
     (tmp_path / "ok3.py").write_text(ONE_HANDLER)
     without = runner.invoke(app, ["run", str(tmp_path / "ok3.py"), "--url", URL + "?heartbeat=0"])
     assert without.exit_code == 69  # nothing answers on port 1

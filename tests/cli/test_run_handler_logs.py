@@ -1,5 +1,5 @@
-"""A handler's own log lines under ``rr run`` (docs/handlers.md, "Logs from handlers"): they
-print at ``--log-level``, in rr's format (text or JSON), with the message id, queue and
+"""A handler's own log lines under ``rr run`` (docs/reference/handlers.md, "Logs from handlers"):
+they print at ``--log-level``, in rr's format (text or JSON), with the message id, queue and
 attempt of the call they were made in; a handler module that puts a handler of its own on
 the root logger prints its way, once. ``rr run`` as a process against RabbitMQ."""
 

@@ -1,4 +1,4 @@
-"""``rr run`` in production (docs/runtime.md, "Running it"): the connection carries a name
+"""``rr run`` in production (docs/reference/runtime.md, "Running it"): the connection carries a name
 that says what it is (``rr run MODULE on HOST``), and the log says when rr starts, consumes,
 stops, and why a connection was lost."""
 

@@ -1,29 +1,21 @@
-"""``rr run --metrics-port`` (docs/runtime.md, "Metrics and health"): the Prometheus page
+"""``rr run --metrics-port`` (docs/reference/metrics.md, "Metrics and health"): the Prometheus page
 counts exactly what rr did, and ``/healthz`` says whether rr consumes; scraped from a real
 ``rr run`` process on RabbitMQ."""
 
 from __future__ import annotations
 
 import os
-import re
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
 from tests.dlq.support import publish_all
-
-T = TypeVar("T")
+from tests.metrics_page import answers, free_port, get, sample, served_run, until
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber
@@ -43,55 +35,6 @@ dead_letter = "metered.dead"
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.read().decode()
-
-
-def until(read: Callable[[], T], done: Callable[[T], bool], deadline_s: float = 300.0) -> T:
-    """``read()`` again and again until ``done`` says its answer is the one awaited (a
-    generous deadline: rr starts slowly on a busy machine); that answer."""
-    give_up = time.monotonic() + deadline_s
-    while True:
-        answer = read()
-        if done(answer):
-            return answer
-        if time.monotonic() > give_up:
-            pytest.fail(f"still {answer!r} after {deadline_s:g} s")
-        time.sleep(0.05)
-
-
-def answers(process: subprocess.Popen[str], url: str) -> tuple[int, str]:
-    """``url``'s status and body; (0, "") while nothing listens; the test fails if ``process``
-    ended."""
-    if process.poll() is not None:
-        pytest.fail(process.communicate()[1])
-    try:
-        return get(url)
-    except OSError:
-        return 0, ""  # not listening yet
-
-
-def sample(page: str, name: str, **labels: str) -> float:
-    """The value of one sample of the Prometheus text format."""
-    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
-    for line in page.splitlines():
-        match = re.fullmatch(r"([a-z_]+)(?:\{(.*)\})? (\S+)", line)
-        if match and match[1] == name and (match[2] or "") == wanted:
-            return float(match[3])
-    return 0.0
-
-
 @pytest.mark.broker
 async def test_the_metrics_count_what_rr_did_and_healthz_says_it_consumes(
     amqp_url: str, tmp_path: Path
@@ -105,22 +48,8 @@ async def test_the_metrics_count_what_rr_did_and_healthz_says_it_consumes(
 
 
 async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
-    port = free_port()
-    (tmp_path / "metered_svc.py").write_text(SERVICE, encoding="utf-8")
-    (tmp_path / "topology.toml").write_text(TOPOLOGY, encoding="utf-8")
-    command = [sys.executable, "-m", "rabbitctl_retry", "run", "metered_svc", "-t", "topology.toml"]
-    process = subprocess.Popen(
-        [*command, "--url", backend.url, "--metrics-port", str(port)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        answer = until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] == 200)
-        assert answer == (200, "consuming\n")
+    with served_run(backend.url, tmp_path, SERVICE, TOPOLOGY) as (_, base):
+        assert get(f"{base}/healthz") == (200, "consuming\n")
 
         bodies = [b"ok", b"ok", b"ok", b"bad"]
         await publish_all(backend, "metered", [(body, Properties()) for body in bodies])
@@ -151,10 +80,6 @@ async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
         assert sample(page, "rr_connections_total") == 1
         assert sample(page, "rr_consuming") == 1
         assert get(f"{base}/nowhere")[0] == 404
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
-    assert process.returncode == 0
 
 
 GATED = """

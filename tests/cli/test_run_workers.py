@@ -1,5 +1,5 @@
-"""``rr run --workers 2`` (docs/runtime.md, "Running it"): the real supervisor process and its
-two workers on RabbitMQ, every message id counted through a file the handler appends to
+"""``rr run --workers 2`` (docs/reference/runtime.md, "Running it"): the real supervisor process and
+its two workers on RabbitMQ, every message id counted through a file the handler appends to
 (``message_id attempt outcome pid``: the pid says which worker handled it).
 
 * the exact-count load test: 2,000 messages of mixed outcomes, every id handled exactly as
@@ -32,8 +32,8 @@ import pytest
 
 from rabbitctl_retry.runtime.service import RunOptions
 from tests.backends import RabbitBackend
-from tests.cli.test_run_metrics import free_port, get, sample
 from tests.ledger import Ledger, message_ids, mixed_outcome, planned_end, publish_ids, take_ids
+from tests.metrics_page import free_port, get, sample
 from tests.observe import depth
 from tests.shared_node import ctl_command
 
@@ -271,7 +271,7 @@ async def test_two_workers_handle_every_id_exactly_as_planned(
     verdict = ledger.verdict(ids, dead)
     assert verdict.lost == [], verdict.summary()
     cut = interruptions(page)
-    if cut:  # the documented bound (docs/runtime.md, "What is guaranteed")
+    if cut:  # the documented bound (docs/explanation/guarantees.md, "What is guaranteed")
         assert verdict.beyond_interruptions(interruptions=cut, window=PREFETCH) == []
         return
     planned = {i: planned_end(i, 3, mixed_outcome) for i in ids}
@@ -369,8 +369,8 @@ async def test_a_killed_worker_is_restarted_and_every_id_handled(
     assert len(pids) >= 2, pids
     verdict = ledger.verdict(ids, dead)
     assert verdict.lost == [], verdict.summary()
-    # at least once (docs/runtime.md, "Running it"): only deliveries in flight on the killed
-    # worker (its prefetch) differ from the plan; one whose retry copy was confirmed but
+    # at least once (docs/reference/runtime.md, "Running it"): only deliveries in flight on the
+    # killed worker (its prefetch) differ from the plan; one whose retry copy was confirmed but
     # not yet acked goes on twice, each branch at most the whole plan again
     cut = 1 + interruptions(page)
     disturbed = set(verdict.extra_calls) | set(verdict.dead_twice) | set(verdict.wrong_place)

@@ -1,5 +1,5 @@
-"""``rr run --workers N`` without a broker (docs/runtime.md, "Running it"): usage errors, a
-worker that fails at its first start ends the supervisor with its code (no restart loop),
+"""``rr run --workers N`` without a broker (docs/reference/runtime.md, "Running it"): usage errors,
+a worker that fails at its first start ends the supervisor with its code (no restart loop),
 and the supervisor's ``/healthz`` says ``starting`` while its workers load."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run_metrics import GATED, answers, free_port, get, until
+from tests.cli.test_run_metrics import GATED
+from tests.metrics_page import answers, free_port, get, until
 
 NOWHERE = "amqp://guest:guest@127.0.0.1:1/"
 

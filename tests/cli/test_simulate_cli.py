@@ -43,7 +43,7 @@ def test_a_busy_refund_waits_its_backoff_four_times_then_is_dead_lettered() -> N
         (8.0, "dead-lettered", 4),
     ]
     # its first attempt there: the retry header it carries counted refunds' attempts
-    # (docs/runtime.md, "Attempts"), shown apart, not as this queue's retries
+    # (docs/explanation/attempts.md, "Attempts"), shown apart, not as this queue's retries
     dead = [e for e in document["events"] if e["queue"] == "refunds.dead"]  # type: ignore[union-attr]
     assert [
         (e["event"], e["attempt"], e["retry_count"], e["carried_retry_count"], e["origin_queue"])
@@ -291,7 +291,7 @@ def _server_delay_files(tmp_path: Path) -> list[str]:
 def test_delay_server_waits_the_servers_schedule_on_4_3_by_default(tmp_path: Path) -> None:
     """retry_after(30) on a queue that waits on the server: 1 s, 2 s, 3 s (RabbitMQ 4.3's
     min(1 s x count, 5 s)), then the server's limit dead-letters it; emulated as 4.3.6
-    without being asked (docs/runtime.md, "The quorum queue waits")."""
+    without being asked (docs/explanation/attempts.md, "The quorum queue waits")."""
     result = runner.invoke(app, [*_server_delay_files(tmp_path), "--output", "json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)

@@ -1,6 +1,6 @@
 """rr simulate shows a handler's outputs in its timeline, each under the ack of the delivery
 that published it, in the table, in TSV and in JSON, escaped as every other field
-(docs/runtime.md, "rr simulate")."""
+(docs/reference/runtime.md, "rr simulate")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Start-up (docs/cli.md, "Start-up"): ``rr --help`` loads no command, and a command loads
+"""Start-up (docs/reference/cli.md, "Start-up"): ``rr --help`` loads no command, and a command loads
 only what it runs. Speed itself is measured by ``benchmarks/startup.py``, not asserted here."""
 
 from __future__ import annotations

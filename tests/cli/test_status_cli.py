@@ -1,5 +1,5 @@
-"""``rr status`` (docs/cli.md, "rr status"): depth, consumers, type and drift of each queue,
-on RabbitMQ (a fresh vhost each) and on the emulator, with exact numbers."""
+"""``rr status`` (docs/reference/cli.md, "rr status"): depth, consumers, type and drift of each
+queue, on RabbitMQ (a fresh vhost each) and on the emulator, with exact numbers."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ async def test_nothing_to_show_is_a_usage_error(
     backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No queue, no --topology, no topology.toml here and no management URL: the error
-    names the three ways (docs/cli.md, "rr status")."""
+    names the three ways (docs/reference/cli.md, "rr status")."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RR_MANAGEMENT_URL", raising=False)
     result = await rr(backend, "status")
@@ -152,7 +152,8 @@ HEADING = re.compile(
 @pytest.mark.broker
 async def test_watch_into_a_pipe_prints_each_frame_after_the_last(amqp_url: str) -> None:
     """Written to a pipe, ``--watch`` clears nothing: each reading is printed after the last,
-    under a heading with its time, and ends with an empty line (docs/cli.md, "rr status")."""
+    under a heading with its time, and ends with an empty line (docs/reference/cli.md, "rr
+    status")."""
     backend = RabbitBackend(amqp_url)
     backend.setup()
     try:
@@ -201,7 +202,7 @@ async def test_watch_into_a_pipe_prints_each_frame_after_the_last(amqp_url: str)
 @pytest.mark.broker
 async def test_watch_in_tsv_is_a_section_per_reading_under_its_time(amqp_url: str) -> None:
     """``-o tsv --watch``: each reading a section of its own, ``# `` and its heading, the
-    header and the rows, an empty line; no count line, no management hint (docs/cli.md,
+    header and the rows, an empty line; no count line, no management hint (docs/reference/cli.md,
     "Output formats")."""
     backend = RabbitBackend(amqp_url)
     backend.setup()
@@ -245,7 +246,7 @@ async def test_a_named_queue_shows_its_type_on_the_broker(backend: Backend) -> N
     """Without a management URL, a queue outside the file shows its type as a re-declare
     probe learns it (classic, quorum, stream); ``?`` for an exclusive queue of another
     connection, whose type the broker will not tell; ``-`` for a missing one, which the
-    probe does not make (docs/cli.md, "rr status")."""
+    probe does not make (docs/reference/cli.md, "rr status")."""
     emulated = isinstance(backend, EmulatorBackend)
     await declare(backend, "plain")
     await declare(backend, "votes", arguments={"x-queue-type": "quorum"})

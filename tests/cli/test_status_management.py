@@ -1,4 +1,4 @@
-"""``rr status`` with a management URL (docs/cli.md, "rr status"): each queue's unacked
+"""``rr status`` with a management URL (docs/reference/cli.md, "rr status"): each queue's unacked
 messages, its consumers' prefetch and its publish and deliver rates, and with nothing named
 every queue of the vhost. On the emulator's twin and on RabbitMQ 4.3.6's API (the shared
 3.10 and 4.0 have none: skipped); the server's statistics lag by up to 5 s, so the tests

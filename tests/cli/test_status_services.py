@@ -1,4 +1,4 @@
-"""``rr status --service URL`` (docs/cli.md, "rr status"): a queue a running ``rr run``
+"""``rr status --service URL`` (docs/reference/cli.md, "rr status"): a queue a running ``rr run``
 paused shows as paused, with the time it resumes, read from the service's metrics page; a
 real ``rr run`` process on RabbitMQ."""
 
@@ -16,8 +16,8 @@ import pytest
 
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
-from tests.cli.test_run_metrics import answers, free_port, get, sample, until
 from tests.dlq.support import publish_all, rr
+from tests.metrics_page import answers, free_port, get, sample, until
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber

@@ -1,5 +1,5 @@
-"""``--output tsv`` on the emulator (docs/cli.md, "Output formats"): a header line, one line
-per row, TAB-separated, raw counts, escaped values; several tables as sections; the exit
+"""``--output tsv`` on the emulator (docs/reference/cli.md, "Output formats"): a header line, one
+line per row, TAB-separated, raw counts, escaped values; several tables as sections; the exit
 codes and stderr of the table output; an unknown format names tsv among the choices."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_status_prints_raw_counts_and_an_empty_field_for_none(
 def test_status_with_live_settings_prints_two_sections(emulator: Emulator, topology: Path) -> None:
     result = rr(emulator, "status", "--topology", str(topology), "--management-url", UNREACHABLE)
     assert result.exit_code == 0, result.output
-    assert result.stdout == (  # the twin keeps no rates: 0.0 (docs/testing.md)
+    assert result.stdout == (  # the twin keeps no rates: 0.0 (docs/reference/testing.md)
         "queue\ttype\tmessages\tunacked\tconsumers\tprefetch\tpublish/s\tdeliver/s\tstate\trole\n"
         "jobs.dead\tclassic\t0\t0\t0\t\t0.0\t0.0\tok\tclassic queue, dead letters of jobs\n"
         "jobs\tquorum\t1234\t0\t0\t\t0.0\t0.0\tok\tquorum queue\n"
@@ -214,9 +214,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_docs_awk_pipeline_prints_what_the_docs_show() -> None:
-    """docs/cli.md, "Output formats": its first pipeline, run by a shell as written (``rr``
-    being this Python's rabbitctl_retry)."""
-    lines = (REPO / "docs" / "cli.md").read_text(encoding="utf-8").splitlines()
+    """docs/reference/cli.md, "Output formats": its first pipeline, run by a shell as written
+    (``rr`` being this Python's rabbitctl_retry)."""
+    lines = (REPO / "docs" / "reference" / "cli.md").read_text(encoding="utf-8").splitlines()
     start = next(
         index
         for index, line in enumerate(lines)

@@ -1,4 +1,4 @@
-"""``rr --version`` and ``-h`` (docs/cli.md)."""
+"""``rr --version`` and ``-h`` (docs/reference/cli.md)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_every_command_is_found() -> None:
 
 @pytest.mark.parametrize("command", every_command(), ids=lambda path: " ".join(path) or "rr")
 def test_help_names_values_in_plain_capitals(command: list[str]) -> None:
-    """docs/cli.md, "Help": ``QUEUE``, ``--url URL``, ``[table|json]``; never typer's
+    """docs/reference/cli.md, "Help": ``QUEUE``, ``--url URL``, ``[table|json]``; never typer's
     ``{queue}``, ``<str>``, ``<list[str]>`` or ``<int range>``."""
     result = CliRunner(env={"COLUMNS": "200"}).invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output

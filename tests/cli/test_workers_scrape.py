@@ -13,7 +13,7 @@ import pytest
 
 from rabbitctl_retry.runtime import supervisor as workers
 from rabbitctl_retry.runtime.supervisor import Supervisor, write_port
-from tests.cli.test_run_metrics import sample
+from tests.metrics_page import sample
 from tests.runtime.test_workers_decisions import _page
 
 

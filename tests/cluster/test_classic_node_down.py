@@ -1,5 +1,5 @@
-"""``rr run`` and a classic queue whose node goes down (docs/cluster.md, "When a node
-stops"): a classic queue lives on one node. rr talks to node 1; the queue and its dead-letter
+"""``rr run`` and a classic queue whose node goes down (docs/how-to/run-on-a-cluster.md, "When a
+node stops"): a classic queue lives on one node. rr talks to node 1; the queue and its dead-letter
 queue were declared through node 3, so they live there. While node 3 is down, rr waits: it
 logs which queue is unavailable and on which node, tries again with a growing pause, and
 consumes again once the node is back, losing nothing. Started while the node is down, rr

@@ -1,4 +1,5 @@
-"""rr on the local three-node cluster (docs/cli.md, "Several hosts"; docs/topology.md,
+"""rr on the local three-node cluster (docs/reference/cli.md, "Several hosts";
+docs/reference/topology.md,
 ``replicas``): a quorum queue declared with ``replicas = 3`` has a member on every node, and
 every command given the three nodes' URLs reaches the cluster through the next node while the
 first one's application is stopped."""

@@ -1,6 +1,6 @@
-"""``rr migrate`` on the local three-node RabbitMQ 3.10 cluster (docs/topology.md, "Migrating a
-queue"): a classic queue mirrored by an ``ha-mode: all`` policy — the queues RabbitMQ 4.0 stops
-replicating — with a wait queue and a dead-letter route becomes a quorum queue with
+"""``rr migrate`` on the local three-node RabbitMQ 3.10 cluster (docs/how-to/migrate-to-quorum.md,
+"Migrating a queue"): a classic queue mirrored by an ``ha-mode: all`` policy — the queues RabbitMQ
+4.0 stops replicating — with a wait queue and a dead-letter route becomes a quorum queue with
 ``replicas = 3``. The command is killed (SIGKILL) in the middle of its drain, a node that is
 not the one rr talks to stops while rr refills the rebuilt queue, and the same command finishes
 the job; then every message id is counted in the quorum queue: none lost."""

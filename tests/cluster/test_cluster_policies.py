@@ -1,7 +1,7 @@
-"""``settings = "policy"`` on the local three-node RabbitMQ 3.10 cluster (docs/topology.md,
-"Changing a topology"): ``rr declare`` through node 2's AMQP port and node 1's management API
-puts rr's policy, the quorum queue gets a member on every node without its settings as
-arguments, and a message is dead-lettered after the policy's delivery limit."""
+"""``settings = "policy"`` on the local three-node RabbitMQ 3.10 cluster
+(docs/how-to/migrate-to-quorum.md, "Changing a topology"): ``rr declare`` through node 2's AMQP port
+and node 1's management API puts rr's policy, the quorum queue gets a member on every node without
+its settings as arguments, and a message is dead-lettered after the policy's delivery limit."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 the local cluster's 3.10.8 nodes, whose management plugin answers ``GET
 /api/deprecated-features`` with 406 to rr (it asks for JSON; 404 to a client that accepts
 anything; measured). Doctor says the checks were not made, as info, and exits 0
-(docs/cli.md, "rr doctor")."""
+(docs/reference/cli.md, "rr doctor")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``rr doctor --management-url`` on the local three-node RabbitMQ 3.10 cluster and on the
 emulator's twin stating the same cluster (``emulator.cluster``): the same checks of the
-nodes and the queues now (docs/cli.md, "rr doctor"). Nothing is changed on the shared
+nodes and the queues now (docs/reference/cli.md, "rr doctor"). Nothing is changed on the shared
 cluster: a vhost of the test's own with the topology declared, deleted after; no alarm is
 raised and no node stopped (those are the twin's: tests/cli/test_doctor_health_twin.py)."""
 

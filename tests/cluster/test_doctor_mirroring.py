@@ -2,7 +2,7 @@
 queue of the topology that an ``ha-mode`` policy mirrors (set with ``rabbitmqctl set_policy``
 in a vhost of the test's own, deleted after) is a ``classic-mirroring`` warning that names
 the queue and the policy, and says what RabbitMQ 4.0 does to it; exit 0, since mirroring
-works on 3.10 (docs/cli.md, "rr doctor")."""
+works on 3.10 (docs/reference/cli.md, "rr doctor")."""
 
 from __future__ import annotations
 

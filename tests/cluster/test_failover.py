@@ -1,6 +1,6 @@
-"""rr run on the local cluster while the node it is connected to stops (docs/cli.md, "Several
-hosts"): 5,000 messages with mixed outcomes (70 % ack, 20 % retry, 10 % retry_after(1 s)) on
-a quorum queue with three replicas; the service is given the three nodes' URLs and talks to
+"""rr run on the local cluster while the node it is connected to stops (docs/reference/cli.md,
+"Several hosts"): 5,000 messages with mixed outcomes (70 % ack, 20 % retry, 10 % retry_after(1 s))
+on a quorum queue with three replicas; the service is given the three nodes' URLs and talks to
 the first; that node's application is stopped while work is under way, and started again at
 the end. Every message ends handled or dead-lettered (none lost), in the place its plan says;
 handler calls beyond the plan stay within the in-flight window (the prefetch, and the delayed
@@ -124,13 +124,13 @@ async def test_rr_run_moves_to_another_node_and_loses_nothing(
         assert service.connections >= 2  # it reconnected, to node 2 or 3
     # Redeliveries of what was in flight when the node stopped: at most the prefetch window;
     # and the stopped node led the quorum wait queue, whose dead-letter worker moves again the
-    # delayed copies it had not settled (docs/runtime.md, "Under faults"): seen on a loaded
-    # machine, 95 ids of the window and 11 copies moved twice.
+    # delayed copies it had not settled (docs/reference/runtime.md, "Under faults"): seen on a
+    # loaded machine, 95 ids of the window and 11 copies moved twice.
     window = duplicate_window(interruptions=1, broker_stops=1)
     assert len(verdict.extra_calls) <= window, verdict.summary()
     assert verdict.duplicates <= window, verdict.summary()
     # RabbitMQ 3.x counts a delivery the lost connection cut (in flight, never handled) in the
-    # quorum queue's x-delivery-count (docs/runtime.md, "Under faults"). A message ends
+    # quorum queue's x-delivery-count (docs/reference/runtime.md, "Under faults"). A message ends
     # somewhere else than planned only when the failover changed the attempt numbers its
     # handler saw (the plan is a function of the attempt): a cut delivery counted (a gap:
     # 1, 2, 4), or a lost settlement delivered again (a repeat, or past max_attempts) — or,

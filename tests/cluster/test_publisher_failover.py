@@ -1,6 +1,6 @@
 """``rr.Publisher`` on the local cluster while the node it is connected to stops
-(docs/publishing.md, "Reconnecting"): every message whose publish returned is in the quorum
-queue (three replicas) afterwards; one whose confirm the stop cut may be there twice (at
+(docs/reference/publishing.md, "Reconnecting"): every message whose publish returned is in the
+quorum queue (three replicas) afterwards; one whose confirm the stop cut may be there twice (at
 least once), never missing."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""``rr dlq replay`` on the local cluster while the node it talks to stops (docs/cluster.md):
-20,000 dead letters in a quorum dead-letter queue with three replicas go back to their quorum
-queue; node 1, which the replay talks to and which leads both queues, stops a quarter of the
-way through. The run ends interrupted, reporting what may now be in two places; reruns through
-the surviving nodes (right away, while the queues elect new leaders) finish the job. Nothing
-is lost, the dead-letter queue ends empty, and the copies found twice are at most what the
-first run reported as possible duplicates.
+"""``rr dlq replay`` on the local cluster while the node it talks to stops
+(docs/how-to/run-on-a-cluster.md): 20,000 dead letters in a quorum dead-letter queue with three
+replicas go back to their quorum queue; node 1, which the replay talks to and which leads both
+queues, stops a quarter of the way through. The run ends interrupted, reporting what may now be in
+two places; reruns through the surviving nodes (right away, while the queues elect new leaders)
+finish the job. Nothing is lost, the dead-letter queue ends empty, and the copies found twice are at
+most what the first run reported as possible duplicates.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ async def test_replay_reruns_after_a_node_stops_and_loses_nothing(
 
     # Reruns, right away and through any node, until one ends neither interrupted nor refused,
     # nor stopped: a rerun that hears nothing for a while (a queue electing its leader on a
-    # busy machine) stops with the dead letters it has not read still there (docs/dlq.md).
+    # busy machine) stops with the dead letters it has not read still there (docs/reference/dlq.md).
     reruns: list[TransferReport] = []
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 240

@@ -12,6 +12,7 @@ from pathlib import Path
 from rabbitctl_retry.console.app import ConsoleConfig, serve
 from rabbitctl_retry.console.audit import AuditLog
 from rabbitctl_retry.console.reads import Settings
+from rabbitctl_retry.console.search import target_words
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.transport.management import ManagementApi
 from tests.backends import Backend
@@ -44,6 +45,8 @@ async def console_on(
     read_only: bool = False,
     audit: AuditLog | None = None,
     management: ManagementApi | None = None,
+    urls: tuple[str, ...] = (),
+    topology_path: str | None = None,
 ) -> AsyncIterator[Console]:
     config = ConsoleConfig(
         connect=backend.connect,
@@ -55,6 +58,7 @@ async def console_on(
         keep_dir=keep_dir,
         sample_every_s=0.5,
         management=management,
+        target=target_words(urls, topology_path),
     )
     if audit is not None:
         config.audit = audit

@@ -2,10 +2,10 @@
 the refunds/payouts services is produced on RabbitMQ (and on the emulator), the test opens the
 console with its token, finds the groups with their counts, retries one group at a limited
 rate, edits one message and retries it, and then checks on the broker which queue holds every
-message id (docs/console.md).
+message id (docs/reference/console.md).
 
 ``RR_CONSOLE_SCREENSHOTS=DIR`` writes the groups page and a message's page there (how the
-pictures of docs/console.md were made)."""
+pictures of docs/reference/console.md were made)."""
 
 from __future__ import annotations
 

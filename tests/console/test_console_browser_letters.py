@@ -2,19 +2,20 @@
 a group's letters listed, a letter without an id opened by its place, one letter retried
 unchanged from its page, the run's page and the runs page after a reload, at a desktop's
 width and a phone's; then the broker read by message id and the audit log's line asserted
-(docs/console.md)."""
+(docs/reference/console.md)."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rabbitctl_retry.console.audit import AuditLog
 from tests.backends import Backend
-from tests.console.conftest import console_on
+from tests.console.conftest import Console, console_on
 from tests.console.test_console_browser import PHONE, browser
 from tests.console.test_console_letters import LETTERS, one_group_of_eight
 from tests.observe import peek as read_all
@@ -22,6 +23,18 @@ from tests.observe import peek as read_all
 __all__ = ["browser"]
 
 DESKTOP = {"width": 1440, "height": 900}
+
+
+async def letters_page(browser: Any, console: Console, viewport: dict[str, int]) -> Any:
+    """A page of the browser at ``viewport`` (a phone's: touch, mobile) opened on the first
+    group's letters of ``dead``, from the console's printed address."""
+    phone = viewport is PHONE
+    page = await browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)
+    await page.goto(console.entry)
+    await page.click('tr[data-queue="dead"] a')
+    await page.click("a.letters")
+    await page.wait_for_selector("table.letters")
+    return page
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -35,11 +48,7 @@ async def test_a_letter_found_in_its_group_and_retried_in_the_browser(
     shots = os.environ.get("RR_CONSOLE_SCREENSHOTS")
     phone = viewport is PHONE
     async with console_on(backend, tmp_path, audit=audit) as console:
-        page = await browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)  # type: ignore[attr-defined]
-        await page.goto(console.entry)
-        await page.click('tr[data-queue="dead"] a')
-        await page.click("a.letters")
-        await page.wait_for_selector("table.letters")
+        page = await letters_page(browser, console, viewport)
         rows = page.locator("tr[data-position]")
         assert await rows.count() == LETTERS
         width = await page.evaluate("document.documentElement.scrollWidth")

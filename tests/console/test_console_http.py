@@ -1,6 +1,6 @@
 """rr console over HTTP (no browser), on RabbitMQ and on the emulator: the token, CSRF, host
 and read-only rules; hostile names and headers escaped; a group retried and discarded and a
-letter edited through the pages, checked on the broker by message id (docs/console.md)."""
+letter edited through the pages, checked on the broker by message id (docs/reference/console.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every letter reachable in the console (docs/console.md, "A group's letters"): a group's
+"""Every letter reachable in the console (docs/reference/console.md, "A group's letters"): a group's
 letters page by page, a letter without a message id opened by its place, one letter retried
 unchanged (and not when it changed since the page), checked on the broker by message id, on
 RabbitMQ and on the emulator."""

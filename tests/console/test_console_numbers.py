@@ -1,4 +1,4 @@
-"""The console's numbers while others read the queue (docs/console.md, "What the numbers
+"""The console's numbers while others read the queue (docs/reference/console.md, "What the numbers
 count"): pages loaded at once each read every letter (the console's reads of one queue take
 turns), and letters another reader holds are counted from the management API, said, never a
 silent zero — on the emulator's twin and on RabbitMQ 4.3.6's API (3.10 and 4.0 here have

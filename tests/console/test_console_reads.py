@@ -1,4 +1,4 @@
-"""What the console reads, and when (docs/console.md, "Reading is free, or asked"): no GET
+"""What the console reads, and when (docs/reference/console.md, "Reading is free, or asked"): no GET
 changes anything; a queue whose reads count toward a delivery limit is read only by the page's
 own form, and never by a read-only console; another page of the machine cannot make it read;
 a group moved from the console goes through the guard of ``rr dlq move``. Every letter is
@@ -74,7 +74,7 @@ async def test_25_views_of_a_read_only_console_keep_every_letter(
         assert refused == 403
     left = await peek(backend, "dead")
     # every letter, exactly once (a message page stops reading at its letter: a quorum queue
-    # may then hold them rotated, docs/dlq.md "Inspecting without taking")
+    # may then hold them rotated, docs/reference/dlq.md "Inspecting without taking")
     assert sorted(letter.properties.message_id or "" for letter in left) == sorted(IDS)
     assert all(count in (None, 0) for count in delivery_counts(left))
 
@@ -100,7 +100,7 @@ async def test_a_counted_read_happens_only_when_asked(backend: Backend, tmp_path
         assert f"Message {IDS[2]}" in shown
     left = await peek(backend, "dead")
     # every letter, exactly once (a message page stops reading at its letter: a quorum queue
-    # may then hold them rotated, docs/dlq.md "Inspecting without taking")
+    # may then hold them rotated, docs/reference/dlq.md "Inspecting without taking")
     assert sorted(letter.properties.message_id or "" for letter in left) == sorted(IDS)
     # the one read that was asked for counted once on each letter it read
     assert all(count in (1, 2) for count in delivery_counts(left))
@@ -198,7 +198,7 @@ async def test_25_reads_of_a_dead_letter_queue_rr_declared(
             assert f"Message {IDS[view % 5]}" in page
     left = await peek(backend, "dead")
     # every letter, exactly once (a message page stops reading at its letter: a quorum queue
-    # may then hold them rotated, docs/dlq.md "Inspecting without taking")
+    # may then hold them rotated, docs/reference/dlq.md "Inspecting without taking")
     assert sorted(letter.properties.message_id or "" for letter in left) == sorted(IDS)
     if not free_to_read(backend):
         assert all(count in (25, 26) for count in delivery_counts(left))

@@ -1,5 +1,5 @@
-"""The console's record (docs/console.md, "The record"): one stderr line and one audit-log JSON
-line per action, with its report and every letter's id; the runs page; a run stopped with the
+"""The console's record (docs/reference/console.md, "The record"): one stderr line and one audit-log
+JSON line per action, with its report and every letter's id; the runs page; a run stopped with the
 console reports how far it went; a letter retried and dead-lettered again is marked. Checked
 on the broker by message id, on RabbitMQ and on the emulator."""
 

@@ -1,6 +1,6 @@
-"""The console's search (docs/console.md, "Search"): on a queue's groups page and on a group's
-letters page, by text and failure time, with the counts and the command line that selects the
-same letters; that command run with the CLI finds the same ids. On RabbitMQ and the emulator."""
+"""The console's search (docs/reference/console.md, "Search"): on a queue's groups page and on a
+group's letters page, by text and failure time, with the counts and the command line that selects
+the same letters; that command run with the CLI finds the same ids. On RabbitMQ and the emulator."""
 
 from __future__ import annotations
 
@@ -109,3 +109,40 @@ async def test_a_search_that_cannot_run_is_a_400_page_with_a_way_back(
             assert said in page
             assert "--where" not in page
             assert '<a href="/queues/dead/groups">back</a>' in page
+
+
+async def test_search_on_the_groups_of_every_queue(backend: Backend, tmp_path: Path) -> None:
+    ids = await published(backend)
+    await declare(backend, "dead2")
+    now = datetime.now(UTC)
+    body, properties = synthesized("rr", 30, now)
+    headers: dict[str, FieldValue] = {**(properties.headers or {}), "rr-error-type": "TimeoutError"}
+    await publish_all(backend, "dead2", [(body, Properties(message_id="d2-1", headers=headers))])
+    url = "amqp://ops:s3cret@broker.example:5672/%2F"
+    async with (
+        console_on(
+            backend,
+            tmp_path,
+            queues=("dead", "dead2"),
+            urls=(url,),
+            topology_path="examples/refunds/topology.toml",
+        ) as console,
+        session(console) as client,
+    ):
+        _, index = await text_of(client, f"{console.base}/groups")
+        assert 'action="/groups" class="search"' in index
+        status, page = await text_of(client, f"{console.base}/groups?text=timeout")
+        assert status == 200, page
+    assert "s3cret" not in page
+    assert "7 of 11 dead letters read match text=timeout" in page
+    rows = group_rows(page)
+    assert sorted(rows.values()) == [("TimeoutError", 5), ("ValueError", 2)]
+    commands = [html.unescape(c) for c in re.findall(r"<li><code>([^<]+)</code></li>", page)]
+    target = "--topology examples/refunds/topology.toml --url 'amqp://ops:******@broker.example"
+    assert commands == [
+        f"rr dlq inspect dead {target}:5672/%2F' --where text=timeout",
+        f"rr dlq inspect dead2 {target}:5672/%2F' --where text=timeout",
+    ]
+    # the same letters by the CLI (on the test's broker: the shown target aside)
+    found = await ids_by_cli(backend, "rr dlq inspect dead --where text=timeout")
+    assert sorted(found) == sorted(ids[n] for n in (*TIMED_OUT, *SAYS_TIMEOUT))

@@ -9,7 +9,7 @@ declares, sleeps; now and then a short run of them in the shape of a difference 
 :class:`Interpreter` runs it on a backend through the transport port and records every
 observable; :func:`compare` runs it on the emulator and on a subject (RabbitMQ, or another
 emulator) and finds the first step where they disagree; :func:`shrink` makes a disagreeing
-scenario small; :func:`reproducer` prints it as Python-like steps (docs/testing.md, "The
+scenario small; :func:`reproducer` prints it as Python-like steps (docs/reference/testing.md, "The
 randomized differential test").
 
 Every generated scenario is valid for RabbitMQ, except for the operations of
@@ -34,7 +34,7 @@ R2 the consumers of a queue are on one channel, and a channel consumes one queue
    consumers at most: the order in which consumers of one queue on two channels, or of two
    queues on one channel, get their messages is the server's to choose (two consumers of one
    queue on one channel take turns, and one basic.ack / nack settles them one by one in
-   consumer tag order, docs/testing.md).
+   consumer tag order, docs/reference/testing.md).
 R3 a quorum queue, and the timed queue (R5), is read with acknowledgements (basic.get
    without no_ack, or a consumer) on one channel only: the messages two closing channels give
    back race to a quorum queue's front, and to a classic timed queue's head, where one that
@@ -287,7 +287,7 @@ class Consume:
     no_ack: bool = False
     tag: Literal["a", "z"] = "a"
     """The first letter of the consumer's tag after the channel's name (``c0-z003``): the
-    server orders some of a channel's work by consumer tag (docs/testing.md)."""
+    server orders some of a channel's work by consumer tag (docs/reference/testing.md)."""
 
     def __str__(self) -> str:
         extra = ", no_ack=True" if self.no_ack else ""
@@ -982,7 +982,7 @@ MOTIFS: dict[str | None, float] = {
 }
 """Short runs of operations a scenario holds now and then among its random ones (weights: none
 at all, or one of them), each the shape of a difference once found between the emulator and
-RabbitMQ (docs/testing.md): two consumers of one queue on one channel settled by one
+RabbitMQ (docs/reference/testing.md): two consumers of one queue on one channel settled by one
 multiple ack or nack while messages wait; a basic.get from the timed queue once a message
 behind the one it takes expired (half the time behind one a closing channel gave back); a
 reject or nack without requeue after its queue was deleted; two channels of the connection

@@ -3,7 +3,7 @@
 on any queue and never compare it; RabbitMQ 4.3's quorum queues apply it themselves, so 4.3
 checks it as a non-negative integer, compares it on a redeclare (before the delayed-retry
 arguments) and refuses it on a classic queue. What timing out does is not modelled
-(docs/testing.md)."""
+(docs/reference/testing.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """At-least-once against at-most-once dead-lettering from a quorum queue whose dead-letter
-queue is full and refuses publishes (docs/topology.md, ``dead_letter_strategy``).
+queue is full and refuses publishes (docs/reference/topology.md, ``dead_letter_strategy``).
 
 At-most-once (RabbitMQ's default) drops the dead letter the full queue refuses. At-least-once
 (``x-dead-letter-strategy = at-least-once`` with ``x-overflow = reject-publish``) keeps it

@@ -1,7 +1,8 @@
 """A vhost whose default queue type is quorum (``rabbitmqctl add_vhost --default-queue-type
 quorum``, which 3.10.8, 4.0.5 and 4.3.6 all take): what a declare with and without
 ``x-queue-type`` makes and is compared with there, on each server and the emulator
-(docs/topology.md, "The queue's type"). rr sends the type with every declare because of it."""
+(docs/reference/topology.md, "The queue's type"). rr sends the type with every declare because of
+it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """RabbitMQ 4.3's delayed retries of quorum queues (``x-delayed-retry-type``, ``-min``,
-``-max``), which ``delay = "server"`` declares (docs/topology.md, "Delays";
+``-max``), which ``delay = "server"`` declares (docs/reference/topology.md, "Delays";
 emulator/delayed_retry.py; versions.py "delayed-retries").
 
 Measured on 4.3.6: a return of the kind the type names waits ``min(min x max(count, 1),

@@ -1,7 +1,7 @@
 """What the servers do to a message's header table, byte for byte, and the emulator alike
-(docs/testing.md, "Headers"): a table with one header of each of the 18 field types RabbitMQ
-takes (tests/wire_headers.py; over a raw socket on RabbitMQ), handed out through each path a
-message takes in rr's topologies: classic and quorum queues (``basic.get`` and a consumer), a
+(docs/reference/testing.md, "Headers"): a table with one header of each of the 18 field types
+RabbitMQ takes (tests/wire_headers.py; over a raw socket on RabbitMQ), handed out through each path
+a message takes in rr's topologies: classic and quorum queues (``basic.get`` and a consumer), a
 quorum queue's return, a dead-lettering, sender-selected routing. Each type tag and its bytes
 come out as published, but for what the server does itself (``headers-as-served``,
 tests/contract/versions.py): ``L`` written as ``l``, top-level names sorted. The headers the

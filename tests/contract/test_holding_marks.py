@@ -1,6 +1,6 @@
-"""What rr relies on to tell its holding queues from another's (docs/topology.md, "Holding
-queues"; ``topology/migration.py`` ``is_rr_holding``), on RabbitMQ 3.10, 4.0 and 4.3 and the
-emulator: a re-declare does not compare an argument RabbitMQ does not know (``x-rr-holding-for``
+"""What rr relies on to tell its holding queues from another's (docs/how-to/migrate-to-quorum.md,
+"Holding queues"; ``topology/migration.py`` ``is_rr_holding``), on RabbitMQ 3.10, 4.0 and 4.3 and
+the emulator: a re-declare does not compare an argument RabbitMQ does not know (``x-rr-holding-for``
 keeps its value, unseen by AMQP), but compares ``x-max-length`` and ``x-overflow``, and its
 refusal states the queue's value, which AMQP reads (``ops/probe.py`` ``queue_arguments``). The
 management API states every argument, the marker included (RabbitMQ 4.3.6 and the twin)."""

@@ -161,9 +161,9 @@ async def test_policies_are_set_listed_and_deleted(backend: Backend) -> None:
 
 
 async def test_a_queue_states_its_arguments_and_policies(backend: Backend) -> None:
-    """What ``rr topology show --live`` reads (docs/topology.md, "Changing a topology"): the
-    queue's type and arguments, and the one policy and operator policy that apply to it (of
-    two matching policies, the higher)."""
+    """What ``rr topology show --live`` reads (docs/how-to/migrate-to-quorum.md, "Changing a
+    topology"): the queue's type and arguments, and the one policy and operator policy that apply to
+    it (of two matching policies, the higher)."""
     api = management_api(backend)
     channel = await backend.channel()
     await channel.queue_declare("mq.state", arguments={"x-queue-type": "quorum", "x-max-length": 5})
@@ -190,8 +190,8 @@ async def test_a_queue_states_its_arguments_and_policies(backend: Backend) -> No
 
 async def test_a_queue_states_what_its_messages_weigh(backend: Backend) -> None:
     """What ``rr migrate`` weighs against a rebuilt queue's ``x-max-length-bytes``
-    (docs/topology.md, "Migrating a queue"): a classic queue's bodies in bytes, ready and
-    unacknowledged alike; a quorum queue states at least its bodies (RabbitMQ 4.3.6 counts
+    (docs/how-to/migrate-to-quorum.md, "Migrating a queue"): a classic queue's bodies in bytes,
+    ready and unacknowledged alike; a quorum queue states at least its bodies (RabbitMQ 4.3.6 counts
     properties too: 3 bodies of 15 bytes in all weigh 123). The server samples every 5 s:
     the test waits for the numbers."""
     api = management_api(backend)
@@ -216,7 +216,7 @@ async def test_a_queue_states_what_its_messages_weigh(backend: Backend) -> None:
 
 async def test_the_vhost_lists_its_queues_with_their_types(backend: Backend) -> None:
     """What ``rr doctor`` reads to check every queue of the vhost for classic queue mirroring
-    (docs/cli.md, "rr doctor"): each queue's name and type, sorted by name."""
+    (docs/reference/cli.md, "rr doctor"): each queue's name and type, sorted by name."""
     api = management_api(backend)
     channel = await backend.channel()
     await channel.queue_declare("mq.list.c")
@@ -232,9 +232,9 @@ async def test_the_vhost_lists_its_queues_with_their_types(backend: Backend) -> 
 
 
 async def test_publishing_by_name_shows_in_the_default_exchange_rate(backend: Backend) -> None:
-    """What ``rr migrate`` asks before it rebuilds a queue (docs/topology.md, "Migrating a
-    queue"): the rate of messages published to the default exchange, above 0 while something
-    publishes by name (the server samples every 5 s: it shows within seconds)."""
+    """What ``rr migrate`` asks before it rebuilds a queue (docs/how-to/migrate-to-quorum.md,
+    "Migrating a queue"): the rate of messages published to the default exchange, above 0 while
+    something publishes by name (the server samples every 5 s: it shows within seconds)."""
     api = management_api(backend)
     channel = await backend.channel()
     await channel.queue_declare("mq.rate")
@@ -250,8 +250,8 @@ async def test_publishing_by_name_shows_in_the_default_exchange_rate(backend: Ba
 
 
 async def test_each_queue_states_its_traffic(backend: Backend) -> None:
-    """What ``rr status`` reads with a management URL (docs/cli.md, "rr status"): per queue
-    its type, ready and unacked messages and each consumer's prefetch; the server's
+    """What ``rr status`` reads with a management URL (docs/reference/cli.md, "rr status"): per
+    queue its type, ready and unacked messages and each consumer's prefetch; the server's
     statistics lag by up to 5 s, so the test waits for them."""
     api = management_api(backend)
     channel = await backend.channel()
@@ -289,7 +289,9 @@ async def test_each_queue_states_its_traffic(backend: Backend) -> None:
     for activity in await api.queue_activity():
         for rate in (activity.publish_per_s, activity.deliver_per_s):
             assert rate is None or rate >= 0.0
-        if isinstance(backend, EmulatorBackend):  # the twin keeps no rates (docs/testing.md)
+        if isinstance(
+            backend, EmulatorBackend
+        ):  # the twin keeps no rates (docs/reference/testing.md)
             assert (activity.publish_per_s, activity.deliver_per_s) == (0.0, 0.0)
 
 
@@ -317,8 +319,8 @@ def nodes_view(nodes: tuple[NodeResources, ...]) -> list[tuple[Any, ...]]:
 
 
 async def test_the_node_states_no_alarm(backend: Backend) -> None:
-    """What ``rr doctor`` reads of the nodes (docs/cli.md, "rr doctor"): a shared server runs
-    without a resource alarm (alarms are raised only on the twin, never on a shared server:
+    """What ``rr doctor`` reads of the nodes (docs/reference/cli.md, "rr doctor"): a shared server
+    runs without a resource alarm (alarms are raised only on the twin, never on a shared server:
     tests/unit/test_doctor_health.py, tests/cli/test_doctor_health_twin.py)."""
     api = management_api(backend)
 
@@ -329,7 +331,7 @@ async def test_the_node_states_no_alarm(backend: Backend) -> None:
 
 
 async def test_a_quorum_queue_states_its_members_online(backend: Backend) -> None:
-    """What ``rr doctor`` reads of the queues (docs/cli.md, "rr doctor"): a quorum queue's
+    """What ``rr doctor`` reads of the queues (docs/reference/cli.md, "rr doctor"): a quorum queue's
     members, all online, on the one node; a classic queue has none; a depth rate, when
     stated, is a number (0 for a queue nothing fills)."""
     api = management_api(backend)
@@ -358,8 +360,8 @@ async def test_a_quorum_queue_states_its_members_online(backend: Backend) -> Non
 
 async def test_the_vhost_states_its_default_queue_type(backend: Backend) -> None:
     """What ``rr declare``, ``rr status``, ``rr topology show --live`` and ``rr doctor`` say
-    of the vhost (docs/cli.md): its default queue type, ``classic`` for a vhost made without
-    one (measured on 4.3.6; the twin answers 4.0 so, and 3.10 with none), ``quorum`` for one
+    of the vhost (docs/reference/cli.md): its default queue type, ``classic`` for a vhost made
+    without one (measured on 4.3.6; the twin answers 4.0 so, and 3.10 with none), ``quorum`` for one
     made with ``--default-queue-type quorum``."""
     api = management_api(backend)
     made_without = None if backend.version == "3.10" else "classic"
@@ -370,7 +372,7 @@ async def test_the_vhost_states_its_default_queue_type(backend: Backend) -> None
 
 async def test_each_consumer_states_its_clients_properties(backend: Backend) -> None:
     """What ``rr doctor`` and ``rr status`` read to tell rr's consumers from the others
-    (docs/cli.md, "Consumers that are not rr"): each consumer's queue, whether it
+    (docs/reference/cli.md, "Consumers that are not rr"): each consumer's queue, whether it
     acknowledges, and its connection's client properties: pika's as pika sends them, rr's
     own as rr's client sends them."""
     api = management_api(backend)

@@ -1,4 +1,4 @@
-"""Policies against queue arguments and operator policies (docs/topology.md, "Policies and
+"""Policies against queue arguments and operator policies (docs/reference/topology.md, "Policies and
 arguments"): the same scenarios on RabbitMQ 3.10.8, 4.0.5 and 4.3.6 and on the emulator at
 each version (emulator/policies.py), judged by what the queue does.
 
@@ -251,7 +251,7 @@ def _delivery_limits() -> list[Case]:
         )
     )
     # RabbitMQ 4: a negative limit is none at all, so the other one applies (3.10 refuses a
-    # negative delivery-limit in a policy): rr declares -1 (docs/topology.md)
+    # negative delivery-limit in a policy): rr declares -1 (docs/reference/topology.md)
     unlimited: list[tuple[str, int | None, int | None]] = [
         ("argU-polS", -1, 1),
         ("argS-polU", 1, -1),

@@ -1,5 +1,5 @@
 """Message priorities: classic queues with ``x-max-priority`` on every server, and quorum
-queues as each release orders them (docs/testing.md, "What the emulator models").
+queues as each release orders them (docs/reference/testing.md, "What the emulator models").
 
 Measured on 3.10.8, 4.0.5 and 4.3.6: a classic priority queue serves the highest priority
 first (a priority above ``x-max-priority`` as that one, none as 0), first in first out within

@@ -1,5 +1,5 @@
 """A classic priority queue's message TTLs: when the server checks them (issue #49, point 2;
-docs/testing.md, "Priorities with message TTLs in classic queues").
+docs/reference/testing.md, "Priorities with message TTLs in classic queues").
 
 A classic queue checks for expired messages at its head only, and only at some moments: when
 a publish leaves the message alone in the queue (or drop-head pushed some out), after it

@@ -78,7 +78,7 @@ async def test_delivery_limit(backend: Backend, limit: int) -> None:
 
 
 async def test_the_guides_payouts_topology(backend: Backend) -> None:
-    """docs/topology.md: payouts (quorum, x-delivery-limit 4, DLX "" -> payouts.dead)."""
+    """docs/reference/topology.md: payouts (quorum, x-delivery-limit 4, DLX "" -> payouts.dead)."""
     recorder = await always_requeued(backend, "payouts", "payouts.dead", 4)
     assert recorder.bodies == [b"p"] * 5
     assert [delivery_count(d) for d in recorder.deliveries] == ["absent", 1, 2, 3, 4]

@@ -1,10 +1,10 @@
-"""What a quorum queue counts toward ``x-max-length-bytes`` (issue #49, point 1; docs/testing.md,
-"What the emulator models"): the body on RabbitMQ 3.10 and 4.0; on 4.3 the body plus the
-basic properties as the publisher encoded them (2 flag bytes and each property present),
-whatever happened to the message since (dead-lettered with ``x-death``, given back by a
-closing channel): ``releases.ServerRelease.quorum_message_bytes``, measured by
-``scripts/measure_quorum_bytes.py`` on 3.10.8, 4.0.5 and 4.3.6. A classic queue counts the
-body on every line.
+"""What a quorum queue counts toward ``x-max-length-bytes`` (issue #49, point 1;
+docs/reference/testing.md, "What the emulator models"): the body on RabbitMQ 3.10 and 4.0;
+on 4.3 the body plus the basic properties as the publisher encoded them (2 flag bytes and
+each property present), whatever happened to the message since (dead-lettered with
+``x-death``, given back by a closing channel): ``releases.ServerRelease.quorum_message_bytes``,
+measured by ``scripts/measure_quorum_bytes.py`` on 3.10.8, 4.0.5 and 4.3.6. A classic queue
+counts the body on every line.
 
 ``m1`` with ``message_id = "m1"`` is 2 bytes before 4.3 and 7 on 4.3 (2 + 2 flags + 3); with
 no properties at all (flags 0), 2 and 4.

@@ -4,8 +4,8 @@ Each seed draws a scenario (tests/contract/random_scenarios.py: a topology, then
 gets, consumers, acks, rejects, nacks, cancels, closes, purges, deletes, declares and sleeps),
 runs it on the emulator set to a release line and on that RabbitMQ, and compares every
 observable step by step. The first disagreeing seed is shrunk to a minimal reproducer, printed
-as Python-like steps with the first difference (docs/testing.md, "The randomized differential
-test").
+as Python-like steps with the first difference (docs/reference/testing.md, "The randomized
+differential test").
 
 ``RR_RANDOM_SEEDS`` seeds (default 20) from ``RR_RANDOM_FIRST_SEED`` (default 0) run on each
 server; ``RR_RANDOM_SHRINK_S`` (default 120) bounds the shrinking; ``RR_RANDOM_SHAPE`` (one of
@@ -230,7 +230,7 @@ def test_the_seeds_of_every_run_draw_the_shapes_of_past_differences() -> None:
     expiration before one published with one; a basic.reject or basic.nack without
     requeue on a channel that took a message of a queue deleted since; two channels each
     holding a message of one quorum queue when a method on one of them closes the connection
-    (docs/testing.md)."""
+    (docs/reference/testing.md)."""
     found: dict[str, list[int]] = {}
     for seed in range(20):
         s = generate(seed)

@@ -2,7 +2,7 @@
 
 Measured on RabbitMQ 3.10.8, 4.0.5 and 4.3.6, classic and quorum queues: the channel settles
 what each consumer held as a command of its own, in consumer tag order (compared as bytes;
-docs/testing.md), and the queue runs after each: the consumer settled first takes the next
+docs/reference/testing.md), and the queue runs after each: the consumer settled first takes the next
 waiting message before the next consumer is settled.
 """
 

@@ -166,8 +166,8 @@ async def test_a_ported_rabbitmq_case_catches_bcc_keys_in_x_death(
 async def test_the_4_3_scenarios_catch_an_emulator_counting_as_4_0(
     rule: str, scenario: str
 ) -> None:
-    """RabbitMQ 4.3 counts deliveries its own way (docs/testing.md): an emulator at 4.3 with
-    one of 4.0's rules back (a nack counted; counts that travel only from quorum
+    """RabbitMQ 4.3 counts deliveries its own way (docs/reference/testing.md): an emulator at 4.3
+    with one of 4.0's rules back (a nack counted; counts that travel only from quorum
     rejections) fails the scenario that rule decides, which passes at 4.3."""
     from tests.contract.test_differential_findings import (
         test_what_a_dead_letter_carries_of_the_returns_before_it as carried,

@@ -1,6 +1,6 @@
 """A connection whose two channels each hold one unacked message of the same queue closes:
-the order the messages come back in (issue #49, point 3; docs/testing.md, "What the emulator
-does — like the server").
+the order the messages come back in (issue #49, point 3; docs/reference/testing.md, "What the
+emulator does — like the server").
 
 Measured on 3.10.8, 4.0.5 and 4.3.6 (quorum queues; each case at least 9 runs): closed by a
 connection error (540, ``queue.delete`` with ``if-unused`` on a quorum queue) that a method on

@@ -3,8 +3,8 @@
 Each entry names a behaviour, gives its value per release line (``backend.version``: "3.10", "4.0"
 or "4.3"), and cites the release and the change. A scenario reads it with
 ``expected(backend.version, NAME)``; the emulator models the same differences, each a field of
-``rabbitctl_retry/releases.py``'s rows (docs/testing.md, "What differs between releases"). An
-entry that restates a field reads it (:func:`by_line`): run on the real servers, the
+``rabbitctl_retry/releases.py``'s rows (docs/reference/testing.md, "What differs between releases").
+An entry that restates a field reads it (:func:`by_line`): run on the real servers, the
 scenarios that read it are what proves the table.
 """
 
@@ -541,7 +541,8 @@ TABLE["deprecated-features"] = Difference(
 )
 
 
-# -- policies (docs/topology.md, "Policies and arguments") ------------------------------------
+# -- policies (docs/reference/topology.md, "Policies and arguments")
+# ------------------------------------
 
 TABLE["policy-apply-to-queue-type"] = Difference(
     by_line(lambda row: row.policy_apply_to_queue_types),
@@ -571,7 +572,8 @@ TABLE["policy-quorum-expires"] = Difference(
 )
 
 
-# -- headers as bytes (docs/testing.md, "Headers") --------------------------------------------
+# -- headers as bytes (docs/reference/testing.md, "Headers")
+# --------------------------------------------
 
 _HEADER_PATHS = (
     "classic get",

@@ -255,7 +255,7 @@ def as_it_is(deliveries: list[Delivery]) -> list[tuple[str | None, bytes, dict[s
 
 async def fail_back(backend: Backend, queue: str, dead: str) -> None:
     """The one message in ``queue`` fails again: rr run moves it to ``dead`` with its failure
-    headers (docs/runtime.md)."""
+    headers (docs/reference/runtime.md)."""
     connection = await backend.connect()
     try:
         channel = await connection.channel(confirms=True)
@@ -303,7 +303,7 @@ async def rr(backend: Backend, *args: str, input: str | None = None) -> Result:
 
 def shown_broker(backend: Backend) -> str:
     """The masked URL a changing command names for ``backend`` (its ``rr: on`` line and its
-    JSON ``"broker"``; docs/cli.md, "Where the broker is"): on the emulator, the default
+    JSON ``"broker"``; docs/reference/cli.md, "Where the broker is"): on the emulator, the default
     URL (the CLI settings seam connects to the emulator whatever the URL)."""
     return censor_url(backend.url if isinstance(backend, RabbitBackend) else DEFAULT_URL)
 

@@ -1,7 +1,7 @@
 """rr dlq edit, on RabbitMQ and on the emulator: one dead letter's body and headers edited and
 retried to its origin with the edit marked, the original kept in an export line that rr dlq
-import restores, every other letter left in its place; refusals change nothing (docs/dlq.md,
-"Edit and retry")."""
+import restores, every other letter left in its place; refusals change nothing
+(docs/reference/dlq.md, "Edit and retry")."""
 
 from __future__ import annotations
 

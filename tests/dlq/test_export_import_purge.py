@@ -180,7 +180,7 @@ async def test_export_import_and_purge_speak_json(backend: Backend, tmp_path: Pa
 async def test_import_keeps_file_order_with_repeated_message_ids(
     backend: Backend, tmp_path: Path
 ) -> None:
-    """A message id that comes again waits for the confirm of its first copy (docs/dlq.md,
+    """A message id that comes again waits for the confirm of its first copy (docs/reference/dlq.md,
     "Import"); the messages behind it wait too, so the queue holds them in file order."""
     await declare(backend, "dead", "restored")
     ids = ["a", "a", "b", "a", "c", "b", "b", "d"]

@@ -1,7 +1,7 @@
 """rr dlq groups and ``--where group=ID``, on RabbitMQ and on the emulator: dead letters made by
 the runtime itself (rr's copies with their failure headers, the server's delivery-limit and
 rejected letters) grouped by cause with exact counts and nothing taken; then one group, and
-only it, replayed, moved and exported, counted by message id (docs/dlq.md, "Groups")."""
+only it, replayed, moved and exported, counted by message id (docs/reference/dlq.md, "Groups")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every copy ``rr dlq`` makes keeps each application header's type tag and bytes, on the wire
-(docs/dlq.md, "What a replayed copy carries", "Export format"): a dead letter published with
-one header of each field type RabbitMQ takes (tests/wire_headers.py, over a raw socket) is
+(docs/reference/dlq.md, "What a replayed copy carries", "Export format"): a dead letter published
+with one header of each field type RabbitMQ takes (tests/wire_headers.py, over a raw socket) is
 replayed, moved, edited, and exported and imported; each copy's bytes, read over a raw socket,
 hold every one of them as the letter held it (RabbitMQ 4.0 and 4.3 write every table again,
 names sorted and ``L`` as ``l``; 3.10 keeps a classic queue's bytes, and the order with them),

@@ -136,7 +136,9 @@ async def test_binary_bodies_no_message_id_and_hostile_text(backend: Backend) ->
     assert second["body_encoding"] == "base64"  # control characters: not shown as text
     assert second["origin_queue"] == hostile
     assert third["body"] == "x" * 5000  # JSON is never cut
-    assert third["headers"]["blob"] == "AAE="  # bytes as base64 (docs/dlq.md, "JSON output")
+    assert (
+        third["headers"]["blob"] == "AAE="
+    )  # bytes as base64 (docs/reference/dlq.md, "JSON output")
     assert third["retry_count"] == 2
 
     table = await rr(backend, "dlq", "inspect", "raw.dead")

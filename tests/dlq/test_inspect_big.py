@@ -1,6 +1,6 @@
 """rr dlq inspect on big queues, on RabbitMQ and on the emulator: ``--summary`` counts the whole
 queue, ``--format lines`` and ``--output jsonl`` print one message per line as it is read, and
-none of them keeps the messages it read (docs/dlq.md, "Big queues")."""
+none of them keeps the messages it read (docs/reference/dlq.md, "Big queues")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """rr dlq move, on RabbitMQ (3.10 and 4.0) and on the emulator: every message to the target
-exactly once, as it was (docs/dlq.md, "Move"), or still in the source with the reason why."""
+exactly once, as it was (docs/reference/dlq.md, "Move"), or still in the source with the reason
+why."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ async def test_300_messages_move_once_each_in_order_with_their_headers(backend: 
         "application/json",
     )
     assert (first.properties.priority, first.properties.delivery_mode) == (3, 2)
-    assert first.properties.expiration is None  # a copy never carries one (docs/dlq.md)
+    assert first.properties.expiration is None  # a copy never carries one (docs/reference/dlq.md)
     headers = app_headers(first)
     assert "CC" not in headers
     assert headers[H] == 2

@@ -1,5 +1,5 @@
-"""The progress of a replay (docs/dlq.md, "How a replay runs"): sized to what the run will
-do — the depth, or --limit — and advanced to exactly that."""
+"""The progress of a replay (docs/explanation/guarantees.md, "How a replay runs"): sized to what the
+run will do — the depth, or --limit — and advanced to exactly that."""
 
 from __future__ import annotations
 

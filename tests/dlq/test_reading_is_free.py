@@ -1,5 +1,5 @@
-"""Looking never spends a dead letter (docs/dlq.md, "Inspecting without taking"): 25 reads of a
-quorum dead-letter queue of 5 letters by every command that only reads (inspect, its summary,
+"""Looking never spends a dead letter (docs/reference/dlq.md, "Inspecting without taking"): 25 reads
+of a quorum dead-letter queue of 5 letters by every command that only reads (inspect, its summary,
 export, groups, a dry-run replay) leave the 5 letters, in order, on every server where a read
 cannot drop them; where it can (a delivery limit before RabbitMQ 4.3), rr asks first and a
 refusal reads nothing.

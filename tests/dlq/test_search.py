@@ -1,5 +1,5 @@
-"""--where id= and text= (#47, docs/dlq.md "--where"), on RabbitMQ and on the emulator: rr dlq
-inspect shows, replay and move copy, purge removes exactly the letters with that message id or
+"""--where id= and text= (#47, docs/reference/dlq.md "--where"), on RabbitMQ and on the emulator: rr
+dlq inspect shows, replay and move copy, purge removes exactly the letters with that message id or
 that word in their error, headers or body's first KiB; the broker holds the others in order."""
 
 from __future__ import annotations

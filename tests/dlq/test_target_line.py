@@ -1,7 +1,7 @@
 """Every command that changes something on the broker names it once on stderr before it acts
 (``rr: on URL``, the password masked) and carries it as ``"broker"`` in its JSON document;
-``rr dlq import --topology`` takes the file's ``[broker] url`` (docs/cli.md, "Where the broker
-is"). On RabbitMQ (a fresh vhost, ``--url``) and on the emulator (the CLI settings seam)."""
+``rr dlq import --topology`` takes the file's ``[broker] url`` (docs/reference/cli.md, "Where the
+broker is"). On RabbitMQ (a fresh vhost, ``--url``) and on the emulator (the CLI settings seam)."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ async def test_import_takes_the_topology_files_broker(backend: Backend, tmp_path
 
 def test_several_urls_name_the_first_and_how_many() -> None:
     """A cluster: the line names the first URL (tried first) and how many nodes there are;
-    the JSON ``"broker"`` is the first URL alone (docs/cli.md, "Where the broker is")."""
+    the JSON ``"broker"`` is the first URL alone (docs/reference/cli.md, "Where the broker is")."""
     urls = [f"amqp://svc:s3cr3t@mq{n}:5672/shop" for n in (1, 2, 3)]
 
     assert common.target_line(urls) == (

@@ -1,5 +1,5 @@
 """``--where`` is read in one pass, whatever it holds, and an expression has a length bound
-(docs/dlq.md, "--where").
+(docs/reference/dlq.md, "--where").
 
 The old reader was a regular expression that backtracked over a run of spaces after
 ``header.``: 16,000 spaces took 25 s, 40,000 took 85 s. These tests assert on results only;
@@ -17,7 +17,7 @@ from rabbitctl_retry.dlq.filters import HeaderCondition, TextCondition, parse_wh
 from rabbitctl_retry.errors import ExitCode, UsageError
 
 MAX_EXPRESSION_CHARACTERS = 4096
-"""docs/dlq.md, "--where"."""
+"""docs/reference/dlq.md, "--where"."""
 
 runner = CliRunner(env={"COLUMNS": "200", "RR_URL": "amqp://guest:guest@127.0.0.1:1/"})
 

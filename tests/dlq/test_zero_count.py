@@ -1,7 +1,7 @@
 """A queue.declare-ok that says 0 while the queue holds messages: what RabbitMQ 3.10 answers
 for a quorum queue whose leader it cannot reach at that instant (a cluster node just stopped;
-docs/cluster.md). rr confirms a 0 with one basic.get before it believes it, so a replay run
-right after a failover replays every message instead of "0 of 0", and inspect shows them.
+docs/how-to/run-on-a-cluster.md). rr confirms a 0 with one basic.get before it believes it, so a
+replay run right after a failover replays every message instead of "0 of 0", and inspect shows them.
 
 The emulator stands in for the server here, with its passive declares made to answer 0 as
 3.10 does during an election; ``tests/cluster/test_replay_failover.py`` runs the real thing.

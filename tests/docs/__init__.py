@@ -1,1 +1,1 @@
-"""The examples of README.md and docs/*.md, run as written (docs/testing.md)."""
+"""The examples of README.md and docs/**/*.md, run as written (docs/reference/testing.md)."""

@@ -51,7 +51,7 @@ class Block:
     """One fenced code block of a markdown file."""
 
     path: str
-    """The file, as the test id shows it (``docs/dlq.md``)."""
+    """The file, as the test id shows it (``docs/reference/dlq.md``)."""
     line: int
     """The block's first line inside the fence, 1-based: the test id's line."""
     language: str

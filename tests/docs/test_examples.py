@@ -1,12 +1,12 @@
 """Docs that run as written: every example of README.md and docs/*.md is a test case.
 
 :mod:`tests.docs.examples` finds the examples and says how each one runs; this module runs
-them (docs/testing.md, "Examples in the docs are tested"):
+them (docs/reference/testing.md, "Examples in the docs are tested"):
 
 * Python: a handler module runs under ``rr simulate`` (beside a copy of
   ``examples/refunds/service.py``, on ``examples/refunds/topology.toml``), a test module under
-  pytest in a subprocess (``asyncio_mode = auto``, as docs/testing.md says), a script under
-  python;
+  pytest in a subprocess (``asyncio_mode = auto``, as docs/how-to/test-a-service.md says), a
+  script under python;
 * TOML: a topology file goes through ``rr topology validate`` (and, when its first line names
   a file of the repository, must say what that file says); pytest settings run a test of the
   ``rr_broker`` fixture;
@@ -68,7 +68,10 @@ from tests.docs.examples import (
 from tests.shared_node import require_broker
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = ["README.md", *sorted(f"docs/{path.name}" for path in (REPO / "docs").glob("*.md"))]
+DOCS = [
+    "README.md",
+    *sorted(path.relative_to(REPO).as_posix() for path in (REPO / "docs").rglob("*.md")),
+]
 
 
 def _rr() -> str:
@@ -91,7 +94,7 @@ not that its handler decided to fail."""
 
 
 def all_examples() -> list[Block]:
-    """The examples of README.md and docs/*.md, in file and line order."""
+    """The examples of README.md and docs/**/*.md, in file and line order."""
     return [block for path in DOCS for block in examples((REPO / path).read_text(), path)]
 
 
@@ -246,7 +249,7 @@ def run_pytest(work: Path, test_file: str, expected_passed: int) -> None:
 
 def run_tests(block: Block, plan: Plan, tmp_path: Path) -> None:
     """A test module: pytest runs it beside the refunds example's files, with the setting
-    docs/testing.md asks for (``asyncio_mode = auto``); every test passes."""
+    docs/how-to/test-a-service.md asks for (``asyncio_mode = auto``); every test passes."""
     work = tmp_path / "example"
     copy_example_files(work)
     named = Path(block.first_line_path or "").name
@@ -290,8 +293,8 @@ async def test_the_fixture_follows_the_settings(rr_broker):
 
 def run_pytest_config(block: Block, plan: Plan, tmp_path: Path) -> None:
     """pytest settings: a pyproject.toml with them (and ``asyncio_mode = "auto"``, which
-    docs/testing.md asks for) runs an ``rr_broker`` test, which emulates the version they
-    name; ``--strict-config`` refuses a setting no plugin registered."""
+    docs/how-to/test-a-service.md asks for) runs an ``rr_broker`` test, which emulates the
+    version they name; ``--strict-config`` refuses a setting no plugin registered."""
     document = tomllib.loads(block.text)
     settings = document["tool"]["pytest"]["ini_options"]
     settings.setdefault("asyncio_mode", "auto")
@@ -441,9 +444,9 @@ Between = Callable[[int], None]
 
 @contextlib.contextmanager
 def after_the_outage(box: Box) -> Iterator[Between | None]:
-    """docs/dlq.md's outage: the doc's own ``outage.py`` served the refunds topology (``rr run
-    outage.py --topology examples/refunds/topology.toml``) while 24 refunds and 16 payouts
-    came in; they are now in ``refunds.dead`` and ``payouts.dead``."""
+    """docs/how-to/after-an-outage.md: the doc's own ``outage.py`` served the refunds
+    topology (``rr run outage.py --topology examples/refunds/topology.toml``) while 24
+    refunds and 16 payouts came in; they are now in ``refunds.dead`` and ``payouts.dead``."""
     assert box.url is not None
     (box.work / "outage.py").write_text(doc_block("outage.py").text)
     # One handler at a time: the doc shows the dead letters in the order they were published,
@@ -471,8 +474,8 @@ async def hold(msg: Message) -> None:
 
 @contextlib.contextmanager
 def refunds_being_served(box: Box) -> Iterator[Between | None]:
-    """docs/cli.md's ``rr status``: the refunds topology, one consumer on ``refunds`` holding
-    one delivery while two more wait, and one dead payout."""
+    """docs/reference/cli.md's ``rr status``: the refunds topology, one consumer on
+    ``refunds`` holding one delivery while two more wait, and one dead payout."""
     assert box.url is not None
     (box.work / "hold.py").write_text(HOLD)
     args = ("hold.py", "--topology", TOPOLOGY, "--prefetch", "1", "--shutdown-timeout", "1")
@@ -487,7 +490,7 @@ def refunds_being_served(box: Box) -> Iterator[Between | None]:
 
 @contextlib.contextmanager
 def three_dead_payouts(box: Box) -> Iterator[Between | None]:
-    """docs/dlq.md's purge: ``payouts.dead`` holds 3 messages."""
+    """docs/how-to/after-an-outage.md's purge: ``payouts.dead`` holds 3 messages."""
     assert box.url is not None
     declare(box.url, "payouts.dead")
     publish(box.url, "payouts.dead", [(f"payouts-{i}", {"id": i}) for i in (1, 2, 3)])
@@ -515,7 +518,7 @@ def export_line(message_id: str, body: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def a_queue_that_fills_up(box: Box) -> Iterator[Between | None]:
-    """docs/dlq.md's stopped import: ``dead.jsonl`` holds 12 payouts; ``payouts`` takes 7
+    """docs/reference/dlq.md's stopped import: ``dead.jsonl`` holds 12 payouts; ``payouts`` takes 7
     (``x-max-length``, ``x-overflow = reject-publish``) and already holds 2, so the broker
     refuses line 6. Before the rerun a consumer has emptied ``payouts``."""
     url = box.url
@@ -547,7 +550,7 @@ class Setup:
 
 
 SETUPS: dict[str, Setup] = {
-    # docs/dlq.md, "After an outage"
+    # docs/how-to/after-an-outage.md
     "rr dlq inspect refunds.dead --limit 2 --topology examples/refunds/topology.toml": Setup(
         after_the_outage
     ),
@@ -558,9 +561,9 @@ SETUPS: dict[str, Setup] = {
     "rr dlq replay payouts.dead --where reason=rejected --limit 3": Setup(after_the_outage),
     "rr dlq purge payouts.dead": Setup(three_dead_payouts),
     "rr dlq purge refunds.dead --where group=tmoh-815cd6564ca7 --yes": Setup(after_the_outage),
-    # docs/dlq.md, "Import"
+    # docs/reference/dlq.md, "Import"
     "rr dlq import dead.jsonl --to payouts": Setup(a_queue_that_fills_up),
-    # docs/cli.md
+    # docs/reference/cli.md
     "rr status --topology examples/refunds/topology.toml": Setup(refunds_being_served),
     "rr doctor --topology examples/refunds/topology.toml --url amqp://guest:guest@rabbit4/": Setup(
         nothing, server="4.0"
@@ -707,4 +710,8 @@ def test_every_setup_belongs_to_an_example() -> None:
 def test_the_docs_have_examples_with_unique_ids() -> None:
     ids = [block.id for block in EXAMPLES]
     assert len(ids) == len(set(ids))
-    assert {block.path for block in EXAMPLES} >= {"README.md", "docs/dlq.md", "docs/testing.md"}
+    assert {block.path for block in EXAMPLES} >= {
+        "README.md",
+        "docs/reference/dlq.md",
+        "docs/how-to/test-a-service.md",
+    }

@@ -1,6 +1,6 @@
-"""docs/testing.md's table of the RabbitMQ releases ("What differs between releases") is the one
-scripts/release_table.py generates from rabbitctl_retry/releases.py: a row changed without
-the docs, or the docs edited by hand, fails here."""
+"""docs/reference/testing.md's table of the RabbitMQ releases ("What differs between
+releases") is the one scripts/release_table.py generates from rabbitctl_retry/releases.py: a
+row changed without the docs, or the docs edited by hand, fails here."""
 
 from __future__ import annotations
 

@@ -338,7 +338,7 @@ async def test_headers_handed_out_are_private_copies(
     stored = emulator.messages("q")[0].headers
     assert stored == {"k": "v", "nested": {"a": [1], "b": 1}}
     # a table arrives in the order rr's codec wrote it; nested ones in theirs on every server
-    # (the emulator's default server, 4.0, sorts the top level only: docs/testing.md)
+    # (the emulator's default server, 4.0, sorts the top level only: docs/reference/testing.md)
     assert list(stored) == ["k", "nested"]
     nested = stored["nested"]
     assert isinstance(nested, dict)

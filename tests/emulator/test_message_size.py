@@ -1,6 +1,6 @@
 """emulator/message_size.py: a message's property bytes as rr's client writes them (what
 RabbitMQ 4.3's quorum queues count toward ``x-max-length-bytes`` beside the body;
-docs/testing.md, "What the emulator models")."""
+docs/reference/testing.md, "What the emulator models")."""
 
 from __future__ import annotations
 

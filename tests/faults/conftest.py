@@ -236,7 +236,8 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Put the rows of the fault runs a test made into its report (``user_properties``), which
     pytest-xdist sends from the worker to the process that prints the summary: every fault
-    run's numbers, as docs/runtime.md quotes them (tests/conftest.py prints them at the end)."""
+    run's numbers, as docs/reference/runtime.md quotes them (tests/conftest.py prints them at the
+    end)."""
     global _reported
     if call.when == "call":
         from tests.faults.harness import REPORT

@@ -6,7 +6,7 @@ while they are being handled, and waits until every id reached its planned end (
 ``tests/ledger.py``). The result counts, per fault: lost ids, duplicated work (handler calls
 beyond the plan, dead letters twice, acked and dead), and the recovery time (from the end of
 the fault to the next handler call). Each result also goes into :data:`REPORT`, printed at
-the end of the session (docs/runtime.md quotes it).
+the end of the session (docs/reference/runtime.md quotes it).
 """
 
 from __future__ import annotations
@@ -360,8 +360,9 @@ def assert_no_loss(
     duplicated = result.duplicated_ids
     if killed and result.queue_type == "classic":
         # a classic queue writes acks to disk lazily: after a crash of the broker it delivers
-        # again messages acked just before it (docs/runtime.md, "What is guaranteed"), however
-        # many the consumer acked then; only those whose work was over when the fault began
+        # again messages acked just before it (docs/explanation/guarantees.md, "What is
+        # guaranteed"), however many the consumer acked then; only those whose work was over when
+        # the fault began
         resurrected = duplicated & result.ended_before_fault
         duplicated -= resurrected
     assert len(duplicated) <= window, verdict.summary()

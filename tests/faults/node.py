@@ -79,7 +79,7 @@ package (3.10.8), or a line's chroot (4.0.5, 4.3.6)."""
 CTL_TIMEOUT_S = 120.0
 START_TIMEOUT_S = 240.0
 """A node's start-up, to its AMQP listener: a 4.x node in its chroot took over 60 s beside a
-CPU hog (docs/testing.md, "On a busy machine"); a deadline, not an expectation."""
+CPU hog (docs/reference/testing.md, "On a busy machine"); a deadline, not an expectation."""
 """How long one ``rabbitmqctl`` may take: a CLI's Erlang VM that starts on a starved machine
 took over 30 s (a node's answer to an eval, in a run beside other tests)."""
 
@@ -551,8 +551,8 @@ class PrivateNode:
     def sync_metadata(self) -> None:
         """Have the node's definitions on disk now. Mnesia logs a committed change
         asynchronously: a SIGKILL in the instant after it can lose a queue or a vhost just
-        made (RabbitMQ 3.10; docs/topology.md, "What survives a broker restart"), so a node
-        on Mnesia runs ``mnesia:sync_log()``. RabbitMQ 4.0 keeps its definitions in Mnesia
+        made (RabbitMQ 3.10; docs/reference/topology.md, "What survives a broker restart"), so a
+        node on Mnesia runs ``mnesia:sync_log()``. RabbitMQ 4.0 keeps its definitions in Mnesia
         too (Khepri is the feature flag ``khepri_db``, disabled on a new 4.0 node); a new 4.3
         node keeps them in Khepri, whose Raft log has a change on disk before the client is
         answered: nothing to do there (:meth:`metadata_store` says which)."""

@@ -1,5 +1,5 @@
 """The count of a fault run whose handler publishes outputs (decisions only, no I/O): by
-message id, which outputs exist how often, and whether that keeps docs/runtime.md's rule
+message id, which outputs exist how often, and whether that keeps docs/reference/runtime.md's rule
 ("Publishing"): an acked message's outputs are never lost, an output exists only for a
 message whose handler acked, and an output is published twice only for a message handled
 (acked) again because its ack did not reach the broker after its outputs were confirmed.

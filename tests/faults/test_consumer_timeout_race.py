@@ -1,5 +1,6 @@
 """RabbitMQ 4.3's consumer timeout, at its narrowest: rr acks the timed-out delivery before
-it has read the server's ``basic.cancel`` (docs/runtime.md, "Handlers": "On RabbitMQ 4.3").
+it has read the server's ``basic.cancel`` (docs/reference/runtime.md, "Handlers": "On RabbitMQ
+4.3").
 
 4.3 keeps a quorum consumer it cancelled until the client answers the cancel, and a settle of
 the timed-out delivery in between revives it: the server hands it the next message, which

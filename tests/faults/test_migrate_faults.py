@@ -1,4 +1,5 @@
-"""``rr migrate`` killed at every step, on each server (docs/topology.md, "Migrating a queue").
+"""``rr migrate`` killed at every step, on each server (docs/how-to/migrate-to-quorum.md, "Migrating
+a queue").
 
 A classic queue holding 10,000 messages, with 1,000 more waiting in its two delay tiers and a
 publisher sending through its exchange binding at a steady rate, becomes a quorum queue. The

@@ -1,5 +1,5 @@
-"""``rr run`` under faults while its handler publishes outputs (docs/runtime.md, "Publishing"),
-every output counted by id.
+"""``rr run`` under faults while its handler publishes outputs (docs/reference/runtime.md,
+"Publishing"), every output counted by id.
 
 The handler of ``work`` publishes two outputs per call, one to the queue ``out.q`` and one
 through the exchange ``out.x`` (bound to ``out.x.q``), and answers
@@ -303,7 +303,7 @@ async def test_outputs_under_a_fault(
 
 def output_failures(tmp_path: Path) -> int:
     """How many times the ``rr run`` processes of a test said an acked delivery's output was
-    not confirmed (docs/runtime.md, "Publishing")."""
+    not confirmed (docs/reference/runtime.md, "Publishing")."""
     said = "an output of an acked delivery was not confirmed"
     return sum(log.read_text(errors="replace").count(said) for log in tmp_path.glob("rr-*.log"))
 
@@ -345,8 +345,8 @@ def in_flight_window(tmp_path: Path) -> int:
 
 
 def assert_outputs_within_window(count: OutputCount, *, window: int) -> None:
-    """docs/runtime.md, "Publishing": no acked message without its outputs, no output without
-    an ack, a duplicate only for a message acked again, at most ``window`` of those (the
+    """docs/reference/runtime.md, "Publishing": no acked message without its outputs, no output
+    without an ack, a duplicate only for a message acked again, at most ``window`` of those (the
     deliveries in flight when the fault hit)."""
     assert count.missing == [], count.summary()
     assert count.without_ack == [], count.summary()

@@ -4,7 +4,7 @@ Each test runs ``rr run``'s service through the test's fault proxy against the s
 RabbitMQ node, with a handler whose outcome is a fixed function of (message id, attempt),
 injects one fault while messages are in flight, and checks: nothing lost, duplicated work
 only within the in-flight window of each interruption, recovery without a human. The
-numbers of every run are printed at the end of the session (docs/runtime.md quotes them).
+numbers of every run are printed at the end of the session (docs/reference/runtime.md quotes them).
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ async def test_sigkill_and_restart_of_the_broker(
     """A crash of the broker, once the topology has settled (RabbitMQ 3.10 can lose the
     messages of a quorum queue declared just before a crash: see the last test here), with
     quorum wait queues: a classic wait queue dead-letters at most once, and a crash the
-    instant a copy expires can lose it (seen: 4 of 2,000; docs/topology.md, "What survives a
-    broker restart")."""
+    instant a copy expires can lose it (seen: 4 of 2,000; docs/reference/topology.md, "What survives
+    a broker restart")."""
 
     async def fault(service: Service, ledger: Ledger) -> float:
         await asyncio.to_thread(fault_node.kill)
@@ -397,7 +397,7 @@ async def test_full_quorum_dead_letter_queue(
     if strategy == "at-least-once":
         assert collector.dead == Counter(dict.fromkeys(ids, 1))
     else:
-        assert lost > 0  # RabbitMQ's at-most-once default: documented in docs/runtime.md
+        assert lost > 0  # RabbitMQ's at-most-once default: documented in docs/reference/runtime.md
 
 
 @QUEUE_TYPES
@@ -459,7 +459,7 @@ async def test_memory_delays_survive_forced_closes(
 async def test_rabbitmq_keeps_quorum_messages_across_a_crash_once_the_queue_settled(
     fault_node: PrivateNode, fault_vhost: FaultVhost
 ) -> None:
-    """Evidence for docs/runtime.md, about the broker, not rr. RabbitMQ 3.10 can lose the
+    """Evidence for docs/reference/runtime.md, about the broker, not rr. RabbitMQ 3.10 can lose the
     confirmed messages of a quorum queue declared less than about a second before the node
     crashes (seen: the last of four fresh queues lost all ten); queues declared a few
     seconds earlier keep every confirmed message. The crash tests above therefore let the

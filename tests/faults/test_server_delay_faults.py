@@ -1,8 +1,8 @@
 """``delay = "server"`` (RabbitMQ 4.3's delayed retries of a quorum queue) across a crash of
 the broker: messages waiting out their delay in the queue survive a SIGKILL of the node and
 a restart, and come back counted; with ``rr run`` through it, every id counted
-(docs/runtime.md, "The quorum queue waits: `delay = "server"`"). On the suite's private 4.3
-node only: older servers have no delayed retries."""
+(docs/explanation/attempts.md, "The quorum queue waits: `delay = "server"`"). On the suite's private
+4.3 node only: older servers have no delayed retries."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ delay_min = "{delay_min}"
 FRESH_QUEUE_SETTLE_S = 5.0
 """How long a new quorum queue is left before the node is killed: a queue declared and used
 in the seconds before a SIGKILL may come back empty, delayed retries or not (measured on
-4.3.6, as on 3.10.8: docs/topology.md, "What survives a broker restart")."""
+4.3.6, as on 3.10.8: docs/reference/topology.md, "What survives a broker restart")."""
 
 
 async def ready(vhost: FaultVhost, queue: str) -> int:

@@ -1,5 +1,5 @@
 """``rr run`` with ``delay = "memory"`` stops with thousands of delayed copies in its memory:
-none may be lost (docs/runtime.md, "What is guaranteed").
+none may be lost (docs/explanation/guarantees.md, "What is guaranteed").
 
 Each test runs an ``rr run`` process on the private node of each server (3.10 and 4.0), with
 3,000 messages on a classic and 3,000 on a quorum queue whose handler answers

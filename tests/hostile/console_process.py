@@ -1,6 +1,6 @@
 """``rr console`` as a process, for the hostile tests of its start, its server and its token
-(docs/console.md): its stderr read line by line as it comes (a test waits for a line, never
-for a fixed time), its address taken from the line it prints once it listens, and SIGTERM at
+(docs/reference/console.md): its stderr read line by line as it comes (a test waits for a line,
+never for a fixed time), its address taken from the line it prints once it listens, and SIGTERM at
 the end.
 
 Most of these tests need no broker: the pages they ask for (the style sheet, the 401 and 421

@@ -1,6 +1,6 @@
 """A management HTTP API of the test's own: a small threaded ``http.server`` on 127.0.0.1
 (a free port), answering each path as the test scripted it and recording every request it
-got, headers included (docs/cluster.md, "Replicas").
+got, headers included (docs/how-to/run-on-a-cluster.md, "Replicas").
 
 By default it answers like a one-node RabbitMQ 4.3.6 (the emulator's release in the doctor
 tests): ``/api/overview`` names the cluster ``rabbit@fake``, ``/api/nodes`` lists

@@ -1,5 +1,5 @@
 """Careless command lines and misbehaving handler modules: one ``rr: error:`` line and the
-documented exit code each, never a traceback (docs/cli.md, "Exit codes")."""
+documented exit code each, never a traceback (docs/reference/exit-codes.md, "Exit codes")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the transport makes of what other clients write, on RabbitMQ (docs/runtime.md,
+"""What the transport makes of what other clients write, on RabbitMQ (docs/reference/runtime.md,
 "Malformed messages"): properties pamqp cannot decode, and a routing key that is not UTF-8,
 arrive marked, not as a closed connection; floats stay 64-bit; header names of 129 to 255
 bytes stay whole; a message moved with its raw properties arrives byte for byte; the
@@ -117,7 +117,7 @@ NOT_UTF8 = b"\xff\xfe\x1b[31m"
 """A routing key as another client may publish it: not UTF-8, with an ESC sequence."""
 SHOWN = "\\xff\\xfe\x1b[31m"
 """What rr reads for it: the bytes that are not UTF-8 written ``\\xff`` (the ESC stays a
-character, which every output escapes: docs/cli.md, "Output")."""
+character, which every output escapes: docs/reference/cli.md, "Output")."""
 PLACEHOLDER = "K" * len(NOT_UTF8)
 
 
@@ -214,7 +214,7 @@ def test_frames_rr_cannot_read_either_are_still_refused() -> None:
 
 def test_the_corrections_hold_whatever_was_imported_first() -> None:
     """pamqp imported and used first, rr's values module after: non-ASCII names pass, floats
-    are doubles (docs/topology.md, "Queue and exchange names")."""
+    are doubles (docs/reference/topology.md, "Queue and exchange names")."""
     script = (
         "from pamqp import commands, encode\n"
         "import rabbitctl_retry.transport.values\n"

@@ -1,5 +1,5 @@
 """The console's message page and edit against hostile letters and a hostile machine
-(docs/console.md): a body far past what a page shows is cut at 64 KiB in the page, with a
+(docs/reference/console.md): a body far past what a page shows is cut at 64 KiB in the page, with a
 note and a download link for the whole of it, and never put in the edit box (an edit of it is
 refused, nothing published); a keep-dir that cannot be written when Publish is pressed
 answers a clear page, nothing published, the letter still in the queue. On RabbitMQ (a fresh

@@ -1,4 +1,4 @@
-"""A group run of the console while its pages are viewed (docs/console.md, "While a run
+"""A group run of the console while its pages are viewed (docs/reference/console.md, "While a run
 moves a queue's letters"): a message page of the queue says its letters are being moved
 (409), never 404 for a letter that is there, and the views do not cut the run short: it moves
 exactly what its plan said, every message id once. On RabbitMQ (a fresh vhost of each

@@ -1,4 +1,4 @@
-"""The console's web server against hostile clients (docs/console.md, "Limits"): malformed
+"""The console's web server against hostile clients (docs/reference/console.md, "Limits"): malformed
 requests get a 4xx and one log line, never a traceback nor a dropped connection; idle and
 half-sent requests are closed in a bounded time; and sockets left open by the hundred, past
 what the console's open files allow, do not lock the operator out."""

@@ -1,6 +1,6 @@
-"""``rr console`` that cannot listen where it was told (docs/console.md, "Security";
-docs/cli.md, "Exit codes"): a port in use, a ``--bind`` that does not resolve or is not an
-address of this machine, and ``--bind ''``. Each ends with one ``rr: error:`` line naming the
+"""``rr console`` that cannot listen where it was told (docs/reference/console.md, "Security";
+docs/reference/exit-codes.md, "Exit codes"): a port in use, a ``--bind`` that does not resolve or is
+not an address of this machine, and ``--bind ''``. Each ends with one ``rr: error:`` line naming the
 address and its documented code, never exit 70 or a traceback."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The console's token and the addresses it answers on (docs/console.md, "Security"): a token
-read from ``--token-file`` is never printed (stderr lands in a service manager's logs); a
+"""The console's token and the addresses it answers on (docs/reference/console.md, "Security"): a
+token read from ``--token-file`` is never printed (stderr lands in a service manager's logs); a
 token of any printable ASCII character (``+ # & % ; "``, a space) opens the console from the
 address with the token URL-encoded, by cookie and by bearer; and a console on every address
 (``--bind 0.0.0.0``) answers on the machine's own addresses and name, and still refuses

@@ -1,6 +1,6 @@
 """``rr dlq import``: a file the broker would refuse half-way is refused whole, before anything
 is published; an import the broker stops anyway names the first line not imported, and
-``--from-line`` imports exactly the rest (docs/dlq.md, "Import"). On RabbitMQ and the
+``--from-line`` imports exactly the rest (docs/reference/dlq.md, "Import"). On RabbitMQ and the
 emulator."""
 
 from __future__ import annotations

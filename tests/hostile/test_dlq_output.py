@@ -1,6 +1,6 @@
 """``rr dlq`` output a terminal cannot be fooled by: JSON (inspect, replay) with every control
 and bidi character escaped, bodies holding them base64, tables escaped, export files without
-them raw; bodies nested too deep to pretty-print; non-ASCII queue names (docs/dlq.md). On
+them raw; bodies nested too deep to pretty-print; non-ASCII queue names (docs/reference/dlq.md). On
 RabbitMQ and the emulator."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""``rr dlq replay`` against hostile dead letters and careless options (docs/dlq.md, "When
-something does not go back", "When the broker refuses", "When an option is wrong"): a poison
-letter at the head of the queue fails alone, a wait queue is never a target, a read-only user
-is exit 77 with the queue untouched, and every wrong option is one error line, exit 2, before
-anything is read. On RabbitMQ and the emulator unless a test says otherwise."""
+"""``rr dlq replay`` against hostile dead letters and careless options
+(docs/how-to/after-an-outage.md, "When something does not go back", "When the broker refuses", "When
+an option is wrong"): a poison letter at the head of the queue fails alone, a wait queue is never a
+target, a read-only user is exit 77 with the queue untouched, and every wrong option is one error
+line, exit 2, before anything is read. On RabbitMQ and the emulator unless a test says otherwise."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ POISONS = [
         True,
         "its origin 'orders.retry.30s' is a wait queue",
     ),
-    # a malformed count counts as 0 (docs/dlq.md, step 5): replayed, rr-replayed-count = 1
+    # a malformed count counts as 0 (docs/reference/dlq.md, step 5): replayed, rr-replayed-count = 1
     Poison("replayed count ²", {"rr-origin-queue": "orders", "rr-replayed-count": "²"}, False),
     Poison(
         "replayed count 5,000 digits",

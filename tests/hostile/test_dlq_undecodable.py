@@ -1,5 +1,5 @@
 """Dead letters whose properties the codec cannot decode, on RabbitMQ and the emulator
-(docs/dlq.md, "Undecodable dead letters"): inspect shows them, replay fails them alone and
+(docs/reference/dlq.md, "Undecodable dead letters"): inspect shows them, replay fails them alone and
 leaves them, ``replay --undecodable`` moves them aside byte for byte and nothing else."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``rr doctor``'s deprecated-features table from hostile management APIs (docs/cli.md, "rr
-doctor"), played by a fake one of the test's own (tests/hostile/fake_management.py), with the
+"""``rr doctor``'s deprecated-features table from hostile management APIs (docs/reference/cli.md,
+"rr doctor"), played by a fake one of the test's own (tests/hostile/fake_management.py), with the
 emulator as the AMQP server (RabbitMQ 4.3.6).
 
 An answer that is not the documented table — not JSON, the wrong shape, an error status, a

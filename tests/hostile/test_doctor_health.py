@@ -1,5 +1,5 @@
-"""``rr doctor``'s alarms from hostile management APIs (docs/cli.md, "rr doctor"), played by
-a fake one of the test's own (tests/hostile/fake_management.py), with the emulator as the
+"""``rr doctor``'s alarms from hostile management APIs (docs/reference/cli.md, "rr doctor"), played
+by a fake one of the test's own (tests/hostile/fake_management.py), with the emulator as the
 AMQP server (RabbitMQ 4.3.6): an ``/api/nodes`` answer of the wrong shape is one
 ``alarms-not-checked`` warning naming what was wrong (exit 0, never 70, the password never
 shown); one that states an alarm is a ``node-alarm`` error (exit 1)."""

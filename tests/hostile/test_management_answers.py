@@ -1,5 +1,5 @@
-"""Hostile management APIs (docs/cluster.md, "Replicas"), played by a fake one of the test's
-own (tests/hostile/fake_management.py).
+"""Hostile management APIs (docs/how-to/run-on-a-cluster.md, "Replicas"), played by a fake one of
+the test's own (tests/hostile/fake_management.py).
 
 rr never follows a redirect (no second request, so the credentials go nowhere else); an
 answer that is not what the API documents — not JSON, nested too deep, too big, a key
@@ -577,7 +577,7 @@ CONSUMERS_PATH = "/api/consumers/shop?columns=queue.name,prefetch_count"
 
 
 async def test_every_queues_traffic_is_read(api: FakeManagement) -> None:
-    """What ``rr status`` reads with a management URL (docs/cli.md, "rr status"), in the
+    """What ``rr status`` reads with a management URL (docs/reference/cli.md, "rr status"), in the
     shape RabbitMQ 4.3.6 answers: counts and rates absent until its first sample."""
     api.answer(
         ACTIVITY_PATH,
@@ -683,7 +683,7 @@ HEALTH_PATH = "/api/queues/shop?columns=name,type,members,online,messages_detail
 
 
 async def test_the_nodes_resources_are_read(api: FakeManagement) -> None:
-    """What ``rr doctor`` reads of ``/api/nodes`` (docs/cli.md, "rr doctor"), in the shape
+    """What ``rr doctor`` reads of ``/api/nodes`` (docs/reference/cli.md, "rr doctor"), in the shape
     RabbitMQ 3.10.8 and 4.3.6 answer (measured): a node that does not run states no alarm."""
     api.answer(
         NODES_PATH,

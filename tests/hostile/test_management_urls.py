@@ -1,4 +1,5 @@
-"""Hostile management URLs (docs/cli.md, "Malformed input"; docs/cluster.md, "Replicas").
+"""Hostile management URLs (docs/reference/cli.md, "Malformed input";
+docs/how-to/run-on-a-cluster.md, "Replicas").
 
 The management API's URL follows the rules of broker URLs, with the same messages: a URL rr
 refuses is one ``rr: error: management URL ...`` line that never repeats the URL nor any
@@ -86,21 +87,21 @@ HOSTILE = [
         f"amqp://mgr:{SECRET}@127.0.0.1:15672/",
         "management URL must start with http:// or https:// (the management plugin's "
         "address: http://HOST:15672/, with the user name and password before the host; "
-        "docs/cluster.md)",
+        "rr docs run-on-a-cluster)",
         id="amqp-scheme",
     ),
     pytest.param(
         f"ftp://mgr:{SECRET}@127.0.0.1/",
         "management URL must start with http:// or https:// (the management plugin's "
         "address: http://HOST:15672/, with the user name and password before the host; "
-        "docs/cluster.md)",
+        "rr docs run-on-a-cluster)",
         id="ftp-scheme",
     ),
     pytest.param(
         f"mgr:{SECRET}@127.0.0.1:15672",
         "management URL must start with http:// or https:// (the management plugin's "
         "address: http://HOST:15672/, with the user name and password before the host; "
-        "docs/cluster.md)",
+        "rr docs run-on-a-cluster)",
         id="no-scheme",
     ),
     pytest.param(

@@ -1,6 +1,6 @@
 """What clients of ``rr run --metrics-port`` (and of the ``--workers`` supervisor's port) do
 cannot make rr write a traceback, hold a connection for good, or stop the page (issue #42;
-docs/runtime.md, "Metrics and health").
+docs/reference/metrics.md, "Metrics and health").
 
 Real ``rr run`` processes: idle, half-sent, trickled, oversized, garbage and reset
 connections are each closed within a bounded time (the socket reads ``b""``), each logged in
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import own_vhost
-from tests.cli.test_run_metrics import answers, free_port, get, sample, until
+from tests.metrics_page import answers, free_port, get, sample, until
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber

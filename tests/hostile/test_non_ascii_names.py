@@ -1,4 +1,5 @@
-"""Queue names with non-ASCII characters (docs/topology.md, "Queue and exchange names": ``café``,
+"""Queue names with non-ASCII characters (docs/reference/topology.md, "Queue and exchange names":
+``café``,
 ``日本`` are fine), through ``rr`` as a subprocess.
 
 rr widens pamqp's name rule to non-ASCII characters (``transport/codec.py``). That correction

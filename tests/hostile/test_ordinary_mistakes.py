@@ -72,7 +72,7 @@ def migrate_refusal(name: str) -> str:
     return (
         f"rr: error: rr migrate: queue {name[:60]!r}... ({len(name)} bytes) cannot be rebuilt: "
         "its holding queue's name ('.rr-migrating' added) would be longer than 255 bytes, the "
-        'most AMQP carries; rename the queue in the file (docs/topology.md, "Migrating a '
+        'most AMQP carries; rename the queue in the file (rr docs migrate-to-quorum "Migrating a '
         'queue"); nothing was changed'
     )
 
@@ -221,7 +221,7 @@ async def h(message):
 
 def test_a_one_letter_module_and_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``h:h`` is module ``h``, function ``h``: a drive letter is only Windows'
-    (docs/runtime.md)."""
+    (docs/reference/runtime.md)."""
     (tmp_path / "h.py").write_text(HANDLER, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -1,5 +1,5 @@
 """Output that cannot be written: one ``rr: error: cannot write ...`` line and exit 74; a pipe
-its reader closed early: a quiet exit 141 (docs/cli.md, "Output" and "Exit codes").
+its reader closed early: a quiet exit 141 (docs/reference/cli.md, "Output" and "Exit codes").
 
 Run on real ``python -m rabbitctl_retry`` processes, since what fails is the process's own
 stdout: ``>/dev/full`` (ENOSPC), a closed file descriptor 1 (``>&-``), a pipe whose reader

@@ -1,6 +1,7 @@
 """A queue name given on the command line that rr's AMQP client cannot send is a usage error
-(exit 2) with one clear line, before rr connects (docs/cli.md, "Exit codes"; docs/dlq.md,
-"Queue names"); before, the client's refusal came back as a broker error, exit 65.
+(exit 2) with one clear line, before rr connects (docs/reference/exit-codes.md, "Exit codes";
+docs/reference/dlq.md, "Queue names"); before, the client's refusal came back as a broker error,
+exit 65.
 
 The URL is unreachable: a name that passes the check ends in exit 69 (rr tried to connect),
 one that does not in exit 2 without trying.

@@ -1,6 +1,7 @@
 """Property: whatever the dead letters hold, ``rr dlq replay`` ends every one exactly once,
 either in its target queue or still in the dead-letter queue, never in a wait queue, and its
-report counts what the broker then holds (docs/dlq.md, "When something does not go back").
+report counts what the broker then holds (docs/how-to/after-an-outage.md, "When something does not
+go back").
 
 Headers are drawn from every AMQP field type pamqp encodes (text, Unicode digits, bytes,
 integers up to signed 64 bits, booleans, finite 32-bit floats, decimals,

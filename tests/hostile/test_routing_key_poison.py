@@ -4,8 +4,9 @@
 RabbitMQ takes such a routing key from any client (through a fanout exchange it reaches a
 queue). rr used to drop the whole connection on it: ``rr run`` reconnected forever and
 handled the message ahead of it again and again, and every ``rr dlq`` command but ``purge``
-exited 69. Now it is an undecodable message (docs/runtime.md, "Malformed messages";
-docs/dlq.md, "Undecodable dead letters"): ``rr run`` sets it aside byte for byte and goes on,
+exited 69. Now it is an undecodable message (docs/reference/runtime.md, "Malformed messages";
+docs/reference/dlq.md, "Undecodable dead letters"): ``rr run`` sets it aside byte for byte and goes
+on,
 ``inspect``/``export`` read past it and say so, ``replay`` fails it alone, ``replay
 --undecodable`` and ``move`` move it byte for byte.
 
@@ -39,7 +40,7 @@ from tests.observe import depth, peek
 NOT_UTF8 = b"\xff\xfe\x1b[31m"
 SHOWN = "\\xff\\xfe\x1b[31m"
 """What rr reads for :data:`NOT_UTF8`: the bytes that are not UTF-8 written ``\\xff``; the ESC
-stays a character, which every output escapes (docs/cli.md, "Output")."""
+stays a character, which every output escapes (docs/reference/cli.md, "Output")."""
 
 
 def _short(text: str) -> bytes:

@@ -1,5 +1,5 @@
-"""rr run against messages it cannot handle, on RabbitMQ and on the emulator (docs/runtime.md,
-"Malformed messages").
+"""rr run against messages it cannot handle, on RabbitMQ and on the emulator
+(docs/reference/runtime.md, "Malformed messages").
 
 * rr's own code fails for a delivery every time: it goes back to its queue once, then it is
   dead-lettered with ``rr-error-type = rr.InternalError``; the other messages are handled.

@@ -1,6 +1,6 @@
 """Property: whatever headers a message carries, ``rr run`` with a failing handler ends every
 message exactly once in the dead-letter queue, after at most ``max_attempts`` handler calls,
-and nothing else is disturbed (docs/runtime.md, "Malformed messages").
+and nothing else is disturbed (docs/reference/runtime.md, "Malformed messages").
 
 Headers are drawn from every AMQP field type rr's transport carries (text, Unicode digits,
 integers of any signed 64-bit size, floats, booleans, bytes, timestamps, nested tables and

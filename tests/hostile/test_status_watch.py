@@ -1,6 +1,6 @@
 """``rr status --watch SECONDS`` takes a finite number of seconds within a day, and Ctrl-C
 ends a watch with exit 0 whenever it comes, in the middle of a reading too; a plain
-``rr status`` interrupted exits 130 (docs/cli.md, "rr status" and "Exit codes").
+``rr status`` interrupted exits 130 (docs/reference/cli.md, "rr status" and "Exit codes").
 
 The interrupts are sent to real ``python -m rabbitctl_retry`` processes reading from a
 server that never answers (tests/hostile/silent_broker.py): the signal lands inside the

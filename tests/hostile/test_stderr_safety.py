@@ -1,5 +1,5 @@
 """Nothing rr writes on stderr carries ESC, a C0 or C1 control, DEL or a bidi control, and
-one error or one log record is one line (docs/cli.md, "Output").
+one error or one log record is one line (docs/reference/cli.md, "Output").
 
 Checked on real ``python -m rabbitctl_retry`` processes, on the bytes they write: a
 broker's reply text that quotes a vhost name, an exception's text, pamqp's warning about a
@@ -163,7 +163,7 @@ def test_broker_reply_text_naming_a_hostile_vhost_is_one_escaped_line(
 
     assert result.returncode == 77
     assert safe_text(result.stdout) == ""
-    # rr declare names its broker first (docs/cli.md, "Where the broker is"), escaped
+    # rr declare names its broker first (docs/reference/cli.md, "Where the broker is"), escaped
     stderr = safe_text(result.stderr)
     assert (after_target(stderr) if command == "declare" else stderr) == (
         f"rr: error: {censor_url(url)} refused the virtual host: NOT_ALLOWED - vhost "

@@ -3,7 +3,7 @@
 Files are built from the real keys of the format (topology/load.py) with right and wrong
 values: hostile names (controls, bidi, non-ASCII, 256+ bytes, empty), integers past 64 bits,
 floats (NaN, inf, past 32 bits), TOML dates and times, arguments nested past the depth rr
-takes. A small TOML emitter below writes them. Properties (docs/topology.md, "Malformed
+takes. A small TOML emitter below writes them. Properties (docs/reference/topology.md, "Malformed
 files"):
 
 * ``validate`` never lets an exception escape, exits 0 or 78 only, prints exactly one

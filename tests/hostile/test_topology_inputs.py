@@ -1,5 +1,5 @@
-"""Malformed topology files (docs/topology.md, "Malformed files"): each kind is refused while
-loading, with exit 78 and one ``rr: error:`` line naming the file, the line and the key path;
+"""Malformed topology files (docs/reference/topology.md, "Malformed files"): each kind is refused
+while loading, with exit 78 and one ``rr: error:`` line naming the file, the line and the key path;
 ``rr declare`` refuses it before the first frame, so the broker is left untouched; and what
 ``validate`` accepts, ``declare`` declares whole."""
 
@@ -225,7 +225,7 @@ async def _client_refusals(url: str, names: list[str]) -> list[str]:
 def test_why_ascii_names_keep_to_the_name_grammar(vhost_url: tuple[str, str]) -> None:
     # RabbitMQ 3.10.8 accepts these names; the AMQP client rr declares with refuses them
     # before sending (exit 65 half way through a declare, before this fix). If the transport
-    # ever sends them, this fails, and the name rule of docs/topology.md can be widened.
+    # ever sends them, this fails, and the name rule of docs/reference/topology.md can be widened.
     vhost, url = vhost_url
     names = ["a!b", "a*", "a\x1bb", "a\x7f"]
     refusals = asyncio.run(_client_refusals(url, names))

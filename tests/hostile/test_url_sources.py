@@ -1,5 +1,5 @@
 """Which URL a refused one was: ``--url`` is one URL a value, ``$RR_URL`` holds URLs
-separated by spaces, and the error line says which gave it (docs/cli.md, "Several hosts",
+separated by spaces, and the error line says which gave it (docs/reference/cli.md, "Several hosts",
 "Malformed input").
 
 A space in a ``--url`` password (or in one of ``$RR_URL``'s) is the documented "holds a
@@ -24,7 +24,7 @@ SECRET = "Zq7 s3cr3t"
 SPACED = f"amqp://guest:{SECRET}@127.0.0.1:5672/"
 GOOD = "amqp://guest:guest@127.0.0.1:1/"
 HOLDS_A_SPACE = "broker URL holds a space or a control character (percent-encode it)"
-NO_SCHEME = "broker URL must start with amqp:// or amqps:// (AMQP URLs: docs/cli.md, 'Connecting')"
+NO_SCHEME = "broker URL must start with amqp:// or amqps:// (AMQP URLs: rr docs cli 'Connecting')"
 
 
 def _status(*urls: str, env: str | None = None) -> tuple[int, str, str]:

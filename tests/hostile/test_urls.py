@@ -1,4 +1,5 @@
-"""Hostile broker URLs and connection options (docs/cli.md, "Connecting", "Malformed input").
+"""Hostile broker URLs and connection options (docs/reference/cli.md, "Connecting", "Malformed
+input").
 
 A URL rr cannot parse is refused before anything connects, with one ``rr: error:`` line
 that never repeats it (exit 2 from ``--url`` / ``$RR_URL``, 78 from ``[broker] url``); a
@@ -58,7 +59,7 @@ HOSTILE = [
     ),
     pytest.param(
         f"guest:{SECRET}@127.0.0.1:5672/",
-        "broker URL must start with amqp:// or amqps:// (AMQP URLs: docs/cli.md, 'Connecting')",
+        "broker URL must start with amqp:// or amqps:// (AMQP URLs: rr docs cli 'Connecting')",
         id="no-scheme",
     ),
     pytest.param(
@@ -141,12 +142,12 @@ def test_heartbeat_in_range_is_kept(value: str, seconds: int) -> None:
         (
             "amqp://g:g@h/?heartbeet=5",
             "broker URL has an unknown query option 'heartbeet' (rr knows auth, cadata, cafile, "
-            "capath, certfile, heartbeat, keyfile, name, no_verify_ssl; docs/cli.md)",
+            "capath, certfile, heartbeat, keyfile, name, no_verify_ssl; rr docs cli)",
         ),
         (
             "amqp://g:g@h/?timeout=5",
             "broker URL has an unknown query option 'timeout' (rr knows auth, cadata, cafile, "
-            "capath, certfile, heartbeat, keyfile, name, no_verify_ssl; docs/cli.md)",
+            "capath, certfile, heartbeat, keyfile, name, no_verify_ssl; rr docs cli)",
         ),
         (
             "amqp://g:g@h/?heartbeat=5&heartbeat=0",
@@ -182,7 +183,7 @@ def test_heartbeat_in_range_is_kept(value: str, seconds: int) -> None:
         ("amqp://g:g@[nope]/", "broker URL has no valid IPv6 address between '[' and ']'"),
         (
             "http://g:g@h/",
-            "broker URL must start with amqp:// or amqps:// (AMQP URLs: docs/cli.md, 'Connecting')",
+            "broker URL must start with amqp:// or amqps:// (AMQP URLs: rr docs cli 'Connecting')",
         ),
         ("", "broker URL is empty"),
     ],
@@ -420,7 +421,7 @@ def test_wrong_password_is_77_and_the_message_keeps_its_words(
     result = runner.invoke(app, args, env=env)
     assert result.exit_code == 77
     assert SECRET not in result.stdout + result.stderr
-    # rr declare names its broker first (docs/cli.md, "Where the broker is")
+    # rr declare names its broker first (docs/reference/cli.md, "Where the broker is")
     stderr = after_target(result.stderr) if command == "declare" else result.stderr
     assert stderr == (
         f"rr: error: amqp://{user}:******@{host} refused the login (wrong user name or "

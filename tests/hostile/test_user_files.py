@@ -1,5 +1,5 @@
-"""Files named by the user (docs/cli.md, "Files rr reads"): each reader refuses ``/dev/zero``
-(a device), a FIFO (without waiting for a writer) and a file over its limit, with one
+"""Files named by the user (docs/reference/cli.md, "Files rr reads"): each reader refuses
+``/dev/zero`` (a device), a FIFO (without waiting for a writer) and a file over its limit, with one
 ``rr: error:`` line naming the file and its documented exit code, never reading more than
 its limit; and a real ``rr`` process fed ``/dev/zero`` as a password file stays small."""
 

@@ -1,6 +1,6 @@
-"""rr among other clients (docs/interop.md): each test runs on every shared RabbitMQ, in a vhost
-of its own where ``rr declare`` put the topology below, and talks to it with real clients from
-PyPI (pika, aio-pika, FastStream, kombu) and, where ``node`` is installed, Node's amqplib
+"""rr among other clients (docs/how-to/other-clients.md): each test runs on every shared RabbitMQ,
+in a vhost of its own where ``rr declare`` put the topology below, and talks to it with real clients
+from PyPI (pika, aio-pika, FastStream, kombu) and, where ``node`` is installed, Node's amqplib
 (``tests/interop/node``; ``scripts/test.sh`` installs it)."""
 
 from __future__ import annotations

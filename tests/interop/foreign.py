@@ -1,5 +1,5 @@
 """Real clients other than rr, from PyPI (the ``dev`` extra): pika and kombu, as the services
-that share rr's queues use them (docs/cli.md, "Consumers that are not rr").
+that share rr's queues use them (docs/reference/cli.md, "Consumers that are not rr").
 
 Each consumer runs its client's own loop in a thread of its own and settles every delivery as
 told: ``ack``, ``reject`` (``basic.reject`` without requeue), ``nack`` (``basic.nack``

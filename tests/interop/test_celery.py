@@ -1,6 +1,6 @@
-"""Celery on rr's quorum queue (docs/interop.md, "Celery"): a worker that knows the queue is a
-quorum queue (``x-queue-type`` in its ``queue_arguments``; Celery 5.5 and later then leave
-global QoS off) and does not declare it (``no_declare``) runs every task; global QoS, which
+"""Celery on rr's quorum queue (docs/how-to/other-clients.md, "Celery"): a worker that knows the
+queue is a quorum queue (``x-queue-type`` in its ``queue_arguments``; Celery 5.5 and later then
+leave global QoS off) and does not declare it (``no_declare``) runs every task; global QoS, which
 Celery uses otherwise, is refused on a quorum queue by RabbitMQ 3.10 and 4.0 (540
 NOT_IMPLEMENTED) and taken by 4.3. A task Celery rejects lands in rr's dead-letter queue, where
 ``rr dlq inspect`` shows it with Celery's task id in ``correlation_id``. Every task counted."""

@@ -1,5 +1,5 @@
-"""Other clients next to rr's topology (docs/interop.md, "Declare passively"): each consumes
-rr's queues with a passive declare (or none) and gets every message; the same client's own
+"""Other clients next to rr's topology (docs/how-to/other-clients.md, "Declare passively"): each
+consumes rr's queues with a passive declare (or none) and gets every message; the same client's own
 declare of rr's quorum queue, with the client's defaults, is refused by RabbitMQ (406
 PRECONDITION_FAILED): the queue carries a type, a delivery limit and a dead-letter route the
 defaults do not. (rr's classic queue has no argument: a durable declare without one matches

@@ -1,6 +1,6 @@
-"""What consumers other than ``rr run`` reject on an rr classic queue (docs/topology.md,
-"rejected"; docs/interop.md), with real clients (pika, kombu, FastStream, Node's amqplib) on
-every server.
+"""What consumers other than ``rr run`` reject on an rr classic queue (docs/reference/topology.md,
+"rejected"; docs/how-to/other-clients.md), with real clients (pika, kombu, FastStream, Node's
+amqplib) on every server.
 
 rr counts a classic queue's attempts itself and dead-letters by copy, so the queue has no
 dead-letter route of its own: what another consumer rejects (or nacks) without requeue is
@@ -170,8 +170,9 @@ def test_the_default_exchange_with_a_routing_key_keeps_them_too(
 def test_without_a_route_what_another_consumer_rejects_is_lost(
     amqp_url: str, tmp_path: Path
 ) -> None:
-    """The measurement behind docs/topology.md, "What other consumers reject": an rr classic
-    queue as rr declares it without ``rejected`` drops what pika rejects; nothing keeps it."""
+    """The measurement behind docs/reference/topology.md, "What other consumers reject": an rr
+    classic queue as rr declares it without ``rejected`` drops what pika rejects; nothing keeps
+    it."""
     with own_vhost(amqp_url) as rabbit:
         declared(rabbit, tmp_path, PLAIN)
         message_ids = ids("pika-reject", 5)

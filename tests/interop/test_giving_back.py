@@ -1,6 +1,7 @@
-"""How another consumer gives a message back on rr's quorum queue (docs/interop.md, "Give back
-with reject"): ``payments`` has ``x-delivery-limit = 2`` (``max_attempts = 3``), so a message
-given back with ``basic.reject(requeue=true)`` is delivered 3 times and then dead-lettered to
+"""How another consumer gives a message back on rr's quorum queue (docs/how-to/other-clients.md,
+"Give back with reject"): ``payments`` has ``x-delivery-limit = 2`` (``max_attempts = 3``), so a
+message given back with ``basic.reject(requeue=true)`` is delivered 3 times and then dead-lettered
+to
 ``payments.dead``, on every server. ``basic.nack(requeue=true)`` counts the same before
 RabbitMQ 4.3; on 4.3 it is never counted, so such a consumer gets the message back forever.
 Measured with pika and Node's amqplib; every message id counted."""

@@ -1,6 +1,7 @@
-"""Headers other clients write keep their types through rr (docs/interop.md, "Header types";
-docs/runtime.md, "What a copy keeps"): a message pika or Node's amqplib published with a header
-of each type that client writes goes through ``rr run``'s retry copies to its dead letter, and
+"""Headers other clients write keep their types through rr (docs/how-to/other-clients.md, "Header
+types"; docs/explanation/attempts.md, "What a copy keeps"): a message pika or Node's amqplib
+published with a header of each type that client writes goes through ``rr run``'s retry copies to
+its dead letter, and
 ``rr dlq move`` moves that on; read over a raw socket (tests/wire_headers.py), each application
 header of both copies has the type tag and bytes of the same message as RabbitMQ hands it out
 untouched by rr. Compared by tag and bytes, never by Python equality."""

@@ -1,5 +1,5 @@
 """The wheel built from this checkout and installed into a fresh venv outside it, once per
-test process (docs/testing.md, "The package")."""
+test process (docs/reference/testing.md, "The package")."""
 
 from __future__ import annotations
 

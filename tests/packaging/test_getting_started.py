@@ -1,6 +1,6 @@
 """docs/getting-started.md, run as a reader would: every command of the page, in its order,
 in a fresh venv outside the checkout with rr installed from its wheel, against a fresh vhost
-of the real RabbitMQ (docs/testing.md, "The package").
+of the real RabbitMQ (docs/reference/testing.md, "The package").
 
 The files the page writes (``# topology.toml`` on a block's first line) are written as shown;
 each ``$`` command runs in a shell, and what the page shows below it must be in its output

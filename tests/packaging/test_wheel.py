@@ -1,5 +1,5 @@
 """The package as a pip user gets it: the wheel built from this checkout, installed into a
-fresh venv outside it, with nothing but its own dependencies (docs/testing.md, "The
+fresh venv outside it, with nothing but its own dependencies (docs/reference/testing.md, "The
 package").
 
 One venv (tests/packaging/conftest.py: building and installing take most of a minute) that
@@ -54,7 +54,7 @@ def test_a_plain_install_holds_only_what_rr_runs_on(installed: Installed) -> Non
     assert names >= RUNTIME_ONLY
     assert not names & NOT_AT_RUN_TIME, names & NOT_AT_RUN_TIME
     size_mib = sum(f.stat().st_size for f in installed.venv.rglob("*") if f.is_file()) / 2**20
-    print(f"the venv with rr installed: {size_mib:.1f} MiB")  # quoted in docs/testing.md
+    print(f"the venv with rr installed: {size_mib:.1f} MiB")  # quoted in docs/reference/testing.md
 
 
 def test_the_commands_work_from_the_wheel(installed: Installed) -> None:
@@ -127,3 +127,27 @@ def test_the_contract_from_the_wheel(installed: Installed) -> None:
         "maxAttempts": 3,
         "deadLetter": "orders.dead",
     }
+
+
+def test_the_wheel_carries_the_docs(installed: Installed) -> None:
+    """The docs' Markdown pages are package data (setup.py), the images are not; ``rr docs``
+    reads them from the installed package, outside any checkout (docs/reference/cli.md,
+    "rr docs")."""
+    names = zipfile.ZipFile(installed.wheel).namelist()
+    pages = [name for name in names if name.startswith("rabbitctl_retry/_docs/")]
+    assert "rabbitctl_retry/_docs/README.md" in pages
+    assert any(name.endswith("/dlq.md") for name in pages)
+    assert all(name.endswith(".md") for name in pages), pages
+    index = installed.run("rr", "docs")
+    assert index.returncode == 0, index.stderr
+    assert "dlq" in index.stdout
+    assert "getting-started" in index.stdout
+    page = installed.run("rr", "docs", "dlq")
+    assert page.returncode == 0, page.stderr
+    assert "rr dlq" in page.stdout
+    raw = installed.run("rr", "docs", "dlq", "--raw")
+    assert raw.returncode == 0, raw.stderr
+    assert raw.stdout.startswith("# ")
+    unknown = installed.run("rr", "docs", "dql")
+    assert unknown.returncode == 2
+    assert "Did you mean 'dlq'?" in unknown.stderr

@@ -1,6 +1,6 @@
 """``rr publish``, on RabbitMQ and on the emulator: exact counts, bodies, headers (with their
 types), properties and message ids; returned and refused messages reported; bad input
-publishes nothing (docs/cli.md, "rr publish")."""
+publishes nothing (docs/reference/cli.md, "rr publish")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``rr publish`` when its connection drops in the middle of the run, on RabbitMQ (3.10, 4.0,
 4.3): exit 69, and a report that says which messages were confirmed before the cut, which
 were sent and never answered (unconfirmed: they may have arrived) and how many were never
-sent (docs/cli.md, "rr publish").
+sent (docs/reference/cli.md, "rr publish").
 
 The connection goes through a TCP proxy of the test's own (tests/faults/proxy.py): only that
 connection is cut, never one of the shared servers' others. The broker's answers are held

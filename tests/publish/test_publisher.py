@@ -1,6 +1,6 @@
 """``rr.Publisher`` on RabbitMQ and on the emulator: typed encodings (the mirror of the
 handlers' decoding), message ids, confirms, and a returned message raised
-(docs/publishing.md)."""
+(docs/reference/publishing.md)."""
 
 from __future__ import annotations
 

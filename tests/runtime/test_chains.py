@@ -1,6 +1,6 @@
-"""A chain of retry queues (docs/runtime.md, "Attempts"): ``jobs`` (max_attempts 3) dead-letters
-into ``jobs.second`` (max_attempts 3), which dead-letters into ``jobs.dead``. Attempts count
-per queue: a handler that always retries sees attempts 1, 2, 3 in each, and ``jobs.dead``
+"""A chain of retry queues (docs/explanation/attempts.md, "Attempts"): ``jobs`` (max_attempts 3)
+dead-letters into ``jobs.second`` (max_attempts 3), which dead-letters into ``jobs.dead``. Attempts
+count per queue: a handler that always retries sees attempts 1, 2, 3 in each, and ``jobs.dead``
 holds the message once, from ``jobs.second``. Before, the second queue took the first one's
 count: on a classic queue rr read the dead letter's retry header (attempt 4 at once), and
 RabbitMQ 4.3 counts a server dead letter's delivery count against the next quorum queue's

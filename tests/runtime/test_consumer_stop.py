@@ -1,5 +1,5 @@
 """A stop that comes while the consumer starts again (after the broker took it away) takes no
-new consumer: nothing is handled after the stop (docs/runtime.md, "Running it";
+new consumer: nothing is handled after the stop (docs/reference/runtime.md, "Running it";
 runtime/consumer_state.py)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """RabbitMQ 4.3's own consumer timeout on quorum queues, and rr's handler timeouts
-(docs/runtime.md, "Handlers", "On RabbitMQ 4.3").
+(docs/reference/runtime.md, "Handlers", "On RabbitMQ 4.3").
 
 On 4.3 a quorum queue times its consumers out itself: a delivery not settled within the
 queue's consumer timeout (here a ``consumer-timeout`` policy on ``work`` in the test's own

@@ -1,5 +1,5 @@
 """Failures mapped to outcomes through the real consumer runtime, on each backend
-(docs/handlers.md, "Failures mapped to outcomes").
+(docs/reference/handlers.md, "Failures mapped to outcomes").
 
 Exact numbers: how many deliveries the handler saw, which headers the letter carries, and which
 queue holds the message afterwards.

@@ -1,5 +1,5 @@
-"""A handler that hangs (docs/runtime.md, "Handlers"): past its timeout the call counts as a
-failed attempt, so ``max_attempts`` ends the message in the dead-letter queue on every server
+"""A handler that hangs (docs/reference/runtime.md, "Handlers"): past its timeout the call counts as
+a failed attempt, so ``max_attempts`` ends the message in the dead-letter queue on every server
 and queue type, and the messages behind it go on. On RabbitMQ (3.10, 4.0) and the emulator.
 """
 

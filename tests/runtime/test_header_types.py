@@ -1,6 +1,6 @@
 """Every copy ``rr run`` makes keeps each application header's type tag and bytes, on the wire
-(docs/runtime.md, "What a copy keeps"): a message published with one header of each of the
-field types RabbitMQ takes (tests/wire_headers.py, over a raw socket) goes through delayed and
+(docs/explanation/attempts.md, "What a copy keeps"): a message published with one header of each of
+the field types RabbitMQ takes (tests/wire_headers.py, over a raw socket) goes through delayed and
 retry copies to its dead letter, on a classic queue (copies in memory, or through the wait
 queue of ``delay = "dlx-ttl"``) and a quorum queue; the dead letter's bytes, read over a raw
 socket, hold every one of them as it was published (as RabbitMQ itself writes a table again:

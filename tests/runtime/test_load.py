@@ -6,7 +6,7 @@
 
 In a calm run the service never loses its connection, and the counts are exact. Beside a CPU
 hog it may (its event loop misses the heartbeats): then each test says which interruptions
-it saw and holds the run to docs/runtime.md's bound instead — nothing lost, and only the
+it saw and holds the run to docs/reference/runtime.md's bound instead — nothing lost, and only the
 deliveries in flight at each interruption handled once more (classic queues) or ended one
 attempt early by the broker's count (quorum queues), dead-lettered twice, or both acked and
 dead-lettered.
@@ -189,7 +189,7 @@ async def test_5000_always_retry_messages_each_handled_3_times_and_dead_once(
     assert len(ledger.calls) == 5000
     assert set(dead) == set(ids)  # none lost
     cut = interruptions(service)
-    if cut:  # the documented bound (docs/runtime.md, "What is guaranteed")
+    if cut:  # the documented bound (docs/explanation/guarantees.md, "What is guaranteed")
         verdict = ledger.verdict(ids, dead)
         assert verdict.beyond_interruptions(interruptions=cut, window=PREFETCH) == []
         return
@@ -208,7 +208,7 @@ async def test_20000_mixed_outcomes_end_exactly_as_planned(
     assert await depth(rabbit, "work") == 0
     assert await depth(rabbit, "work.retry") == 0
     cut = interruptions(service)
-    if cut:  # the documented bound (docs/runtime.md, "What is guaranteed")
+    if cut:  # the documented bound (docs/explanation/guarantees.md, "What is guaranteed")
         assert verdict.beyond_interruptions(interruptions=cut, window=PREFETCH) == []
         return
     assert verdict.extra_calls == {}, verdict.summary()

@@ -1,6 +1,6 @@
 """The decision's log line comes before what the next queue's handler logs of the same message
-(docs/runtime.md, "Logs"). A dead letter copy is delivered to the dead-letter queue's consumer
-as soon as the server routes it, while its confirm (for a persistent message, once written)
+(docs/reference/runtime.md, "Logs"). A dead letter copy is delivered to the dead-letter queue's
+consumer as soon as the server routes it, while its confirm (for a persistent message, once written)
 may come later: rr used to log ``dead-lettered`` after the confirm, so the review handler's
 line often came first (seen in scripts/demo.sh). The line is now written before the frames go
 out. On RabbitMQ (every server) and the emulator."""

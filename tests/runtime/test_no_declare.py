@@ -85,7 +85,7 @@ async def test_starts_when_everything_is_there(backend: Backend) -> None:
 
 async def test_without_a_topology_a_missing_queue_says_why_and_where(backend: Backend) -> None:
     """rr run without --topology declares nothing: a missing queue names its vhost (the
-    server's words) and says what to give (docs/runtime.md)."""
+    server's words) and says what to give (docs/reference/runtime.md)."""
     running = Service(
         HandlerSet(module="t", subscribers=(Subscriber("nowhere", noop, "t"),)),
         topology=None,

@@ -1,4 +1,5 @@
-"""Every row of docs/runtime.md's outcome table through the real consumer runtime, on each backend.
+"""Every row of docs/reference/runtime.md's outcome table through the real consumer runtime, on each
+backend.
 
 Exact numbers: how many deliveries the handler saw, with which headers, and which queue holds
 the message afterwards.
@@ -444,8 +445,8 @@ async def test_a_copy_refused_past_the_hold_limit_sends_the_original_back(
 
 
 async def test_a_refused_copy_holds_its_original_for_the_whole_hold_limit() -> None:
-    """The default hold is 60 s (docs/runtime.md): tries after 0.5, 1, 2, 4, 8, 16 and 28.5 s
-    (the last one cut to end the hold), then the original goes back and the handler runs
+    """The default hold is 60 s (docs/reference/runtime.md): tries after 0.5, 1, 2, 4, 8, 16 and
+    28.5 s (the last one cut to end the hold), then the original goes back and the handler runs
     again. (The last wait used to be skipped: the original went back after 31.5 s.)"""
     backend = EmulatorBackend()
     seen = Seen()

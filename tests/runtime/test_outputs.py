@@ -1,4 +1,4 @@
-"""A handler's outputs (docs/runtime.md, "Publishing"): held while it runs, published
+"""A handler's outputs (docs/reference/runtime.md, "Publishing"): held while it runs, published
 mandatory and confirmed when it acks, and only then is the original acked; dropped unsent for
 any other outcome; an output that is not confirmed makes the delivery a retry
 (``rr.OutputFailed``), so its last attempt dead-letters it. Counted by message id on RabbitMQ

@@ -1,5 +1,5 @@
-"""A handler that says its dependency is down pauses its queue (docs/handlers.md, "Pausing a
-queue"): the message goes back (``basic.nack``), the consumer is cancelled for the pause and
+"""A handler that says its dependency is down pauses its queue (docs/reference/handlers.md, "Pausing
+a queue"): the message goes back (``basic.nack``), the consumer is cancelled for the pause and
 consumes again by itself, and no message is lost or dead-lettered. On RabbitMQ 3.10, 4.0 and
 4.3 and on the emulator set to each, classic and quorum queues.
 
@@ -254,7 +254,7 @@ async def test_the_other_deliveries_of_a_paused_queue_finish_and_a_later_pause_e
 async def test_on_a_counting_quorum_queue_each_pause_spends_an_attempt(backend: Backend) -> None:
     """RabbitMQ 3.10 and 4.0 count every give-back of a quorum queue: a message paused on
     often enough is dead-lettered by the server's delivery limit (max_attempts - 1), as a
-    retry would have been (docs/handlers.md, "Pausing a queue")."""
+    retry would have been (docs/reference/handlers.md, "Pausing a queue")."""
     if backend.version not in ("3.10", "4.0"):
         pytest.skip("4.3 does not count a basic.nack: a pause spends nothing there")
     pause_s = pause_of(backend)

@@ -1,6 +1,6 @@
 """A running ``rr run`` takes a changed ``max_attempts`` from its topology file for the next
-delivery, without a restart (docs/runtime.md, "Changing max_attempts while it runs"), on the
-emulator: exact deliveries per message, and which queue holds each afterwards.
+delivery, without a restart (docs/reference/runtime.md, "Changing max_attempts while it runs"), on
+the emulator: exact deliveries per message, and which queue holds each afterwards.
 
 - a classic queue (rr counts): 2 attempts before the reload, 4 after;
 - a delivery being handled when the file changes finishes with the policy it started with;

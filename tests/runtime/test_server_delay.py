@@ -1,5 +1,5 @@
-"""``delay = "server"``: RabbitMQ 4.3's delayed retries of a quorum queue (docs/runtime.md,
-"The quorum queue waits: `delay = "server"`").
+"""``delay = "server"``: RabbitMQ 4.3's delayed retries of a quorum queue
+(docs/explanation/attempts.md, "The quorum queue waits: `delay = "server"`").
 
 On 4.3 rr makes no copy and declares no wait queue: every retry is a counted
 ``basic.reject(requeue=true)`` and the queue holds the message back ``min(delay_min x

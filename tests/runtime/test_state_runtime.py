@@ -1,5 +1,5 @@
 """The service's state and handler classes through the real runtime, on each backend
-(docs/handlers.md, "The service's state", "Handler classes"): exact counts.
+(docs/reference/handlers.md, "The service's state", "Handler classes"): exact counts.
 
 * An @on_startup hook returning an async context manager: entered once before the first
   delivery, the handler gets its value through State[T], and its __aexit__ runs once, after

@@ -1,6 +1,6 @@
-"""A stop never loses an in-memory delayed copy (docs/runtime.md, "What is guaranteed"): it
-publishes every pending copy at once, pipelined, each exactly once; a stop while rr waits to
-reconnect connects again only to publish them; and what the broker has not confirmed by the
+"""A stop never loses an in-memory delayed copy (docs/explanation/guarantees.md, "What is
+guaranteed"): it publishes every pending copy at once, pipelined, each exactly once; a stop while rr
+waits to reconnect connects again only to publish them; and what the broker has not confirmed by the
 end of ``--shutdown-timeout`` is saved to a file that ``rr dlq import`` publishes.
 
 The fault suite (tests/faults/test_stop_faults.py) does the same to an ``rr run`` process

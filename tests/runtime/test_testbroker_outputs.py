@@ -1,5 +1,5 @@
 """``TestBroker.published``: the outputs handlers published and the broker confirmed, by queue
-or exchange, counted exactly (docs/testing.md, "Outputs")."""
+or exchange, counted exactly (docs/how-to/test-a-service.md, "Outputs")."""
 
 from __future__ import annotations
 

@@ -95,8 +95,8 @@ async def test_memory_delays_run_on_the_virtual_clock() -> None:
 
 
 def test_the_rr_topology_mark_reads_its_file_beside_the_test(tmp_path: Path) -> None:
-    """docs/testing.md, "The pytest fixture": the path is relative to the test file, not to
-    the directory pytest runs in."""
+    """docs/how-to/test-a-service.md, "The pytest fixture": the path is relative to the test file,
+    not to the directory pytest runs in."""
     suite = tmp_path / "service" / "tests"
     suite.mkdir(parents=True)
     (suite / "topology.toml").write_text("[queues.orders]\nmax_attempts = 2\n")
@@ -122,11 +122,11 @@ def test_the_rr_topology_mark_reads_its_file_beside_the_test(tmp_path: Path) -> 
 async def test_a_policy_held_topology_gets_its_policies_from_the_fixture(
     rr_broker: TestBroker,
 ) -> None:
-    """settings = "policy" (docs/topology.md, "Changing a topology"): the wait queue's
-    settings are in rr's policy, and its copies still come back to their queue."""
+    """settings = "policy" (docs/how-to/migrate-to-quorum.md, "Changing a topology"): the wait
+    queue's settings are in rr's policy, and its copies still come back to their queue."""
     seen.clear()
     assert {policy.name for policy in rr_broker.emulator.policies()} == {"rr.orders.retry"}
-    # only its type stays in the declare (docs/topology.md, "The queue's type")
+    # only its type stays in the declare (docs/reference/topology.md, "The queue's type")
     assert rr_broker.emulator.queue("orders.retry").arguments == {"x-queue-type": "classic"}
     await rr_broker.run(always_later)
     await rr_broker.publish("orders", {"id": 1})

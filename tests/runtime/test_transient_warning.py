@@ -1,6 +1,6 @@
 """``rr run`` declaring a transient (non-durable) queue: declared on every server, and from
-RabbitMQ 4 (a deprecated feature there, docs/topology.md "durable") one warning a run, not one
-per connection."""
+RabbitMQ 4 (a deprecated feature there, docs/reference/topology.md "durable") one warning a run, not
+one per connection."""
 
 from __future__ import annotations
 
@@ -45,5 +45,5 @@ async def test_rr_run_warns_once_a_run_about_transient_queues(
         "deprecated feature on RabbitMQ 4 (transient_nonexcl_queues), permitted by default on "
         "4.0.5 and 4.3.6, but a server configured to deny it closes the connection on their "
         "declare (541; rr checks the server's setting when given its management URL, "
-        "docs/cluster.md); make it durable"
+        "rr docs run-on-a-cluster); make it durable"
     ]

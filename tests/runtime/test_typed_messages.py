@@ -1,4 +1,4 @@
-"""Typed handlers (docs/handlers.md, "Typed messages"): the body decoded into the first
+"""Typed handlers (docs/reference/handlers.md, "Typed messages"): the body decoded into the first
 parameter's type; a body that does not decode is never handled and never retried: rr
 dead-letters it after its one delivery (``rr-error-type = rr.DecodeError``, the reason in
 ``rr-error-message``) on classic and quorum queues, or drops it with

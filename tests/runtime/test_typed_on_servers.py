@@ -1,6 +1,6 @@
 """Each kind of type a handler's first parameter may take, through the real consumer runtime
-on RabbitMQ 3.10, 4.0, 4.3 and the emulator (docs/handlers.md, "What the first parameter can
-be"): the value the handler receives, one delivery, nothing dead-lettered, nothing left."""
+on RabbitMQ 3.10, 4.0, 4.3 and the emulator (docs/reference/handlers.md, "What the first parameter
+can be"): the value the handler receives, one delivery, nothing dead-lettered, nothing left."""
 
 from __future__ import annotations
 

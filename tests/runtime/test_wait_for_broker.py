@@ -1,4 +1,4 @@
-"""``rr run --wait-for-broker SECONDS`` (docs/runtime.md, "Running it"): a service started
+"""``rr run --wait-for-broker SECONDS`` (docs/reference/runtime.md, "Running it"): a service started
 before its broker keeps trying the first connection with a growing pause, logged, and then
 consumes; without it, or once the time is up, the first failure ends the run; refused
 credentials end it at once."""

@@ -18,7 +18,7 @@ from rabbitctl_retry.runtime.workers import (
     final_code,
     worker_argv,
 )
-from tests.cli.test_run_metrics import sample
+from tests.metrics_page import sample
 
 
 def test_a_worker_runs_the_same_command_without_workers_and_metrics_options() -> None:

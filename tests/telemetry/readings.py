@@ -1,4 +1,4 @@
-"""The metrics of docs/runtime.md, "Metrics", read back the same way from both exporters:
+"""The metrics of docs/reference/metrics.md, "Metrics", read back the same way from both exporters:
 the Prometheus page of ``rr run --metrics-port`` (RunMetrics) and an OpenTelemetry SDK's
 in-memory reader, as one table of (what, destination, detail) -> number."""
 

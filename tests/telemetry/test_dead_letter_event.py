@@ -12,22 +12,9 @@ from rabbitctl_retry.retry.policy import decide
 from rabbitctl_retry.runtime.service import policy_for
 from rabbitctl_retry.telemetry.tracing import dead_letter_attributes, settle_frame
 from rabbitctl_retry.topology.load import load_text
+from tests.telemetry.conftest import REFUNDS_AND_PAYOUTS
 
-TOPOLOGY = load_text(
-    """
-[queues.refunds]
-max_attempts = 3
-dead_letter = "refunds.dead"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 3
-dead_letter = "payouts.dead"
-
-[queues.plain]
-max_attempts = 3
-"""
-)
+TOPOLOGY = load_text(REFUNDS_AND_PAYOUTS + "\n[queues.plain]\nmax_attempts = 3\n")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BOOM = Failure(type="Boom", message="no")
 H = "x-ruststream-retry-count"

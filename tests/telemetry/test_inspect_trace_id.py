@@ -1,6 +1,6 @@
 """``rr dlq inspect`` shows each letter's trace id, read from its ``traceparent`` without
-OpenTelemetry (docs/dlq.md, "JSON output"): ``trace_id`` in JSON, ``null`` when the letter has
-none or a malformed one; ``trace: ...`` in the table."""
+OpenTelemetry (docs/reference/dlq.md, "JSON output"): ``trace_id`` in JSON, ``null`` when the letter
+has none or a malformed one; ``trace: ...`` in the table."""
 
 from __future__ import annotations
 

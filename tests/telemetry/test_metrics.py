@@ -1,5 +1,5 @@
-"""The metrics shared with RustStream (docs/runtime.md, "Metrics") counted through the real
-consumer runtime, on the emulator and on each RabbitMQ server: the same exact numbers on the
+"""The metrics shared with RustStream (docs/reference/metrics.md, "Metrics") counted through the
+real consumer runtime, on the emulator and on each RabbitMQ server: the same exact numbers on the
 Prometheus page (RunMetrics) and through an OpenTelemetry meter (the SDK's in-memory reader,
 with a provider given to the service, never the process's global one)."""
 

@@ -1,5 +1,5 @@
-"""dashboards/rr.json (docs/runtime.md, "Metrics"): it loads into Grafana's dashboard model
-(the grafana-foundation-sdk, whose Python models are generated from Grafana's schema: every
+"""dashboards/rr.json (docs/reference/metrics.md, "Metrics"): it loads into Grafana's dashboard
+model (the grafana-foundation-sdk, whose Python models are generated from Grafana's schema: every
 field of the file is one the schema knows, with the value it was given), and every metric a
 panel queries is one ``rr run --metrics-port``'s page serves after handling messages, with
 the labels the panel selects on; a decode failure and a panic counted on both exporters."""

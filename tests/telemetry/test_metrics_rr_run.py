@@ -1,13 +1,10 @@
 """A real ``rr run --metrics-port`` on RabbitMQ serves the names shared with RustStream
-(docs/runtime.md, "Metrics") with exact numbers, and every metric dashboards/rr.json queries."""
+(docs/reference/metrics.md, "Metrics") with exact numbers, and every metric dashboards/rr.json
+queries."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +13,8 @@ import pytest
 from rabbitctl_retry.retry.headers import PUBLISHED_AT_HEADER
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
-from tests.cli.test_run_metrics import answers, free_port, get, until
 from tests.dlq.support import publish_all
+from tests.metrics_page import get, served_run, until
 from tests.telemetry.readings import prometheus_reading
 from tests.telemetry.test_metrics_dashboard import DASHBOARD, METRIC
 
@@ -79,21 +76,7 @@ async def test_rr_run_serves_the_shared_names_and_every_name_the_dashboard_reads
 
 
 async def _served_page(backend: RabbitBackend, tmp_path: Path) -> str:
-    port = free_port()
-    (tmp_path / "metered_svc.py").write_text(SERVICE, encoding="utf-8")
-    (tmp_path / "topology.toml").write_text(TOPOLOGY, encoding="utf-8")
-    command = [sys.executable, "-m", "rabbitctl_retry", "run", "metered_svc", "-t", "topology.toml"]
-    process = subprocess.Popen(
-        [*command, "--url", backend.url, "--metrics-port", str(port)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "RR_OTEL"},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] == 200)
+    with served_run(backend.url, tmp_path, SERVICE, TOPOLOGY, otel=False) as (_, base):
         stamp = Properties(headers={PUBLISHED_AT_HEADER: str(int(time.time() * 1000))})
         messages = [(b"ok", stamp), (b"ok", Properties()), (b"boom", Properties())]
         await publish_all(backend, "metered", [*messages, (b"bad", Properties())])
@@ -107,6 +90,3 @@ async def _served_page(backend: RabbitBackend, tmp_path: Path) -> str:
             )
 
         return until(lambda: get(f"{base}/metrics")[1], settled)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)

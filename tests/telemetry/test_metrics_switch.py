@@ -1,4 +1,4 @@
-"""When rr records the OpenTelemetry metrics (docs/runtime.md, "Metrics"): with a meter
+"""When rr records the OpenTelemetry metrics (docs/reference/metrics.md, "Metrics"): with a meter
 provider given, or the global one set; never with ``RR_OTEL=off``; and a service that has
 neither never imports opentelemetry. Each case runs in a process of its own (the global
 provider is set there, never in the test process), on the emulator."""

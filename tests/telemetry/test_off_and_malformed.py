@@ -1,7 +1,7 @@
 """Tracing off by default (the API installed, nothing configured): rr imports no
 OpenTelemetry and its copies are byte for byte what they were; ``RR_OTEL=off`` wins over a
 provider; a malformed ``traceparent`` is a new root, never an error; handler outputs and
-in-memory delayed copies carry the span of the attempt that made them (docs/runtime.md,
+in-memory delayed copies carry the span of the attempt that made them (docs/reference/runtime.md,
 "Tracing and metrics")."""
 
 from __future__ import annotations

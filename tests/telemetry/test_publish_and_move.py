@@ -1,6 +1,6 @@
 """``rr publish`` and ``rr dlq move`` with tracing on: each message a PRODUCER span whose
 trace context it carries, with a publish stamp; a moved letter's span is a child of the
-letter's own ``traceparent`` (docs/runtime.md, "Tracing and metrics")."""
+letter's own ``traceparent`` (docs/reference/runtime.md, "Tracing and metrics")."""
 
 from __future__ import annotations
 

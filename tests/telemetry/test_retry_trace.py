@@ -1,4 +1,4 @@
-"""One message's trace across its retries (docs/runtime.md, "Tracing and metrics"), on the
+"""One message's trace across its retries (docs/reference/runtime.md, "Tracing and metrics"), on the
 emulator and on each RabbitMQ server, with an SDK tracer provider handed to rr explicitly.
 
 Published by ``rr.Publisher`` (a PRODUCER span), failed three times on a classic queue with
@@ -28,18 +28,7 @@ from rabbitctl_retry.telemetry.trace_context import parse_traceparent
 from rabbitctl_retry.topology.load import load_text
 from tests.backends import Backend
 from tests.observe import depth, peek
-from tests.telemetry.conftest import Spans
-
-TOPOLOGY = """
-[queues.refunds]
-max_attempts = 3
-dead_letter = "refunds.dead"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 3
-dead_letter = "payouts.dead"
-"""
+from tests.telemetry.conftest import REFUNDS_AND_PAYOUTS, Spans
 
 
 class Declined(Exception):
@@ -47,7 +36,7 @@ class Declined(Exception):
 
 
 DECLINED = f"{__name__}.Declined"
-"""``rr-error-type`` of the handler's exception (docs/handlers.md)."""
+"""``rr-error-type`` of the handler's exception (docs/reference/handlers.md)."""
 
 
 def failing(seen: list[Message]) -> Any:
@@ -61,7 +50,7 @@ def failing(seen: list[Message]) -> Any:
 def service(backend: Backend, queue: str, handler: Any, spans: Spans) -> Service:
     return Service(
         HandlerSet(module="test", subscribers=(Subscriber(queue, handler, f"test:{queue}"),)),
-        topology=load_text(TOPOLOGY),
+        topology=load_text(REFUNDS_AND_PAYOUTS),
         connect=backend.connect,
         options=RunOptions(prefetch=10, shutdown_timeout_s=5),
         clock=backend.clock,

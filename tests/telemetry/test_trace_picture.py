@@ -1,5 +1,5 @@
 """scripts/trace_picture.py draws the spans kept beside docs/images/trace-retries.png: one row
-per span, children under their parent, the dead-lettering as an event (docs/runtime.md,
+per span, children under their parent, the dead-lettering as an event (docs/reference/runtime.md,
 "Tracing and metrics")."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``mypy --strict`` on typed handlers (docs/handlers.md, "Type checking"): the file written
-as the guide writes it passes; each mistake in the other is found on its line."""
+"""``mypy --strict`` on typed handlers (docs/reference/handlers.md, "Type checking"): the file
+written as the guide writes it passes; each mistake in the other is found on its line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed handlers as docs/handlers.md writes them: ``mypy --strict`` passes on this file
+"""Typed handlers as docs/reference/handlers.md writes them: ``mypy --strict`` passes on this file
 (tests/typechecks/test_mypy.py)."""
 
 from __future__ import annotations

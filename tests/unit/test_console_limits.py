@@ -1,8 +1,8 @@
 """Pure: what ``rr console --bind`` means and what a failed listen says
 (console/address.py), the Host rules of a console on every address (console/security.py),
 the web server's limits (console/limits.py) and who uses a queue while a run moves it
-(console/queue_use.py); docs/console.md, "Security", "Limits", "While a run moves a queue's
-letters"."""
+(console/queue_use.py); docs/reference/console.md, "Security", "Limits", "While a run moves a
+queue's letters"."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
-"""Pure: the console's access rules (console/security.py) and its escaping (console/html.py),
-docs/console.md, "Security"."""
+"""Pure: the console's access rules (console/security.py) and its escaping
+(console/views/base.py; a body: console/views/message.py), docs/reference/console.md, "Security"."""
 
 from __future__ import annotations
 
 import pytest
 
-from rabbitctl_retry.console import html
 from rabbitctl_retry.console import security as sec
+from rabbitctl_retry.console.views import base as html
+from rabbitctl_retry.console.views import message
 
 TOKEN = "t" * 32
 
@@ -76,10 +77,10 @@ def test_every_value_is_escaped(value: str, shown: str) -> None:
 
 
 def test_a_binary_body_is_a_hex_dump() -> None:
-    shown = html.body_html(b"\x00\x01<script>")
+    shown = message.body_html(b"\x00\x01<script>")
     assert "<script>" not in shown
     assert "00 01 3c 73" in shown
-    text = html.body_html(b"<b>bold</b>")
+    text = message.body_html(b"<b>bold</b>")
     assert "&lt;b&gt;bold&lt;/b&gt;" in text
-    cut = html.body_html(b"x" * (html.MAX_BODY_BYTES + 10))
+    cut = message.body_html(b"x" * (message.MAX_BODY_BYTES + 10))
     assert "10 more bytes not shown" in cut

@@ -1,4 +1,4 @@
-"""runtime/decoding.py: a body into a handler's type, pure (docs/handlers.md, "Typed
+"""runtime/decoding.py: a body into a handler's type, pure (docs/reference/handlers.md, "Typed
 messages"): every type, every content-type rule, malformed bodies, nested errors by path."""
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ def test_types_rr_does_not_decode_into_fail_at_load() -> None:
 
 
 def test_rr_imports_neither_pydantic_nor_msgspec() -> None:
-    """Only a handler that names one of their types brings them in (docs/handlers.md)."""
+    """Only a handler that names one of their types brings them in (docs/reference/handlers.md)."""
     script = (
         "import sys, dataclasses\n"
         "from rabbitctl_retry.cli import main\n"

@@ -15,8 +15,8 @@ from rabbitctl_retry.topology.load import load_file, load_text
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topology.toml"
 
 CLASSIC = {"x-queue-type": "classic"}
-"""A plain classic queue's arguments: its type, always sent (docs/topology.md, "The queue's
-type")."""
+"""A plain classic queue's arguments: its type, always sent (docs/reference/topology.md, "The
+queue's type")."""
 
 
 def _queue(

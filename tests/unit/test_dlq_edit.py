@@ -1,4 +1,4 @@
-"""Pure: dlq/edit.py, what ``rr dlq edit`` may change and the copy it makes (docs/dlq.md,
+"""Pure: dlq/edit.py, what ``rr dlq edit`` may change and the copy it makes (docs/reference/dlq.md,
 "Edit and retry")."""
 
 from __future__ import annotations

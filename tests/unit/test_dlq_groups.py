@@ -1,4 +1,4 @@
-"""Pure: dlq/groups.py, the causes of dead letters and their group ids (docs/dlq.md,
+"""Pure: dlq/groups.py, the causes of dead letters and their group ids (docs/reference/dlq.md,
 "Groups"), and ``--where group=ID`` (dlq/filters.py)."""
 
 from __future__ import annotations

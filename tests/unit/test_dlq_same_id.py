@@ -1,5 +1,5 @@
 """Pure: dlq/same_id.py, how an edit finds the very letter that was read: its place among the
-letters with its id and its checksums (docs/dlq.md, "Edit and retry")."""
+letters with its id and its checksums (docs/reference/dlq.md, "Edit and retry")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Pure tables for doctor/declared.py's checks of the live queues against the file (docs/cli.md, "rr
-doctor"): what ``rr declare`` would refuse, in its words, from the same plan; and the vhost's
-default queue type."""
+"""Pure tables for doctor/declared.py's checks of the live queues against the file
+(docs/reference/cli.md, "rr doctor"): what ``rr declare`` would refuse, in its words, from the same
+plan; and the vhost's default queue type."""
 
 from __future__ import annotations
 

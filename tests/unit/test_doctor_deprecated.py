@@ -1,5 +1,5 @@
 """``rr doctor``'s findings from the server's deprecated-features table and RabbitMQ 4.3's
-counting rules, pure (docs/cli.md, "rr doctor"): the table (or why it was not read) and a
+counting rules, pure (docs/reference/cli.md, "rr doctor"): the table (or why it was not read) and a
 topology in, findings out."""
 
 from __future__ import annotations

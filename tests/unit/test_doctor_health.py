@@ -1,4 +1,4 @@
-"""``rr doctor``'s checks of the server now, pure (docs/cli.md, "rr doctor"): the nodes'
+"""``rr doctor``'s checks of the server now, pure (docs/reference/cli.md, "rr doctor"): the nodes'
 resource alarms, the consumers the topology expects (none on a wait queue), a quorum queue's
 members online against its replicas, and its dead-letter queues; each from plain values of
 what was read (``QueueCounts``, ``ClusterRead``), with the exact findings."""
@@ -346,7 +346,7 @@ def test_fewer_online_than_a_majority_is_an_error() -> None:
 
 def test_replicas_above_the_cluster_size_expect_every_node() -> None:
     """On a cluster smaller than ``replicas`` the queue has a member on every node
-    (docs/topology.md): a one-node server holds ``ledger`` (replicas = 3) whole."""
+    (docs/reference/topology.md): a one-node server holds ``ledger`` (replicas = 3) whole."""
     read = ClusterRead((node("rabbit@a"),), (quorum("ledger", "a", "a"),))
 
     assert quorum_member_findings(desired(), facts(cluster=read)) == []

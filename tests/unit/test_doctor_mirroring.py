@@ -1,6 +1,6 @@
 """``rr doctor``'s findings on classic queue mirroring, pure: on RabbitMQ 3.x, the classic
 queues an ``ha-mode`` policy mirrors, which keep one copy after an upgrade to 4.0 (it
-removed mirroring and refuses ``ha-*`` policy keys: measured on 4.0.5); docs/cli.md,
+removed mirroring and refuses ``ha-*`` policy keys: measured on 4.0.5); docs/reference/cli.md,
 "rr doctor"."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_a_mirrored_classic_queue_is_a_warning_naming_the_policy_and_the_way_out
     assert "one copy, on one node: losing that node loses its messages" in message
     assert 'type = "quorum" (with replicas)' in message
     assert "rr migrate TOPOLOGY rebuilds it with its messages" in message
-    assert 'docs/topology.md, "Migrating a queue"' in message
+    assert 'rr docs migrate-to-quorum "Migrating a queue"' in message
     assert "they keep one copy, on one node" in found[0].message
 
 

@@ -1,6 +1,6 @@
 """The release a test asks the emulator for (``TestBroker(server_version=...)``, the pytest
 plugin's ``rr_server_version``): a RabbitMQ version from 3.10 on, or a ValueError naming the
-releases the emulator is proven against, never a silent 0.0.0 (docs/testing.md)."""
+releases the emulator is proven against, never a silent 0.0.0 (docs/reference/testing.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The emulator's resolution of arguments, policies and operator policies
-(emulator/policies.py) as a table: the measured rules of docs/topology.md ("Policies and
+(emulator/policies.py) as a table: the measured rules of docs/reference/topology.md ("Policies and
 arguments"), including what the contract scenarios cannot wait for (a quorum queue's expiry,
 checked by the server on a tick of 8 to 12 s)."""
 

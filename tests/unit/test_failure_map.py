@@ -1,6 +1,6 @@
 """The failure mapping of ``@subscriber(..., drop_on=..., retry_after_on=..., ...)``: which
-exception becomes which outcome (retry/failure_map.py, docs/handlers.md "Failures mapped to
-outcomes")."""
+exception becomes which outcome (retry/failure_map.py, docs/reference/handlers.md "Failures mapped
+to outcomes")."""
 
 from __future__ import annotations
 

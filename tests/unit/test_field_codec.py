@@ -1,6 +1,6 @@
 """rr's field-table codec (``field_codec.py``): every type RabbitMQ takes is read, and written
 again with its type tag and bytes; what changed is written by its Python type; order is the
-table's (docs/runtime.md, "What a copy keeps")."""
+table's (docs/explanation/attempts.md, "What a copy keeps")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """runtime/http_head.py: what the bytes a metrics client sent make, as a table (issue #42;
-docs/runtime.md, "Metrics and health")."""
+docs/reference/metrics.md, "Metrics and health")."""
 
 from __future__ import annotations
 

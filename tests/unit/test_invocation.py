@@ -1,5 +1,5 @@
 """runtime/invocation.py: a handler's parameters read once, the arguments built per delivery
-(docs/handlers.md, "Typed messages"); the load errors of parameters rr cannot fill."""
+(docs/reference/handlers.md, "Typed messages"); the load errors of parameters rr cannot fill."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def root_as_it_was() -> Iterator[None]:
 
 def test_a_worker_of_rr_run_workers_tags_every_line(capsys: pytest.CaptureFixture[str]) -> None:
     """``rr run --workers``: each worker's lines say which worker wrote them, first among the
-    fields, whatever the record carried (docs/runtime.md, "Logs")."""
+    fields, whatever the record carried (docs/reference/runtime.md, "Logs")."""
     from rabbitctl_retry.cli.logs import LogFormat, configure_logging
 
     configure_logging("info", LogFormat.TEXT, worker="2/4")
@@ -81,7 +81,7 @@ def test_a_worker_of_rr_run_workers_tags_every_line(capsys: pytest.CaptureFixtur
 
 def test_a_line_inside_a_handler_call_carries_the_call(capsys: pytest.CaptureFixture[str]) -> None:
     """A handler's own logger prints at the level, with the call's fields before its own
-    (docs/handlers.md, "Logs from handlers")."""
+    (docs/reference/handlers.md, "Logs from handlers")."""
     from rabbitctl_retry.cli.logs import LogFormat, configure_logging
     from rabbitctl_retry.runtime import handler_context
     from rabbitctl_retry.runtime.handler_context import HandlerCall

@@ -1,4 +1,5 @@
-"""The management API's URL and the vhost it is asked about (docs/cluster.md, "Replicas")."""
+"""The management API's URL and the vhost it is asked about (docs/how-to/run-on-a-cluster.md,
+"Replicas")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """decide() as one table: every row of the decision table (``retry/policy.py``'s docstring and
-the outcome and delay tables of docs/runtime.md) is one parametrized row with its exact result.
+the outcome and delay tables of docs/reference/runtime.md) is one parametrized row with its exact
+result.
 
 Each row names the ``retry/policy.py`` table row it exercises (``rule``) and the
-docs/runtime.md table rows it illustrates (``docs``); ``test_the_table_covers_every_row``
+docs/reference/runtime.md table rows it illustrates (``docs``); ``test_the_table_covers_every_row``
 checks both against the documents, and that the rows reach every outcome kind, action type,
 event, copy purpose and delay mode decide() has, so a new kind in the code without a row here
 fails.
@@ -46,20 +47,24 @@ from rabbitctl_retry.retry.policy import (
 )
 from rabbitctl_retry.topology.model import DelayMode, Queue, QueueType
 
-RUNTIME_MD = Path(__file__).parents[2] / "docs" / "runtime.md"
+TABLE_PAGES = (
+    Path(__file__).parents[2] / "docs" / "reference" / "headers.md",  # the outcome table
+    Path(__file__).parents[2] / "docs" / "explanation" / "attempts.md",  # the delay table
+)
 
 H = "x-ruststream-retry-count"
-"""The default retry header (docs/runtime.md, "Attempts")."""
+"""The default retry header (docs/explanation/attempts.md, "Attempts")."""
 
 NOW = datetime(2026, 11, 30, 14, 0, 0, 123000, tzinfo=timezone(timedelta(hours=2)))
 STAMP = "2026-11-30T12:00:00.123Z"
-"""``NOW`` as ``rr-failed-at`` writes it: ISO 8601 UTC (docs/runtime.md, "Attempts")."""
+"""``NOW`` as ``rr-failed-at`` writes it: ISO 8601 UTC (docs/explanation/attempts.md,
+"Attempts")."""
 
 BOOM = Failure(type="payments.GatewayError", message="gateway said 503")
-"""What a handler that raised hands to decide() (docs/runtime.md, "Handlers")."""
+"""What a handler that raised hands to decide() (docs/reference/runtime.md, "Handlers")."""
 
 # The policies, as topology queues declare them (RetryPolicy.of derives the wait queues and
-# the delayed-message exchange from the queue name, as docs/runtime.md "Delays" says).
+# the delayed-message exchange from the queue name, as docs/reference/runtime.md "Delays" says).
 REFUNDS = RetryPolicy.of(Queue(name="refunds", max_attempts=5, dead_letter="refunds.dead"))
 REFUNDS_TTL = RetryPolicy.of(
     Queue(name="refunds", max_attempts=5, dead_letter="refunds.dead", delay=DelayMode.DLX_TTL)
@@ -116,7 +121,7 @@ JOBS_SERVER = RetryPolicy.of(
 AUDIT = RetryPolicy.of(Queue(name="audit", type=QueueType.QUORUM))
 """Quorum, no cap, no dead-letter queue."""
 
-# The first cells of docs/runtime.md's two tables.
+# The first cells of docs/reference/runtime.md's two tables.
 ACK_ROW = "`Outcome.ack()` / `None`"
 RETRY_ROW = "`Outcome.retry()`"
 DROP_ROW = "`Outcome.drop()`"
@@ -797,8 +802,8 @@ def _policy_table_rows() -> set[tuple[str, str]]:
 
 
 def _runtime_table_rows(header: str) -> set[str]:
-    """The first cells of the docs/runtime.md table whose header line is ``header``."""
-    lines = RUNTIME_MD.read_text(encoding="utf-8").splitlines()
+    """The first cells of the docs/reference/runtime.md table whose header line is ``header``."""
+    lines = "\n".join(page.read_text(encoding="utf-8") for page in TABLE_PAGES).splitlines()
     start = lines.index(header) + 2
     cells = set()
     for line in lines[start:]:
@@ -820,7 +825,7 @@ def test_the_table_covers_every_row() -> None:
     # Every row of the policy.py table, and only those.
     assert rules == _policy_table_rows()
     assert len(rules) == 21
-    # Every row of docs/runtime.md's outcome and delay tables, and only those.
+    # Every row of docs/reference/runtime.md's outcome and delay tables, and only those.
     assert docs == _runtime_table_rows("| outcome | frame | effect |") | _runtime_table_rows(
         "| `delay` | where the copy waits | guarantees |"
     )

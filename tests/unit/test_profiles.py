@@ -1,4 +1,4 @@
-"""rr's configuration file (``profiles.py``, docs/cli.md "Profiles"): what a file means,
+"""rr's configuration file (``profiles.py``, docs/reference/cli.md "Profiles"): what a file means,
 what it refuses, and the URLs a profile connects with, as tables."""
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def test_what_a_profile_cannot_add(
 
 
 def test_the_example_of_docs_cli_md_is_a_valid_file() -> None:
-    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[2] / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
     section = text[text.index("### Profiles") :]
     block = section[section.index("```toml\n") + len("```toml\n") : section.index("\n```\n")]
 

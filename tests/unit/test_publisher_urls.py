@@ -1,5 +1,5 @@
 """Where ``rr.Publisher`` connects: the URLs, profiles, vhost and environment of every command
-(docs/publishing.md, "Where it connects"; docs/cli.md, "Profiles")."""
+(docs/reference/publishing.md, "Where it connects"; docs/reference/cli.md, "Profiles")."""
 
 from __future__ import annotations
 

@@ -170,7 +170,8 @@ def test_each_measured_row_is_its_servers() -> None:
 
 
 def test_every_behaviour_is_documented() -> None:
-    """Every field but the row's own names says what it decides (docs/testing.md's table)."""
+    """Every field but the row's own names says what it decides (docs/reference/testing.md's
+    table)."""
     undocumented = [
         item.name
         for item in dataclasses.fields(ServerRelease)

@@ -1,4 +1,5 @@
-"""decide(): the decision table of docs/runtime.md, row by row, with exact headers and counts."""
+"""decide(): the decision table of docs/reference/runtime.md, row by row, with exact headers and
+counts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Which connections are rr's (``server.is_rr_client``): by what rr's own client says of
-itself, and by the names rr gives its connections (docs/cli.md, "Consumers that are not
+itself, and by the names rr gives its connections (docs/reference/cli.md, "Consumers that are not
 rr")."""
 
 from __future__ import annotations

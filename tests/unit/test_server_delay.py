@@ -1,7 +1,7 @@
 """``delay = "server"`` (RabbitMQ 4.3's delayed retries of a quorum queue) in the pure core:
 what loads and what is refused, the arguments it declares, the plan on each server release
-and the wait rr reports (docs/topology.md, "Delays"; docs/runtime.md, "The quorum queue
-waits")."""
+and the wait rr reports (docs/reference/topology.md, "Delays"; docs/explanation/attempts.md, "The
+quorum queue waits")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The suite's one table of servers (tests/shared_node.py; docs/testing.md, "Three servers"):
-what each line is, how the environment points the suite at a contributor's own servers, which
-lines a run tests on, and that scripts/rabbitmq-chroot.sh builds the nodes the table names."""
+"""The suite's one table of servers (tests/shared_node.py; docs/reference/testing.md, "Three
+servers"): what each line is, how the environment points the suite at a contributor's own servers,
+which lines a run tests on, and that scripts/rabbitmq-chroot.sh builds the nodes the table names."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``rr status --service``: the paused queues read from services' metrics pages
-(cli/status_services.py; docs/cli.md, "rr status"), pure: pages and a time in."""
+(cli/status_services.py; docs/reference/cli.md, "rr status"), pure: pages and a time in."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The service's state, handler classes, and a state given to a test (docs/handlers.md, "The
-service's state", "Handler classes", "Testing handlers"): resolution rules with their exact
+"""The service's state, handler classes, and a state given to a test (docs/reference/handlers.md,
+"The service's state", "Handler classes", "Testing handlers"): resolution rules with their exact
 errors, the hooks' order, the loader's classes and instances, TestBroker.run(state=),
 simulate(state=) and rr simulate --state."""
 
@@ -157,7 +157,7 @@ async def test_two_hooks_returning_a_value_is_an_error_naming_both() -> None:
         await call_hooks((open_db, open_processor), "startup", lifespan=Lifespan())
     assert str(caught.value) == (
         "@on_startup hooks open_db and open_processor both returned a value: return one value "
-        'holding both (a dataclass; docs/handlers.md, "The service\'s state")'
+        'holding both (a dataclass; rr docs handlers "The service\'s state")'
     )
 
 
@@ -382,7 +382,7 @@ async def test_testbroker_takes_an_instance_of_a_marked_class() -> None:
             "{m}:NeedsProcessor needs arguments to be created (missing a required argument: "
             "'processor'): rr creates a handler class with no arguments; register an instance "
             "instead, e.g. handler = subscriber(QUEUE)(NeedsProcessor(...)) at module level "
-            '(docs/handlers.md, "Handler classes")',
+            '(rr docs handlers "Handler classes")',
         ),
         (
             """
@@ -541,7 +541,7 @@ def test_rr_run_stops_on_two_states_before_connecting(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "rr: error: @on_startup hooks open_db and open_processor both returned a value: return "
-        'one value holding both (a dataclass; docs/handlers.md, "The service\'s state")'
+        'one value holding both (a dataclass; rr docs handlers "The service\'s state")'
     )
 
 

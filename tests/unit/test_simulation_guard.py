@@ -1,4 +1,4 @@
-"""rr simulate's loop guard (docs/runtime.md, "rr simulate"): pure counting."""
+"""rr simulate's loop guard (docs/reference/runtime.md, "rr simulate"): pure counting."""
 
 from __future__ import annotations
 

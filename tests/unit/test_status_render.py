@@ -1,4 +1,4 @@
-"""``rr status``'s pure parts (docs/cli.md, "rr status"): the table and the JSON of one
+"""``rr status``'s pure parts (docs/reference/cli.md, "rr status"): the table and the JSON of one
 reading, with and without a management API, a ``--watch`` frame's heading, and which
 topology file a bare ``rr status`` shows."""
 

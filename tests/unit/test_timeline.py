@@ -1,5 +1,5 @@
 """rr simulate's rendering of a delivery's counts and of where each message ended (pure:
-rabbitctl_retry/timeline.py, cli/simulate.py's footer; docs/runtime.md, "rr simulate")."""
+rabbitctl_retry/timeline.py, cli/simulate.py's footer; docs/reference/runtime.md, "rr simulate")."""
 
 from __future__ import annotations
 

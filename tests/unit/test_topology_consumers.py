@@ -1,5 +1,5 @@
 """Pure tables for topology/consumers.py: the consumers of a topology's queues that are not rr
-run, and what each queue does with what they settle (docs/cli.md, "Consumers that are not
+run, and what each queue does with what they settle (docs/reference/cli.md, "Consumers that are not
 rr")."""
 
 from __future__ import annotations

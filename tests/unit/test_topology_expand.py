@@ -25,7 +25,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "refunds" / "topolo
 QueueRow = tuple[str, bool, dict[str, Any]]
 
 CLASSIC = {"x-queue-type": "classic"}
-"""The arguments of a plain classic queue: its type, always sent (docs/topology.md, "The
+"""The arguments of a plain classic queue: its type, always sent (docs/reference/topology.md, "The
 queue's type")."""
 
 
@@ -982,8 +982,8 @@ def test_queue_arguments(fields: dict[str, Any], arguments: dict[str, Any]) -> N
 
 
 def test_quorum_dead_letter_with_a_raw_delivery_limit_expands() -> None:
-    # docs/topology.md / expand.py's table: "quorum + delivery_limit L -> x-delivery-limit = L
-    # (with D or dead_letter_exchange)".
+    # docs/reference/topology.md / expand.py's table: "quorum + delivery_limit L -> x-delivery-limit
+    # = L (with D or dead_letter_exchange)".
     desired = expand(
         load_text('[queues.q]\ntype = "quorum"\ndead_letter = "q.dead"\ndelivery_limit = 3\n')
     )

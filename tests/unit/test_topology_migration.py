@@ -1,5 +1,5 @@
 """``topology/migration.py``: which queues ``rr migrate`` rebuilds, with what holding queues,
-and where a stopped run goes on from (docs/topology.md, "Migrating a queue")."""
+and where a stopped run goes on from (docs/how-to/migrate-to-quorum.md, "Migrating a queue")."""
 
 from __future__ import annotations
 
@@ -292,7 +292,7 @@ def test_the_conflict_says_what_is_missing_and_how_to_go_on() -> None:
     assert "32213686696242276" in text
     assert "nothing was changed" in text
     assert "Finish such a run with the rr that started it" in text
-    assert 'docs/topology.md, "Holding queues"' in text
+    assert 'rr docs migrate-to-quorum "Holding queues"' in text
 
 
 # --- what a rebuild puts back, against what the rebuilt queue can hold -----------------------

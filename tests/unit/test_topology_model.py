@@ -369,7 +369,8 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
             None,
             None,
         ),
-        # dead_letter_exchange = "" (docs/topology.md): the default exchange routes by name
+        # dead_letter_exchange = "" (docs/reference/topology.md): the default exchange routes by
+        # name
         (
             {"name": "q", "dead_letter_exchange": ""},
             "queues.q.dead_letter_exchange",
@@ -380,7 +381,7 @@ def test_check_entity_name_refuses(name: str, fragment: str) -> None:
             "queues.q.arguments.x-dead-letter-routing-key",
             'x-dead-letter-routing-key needs dead_letter_exchange ("" for the default exchange',
         ),
-        # rejected (docs/topology.md, "What other consumers reject"): the queue's one
+        # rejected (docs/reference/topology.md, "What other consumers reject"): the queue's one
         # server-side dead-letter route
         (
             {"name": "q", "rejected": "q"},
@@ -455,7 +456,8 @@ def test_queue_validation(fields: dict[str, Any], path: str | None, fragment: st
         {"name": "q", "delay": DLX_TTL, "delay_tiers_ms": (1, 2, 3)},
         {"name": "q", "delay": DME},
         {"name": "q", "publish": PublishMode.FAST},
-        # the default exchange, with the queue that keeps what is dropped (docs/topology.md)
+        # the default exchange, with the queue that keeps what is dropped
+        # (docs/reference/topology.md)
         {
             "name": "q",
             "dead_letter_exchange": "",
@@ -480,8 +482,8 @@ def test_queue_accepts(fields: dict[str, Any]) -> None:
 
 
 def test_quorum_queue_with_dead_letter_and_a_raw_delivery_limit_is_accepted() -> None:
-    # docs/topology.md: delivery_limit is "a raw server limit, used when max_attempts is not set";
-    # with dead_letter it has a route, so nothing is thrown away (expand.py: "quorum +
+    # docs/reference/topology.md: delivery_limit is "a raw server limit, used when max_attempts is
+    # not set"; with dead_letter it has a route, so nothing is thrown away (expand.py: "quorum +
     # delivery_limit L ... (with D or dead_letter_exchange)").
     queue = Queue(name="q", type=QUORUM, dead_letter="q.dead", delivery_limit=3)
     assert queue.server_delivery_limit == 3

@@ -40,7 +40,7 @@ def rows(result: Plan) -> list[tuple[str, str, str, str | None]]:
 REBUILD = (
     "; the queue must be rebuilt: RabbitMQ changes no type, durability or x- argument of an "
     "existing queue, and rr declare deletes nothing; rr migrate TOPOLOGY rebuilds it with "
-    'its messages (docs/topology.md, "Migrating a queue")'
+    'its messages (rr docs migrate-to-quorum "Migrating a queue")'
 )
 
 
@@ -460,8 +460,8 @@ _ASSUMED = (
     "'t' is transient (durable = false): transient non-exclusive queues are a deprecated "
     "feature on RabbitMQ 4 (transient_nonexcl_queues), permitted by default on 4.0.5 and "
     "4.3.6, but a server configured to deny it closes the connection on their declare (541; "
-    "rr checks the server's setting when given its management URL, docs/cluster.md); make it "
-    "durable"
+    "rr checks the server's setting when given its management URL, rr docs run-on-a-cluster); "
+    "make it durable"
 )
 _READ = (
     "'t' is transient (durable = false): transient non-exclusive queues are a deprecated "

@@ -75,7 +75,7 @@ CASES: list[tuple[str, Topology, Topology, list[str], list[tuple[str, str]]]] = 
         quorum("arguments", 5),
         quorum("arguments", 2),
         [],
-        [("jobs.max_attempts 5 -> 2", "a migration (docs/topology.md")],
+        [("jobs.max_attempts 5 -> 2", "a migration (rr docs migrate-to-quorum")],
     ),
     (
         "the running mode decides, not the new file's (moving is a migration)",

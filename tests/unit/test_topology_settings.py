@@ -1,5 +1,5 @@
-"""The settings of a queue, classified (topology/settings.py; docs/topology.md, "Changing a
-topology"): where each lives, and what a difference means (unchanged, planned, live,
+"""The settings of a queue, classified (topology/settings.py; docs/how-to/migrate-to-quorum.md,
+"Changing a topology"): where each lives, and what a difference means (unchanged, planned, live,
 migration), as a pure table."""
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ def test_without_the_policies_an_existing_queue_is_left_as_it_is() -> None:
 
 def test_effective_rows_resolve_argument_policy_and_operator_policy() -> None:
     """topology/effective.py: each setting with where it comes from and what applies (the
-    rules of docs/topology.md, "Policies and arguments")."""
+    rules of docs/reference/topology.md, "Policies and arguments")."""
     version = ServerVersion.parse("4.3.6")
     rows_ = effective_rows(
         {"x-queue-type": "quorum", "x-max-length": 10, "x-dead-letter-exchange": "a"},

@@ -1,6 +1,6 @@
 """The transfer's state machine (ops/transfer_state.py) driven through random orders of the
 events the real world allows, checked against a model of the broker and of what the run
-promises (docs/dlq.md, "Interrupted"; the module doc of ops/transfer.py).
+promises (docs/how-to/after-an-outage.md, "Interrupted"; the module doc of ops/transfer.py).
 
 The world: a source queue with the messages the run found at its start (and some that arrive
 later), one consumer with a prefetch window (replaced when the machine asks), the settle

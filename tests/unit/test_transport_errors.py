@@ -152,7 +152,7 @@ def test_error_class_for(code: int | None, connection: bool, expected: type[RrEr
             "declare queue 'orders': connection closed by the broker: INTERNAL_ERROR - Cannot get "
             "a message from queue 'queue 'p' in vhost '/'': noproc (541); a quorum queue has no "
             "leader just now (a node went away and its members are electing another, which "
-            'takes seconds): try again (docs/cli.md, "Several hosts")',
+            'takes seconds): try again (rr docs cli "Several hosts")',
         ),
         (  # RabbitMQ 4.3 denying a deprecated feature: it answered, and refused (exit 1)
             aiormq.ConnectionClosed(

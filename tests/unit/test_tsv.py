@@ -1,4 +1,4 @@
-"""``--output tsv`` (cli/tsv.py, cli/finish.py; docs/cli.md, "Output formats"): each field
+"""``--output tsv`` (cli/tsv.py, cli/finish.py; docs/reference/cli.md, "Output formats"): each field
 escaped so that a row stays one line and nothing acts on a terminal, several tables as
 sections, and the raw values of a table's cells."""
 

@@ -70,7 +70,7 @@ def changing_connect_of(
 ) -> tuple[Connect, str]:
     """:func:`connect_of` for a command that changes something: its target printed once
     on stderr first (``rr: on URL``), and the masked URL its JSON document carries as
-    ``"broker"`` (docs/cli.md, "Where the broker is")."""
+    ``"broker"`` (docs/reference/cli.md, "Where the broker is")."""
     urls = resolve_urls(url, topology.broker.urls if topology else ())
     return connect_to(ctx, urls), announce_target(urls)
 

@@ -1,5 +1,5 @@
 """``rr dlq edit``: one dead letter's body and headers edited, then retried; the original kept in
-an export file (dlq/edit.py; docs/dlq.md, "Edit and retry").
+an export file (dlq/edit.py; docs/reference/dlq.md, "Edit and retry").
 
 The letter is found by a read that takes nothing, the edit is made (``$EDITOR``, ``--body``,
 ``--set-header``, ``--remove-header``), the diff shown and agreed, the original written to its
@@ -82,7 +82,7 @@ def edit_command(
             "--body",
             metavar="FILE",
             help="The new body, byte for byte (no editor); - for stdin (./- is a file). At "
-            'most 16 MiB (docs/cli.md, "Files rr reads").',
+            'most 16 MiB (rr docs cli "Files rr reads").',
         ),
     ] = None,
     set_header: Annotated[
@@ -122,7 +122,8 @@ def edit_command(
     The edited copy goes where a replay sends it (its origin, or --to) with publisher
     confirms, carrying rr-edited-at and rr-original-body-sha256; only then is the dead letter
     acked. The original is first written to an export file (rr dlq import restores it). A
-    JSON body that no longer parses is refused unless --force (docs/dlq.md, "Edit and retry").
+    JSON body that no longer parses is refused unless --force (rr docs dlq "Edit and
+    retry").
     """
     topology = dlq.load_topology(topology_file)
     retry_header = dlq.retry_header_of(topology)
@@ -311,7 +312,8 @@ def _editor_command() -> list[str] | None:
 
 def _read_body(given: str) -> bytes:
     """``--body FILE``: a regular file, or a bare ``-`` (stdin; ``./-`` is a file), of at most
-    16 MiB (docs/cli.md, "Files rr reads"); :class:`DataError` (exit 65) naming it otherwise."""
+    16 MiB (docs/reference/cli.md, "Files rr reads"); :class:`DataError` (exit 65) naming it
+    otherwise."""
     try:
         if given == "-":
             return read_stream(sys.stdin.buffer, limit_bytes=BODY_LIMIT_BYTES)
@@ -323,7 +325,7 @@ def _read_body(given: str) -> bytes:
 
 def _edit_in(editor: list[str], letter: Delivery) -> bytes:
     """The body as ``editor`` saved it, byte for byte: the file holds the body exactly as it
-    is (nothing re-serialised), and what is saved is the new body (docs/dlq.md)."""
+    is (nothing re-serialised), and what is saved is the new body (docs/reference/dlq.md)."""
     before = letter.body
     try:
         before.decode("utf-8")

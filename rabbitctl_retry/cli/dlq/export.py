@@ -1,5 +1,5 @@
 """``rr dlq export``: a queue's messages copied to a JSON Lines file (or stdout), the queue
-keeping them all (docs/dlq.md, "Export")."""
+keeping them all (docs/reference/dlq.md, "Export")."""
 
 from __future__ import annotations
 
@@ -55,7 +55,9 @@ def export_command(
         conditions = parse_all(where or [])
     topology = dlq.load_topology(topology_file)
     connect = dlq.connect_of(ctx, url, topology)
-    to_stdout = file == "-"  # only a bare -: ./- is a file named - (docs/dlq.md, "Export")
+    to_stdout = (
+        file == "-"
+    )  # only a bare -: ./- is a file named - (docs/reference/dlq.md, "Export")
     with (
         common.guard()
     ):  # every check, and the file made, before rr connects (cli/dlq/export_file.py)

@@ -1,8 +1,9 @@
 """The file ``rr dlq export QUEUE FILE`` writes: a temporary file beside FILE, renamed to FILE
-once whole, so a file of that name is always a whole export (docs/dlq.md, "2. Keep a copy").
+once whole, so a file of that name is always a whole export (docs/how-to/after-an-outage.md, "2.
+Keep a copy").
 
-Every file operation goes under the rule of docs/cli.md, "Output" (cli/output.py): a missing
-folder, a path through a file, no permission, no space left is one ``rr: error: cannot write
+Every file operation goes under the rule of docs/reference/cli.md, "Output" (cli/output.py): a
+missing folder, a path through a file, no permission, no space left is one ``rr: error: cannot write
 to FILE: ...`` line and exit 74. The temporary file is made before rr connects, so those are
 found before anything is read from the queue.
 """

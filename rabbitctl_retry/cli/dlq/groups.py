@@ -1,5 +1,5 @@
 """``rr dlq groups``: the dead letters of one or more queues grouped by cause, without taking
-any, in bounded memory (dlq/groups.py; docs/dlq.md, "Groups")."""
+any, in bounded memory (dlq/groups.py; docs/reference/dlq.md, "Groups")."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def groups_command(
 
     One row per group: its id, count, first and last failure, origin queues and a sample
     message id. Letters without rr's failure headers group by their x-death reason. rr dlq
-    replay, move and export take --where group=ID (docs/dlq.md, "Groups"). Reads every letter
-    in bounded memory; on a quorum queue every look counts as a delivery: rr says so and asks
+    replay, move and export take --where group=ID (rr docs dlq "Groups"). Reads every
+    letter in bounded memory; on a quorum queue every look counts as a delivery: rr says so and asks
     first.
     """
     with common.guard():
@@ -144,7 +144,7 @@ def _outcome(grouping: Grouping, scans: list[tuple[str, shell.ScanResult]]) -> O
 def groups_document(
     grouping: Grouping, scans: list[tuple[str, shell.ScanResult]]
 ) -> dict[str, Any]:
-    """``rr dlq groups --output json`` (docs/dlq.md, "Groups")."""
+    """``rr dlq groups --output json`` (docs/reference/dlq.md, "Groups")."""
     return {
         "queues": [
             {

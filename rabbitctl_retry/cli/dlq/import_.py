@@ -1,5 +1,5 @@
 """``rr dlq import``: an export file's messages published into a queue, with publisher
-confirms, the whole file checked first (docs/dlq.md, "Import")."""
+confirms, the whole file checked first (docs/reference/dlq.md, "Import")."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def import_command(
     stops the import with exit 65, naming the line and field, and nothing is published.
     Bodies, properties and headers are published exactly as exported, in file order (a
     user_id that is not the login user's is left out). An import the broker stops half-way
-    names the first line not imported: rerun with --from-line (docs/dlq.md, "Import").
+    names the first line not imported: rerun with --from-line (rr docs dlq "Import").
     """
     with common.guard():
         if short_string_problem(to) is None:  # else check_file says what AMQP cannot carry

@@ -1,5 +1,5 @@
 """``rr dlq inspect``: dead letters without taking them, as a table, one line each, JSON, JSON
-lines, or a summary of counts (docs/dlq.md, "Inspect" and "Big queues").
+lines, or a summary of counts (docs/reference/dlq.md, "Inspecting without taking" and "Big queues").
 
 Only the table keeps what it reads until the end: ``--output json`` keeps each message's
 document in bounded memory (the rest in a temporary file, ``dlq/spill.py``) and writes them one
@@ -89,7 +89,7 @@ def inspect_command(
         typer.Option(
             "--summary",
             help="Counts by origin, reason, retry count and age, the oldest and newest; no "
-            'bodies, constant memory (docs/dlq.md, "Big queues").',
+            'bodies, constant memory (rr docs dlq "Big queues").',
         ),
     ] = False,
     view: Annotated[

@@ -1,5 +1,5 @@
 """``rr dlq purge``: a queue's ready messages deleted, after asking; with --where only those
-it matches, read and acked (docs/dlq.md, "7. Empty the dead-letter queue")."""
+it matches, read and acked (docs/how-to/after-an-outage.md, "7. Empty the dead-letter queue")."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def purge_command(
     """Delete every ready message of a queue, after asking. `rr dlq export` first keeps a copy.
 
     With --where (group=ID from rr dlq groups, origin=Q, ...), only the messages it matches:
-    each is read and acked; the others stay, in their order (docs/dlq.md, "7. Empty the
-    dead-letter queue").
+    each is read and acked; the others stay, in their order (rr docs after-an-outage "7.
+    Empty the dead-letter queue").
     """
     with common.guard():
         check_queue_names([queue])

@@ -1,4 +1,5 @@
-"""Rendering for ``rr dlq``: dead letters and replay reports as rich tables or JSON (docs/dlq.md).
+"""Rendering for ``rr dlq``: dead letters and replay reports as rich tables or JSON
+(docs/reference/dlq.md).
 
 Every piece of user data (queue names, headers, bodies) goes through :func:`cell`, so control
 characters are escaped and nothing is read as markup.
@@ -67,8 +68,8 @@ def properties_document(delivery: Delivery) -> dict[str, Any]:
 def inspect_document(
     queue: str, messages: SpilledRows[dict[str, Any]], *, in_queue: int
 ) -> dict[str, Any]:
-    """``rr dlq inspect --output json`` (docs/dlq.md), from the :func:`message_document` of
-    each message listed, in order; ``count``: the messages listed, ``in_queue``: the queue's
+    """``rr dlq inspect --output json`` (docs/reference/dlq.md), from the :func:`message_document`
+    of each message listed, in order; ``count``: the messages listed, ``in_queue``: the queue's
     depth when the read started. The messages are written one by one (``StreamedArray``)."""
     listed = StreamedArray(lambda: messages, len(messages))
     return {"queue": queue, "in_queue": in_queue, "count": len(listed), "messages": listed}
@@ -149,7 +150,7 @@ def inspect_table(found: Sequence[Letter[Delivery]], *, with_body: bool = True) 
 
 
 def _trace_lines(headers: Mapping[str, FieldValue] | None) -> list[str]:
-    """The letter's trace id (its ``traceparent``'s; docs/dlq.md), when it has one."""
+    """The letter's trace id (its ``traceparent``'s; docs/reference/dlq.md), when it has one."""
     trace_id = trace_id_of(headers)
     return [] if trace_id is None else [f"trace: {trace_id}"]
 

@@ -1,8 +1,8 @@
 """What ``rr dlq replay``, ``rr dlq move`` and ``rr dlq import`` print, and the exit code they pick.
 
-The exit code of a transfer (:func:`transfer_exit_code`, docs/dlq.md "Exit codes"): 0 when
-no message failed (skipped ones do not count: a filter left them on purpose), 3 when some
-were sent and some failed, 1 when some failed and none could be sent. A run cut short by a
+The exit code of a transfer (:func:`transfer_exit_code`, docs/reference/exit-codes.md, "Exit
+codes"): 0 when no message failed (skipped ones do not count: a filter left them on purpose), 3 when
+some were sent and some failed, 1 when some failed and none could be sent. A run cut short by a
 dropped connection exits with that error's code instead (69), one the broker refused access
 to (a user without write permission) with 77.
 """
@@ -26,7 +26,7 @@ from rabbitctl_retry.ops.dlq import ImportReport
 def bulk_exit_code(done: int, *, failed: int) -> ExitCode:
     """The one rule for partial success of every command that moves many messages (replay,
     move, import): 0 nothing failed, 3 some failed and some were done, 1 some failed and none
-    were (docs/dlq.md, "Exit codes")."""
+    were (docs/reference/exit-codes.md, "Exit codes")."""
     if failed == 0:
         return ExitCode.OK
     return ExitCode.PARTIAL if done else ExitCode.FAILURE
@@ -64,7 +64,7 @@ def import_summary(report: ImportReport) -> str:
 
 
 def import_document(report: ImportReport) -> dict[str, Any]:
-    """``rr dlq import --output json`` (docs/dlq.md, "JSON output")."""
+    """``rr dlq import --output json`` (docs/reference/dlq.md, "JSON output")."""
     checked = report.checked
     return {
         "file": str(report.path),

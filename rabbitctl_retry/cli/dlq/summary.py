@@ -1,5 +1,5 @@
 """Rendering for ``rr dlq inspect --summary``: the counts as tables or one JSON document
-(docs/dlq.md, "Big queues")."""
+(docs/reference/dlq.md, "Big queues")."""
 
 from __future__ import annotations
 

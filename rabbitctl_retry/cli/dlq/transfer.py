@@ -77,7 +77,7 @@ ForceOption = Annotated[
     bool,
     common.force_option(
         "Send to a --to that drops messages over its length limit (x-overflow = "
-        "drop-head) all the same (docs/dlq.md).",
+        "drop-head) all the same (rr docs dlq).",
     ),
 ]
 
@@ -419,7 +419,7 @@ def move_command(
     output: common.OutputOption = common.OutputFormat.TABLE,
     url: common.UrlOption = None,
 ) -> None:
-    """Move messages from one queue to another, then remove them (docs/dlq.md, "Move").
+    """Move messages from one queue to another, then remove them (rr docs dlq "Move").
 
     Each message keeps its body, headers (retry count and x-death included, unless
     --reset-retries) and properties (not expiration, not user_id), is published mandatory

@@ -5,7 +5,7 @@ dead-letter copies (:func:`retry_copy_properties`).
 With tracing on (``telemetry/switch.py``), a copy carries the trace context of the span that
 publishes it (``traceparent``, ``tracestate``) and a fresh publish stamp
 (``x-ruststream-published-at``); every other header keeps its bytes. A verbatim copy stays
-verbatim: it carries the original's trace context and stamp, if any (docs/runtime.md,
+verbatim: it carries the original's trace context and stamp, if any (docs/reference/runtime.md,
 "Tracing and metrics")."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def copy_properties(
     ``expiration``, not ``user_id``), ``headers``, and ``overrides`` (say, a retry copy's
     ``delivery_mode`` and ``expiration``). ``headers`` keep the bytes of ``original``'s
     headers: each one the copy kept as it was goes out as it came, type tag and all
-    (``fields.py`` ``EncodedTable``; docs/runtime.md, "What a copy keeps"). ``tracing``
+    (``fields.py`` ``EncodedTable``; docs/explanation/attempts.md, "What a copy keeps"). ``tracing``
     (on): stamped with the trace context of ``context`` (else the current one) and the
     publish time (module doc)."""
     if tracing is not None:

@@ -31,7 +31,7 @@ from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Proper
 
 OnSent = Callable[[str, float, int, bool], None]
 """Told each publish once its result is known: (destination, duration_s, body size in bytes,
-failed), for the metrics of docs/runtime.md, "Metrics"."""
+failed), for the metrics of docs/reference/metrics.md, "Metrics"."""
 
 if TYPE_CHECKING:
     from rabbitctl_retry.telemetry.tracing import Tracing

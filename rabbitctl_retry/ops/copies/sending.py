@@ -4,7 +4,7 @@ copies published ``mandatory`` on one confirm channel, and what became of each.
 * **The first copy goes alone.** Every later one waits until the broker confirmed, returned
   or refused it. A user without write permission is refused on that first publish (403
   ACCESS_REFUSED closes the channel), so a run that stops there knows that no copy arrived
-  anywhere (docs/dlq.md, "When the broker refuses").
+  anywhere (docs/how-to/after-an-outage.md, "When the broker refuses").
 * **At most ``rate_per_s``** copies a second (``--rate``): a copy waits for its slot, unless
   ``abort`` is set meanwhile.
 * **One classification** of a publish (``ops/copies/sent.py``, shared with ``rr run``'s copies):

@@ -1,4 +1,4 @@
-// Node's amqplib against rr's queues, for tests/interop/ (docs/interop.md): one action per
+// Node's amqplib against rr's queues, for tests/interop/ (docs/how-to/other-clients.md): one action per
 // run, its answer as one JSON line on stdout.
 //
 //   node client.js URL check QUEUE                  checkQueue (a passive declare)
