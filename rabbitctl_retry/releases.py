@@ -115,6 +115,20 @@ class ServerRelease:
     )
     """RabbitMQ 3.10 (measured on 3.10.8): a return the delivery limit dead-letters gives the
     consumer one more message of credit, for good (emulator/settle.py); 4.0.5 does not."""
+    # -- length limits -------------------------------------------------------------------------
+    quorum_bytes_count_properties: bool = field(
+        metadata=_doc(
+            "A quorum queue's `x-max-length-bytes` counts a message's basic properties as its "
+            "publisher encoded them, beside the body (else: the body only)"
+        )
+    )
+    """RabbitMQ 4.3 (measured on 4.3.6, ``scripts/measure_quorum_bytes.py``; issue #49): a
+    quorum queue counts toward ``x-max-length-bytes`` the body plus the message's property
+    bytes as they came in its content header (rabbit_fifo adds mc:size's metadata size: 2
+    flag bytes and each property present), whatever happened to it since (dead-lettered,
+    given back: deaths and counts are annotations, not counted); 3.10.8 and 4.0.5 count the
+    body, and a classic queue counts the body on every line (:meth:`quorum_message_bytes`,
+    emulator/message_size.py)."""
     # -- returns and order ---------------------------------------------------------------------
     quorum_requeue_to_front: bool = field(
         metadata=_doc(
@@ -245,6 +259,14 @@ class ServerRelease:
         """``"4.3"``."""
         return f"{self.line[0]}.{self.line[1]}"
 
+    def quorum_message_bytes(self, body_bytes: int, property_bytes: int) -> int:
+        """What a quorum queue counts toward ``x-max-length-bytes`` for a message of
+        ``body_bytes`` whose publisher encoded its basic properties in ``property_bytes``
+        (flags included; emulator/message_size.py): the body, plus those on 4.3
+        (:attr:`quorum_bytes_count_properties`). A 2-byte body with ``message_id = "m1"``:
+        2 before 4.3, 7 on 4.3."""
+        return body_bytes + (property_bytes if self.quorum_bytes_count_properties else 0)
+
 
 QUORUM_DEFAULT_DELIVERY_LIMIT = 20
 """RabbitMQ 4.0 and later give a quorum queue declared without ``x-delivery-limit`` this limit
@@ -336,6 +358,7 @@ RELEASES: tuple[ServerRelease, ...] = _rows(
     takes_unlimited_delivery_limit=(False, False, True, True),
     delivery_limit_integers_only=(False, False, False, True),
     limit_drop_leaks_credit=(True, True, False, False),
+    quorum_bytes_count_properties=(False, False, False, True),
     quorum_requeue_to_front=(False, False, True, True),
     quorum_returns_in_map_order=(True, True, False, False),
     closing_channel_returns_gets_first=(True, True, False, False),

@@ -161,6 +161,7 @@ def _dead_letter_message(
         routing_keys=(dlrk,) if dlrk is not None else message.routing_keys,
         ttl_ms=None,
         carried_count=message.carried_count if carried is None else carried,
+        property_bytes=message.property_bytes,
     )
 
 

@@ -38,6 +38,10 @@ class StoredMessage:
     (:attr:`Entry.failed_deliveries`). RabbitMQ 4.3: every counted return (basic.reject, a
     closing channel) and a basic.reject without requeue, in queues of either type; the
     queue it reaches starts counting from it (:attr:`Entry.delivery_count`)."""
+    property_bytes: int = 0
+    """Its basic properties' bytes as its publisher encoded them (emulator/message_size.py);
+    a dead letter keeps its message's. RabbitMQ 4.3's quorum queues count them toward
+    ``x-max-length-bytes`` (:attr:`Entry.size_bytes`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -64,6 +68,9 @@ class Entry:
     :attr:`delivery_count` until it took it back once (measured on 4.3.6)."""
     redelivered: bool = False
     enqueued_at_s: float = 0.0
+    size_bytes: int = 0
+    """What the queue counts toward ``x-max-length-bytes`` (``ready_bytes``): the body, and on
+    RabbitMQ 4.3 in a quorum queue the properties too (``ServerRelease.quorum_message_bytes``)."""
     failed_deliveries: int = 0
     """RabbitMQ 4.0: the failed deliveries a dead letter of this message carries (those it
     came with, and a quorum queue's returns of a closing channel; rejections without requeue
@@ -264,7 +271,7 @@ class EmulatedQueue:
         self._count_in(entry)
 
     def _count_in(self, entry: Entry) -> None:
-        self.ready_bytes += len(entry.message.body)
+        self.ready_bytes += entry.size_bytes
         if self.settings.two_priorities and _is_high(entry):
             self.high_ready += 1
         strict = self.settings.strict_priorities
@@ -281,11 +288,18 @@ class EmulatedQueue:
         index = self._next_index()
         given_back = index < self.returned
         entry = self.remove_at(index)
-        if not given_back and self.settings.two_priorities:
+        if not given_back:
+            self.count_turn()
+        return entry
+
+    def count_turn(self) -> None:
+        """Two priorities: one more message taken from the messages never delivered (a
+        message handed straight to a waiting consumer too: rabbit_fifo_q's dequeue counter
+        of RabbitMQ 4.0 counts every message it hands out, whichever priority; seed 9005)."""
+        if self.settings.two_priorities:
             self.served_in_turn = (
                 0 if self.served_in_turn == PRIORITY_WEIGHT else (self.served_in_turn + 1)
             )
-        return entry
 
     def remove_at(self, index: int) -> Entry:
         """Take the ready message at ``index`` out of ``ready``."""
@@ -294,7 +308,7 @@ class EmulatedQueue:
         else:
             entry = self.ready[index]
             del self.ready[index]
-        self.ready_bytes -= len(entry.message.body)
+        self.ready_bytes -= entry.size_bytes
         if self.settings.two_priorities and _is_high(entry):
             self.high_ready -= 1
         strict = self.settings.strict_priorities
@@ -368,9 +382,11 @@ class EmulatedQueue:
         self._count_in(entry)
 
     def clear(self) -> None:
+        """Purge: every ready message out (a quorum queue's dequeue counter starts again)."""
         self.ready.clear()
         self.ready_bytes = 0
         self.high_ready = 0
+        self.served_in_turn = 0
         self.ready_by_level.clear()
         self.returned = 0
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from rabbitctl_retry.emulator.args import VHOST
 from rabbitctl_retry.emulator.events import Published, Returned, Unroutable
+from rabbitctl_retry.emulator.message_size import property_bytes
 from rabbitctl_retry.emulator.model import StoredMessage
 from rabbitctl_retry.emulator.queues import enqueue
 from rabbitctl_retry.emulator.route import names_of, route
@@ -90,6 +91,8 @@ def _stored(
 ) -> StoredMessage:
     """The message as the broker keeps it: its expiration parsed, its headers as the server
     writes them, its timestamp in seconds, its CC and BCC keys taken."""
+    sent_bytes = property_bytes(properties)
+    bcc = "BCC" in (properties.headers or {})
     try:
         ttl_ms = parse_expiration(properties.expiration)
     except ValueError as error:
@@ -108,6 +111,9 @@ def _stored(
     extra_keys: tuple[str, ...] = ()
     if properties.headers:
         properties, extra_keys = _sender_selected(properties)
+    if bcc:
+        # the server writes the properties again without BCC (mc_amqpl's strip_header)
+        sent_bytes = property_bytes(properties)
     return StoredMessage(
         number=next(state.message_numbers),
         body=bytes(body),
@@ -115,6 +121,7 @@ def _stored(
         exchange=exchange,
         routing_keys=(routing_key, *extra_keys),
         ttl_ms=ttl_ms,
+        property_bytes=sent_bytes,
     )
 
 

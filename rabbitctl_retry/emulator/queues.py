@@ -15,7 +15,8 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
   classic queue checks its head only at some moments (alone after a publish, after
   handing out a message, on its timer: docs/reference/testing.md, "Priorities with message TTLs in
   classic queues"), so a message that went ahead of a non-empty queue's head waits.
-* ``x-max-length`` / ``x-max-length-bytes`` count ready messages only; ``drop-head`` removes
+* ``x-max-length`` / ``x-max-length-bytes`` count ready messages only (bytes: the body; a 4.3
+  quorum queue adds the properties as published, :func:`_size_bytes`); ``drop-head`` removes
   (dead-letters, ``maxlen``) from the head, also after a requeue; ``reject-publish`` refuses the
   new message (a negative confirm), ``reject-publish-dlx`` dead-letters it too. A quorum queue
   overshoots by one before it refuses, and treats ``reject-publish-dlx`` as ``drop-head``
@@ -62,6 +63,7 @@ def enqueue(
         seq=next(state.enqueue_seq),
         expires_at_s=None if ttl_ms is None else on_grid(now_s + ttl_ms / 1000),
         enqueued_at_s=now_s,
+        size_bytes=_size_bytes(state, q, message),
     )
     _start_counts(state, q, entry)
     if q.consumers and not q.ready:
@@ -71,6 +73,7 @@ def enqueue(
                 # RabbitMQ 4.3: a classic queue hands a carrying dead letter straight to a
                 # waiting consumer as not redelivered (measured on 4.3.6, seed 60)
                 entry.redelivered = False
+            q.count_turn()
             deliver(state, q, entry, consumer)
             return True
     q.push(entry)
@@ -86,6 +89,15 @@ def enqueue(
     if q.consumers:
         dispatch(state, q)
     return True
+
+
+def _size_bytes(state: BrokerState, q: EmulatedQueue, message: StoredMessage) -> int:
+    """What ``q`` counts of ``message`` toward ``x-max-length-bytes``: the body, and on
+    RabbitMQ 4.3 in a quorum queue its properties as published too (releases.py)."""
+    body_bytes = len(message.body)
+    if not q.is_quorum:
+        return body_bytes
+    return state.behaviour.quorum_message_bytes(body_bytes, message.property_bytes)
 
 
 def _start_counts(state: BrokerState, q: EmulatedQueue, entry: Entry) -> None:

@@ -1,10 +1,11 @@
 """Randomized differential scenarios: generate, run on two backends, compare, shrink.
 
 A :class:`Scenario` is a topology (exchanges, classic and quorum queues with TTLs, dead-letter
-exchanges, length limits, delivery limits, bindings) and a list of operations (publishes with
-confirms, basic.get, consumers with prefetch, ack / reject / nack, cancel, channel close,
-purge, delete, passive and repeated declares, sleeps; now and then a short run of them in the
-shape of a difference once found, :data:`MOTIFS`). :func:`generate` draws one from a seed;
+exchanges, length limits, delivery limits, classic priorities, bindings) and a list of
+operations (publishes with confirms, priorities and expirations, basic.get, consumers with
+prefetch, ack / reject / nack, cancel, channel close, purge, delete, passive and repeated
+declares, sleeps; now and then a short run of them in the shape of a difference once found,
+:data:`MOTIFS`). :func:`generate` draws one from a seed;
 :class:`Interpreter` runs it on a backend through the transport port and records every
 observable; :func:`compare` runs it on the emulator and on a subject (RabbitMQ, or another
 emulator) and finds the first step where they disagree; :func:`shrink` makes a disagreeing
@@ -39,6 +40,14 @@ R3 a quorum queue, and the timed queue (R5), is read with acknowledgements (basi
    back race to a quorum queue's front, and to a classic timed queue's head, where one that
    expired while it was out is dropped or not depending on which came back first (measured
    on 3.10.8 and 4.0.5).
+R3b but for a second channel reading a quorum queue that is not the timed one, when the two
+   never give its messages back at once but by a connection error a method on one of them
+   caused (``Delete(..., slot=)``: a quorum queue refuses ``if-unused``, 540): that channel's
+   messages come back first, then the other's (measured on 3.10.8, 4.0.5 and 4.3.6 in all
+   but 2 of about 130 runs; tests/contract/test_two_channels_closed.py). Any other close of
+   both (the final one, an error on a third channel) is a race: a scenario whose final close
+   would be one is not compared past its final drain. Only the motif "two channels closed"
+   deletes on a channel other than ``p``.
 R4 a step dead-letters from two queues into one target only when their dead letters cannot
    race: queues that dead-letter on overflow (drop-head, reject-publish-dlx) have disjoint
    targets; a reject, nack or channel close that may return or dead-letter messages of several
@@ -80,11 +89,12 @@ R11 a connection closes (an error, or the end) only when no queue has a consumer
    to the first before the first closes too (seeds 34 and 525 on 4.0.5, one each way; seed
    290 on 4.3.6, a message given back that expired at once and was dead-lettered to the
    other channel's queue).
-R12 on RabbitMQ 4.3 a quorum queue is never limited by ``x-max-length-bytes``: 4.3.6 counts
-   more than the body toward it (its message container's size, which the properties change
-   in ways not modelled: a 2-byte message without properties takes over 30 bytes, one with a
-   message id fewer than 16; docs/reference/testing.md), so :func:`for_release` limits it by
-   ``x-max-length`` 2 instead.
+R12 (retired) a quorum queue is limited by ``x-max-length-bytes`` on RabbitMQ 4.3 too: 4.3.6
+   counts the body and the properties as published (``mN`` with its message id: 5 bytes more;
+   releases.py ``quorum_bytes_count_properties``, measured by
+   scripts/measure_quorum_bytes.py), and the emulator models it. (The "over 30 bytes without
+   properties" once seen was aiormq's: it gives a message without a message id a 32-digit
+   one.)
 """
 
 from __future__ import annotations
@@ -164,6 +174,8 @@ class QueueSpec:
     max_length_bytes: int | None = None
     overflow: str | None = None
     delivery_limit: int | None = None
+    max_priority: int | None = None
+    """``x-max-priority`` (classic queues only)."""
 
     def arguments(self, prefix: str, *, other_length: bool = False) -> dict[str, FieldValue]:
         args: dict[str, FieldValue] = {}
@@ -185,6 +197,8 @@ class QueueSpec:
             args["x-overflow"] = self.overflow
         if self.delivery_limit is not None:
             args["x-delivery-limit"] = self.delivery_limit
+        if self.max_priority is not None:
+            args["x-max-priority"] = self.max_priority
         return args
 
     @property
@@ -236,6 +250,7 @@ class Publish:
     """Extra body bytes (for x-max-length-bytes)."""
     slot: str = "p"
     """The channel it goes on (every channel is a confirm channel)."""
+    priority: int | None = None
 
     @property
     def body(self) -> str:
@@ -245,6 +260,8 @@ class Publish:
         extra = ", mandatory=True" if self.mandatory else ""
         if self.expiration is not None:
             extra += f", expiration={str(self.expiration)!r}"
+        if self.priority is not None:
+            extra += f", priority={self.priority}"
         return (
             f"{self.slot}.publish({self.body!r}, exchange={self.exchange!r}, "
             f"routing_key={self.key!r}{extra})"
@@ -334,11 +351,14 @@ class Delete:
     queue: str
     if_unused: bool = False
     if_empty: bool = False
+    slot: str = "p"
+    """The channel it goes on: a quorum queue's refusal of the flags (540) closes the
+    connection, giving back first what that channel holds (R3b)."""
 
     def __str__(self) -> str:
         extra = ", if_unused=True" if self.if_unused else ""
         extra += ", if_empty=True" if self.if_empty else ""
-        return f"p.queue_delete({self.queue!r}{extra})"
+        return f"{self.slot}.queue_delete({self.queue!r}{extra})"
 
 
 @dataclass(frozen=True)
@@ -499,6 +519,8 @@ def static_problem(s: Scenario) -> str | None:
             return f"R9: quorum {q.name} with reject-publish-dlx"
         if q.kind == "classic" and q.delivery_limit is not None:
             return f"{q.name}: a delivery limit on a classic queue"
+        if q.kind == "quorum" and q.max_priority is not None:
+            return f"{q.name}: x-max-priority on a quorum queue"
     overflowing = [q for q in s.queues if q.overflow_dead_letters]
     for a, b in itertools.combinations(overflowing, 2):
         if targets(s, a) & targets(s, b):
@@ -535,6 +557,8 @@ class Rules:
     queue_consumer: dict[str, str] = field(default_factory=dict)
     may_hold: dict[str, set[str]] = field(default_factory=dict)
     owner: dict[str, str] = field(default_factory=dict)
+    co_reader: dict[str, str] = field(default_factory=dict)
+    """R3b: the second channel that reads a quorum queue with acknowledgements."""
     published: dict[str, set[str]] = field(default_factory=dict)
     """The quorum queues each channel surely published to since it opened (R4b)."""
     deleted: set[str] = field(default_factory=set)
@@ -565,6 +589,7 @@ class Rules:
             queue_consumer=dict(self.queue_consumer),
             may_hold={k: set(v) for k, v in self.may_hold.items()},
             owner=dict(self.owner),
+            co_reader=dict(self.co_reader),
             published={k: set(v) for k, v in self.published.items()},
             deleted=set(self.deleted),
             maybe_deleted=set(self.maybe_deleted),
@@ -609,16 +634,30 @@ class Rules:
     def _starts_clock(self, queues: Iterable[str]) -> bool:
         return self._timed and bool(set(queues) & self._reach_timed)
 
-    def close_all(self) -> tuple[str | None, bool]:
-        """The connection closes (a connection error, or the end): the problem, and whether
-        it may start a TTL clock."""
+    def close_all(self, cause: str | None = None) -> tuple[str | None, bool]:
+        """The connection closes (a connection error a method on channel ``cause`` caused,
+        or the end): the problem, and whether it may start a TTL clock."""
         held = set().union(*self.may_hold.values())
         clock = self._starts_clock(held)
-        problem = self._race(held, requeue=True) or self._given_to_a_sibling()
+        problem = (
+            self._race(held, requeue=True)
+            or self._given_to_a_sibling()
+            or self._given_back_together(cause)
+        )
         for slot in SLOTS:
             self._close_slot(slot)
         self.published["p"] = set()
         return problem, clock
+
+    def _given_back_together(self, cause: str | None) -> str | None:
+        """R3b: a quorum queue read on two channels gets their messages back at once only
+        from a connection error one of them caused (that channel's first, measured on
+        3.10.8, 4.0.5 and 4.3.6); from any other close the two race."""
+        for queue in sorted(self.co_reader):
+            others = [c for c in SLOTS if c != cause and queue in self.may_hold[c]]
+            if len(others) > 1:
+                return f"R3b: {' and '.join(others)} give {queue} back at once"
+        return None
 
     def _given_to_a_sibling(self) -> str | None:
         """R11: a queue consumed on one channel while another channel may hold its messages,
@@ -701,7 +740,9 @@ class Rules:
                 q = self.s.queue(op.queue)
                 flags = op.if_unused or op.if_empty
                 if q is not None and q.kind == "quorum" and flags and op.queue not in self.deleted:
-                    problem, clock = self.close_all()  # a connection error
+                    problem, clock = self.close_all(op.slot)  # a connection error
+                elif op.slot != "p":
+                    return "R3b: only p deletes, but for a quorum queue's connection error"
                 elif flags:
                     self.maybe_deleted.add(op.queue)
                     self.published["p"] = set()  # 406 closes the channel, or not
@@ -748,7 +789,11 @@ class Rules:
         q = self.s.queue(queue)
         if q is None or (q.kind != "quorum" and queue not in self._timed_names):
             return None
-        if self.owner.setdefault(queue, slot) != slot:
+        owner = self.owner.setdefault(queue, slot)
+        second = owner != slot and queue not in self._timed_names
+        if second and self.co_reader.setdefault(queue, slot) == slot:
+            return None  # R3b: a second channel, given back with the first only by error
+        if owner != slot:
             kind = "quorum" if q.kind == "quorum" else "timed"
             return f"R3: {kind} {queue} is read on {self.owner[queue]} already"
         return None
@@ -831,32 +876,38 @@ def normalized(s: Scenario) -> Scenario:
 # -- generation -------------------------------------------------------------------------------
 
 
-def for_release(scenario: Scenario, version: str) -> Scenario:
-    """``scenario`` as the release line ``version`` runs it (R12)."""
-    if version != "4.3":
-        return scenario
-    queues = tuple(
-        replace(q, max_length_bytes=None, max_length=2)
-        if q.kind == "quorum" and q.max_length_bytes is not None
-        else q
-        for q in scenario.queues
-    )
-    return replace(scenario, queues=queues)
+SHAPES = ("bytes", "priorities", "two channels")
+"""What :func:`generate` can be told to draw in every scenario (``RR_RANDOM_SHAPE``): a
+quorum queue limited by ``x-max-length-bytes``; classic queues with ``x-max-priority`` and
+publishes with priorities (and expirations); the motif "two channels closed"."""
 
 
-def generate(seed: int, *, max_ops: int = 16) -> Scenario:
-    """A scenario that keeps every rule, drawn from ``seed`` (the same one every time)."""
+def generate(seed: int, *, max_ops: int = 16, shape: str | None = None) -> Scenario:
+    """A scenario that keeps every rule, drawn from ``seed`` (the same one every time), with
+    ``shape`` (one of :data:`SHAPES`) in it when given."""
     rnd = random.Random(seed)
     motif = rnd.choices(list(MOTIFS), weights=list(MOTIFS.values()))[0]
+    if shape == "two channels":
+        motif = "two channels closed"
     exchanges = tuple(
         ExchangeSpec(name, kind) for name, kind in EXCHANGE_TYPES.items() if rnd.random() < 0.5
     )
     names = [f"q{i}" for i in range(rnd.randint(2, 4))]
     # a scenario with the motif "expired behind" has a timed queue, most often a quorum one
     expiring = motif == "expired behind"
-    timed = rnd.choice(names) if expiring or rnd.random() < 0.5 else None
-    quorum = 0.75 if expiring else 0.45
-    queues = [_queue(rnd, name, names, exchanges, timed, quorum) for name in names]
+    timed = rnd.choice(names) if expiring or shape == "priorities" or rnd.random() < 0.5 else None
+    quorum = 0.75 if expiring else 0.3 if shape == "priorities" else 0.45
+    queues = [_queue(rnd, name, names, exchanges, timed, quorum, shape) for name in names]
+    if shape == "bytes" and not any(q.kind == "quorum" and q.max_length_bytes for q in queues):
+        i = rnd.randrange(len(queues))
+        queues[i] = replace(
+            queues[i],
+            kind="quorum",
+            max_priority=None,
+            max_length=None,
+            max_length_bytes=rnd.choice(BYTE_LIMITS),
+            overflow=rnd.choice([None, "drop-head", "reject-publish"]),
+        )
     bindings: list[BindingSpec] = []
     for x in exchanges:
         for name in rnd.sample(names, rnd.randint(1, len(names))):
@@ -899,6 +950,8 @@ def generate(seed: int, *, max_ops: int = 16) -> Scenario:
                 op, planned = Sleep(PHASE_MS), False  # R7: the motif goes on after a sleep
         else:
             op = _operation(rnd, s, rules, next(numbers), expirations, timed)
+            if isinstance(op, Publish) and rnd.random() < (0.6 if shape == "priorities" else 0.2):
+                op = replace(op, priority=rnd.choice(PRIORITIES))
         candidate = replace(s, ops=(*ops, op))
         if not isinstance(check(candidate), Checked):
             if planned and plan:
@@ -921,17 +974,28 @@ def generate(seed: int, *, max_ops: int = 16) -> Scenario:
 
 
 MOTIFS: dict[str | None, float] = {
-    None: 0.4,
+    None: 0.3,
     "two consumers": 0.3,
     "expired behind": 0.2,
     "rejected after delete": 0.1,
+    "two channels closed": 0.1,
 }
 """Short runs of operations a scenario holds now and then among its random ones (weights: none
 at all, or one of them), each the shape of a difference once found between the emulator and
 RabbitMQ (docs/reference/testing.md): two consumers of one queue on one channel settled by one
 multiple ack or nack while messages wait; a basic.get from the timed queue once a message
 behind the one it takes expired (half the time behind one a closing channel gave back); a
-reject or nack without requeue after its queue was deleted."""
+reject or nack without requeue after its queue was deleted; two channels of the connection
+each holding a message of one quorum queue when a method on one of them closes the
+connection (540: R3b)."""
+
+PRIORITIES = (0, 1, 2, 3, 5, 9)
+"""The priorities a publish is drawn with (above a queue's ``x-max-priority`` counts as it)."""
+MAX_PRIORITIES = (1, 2, 2, 5)
+"""The ``x-max-priority`` a classic queue is drawn with."""
+BYTE_LIMITS = (6, 10, 20)
+"""The ``x-max-length-bytes`` a queue is drawn with (a message ``mN`` with its message id
+is 2 to 11 bytes of body and, counted by a 4.3 quorum queue, 5 or more of properties)."""
 
 
 def _motif(
@@ -999,6 +1063,8 @@ def _motif(
             Sleep(expiration + PHASE_MS),
             Get(slot, timed),
         ]
+    if motif == "two channels closed":
+        return _two_channels_closed(rnd, s, rules, numbers, alive, timed)
     if motif == "rejected after delete" and alive:
         queue = rnd.choice(alive)
         slot = rules.owner.get(queue) or rnd.choice(SLOTS)
@@ -1009,6 +1075,37 @@ def _motif(
             Settle(slot, rnd.choice(["reject", "nack"]), which="last"),  # type: ignore[arg-type]
         ]
     return []
+
+
+def _two_channels_closed(
+    rnd: random.Random,
+    s: Scenario,
+    rules: Rules,
+    numbers: Iterator[int],
+    alive: list[str],
+    timed: str | None,
+) -> list[Op]:
+    """Two messages of a quorum queue, taken by basic.get on two channels, then a method on
+    one of them (delete with if-unused: a 540) closes the connection (R3b)."""
+    quorum = [
+        q
+        for q in alive
+        if (spec := s.queue(q)) is not None and spec.kind == "quorum" and q != timed
+    ]
+    if not quorum:
+        return []
+    queue = rnd.choice(quorum)
+    first = rules.owner.get(queue) or rnd.choice(SLOTS)
+    second = rules.co_reader.get(queue) or rnd.choice([c for c in SLOTS if c != first])
+    takers = [first, second]
+    rnd.shuffle(takers)
+    return [
+        Publish(next(numbers), "", queue),
+        Publish(next(numbers), "", queue),
+        Get(takers[0], queue),
+        Get(takers[1], queue),
+        Delete(queue, if_unused=True, slot=rnd.choice(takers)),
+    ]
 
 
 def _ttl(queues: Sequence[QueueSpec], timed: str | None) -> bool:
@@ -1022,8 +1119,11 @@ def _queue(
     exchanges: tuple[ExchangeSpec, ...],
     timed: str | None,
     quorum: float,
+    shape: str | None = None,
 ) -> QueueSpec:
-    """A queue drawn from ``rnd``; the timed one a quorum queue with the odds ``quorum``."""
+    """A queue drawn from ``rnd``; the timed one a quorum queue with the odds ``quorum``;
+    a classic one with priorities now and then (most of the time for ``shape``
+    ``"priorities"``)."""
     odds = quorum if name == timed else 0.45
     kind: Literal["classic", "quorum"] = "quorum" if rnd.random() < odds else "classic"
     q = QueueSpec(name, kind)
@@ -1044,13 +1144,15 @@ def _queue(
         if rnd.random() < 0.75:
             q = replace(q, max_length=rnd.randint(1, 3))
         else:
-            q = replace(q, max_length_bytes=rnd.choice([6, 10, 20]))
+            q = replace(q, max_length_bytes=rnd.choice(BYTE_LIMITS))
         overflows: list[str | None] = [None, "drop-head", "reject-publish"]
         if kind == "classic":
             overflows.append("reject-publish-dlx")
         q = replace(q, overflow=rnd.choice(overflows))
     if kind == "quorum" and rnd.random() < 0.5:
         q = replace(q, delivery_limit=rnd.randint(0, 3))
+    if kind == "classic" and rnd.random() < (0.7 if shape == "priorities" else 0.2):
+        q = replace(q, max_priority=rnd.choice(MAX_PRIORITIES))
     return q
 
 
@@ -1500,6 +1602,7 @@ class Interpreter:
                 properties = Properties(
                     message_id=f"m{op.n}",
                     expiration=None if op.expiration is None else str(op.expiration),
+                    priority=op.priority,
                 )
                 try:
                     await channel.publish(
@@ -1564,7 +1667,7 @@ class Interpreter:
             case Purge():
                 return await (await self.channel("p")).queue_purge(self.name(op.queue))
             case Delete():
-                channel = await self.channel("p")
+                channel = await self.channel(op.slot)
                 return await channel.queue_delete(
                     self.name(op.queue), if_unused=op.if_unused, if_empty=op.if_empty
                 )
@@ -1863,6 +1966,7 @@ def _simpler_topologies(s: Scenario) -> Iterable[Scenario]:
             "max_length_bytes",
             "overflow",
             "delivery_limit",
+            "max_priority",
         ):
             if getattr(q, name) is not None:
                 simpler.append(replace(q, **{name: None}))  # type: ignore[arg-type]
@@ -1899,6 +2003,7 @@ def _simpler(op: Op) -> list[Op]:
         "no_ack",
         "if_unused",
         "if_empty",
+        "priority",
     )
     for name in simplifiable:
         if name in defaults and getattr(op, name) != defaults[name]:

@@ -533,3 +533,33 @@ async def test_a_rejection_after_its_queue_was_deleted_dead_letters_nothing(
     await taking.reject(recorder.deliveries[0].delivery_tag, requeue=False)
     await backend.elapse(0.3)
     assert await depth(channel, "dead") == 0
+
+
+@pytest.mark.parametrize("purged", [False, True], ids=["", "purged"])
+async def test_messages_handed_straight_to_a_consumer_count_in_the_two_priorities_turns(
+    backend: Backend, purged: bool
+) -> None:
+    """A quorum queue: a consumer (prefetch 2) takes m1 and m2, each handed to it at once;
+    then m3 (no priority) and m4 (priority 9) wait. RabbitMQ 4.0 counts every message it
+    hands out in its turns of two high for one low (rabbit_fifo_q's dequeue counter), those
+    two included: the third turn serves the older of the two heads, m3. A purge (of the
+    empty queue) before m3 starts the turns again: m4 first. 3.10 has no priorities (m3
+    first), 4.3 strict ones (m4 first). Seed 9005 of the randomized test."""
+    channel = await backend.channel()
+    await channel.queue_declare("q", durable=True, arguments={"x-queue-type": "quorum"})
+    consuming = await backend.channel()
+    await consuming.qos(2)
+    recorder = Recorder(consuming, "hold")
+    await consuming.consume("q", recorder)
+    for body in ("m1", "m2"):
+        await channel.publish(body.encode(), routing_key="q", properties=Properties())
+        await backend.until(lambda b=body: b.encode() in recorder.bodies, f"{body} delivered")
+    if purged:
+        assert await channel.queue_purge("q") == 0
+    await channel.publish(b"m3", routing_key="q", properties=Properties())
+    await channel.publish(b"m4", routing_key="q", properties=Properties(priority=9))
+    await settle(backend, channel, "q", 2)
+    levels = expected(backend.version, "quorum-priority-levels")
+    high_first = levels == "strict" or (levels == "two" and purged)
+    assert await bodies(channel, "q") == (["m4", "m3"] if high_first else ["m3", "m4"])
+    assert recorder.bodies == [b"m1", b"m2"]

@@ -8,8 +8,10 @@ as Python-like steps with the first difference (docs/reference/testing.md, "The 
 differential test").
 
 ``RR_RANDOM_SEEDS`` seeds (default 20) from ``RR_RANDOM_FIRST_SEED`` (default 0) run on each
-server; ``RR_RANDOM_SHRINK_S`` (default 120) bounds the shrinking. The cases without a server
-check the generator and the harness on the emulator alone.
+server; ``RR_RANDOM_SHRINK_S`` (default 120) bounds the shrinking; ``RR_RANDOM_SHAPE`` (one of
+``random_scenarios.SHAPES``: ``bytes``, ``priorities``, ``two channels``) puts that shape in
+every scenario. The cases without a server check the generator and the harness on the
+emulator alone.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tests.contract.conftest import _pool_for
 from tests.contract.random_scenarios import (
     EPSILON_MS,
     PHASE_MS,
+    SHAPES,
     BindingSpec,
     Cancel,
     Checked,
@@ -40,7 +43,6 @@ from tests.contract.random_scenarios import (
     Sleep,
     check,
     compare,
-    for_release,
     generate,
     normalized,
     reproducer,
@@ -54,6 +56,9 @@ SEEDS = int(os.environ.get("RR_RANDOM_SEEDS", "20"))
 FIRST_SEED = int(os.environ.get("RR_RANDOM_FIRST_SEED", "0"))
 SHRINK_S = float(os.environ.get("RR_RANDOM_SHRINK_S", "120"))
 CHOSEN = range(FIRST_SEED, FIRST_SEED + SEEDS)
+SHAPE = os.environ.get("RR_RANDOM_SHAPE") or None
+if SHAPE is not None and SHAPE not in SHAPES:
+    raise ValueError(f"RR_RANDOM_SHAPE={SHAPE!r} is none of {SHAPES}")
 
 
 @pytest.fixture(
@@ -81,7 +86,7 @@ async def test_random_scenarios_agree(rabbitmq: RabbitBackend) -> None:
     version = rabbitmq.version
     disagreeing: list[Outcome] = []
     for seed in CHOSEN:
-        outcome = await compare(for_release(generate(seed), version), version, rabbitmq)
+        outcome = await compare(generate(seed, shape=SHAPE), version, rabbitmq)
         if not outcome.agree:
             disagreeing.append(outcome)
     if not disagreeing:
@@ -169,7 +174,14 @@ def _scenario(*ops: object, queues: tuple[QueueSpec, ...] | None = None) -> Scen
             _scenario(Consume("c0", "q1"), Consume("c0", "q1"), Cancel("c0"), Consume("c1", "q1")),
             "R2",
         ),
-        (_scenario(Get("c0", "q0"), Get("c1", "q0")), "R3"),
+        (_scenario(Get("c0", "q0"), Get("c1", "q0")), None),
+        (_scenario(Get("c0", "q0"), Get("c1", "q0"), Get("c2", "q0")), "R3"),
+        (_scenario(Get("c0", "q0"), Get("c1", "q0"), Delete("q0", if_unused=True)), "R3b"),
+        (
+            _scenario(Get("c0", "q0"), Get("c1", "q0"), Delete("q0", if_unused=True, slot="c1")),
+            None,
+        ),
+        (_scenario(Get("c0", "q1"), Delete("q1", if_unused=True, slot="c0")), "R3b"),
         (_scenario(Get("c0", "q0", no_ack=True), Get("c1", "q0")), None),
         (_scenario(Publish(1, "fx", "", expiration=200)), "R5"),
         (_scenario(Publish(1, "", "q1", expiration=200)), None),
@@ -206,7 +218,7 @@ async def test_the_emulator_agrees_with_itself(version: str) -> None:
     """Two emulators of one version run every seed alike: the interpreter adds no
     nondeterminism of its own, and every generated scenario runs."""
     for seed in CHOSEN:
-        outcome = await compare(generate(seed), version, subject_version=version)
+        outcome = await compare(generate(seed, shape=SHAPE), version, subject_version=version)
         assert outcome.agree, reproducer_of(outcome)
 
 
@@ -215,15 +227,21 @@ def test_the_seeds_of_every_run_draw_the_shapes_of_past_differences() -> None:
     (random_scenarios.MOTIFS) in full at least once: two consumers of one queue on one
     channel, then one multiple ack or nack on that channel; a basic.get with an ack from a
     quorum queue that expires messages, after a sleep, of a message published without an
-    expiration before one published with one; and a basic.reject or basic.nack without
-    requeue on a channel that took a message of a queue deleted since
+    expiration before one published with one; a basic.reject or basic.nack without
+    requeue on a channel that took a message of a queue deleted since; two channels each
+    holding a message of one quorum queue when a method on one of them closes the connection
     (docs/reference/testing.md)."""
     found: dict[str, list[int]] = {}
     for seed in range(20):
         s = generate(seed)
         for shape in _shapes(s):
             found.setdefault(shape, []).append(seed)
-    assert set(found) == {"two consumers", "expired behind", "rejected after delete"}, found
+    assert set(found) == {
+        "two consumers",
+        "expired behind",
+        "rejected after delete",
+        "two channels closed",
+    }, found
 
 
 def _shapes(s: Scenario) -> set[str]:
@@ -256,6 +274,8 @@ def _shapes(s: Scenario) -> set[str]:
                     isinstance(o, Get) and o.queue == op.key and not o.no_ack for o in rest[sleep:]
                 ):
                     shapes.add("expired behind")
+        if isinstance(op, Delete) and op.slot != "p" and _held_by_two(s, ops[:i], op.queue):
+            shapes.add("two channels closed")
         if isinstance(op, Get) and not op.no_ack:
             deleted = [
                 j
@@ -268,6 +288,13 @@ def _shapes(s: Scenario) -> set[str]:
             ):
                 shapes.add("rejected after delete")
     return shapes
+
+
+def _held_by_two(s: Scenario, before: tuple[object, ...], queue: str) -> bool:
+    """Whether two channels took a message of quorum ``queue`` with basic.get in ``before``."""
+    spec = s.queue(queue)
+    takers = {o.slot for o in before if isinstance(o, Get) and o.queue == queue and not o.no_ack}
+    return spec is not None and spec.kind == "quorum" and len(takers) > 1
 
 
 def reproducer_of(outcome: Outcome) -> str:

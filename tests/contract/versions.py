@@ -333,6 +333,14 @@ TABLE["quorum-evictions"] = Difference(
     "hand them on in reverse; 4.3 oldest first, as a classic queue. Measured on 3.10.8, 4.0.5 "
     "and 4.3.6 (seed 14).",
 )
+TABLE["quorum-bytes-count-properties"] = Difference(
+    # whether a quorum queue counts a message's basic properties toward x-max-length-bytes
+    by_line(lambda row: row.quorum_bytes_count_properties),
+    "RabbitMQ 4.3 quorum queues count the body plus the properties as the publisher encoded "
+    "them (2 flag bytes and each property present; rabbit_fifo adds mc:size's metadata size), "
+    "whatever happened to the message since; 3.10.8 and 4.0.5 count the body. Measured by "
+    "scripts/measure_quorum_bytes.py on 3.10.8, 4.0.5 and 4.3.6 (issue #49).",
+)
 TABLE["quorum-default-delivery-limit"] = Difference(
     by_line(lambda row: row.default_quorum_delivery_limit),
     "RabbitMQ 4.0: a quorum queue declared without x-delivery-limit gets 20 (4.0.0 release "
@@ -447,6 +455,11 @@ TABLE["quorum-priorities"] = Difference(
     "one low (4.0.0 release notes, 'message priorities'); 3.10 ignores priorities. RabbitMQ "
     "4.3 serves 32 priorities strictly: highest first, above 31 as 31, a message without one "
     "as 4. Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)
+TABLE["quorum-priority-levels"] = Difference(
+    by_line(lambda row: row.quorum_priorities),
+    "Quorum queue priorities: none (3.10), two served 2:1 (4.0), 32 strict (4.3); "
+    "releases.py's quorum_priorities.",
 )
 TABLE["quorum-priorities-after-returns"] = Difference(
     # the first three taken by basic.get and rejected with requeue, the last first
