@@ -31,6 +31,9 @@ DEFAULT_VERSION = "0.0.0"
 """``info.version`` when neither ``--api-version`` nor the module's ``__version__`` says."""
 
 
+NO_TOPOLOGY = "give --topology FILE (or run it where a topology.toml is)"
+
+
 def asyncapi_command(
     target: Annotated[
         str,
@@ -39,9 +42,12 @@ def asyncapi_command(
         ),
     ],
     topology_file: Annotated[
-        Path,
-        common.topology_option("The topology file with the queues' retry policies."),
-    ],
+        Path | None,
+        common.topology_option(
+            "The topology file with the queues' retry policies; else ./topology.toml of the "
+            "current directory."
+        ),
+    ] = None,
     output: Annotated[
         ContractFormat,
         common.output_option(ContractFormat, "yaml (the default) or json"),
@@ -93,11 +99,12 @@ def asyncapi_command(
     from rabbitctl_retry.asyncapi.schemas import Schemas
     from rabbitctl_retry.runtime.invocation import message_type_of
     from rabbitctl_retry.runtime.loader import load_target
-    from rabbitctl_retry.topology.load import load_file
     from rabbitctl_retry.transport.url import parse_broker_url
 
+    topology = common.topology_of(topology_file, no_topology=False)
     with common.guard():
-        topology = load_file(topology_file)
+        if topology is None:
+            raise UsageError(NO_TOPOLOGY)
         handlers = load_target(target)
         schemas = Schemas()
         consumers = []
