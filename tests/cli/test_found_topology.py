@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
+from rabbitctl_retry.cli.asyncapi import NO_TOPOLOGY
 from rabbitctl_retry.cli.topology_found import found_note
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
@@ -308,3 +311,90 @@ async def test_rr_run_with_no_topology_goes_to_the_default_broker(place: Place) 
     assert NOTE not in stderr
     assert place.elsewhere.vhost in stderr
     assert place.home.vhost not in stderr
+
+
+def start_console(place: Place, *args: str) -> tuple[subprocess.Popen[str], str, str]:
+    """``rr console orders.dead`` in the test's folder until it listens: the process, what it
+    printed on stderr before, and its address with the token."""
+    env = {key: value for key, value in {**os.environ, **place.env}.items() if value is not None}
+    command = [sys.executable, "-m", "rabbitctl_retry", "console", "orders.dead", "--port", "0"]
+    process = subprocess.Popen(
+        [*command, *args],
+        cwd=place.folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stderr is not None
+    before = ""
+    while not (line := process.stderr.readline()).startswith("rr console: "):
+        assert line, before + process.communicate()[1]
+        before += line
+    found = re.search(r"http://\S+", line)
+    assert found is not None, line
+    return process, before, found.group(0)
+
+
+async def page_of(entry: str) -> str:
+    async with (
+        aiohttp.ClientSession(
+            cookie_jar=aiohttp.CookieJar(unsafe=True), headers={"Sec-Fetch-Site": "same-origin"}
+        ) as client,
+        client.get(entry) as answer,
+    ):
+        assert answer.status == 200
+        return await answer.text()
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("opt_out", [False, True])
+async def test_rr_console_reads_the_found_files_vhost(place: Place, opt_out: bool) -> None:
+    process, before, entry = start_console(place, *(["--no-topology"] if opt_out else []))
+    try:
+        page = await page_of(entry)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    assert before == ("" if opt_out else NOTE + "\n")
+    if opt_out:  # the default broker's vhost, which has no orders.dead
+        assert f"no queue &#x27;orders.dead&#x27; in vhost &#x27;{place.elsewhere.vhost}" in page
+    else:  # the file's vhost, with its 2 dead letters
+        assert '<tr data-queue="orders.dead"><td>orders.dead</td><td>classic</td>' in page
+        assert '<td class="depth">2</td>' in page
+    assert await state(place.home) == BEFORE
+
+
+ASYNCAPI_SERVICE = """
+from rabbitctl_retry import Outcome, subscriber
+
+
+@subscriber("orders")
+async def handle(msg):
+    return Outcome.ack()
+"""
+
+
+def test_rr_asyncapi_takes_the_found_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "found_asyncapi_service.py").write_text(ASYNCAPI_SERVICE, encoding="utf-8")
+    (tmp_path / "topology.toml").write_text(
+        TOPOLOGY.format(url="amqp://guest@mq.internal:5672/found")
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runner = CliRunner(env={"RR_URL": None})
+
+    found = runner.invoke(app, ["asyncapi", "found_asyncapi_service", "-o", "json"])
+    given = runner.invoke(
+        app, ["asyncapi", "found_asyncapi_service", "-o", "json", "-t", "topology.toml"]
+    )
+    (tmp_path / "topology.toml").unlink()
+    none = runner.invoke(app, ["asyncapi", "found_asyncapi_service"])
+
+    assert found.exit_code == 0, found.output
+    assert found.stderr == NOTE + "\n"
+    assert found.stdout == given.stdout
+    assert "mq.internal" in found.stdout
+    assert given.stderr == ""
+    assert none.exit_code == 2, none.output
+    assert none.stderr == f"rr: error: {NO_TOPOLOGY}\n"
