@@ -20,6 +20,7 @@ from rabbitctl_retry.errors import UsageError
 if TYPE_CHECKING:
     from rabbitctl_retry.asyncapi.document import Output
     from rabbitctl_retry.asyncapi.schemas import Schemas
+    from rabbitctl_retry.topology.model import Topology
 
 
 class ContractFormat(StrEnum):
@@ -32,6 +33,16 @@ DEFAULT_VERSION = "0.0.0"
 
 
 NO_TOPOLOGY = "give --topology FILE (or run it where a topology.toml is)"
+
+
+def _topology(topology_file: Path | None) -> Topology:
+    """``--topology``'s file, else ``./topology.toml`` found in the current directory
+    (``cli/_common.py`` :func:`topology_of`); neither: a usage error (exit 2)."""
+    topology = common.topology_of(topology_file, no_topology=False)
+    if topology is None:
+        with common.guard():
+            raise UsageError(NO_TOPOLOGY)
+    return topology
 
 
 def asyncapi_command(
@@ -101,10 +112,8 @@ def asyncapi_command(
     from rabbitctl_retry.runtime.loader import load_target
     from rabbitctl_retry.transport.url import parse_broker_url
 
-    topology = common.topology_of(topology_file, no_topology=False)
+    topology = _topology(topology_file)
     with common.guard():
-        if topology is None:
-            raise UsageError(NO_TOPOLOGY)
         handlers = load_target(target)
         schemas = Schemas()
         consumers = []

@@ -97,13 +97,12 @@ def console_command(
             raise ConfigError(
                 f"rr console needs aiohttp ({error}): pip install 'rabbitctl-retry[console]'"
             ) from None
+    used, topology = common.topology_in_use(topology_file, no_topology)
+    common.check_given_management_url(management_url)
     with common.guard():
         refused = address.bind_problem(bind)
         if refused is not None:
             raise UsageError(refused)
-    common.check_given_management_url(management_url)
-    used, topology = common.topology_in_use(topology_file, no_topology)
-    with common.guard():
         names = _dead_letter_queues(queues, topology)
         token = _token(token_file) if token_file is not None else new_token()
         if not keep_dir.is_dir():
