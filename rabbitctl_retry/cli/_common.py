@@ -118,8 +118,8 @@ UrlOption = Annotated[
         "--url",
         envvar=URL_ENV,
         help="Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in "
-        "order. Else $RR_URL (URLs separated by spaces), else [broker] url, else "
-        "amqp://guest:guest@localhost:5672/.",
+        "order. Else $RR_URL (URLs separated by spaces), else [broker] url of the topology "
+        "file (--topology, else ./topology.toml), else amqp://guest:guest@localhost:5672/.",
         show_default=False,
     ),
 ]
@@ -146,8 +146,11 @@ OutputOption = Annotated[
 
 
 def topology_option(help: str) -> Any:
-    """``--topology`` / ``-t``, declared once: each command says what it takes of the file."""
-    return typer.Option("--topology", "-t", help=help)
+    """``--topology`` / ``-t``, declared once: each command says what it takes of the file;
+    every one says where rr looks without it (``cli/topology_found.py``)."""
+    return typer.Option(
+        "--topology", "-t", help=f"{help} Without it: ./topology.toml, if there is one."
+    )
 
 
 NoTopologyOption = Annotated[

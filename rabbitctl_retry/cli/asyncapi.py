@@ -54,10 +54,7 @@ def asyncapi_command(
     ],
     topology_file: Annotated[
         Path | None,
-        common.topology_option(
-            "The topology file with the queues' retry policies; else ./topology.toml of the "
-            "current directory."
-        ),
+        common.topology_option("The topology file with the queues' retry policies."),
     ] = None,
     output: Annotated[
         ContractFormat,

@@ -64,9 +64,9 @@ def status_command(
     queues: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Queues to show (besides those of --topology). With none and no --topology: "
-            "the queues of ./topology.toml, else with a management URL every queue of the "
-            'vhost (rr docs cli "rr status").',
+            help="Queues to show (besides those of --topology). With none: the queues of the "
+            "topology file (--topology, else ./topology.toml), else with a management URL "
+            'every queue of the vhost (rr docs cli "rr status").',
             show_default=False,
         ),
     ] = None,
