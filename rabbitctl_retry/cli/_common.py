@@ -165,19 +165,19 @@ NoTopologyOption = Annotated[
 
 
 def topology_in_use(
-    given: Path | None, no_topology: bool
+    given: Path | None, no_topology: bool, *, say: bool = True
 ) -> tuple[TopologyChoice, Topology | None]:
     """The topology file a command that takes ``--topology`` uses, by the one rule
     (``cli/topology_found.py``: ``--topology``, else ``./topology.toml`` when the current
     directory holds it, else none), and the file read. A found file is said first, in one
     line on stderr (stdout stays clean); ``--topology`` with ``--no-topology`` ends the
     command (exit 2), an invalid file too (exit 78; docs/reference/cli.md, "Where the broker
-    is")."""
+    is"). ``say=False``: no note (a worker of ``rr run --workers``, whose supervisor said it)."""
     from rabbitctl_retry.cli.topology_found import chosen_topology, found_note, load_chosen
 
     with guard():
         choice = chosen_topology(given, no_topology)
-        if choice.found:
+        if choice.found and say:
             stderr_console().print(found_note(), soft_wrap=True)
         return choice, load_chosen(choice)
 

@@ -185,6 +185,7 @@ def run_command(
     if workers > 1 and slot is None:
         from rabbitctl_retry.cli.workers import supervise
 
+        common.topology_in_use(topology_file, no_topology)  # said once, checked before workers
         supervise(
             _invoked_args(ctx),
             workers,
@@ -207,7 +208,7 @@ def run_command(
         handlers = load_target(target)
         if defer_to_the_handlers(present):
             log.info("the handler modules configured the root logger: their lines print their way")
-    used, topology = common.topology_in_use(topology_file, no_topology)
+    used, topology = common.topology_in_use(topology_file, no_topology, say=slot is None)
     broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     _warn_without_heartbeat(broker_urls)
     client_name = _client_name(handlers.module, socket.gethostname(), slot)

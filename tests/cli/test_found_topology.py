@@ -298,6 +298,27 @@ async def test_rr_run_consumes_on_the_found_files_vhost(place: Place) -> None:
         process.communicate()
 
 
+@pytest.mark.broker
+async def test_rr_run_with_workers_says_it_once(place: Place) -> None:
+    process = run_service(place, "--workers", "2")
+    try:
+        assert process.stderr is not None
+        lines: list[str] = []
+        while sum('"consuming"' in line for line in lines) < 2:
+            line = process.stderr.readline()
+            assert line, "".join(lines) + process.communicate()[1]
+            lines.append(line)
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=60)
+        assert process.returncode == 0, rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert lines[0] == NOTE + "\n"
+    assert NOTE not in "".join(lines[1:]) + rest
+
+
 async def _empty(backend: RabbitBackend, queue: str) -> bool:
     return not await peek(backend, queue)
 
