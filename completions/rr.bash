@@ -191,11 +191,11 @@ _rr() {
         "") COMPREPLY=($(compgen -W "declare migrate run simulate asyncapi status doctor docs completion topology dlq publish console --version -h --help" -- "$cur")) ;;
         "declare") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--dry-run --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "migrate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--queue -q --dry-run --yes -y --force --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "run") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--topology -t --no-topology --prefetch --concurrency --declare --no-declare --shutdown-timeout --wait-for-broker --handler-timeout --pending-dir --reload-interval --url --metrics-port --metrics-bind --log-format --log-level --workers --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "simulate") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--publish -p --publish-file --for --handler-timeout --server-version --state --output -o -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "asyncapi") COMPREPLY=($(compgen -W "--topology -t --output -o --out --title --api-version --send --url -h --help" -- "$cur")) ;;
-        "status") COMPREPLY=($(compgen -W "--topology -t --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "doctor") COMPREPLY=($(compgen -W "--topology -t --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "status") COMPREPLY=($(compgen -W "--topology -t --no-topology --watch -w --url --management-url --service --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "doctor") COMPREPLY=($(compgen -W "--topology -t --no-topology --url --management-url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "docs") COMPREPLY=($(compgen -W "after-an-outage architecture attempts cli configuration console dlq exit-codes getting-started guarantees handlers headers measurements metrics migrate-to-quorum other-clients publishing run-on-a-cluster runtime test-a-service testing topology --list --raw --output -o -h --help" -- "$cur")) ;;
         "completion") COMPREPLY=($(compgen -W "bash zsh fish -h --help" -- "$cur")) ;;
         "topology") COMPREPLY=($(compgen -W "validate show export -h --help" -- "$cur")) ;;
@@ -203,16 +203,16 @@ _rr() {
         "topology show") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--output -o --live --url --management-url --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "topology export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--format --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         "dlq") COMPREPLY=($(compgen -W "inspect export import purge edit groups replay move -h --help" -- "$cur")) ;;
-        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --summary --format --where -w --topology -t --output -o --body --no-body --yes -y --url --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --where -w --yes -y --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
-        "dlq purge") COMPREPLY=($(compgen -W "--where -w --dry-run --yes -y --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq edit") COMPREPLY=($(compgen -W "--id --position --body --set-header --remove-header --to --keep --force --yes -y --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq groups") COMPREPLY=($(compgen -W "--by --topology -t --yes -y --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --create --force --yes -y --topology -t --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
-        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --topology -t --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "console") COMPREPLY=($(compgen -W "--topology -t --bind --port --token-file --read-only --keep-dir --audit-log --label --management-url --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq inspect") COMPREPLY=($(compgen -W "--limit -n --summary --format --where -w --topology -t --no-topology --output -o --body --no-body --yes -y --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq export") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--limit -n --where -w --yes -y --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq import") if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "--to --from-line --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+        "dlq purge") COMPREPLY=($(compgen -W "--where -w --dry-run --yes -y --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq edit") COMPREPLY=($(compgen -W "--id --position --body --set-header --remove-header --to --keep --force --yes -y --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq groups") COMPREPLY=($(compgen -W "--by --topology -t --no-topology --yes -y --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --no-topology --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --create --force --yes -y --topology -t --no-topology --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "console") COMPREPLY=($(compgen -W "--topology -t --no-topology --bind --port --token-file --read-only --keep-dir --audit-log --label --management-url --url --broker -b --vhost -h --help" -- "$cur")) ;;
     esac
 }
 complete -o filenames -F _rr rr

@@ -40,6 +40,7 @@ from rabbitctl_retry.transport.management import ManagementApi, ManagementConnec
 
 if TYPE_CHECKING:
     from rabbitctl_retry.cli.broker_choice import Picked
+    from rabbitctl_retry.cli.topology_found import TopologyChoice
     from rabbitctl_retry.topology.model import Topology
 
 DEFAULT_URL = "amqp://guest:guest@localhost:5672/"
@@ -117,8 +118,8 @@ UrlOption = Annotated[
         "--url",
         envvar=URL_ENV,
         help="Broker URL (amqp:// or amqps://); give it once per node of a cluster, tried in "
-        "order. Else $RR_URL (URLs separated by spaces), else [broker] url, else "
-        "amqp://guest:guest@localhost:5672/.",
+        "order. Else $RR_URL (URLs separated by spaces), else [broker] url of the topology "
+        "file (--topology, else ./topology.toml), else amqp://guest:guest@localhost:5672/.",
         show_default=False,
     ),
 ]
@@ -145,8 +146,45 @@ OutputOption = Annotated[
 
 
 def topology_option(help: str) -> Any:
-    """``--topology`` / ``-t``, declared once: each command says what it takes of the file."""
-    return typer.Option("--topology", "-t", help=help)
+    """``--topology`` / ``-t``, declared once: each command says what it takes of the file;
+    every one says where rr looks without it (``cli/topology_found.py``)."""
+    return typer.Option(
+        "--topology", "-t", help=f"{help} Without it: ./topology.toml, if there is one."
+    )
+
+
+NoTopologyOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-topology",
+        help="Use no topology file, not even ./topology.toml of the current directory "
+        "(rr docs cli 'Where the broker is').",
+    ),
+]
+"""``--no-topology``, beside every ``--topology`` option (``cli/topology_found.py``)."""
+
+
+def topology_in_use(
+    given: Path | None, no_topology: bool, *, say: bool = True
+) -> tuple[TopologyChoice, Topology | None]:
+    """The topology file a command that takes ``--topology`` uses, by the one rule
+    (``cli/topology_found.py``: ``--topology``, else ``./topology.toml`` when the current
+    directory holds it, else none), and the file read. A found file is said first, in one
+    line on stderr (stdout stays clean); ``--topology`` with ``--no-topology`` ends the
+    command (exit 2), an invalid file too (exit 78; docs/reference/cli.md, "Where the broker
+    is"). ``say=False``: no note (a worker of ``rr run --workers``, whose supervisor said it)."""
+    from rabbitctl_retry.cli.topology_found import chosen_topology, found_note, load_chosen
+
+    with guard():
+        choice = chosen_topology(given, no_topology)
+        if choice.found and say:
+            stderr_console().print(found_note(), soft_wrap=True)
+        return choice, load_chosen(choice)
+
+
+def topology_of(given: Path | None, no_topology: bool) -> Topology | None:
+    """:func:`topology_in_use`'s file read (``None``: none)."""
+    return topology_in_use(given, no_topology)[1]
 
 
 TopologyArgument = Annotated[Path, typer.Argument(help="The topology file (TOML).")]

@@ -20,6 +20,7 @@ from rabbitctl_retry.errors import UsageError
 if TYPE_CHECKING:
     from rabbitctl_retry.asyncapi.document import Output
     from rabbitctl_retry.asyncapi.schemas import Schemas
+    from rabbitctl_retry.topology.model import Topology
 
 
 class ContractFormat(StrEnum):
@@ -31,6 +32,19 @@ DEFAULT_VERSION = "0.0.0"
 """``info.version`` when neither ``--api-version`` nor the module's ``__version__`` says."""
 
 
+NO_TOPOLOGY = "give --topology FILE (or run it where a topology.toml is)"
+
+
+def _topology(topology_file: Path | None) -> Topology:
+    """``--topology``'s file, else ``./topology.toml`` found in the current directory
+    (``cli/_common.py`` :func:`topology_of`); neither: a usage error (exit 2)."""
+    topology = common.topology_of(topology_file, no_topology=False)
+    if topology is None:
+        with common.guard():
+            raise UsageError(NO_TOPOLOGY)
+    return topology
+
+
 def asyncapi_command(
     target: Annotated[
         str,
@@ -39,9 +53,9 @@ def asyncapi_command(
         ),
     ],
     topology_file: Annotated[
-        Path,
+        Path | None,
         common.topology_option("The topology file with the queues' retry policies."),
-    ],
+    ] = None,
     output: Annotated[
         ContractFormat,
         common.output_option(ContractFormat, "yaml (the default) or json"),
@@ -93,11 +107,10 @@ def asyncapi_command(
     from rabbitctl_retry.asyncapi.schemas import Schemas
     from rabbitctl_retry.runtime.invocation import message_type_of
     from rabbitctl_retry.runtime.loader import load_target
-    from rabbitctl_retry.topology.load import load_file
     from rabbitctl_retry.transport.url import parse_broker_url
 
+    topology = _topology(topology_file)
     with common.guard():
-        topology = load_file(topology_file)
         handlers = load_target(target)
         schemas = Schemas()
         consumers = []

@@ -37,6 +37,7 @@ def console_command(
         ),
     ] = None,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     bind: Annotated[
         str,
         typer.Option(
@@ -96,13 +97,12 @@ def console_command(
             raise ConfigError(
                 f"rr console needs aiohttp ({error}): pip install 'rabbitctl-retry[console]'"
             ) from None
+    used, topology = common.topology_in_use(topology_file, no_topology)
+    common.check_given_management_url(management_url)
     with common.guard():
         refused = address.bind_problem(bind)
         if refused is not None:
             raise UsageError(refused)
-    common.check_given_management_url(management_url)
-    topology = dlq.load_topology(topology_file)
-    with common.guard():
         names = _dead_letter_queues(queues, topology)
         token = _token(token_file) if token_file is not None else new_token()
         if not keep_dir.is_dir():
@@ -120,7 +120,7 @@ def console_command(
         keep_dir=keep_dir,
         audit=audit,
         management=_management(ctx, management_url, topology, urls),
-        target=_target(url, topology_file),
+        target=_target(url, used.shown),
     )
     try:
         common.run(serve(config, _announcer(bind, token, token_file)), quiet_interrupt=True)
@@ -143,12 +143,13 @@ def _management(
     return management_for(common.management_connector_of(ctx), found, vhost=vhost_of(urls[0]))
 
 
-def _target(urls: Sequence[str] | None, topology_file: Path | None) -> tuple[str, ...]:
-    """``--topology`` and ``--url`` as given, for the command lines the console's pages show
-    (each URL's password masked: console/search.py ``target_words``)."""
+def _target(urls: Sequence[str] | None, topology_file: str | None) -> tuple[str, ...]:
+    """The topology file used (``./topology.toml`` when found) and ``--url`` as given, for
+    the command lines the console's pages show (each URL's password masked:
+    console/search.py ``target_words``)."""
     from rabbitctl_retry.console.search import target_words
 
-    return target_words(urls or (), str(topology_file) if topology_file is not None else None)
+    return target_words(urls or (), topology_file)
 
 
 def _settings(topology: Topology | None) -> Settings:

@@ -34,7 +34,6 @@ from rabbitctl_retry.doctor import (
 )
 from rabbitctl_retry.ops.doctor import server_facts
 from rabbitctl_retry.topology.expand import expand
-from rabbitctl_retry.topology.load import load_file
 
 
 def doctor_command(
@@ -43,6 +42,7 @@ def doctor_command(
         Path | None,
         common.topology_option("Also check this topology file's queues."),
     ] = None,
+    no_topology: common.NoTopologyOption = False,
     url: common.UrlOption = None,
     management_url: Annotated[
         str | None,
@@ -63,9 +63,8 @@ def doctor_command(
     are as the file says (as rr declare checks them), and how they are now (consumers,
     dead letters). Exit 1 when something in the topology is unsafe on this server, or the
     server is not healthy now (rr docs cli "rr doctor")."""
-    with common.guard():
-        topology = load_file(topology_file) if topology_file else None
-        common.check_given_management_url(management_url)
+    topology = common.topology_of(topology_file, no_topology)
+    common.check_given_management_url(management_url)
     desired = expand(topology) if topology is not None else None
     broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     api_url = common.resolve_management_url(management_url, topology)

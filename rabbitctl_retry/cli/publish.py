@@ -136,6 +136,7 @@ def publish_command(
     topology_file: Annotated[
         Path | None, common.topology_option("The topology file: its [broker] url.")
     ] = None,
+    no_topology: common.NoTopologyOption = False,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -155,7 +156,7 @@ def publish_command(
         target_exchange, key = _target(queue, exchange, routing_key)
         ops.check_target(target_exchange, key)
         rate_per_s = parse_rate(rate) if rate is not None else None
-        topology = dlq.load_topology(topology_file)
+        topology = dlq.load_topology(topology_file, no_topology)
         broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
         user = shell.login_user(broker_urls[0])
         records = _records(body, body_file, file, header or [], prop or [])

@@ -159,6 +159,7 @@ def run_command(
     ctx: typer.Context,
     target: TargetArgument,
     topology_file: TopologyFileOption = None,
+    no_topology: common.NoTopologyOption = False,
     prefetch: PrefetchOption = 100,
     concurrency: ConcurrencyOption = None,
     declare: DeclareOption = True,
@@ -184,6 +185,7 @@ def run_command(
     if workers > 1 and slot is None:
         from rabbitctl_retry.cli.workers import supervise
 
+        common.topology_in_use(topology_file, no_topology)  # said once, checked before workers
         supervise(
             _invoked_args(ctx),
             workers,
@@ -200,14 +202,13 @@ def run_command(
     served = _start_worker(slot, folder, metrics_port, metrics_bind)
     from rabbitctl_retry.runtime.loader import load_target
     from rabbitctl_retry.runtime.service import RunOptions
-    from rabbitctl_retry.topology.load import load_file
 
     with common.guard():
         present = tuple(logging.getLogger().handlers)
         handlers = load_target(target)
         if defer_to_the_handlers(present):
             log.info("the handler modules configured the root logger: their lines print their way")
-        topology: Topology | None = load_file(topology_file) if topology_file else None
+    used, topology = common.topology_in_use(topology_file, no_topology, say=slot is None)
     broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     _warn_without_heartbeat(broker_urls)
     client_name = _client_name(handlers.module, socket.gethostname(), slot)
@@ -219,7 +220,7 @@ def run_command(
         wait_for_broker_s=wait_for_broker,
         handler_timeout_s=handler_timeout,
         pending_dir=pending_dir,
-        topology_file=topology_file,
+        topology_file=used.path,
         reload_interval_s=reload_interval,
     )
     _run_service(

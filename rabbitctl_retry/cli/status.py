@@ -2,9 +2,11 @@
 of each queue, from passive declares; with a management API, also unacked messages,
 consumers' prefetch and rates (docs/reference/cli.md, "rr status").
 
-With neither a queue nor ``--topology``: the queues of ``topology.toml`` in the current
-directory, else with a management URL every queue of the vhost, else a usage error that
-names the three ways (:func:`what_to_show`).
+The topology file is the one of every command (``cli/topology_found.py``): ``--topology``,
+else ``topology.toml`` of the current directory (said on stderr), else none. With no queue
+named, the file's queues; with queues named, only those (the file gives the broker); with
+neither, with a management URL every queue of the vhost, else a usage error that names the
+three ways.
 
 Ctrl-C ends ``--watch`` with exit 0 whenever it comes, during a reading too; a plain
 ``rr status`` interrupted prints ``rr: interrupted`` and exits 130 (docs/reference/exit-codes.md,
@@ -13,7 +15,6 @@ Ctrl-C ends ``--watch`` with exit 0 whenever it comes, during a reading too; a p
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from rabbitctl_retry.cli import _common as common
+from rabbitctl_retry.cli import topology_found
 from rabbitctl_retry.cli.finish import finish, render
 
 if TYPE_CHECKING:
@@ -30,9 +32,9 @@ if TYPE_CHECKING:
     from rabbitctl_retry.ops.status import Management, Statuses
     from rabbitctl_retry.topology.consumers import ConsumerNote
 
-DEFAULT_TOPOLOGY = Path("topology.toml")
-"""The file ``rr status`` shows when given neither a queue nor ``--topology``, if the current
-directory holds it (docs/reference/cli.md, "rr status")."""
+DEFAULT_TOPOLOGY = topology_found.DEFAULT_TOPOLOGY
+"""The file ``rr status`` (as every command with ``--topology``) uses when given no
+``--topology``, if the current directory holds it (docs/reference/cli.md, "rr status")."""
 
 SERVICE_ENV = "RR_SERVICE_URLS"
 """``--service``'s URLs when none is given, separated by spaces (as ``$RR_URL``'s)."""
@@ -62,9 +64,9 @@ def status_command(
     queues: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Queues to show (besides those of --topology). With none and no --topology: "
-            "the queues of ./topology.toml, else with a management URL every queue of the "
-            'vhost (rr docs cli "rr status").',
+            help="Queues to show (besides those of --topology). With none: the queues of the "
+            "topology file (--topology, else ./topology.toml), else with a management URL "
+            'every queue of the vhost (rr docs cli "rr status").',
             show_default=False,
         ),
     ] = None,
@@ -75,6 +77,7 @@ def status_command(
             "included) and whether each is what the file says."
         ),
     ] = None,
+    no_topology: common.NoTopologyOption = False,
     watch: Annotated[
         str | None,
         typer.Option(
@@ -106,25 +109,24 @@ def status_command(
     from rabbitctl_retry.cli.status_watch import parse_watch_s
     from rabbitctl_retry.ops.status import read_statuses
     from rabbitctl_retry.topology.expand import QueueEntity, expand
-    from rabbitctl_retry.topology.load import load_file
 
     with common.guard():
         watch_s = parse_watch_s(watch) if watch is not None else None
         check_queue_names(queues or ())
         for service in services or ():
             check_service_url(service)
-        shown = what_to_show(topology_file, bool(queues), Path.cwd())
-        topology = load_file(shown.topology) if shown.topology is not None else None
+    used, file = common.topology_in_use(topology_file, no_topology)
+    topology = None if used.found and queues else file  # named queues only, file's broker
     listed = list(expand(topology).queues) if topology is not None else []
     in_file = {queue.name for queue in listed}
     retried = frozenset(
         queue.name for queue in (topology.queues if topology else ()) if queue.max_attempts
     )
     named = [QueueEntity(name=name) for name in queues or () if name not in in_file]
-    urls = common.resolve_urls(url, topology.broker.urls if topology else ())
+    urls = common.resolve_urls(url, file.broker.urls if file else ())
     connect = common.connect_to(ctx, urls)
     common.check_given_management_url(management_url)
-    given = common.resolve_management_url(management_url, topology)
+    given = common.resolve_management_url(management_url, file)
     management = _management(ctx, given, urls[0]) if given is not None else None
     every_queue = topology is None and not queues
     if every_queue and management is None:
@@ -132,7 +134,7 @@ def status_command(
             from rabbitctl_retry.errors import UsageError
 
             raise UsageError(NOTHING_TO_SHOW)
-    notes = [shown.note] if shown.note is not None else []
+    notes: list[str] = []
 
     def reading() -> Reading:
         read_at = datetime.now(UTC)
@@ -200,30 +202,6 @@ def _watch(
         common.exit_with(0)
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """Which topology file ``rr status`` shows, and the note that says so when rr chose it."""
-
-    topology: Path | None
-    note: str | None = None
-
-
-def what_to_show(given: Path | None, named: bool, cwd: Path) -> Shown:
-    """``--topology``'s file; else, with no queue named, ``topology.toml`` of ``cwd`` when
-    there is one (said in a note); else none (then every queue of the vhost, with a
-    management URL, or the usage error)."""
-    if given is not None or named:
-        return Shown(given)
-    found = cwd / DEFAULT_TOPOLOGY
-    if not found.is_file():
-        return Shown(None)
-    return Shown(
-        DEFAULT_TOPOLOGY,
-        f"the queues of {DEFAULT_TOPOLOGY} in the current directory (no queue named, no "
-        "--topology)",
-    )
-
-
 def _management(ctx: typer.Context, url: str, amqp_url: str) -> Management:
     """What ``rr status`` reads of the management API at ``url``, for the vhost of the
     broker URL (``url`` from --management-url is checked before, by
@@ -238,4 +216,4 @@ def _management(ctx: typer.Context, url: str, amqp_url: str) -> Management:
     )
 
 
-__all__ = ["DEFAULT_TOPOLOGY", "NOTHING_TO_SHOW", "SERVICE_ENV", "status_command", "what_to_show"]
+__all__ = ["DEFAULT_TOPOLOGY", "NOTHING_TO_SHOW", "SERVICE_ENV", "status_command"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rabbitctl_retry.cli.status_render import NO_MANAGEMENT_LINE
+from rabbitctl_retry.cli.topology_found import found_note
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend
 from tests.dlq.support import declare, publish_all, rr
@@ -307,9 +308,7 @@ async def test_with_nothing_named_the_topology_file_of_the_current_directory(
         "payouts",
         "refunds.receipts",
     ]
-    assert result.stderr == (
-        "the queues of topology.toml in the current directory (no queue named, no --topology)\n"
-    )
+    assert result.stderr == found_note() + "\n"
     assert given.stderr == ""
 
 

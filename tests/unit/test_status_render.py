@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from rabbitctl_retry.cli.finish import Unwrapped
-from rabbitctl_retry.cli.status import DEFAULT_TOPOLOGY, Shown, what_to_show
 from rabbitctl_retry.cli.status_render import (
     NO_MANAGEMENT_LINE,
     Reading,
@@ -194,23 +192,6 @@ def test_timestamps_are_utc_iso_8601_to_the_millisecond() -> None:
     assert heading(Reading([], read_at=AT), 5.0) == (
         "rr status at 2026-12-04T01:33:12.345Z (every 5 s; Ctrl-C ends)"
     )
-
-
-def test_which_topology_a_bare_status_shows(tmp_path: Path) -> None:
-    given = Path("mine.toml")
-    assert what_to_show(given, False, tmp_path) == Shown(given)
-    assert what_to_show(None, True, tmp_path) == Shown(None)
-    assert what_to_show(None, False, tmp_path) == Shown(None)
-    (tmp_path / "topology.toml").write_text("[queues.a]\n")
-    assert what_to_show(None, True, tmp_path) == Shown(None)  # a queue named: only it
-    shown = what_to_show(None, False, tmp_path)
-    assert shown.topology == DEFAULT_TOPOLOGY
-    assert shown.note == (
-        "the queues of topology.toml in the current directory (no queue named, no --topology)"
-    )
-    (tmp_path / "topology.toml").unlink()
-    (tmp_path / "topology.toml").mkdir()  # not a file
-    assert what_to_show(None, False, tmp_path) == Shown(None)
 
 
 def test_a_locked_queue_exists_but_its_numbers_are_not_known() -> None:

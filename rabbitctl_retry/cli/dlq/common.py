@@ -13,11 +13,11 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from rabbitctl_retry.cli import _common
 from rabbitctl_retry.cli._common import (
     OutputFormat,
     announce_target,
     connect_to,
-    guard,
     resolve_urls,
     stderr_console,
     topology_option,
@@ -28,7 +28,6 @@ from rabbitctl_retry.errors import RrError, UsageError
 from rabbitctl_retry.ops import dlq as shell
 from rabbitctl_retry.ops.probe import Connect
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
-from rabbitctl_retry.topology.load import load_file
 from rabbitctl_retry.topology.model import Topology
 
 TopologyOption = Annotated[
@@ -53,9 +52,13 @@ def where_option(items: str) -> Any:
 # --------------------------------------------------------------------------- helpers
 
 
-def load_topology(topology_file: Path | None) -> Topology | None:
-    with guard():
-        return load_file(topology_file) if topology_file is not None else None
+NoTopologyOption = _common.NoTopologyOption
+
+
+def load_topology(topology_file: Path | None, no_topology: bool = False) -> Topology | None:
+    """The topology a ``rr dlq`` command uses: ``--topology``, else ``./topology.toml`` found
+    in the current directory, else none (``cli/_common.py`` :func:`topology_of`)."""
+    return _common.topology_of(topology_file, no_topology)
 
 
 def connect_of(ctx: typer.Context, url: list[str] | None, topology: Topology | None) -> Connect:

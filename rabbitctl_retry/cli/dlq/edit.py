@@ -113,6 +113,7 @@ def edit_command(
     ] = False,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -125,7 +126,7 @@ def edit_command(
     JSON body that no longer parses is refused unless --force (rr docs dlq "Edit and
     retry").
     """
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     retry_header = dlq.retry_header_of(topology)
     with common.guard():
         check_queue_names([queue] + ([to] if to else []))

@@ -42,6 +42,7 @@ def export_command(
     where: Annotated[list[str] | None, dlq.where_option("messages")] = None,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -53,7 +54,7 @@ def export_command(
     with common.guard():
         check_queue_names([queue])
         conditions = parse_all(where or [])
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     connect = dlq.connect_of(ctx, url, topology)
     to_stdout = (
         file == "-"

@@ -53,6 +53,7 @@ def groups_command(
         ),
     ] = EVERY_DIMENSION,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     yes: common.YesOption = False,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
@@ -72,7 +73,7 @@ def groups_command(
             dimensions = parse_dimensions(by)
         except ValueError as error:
             raise UsageError(f"--by {by[:60]!r}: {error}") from None
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     connect = dlq.connect_of(ctx, url, topology)
     reading = InspectReading.starting_now(topology)
     grouping = Grouping(dimensions=dimensions)

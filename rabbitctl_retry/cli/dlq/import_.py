@@ -36,6 +36,7 @@ def import_command(
     topology_file: Annotated[
         Path | None, common.topology_option("The topology file: its [broker] url.")
     ] = None,
+    no_topology: common.NoTopologyOption = False,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -50,7 +51,7 @@ def import_command(
     with common.guard():
         if short_string_problem(to) is None:  # else check_file says what AMQP cannot carry
             check_queue_names([to], "--to")
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
     user = shell.login_user(broker_urls[0])  # the nodes of one cluster share their users
     with common.guard():  # the whole file, before connecting: a bad line is exit 65 even offline

@@ -98,6 +98,7 @@ def inspect_command(
     ] = InspectFormat.TABLE,
     where: Annotated[list[str] | None, dlq.where_option("dead letters shown (or counted)")] = None,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     output: Annotated[
         InspectOutput,
         common.output_option(
@@ -124,7 +125,7 @@ def inspect_command(
             raise UsageError(problem)
         check_queue_names([queue])
         conditions = parse_all(where or [])
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     connect = dlq.connect_of(ctx, url, topology)
     reading = InspectReading.starting_now(topology)
     wanted = limit if limit is not None else (None if summary else DEFAULT_INSPECT_LIMIT)

@@ -28,6 +28,7 @@ def purge_command(
     ] = False,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     url: common.UrlOption = None,
     output: common.OutputOption = common.OutputFormat.TABLE,
 ) -> None:
@@ -44,7 +45,7 @@ def purge_command(
             raise UsageError("--dry-run shows what a purge --where would remove: give --where")
         if not dry_run:
             dlq.require_answerable(yes, f"purge {queue!r}")
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     if conditions:
         from rabbitctl_retry.cli.dlq.transfer import purge_matching
 

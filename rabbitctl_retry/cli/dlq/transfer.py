@@ -117,6 +117,7 @@ def replay_command(
     force: ForceOption = False,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     output: common.OutputOption = common.OutputFormat.TABLE,
     url: common.UrlOption = None,
 ) -> None:
@@ -129,7 +130,7 @@ def replay_command(
     copy the broker returns or refuses leaves its dead letter in place (exit 3). A copy that
     comes round again in the same run stops the run.
     """
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     sources, conditions, rate_per_s = _checked(
         where,
         rate,
@@ -416,6 +417,7 @@ def move_command(
     force: ForceOption = False,
     yes: common.YesOption = False,
     topology_file: dlq.TopologyOption = None,
+    no_topology: dlq.NoTopologyOption = False,
     output: common.OutputOption = common.OutputFormat.TABLE,
     url: common.UrlOption = None,
 ) -> None:
@@ -426,7 +428,7 @@ def move_command(
     with publisher confirms, and only then is it acked. A copy the broker returns or refuses
     leaves its message in place (exit 3).
     """
-    topology = dlq.load_topology(topology_file)
+    topology = dlq.load_topology(topology_file, no_topology)
     _, conditions, rate_per_s = _checked(
         where,
         rate,
