@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from rabbitctl_retry.cli import _common as common
-from rabbitctl_retry.cli import topology_found
 from rabbitctl_retry.cli.finish import finish, render
 
 if TYPE_CHECKING:
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     from rabbitctl_retry.ops.status import Management, Statuses
     from rabbitctl_retry.topology.consumers import ConsumerNote
 
-DEFAULT_TOPOLOGY = topology_found.DEFAULT_TOPOLOGY
-"""The file ``rr status`` (as every command with ``--topology``) uses when given no
-``--topology``, if the current directory holds it (docs/reference/cli.md, "rr status")."""
 
 SERVICE_ENV = "RR_SERVICE_URLS"
 """``--service``'s URLs when none is given, separated by spaces (as ``$RR_URL``'s)."""
@@ -216,4 +212,4 @@ def _management(ctx: typer.Context, url: str, amqp_url: str) -> Management:
     )
 
 
-__all__ = ["DEFAULT_TOPOLOGY", "NOTHING_TO_SHOW", "SERVICE_ENV", "status_command"]
+__all__ = ["NOTHING_TO_SHOW", "SERVICE_ENV", "status_command"]

@@ -14,7 +14,15 @@ from types import ModuleType
 
 import pytest
 
-from rabbitctl_retry.cli import _common, broker_choice, console, run, simulate, status
+from rabbitctl_retry.cli import (
+    _common,
+    broker_choice,
+    console,
+    run,
+    simulate,
+    status,
+    topology_found,
+)
 from rabbitctl_retry.cli.dlq import inspect as dlq_inspect
 from rabbitctl_retry.event_loop import choose as choose_loop
 from rabbitctl_retry.telemetry.switch import forced_off
@@ -118,7 +126,7 @@ CODE: dict[str, Callable[[], object]] = {
     "rr console --port": lambda: _default(console.console_command, "port"),
     "rr dlq inspect --limit": lambda: dlq_inspect.DEFAULT_INSPECT_LIMIT,
     "rr status --watch": lambda: _default(status.status_command, "watch"),
-    "rr status --topology": lambda: status.DEFAULT_TOPOLOGY,
+    "--topology": lambda: topology_found.DEFAULT_TOPOLOGY,
     "[broker] retry_header": lambda: _field(Broker, "retry_header"),
     "[broker] settings": lambda: _field(Broker, "settings"),
     "[queues.NAME] type": lambda: _field(Queue, "type"),
