@@ -12,7 +12,7 @@ delivered now: the quorum queue's count of returns (``None`` before the first), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rabbitctl_retry.emulator.snapshots import QueuedMessage
 from rabbitctl_retry.retry.headers import DEFAULT_RETRY_HEADER
@@ -24,28 +24,24 @@ from rabbitctl_retry.transport.base import Delivery
 class WaitingMessage(Message):
     """A message in a queue (or held unacked), as :class:`Message` names its parts."""
 
-    queued: QueuedMessage | None = None
+    queued: QueuedMessage = field(kw_only=True)
     """The emulator's view of it (its number, its times)."""
 
     @property
     def message(self) -> int:
         """The emulator's number for it (``rabbitctl_retry/emulator/events.py``)."""
-        assert self.queued is not None
         return self.queued.message
 
     @property
     def enqueued_at_s(self) -> float:
-        assert self.queued is not None
         return self.queued.enqueued_at_s
 
     @property
     def expires_at_s(self) -> float | None:
-        assert self.queued is not None
         return self.queued.expires_at_s
 
     @property
     def delivery_count(self) -> int | None:
-        assert self.queued is not None
         return self.queued.delivery_count or None
 
     @property
@@ -64,7 +60,7 @@ def waiting(
         routing_key=queued.routing_key,
         redelivered=queued.redelivered,
     )
-    return WaitingMessage(delivery, queue, retry_header, queued)
+    return WaitingMessage(delivery, queue, retry_header, queued=queued)
 
 
 __all__ = ["WaitingMessage", "waiting"]

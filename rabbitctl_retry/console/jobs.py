@@ -61,6 +61,19 @@ class Job:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the console stops: the engine finishes the copies under way, sends no more."""
 
+    @classmethod
+    def one_letter(cls, action: str, queue: str, message_id: str) -> Job:
+        """A run on one letter of ``queue``: ``retry`` (unchanged) or ``edit``."""
+        verb = "Retry" if action == "retry" else "Edit and retry"
+        return cls(
+            id=new_job_id(),
+            title=f"{verb} {message_id} of {queue}",
+            queue=queue,
+            action=action,
+            letters=f"message {message_id}",
+            expected=1,
+        )
+
     @property
     def stopped_by_the_console(self) -> bool:
         """The console stopped while it ran: its report says how far it went."""

@@ -32,6 +32,7 @@ from tests.dlq.support import (
 from tests.observe import depth
 from tests.observe import peek as read_all
 from tests.shared_node import BROKERS
+from tests.topologies import REFUNDS_AND_PAYOUTS
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -403,18 +404,6 @@ async def test_an_empty_queue_replays_nothing(backend: Backend) -> None:
     }
 
 
-TWO_DEAD_LETTER_QUEUES = """
-[queues.refunds]
-max_attempts = 3
-dead_letter = "refunds.dead"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 3
-dead_letter = "payouts.dead"
-"""
-
-
 async def test_every_dead_letter_queue_of_a_topology_as_json(
     backend: Backend, tmp_path: Path
 ) -> None:
@@ -423,7 +412,7 @@ async def test_every_dead_letter_queue_of_a_topology_as_json(
     await publish_all(backend, "refunds.dead", [synthesized("rr", 0, NOW)])
     await publish_all(backend, "payouts.dead", [synthesized("server", 0, NOW)] * 2)
     topology = tmp_path / "topology.toml"
-    topology.write_text(TWO_DEAD_LETTER_QUEUES, encoding="utf-8")
+    topology.write_text(REFUNDS_AND_PAYOUTS, encoding="utf-8")
     result = await rr(backend, "dlq", "replay", "-t", str(topology), "--yes", "-o", "json")
     assert result.exit_code == 0, result.output
     documents = json.loads(result.stdout)

@@ -13,20 +13,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.runtime.conftest import backend
+from tests.topologies import REFUNDS_AND_PAYOUTS
 
 __all__ = ["REFUNDS_AND_PAYOUTS", "Spans", "backend", "spans"]
-
-REFUNDS_AND_PAYOUTS = """
-[queues.refunds]
-max_attempts = 3
-dead_letter = "refunds.dead"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 3
-dead_letter = "payouts.dead"
-"""
-"""The telemetry tests' topology: the guide's classic and quorum queues, 3 attempts each."""
 
 
 @dataclass

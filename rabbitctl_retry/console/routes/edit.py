@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from rabbitctl_retry.console.jobs import Job, new_job_id
+from rabbitctl_retry.console.jobs import Job
 from rabbitctl_retry.console.listen import HTTP_LOG
 from rabbitctl_retry.console.reads import (
     pick_letter,
@@ -156,17 +156,9 @@ def _record_edit(
     state: State, queue: str, message_id: str, report: TransferReport, published: bool
 ) -> None:
     """An edit, kept among the runs and told to the record (console/audit.py)."""
-    job = Job(
-        id=new_job_id(),
-        title=f"Edit and retry {message_id} of {queue}",
-        queue=queue,
-        action="edit",
-        letters=f"message {message_id}",
-        examined=report.examined,
-        total=report.examined,
-        confirmed=report.sent,
-        expected=1,
-    )
+    job = Job.one_letter("edit", queue, message_id)
+    job.examined = job.total = report.examined
+    job.confirmed = report.sent
     lines = transfer_summary(report).splitlines()
     if not published:
         lines.append("nothing was published; the dead letter stays")

@@ -8,7 +8,7 @@ from functools import partial
 
 from aiohttp import web
 
-from rabbitctl_retry.console.jobs import Job, new_job_id
+from rabbitctl_retry.console.jobs import Job
 from rabbitctl_retry.console.reads import (
     find_letter,
     transfer,
@@ -74,14 +74,7 @@ async def retry_letter(request: web.Request) -> web.Response:
             job.error = changed
         return report
 
-    job = Job(
-        id=new_job_id(),
-        title=f"Retry {message_id} of {queue}",
-        queue=queue,
-        action="retry",
-        letters=f"message {message_id}",
-        expected=1,
-    )
+    job = Job.one_letter("retry", queue, message_id)
     state.jobs.start(job, work)
     raise web.HTTPSeeOther(location=f"/jobs/{job.id}")
 
