@@ -9,10 +9,11 @@ heading's text, compared without its Markdown (backticks, emphasis) and its case
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from rabbitctl_retry.suggestions import close_matches, did_you_mean
 
 INDEX_STEM = "README"
 """The docs tree's index page (``rr docs`` with no topic): not a topic of its own."""
@@ -49,23 +50,6 @@ def resolve_topic(word: str, topics: Iterable[str]) -> str:
     if folded:
         return folded[0]
     raise UnknownName(word, close_matches(word, known))
-
-
-def close_matches(word: str, choices: Sequence[str]) -> list[str]:
-    """Up to three of ``choices`` close to ``word``, the closest first (a word that starts a
-    choice counts as close: ``run`` finds ``runtime`` and ``run-on-a-cluster``)."""
-    by_case = {choice.casefold(): choice for choice in choices}
-    close = difflib.get_close_matches(word.casefold(), list(by_case), n=3, cutoff=0.6)
-    starting = [c for c in by_case if c.startswith(word.casefold()) and c not in close]
-    return [by_case[found] for found in [*close, *starting][:3]]
-
-
-def did_you_mean(suggestions: Sequence[str]) -> str:
-    """`` Did you mean 'dlq'?`` (or ``'a' or 'b'``), the way rr's other suggestions read (an
-    unknown command: cli/lazy.py); empty without a suggestion."""
-    if not suggestions:
-        return ""
-    return f" Did you mean {' or '.join(repr(found) for found in suggestions)}?"
 
 
 def headings(markdown: str) -> list[Heading]:

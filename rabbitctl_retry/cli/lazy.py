@@ -9,7 +9,6 @@ holds each entry's help to the command's own docstring.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typer import _click
 from typer._click.utils import make_default_short_help
 
 from rabbitctl_retry.cli.group import RrGroup
+from rabbitctl_retry.suggestions import close_matches, did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +166,9 @@ class LazyRootGroup(RrGroup):
             return super().resolve_command(ctx, args)
         except _click.exceptions.UsageError as error:
             if args and "Did you mean" not in error.message:
-                matches = difflib.get_close_matches(args[0], self.list_commands(ctx))
+                matches = close_matches(args[0], self.list_commands(ctx))
                 if matches:
-                    suggestions = ", ".join(repr(match) for match in matches)
-                    error.message = f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
+                    error.message = f"{error.message.rstrip('.')}.{did_you_mean(matches)}"
             raise
 
     def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:

@@ -10,7 +10,6 @@ the key was written. Malformed input (docs/reference/topology.md, "Malformed fil
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 
 from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.suggestions import close_matches
 from rabbitctl_retry.topology.keypath import key_path
 from rabbitctl_retry.topology.locate import line_of
 from rabbitctl_retry.topology.model import (
@@ -391,7 +391,7 @@ def _unknown_message(key: str, known: tuple[str, ...]) -> str:
 
 
 def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    matches = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    matches = close_matches(word, choices, most=1)
     return f" (did you mean {matches[0]!r}?)" if matches else ""
 
 

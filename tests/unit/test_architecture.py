@@ -26,7 +26,16 @@ DOCS = Path(__file__).parents[2] / "docs" / "architecture.md"
 CORE = ("topology", "retry", "dlq", "doctor")
 """The pure core (docs/architecture.md, "Layers"): packages and modules that take time, run
 ids and what the broker said as arguments."""
-SHARED = ("errors", "fields", "field_codec", "server", "releases", "urls", "json_text")
+SHARED = (
+    "errors",
+    "fields",
+    "field_codec",
+    "server",
+    "releases",
+    "urls",
+    "json_text",
+    "suggestions",
+)
 """Pure modules beside the core, shared by it and by the layers around it."""
 READS_FILES = ("user_files",)
 """The one module beside the core that reads files (every file the user names; the topology
