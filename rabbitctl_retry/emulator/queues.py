@@ -25,6 +25,7 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
 
 from __future__ import annotations
 
+from rabbitctl_retry.emulator import single_active
 from rabbitctl_retry.emulator.clock import on_grid
 from rabbitctl_retry.emulator.dead_letters import dead_letter, dead_letter_entry
 from rabbitctl_retry.emulator.deliver import deliver, delivery, record_delivered
@@ -32,6 +33,7 @@ from rabbitctl_retry.emulator.events import Dropped, Expired
 from rabbitctl_retry.emulator.limits import block_publishers, refuses
 from rabbitctl_retry.emulator.model import (
     ChannelState,
+    Consumer,
     EmulatedQueue,
     Entry,
     StoredMessage,
@@ -67,7 +69,7 @@ def enqueue(
     )
     _start_counts(state, q, entry)
     if q.consumers and not q.ready:
-        consumer = q.next_consumer()
+        consumer = _next_consumer(state, q)
         if consumer is not None:
             if not q.is_quorum:
                 # RabbitMQ 4.3: a classic queue hands a carrying dead letter straight to a
@@ -229,12 +231,20 @@ def dispatch(state: BrokerState, q: EmulatedQueue) -> None:
             expire_due(state, q)
             if not q.ready:
                 return
-        consumer = q.next_consumer()
+        consumer = _next_consumer(state, q)
         if consumer is None:
             return
         deliver(state, q, q.pop(), consumer)
         if not checks_before:
             expire_due(state, q)
+
+
+def _next_consumer(state: BrokerState, q: EmulatedQueue) -> Consumer | None:
+    """The consumer whose turn it is (EmulatedQueue.next_consumer), or a single active
+    consumer queue's active one (emulator/single_active.py)."""
+    if single_active.is_single_active(q):
+        return single_active.deliverable(state, q)
+    return q.next_consumer()
 
 
 def get(
