@@ -205,14 +205,14 @@ class ServerRelease:
     """RabbitMQ 3.10 (measured on 3.10.8): the next consumer is marked active but gets
     nothing, and the next publish crashes the queue process (``badmatch`` in
     ``rabbit_amqqueue_process:attempt_delivery``); 4.0.5 hands over at once."""
-    single_active_get_type_text: str = field(
+    single_active_get_type_as_binary: bool = field(
         metadata=_doc(
-            "How the refusal of a `basic.get` from a quorum queue with a single active "
-            "consumer names the queue type"
+            "The refusal of a `basic.get` from a quorum queue with a single active consumer "
+            'names the type as an Erlang binary (`<<"quorum">> queues`)'
         )
     )
     """``RESOURCE_LOCKED - ... basic.get operations are not supported by quorum queues with
-    single active consumer``: 4.3.6 writes the type as an Erlang binary, ``<<"quorum">>``."""
+    single active consumer`` (3.10.8, 4.0.5); 4.3.6 writes ``<<"quorum">> queues``."""
     # -- priorities ----------------------------------------------------------------------------
     quorum_priorities: QuorumPriorities = field(
         metadata=_doc("Quorum queue priorities: none, two (2:1), or 32 strict")
@@ -406,7 +406,7 @@ RELEASES: tuple[ServerRelease, ...] = _rows(
     quorum_single_active_priorities=(False, False, True, True),
     single_active_return_hands_over=(False, False, False, True),
     classic_single_active_cancel_stalls=(True, True, False, False),
-    single_active_get_type_text=("quorum", "quorum", "quorum", '<<"quorum">>'),
+    single_active_get_type_as_binary=(False, False, False, True),
     quorum_priorities=("none", "none", "two", "strict"),
     classic_max_priority_0_as_1=(False, False, True, True),
     sorts_headers_on_arrival=(False, False, True, True),

@@ -1,5 +1,5 @@
 """``x-single-active-consumer``: which consumer of a queue is the active one, the only one it
-delivers to (docs/reference/testing.md, "Single active consumer").
+delivers to (docs/reference/testing.md, "What the emulator models").
 
 Measured on 3.10.8, 4.0.5 and 4.3.6 (``scripts/measure_single_active.py``), classic and
 quorum queues, each consumer on a connection of its own:
@@ -65,10 +65,11 @@ def check_exclusive(q: EmulatedQueue, *, exclusive: bool) -> None:
 def check_get(state: BrokerState, q: EmulatedQueue) -> None:
     """basic.get on ``q``: a quorum queue with a single active consumer refuses it."""
     if is_single_active(q) and q.is_quorum:
+        kind = '<<"quorum">>' if state.behaviour.single_active_get_type_as_binary else "quorum"
         raise ResourceLocked(
             f"RESOURCE_LOCKED - cannot obtain access to locked queue '{q.name}' in vhost "
             f"'{VHOST}'. basic.get operations are not supported by "
-            f"{state.behaviour.single_active_get_type_text} queues with single active consumer"
+            f"{kind} queues with single active consumer"
         )
 
 

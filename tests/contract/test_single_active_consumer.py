@@ -1,5 +1,5 @@
 """A queue declared with ``x-single-active-consumer = true``: which consumer gets messages
-(docs/reference/testing.md, "Single active consumer"; emulator/single_active.py).
+(docs/reference/testing.md, "What the emulator models"; emulator/single_active.py).
 
 Measured on 3.10.8, 4.0.5 and 4.3.6 with ``scripts/measure_single_active.py``, classic and
 quorum queues, each consumer on a connection of its own. Where the servers differ, the

@@ -631,7 +631,7 @@ TABLE["single-active-cancel-stalls"] = Difference(
     "Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
 TABLE["single-active-get-type"] = Difference(
-    by_line(lambda row: row.single_active_get_type_text),
+    by_line(lambda row: '<<"quorum">>' if row.single_active_get_type_as_binary else "quorum"),
     "How the RESOURCE_LOCKED refusal of basic.get from a quorum queue with a single active "
     "consumer names the type: 'quorum', on 4.3.6 '<<\"quorum\">>'. Measured on 3.10.8, 4.0.5 "
     "and 4.3.6.",
