@@ -14,9 +14,12 @@ their own (aiormq, which sends consumer arguments such as ``x-priority``), in th
 Scenarios: three consumers (who gets what); the active one cancelled with and without
 messages held; its channel closed while it holds two (who gets them, in which order, with
 which redelivered flag and x-delivery-count); a consumer with a higher ``x-priority`` arriving
-while the active one holds a message, then once it holds none; basic.get beside an active
-consumer; the active consumer's prefetch full; an exclusive basic.consume. docs/measurements.md
-holds the results.
+while the active one holds a message (``priority-later``, ``priority-quiescing``: then the
+active one gives it back with requeue; ``priority-settles``: each way of settling), and while
+it holds none (``priority-idle``); which
+waiting consumer takes over by priority (``priority-cancel``); basic.get beside an active
+consumer and on a queue without consumers; the active consumer's prefetch full; an exclusive
+basic.consume. docs/measurements.md ("Single active consumer") holds the results.
 """
 
 from __future__ import annotations
@@ -305,6 +308,46 @@ async def get_idle(url: str, q: str, ch: aiormq.abc.AbstractChannel) -> dict[str
         return {"basic.get": repr(error)}
 
 
+async def priority_settles(url: str, q: str, ch: aiormq.abc.AbstractChannel) -> dict[str, Any]:
+    """As ``priority-quiescing``, c1 settling m1 each way in turn (a queue each), then m3
+    published, then c1's connection closed."""
+    out: dict[str, Any] = {}
+    for how in ("reject", "nack", "ack", "reject-drop"):
+        name = f"{q}-{how}"
+        await ch.queue_declare(name, durable=True, arguments=await _same_arguments(ch, q))
+        c1, c2 = Taker("c1"), Taker("c2-prio10")
+        await c1.start(url, name, prefetch=10)
+        await publish(ch, name, "m1")
+        await c2.start(url, name, prefetch=10, priority=10)
+        await publish(ch, name, "m2")
+        assert c1.channel is not None
+        tag = c1.got[0].delivery.delivery_tag or 0
+        if how == "ack":
+            await c1.channel.basic_ack(tag)
+        elif how == "nack":
+            await c1.channel.basic_nack(tag, requeue=True)
+        else:
+            await c1.channel.basic_reject(tag, requeue=how == "reject")
+        await asyncio.sleep(QUIET_S)
+        out[f"{how}: settled"] = state(c1, c2)
+        await publish(ch, name, "m3")
+        out[f"{how}: m3"] = state(c1, c2)
+        await c1.close()
+        await asyncio.sleep(QUIET_S)
+        out[f"{how}: c1 closed"] = state(c1, c2)
+        await c2.close()
+        await ch.queue_delete(name)
+    return out
+
+
+async def _same_arguments(ch: aiormq.abc.AbstractChannel, q: str) -> dict[str, Any]:
+    """The arguments of the scenario's queue ``q`` (its type read back by its name)."""
+    arguments: dict[str, Any] = {"x-single-active-consumer": True}
+    if "-quorum-" in q:
+        arguments["x-queue-type"] = "quorum"
+    return arguments
+
+
 SCENARIOS: dict[str, Scenario] = {
     "three-consumers": three_consumers,
     "cancel-holding": cancel_holding,
@@ -317,6 +360,7 @@ SCENARIOS: dict[str, Scenario] = {
     "priority-quiescing": priority_quiescing,
     "priority-cancel": priority_cancel,
     "get-idle": get_idle,
+    "priority-settles": priority_settles,
 }
 
 
