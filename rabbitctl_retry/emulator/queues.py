@@ -5,7 +5,8 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
 
 * A message published to a queue with a consumer that can take it goes straight to it;
   otherwise it waits at the back of the queue. Consumers take turns (round robin), each
-  limited by the prefetch it was created under (basic.qos, per consumer).
+  limited by the prefetch it was created under (basic.qos, per consumer); a queue with
+  ``x-single-active-consumer`` delivers to its active one only (``single_active.py``).
 * Messages expire from the head only, on both queue types: a short TTL behind a long one
   waits for it, then both go in order. A RabbitMQ 4.3 quorum queue has a head for what was
   given back and one for the other messages of each priority, and expires at each. The TTL
