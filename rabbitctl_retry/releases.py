@@ -175,6 +175,44 @@ class ServerRelease:
     )
     """RabbitMQ 3.10.8 predates the fix of rabbitmq-server #5927
     (emulator's Consumer.crashes_its_channel)."""
+    # -- single active consumer ----------------------------------------------------------------
+    quorum_single_active_priorities: bool = field(
+        metadata=_doc(
+            "A quorum queue's single active consumer goes by `x-priority`: a higher one "
+            "takes over once the active one holds nothing (else: first come)"
+        )
+    )
+    """RabbitMQ 4.0 (measured on 4.0.5 and 4.3.6): a quorum queue with
+    ``x-single-active-consumer`` hands over to a consumer of higher ``x-priority`` arriving
+    later, at once when the active one holds nothing, else once it holds nothing (it gets no
+    more meanwhile), and picks the waiting consumer of highest priority when the active one
+    goes; 3.10.8 ignores priorities there: first come (emulator/single_active.py)."""
+    single_active_return_hands_over: bool = field(
+        metadata=_doc(
+            "A quorum queue hands over to a higher-priority single active consumer when the "
+            "active one gives its last delivery back with requeue"
+        )
+    )
+    """RabbitMQ 4.3 (measured on 4.3.6): any settle that leaves the active consumer holding
+    nothing hands over; on 4.0.5 a basic.reject / nack with requeue does not, and the queue
+    delivers to nobody until the old consumer goes."""
+    classic_single_active_cancel_stalls: bool = field(
+        metadata=_doc(
+            "A classic queue whose single active consumer is cancelled while holding "
+            "deliveries delivers to no consumer (the server's queue crashes at the next publish)"
+        )
+    )
+    """RabbitMQ 3.10 (measured on 3.10.8): the next consumer is marked active but gets
+    nothing, and the next publish crashes the queue process (``badmatch`` in
+    ``rabbit_amqqueue_process:attempt_delivery``); 4.0.5 hands over at once."""
+    single_active_get_type_as_binary: bool = field(
+        metadata=_doc(
+            "The refusal of a `basic.get` from a quorum queue with a single active consumer "
+            'names the type as an Erlang binary (`<<"quorum">> queues`)'
+        )
+    )
+    """``RESOURCE_LOCKED - ... basic.get operations are not supported by quorum queues with
+    single active consumer`` (3.10.8, 4.0.5); 4.3.6 writes ``<<"quorum">> queues``."""
     # -- priorities ----------------------------------------------------------------------------
     quorum_priorities: QuorumPriorities = field(
         metadata=_doc("Quorum queue priorities: none, two (2:1), or 32 strict")
@@ -365,6 +403,10 @@ RELEASES: tuple[ServerRelease, ...] = _rows(
     quorum_evictions_newest_first=(True, True, True, False),
     quorum_expires_at_each_head=(False, False, False, True),
     reused_consumer_tag_crashes=(True, True, False, False),
+    quorum_single_active_priorities=(False, False, True, True),
+    single_active_return_hands_over=(False, False, False, True),
+    classic_single_active_cancel_stalls=(True, True, False, False),
+    single_active_get_type_as_binary=(False, False, False, True),
     quorum_priorities=("none", "none", "two", "strict"),
     classic_max_priority_0_as_1=(False, False, True, True),
     sorts_headers_on_arrival=(False, False, True, True),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from rabbitctl_retry.emulator import single_active
 from rabbitctl_retry.emulator.args import VHOST
 from rabbitctl_retry.emulator.entities import ConnectionFault, queue_of
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState, Consumer, EmulatedQueue
@@ -103,10 +104,13 @@ def consume(
     exclusive: bool,
     consumer_tag: str | None,
     on_cancel: Callable[[str], None] | None = None,
+    arguments: Mapping[str, FieldValue] | None = None,
 ) -> str:
     state.activity += 1
     q = queue_of(state, channel, queue)
-    if q.consumers and (exclusive or any(c.exclusive for c in q.consumers)):
+    if single_active.is_single_active(q):
+        single_active.check_exclusive(q, exclusive=exclusive)
+    elif q.consumers and (exclusive or any(c.exclusive for c in q.consumers)):
         raise AccessRefused(
             f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
         )
@@ -122,11 +126,13 @@ def consume(
         exclusive=exclusive,
         prefetch_count=channel.prefetch_count,
         on_cancel=on_cancel,
+        priority=single_active.consumer_priority(arguments),
         crashes_its_channel=state.behaviour.reused_consumer_tag_crashes
         and _tag_still_holds(channel, q, tag),
     )
     channel.consumers[tag] = consumer
     q.add_consumer(consumer)
+    single_active.consumer_added(state, q, consumer)
     q.had_consumer = True
     mark_used(state, q)
     dispatch(state, q)
@@ -137,13 +143,17 @@ def cancel(state: BrokerState, channel: ChannelState, consumer_tag: str) -> None
     state.activity += 1
     consumer = channel.consumers.get(consumer_tag)
     if consumer is not None:
-        remove_consumer(state, consumer)
+        q = consumer.queue
+        if remove_consumer(state, consumer, cancelled=True) and q.ready:
+            dispatch(state, q)  # the new active consumer takes what waits
 
 
 def get_from(
     state: BrokerState, channel: ChannelState, queue: str, *, no_ack: bool
 ) -> Delivery | None:
-    return get(state, channel, queue_of(state, channel, queue), no_ack)
+    q = queue_of(state, channel, queue)
+    single_active.check_get(state, q)
+    return get(state, channel, q, no_ack)
 
 
 def _tag_still_holds(channel: ChannelState, q: EmulatedQueue, tag: str) -> bool:

@@ -146,6 +146,9 @@ class Consumer:
     """The order consumers were created in: a RabbitMQ 4 quorum queue keys a consumer by the
     log index of its basic.consume, and a closing channel gives back what its consumers held
     in that order (settle.py, _return_order)."""
+    priority: int = 0
+    """Its ``x-priority`` consumer argument (0 without one); only a single active consumer
+    queue reads it (emulator/single_active.py)."""
     crashes_its_channel: bool = False
     """RabbitMQ 3.10 (before rabbitmq-server #5927): a quorum consumer re-created on a channel
     with the tag of a cancelled one that still holds deliveries; the first message the queue
@@ -190,6 +193,12 @@ class EmulatedQueue:
     """A classic queue's consumers found at their prefetch limit when it was their turn, in
     that order, until a settle frees them (:meth:`capacity_freed`)."""
     had_consumer: bool = False
+    active: Consumer | None = None
+    """``x-single-active-consumer``: the consumer the queue delivers to (emulator/
+    single_active.py); None before the first, or while the queue is stalled."""
+    stalled: bool = False
+    """RabbitMQ 3.10 classic queues: the active consumer was cancelled while it held
+    deliveries; the queue delivers to no consumer (emulator/single_active.py)."""
     unacked: int = 0
     ttl_timer: TimerHandle | None = None
     expiry_timer: TimerHandle | None = None

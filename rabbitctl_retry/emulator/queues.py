@@ -5,7 +5,8 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
 
 * A message published to a queue with a consumer that can take it goes straight to it;
   otherwise it waits at the back of the queue. Consumers take turns (round robin), each
-  limited by the prefetch it was created under (basic.qos, per consumer).
+  limited by the prefetch it was created under (basic.qos, per consumer); a queue with
+  ``x-single-active-consumer`` delivers to its active one only (``single_active.py``).
 * Messages expire from the head only, on both queue types: a short TTL behind a long one
   waits for it, then both go in order. A RabbitMQ 4.3 quorum queue has a head for what was
   given back and one for the other messages of each priority, and expires at each. The TTL
@@ -25,6 +26,7 @@ Synchronous and single-threaded; every rule here is the server's, measured on Ra
 
 from __future__ import annotations
 
+from rabbitctl_retry.emulator import single_active
 from rabbitctl_retry.emulator.clock import on_grid
 from rabbitctl_retry.emulator.dead_letters import dead_letter, dead_letter_entry
 from rabbitctl_retry.emulator.deliver import deliver, delivery, record_delivered
@@ -32,6 +34,7 @@ from rabbitctl_retry.emulator.events import Dropped, Expired
 from rabbitctl_retry.emulator.limits import block_publishers, refuses
 from rabbitctl_retry.emulator.model import (
     ChannelState,
+    Consumer,
     EmulatedQueue,
     Entry,
     StoredMessage,
@@ -67,7 +70,7 @@ def enqueue(
     )
     _start_counts(state, q, entry)
     if q.consumers and not q.ready:
-        consumer = q.next_consumer()
+        consumer = _next_consumer(state, q)
         if consumer is not None:
             if not q.is_quorum:
                 # RabbitMQ 4.3: a classic queue hands a carrying dead letter straight to a
@@ -229,12 +232,20 @@ def dispatch(state: BrokerState, q: EmulatedQueue) -> None:
             expire_due(state, q)
             if not q.ready:
                 return
-        consumer = q.next_consumer()
+        consumer = _next_consumer(state, q)
         if consumer is None:
             return
         deliver(state, q, q.pop(), consumer)
         if not checks_before:
             expire_due(state, q)
+
+
+def _next_consumer(state: BrokerState, q: EmulatedQueue) -> Consumer | None:
+    """The consumer whose turn it is (EmulatedQueue.next_consumer), or a single active
+    consumer queue's active one (emulator/single_active.py)."""
+    if single_active.is_single_active(q):
+        return single_active.deliverable(state, q)
+    return q.next_consumer()
 
 
 def get(

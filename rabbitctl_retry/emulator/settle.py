@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 from typing import Literal
 
+from rabbitctl_retry.emulator import single_active
 from rabbitctl_retry.emulator.dead_letters import dead_letter_entry
 from rabbitctl_retry.emulator.erlang_maps import fold_order
 from rabbitctl_retry.emulator.events import Acked, Dropped, Rejected, RequeueCause, Requeued
@@ -89,6 +90,7 @@ def ack(state: BrokerState, channel: ChannelState, tag: int, multiple: bool) -> 
                     Acked(now_s, item.entry.message.number, item.queue.name, settled_tag)
                 )
         q = command[0][1].queue
+        single_active.settled(state, q, returned=False)
         if q.ready and q.consumers:
             dispatch(state, q)
 
@@ -110,6 +112,7 @@ def reject(
                 _uncount(item)
                 _reject_one(state, settled_tag, item, requeue, method)
             q = command[0][1].queue
+            single_active.settled(state, q, returned=requeue)
             _after_returns(state, {id(q): q})
 
 
@@ -266,7 +269,8 @@ def release_channels(state: BrokerState, channels: list[ChannelState]) -> None:
     for channel in channels:
         channel.closed = True
         for consumer in list(channel.consumers.values()):
-            remove_consumer(state, consumer)
+            if remove_consumer(state, consumer):
+                touched[id(consumer.queue)] = consumer.queue  # to its new active consumer
         channel.consumers.clear()
     for channel in channels:
         taken = sorted(channel.unacked.items(), key=lambda held: _return_order(state, held))
@@ -298,18 +302,22 @@ def _return_order(state: BrokerState, held: Held) -> tuple[int, int, bytes, int]
     return (consumer is None, 0 if consumer is None else consumer.created, b"", tag)
 
 
-def remove_consumer(state: BrokerState, consumer: Consumer) -> None:
-    """``consumer`` is cancelled: an auto-delete queue that loses its last consumer goes."""
+def remove_consumer(state: BrokerState, consumer: Consumer, *, cancelled: bool = False) -> bool:
+    """``consumer`` is cancelled (``cancelled``: by basic.cancel, else its channel closes):
+    an auto-delete queue that loses its last consumer goes. Whether another consumer became
+    the queue's single active one (emulator/single_active.py): the queue should deliver."""
     q = consumer.queue
     consumer.channel.consumers.pop(consumer.tag, None)
     try:
         q.remove_consumer(consumer)
     except ValueError:
-        return
+        return False
+    handed_over = single_active.consumer_removed(state, q, consumer, cancelled=cancelled)
     if q.auto_delete and not q.consumers and q.had_consumer and not q.deleted:
         delete_queue(state, q)
     elif not q.consumers and not q.deleted:
         mark_used(state, q)
+    return handed_over
 
 
 def _command_of(tag: int, held: Unacked) -> tuple[int, int, bytes]:

@@ -335,6 +335,7 @@ class EmulatedChannel(Channel):
                 exclusive=request.exclusive,
                 consumer_tag=consumer_tag,
                 on_cancel=request.on_cancel,
+                arguments=request.arguments,
             ),
         )
 

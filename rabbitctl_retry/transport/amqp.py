@@ -472,6 +472,7 @@ class AmqpChannel(Channel):
                 no_ack=request.no_ack,
                 exclusive=request.exclusive,
                 consumer_tag=request.consumer_tag,
+                arguments=values.wire_arguments(request.arguments),
             )
         except BaseException as exc:
             self._fail(exc, request.what)

@@ -188,6 +188,8 @@ class Consume:
     exclusive: bool
     consumer_tag: str | None
     on_cancel: CancelCallback | None
+    arguments: Mapping[str, FieldValue] | None = None
+    """The consumer's arguments (``x-priority``)."""
 
     @property
     def what(self) -> str:
@@ -302,15 +304,17 @@ class Channel(ABC):
         exclusive: bool = False,
         consumer_tag: str | None = None,
         on_cancel: CancelCallback | None = None,
+        arguments: Mapping[str, FieldValue] | None = None,
     ) -> str:
-        """Start a consumer; ``on_cancel`` is told when the broker cancels it.
+        """Start a consumer; ``on_cancel`` is told when the broker cancels it; ``arguments``
+        are the consumer's (``x-priority``).
 
         With ``on_cancel``, a delivery that still arrives for the consumer after the broker
         cancelled it (RabbitMQ 4.3 hands messages to a consumer it cancelled for its consumer
         timeout until the client answers the cancel) goes to ``callback`` like the others,
         after ``on_cancel`` ran: it is unacknowledged on the channel, and the caller must
         settle it (a multiple ack covers it otherwise)."""
-        request = Consume(queue, callback, no_ack, exclusive, consumer_tag, on_cancel)
+        request = Consume(queue, callback, no_ack, exclusive, consumer_tag, on_cancel, arguments)
         return await self._consume(request)
 
     @abstractmethod

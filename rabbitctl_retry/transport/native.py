@@ -706,6 +706,7 @@ class NativeChannel(Channel):
             consumer_tag=request.consumer_tag or "",
             no_ack=request.no_ack,
             exclusive=request.exclusive,
+            arguments=values.wire_arguments(request.arguments),
         )
         consumer = _Consumer(request.callback)  # registered as its consume-ok is read
         async with self._lock:

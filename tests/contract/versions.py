@@ -607,3 +607,32 @@ TABLE["headers-as-served"] = Difference(
     "Nested tables keep their order everywhere; every other type tag and its bytes are kept. "
     "Measured on 3.10.8, 4.0.5 and 4.3.6.",
 )
+
+# -- single active consumer -----------------------------------------------------------------
+
+TABLE["single-active-priorities"] = Difference(
+    by_line(lambda row: row.quorum_single_active_priorities),
+    "RabbitMQ 4.0: a quorum queue's single active consumer goes by x-priority: a higher one "
+    "arriving takes over at once when the active one holds nothing, else once it holds "
+    "nothing, and the highest waiting one takes over when the active one goes; 3.10 goes by "
+    "arrival. Measured on 3.10.8, 4.0.5 and 4.3.6 (a classic queue never hands over to a "
+    "later higher one, and picks the highest waiting one when the active one goes, on all).",
+)
+TABLE["single-active-return-hands-over"] = Difference(
+    by_line(lambda row: row.single_active_return_hands_over),
+    "RabbitMQ 4.3: an active quorum consumer that gives its last delivery back with requeue "
+    "hands over to the waiting consumer of higher priority; 4.0.5 stays on it, delivering to "
+    "nobody, until it goes. Measured on 4.0.5 and 4.3.6.",
+)
+TABLE["single-active-cancel-stalls"] = Difference(
+    by_line(lambda row: row.classic_single_active_cancel_stalls),
+    "RabbitMQ 3.10: a classic queue whose active consumer is cancelled while holding "
+    "deliveries delivers to nobody (and crashes at the next publish); 4.0 hands over at once. "
+    "Measured on 3.10.8, 4.0.5 and 4.3.6.",
+)
+TABLE["single-active-get-type"] = Difference(
+    by_line(lambda row: '<<"quorum">>' if row.single_active_get_type_as_binary else "quorum"),
+    "How the RESOURCE_LOCKED refusal of basic.get from a quorum queue with a single active "
+    "consumer names the type: 'quorum', on 4.3.6 '<<\"quorum\">>'. Measured on 3.10.8, 4.0.5 "
+    "and 4.3.6.",
+)
