@@ -1,0 +1,125 @@
+"""Consumer timeouts, per release: how long a delivery may be held unacknowledged, and what the
+server does once it was held longer (docs/reference/testing.md, "What the emulator models").
+
+Measured on 3.10.8, 4.0.5 and 4.3.6 (``scripts/measure_consumer_timeout.py``, classic and
+quorum queues, a timeout of 2000 ms; docs/measurements.md, "Consumer timeouts"):
+
+* The timeout of a delivery is its queue's ``x-consumer-timeout`` (an integer of ms, from
+  RabbitMQ 3.12: ``ServerRelease.queue_consumer_timeout``), else the node's
+  ``consumer_timeout`` (30 minutes on every server here). 3.10.8 ignores the argument.
+* Before 4.3 the channel times its deliveries out (consumers' and ``basic.get``'s alike):
+  it closes, 406 ``delivery acknowledgement on channel N timed out. Timeout value used: T
+  ms. ...``, giving back everything it held as any closing channel does (redelivered,
+  counted by a quorum queue, dead-lettered past a delivery limit). The server notices on
+  a tick of the channel, once a minute; the emulator acts exactly at the timeout.
+* RabbitMQ 4.3 (``ServerRelease.quorum_times_out_deliveries``): a quorum queue times out
+  each delivery itself, at its own time: the message comes back uncounted (redelivered,
+  ``x-acquired-count`` grows, no ``x-delivery-count``, no delivery limit), served before
+  the others; its consumer gets ``basic.cancel`` (once) and serves nothing more, though
+  the queue still counts it and the channel stays open; the consumer's other deliveries
+  stay with it until they time out too. The channel still knows the timed-out tags: a
+  settle of one does nothing, and once none is left the queue serves the consumer again.
+  A delivery with no consumer of the queue left (a ``basic.get``'s, or a consumer the
+  client cancelled) comes back the same way and the channel closes (406, ``Timeout value
+  used: -1 ms``). A classic queue times out nothing at all.
+
+Here: the timeout of a delivery (:func:`timeout_ms`), arming and disarming its timer on the
+virtual clock (:func:`arm`, :func:`disarm`), the deliveries of a settle still held
+(:func:`still_held`), and the decision at the timeout (:func:`verdict`);
+``emulator/timed_out.py`` carries it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rabbitctl_retry.emulator.model import ChannelState, Consumer, EmulatedQueue, Unacked
+from rabbitctl_retry.emulator.state import BrokerState
+from rabbitctl_retry.releases import ServerRelease
+
+CLOSE_TEXT = (
+    "PRECONDITION_FAILED - delivery acknowledgement on channel {channel} timed out. "
+    "Timeout value used: {timeout_ms} ms. This timeout value can be configured, see "
+    "consumers doc guide to learn more"
+)
+"""The server's reply text when a consumer timeout closes a channel (406)."""
+
+NO_CONSUMER_TIMEOUT_MS = -1
+"""The ``Timeout value used`` RabbitMQ 4.3 names when a delivery without a consumer times
+out (a ``basic.get``'s)."""
+
+Action = Literal["close_channel", "give_back_and_cancel", "give_back_and_close"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the server does with a delivery held past its timeout."""
+
+    action: Action
+    """``close_channel``: the channel closes (before 4.3); ``give_back_and_cancel``: the
+    queue takes it back uncounted and cancels its consumer (4.3); ``give_back_and_close``:
+    the queue takes it back uncounted, then the channel closes (4.3, no consumer)."""
+    close_text: str | None
+    """The channel.close reply text (406), None when the channel stays open."""
+
+
+def timeout_ms(q: EmulatedQueue, behaviour: ServerRelease) -> int | None:
+    """How long a delivery of ``q`` may be held (ms), None when it never times out."""
+    if behaviour.quorum_times_out_deliveries and not q.is_quorum:
+        return None  # RabbitMQ 4.3's classic queues time out nothing
+    if behaviour.queue_consumer_timeout:
+        value = q.arguments.get("x-consumer-timeout")
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return behaviour.default_consumer_timeout_ms
+
+
+def arm(state: BrokerState, channel: ChannelState, tag: int, held: Unacked) -> None:
+    """Start the clock of delivery ``tag`` (held unacknowledged on ``channel``)."""
+    limit_ms = timeout_ms(held.queue, state.behaviour)
+    if limit_ms is None:
+        return
+    when_s = state.clock.now_s + limit_ms / 1000
+    held.timer = state.clock.call_at(when_s, lambda: channel.on_delivery_timeout(tag, held))
+
+
+def disarm(held: Unacked) -> None:
+    """``held`` is settled or given back: it no longer times out."""
+    if held.timer is not None:
+        held.timer.cancel()
+        held.timer = None
+
+
+def still_held(channel: ChannelState, taken: list[tuple[int, Unacked]]) -> list[Consumer]:
+    """Take the deliveries a queue took back already (RabbitMQ 4.3: timed out) out of
+    ``taken``, a settle's or a closing channel's, and stop the others' clocks. The
+    consumers the queue serves again (their last timed-out delivery settled), in order."""
+    revived: list[Consumer] = []
+    timed_out = [held for _, held in taken if held.timed_out]
+    taken[:] = [(tag, held) for tag, held in taken if not held.timed_out]
+    for _, held in taken:
+        disarm(held)
+    for held in timed_out:
+        consumer = held.consumer
+        if consumer is None or not consumer.timed_out or consumer in revived:
+            continue
+        if consumer not in consumer.queue.consumers:
+            continue
+        if not any(h.timed_out and h.consumer is consumer for h in channel.unacked.values()):
+            consumer.timed_out = False
+            revived.append(consumer)
+    return revived
+
+
+def verdict(behaviour: ServerRelease, channel: ChannelState, held: Unacked) -> Verdict:
+    """What the server does with ``held``, a delivery on ``channel`` held past its timeout."""
+    if not behaviour.quorum_times_out_deliveries:
+        limit_ms = timeout_ms(held.queue, behaviour)
+        text = CLOSE_TEXT.format(channel=channel.number, timeout_ms=limit_ms)
+        return Verdict("close_channel", text)
+    consumer = held.consumer
+    if consumer is not None and consumer in held.queue.consumers:
+        return Verdict("give_back_and_cancel", None)
+    text = CLOSE_TEXT.format(channel=channel.number, timeout_ms=NO_CONSUMER_TIMEOUT_MS)
+    return Verdict("give_back_and_close", text)
