@@ -231,6 +231,74 @@ class Case:
         await conn.close()
         return seen
 
+    async def both(self, wait_s: float, argument_ms: int, policy_ms: int) -> Seen:
+        """A quorum queue with ``x-consumer-timeout = argument_ms`` under a
+        ``consumer-timeout`` policy of ``policy_ms``: which one the server applies."""
+        seen = Seen()
+        conn = await native.connect(self.url)
+        admin = await conn.channel()
+        name = f"both-{argument_ms}-{policy_ms}"
+        definition = json.dumps({"consumer-timeout": policy_ms})
+        run([*self.ctl, "set_policy", "-p", self.vhost, f"ct-{name}", f"^{name}$", definition])
+        args: dict[str, FieldValue] = {"x-queue-type": "quorum", "x-consumer-timeout": argument_ms}
+        await admin.queue_declare(name, durable=True, arguments=args)
+        ch = await conn.channel()
+        self.watch(ch, seen)
+
+        async def got(d: Delivery) -> None:
+            seen.note(f"D got {shown(d)}")
+
+        def cancelled(tag: str) -> None:
+            seen.note(f"basic.cancel {tag}")
+            seen.event.set()
+
+        await ch.consume(name, got, consumer_tag="D", on_cancel=cancelled)
+        seen.start = time.monotonic()
+        await admin.publish(b"p1", routing_key=name)
+        await self.wait(seen, wait_s)
+        await conn.close()
+        return seen
+
+    async def order(self, wait_s: float) -> Seen:
+        """A quorum consumer with prefetch 1 holds o1, o2 waits behind it: where o1 comes
+        back; then the consumer acks o1 (timed out), and o3 is published: who gets it."""
+        seen = Seen()
+        conn = await native.connect(self.url)
+        admin = await conn.channel()
+        name = "order-quorum"
+        await admin.queue_declare(name, durable=True, arguments=self.arguments(True))
+        ch = await conn.channel()
+        await ch.qos(1)
+        self.watch(ch, seen)
+        tags: list[int] = []
+
+        async def got(d: Delivery) -> None:
+            tags.append(d.delivery_tag)
+            seen.note(f"E got {shown(d)} tag {d.delivery_tag}")
+
+        def cancelled(tag: str) -> None:
+            seen.note(f"basic.cancel {tag}")
+            seen.event.set()
+
+        await ch.consume(name, got, consumer_tag="E", on_cancel=cancelled)
+        seen.start = time.monotonic()
+        await admin.publish(b"o1", routing_key=name)
+        await admin.publish(b"o2", routing_key=name)
+        await self.wait(seen, wait_s)
+        await asyncio.sleep(0.5)
+        info = await admin.queue_declare(name, passive=True)
+        seen.note(f"{name}: {info.message_count} ready, consumers {info.consumer_count}")
+        if not ch.is_closed:
+            await ch.ack(tags[0])
+            seen.note(f"acked tag {tags[0]} (timed out)")
+            await asyncio.sleep(1.0)
+            await admin.publish(b"o3", routing_key=name)
+            await asyncio.sleep(1.0)
+        seen.note(f"channel open: {not ch.is_closed}")
+        await self.contents(conn, seen, name)
+        await conn.close()
+        return seen
+
 
 def run(command: list[str]) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
@@ -256,6 +324,9 @@ async def main(version: str, wait_s: float) -> None:
             runs.append((f"{kind} get", case.get(wait_s)))
             if kind == "quorum":
                 runs.append(("quorum limit 0", case.limit(wait_s)))
+                runs.append(("quorum argument 10000, policy 2000", case.both(wait_s, 10000, 2000)))
+                runs.append(("quorum argument 2000, policy 10000", case.both(wait_s, 2000, 10000)))
+                runs.append(("quorum order", case.order(wait_s)))
         results = await asyncio.gather(*(job for _, job in runs))
         for (title, _), seen in zip(runs, results, strict=True):
             via = "policy" if "classic" in title and version.startswith("4.3") else "argument"

@@ -5,8 +5,9 @@ Measured on 3.10.8, 4.0.5 and 4.3.6 (``scripts/measure_consumer_timeout.py``, cl
 quorum queues, a timeout of 2000 ms; docs/measurements.md, "Consumer timeouts"):
 
 * The timeout of a delivery is its queue's ``x-consumer-timeout`` (an integer of ms, from
-  RabbitMQ 3.12: ``ServerRelease.queue_consumer_timeout``), else the node's
-  ``consumer_timeout`` (30 minutes on every server here). 3.10.8 ignores the argument.
+  RabbitMQ 3.12: ``ServerRelease.queue_consumer_timeout``) or its policy's
+  ``consumer-timeout``, the smaller of the two, else the node's ``consumer_timeout`` (30
+  minutes on every server here). 3.10.8 ignores the argument.
 * Before 4.3 the channel times its deliveries out (consumers' and ``basic.get``'s alike):
   it closes, 406 ``delivery acknowledgement on channel N timed out. Timeout value used: T
   ms. ...``, giving back everything it held as any closing channel does (redelivered,
@@ -34,8 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from rabbitctl_retry.emulator import policies
 from rabbitctl_retry.emulator.model import ChannelState, Consumer, EmulatedQueue, Unacked
 from rabbitctl_retry.emulator.state import BrokerState
+from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.releases import ServerRelease
 
 CLOSE_TEXT = (
@@ -44,6 +47,8 @@ CLOSE_TEXT = (
     "consumers doc guide to learn more"
 )
 """The server's reply text when a consumer timeout closes a channel (406)."""
+
+ARGUMENT = "x-consumer-timeout"
 
 NO_CONSUMER_TIMEOUT_MS = -1
 """The ``Timeout value used`` RabbitMQ 4.3 names when a delivery without a consumer times
@@ -64,23 +69,42 @@ class Verdict:
     """The channel.close reply text (406), None when the channel stays open."""
 
 
-def timeout_ms(q: EmulatedQueue, behaviour: ServerRelease) -> int | None:
-    """How long a delivery of ``q`` may be held (ms), None when it never times out."""
+def timeout_ms(state: BrokerState, q: EmulatedQueue) -> int | None:
+    """How long a delivery of ``q`` may be held (ms), None when it never times out: the
+    smaller of its ``x-consumer-timeout`` and its policies' ``consumer-timeout`` (measured on
+    4.0.5 and 4.3.6), else the node's."""
+    behaviour = state.behaviour
     if behaviour.quorum_times_out_deliveries and not q.is_quorum:
         return None  # RabbitMQ 4.3's classic queues time out nothing
     if behaviour.queue_consumer_timeout:
-        value = q.arguments.get("x-consumer-timeout")
+        value = _queue_timeout(state, q)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return behaviour.default_consumer_timeout_ms
 
 
+def _queue_timeout(state: BrokerState, q: EmulatedQueue) -> FieldValue:
+    """``q``'s ``x-consumer-timeout`` once its policies apply (emulator/policies.py)."""
+    if not state.policies[False] and not state.policies[True]:
+        return q.arguments.get(ARGUMENT)
+    kind, version = q.settings.kind, state.server_version
+    effective = policies.effective_arguments(
+        q.arguments,
+        kind,
+        policies.applying(state.policies[False].values(), q.name, kind, version),
+        policies.applying(state.policies[True].values(), q.name, kind, version),
+        version,
+    )
+    return effective.get(ARGUMENT)
+
+
 def arm(state: BrokerState, channel: ChannelState, tag: int, held: Unacked) -> None:
     """Start the clock of delivery ``tag`` (held unacknowledged on ``channel``)."""
-    limit_ms = timeout_ms(held.queue, state.behaviour)
+    limit_ms = timeout_ms(state, held.queue)
     if limit_ms is None:
         return
     when_s = state.clock.now_s + limit_ms / 1000
+    held.limit_ms = limit_ms
     held.timer = state.clock.call_at(when_s, lambda: channel.on_delivery_timeout(tag, held))
 
 
@@ -115,8 +139,7 @@ def still_held(channel: ChannelState, taken: list[tuple[int, Unacked]]) -> list[
 def verdict(behaviour: ServerRelease, channel: ChannelState, held: Unacked) -> Verdict:
     """What the server does with ``held``, a delivery on ``channel`` held past its timeout."""
     if not behaviour.quorum_times_out_deliveries:
-        limit_ms = timeout_ms(held.queue, behaviour)
-        text = CLOSE_TEXT.format(channel=channel.number, timeout_ms=limit_ms)
+        text = CLOSE_TEXT.format(channel=channel.number, timeout_ms=held.limit_ms)
         return Verdict("close_channel", text)
     consumer = held.consumer
     if consumer is not None and consumer in held.queue.consumers:

@@ -155,6 +155,9 @@ class Consumer:
     """RabbitMQ 4.3: its quorum queue timed out one of its deliveries and sent it
     ``basic.cancel``; the queue keeps it (counted among its consumers) but serves it nothing
     until the channel settles every delivery that timed out (emulator/consumer_timeout.py)."""
+    cancel_sent: bool = False
+    """RabbitMQ 4.3: the queue sent it ``basic.cancel`` for a consumer timeout; a client
+    forgets a consumer cancelled, so it sees no second one."""
 
     def has_capacity(self, more: int = 1) -> bool:
         """Whether the consumer may take ``more`` deliveries on top of what it holds."""
@@ -435,6 +438,8 @@ class Unacked:
     """The consumer's number for this delivery (Consumer.next_msg_id; 0 for basic.get)."""
     timer: TimerHandle | None = None
     """When it times out (emulator/consumer_timeout.py), while held."""
+    limit_ms: int = 0
+    """Its consumer timeout (ms), once armed."""
     timed_out: bool = False
     """RabbitMQ 4.3: its quorum queue took it back for its consumer timeout; the channel
     still knows the tag (a settle of it does nothing)."""

@@ -26,14 +26,16 @@ def time_out(state: BrokerState, channel: ChannelState, tag: int, held: Unacked)
         return
     consumer = held.consumer
     cancels = decided.action == "give_back_and_cancel" and consumer is not None
-    first = cancels and consumer is not None and not consumer.timed_out
+    first = cancels and consumer is not None and not consumer.cancel_sent
     if cancels and consumer is not None:
         consumer.timed_out = True  # before its message comes back: it takes none
     give_back_timed_out(state, held)
     if decided.action == "give_back_and_close":
         _close(state, channel, decided.close_text)
-    elif first and consumer is not None and consumer.on_cancel is not None:
-        consumer.on_cancel(consumer.tag)  # basic.cancel from the server
+    elif first and consumer is not None:
+        consumer.cancel_sent = True
+        if consumer.on_cancel is not None:
+            consumer.on_cancel(consumer.tag)  # basic.cancel from the server
 
 
 def _close(state: BrokerState, channel: ChannelState, reply_text: str | None) -> None:

@@ -25,9 +25,11 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.server import Policy
 from rabbitctl_retry.transport.base import Channel, Delivery
 from tests.backends import Backend
 from tests.contract.support import drain
+from tests.contract.test_policies import only, put_policies
 
 TIMEOUT_MS = 2000
 GAP_S = 1.0
@@ -280,3 +282,101 @@ async def test_without_the_argument_the_nodes_timeout_applies(backend: Backend, 
             assert (channel.is_closed, cancelled, await ready(admin, "q")) == (False, ["A"], 1)
         case _:
             assert (channel.is_closed, cancelled, await ready(admin, "q")) == (False, [], 0)
+
+
+@pytest.mark.parametrize(
+    ("argument_ms", "policy_ms"), [(10_000, 2000), (2000, 10_000)], ids=["policy", "argument"]
+)
+async def test_the_smaller_of_the_argument_and_a_policy_applies(
+    backend: Backend, argument_ms: int, policy_ms: int
+) -> None:
+    """A quorum queue ``timed`` (its argument and a ``consumer-timeout`` policy, the smaller
+    2000 ms) and ``reference`` (5000 ms) on one channel: 4.0 closes the channel naming 2000
+    ms; 4.3 cancels ``timed``'s consumer before ``reference``'s. 3.10 refuses the key."""
+    if backend.version == "3.10":
+        pytest.skip("RabbitMQ 3.10 refuses the policy key consumer-timeout")
+    admin = await backend.channel()
+    timed: dict[str, FieldValue] = {"x-queue-type": "quorum", "x-consumer-timeout": argument_ms}
+    policy = Policy.of("timeout", only("timed"), {"consumer-timeout": policy_ms})
+    await put_policies(backend, [(policy, False)])
+    await admin.queue_declare("timed", durable=True, arguments=timed)
+    reference: dict[str, FieldValue] = {"x-queue-type": "quorum", "x-consumer-timeout": 5000}
+    await admin.queue_declare("reference", durable=True, arguments=reference)
+    channel = await (await backend.connect()).channel()
+    held: list[Delivery] = []
+    cancelled: list[str] = []
+
+    async def hold(delivery: Delivery) -> None:
+        held.append(delivery)
+
+    for count, queue in enumerate(("reference", "timed"), start=1):
+        await channel.consume(queue, hold, consumer_tag=queue, on_cancel=cancelled.append)
+        await admin.publish(queue.encode(), routing_key=queue)
+        await backend.until(lambda n=count: len(held) == n, f"{queue} held")
+    if expected_line(backend.version) == "close":
+
+        async def closed() -> bool:
+            return channel.is_closed
+
+        await until_timed_out(backend, closed, "the channel closed")
+        assert channel.close_reason == CLOSED.format(ms=2000)
+        return
+    if backend.name == "emulator":
+        await backend.elapse(5.0)
+
+    async def both() -> bool:
+        return len(cancelled) == 2
+
+    await until_timed_out(backend, both, "both consumers cancelled")
+    assert cancelled == ["timed", "reference"]
+
+
+def expected_line(version: str) -> str:
+    """What a quorum queue's consumer timeout does on ``version``."""
+    return OUTCOME[version]["quorum"]
+
+
+async def test_4_3_serves_a_timed_out_consumer_again_once_it_settled(backend: Backend) -> None:
+    """RabbitMQ 4.3: a quorum consumer (prefetch 1) times out on o1: o1 comes back ahead of o2,
+    uncounted; the channel's ack of o1's old tag is no error, and the queue serves the
+    consumer again: o1 (``x-acquired-count`` 1), which times out again, without a second
+    ``basic.cancel`` reaching the client."""
+    if expected_line(backend.version) != "cancel":
+        pytest.skip(f"RabbitMQ {backend.version} closes the channel (or ignores the argument)")
+    admin = await backend.channel()
+    await admin.queue_declare("timed", durable=True, arguments=arguments(backend.version, "quorum"))
+    channel = await (await backend.connect()).channel()
+    await channel.qos(1)
+    held: list[Delivery] = []
+    cancelled: list[str] = []
+
+    async def hold(delivery: Delivery) -> None:
+        held.append(delivery)
+
+    await channel.consume("timed", hold, consumer_tag="E", on_cancel=cancelled.append)
+    await admin.publish(b"o1", routing_key="timed")
+    await admin.publish(b"o2", routing_key="timed")
+    await backend.until(lambda: len(held) == 1, "o1 held")
+
+    async def o1_back() -> bool:
+        return bool(cancelled) and await ready(admin, "timed") == 2
+
+    await until_timed_out(backend, o1_back, "o1 back, E cancelled")
+    await channel.ack(held[0].delivery_tag)
+    await backend.until(lambda: len(held) == 2, "o1 delivered again")
+    again = held[1]
+    assert (again.body, again.redelivered, counts(again)) == (
+        b"o1",
+        True,
+        {"x-acquired-count": 1},
+    )
+    assert await ready(admin, "timed") == 1  # o2
+
+    async def o1_back_again() -> bool:
+        return await ready(admin, "timed") == 2
+
+    await until_timed_out(backend, o1_back_again, "o1 back a second time")
+    assert cancelled == ["E"]
+    assert not channel.is_closed
+    shown = [(d.body, d.redelivered, counts(d)) for d in await drain(admin, "timed")]
+    assert shown == [(b"o1", True, {"x-acquired-count": 2}), (b"o2", False, {})]
