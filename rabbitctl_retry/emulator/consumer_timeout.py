@@ -54,7 +54,7 @@ NO_CONSUMER_TIMEOUT_MS = -1
 """The ``Timeout value used`` RabbitMQ 4.3 names when a delivery without a consumer times
 out (a ``basic.get``'s)."""
 
-Action = Literal["close_channel", "give_back_and_cancel", "give_back_and_close"]
+Action = Literal["close_channel", "give_back_and_cancel", "give_back_and_close", "wait"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,8 @@ class Verdict:
     action: Action
     """``close_channel``: the channel closes (before 4.3); ``give_back_and_cancel``: the
     queue takes it back uncounted and cancels its consumer (4.3); ``give_back_and_close``:
-    the queue takes it back uncounted, then the channel closes (4.3, no consumer)."""
+    the queue takes it back uncounted, then the channel closes (4.3, no consumer); ``wait``:
+    nothing yet (before 4.3, a delivery that is not the channel's oldest)."""
     close_text: str | None
     """The channel.close reply text (406), None when the channel stays open."""
 
@@ -103,8 +104,14 @@ def arm(state: BrokerState, channel: ChannelState, tag: int, held: Unacked) -> N
     limit_ms = timeout_ms(state, held.queue)
     if limit_ms is None:
         return
-    when_s = state.clock.now_s + limit_ms / 1000
     held.limit_ms = limit_ms
+    held.due_s = state.clock.now_s + limit_ms / 1000
+    _start(state, channel, tag, held, held.due_s)
+
+
+def _start(
+    state: BrokerState, channel: ChannelState, tag: int, held: Unacked, when_s: float
+) -> None:
     held.timer = state.clock.call_at(when_s, lambda: channel.on_delivery_timeout(tag, held))
 
 
@@ -115,15 +122,19 @@ def disarm(held: Unacked) -> None:
         held.timer = None
 
 
-def still_held(channel: ChannelState, taken: list[tuple[int, Unacked]]) -> list[Consumer]:
+def still_held(
+    state: BrokerState, channel: ChannelState, taken: list[tuple[int, Unacked]]
+) -> list[Consumer]:
     """Take the deliveries a queue took back already (RabbitMQ 4.3: timed out) out of
-    ``taken``, a settle's or a closing channel's, and stop the others' clocks. The
-    consumers the queue serves again (their last timed-out delivery settled), in order."""
+    ``taken``, a settle's or a closing channel's (off the channel already), and stop the
+    others' clocks. The consumers the queue serves again (their last timed-out delivery
+    settled), in order."""
     revived: list[Consumer] = []
     timed_out = [held for _, held in taken if held.timed_out]
     taken[:] = [(tag, held) for tag, held in taken if not held.timed_out]
     for _, held in taken:
         disarm(held)
+    _check_oldest(state, channel)
     for held in timed_out:
         consumer = held.consumer
         if consumer is None or not consumer.timed_out or consumer in revived:
@@ -136,9 +147,28 @@ def still_held(channel: ChannelState, taken: list[tuple[int, Unacked]]) -> list[
     return revived
 
 
+def _check_oldest(state: BrokerState, channel: ChannelState) -> None:
+    """Before 4.3: the channel's oldest delivery now, past its timeout already (it was not the
+    oldest when it fell due), times out at once (on the next move of the clock: the server
+    notices on its next tick)."""
+    if channel.closed or state.behaviour.quorum_times_out_deliveries or not channel.unacked:
+        return
+    tag, oldest = next(iter(channel.unacked.items()))
+    if oldest.timer is None and oldest.limit_ms is not None:
+        _start(state, channel, tag, oldest, max(oldest.due_s, state.clock.now_s))
+
+
+def _oldest(channel: ChannelState) -> Unacked | None:
+    return next(iter(channel.unacked.values()), None)
+
+
 def verdict(behaviour: ServerRelease, channel: ChannelState, held: Unacked) -> Verdict:
     """What the server does with ``held``, a delivery on ``channel`` held past its timeout."""
     if not behaviour.quorum_times_out_deliveries:
+        if _oldest(channel) is not held:
+            # before 4.3 the channel checks its oldest delivery only (measured on 4.0.5:
+            # one of 2000 ms behind one of 5000 ms closes the channel naming 5000 ms)
+            return Verdict("wait", None)
         text = CLOSE_TEXT.format(channel=channel.number, timeout_ms=held.limit_ms)
         return Verdict("close_channel", text)
     consumer = held.consumer

@@ -438,8 +438,10 @@ class Unacked:
     """The consumer's number for this delivery (Consumer.next_msg_id; 0 for basic.get)."""
     timer: TimerHandle | None = None
     """When it times out (emulator/consumer_timeout.py), while held."""
-    limit_ms: int = 0
-    """Its consumer timeout (ms), once armed."""
+    limit_ms: int | None = None
+    """Its consumer timeout (ms), once armed (None: it never times out)."""
+    due_s: float = 0.0
+    """When it times out, once armed."""
     timed_out: bool = False
     """RabbitMQ 4.3: its quorum queue took it back for its consumer timeout; the channel
     still knows the tag (a settle of it does nothing)."""

@@ -67,7 +67,7 @@ def _settled(state: BrokerState, channel: ChannelState, tag: int, multiple: bool
         if one is None:
             raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
         taken = [(tag, one)]
-    for consumer in still_held(channel, taken):  # RabbitMQ 4.3: timed out, now settled
+    for consumer in still_held(state, channel, taken):  # RabbitMQ 4.3: timed out, now settled
         consumer.queue.capacity_freed(consumer)
         dispatch(state, consumer.queue)
     return taken
@@ -296,7 +296,7 @@ def release_channels(state: BrokerState, channels: list[ChannelState]) -> None:
     for channel in channels:
         taken = sorted(channel.unacked.items(), key=lambda held: _return_order(state, held))
         channel.unacked.clear()
-        still_held(channel, taken)
+        still_held(state, channel, taken)
         for _, item in taken:
             item.queue.unacked -= 1
             if item.consumer is not None:

@@ -21,6 +21,8 @@ def time_out(state: BrokerState, channel: ChannelState, tag: int, held: Unacked)
         return  # settled, given back or closed meanwhile
     held.timer = None
     decided = verdict(state.behaviour, channel, held)
+    if decided.action == "wait":
+        return  # the channel's oldest delivery decides (emulator/consumer_timeout.py)
     if decided.action == "close_channel":
         _close(state, channel, decided.close_text)
         return

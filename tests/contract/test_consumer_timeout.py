@@ -284,15 +284,18 @@ async def test_without_the_argument_the_nodes_timeout_applies(backend: Backend, 
             assert (channel.is_closed, cancelled, await ready(admin, "q")) == (False, [], 0)
 
 
+@pytest.mark.parametrize("first", ["timed", "reference"], ids=["timed-first", "reference-first"])
 @pytest.mark.parametrize(
     ("argument_ms", "policy_ms"), [(10_000, 2000), (2000, 10_000)], ids=["policy", "argument"]
 )
 async def test_the_smaller_of_the_argument_and_a_policy_applies(
-    backend: Backend, argument_ms: int, policy_ms: int
+    backend: Backend, argument_ms: int, policy_ms: int, first: str
 ) -> None:
     """A quorum queue ``timed`` (its argument and a ``consumer-timeout`` policy, the smaller
-    2000 ms) and ``reference`` (5000 ms) on one channel: 4.0 closes the channel naming 2000
-    ms; 4.3 cancels ``timed``'s consumer before ``reference``'s. 3.10 refuses the key."""
+    2000 ms) and ``reference`` (5000 ms), one delivery of each held on one channel, ``first``
+    delivered first. 4.3 cancels ``timed``'s consumer before ``reference``'s. 4.0 checks the
+    channel's oldest delivery only: it closes the channel naming that one's timeout (2000
+    ms, or 5000 ms when ``reference`` came first). 3.10 refuses the policy key."""
     if backend.version == "3.10":
         pytest.skip("RabbitMQ 3.10 refuses the policy key consumer-timeout")
     admin = await backend.channel()
@@ -309,20 +312,21 @@ async def test_the_smaller_of_the_argument_and_a_policy_applies(
     async def hold(delivery: Delivery) -> None:
         held.append(delivery)
 
-    for count, queue in enumerate(("reference", "timed"), start=1):
+    order = ("timed", "reference") if first == "timed" else ("reference", "timed")
+    for count, queue in enumerate(order, start=1):
         await channel.consume(queue, hold, consumer_tag=queue, on_cancel=cancelled.append)
         await admin.publish(queue.encode(), routing_key=queue)
         await backend.until(lambda n=count: len(held) == n, f"{queue} held")
+    if backend.name == "emulator":
+        await backend.elapse(5.0)  # past reference's timeout too
     if expected_line(backend.version) == "close":
 
         async def closed() -> bool:
             return channel.is_closed
 
         await until_timed_out(backend, closed, "the channel closed")
-        assert channel.close_reason == CLOSED.format(ms=2000)
+        assert channel.close_reason == CLOSED.format(ms=2000 if first == "timed" else 5000)
         return
-    if backend.name == "emulator":
-        await backend.elapse(5.0)
 
     async def both() -> bool:
         return len(cancelled) == 2
@@ -380,3 +384,37 @@ async def test_4_3_serves_a_timed_out_consumer_again_once_it_settled(backend: Ba
     assert not channel.is_closed
     shown = [(d.body, d.redelivered, counts(d)) for d in await drain(admin, "timed")]
     assert shown == [(b"o1", True, {"x-acquired-count": 2}), (b"o2", False, {})]
+
+
+async def test_before_4_3_the_next_oldest_decides_once_the_oldest_is_settled(
+    backend: Backend,
+) -> None:
+    """4.0: ``slow`` (5000 ms) held first, ``quick`` (2000 ms) after it; ``slow`` acked 3 s in,
+    when ``quick`` is overdue already: the channel closes naming 2000 ms (the emulator at
+    once, the server on its tick)."""
+    if expected_line(backend.version) != "close":
+        pytest.skip(f"RabbitMQ {backend.version}: no channel-wide check of the argument")
+    admin = await backend.channel()
+    for queue, limit_ms in (("slow", 5000), ("quick", 2000)):
+        limits: dict[str, FieldValue] = {"x-queue-type": "quorum", "x-consumer-timeout": limit_ms}
+        await admin.queue_declare(queue, durable=True, arguments=limits)
+    channel = await (await backend.connect()).channel()
+    held: list[Delivery] = []
+
+    async def hold(delivery: Delivery) -> None:
+        held.append(delivery)
+
+    for count, queue in enumerate(("slow", "quick"), start=1):
+        await channel.consume(queue, hold, consumer_tag=queue)
+        await admin.publish(queue.encode(), routing_key=queue)
+        await backend.until(lambda n=count: len(held) == n, f"{queue} held")
+    await backend.elapse(3.0)
+    assert not channel.is_closed
+    await channel.ack(held[0].delivery_tag)
+
+    async def closed() -> bool:
+        return channel.is_closed and await ready(admin, "quick") == 1
+
+    await until_timed_out(backend, closed, "the channel closed")
+    assert channel.close_reason == CLOSED.format(ms=2000)
+    assert await ready(admin, "slow") == 0
