@@ -235,8 +235,8 @@ class ServerRelease:
     with 2000 ms held 75 s, past the channel's minute tick: nothing)."""
     quorum_times_out_deliveries: bool = field(
         metadata=_doc(
-            "A quorum queue times out a held delivery itself: back uncounted, its consumer "
-            "cancelled (else: the channel closes, 406; a classic queue times out none)"
+            "A quorum queue times out a held delivery itself (back uncounted, its consumer "
+            "cancelled), a classic queue none (else: the channel closes, 406)"
         )
     )
     """RabbitMQ 4.3 (measured on 4.3.6, ``scripts/measure_consumer_timeout.py``): a quorum

@@ -4,8 +4,10 @@ docs/reference/testing.md, "What the emulator models").
 
 * 3.10 ignores ``x-consumer-timeout``: only the node's ``consumer_timeout`` (30 minutes) applies.
 * 4.0 closes the channel (406 ``delivery acknowledgement on channel 1 timed out. Timeout value
-  used: 2000 ms. ...``), checked on a tick once a minute: everything the channel held comes
-  back as from any closing channel (counted by a quorum queue, dead-lettered past its limit).
+  used: 2000 ms. ...``), checked on a tick once a minute, on the channel's oldest delivery
+  only: everything the channel held comes back as from any closing channel (counted by a
+  quorum queue, dead-lettered past its limit).
+* 4.0 and 4.3 take the smaller of the argument and a ``consumer-timeout`` policy.
 * 4.3's quorum queue gives the delivery back uncounted (``x-acquired-count`` only), sends its
   consumer ``basic.cancel`` and leaves the channel open; a ``basic.get``'s comes back the same
   way and the channel closes (``Timeout value used: -1 ms``). A 4.3 classic queue refuses the
