@@ -24,8 +24,8 @@ quorum queues, a timeout of 2000 ms; docs/measurements.md, "Consumer timeouts"):
   client cancelled) comes back the same way and the channel closes (406, ``Timeout value
   used: -1 ms``). A classic queue times out nothing at all.
 
-Here: the timeout of a delivery (:func:`timeout_ms`), arming and disarming its timer on the
-virtual clock (:func:`arm`, :func:`disarm`), the deliveries of a settle still held
+Here: the timeout of a delivery (:func:`timeout_ms`), arming its timer on the virtual clock
+(:func:`arm`), the deliveries of a settle still held, their timers stopped
 (:func:`still_held`), and the decision at the timeout (:func:`verdict`);
 ``emulator/timed_out.py`` carries it out.
 """
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rabbitctl_retry.emulator import policies
+from rabbitctl_retry.emulator.clock import on_grid
 from rabbitctl_retry.emulator.model import ChannelState, Consumer, EmulatedQueue, Unacked
 from rabbitctl_retry.emulator.state import BrokerState
 from rabbitctl_retry.fields import FieldValue
@@ -100,26 +101,42 @@ def _queue_timeout(state: BrokerState, q: EmulatedQueue) -> FieldValue:
 
 
 def arm(state: BrokerState, channel: ChannelState, tag: int, held: Unacked) -> None:
-    """Start the clock of delivery ``tag`` (held unacknowledged on ``channel``)."""
+    """Start the clock of delivery ``tag``, just added to what ``channel`` holds: RabbitMQ 4.3
+    times each delivery out; before, the channel checks its oldest delivery only, on one
+    timer of the channel (:func:`_check_oldest`)."""
     limit_ms = timeout_ms(state, held.queue)
     if limit_ms is None:
         return
     held.limit_ms = limit_ms
-    held.due_s = state.clock.now_s + limit_ms / 1000
-    _start(state, channel, tag, held, held.due_s)
+    held.due_s = on_grid(state.clock.now_s + limit_ms / 1000)
+    if state.behaviour.quorum_times_out_deliveries:
+        held.timer = state.clock.call_at(held.due_s, lambda: channel.on_delivery_timeout(tag, held))
+    elif channel.timeout_timer is None:
+        _check_at(state, channel, held.due_s)
 
 
-def _start(
-    state: BrokerState, channel: ChannelState, tag: int, held: Unacked, when_s: float
-) -> None:
-    held.timer = state.clock.call_at(when_s, lambda: channel.on_delivery_timeout(tag, held))
+def _check_at(state: BrokerState, channel: ChannelState, when_s: float) -> None:
+    """Before 4.3: the channel's one timer, set for ``when_s``."""
+    if channel.timeout_timer is not None:
+        channel.timeout_timer.cancel()
+    channel.timeout_timer = state.clock.call_at(when_s, lambda: _check_oldest(state, channel))
 
 
-def disarm(held: Unacked) -> None:
-    """``held`` is settled or given back: it no longer times out."""
-    if held.timer is not None:
-        held.timer.cancel()
-        held.timer = None
+def _check_oldest(state: BrokerState, channel: ChannelState) -> None:
+    """Before 4.3: the channel's oldest delivery times out once past its timeout (measured on
+    4.0.5: one of 2000 ms held behind one of 5000 ms closes the channel at 5000 ms, naming
+    5000); not yet, the timer is set again for it."""
+    channel.timeout_timer = None
+    oldest = next(iter(channel.unacked.items()), None)
+    if channel.closed or oldest is None:
+        return
+    tag, held = oldest
+    if held.limit_ms is None:
+        return
+    if held.due_s > state.clock.now_s:
+        _check_at(state, channel, held.due_s)
+    else:
+        channel.on_delivery_timeout(tag, held)
 
 
 def still_held(
@@ -129,12 +146,38 @@ def still_held(
     ``taken``, a settle's or a closing channel's (off the channel already), and stop the
     others' clocks. The consumers the queue serves again (their last timed-out delivery
     settled), in order."""
-    revived: list[Consumer] = []
     timed_out = [held for _, held in taken if held.timed_out]
-    taken[:] = [(tag, held) for tag, held in taken if not held.timed_out]
+    if timed_out:
+        taken[:] = [(tag, held) for tag, held in taken if not held.timed_out]
     for _, held in taken:
-        disarm(held)
-    _check_oldest(state, channel)
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+    if channel.timeout_timer is not None:
+        _oldest_changed(state, channel)
+    return _revived(channel, timed_out) if timed_out else []
+
+
+def _oldest_changed(state: BrokerState, channel: ChannelState) -> None:
+    """Before 4.3, after a settle: no timer without a delivery; an oldest delivery past its
+    timeout already (it was not the oldest when it fell due) times out at once (on the next
+    move of the clock: the server notices on its next tick)."""
+    timer = channel.timeout_timer
+    assert timer is not None
+    oldest = next(iter(channel.unacked.values()), None)
+    if oldest is None or channel.closed:
+        timer.cancel()
+        channel.timeout_timer = None
+        return
+    now_s = state.clock.now_s
+    if oldest.limit_ms is not None and oldest.due_s <= now_s < timer.when_s:
+        _check_at(state, channel, now_s)
+
+
+def _revived(channel: ChannelState, timed_out: list[Unacked]) -> list[Consumer]:
+    """RabbitMQ 4.3: the consumers of ``timed_out`` (settled now) with no timed-out delivery
+    left on ``channel``, which their queue serves again, in order."""
+    revived: list[Consumer] = []
     for held in timed_out:
         consumer = held.consumer
         if consumer is None or not consumer.timed_out or consumer in revived:
@@ -145,17 +188,6 @@ def still_held(
             consumer.timed_out = False
             revived.append(consumer)
     return revived
-
-
-def _check_oldest(state: BrokerState, channel: ChannelState) -> None:
-    """Before 4.3: the channel's oldest delivery now, past its timeout already (it was not the
-    oldest when it fell due), times out at once (on the next move of the clock: the server
-    notices on its next tick)."""
-    if channel.closed or state.behaviour.quorum_times_out_deliveries or not channel.unacked:
-        return
-    tag, oldest = next(iter(channel.unacked.items()))
-    if oldest.timer is None and oldest.limit_ms is not None:
-        _start(state, channel, tag, oldest, max(oldest.due_s, state.clock.now_s))
 
 
 def _oldest(channel: ChannelState) -> Unacked | None:

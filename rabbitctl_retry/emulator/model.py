@@ -474,6 +474,9 @@ class ChannelState:
     closed: bool = False
     close_listeners: list[Callable[[], None]] = field(default_factory=list)
     """Told once when the channel closes."""
+    timeout_timer: TimerHandle | None = None
+    """Before RabbitMQ 4.3: when the channel next checks its oldest delivery's consumer
+    timeout (emulator/consumer_timeout.py)."""
     closed_by: tuple[int, str] | None = None
     """The reply code and text of the broker's channel.close when the broker closed the
     channel on its own (a consumer timeout), not in answer to a method."""
