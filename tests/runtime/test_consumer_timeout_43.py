@@ -59,11 +59,12 @@ for good (its call is a callback the emulator would wait for)."""
 
 
 class TickingEmulator(EmulatorBackend):
-    """The emulator at 4.3 whose :meth:`until` moves the virtual clock :data:`TICK_S` between
-    two looks (up to 100 virtual seconds), as time passes on a server while a test waits."""
+    """The emulator (at 4.3 unless told otherwise) whose :meth:`until` moves the virtual
+    clock :data:`TICK_S` between two looks (up to 100 virtual seconds), as time passes on a
+    server while a test waits."""
 
-    def __init__(self) -> None:
-        super().__init__("4.3")
+    def __init__(self, version: str = "4.3") -> None:
+        super().__init__(version)
 
     async def until(self, check: Check, what: str) -> None:
         for _ in range(2000):
