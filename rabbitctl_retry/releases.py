@@ -255,6 +255,36 @@ class ServerRelease:
             "`x-consumer-timeout` is a quorum queue's checked argument (a classic queue refuses it)"
         )
     )
+    # -- consumer timeouts ---------------------------------------------------------------------
+    default_consumer_timeout_ms: int = field(
+        metadata=_doc("The node's `consumer_timeout` (ms) where the queue sets none")
+    )
+    """The server-wide consumer timeout every release ships (``consumer_timeout`` of the
+    ``rabbit`` application, 30 minutes; read on 3.10.8, 4.0.5 and 4.3.6): it applies where a
+    queue sets none (emulator/consumer_timeout.py)."""
+    queue_consumer_timeout: bool = field(
+        metadata=_doc(
+            "A queue's `x-consumer-timeout` sets its consumer timeout (else: the node's only)"
+        )
+    )
+    """RabbitMQ 3.12 (its release notes; measured on 4.0.5 and 4.3.6): the queue argument
+    ``x-consumer-timeout`` (and a ``consumer-timeout`` policy) sets the timeout of the
+    queue's deliveries; 3.10.8 takes the argument and ignores it (a delivery of a queue
+    with 2000 ms held 75 s, past the channel's minute tick: nothing)."""
+    quorum_times_out_deliveries: bool = field(
+        metadata=_doc(
+            "A quorum queue times out a held delivery itself (back uncounted, its consumer "
+            "cancelled), a classic queue none (else: the channel closes, 406)"
+        )
+    )
+    """RabbitMQ 4.3 (measured on 4.3.6, ``scripts/measure_consumer_timeout.py``): a quorum
+    queue gives a delivery held past its timeout back uncounted (redelivered, only
+    ``x-acquired-count`` grows) and sends its consumer ``basic.cancel`` (the channel stays
+    open; the queue keeps the consumer, serving it nothing); a ``basic.get``'s goes back
+    the same way and the channel closes (406, ``Timeout value used: -1 ms``). A classic
+    queue times out no delivery at all. Before 4.3 the channel closes (406 ``delivery
+    acknowledgement on channel N timed out``), giving back all it held as a closing channel
+    does (counted on a quorum queue): emulator/consumer_timeout.py."""
     delayed_retries: bool = field(
         metadata=_doc(
             "Quorum queues hold returns back by `x-delayed-retry-*` (a classic queue refuses them)"
@@ -305,6 +335,9 @@ class ServerRelease:
         2 before 4.3, 7 on 4.3."""
         return body_bytes + (property_bytes if self.quorum_bytes_count_properties else 0)
 
+
+DEFAULT_CONSUMER_TIMEOUT_MS = 1_800_000
+"""RabbitMQ's ``consumer_timeout`` default, 30 minutes (read on 3.10.8, 4.0.5 and 4.3.6)."""
 
 QUORUM_DEFAULT_DELIVERY_LIMIT = 20
 """RabbitMQ 4.0 and later give a quorum queue declared without ``x-delivery-limit`` this limit
@@ -414,6 +447,9 @@ RELEASES: tuple[ServerRelease, ...] = _rows(
     headers_exchange_strict_numbers=(False, False, True, True),
     queue_type_always_set=(False, False, True, True),
     quorum_takes_consumer_timeout=(False, False, False, True),
+    default_consumer_timeout_ms=(DEFAULT_CONSUMER_TIMEOUT_MS,) * 4,
+    queue_consumer_timeout=(False, True, True, True),
+    quorum_times_out_deliveries=(False, False, False, True),
     delayed_retries=(False, False, False, True),
     policy_apply_to_queue_types=(False, False, True, True),
     quorum_expires_from_policy=(True, True, False, False),

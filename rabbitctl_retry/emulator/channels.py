@@ -14,6 +14,7 @@ from rabbitctl_retry.emulator.model import ChannelState, ConnectionState, Consum
 from rabbitctl_retry.emulator.queues import delete_queue, dispatch, get, mark_used
 from rabbitctl_retry.emulator.settle import release_channels, remove_consumer
 from rabbitctl_retry.emulator.state import BrokerState
+from rabbitctl_retry.emulator.timed_out import time_out
 from rabbitctl_retry.errors import AccessRefused
 from rabbitctl_retry.fields import FieldValue
 from rabbitctl_retry.server import RR_CLIENT_PRODUCT
@@ -45,6 +46,7 @@ def open_channel(
     number = connection.next_channel
     connection.next_channel += 1
     channel = ChannelState(number=number, connection=connection, confirms=confirms)
+    channel.on_delivery_timeout = lambda tag, held: time_out(state, channel, tag, held)
     connection.channels[number] = channel
     return channel
 

@@ -8,6 +8,7 @@ shows ``x-delivery-count = 0`` on the first delivery; basic.deliver does not), a
 
 from __future__ import annotations
 
+from rabbitctl_retry.emulator.consumer_timeout import arm
 from rabbitctl_retry.emulator.events import Delivered
 from rabbitctl_retry.emulator.model import Consumer, EmulatedQueue, Entry, Unacked
 from rabbitctl_retry.emulator.state import BrokerState
@@ -22,7 +23,9 @@ def deliver(state: BrokerState, q: EmulatedQueue, entry: Entry, consumer: Consum
     tag = channel.next_tag
     channel.next_tag = tag + 1
     if not consumer.no_ack:
-        channel.unacked[tag] = Unacked(q, entry, consumer, consumer.next_msg_id)
+        held = Unacked(q, entry, consumer, consumer.next_msg_id)
+        channel.unacked[tag] = held
+        arm(state, channel, tag, held)
         consumer.unacked += 1
         q.unacked += 1
     consumer.next_msg_id += 1

@@ -210,8 +210,12 @@ def _apply_policies(state: BrokerState, q: EmulatedQueue) -> None:
         policies.applying(state.policies[True].values(), q.name, kind, version),
         version,
     )
-    if kind == "classic":  # a classic queue takes no delayed retry
-        effective = {k: v for k, v in effective.items() if not k.startswith("x-delayed-")}
+    if kind == "classic":  # a classic queue takes no delayed retry, nor 4.3's consumer timeout
+        effective = {
+            k: v
+            for k, v in effective.items()
+            if not k.startswith("x-delayed-") and k != "x-consumer-timeout"
+        }
     try:
         settings = validate_queue(
             q.name,

@@ -12,7 +12,7 @@ from typing import Literal
 
 from rabbitctl_retry.emulator.deadletter import DeathReason
 
-RequeueCause = Literal["reject", "nack", "channel_closed"]
+RequeueCause = Literal["reject", "nack", "channel_closed", "consumer_timeout"]
 DropCause = Literal[
     "rejected",
     "expired",

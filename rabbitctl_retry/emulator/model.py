@@ -154,8 +154,18 @@ class Consumer:
     with the tag of a cancelled one that still holds deliveries; the first message the queue
     delivers to it crashes the channel, and the server closes the connection (541)."""
 
+    timed_out: bool = False
+    """RabbitMQ 4.3: its quorum queue timed out one of its deliveries and sent it
+    ``basic.cancel``; the queue keeps it (counted among its consumers) but serves it nothing
+    until the channel settles every delivery that timed out (emulator/consumer_timeout.py)."""
+    cancel_sent: bool = False
+    """RabbitMQ 4.3: the queue sent it ``basic.cancel`` for a consumer timeout; a client
+    forgets a consumer cancelled, so it sees no second one."""
+
     def has_capacity(self, more: int = 1) -> bool:
         """Whether the consumer may take ``more`` deliveries on top of what it holds."""
+        if self.timed_out:
+            return False
         limit = self.prefetch_count
         return self.no_ack or limit == 0 or self.unacked + more <= limit
 
@@ -435,6 +445,15 @@ class Unacked:
     consumer: Consumer | None
     msg_id: int = 0
     """The consumer's number for this delivery (Consumer.next_msg_id; 0 for basic.get)."""
+    timer: TimerHandle | None = None
+    """When it times out (emulator/consumer_timeout.py), while held."""
+    limit_ms: int | None = None
+    """Its consumer timeout (ms), once armed (None: it never times out)."""
+    due_s: float = 0.0
+    """When it times out, once armed."""
+    timed_out: bool = False
+    """RabbitMQ 4.3: its quorum queue took it back for its consumer timeout; the channel
+    still knows the tag (a settle of it does nothing)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -464,3 +483,12 @@ class ChannelState:
     closed: bool = False
     close_listeners: list[Callable[[], None]] = field(default_factory=list)
     """Told once when the channel closes."""
+    timeout_timer: TimerHandle | None = None
+    """Before RabbitMQ 4.3: when the channel next checks its oldest delivery's consumer
+    timeout (emulator/consumer_timeout.py)."""
+    closed_by: tuple[int, str] | None = None
+    """The reply code and text of the broker's channel.close when the broker closed the
+    channel on its own (a consumer timeout), not in answer to a method."""
+    on_delivery_timeout: Callable[[int, Unacked], None] = lambda tag, held: None
+    """Times out the delivery ``tag`` (set by whoever opens the channel:
+    emulator/consumer_timeout.py arms it, emulator/timed_out.py acts)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from rabbitctl_retry.emulator import single_active
 from rabbitctl_retry.emulator.clock import on_grid
+from rabbitctl_retry.emulator.consumer_timeout import arm
 from rabbitctl_retry.emulator.dead_letters import dead_letter, dead_letter_entry
 from rabbitctl_retry.emulator.deliver import deliver, delivery, record_delivered
 from rabbitctl_retry.emulator.events import Dropped, Expired
@@ -264,7 +265,9 @@ def get(
     tag = channel.next_tag
     channel.next_tag = tag + 1
     if not no_ack:
-        channel.unacked[tag] = Unacked(q, entry, None)
+        held = Unacked(q, entry, None)
+        channel.unacked[tag] = held
+        arm(state, channel, tag, held)
         q.unacked += 1
     record_delivered(state, q, entry, tag, None)
     shown = delivery(state, q, entry, tag, None, len(q.ready), via_get=True)

@@ -32,6 +32,7 @@ import itertools
 from typing import Literal
 
 from rabbitctl_retry.emulator import single_active
+from rabbitctl_retry.emulator.consumer_timeout import still_held
 from rabbitctl_retry.emulator.dead_letters import dead_letter_entry
 from rabbitctl_retry.emulator.erlang_maps import fold_order
 from rabbitctl_retry.emulator.events import Acked, Dropped, Rejected, RequeueCause, Requeued
@@ -51,7 +52,7 @@ Held = tuple[int, Unacked]
 """A delivery a channel holds: its delivery tag and what it took."""
 
 
-def _settled(channel: ChannelState, tag: int, multiple: bool) -> list[Held]:
+def _settled(state: BrokerState, channel: ChannelState, tag: int, multiple: bool) -> list[Held]:
     """The deliveries one basic.ack / reject / nack names, taken off ``channel``."""
     unacked = channel.unacked
     if multiple and tag == 0:
@@ -67,6 +68,9 @@ def _settled(channel: ChannelState, tag: int, multiple: bool) -> list[Held]:
         if one is None:
             raise PreconditionFailed(f"PRECONDITION_FAILED - unknown delivery tag {tag}")
         taken = [(tag, one)]
+    for consumer in still_held(state, channel, taken):  # RabbitMQ 4.3: timed out, now settled
+        consumer.queue.capacity_freed(consumer)
+        dispatch(state, consumer.queue)
     return taken
 
 
@@ -82,7 +86,7 @@ def ack(state: BrokerState, channel: ChannelState, tag: int, multiple: bool) -> 
     """basic.ack."""
     state.activity += 1
     now_s = state.clock.now_s
-    for command in _commands(state, _settled(channel, tag, multiple), requeue=False):
+    for command in _commands(state, _settled(state, channel, tag, multiple), requeue=False):
         for settled_tag, item in command:
             _uncount(item)
             if state.record_events:
@@ -106,7 +110,7 @@ def reject(
     """basic.reject (``method`` "reject") or basic.nack ("nack")."""
     state.activity += 1
     with dead_letters_afterwards(state):
-        taken = _settled(channel, tag, multiple)
+        taken = _settled(state, channel, tag, multiple)
         for command in _commands(state, taken, requeue=requeue):
             for settled_tag, item in command:
                 _uncount(item)
@@ -181,10 +185,14 @@ def _return(state: BrokerState, q: EmulatedQueue, entry: Entry, cause: RequeueCa
         return False
     entry.redelivered = True
     entry.acquired_before += 1
+    # RabbitMQ 4.3 takes back a delivery held past its consumer timeout uncounted
+    counted = cause != "consumer_timeout" and (
+        cause != "nack" or behaviour.nack_requeue_counts_delivery
+    )
     if q.is_quorum:
         if cause == "channel_closed" and behaviour.quorum_rejections_travel:
             entry.failed_deliveries += 1
-        if cause != "nack" or behaviour.nack_requeue_counts_delivery:
+        if counted:
             entry.delivery_count += 1
             limit = q.settings.delivery_limit
             if limit is not None and entry.delivery_count > limit:
@@ -192,7 +200,7 @@ def _return(state: BrokerState, q: EmulatedQueue, entry: Entry, cause: RequeueCa
                 return False
         _return_to_quorum(state, q, entry, cause)
     else:
-        if behaviour.counts_travel_from_any_queue and cause != "nack":
+        if behaviour.counts_travel_from_any_queue and counted:
             entry.delivery_count += 1  # RabbitMQ 4.3: counted, shown only by a quorum queue
         q.insert_by_seq(entry)
     emit(
@@ -215,7 +223,8 @@ def _return_to_quorum(
     # rejected or nacked with requeue at the back, unless the queue has a delivery
     # limit (measured on 3.10.8)
     delayed = q.settings.delayed_retry
-    wait_ms = delayed.wait_ms(entry.delivery_count, counted=cause != "nack") if delayed else 0
+    counted = cause not in ("nack", "consumer_timeout")
+    wait_ms = delayed.wait_ms(entry.delivery_count, counted=counted) if delayed else 0
     if wait_ms:
         _hold_back(state, q, entry, wait_ms)
     elif (
@@ -260,6 +269,22 @@ def _dispatch_returned(state: BrokerState, q: EmulatedQueue) -> None:
         trim(state, q)
 
 
+def give_back_timed_out(state: BrokerState, held: Unacked) -> None:
+    """RabbitMQ 4.3: ``held``'s quorum queue takes it back for its consumer timeout,
+    uncounted, and serves it before the others (emulator/consumer_timeout.py); the channel
+    keeps its tag."""
+    state.activity += 1
+    held.timed_out = True
+    held.timer = None
+    q = held.queue
+    q.unacked -= 1
+    if held.consumer is not None:
+        held.consumer.unacked -= 1
+    with dead_letters_afterwards(state):
+        _return(state, q, held.entry, "consumer_timeout")
+        _after_returns(state, {id(q): q})
+
+
 def release_channels(state: BrokerState, channels: list[ChannelState]) -> None:
     """Channels closing together (a closing connection's, or one): cancel their consumers,
     return what each held (channel by channel, :func:`_return_order`), and only then expire
@@ -275,6 +300,7 @@ def release_channels(state: BrokerState, channels: list[ChannelState]) -> None:
     for channel in channels:
         taken = sorted(channel.unacked.items(), key=lambda held: _return_order(state, held))
         channel.unacked.clear()
+        still_held(state, channel, taken)
         for _, item in taken:
             item.queue.unacked -= 1
             if item.consumer is not None:

@@ -179,7 +179,13 @@ class EmulatedChannel(Channel):
             return None
         if self._state.connection.closed and self._connection.close_reason is not None:
             return f"connection closed by the broker: {self._connection.described}"
-        return self._close_reason or "closed"
+        return self._close_reason or self._closed_by_broker() or "closed"
+
+    def _closed_by_broker(self) -> str | None:
+        """The broker's channel.close, when it closed the channel on its own (a consumer
+        timeout), worded as rr's client words it (``"PRECONDITION_FAILED - ... (406)"``)."""
+        closed_by = self._state.closed_by
+        return None if closed_by is None else describe_reply(*closed_by)
 
     async def wait_closed(self) -> None:
         if not self._state.closed:
@@ -196,9 +202,10 @@ class EmulatedChannel(Channel):
     def _closed_error(self, what: str) -> TransportError:
         if self._state.connection.closed:
             return self._connection.closed_error(what)
-        if self._close_reason is None:
+        reason = self._close_reason or self._closed_by_broker()
+        if reason is None:
             return ChannelClosed(f"{what}: the channel is closed")
-        return ChannelClosed(f"{what}: the channel was closed earlier: {self._close_reason}")
+        return ChannelClosed(f"{what}: the channel was closed earlier: {reason}")
 
     def _run(self, what: str, operation: Callable[[], T]) -> T:
         """Run a method the broker answers: its error is raised at once."""

@@ -2,8 +2,8 @@
 4.0.5 and 4.3.6; emulator/args.py and emulator/delayed_retry.py): 3.10 and 4.0 take any value
 on any queue and never compare it; RabbitMQ 4.3's quorum queues apply it themselves, so 4.3
 checks it as a non-negative integer, compares it on a redeclare (before the delayed-retry
-arguments) and refuses it on a classic queue. What timing out does is not modelled
-(docs/reference/testing.md)."""
+arguments) and refuses it on a classic queue. What timing out does:
+tests/contract/test_consumer_timeout.py."""
 
 from __future__ import annotations
 

@@ -15,13 +15,17 @@ grows), the server sends ``basic.cancel`` and the channel stays open. So:
   4.3 keeps a server-cancelled consumer and hands it messages again once its timed-out
   delivery is acked, which rr's client library drops (rr cancels it itself; none is lost).
 
-Only on the 4.3 server (RR_TEST_BROKERS naming 4.3): the other servers' quorum queues leave
-consumer timeouts to the channel, and the emulator does not model them.
+On the 4.3 server (RR_TEST_BROKERS naming 4.3; the other servers' quorum queues leave
+consumer timeouts to the channel) and on the emulator at 4.3, whose clock moves 50 ms between
+two looks of ``until`` (:class:`TickingEmulator`), so that the server's timeout and rr's
+handler timeout pass as they do on the server (emulator/consumer_timeout.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import json
 import logging
 import re
@@ -36,9 +40,10 @@ from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.metrics import RunMetrics
 from rabbitctl_retry.runtime.service import RunOptions, Service
+from rabbitctl_retry.server import Policy
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import RabbitBackend, publish
+from tests.backends import Backend, Check, EmulatorBackend, RabbitBackend, publish
 from tests.observe import depth, peek
 from tests.shared_node import chosen_versions, require_broker
 
@@ -46,34 +51,83 @@ TOPOLOGY = '[queues.work]\ntype = "quorum"\nmax_attempts = {attempts}\ndead_lett
 CANCELLED = "consumer stopped; starting it again"
 
 
+TICK_S = 0.05
+"""How far :class:`TickingEmulator` moves its clock between two looks."""
+SETTLE_S = 0.05
+"""How long (real time) :class:`TickingEmulator` lets the emulator settle while a handler hangs
+for good (its call is a callback the emulator would wait for)."""
+
+
+class TickingEmulator(EmulatorBackend):
+    """The emulator (at 4.3 unless told otherwise) whose :meth:`until` moves the virtual
+    clock :data:`TICK_S` between two looks (up to 100 virtual seconds), as time passes on a
+    server while a test waits."""
+
+    def __init__(self, version: str = "4.3") -> None:
+        super().__init__(version)
+
+    async def until(self, check: Check, what: str) -> None:
+        for _ in range(2000):
+            await self._settle()
+            result = check()
+            if await result if inspect.isawaitable(result) else result:
+                return
+            await self._settle()
+            self.emulator.clock.advance(TICK_S)
+        raise AssertionError(f"the emulator did not get to {what} in 100 virtual seconds")
+
+    async def _settle(self) -> None:
+        """Settle, except that a handler hung for good (a callback the emulator waits for)
+        stops it after a moment of real time."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.emulator.settle(), SETTLE_S)
+
+
 def _params() -> list[object]:
     return [
-        pytest.param(version, id=f"rabbitmq-{version}", marks=pytest.mark.broker)
-        for version in chosen_versions()
+        *(
+            pytest.param(version, id=f"rabbitmq-{version}", marks=pytest.mark.broker)
+            for version in chosen_versions()
+        ),
+        pytest.param("emulator", id="emulator-4.3"),
     ]
 
 
 @pytest.fixture(params=_params())
-async def rabbit43(request: pytest.FixtureRequest) -> AsyncIterator[RabbitBackend]:
-    """The 4.3 server, in a fresh vhost; skips on the other servers (fails in CI when 4.3
-    does not answer, as every broker test)."""
-    if request.param != "4.3":
+async def rabbit43(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    """The 4.3 server, in a fresh vhost (skips on the other servers; fails in CI when 4.3
+    does not answer, as every broker test), or the emulator at 4.3."""
+    backend: RabbitBackend | TickingEmulator
+    if request.param == "emulator":
+        backend = TickingEmulator()
+    elif request.param != "4.3":
         pytest.skip(
             f"RabbitMQ {request.param}: only 4.3's quorum queues time consumers out "
             "themselves (uncounted return, basic.cancel); this test is about 4.3"
         )
-    backend = RabbitBackend(require_broker("4.3"))
-    backend.setup()
+    else:
+        backend = RabbitBackend(require_broker("4.3"))
+        backend.setup()
     try:
         yield backend
     finally:
         await backend.close()
 
 
-def set_consumer_timeout(backend: RabbitBackend, queue: str, timeout_ms: int) -> None:
+def set_consumer_timeout(backend: Backend, queue: str, timeout_ms: int) -> None:
     """A ``consumer-timeout`` policy on ``queue`` in the test's own vhost (never the node's
     global ``consumer_timeout``). A policy, not the queue argument ``x-consumer-timeout``:
     rr's declare would find the argument inequivalent to the topology's queue (406)."""
+    if isinstance(backend, EmulatorBackend):
+        policy = Policy.of(
+            "rr-test-consumer-timeout",
+            f"^{re.escape(queue)}$",
+            {"consumer-timeout": timeout_ms},
+            apply_to="quorum_queues",
+        )
+        backend.emulator.put_policy(policy)
+        return
+    assert isinstance(backend, RabbitBackend)
     result = backend.broker.run_ctl(
         "set_policy",
         "-p",
@@ -102,7 +156,7 @@ class Call:
 
 
 def service_of(
-    backend: RabbitBackend, handler: object, *, attempts: int, handler_timeout_s: float | None
+    backend: Backend, handler: object, *, attempts: int, handler_timeout_s: float | None
 ) -> Service:
     """rr run's service on ``work`` (max_attempts ``attempts``, prefetch 10)."""
     return Service(
@@ -141,7 +195,7 @@ def of(calls: list[Call], message_id: str) -> list[Call]:
 
 
 async def test_a_handler_timeout_below_the_servers_dead_letters_after_max_attempts(
-    rabbit43: RabbitBackend,
+    rabbit43: Backend,
 ) -> None:
     """rr's 0.5 s against the server's 30 s: three counted failures, the delivery limit, and
     the server never had to cancel anything."""
@@ -177,7 +231,7 @@ async def test_a_handler_timeout_below_the_servers_dead_letters_after_max_attemp
 
 @pytest.mark.parametrize("handler_timeout_s", [None, 5.0], ids=["no-rr-timeout", "rr-5s"])
 async def test_the_servers_timeout_cancels_rr_which_consumes_again_but_never_counts(
-    rabbit43: RabbitBackend, caplog: pytest.LogCaptureFixture, handler_timeout_s: float | None
+    rabbit43: Backend, caplog: pytest.LogCaptureFixture, handler_timeout_s: float | None
 ) -> None:
     """The server's 2 s below rr's timeout (or none): each delivery of the hanging message
     ends in a server cancel; rr logs and counts it, consumes again, handles the next
@@ -229,7 +283,7 @@ async def test_the_servers_timeout_cancels_rr_which_consumes_again_but_never_cou
 
 
 async def test_a_handler_that_returns_after_the_servers_timeout_loses_no_message(
-    rabbit43: RabbitBackend,
+    rabbit43: Backend,
 ) -> None:
     """``slow`` returns (acked) only after the server timed it out and cancelled the
     consumer. On 4.3 that ack revives the cancelled consumer, and the server would hand it
