@@ -89,13 +89,8 @@ def _queue_timeout(state: BrokerState, q: EmulatedQueue) -> FieldValue:
     """``q``'s ``x-consumer-timeout`` once its policies apply (emulator/policies.py)."""
     if not state.policies[False] and not state.policies[True]:
         return q.arguments.get(ARGUMENT)
-    kind, version = q.settings.kind, state.server_version
-    effective = policies.effective_arguments(
-        q.arguments,
-        kind,
-        policies.applying(state.policies[False].values(), q.name, kind, version),
-        policies.applying(state.policies[True].values(), q.name, kind, version),
-        version,
+    effective = policies.queue_arguments(
+        q.arguments, q.name, q.settings.kind, state.server_version, state.policies
     )
     return effective.get(ARGUMENT)
 

@@ -203,13 +203,7 @@ def _apply_policies(state: BrokerState, q: EmulatedQueue) -> None:
     lower limit drops (dead-letters) the oldest at once, a changed expiry starts again."""
     kind = q.settings.kind
     version = state.server_version
-    effective = policies.effective_arguments(
-        q.arguments,
-        kind,
-        policies.applying(state.policies[False].values(), q.name, kind, version),
-        policies.applying(state.policies[True].values(), q.name, kind, version),
-        version,
-    )
+    effective = policies.queue_arguments(q.arguments, q.name, kind, version, state.policies)
     if kind == "classic":  # a classic queue takes no delayed retry, nor 4.3's consumer timeout
         effective = {
             k: v

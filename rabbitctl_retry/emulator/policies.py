@@ -109,4 +109,22 @@ def effective_arguments(
     )
 
 
-__all__ = ["applying", "effective_arguments", "merged", "refusal", "rule"]
+def queue_arguments(
+    arguments: Mapping[str, FieldValue],
+    name: str,
+    kind: QueueKind,
+    version: ServerVersion,
+    policies: Mapping[bool, Mapping[str, Policy]],
+) -> dict[str, FieldValue]:
+    """Queue ``name``'s arguments once the policy and the operator policy that apply to it
+    (of ``policies``: ``False`` the policies, ``True`` the operator policies) do."""
+    return effective_arguments(
+        arguments,
+        kind,
+        applying(policies[False].values(), name, kind, version),
+        applying(policies[True].values(), name, kind, version),
+        version,
+    )
+
+
+__all__ = ["applying", "effective_arguments", "merged", "queue_arguments", "refusal", "rule"]

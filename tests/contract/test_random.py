@@ -85,10 +85,23 @@ async def rabbitmq(
 async def test_random_scenarios_agree(rabbitmq: RabbitBackend) -> None:
     version = rabbitmq.version
     disagreeing: list[Outcome] = []
+    late: list[Outcome] = []
     for seed in CHOSEN:
         outcome = await compare(generate(seed, shape=SHAPE), version, rabbitmq)
-        if not outcome.agree:
+        if outcome.late:
+            late.append(outcome)
+        elif not outcome.agree:
             disagreeing.append(outcome)
+    inconclusive: list[int] = []
+    for outcome in late:  # once more, after the others: a busy moment may have passed
+        rerun = await compare(outcome.scenario, version, rabbitmq)
+        if rerun.late:
+            inconclusive.append(outcome.scenario.seed)
+        elif not rerun.agree:
+            disagreeing.append(rerun)
+    if inconclusive:  # a difference only a late server showed: not a finding (R7)
+        print(f"seeds the server was too slow for (R7) in every run: {inconclusive}")
+    assert len(inconclusive) < SEEDS or SEEDS == 0, "the server was too slow for every seed"
     if not disagreeing:
         return
 
