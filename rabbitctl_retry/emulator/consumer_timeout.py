@@ -159,7 +159,7 @@ def _oldest_changed(state: BrokerState, channel: ChannelState) -> None:
     move of the clock: the server notices on its next tick)."""
     timer = channel.timeout_timer
     assert timer is not None
-    oldest = next(iter(channel.unacked.values()), None)
+    oldest = _oldest(channel)
     if oldest is None or channel.closed:
         timer.cancel()
         channel.timeout_timer = None
