@@ -16,16 +16,15 @@ grows), the server sends ``basic.cancel`` and the channel stays open. So:
   delivery is acked, which rr's client library drops (rr cancels it itself; none is lost).
 
 On the 4.3 server (RR_TEST_BROKERS naming 4.3; the other servers' quorum queues leave
-consumer timeouts to the channel) and on the emulator at 4.3, whose clock moves 50 ms between
-two looks of ``until`` (:class:`TickingEmulator`), so that the server's timeout and rr's
-handler timeout pass as they do on the server (emulator/consumer_timeout.py).
+consumer timeouts to the channel) and on the emulator at 4.3, whose clock moves between two
+looks of ``until`` at least as fast as real time (tests/ticking.py), so that the server's
+timeout (virtual) passes before rr's handler timeout (real) as it does on the server
+(emulator/consumer_timeout.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import json
 import logging
 import re
@@ -43,57 +42,16 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.server import Policy
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, Check, EmulatorBackend, RabbitBackend, publish
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
 from tests.observe import depth, peek
-from tests.shared_node import chosen_versions, require_broker
+from tests.shared_node import require_broker
+from tests.ticking import TickingEmulator, servers_and_emulator
 
 TOPOLOGY = '[queues.work]\ntype = "quorum"\nmax_attempts = {attempts}\ndead_letter = "work.dead"\n'
 CANCELLED = "consumer stopped; starting it again"
 
 
-TICK_S = 0.05
-"""How far :class:`TickingEmulator` moves its clock between two looks."""
-SETTLE_S = 0.05
-"""How long (real time) :class:`TickingEmulator` lets the emulator settle while a handler hangs
-for good (its call is a callback the emulator would wait for)."""
-
-
-class TickingEmulator(EmulatorBackend):
-    """The emulator (at 4.3 unless told otherwise) whose :meth:`until` moves the virtual
-    clock :data:`TICK_S` between two looks (up to 100 virtual seconds), as time passes on a
-    server while a test waits."""
-
-    def __init__(self, version: str = "4.3") -> None:
-        super().__init__(version)
-
-    async def until(self, check: Check, what: str) -> None:
-        for _ in range(2000):
-            await self._settle()
-            result = check()
-            if await result if inspect.isawaitable(result) else result:
-                return
-            await self._settle()
-            self.emulator.clock.advance(TICK_S)
-        raise AssertionError(f"the emulator did not get to {what} in 100 virtual seconds")
-
-    async def _settle(self) -> None:
-        """Settle, except that a handler hung for good (a callback the emulator waits for)
-        stops it after a moment of real time."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.emulator.settle(), SETTLE_S)
-
-
-def _params() -> list[object]:
-    return [
-        *(
-            pytest.param(version, id=f"rabbitmq-{version}", marks=pytest.mark.broker)
-            for version in chosen_versions()
-        ),
-        pytest.param("emulator", id="emulator-4.3"),
-    ]
-
-
-@pytest.fixture(params=_params())
+@pytest.fixture(params=servers_and_emulator("4.3"))
 async def rabbit43(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """The 4.3 server, in a fresh vhost (skips on the other servers; fails in CI when 4.3
     does not answer, as every broker test), or the emulator at 4.3."""

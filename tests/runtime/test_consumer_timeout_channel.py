@@ -5,7 +5,7 @@ channel goes back counted, and rr opens a new channel and consumes again: the hu
 comes back at attempt 2, and ``max_attempts`` ends it like any failure.
 
 On the 4.0 server and on the emulator at 4.0 (emulator/consumer_timeout.py), whose clock
-moves 50 ms between two looks of ``until`` (tests/runtime/test_consumer_timeout_43.py).
+moves between two looks of ``until`` (tests/ticking.py).
 """
 
 from __future__ import annotations
@@ -27,25 +27,15 @@ from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
 from tests.observe import depth
-from tests.runtime.test_consumer_timeout_43 import TickingEmulator
-from tests.shared_node import chosen_versions, require_broker
+from tests.shared_node import require_broker
+from tests.ticking import TickingEmulator, servers_and_emulator
 
 TOPOLOGY = '[queues.work]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "work.dead"\n'
 SERVER_DEADLINE_S = 150.0
 """How long the 4.0 server may take: it checks its channels once a minute."""
 
 
-def _params() -> list[object]:
-    return [
-        *(
-            pytest.param(version, id=f"rabbitmq-{version}", marks=pytest.mark.broker)
-            for version in chosen_versions()
-        ),
-        pytest.param("emulator", id="emulator-4.0"),
-    ]
-
-
-@pytest.fixture(params=_params())
+@pytest.fixture(params=servers_and_emulator("4.0"))
 async def rabbit40(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """The 4.0 server in a fresh vhost (skips on the others), or the emulator at 4.0."""
     backend: RabbitBackend | TickingEmulator
