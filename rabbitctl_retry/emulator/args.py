@@ -191,6 +191,22 @@ def _delivery_limit(value: FieldValue, server_version: ServerVersion) -> float |
     return value
 
 
+CONSUMER_PRIORITY = "x-priority"
+
+
+def consumer_priority(queue: str, arguments: Mapping[str, FieldValue] | None) -> int:
+    """A basic.consume's ``x-priority`` on ``queue`` (0 without one); one that is not an
+    integer is refused, 406 (measured on 3.10.8, 4.0.5 and 4.3.6: ``"expected integer, got
+    longstr"``)."""
+    value = (arguments or {}).get(CONSUMER_PRIORITY, 0)
+    if not _is_int(value):
+        raise _invalid_arg(
+            CONSUMER_PRIORITY, queue, f'"expected integer, got {amqp_type_name(value)}"'
+        )
+    assert isinstance(value, int)
+    return value
+
+
 def _is_int(value: FieldValue) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from rabbitctl_retry.emulator import single_active
-from rabbitctl_retry.emulator.args import VHOST
+from rabbitctl_retry.emulator.args import VHOST, consumer_priority
 from rabbitctl_retry.emulator.entities import ConnectionFault, queue_of
 from rabbitctl_retry.emulator.model import ChannelState, ConnectionState, Consumer, EmulatedQueue
 from rabbitctl_retry.emulator.queues import delete_queue, dispatch, get, mark_used
@@ -110,12 +110,8 @@ def consume(
 ) -> str:
     state.activity += 1
     q = queue_of(state, channel, queue)
-    if single_active.is_single_active(q):
-        single_active.check_exclusive(q, exclusive=exclusive)
-    elif q.consumers and (exclusive or any(c.exclusive for c in q.consumers)):
-        raise AccessRefused(
-            f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
-        )
+    _check_exclusive(q, exclusive=exclusive)
+    priority = consumer_priority(q.name, arguments)
     tag = consumer_tag or f"amq.ctag-{next(state.consumer_numbers):022d}"
     if tag in channel.consumers:
         raise ConnectionFault(530, f"NOT_ALLOWED - attempt to reuse consumer tag '{tag}'")
@@ -128,7 +124,7 @@ def consume(
         exclusive=exclusive,
         prefetch_count=channel.prefetch_count,
         on_cancel=on_cancel,
-        priority=single_active.consumer_priority(arguments),
+        priority=priority,
         crashes_its_channel=state.behaviour.reused_consumer_tag_crashes
         and _tag_still_holds(channel, q, tag),
     )
@@ -156,6 +152,23 @@ def get_from(
     q = queue_of(state, channel, queue)
     single_active.check_get(state, q)
     return get(state, channel, q, no_ack)
+
+
+def _check_exclusive(q: EmulatedQueue, *, exclusive: bool) -> None:
+    """basic.consume on ``q``: a classic queue refuses an exclusive consumer beside others,
+    and any consumer beside an exclusive one; with single active consumer it refuses an
+    exclusive one even alone (403). A quorum queue ignores the flag: an exclusive consumer
+    shares the queue like any other (measured on 3.10.8, 4.0.5 and 4.3.6)."""
+    if q.is_quorum:
+        return
+    if single_active.is_single_active(q):
+        refused = exclusive
+    else:
+        refused = bool(q.consumers) and (exclusive or any(c.exclusive for c in q.consumers))
+    if refused:
+        raise AccessRefused(
+            f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
+        )
 
 
 def _tag_still_holds(channel: ChannelState, q: EmulatedQueue, tag: str) -> bool:

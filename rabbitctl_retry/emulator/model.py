@@ -147,8 +147,9 @@ class Consumer:
     log index of its basic.consume, and a closing channel gives back what its consumers held
     in that order (settle.py, _return_order)."""
     priority: int = 0
-    """Its ``x-priority`` consumer argument (0 without one); only a single active consumer
-    queue reads it (emulator/single_active.py)."""
+    """Its ``x-priority`` consumer argument (0 without one): the queue serves its consumers
+    of highest priority first (:meth:`EmulatedQueue.next_consumer`), and a single active
+    consumer queue picks its active one by it (emulator/single_active.py)."""
     crashes_its_channel: bool = False
     """RabbitMQ 3.10 (before rabbitmq-server #5927): a quorum consumer re-created on a channel
     with the tag of a cancelled one that still holds deliveries; the first message the queue
@@ -168,6 +169,19 @@ class Consumer:
             return False
         limit = self.prefetch_count
         return self.no_ack or limit == 0 or self.unacked + more <= limit
+
+
+def _take_turn(turns: deque[Consumer]) -> Consumer:
+    """Take out of ``turns`` (not empty) the consumer whose turn it is: the first of the
+    highest ``x-priority`` (the first of all when they are equal, as they mostly are)."""
+    chosen = turns[0]
+    for consumer in turns:
+        if consumer.priority > chosen.priority:
+            chosen = consumer
+    if chosen is turns[0]:
+        return turns.popleft()
+    turns.remove(chosen)
+    return chosen
 
 
 @dataclass(slots=True, eq=False)
@@ -250,12 +264,15 @@ class EmulatedQueue:
           (:attr:`limited`) until a settle of its channel frees it, and comes back at the end;
         * a quorum queue (rabbit_fifo) serves the consumers with credit in turn, each back at
           the end after its delivery while it has credit left, and one that gets credit back
-          comes at the end (:meth:`capacity_freed`).
+          comes at the end (:meth:`capacity_freed`);
+        * both serve the consumers of highest ``x-priority`` first, in turn among themselves,
+          a lower one only while every higher one is at its limit (:func:`_take_turn`;
+          ``scripts/measure_consumer_priority.py``).
         """
         turns = self.turns
         if self.is_quorum:
             while turns:
-                consumer = turns.popleft()
+                consumer = _take_turn(turns)
                 if not consumer.has_capacity():
                     continue
                 if consumer.has_capacity(more=2):
@@ -263,7 +280,7 @@ class EmulatedQueue:
                 return consumer
             return None
         while turns:
-            consumer = turns.popleft()
+            consumer = _take_turn(turns)
             if consumer.has_capacity():
                 turns.append(consumer)
                 return consumer

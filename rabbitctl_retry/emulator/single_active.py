@@ -25,41 +25,22 @@ quorum queues, each consumer on a connection of its own:
 * basic.get takes the next ready message from a classic queue, beside its active consumer;
   a quorum queue refuses it (405 RESOURCE_LOCKED), consumers or not.
 * An exclusive basic.consume on a classic queue is refused (403, "in exclusive use"), even
-  on a queue without consumers; a quorum queue ignores the flag.
+  on a queue without consumers; a quorum queue ignores the flag (emulator/channels.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from rabbitctl_retry.emulator.args import VHOST
 from rabbitctl_retry.emulator.model import Consumer, EmulatedQueue
 from rabbitctl_retry.emulator.state import BrokerState
-from rabbitctl_retry.errors import AccessRefused, ResourceLocked
-from rabbitctl_retry.fields import FieldValue
+from rabbitctl_retry.errors import ResourceLocked
 
 ARGUMENT = "x-single-active-consumer"
-PRIORITY = "x-priority"
 
 
 def is_single_active(q: EmulatedQueue) -> bool:
     """Whether ``q`` was declared with ``x-single-active-consumer = true``."""
     return q.arguments.get(ARGUMENT) is True
-
-
-def consumer_priority(arguments: Mapping[str, FieldValue] | None) -> int:
-    """A consumer's ``x-priority`` argument (0 without one, or not an integer)."""
-    value = (arguments or {}).get(PRIORITY)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def check_exclusive(q: EmulatedQueue, *, exclusive: bool) -> None:
-    """basic.consume on single active consumer queue ``q``: a classic queue refuses an
-    exclusive one, consumers or not; a quorum queue ignores the flag."""
-    if exclusive and not q.is_quorum:
-        raise AccessRefused(
-            f"ACCESS_REFUSED - queue '{q.name}' in vhost '{VHOST}' in exclusive use"
-        )
 
 
 def check_get(state: BrokerState, q: EmulatedQueue) -> None:

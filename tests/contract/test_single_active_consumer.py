@@ -14,11 +14,11 @@ import pytest
 
 from rabbitctl_retry.errors import AccessRefused, ResourceLocked
 from rabbitctl_retry.fields import FieldValue
-from rabbitctl_retry.transport.base import Channel, Connection, Delivery
+from rabbitctl_retry.transport.base import Channel
 from tests.backends import Backend
-from tests.contract.support import delivery_count, settle
+from tests.contract.support import settle
+from tests.contract.takers import Taker, publish
 from tests.contract.versions import expected
-from tests.observe import Recorder
 
 KINDS = ["classic", "quorum"]
 
@@ -30,62 +30,10 @@ def arguments(kind: str) -> dict[str, FieldValue]:
     return table
 
 
-class Taker:
-    """One consumer of 'q' on a connection of its own, holding what it gets."""
-
-    def __init__(self, connection: Connection, channel: Channel) -> None:
-        self.connection = connection
-        self.channel = channel
-        self.recorder = Recorder(channel)
-        self.tag = ""
-
-    @classmethod
-    async def start(
-        cls,
-        backend: Backend,
-        *,
-        prefetch: int = 10,
-        priority: int | None = None,
-        exclusive: bool = False,
-    ) -> Taker:
-        connection = await backend.connect()
-        taker = cls(connection, await connection.channel())
-        await taker.channel.qos(prefetch)
-        consumer_arguments = None if priority is None else {"x-priority": priority}
-        taker.tag = await taker.channel.consume(
-            "q", taker.recorder, exclusive=exclusive, arguments=consumer_arguments
-        )
-        return taker
-
-    @property
-    def got(self) -> list[str]:
-        """What it was given: ``m1``, ``m1*`` when redelivered, ``/N`` for an
-        x-delivery-count."""
-        return [_shown(delivery) for delivery in self.recorder.deliveries]
-
-    async def ack_all(self) -> None:
-        for delivery in self.recorder.deliveries:
-            await self.channel.ack(delivery.delivery_tag)
-
-    def has(self, count: int) -> bool:
-        return len(self.recorder.deliveries) == count
-
-
-def _shown(delivery: Delivery) -> str:
-    text = delivery.body.decode() + ("*" if delivery.redelivered else "")
-    count = delivery_count(delivery)
-    return text if count == "absent" else f"{text}/{count}"
-
-
 async def queue(backend: Backend, kind: str) -> Channel:
     publisher = await backend.channel()
     await publisher.queue_declare("q", durable=True, arguments=arguments(kind))
     return publisher
-
-
-async def publish(channel: Channel, *bodies: str) -> None:
-    for body in bodies:
-        await channel.publish(body.encode(), routing_key="q")
 
 
 @pytest.mark.parametrize("kind", KINDS)
