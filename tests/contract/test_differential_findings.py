@@ -148,6 +148,42 @@ async def test_a_publish_reaches_every_queue_before_the_dead_letters_it_causes(
     assert await bodies(channel, "q0") == ["m3"]
 
 
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+async def test_an_expired_message_reaches_every_queue_before_the_dead_letters_it_causes(
+    backend: Backend, kind: str
+) -> None:
+    """m1 (11 bytes) expires from ``timed`` into a fanout bound to ``small`` (10 bytes at most,
+    dead-lettering to the same fanout) before ``q0``: ``small`` drops it (``maxlen``), and
+    that copy reaches ``q0`` after the expired one, whatever the bindings' order (seed 1192;
+    the same on 3.10.8, 4.0.5 and 4.3.6, classic or quorum)."""
+    channel = await backend.channel()
+    await channel.exchange_declare("fan", type="fanout")
+    await channel.queue_declare(
+        "small",
+        durable=True,
+        arguments={"x-max-length-bytes": 10, "x-dead-letter-exchange": "fan"},
+    )
+    await channel.queue_declare("q0", durable=True)
+    await channel.queue_bind("small", "fan", "")
+    await channel.queue_bind("q0", "fan", "")
+    await channel.queue_declare(
+        "timed",
+        durable=True,
+        arguments={"x-queue-type": kind, "x-message-ttl": 100, "x-dead-letter-exchange": "fan"},
+    )
+    await channel.publish(b"m1.........", routing_key="timed", properties=Properties())
+    await backend.elapse(0.3)
+    await settle(backend, channel, "q0", 2)
+    reasons = []
+    for letter in await drain(channel, "q0"):
+        deaths = (letter.properties.headers or {})["x-death"]
+        assert isinstance(deaths, list)
+        assert isinstance(deaths[0], dict)
+        reasons.append(deaths[0]["reason"])
+    assert reasons == ["expired", "maxlen"]
+    assert await depth(channel, "small") == 0
+
+
 async def test_a_nacked_message_dead_letters_back_after_the_next_dispatch(
     backend: Backend,
 ) -> None:
