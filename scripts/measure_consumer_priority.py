@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
 from typing import Any
 
 import aiormq
-from measure_single_active import Scenario, Taker, publish, state
+from measure_single_active import Scenario, Taker, publish, run_scenarios, state
 
 URL = "amqp://guest:guest@127.0.0.1:5675/sac-measure"
 
@@ -160,26 +159,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 async def main(url: str, only: list[str]) -> None:
-    admin = await aiormq.connect(url)
-    print("server:", admin.server_properties.get("version"))
-    for name, scenario in SCENARIOS.items():
-        if only and name not in only:
-            continue
-        for kind in ("classic", "quorum"):
-            ch = await admin.channel()
-            q = f"prio-{name}-{kind}-{uuid.uuid4().hex[:6]}"
-            arguments: dict[str, Any] = {"x-queue-type": kind}
-            await ch.queue_declare(q, durable=True, arguments=arguments)
-            try:
-                result = await scenario(url, q, ch)
-            except Exception as error:
-                result = {"failed": repr(error)}
-            print(f"{name} [{kind}]")
-            for key, value in result.items():
-                print(f"    {key}: {value}")
-            ch = await admin.channel()
-            await ch.queue_delete(q)
-    await admin.close()
+    await run_scenarios(url, only, SCENARIOS, "prio", lambda kind: {"x-queue-type": kind})
 
 
 if __name__ == "__main__":

@@ -342,10 +342,7 @@ async def priority_settles(url: str, q: str, ch: aiormq.abc.AbstractChannel) -> 
 
 async def _same_arguments(ch: aiormq.abc.AbstractChannel, q: str) -> dict[str, Any]:
     """The arguments of the scenario's queue ``q`` (its type read back by its name)."""
-    arguments: dict[str, Any] = {"x-single-active-consumer": True}
-    if "-quorum-" in q:
-        arguments["x-queue-type"] = "quorum"
-    return arguments
+    return sac_arguments("quorum" if "-quorum-" in q else "classic")
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -364,19 +361,32 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-async def main(url: str, only: list[str]) -> None:
+def sac_arguments(kind: str) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"x-single-active-consumer": True}
+    if kind == "quorum":
+        arguments["x-queue-type"] = "quorum"
+    return arguments
+
+
+async def run_scenarios(
+    url: str,
+    only: list[str],
+    scenarios: dict[str, Scenario],
+    prefix: str,
+    arguments_of: Callable[[str], dict[str, Any]],
+) -> None:
+    """Run each of ``scenarios`` (those named in ``only``, if any) on a classic and a quorum
+    queue of its own (``prefix-NAME-KIND-RANDOM``, declared with ``arguments_of(kind)``),
+    printing what it returns."""
     admin = await aiormq.connect(url)
     print("server:", admin.server_properties.get("version"))
-    for name, scenario in SCENARIOS.items():
+    for name, scenario in scenarios.items():
         if only and name not in only:
             continue
         for kind in ("classic", "quorum"):
             ch = await admin.channel()
-            q = f"sac-{name}-{kind}-{uuid.uuid4().hex[:6]}"
-            arguments: dict[str, Any] = {"x-single-active-consumer": True}
-            if kind == "quorum":
-                arguments["x-queue-type"] = "quorum"
-            await ch.queue_declare(q, durable=True, arguments=arguments)
+            q = f"{prefix}-{name}-{kind}-{uuid.uuid4().hex[:6]}"
+            await ch.queue_declare(q, durable=True, arguments=arguments_of(kind))
             try:
                 result = await scenario(url, q, ch)
             except Exception as error:
@@ -387,6 +397,10 @@ async def main(url: str, only: list[str]) -> None:
             ch = await admin.channel()
             await ch.queue_delete(q)
     await admin.close()
+
+
+async def main(url: str, only: list[str]) -> None:
+    await run_scenarios(url, only, SCENARIOS, "sac", sac_arguments)
 
 
 if __name__ == "__main__":
