@@ -193,11 +193,18 @@ def _delivery_limit(value: FieldValue, server_version: ServerVersion) -> float |
 
 CONSUMER_PRIORITY = "x-priority"
 
+STREAM_OFFSET = "x-stream-offset"
+"""A consumer argument of streams only."""
 
-def consumer_priority(queue: str, arguments: Mapping[str, FieldValue] | None) -> int:
-    """A basic.consume's ``x-priority`` on ``queue`` (0 without one); one that is not an
-    integer is refused, 406 (measured on 3.10.8, 4.0.5 and 4.3.6: ``"expected integer, got
-    longstr"``)."""
+
+def consumer_priority(
+    queue: str, kind: Literal["classic", "quorum"], arguments: Mapping[str, FieldValue] | None
+) -> int:
+    """A basic.consume's ``x-priority`` on ``queue`` of type ``kind`` (0 without one). Refused,
+    406 (measured on 3.10.8, 4.0.5 and 4.3.6): a priority that is not an integer (``"expected
+    integer, got longstr"``), and ``x-stream-offset``, which only a stream takes."""
+    if arguments and STREAM_OFFSET in arguments:
+        raise _refused_by_type(STREAM_OFFSET, queue, f"rabbit_{kind}_queue")
     value = (arguments or {}).get(CONSUMER_PRIORITY, 0)
     if not _is_int(value):
         raise _invalid_arg(

@@ -111,7 +111,7 @@ def consume(
     state.activity += 1
     q = queue_of(state, channel, queue)
     _check_exclusive(q, exclusive=exclusive)
-    priority = consumer_priority(q.name, arguments)
+    priority = consumer_priority(q.name, q.settings.kind, arguments)
     tag = consumer_tag or f"amq.ctag-{next(state.consumer_numbers):022d}"
     if tag in channel.consumers:
         raise ConnectionFault(530, f"NOT_ALLOWED - attempt to reuse consumer tag '{tag}'")

@@ -165,12 +165,8 @@ _QQ_NOT_PORTED: dict[str, tuple[str, ...]] = {
         "cancel_sync_queue",
         "delete_immediately_by_resource",
     ),
-    "the transport port cannot send it: its basic.consume takes no arguments (x-priority, "
-    "x-stream-offset) and its basic.qos no global flag": (
-        "consume_invalid_arg_1",
-        "consume_invalid_arg_2",
+    "the transport port cannot send it: its basic.qos has no global flag": (
         "subscribe_should_fail_when_global_qos_true",
-        "consumer_priorities",
     ),
 }
 NOT_PORTED.update(

@@ -573,6 +573,40 @@ async def test_declare_invalid_arg_3(backend: Backend) -> None:
     )
 
 
+async def consume_refused(
+    backend: Backend, queue: str, consumer_arguments: dict[str, FieldValue]
+) -> str:
+    """A quorum queue ``queue``, then a basic.consume of it with ``consumer_arguments``
+    (tag ``ctag``), refused: what was raised; the channel is closed."""
+    channel = await backend.channel()
+    await channel.queue_declare(queue, arguments=QUORUM)
+    error = await refused(
+        channel.consume(queue, Recorder(channel), consumer_tag="ctag", arguments=consumer_arguments)
+    )
+    assert channel.is_closed
+    return error
+
+
+async def test_consume_invalid_arg_1(backend: Backend) -> None:
+    """quorum_queue_SUITE:consume_invalid_arg_1: x-stream-offset is for streams only."""
+    queue = "consume_invalid_arg_1"
+    assert await consume_refused(backend, queue, {"x-stream-offset": "last"}) == (
+        f"PreconditionFailed: consume from queue '{queue}': PRECONDITION_FAILED - invalid arg "
+        f"'x-stream-offset' for queue '{queue}' in vhost '{backend.vhost}' of queue type "
+        "rabbit_quorum_queue (406)"
+    )
+
+
+async def test_consume_invalid_arg_2(backend: Backend) -> None:
+    """quorum_queue_SUITE:consume_invalid_arg_2: an x-priority that is not an integer."""
+    queue = "consume_invalid_arg_2"
+    assert await consume_refused(backend, queue, {"x-priority": "important"}) == (
+        f"PreconditionFailed: consume from queue '{queue}': PRECONDITION_FAILED - invalid arg "
+        f"'x-priority' for queue '{queue}' in vhost '{backend.vhost}': \"expected integer, "
+        'got longstr" (406)'
+    )
+
+
 async def test_start_queue(backend: Backend) -> None:
     """quorum_queue_SUITE:start_queue, its AMQP part (the suite also counts ra processes via
     rpc): declared, declared again with the same arguments, refused without x-queue-type (on
@@ -1169,6 +1203,27 @@ async def test_consumer_metrics(backend: Backend) -> None:
     consuming = await backend.channel(confirms=False)
     await consuming.consume("consumer_metrics", Recorder(consuming), consumer_tag="ctag")
     await until_declared(backend, channel, "consumer_metrics", (0, 1))
+
+
+async def test_consumer_priorities(backend: Backend) -> None:
+    """quorum_queue_SUITE:consumer_priorities: on one channel (prefetch 2 a consumer), ctag1
+    without a priority and ctag2 of x-priority 10; the first two messages go to ctag2, the
+    third to ctag1 (ctag2 is full), and once ctag2 acks its first, the fourth to ctag2."""
+    queue = "consumer_priorities"
+    channel = await backend.channel()
+    await channel.qos(2)
+    await channel.queue_declare(queue, arguments=QUORUM)
+    recorder = Recorder(channel, "hold")
+    await channel.consume(queue, recorder, consumer_tag="ctag1")
+    await channel.consume(queue, recorder, consumer_tag="ctag2", arguments={"x-priority": 10})
+    for count in (1, 2, 3):
+        await publish(channel, queue)
+        await until_got(backend, recorder, count)
+    await channel.ack(recorder.deliveries[0].delivery_tag)
+    await publish(channel, queue)
+    await until_got(backend, recorder, 4)
+    tags = [delivery.consumer_tag for delivery in recorder.deliveries]
+    assert tags == ["ctag2", "ctag2", "ctag1", "ctag2"]
 
 
 async def test_cancel_consumer_gh_3729(backend: Backend) -> None:
