@@ -96,8 +96,6 @@ _QQ_NOT_PORTED: dict[str, tuple[str, ...]] = {
         "leader_locator_balanced_random_maintenance",
         "leader_locator_policy",
         "status",
-        "single_active_consumer_priority_take_over",
-        "single_active_consumer_priority",
         "force_shrink_member_to_current_member",
         "force_all_queues_shrink_member_to_current_member",
         "force_vhost_queues_shrink_member_to_current_member",

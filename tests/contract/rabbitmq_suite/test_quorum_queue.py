@@ -1226,6 +1226,96 @@ async def test_consumer_priorities(backend: Backend) -> None:
     assert tags == ["ctag2", "ctag2", "ctag1", "ctag2"]
 
 
+SAC: dict[str, FieldValue] = {**QUORUM, "x-single-active-consumer": True}
+
+
+async def sac_consumer(backend: Backend, queue: str, tag: str, priority: int) -> Recorder:
+    """A consumer of ``queue`` tagged ``tag`` with ``x-priority`` ``priority``, on a
+    connection of its own (the suite opens each channel on another node of a cluster)."""
+    channel = await (await backend.connect()).channel()
+    recorder = Recorder(channel, "hold")
+    await channel.consume(queue, recorder, consumer_tag=tag, arguments={"x-priority": priority})
+    return recorder
+
+
+def tags_of(recorder: Recorder) -> list[str | None]:
+    return [delivery.consumer_tag for delivery in recorder.deliveries]
+
+
+async def test_single_active_consumer_priority_take_over(backend: Backend) -> None:
+    """quorum_queue_SUITE:single_active_consumer_priority_take_over, on one node, the active
+    consumer seen by who gets the next message (the suite asks the queue through rpc):
+    ch1-ctag1 (x-priority 1) holds m1 when ch2-ctag1 (3) comes; once m1 is acked, m2 goes
+    to ch2-ctag1. From 4.0 (the suite checks it runs on 4.x); 3.10's quorum queue never
+    hands over to a consumer arriving later, so m2 goes to ch1-ctag1 there."""
+    queue = "single_active_consumer_priority_take_over_1"
+    channel = await backend.channel()
+    await channel.queue_declare(queue, arguments=SAC)
+    first = await sac_consumer(backend, queue, "ch1-ctag1", 1)
+    await publish(channel, queue, b"m1")
+    await until_got(backend, first, 1)
+    second = await sac_consumer(backend, queue, "ch2-ctag1", 3)
+    await first.channel.ack(first.deliveries[0].delivery_tag)
+    await publish(channel, queue, b"m2")
+    takes_over = expected(backend.version, "single-active-priorities")
+    await until_got(backend, second if takes_over else first, 1 if takes_over else 2)
+    assert (tags_of(first), tags_of(second)) == (
+        (["ch1-ctag1"], ["ch2-ctag1"]) if takes_over else (["ch1-ctag1", "ch1-ctag1"], [])
+    )
+
+
+async def test_single_active_consumer_priority(backend: Backend) -> None:
+    """quorum_queue_SUITE:single_active_consumer_priority, on one node, the active consumers
+    seen by who gets a message of each queue: three queues, three channels each consuming
+    all three with priorities 3/2/1 rotated; each queue's consumer of priority 3 is active.
+    Closing ch3 hands its queue (_3) to ch2 (priority 2 there), closing ch2 hands both of its
+    to ch1. From 4.0; 3.10's quorum queue keeps the first come (ch1) for all three."""
+    queues = [f"single_active_consumer_priority_{n}" for n in (1, 2, 3)]
+    channel = await backend.channel()
+    for queue in queues:
+        await channel.queue_declare(queue, arguments=SAC)
+    priorities = {"ch1": (3, 2, 1), "ch2": (1, 3, 2), "ch3": (2, 1, 3)}
+    held: dict[str, Recorder] = {}
+    for name, levels in priorities.items():
+        connection = await backend.connect()
+        consuming = await connection.channel()
+        recorder = held[name] = Recorder(consuming, "hold")
+        for n, (queue, level) in enumerate(zip(queues, levels, strict=True), start=1):
+            tag = f"{name}-ctag{n}"
+            await consuming.consume(
+                queue, recorder, consumer_tag=tag, arguments={"x-priority": level}
+            )
+    for queue in queues:
+        await publish(channel, queue, queue[-1].encode())
+    by_priority = expected(backend.version, "single-active-priorities")
+
+    async def holding(wanted: dict[str, list[str]]) -> None:
+        """Wait until each channel holds the bodies ``wanted`` (a closed one: none)."""
+
+        async def there() -> bool:
+            return {name: _held(recorder) for name, recorder in held.items()} == wanted
+
+        await backend.until(there, f"the messages held as {wanted}")
+
+    if not by_priority:
+        await holding({"ch1": ["1", "2", "3"], "ch2": [], "ch3": []})
+        return
+    await holding({"ch1": ["1"], "ch2": ["2"], "ch3": ["3"]})
+    await held["ch3"].channel.close()
+    await holding({"ch1": ["1"], "ch2": ["2", "3"], "ch3": []})
+    assert sorted(tags_of(held["ch2"])) == ["ch2-ctag2", "ch2-ctag3"]
+    await held["ch2"].channel.close()
+    await holding({"ch1": ["1", "2", "3"], "ch2": [], "ch3": []})
+    assert sorted(tags_of(held["ch1"])) == ["ch1-ctag1", "ch1-ctag2", "ch1-ctag3"]
+
+
+def _held(recorder: Recorder) -> list[str]:
+    """The bodies ``recorder``'s channel holds, sorted: none once it closed (given back)."""
+    if recorder.channel.is_closed:
+        return []
+    return sorted(delivery.body.decode() for delivery in recorder.deliveries)
+
+
 async def test_cancel_consumer_gh_3729(backend: Backend) -> None:
     """quorum_queue_SUITE:cancel_consumer_gh_3729 (rabbitmq-server #3746): the only delivery
     is rejected with requeue and the consumer cancelled right after (back to back, as the
