@@ -1222,8 +1222,11 @@ async def test_consumer_priorities(backend: Backend) -> None:
     await channel.ack(recorder.deliveries[0].delivery_tag)
     await publish(channel, queue)
     await until_got(backend, recorder, 4)
-    tags = [delivery.consumer_tag for delivery in recorder.deliveries]
-    assert tags == ["ctag2", "ctag2", "ctag1", "ctag2"]
+    assert tags_of(recorder) == ["ctag2", "ctag2", "ctag1", "ctag2"]
+
+
+def tags_of(recorder: Recorder) -> list[str | None]:
+    return [delivery.consumer_tag for delivery in recorder.deliveries]
 
 
 SAC: dict[str, FieldValue] = {**QUORUM, "x-single-active-consumer": True}
@@ -1236,10 +1239,6 @@ async def sac_consumer(backend: Backend, queue: str, tag: str, priority: int) ->
     recorder = Recorder(channel, "hold")
     await channel.consume(queue, recorder, consumer_tag=tag, arguments={"x-priority": priority})
     return recorder
-
-
-def tags_of(recorder: Recorder) -> list[str | None]:
-    return [delivery.consumer_tag for delivery in recorder.deliveries]
 
 
 async def test_single_active_consumer_priority_take_over(backend: Backend) -> None:
