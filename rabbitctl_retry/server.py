@@ -158,9 +158,10 @@ class QueueState:
     policy: str | None = None
     operator_policy: str | None = None
     message_bytes: int | None = None
-    """``message_bytes``: the bodies of its messages, ready and unacknowledged, in bytes (what
-    ``x-max-length-bytes`` counts), as the server's statistics last sampled them; None when
-    the API states none (docs/how-to/migrate-to-quorum.md, "Migrating a queue")."""
+    """``message_bytes``: what its messages, ready and unacknowledged, weigh in bytes, as the
+    queue counts them toward ``x-max-length-bytes`` (the bodies; a RabbitMQ 4.3 quorum queue
+    adds their properties), as the server's statistics last sampled them; None when the API
+    states none (docs/how-to/migrate-to-quorum.md, "Migrating a queue")."""
 
 
 @dataclass(frozen=True, slots=True)
