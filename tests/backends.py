@@ -31,12 +31,14 @@ import atexit
 import functools
 import inspect
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 from uuid import uuid4
+
+import pytest
 
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.errors import BrokerUnreachable
@@ -348,6 +350,22 @@ async def backend_of(kind: str, version: str) -> AsyncIterator[Backend]:
         yield backend
     finally:
         await backend.close()
+
+
+def backend_params(emulated: Iterable[str] | None = None) -> list[Any]:
+    """The parameters ``(kind, version)`` of a fixture that opens :func:`backend_of`: each
+    chosen server release (marked ``broker``), then the emulator set to each release of
+    ``emulated`` (the chosen ones unless told); ids ``rabbitmq-4.3``, ``emulator-4.3``."""
+    return [
+        *(
+            pytest.param(("rabbitmq", version), id=f"rabbitmq-{version}", marks=pytest.mark.broker)
+            for version in chosen_versions()
+        ),
+        *(
+            pytest.param(("emulator", version), id=f"emulator-{version}")
+            for version in (chosen_versions() if emulated is None else emulated)
+        ),
+    ]
 
 
 class VhostPool:

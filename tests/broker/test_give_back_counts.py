@@ -12,14 +12,13 @@ plain requeue leaves alone). A release that changes any cell fails here.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 
 from rabbitctl_retry.retry.headers import attempt_of
 from rabbitctl_retry.transport.base import Channel, Delivery, Properties
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
-from tests.shared_node import chosen_versions, require_broker
+from tests.backends import Backend, backend_of, backend_params, publish
 
 NACK, REJECT, CLOSE = "nack", "reject", "close"
 WAYS = (NACK, REJECT, CLOSE)
@@ -42,31 +41,10 @@ MEASURED: dict[tuple[str, str, str], tuple[int | None, int | None, int]] = {
 ``x-acquired-count`` (``None``: no such header) and rr's attempt."""
 
 
-def _params() -> list[Any]:
-    servers = [
-        pytest.param(f"rabbitmq-{v}", id=f"rabbitmq-{v}", marks=pytest.mark.broker)
-        for v in chosen_versions()
-    ]
-    emulated = [pytest.param(f"emulator-{v}", id=f"emulator-{v}") for v in chosen_versions()]
-    return [*servers, *emulated]
-
-
-@pytest.fixture(params=_params())
-async def server(request: pytest.FixtureRequest) -> Any:
-    kind, version = request.param.split("-", 1)
-    if kind == "rabbitmq":
-        rabbit = RabbitBackend(require_broker(version))
-        rabbit.setup()
-        try:
-            yield rabbit
-        finally:
-            await rabbit.close()
-    else:
-        emulated = EmulatorBackend(version)
-        try:
-            yield emulated
-        finally:
-            await emulated.close()
+@pytest.fixture(params=backend_params())
+async def server(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    async with backend_of(*request.param) as opened:
+        yield opened
 
 
 async def _take(backend: Backend, channel: Channel, queue: str) -> Delivery:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from rabbitctl_retry.transport.base import Delivery
-from tests.backends import Backend, backend_of
+from tests.backends import Backend, backend_of, backend_params
 from tests.dlq.support import declare, interactive, publish_all, rr, synthesized
 from tests.observe import peek
-from tests.shared_node import BROKERS, chosen_versions
+from tests.shared_node import BROKERS
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 LETTERS = [synthesized("rr", n, NOW) for n in range(5)]
@@ -49,20 +49,10 @@ type = "quorum"
 """
 
 
-def _params() -> list[Any]:
-    servers = [
-        pytest.param(f"rabbitmq-{v}", id=f"rabbitmq-{v}", marks=pytest.mark.broker)
-        for v in chosen_versions()
-    ]
-    emulated = [pytest.param(f"emulator-{v}", id=f"emulator-{v}") for v in BROKERS]
-    return [*servers, *emulated]
-
-
-@pytest.fixture(params=_params())
+@pytest.fixture(params=backend_params(emulated=BROKERS))
 async def server(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """Each shared RabbitMQ (a fresh vhost) and the emulator set to each of their releases."""
-    kind, _, version = str(request.param).partition("-")
-    async with backend_of(kind, version) as backend:
+    async with backend_of(*request.param) as backend:
         yield backend
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -25,9 +24,8 @@ from rabbitctl_retry.runtime.metrics import RunMetrics
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
+from tests.backends import Backend, EmulatorBackend, backend_of, backend_params, publish
 from tests.observe import depth, peek
-from tests.shared_node import chosen_versions, require_broker
 
 TOPOLOGY = '[queues.work]\ntype = "{type}"\nmax_attempts = 5\ndead_letter = "work.dead"\n'
 IDS = ["m1", "m2", "m3"]
@@ -37,31 +35,10 @@ class ProcessorDown(Exception):
     pass
 
 
-def _params() -> list[Any]:
-    servers = [
-        pytest.param(f"rabbitmq-{v}", id=f"rabbitmq-{v}", marks=pytest.mark.broker)
-        for v in chosen_versions()
-    ]
-    emulated = [pytest.param(f"emulator-{v}", id=f"emulator-{v}") for v in chosen_versions()]
-    return [*servers, *emulated]
-
-
-@pytest.fixture(params=_params())
+@pytest.fixture(params=backend_params())
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    kind, version = request.param.split("-", 1)
-    if kind == "rabbitmq":
-        rabbit = RabbitBackend(require_broker(version))
-        rabbit.setup()
-        try:
-            yield rabbit
-        finally:
-            await rabbit.close()
-    else:
-        emulated = EmulatorBackend(version)
-        try:
-            yield emulated
-        finally:
-            await emulated.close()
+    async with backend_of(*request.param) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -19,15 +19,15 @@ import pytest
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.errors import ConflictError, NotFound
+from rabbitctl_retry.releases import ServerRelease, release_of
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
 from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, backend_of, publish
+from tests.backends import Backend, backend_of, backend_params, publish
 from tests.observe import depth, peek
-from tests.shared_node import chosen_versions
 
 TOPOLOGY = """
 [queues.jobs]
@@ -45,25 +45,24 @@ WAITS_MS = [300, 600, 700]
 IDS = [f"m{n}" for n in range(8)]
 
 
+def _release(line: str) -> ServerRelease:
+    """The row of release line ``line`` (``"4.3"``)."""
+    return release_of([int(part) for part in line.split(".")])
+
+
 def _servers(*, with_delays: bool) -> list[object]:
     """Each chosen server and the emulator set to it, those with delayed retries (4.3 and
     later) or those without."""
-    params: list[object] = []
-    for version in chosen_versions():
-        major, minor = (int(part) for part in version.split(".")[:2])
-        if ((major, minor) >= (4, 3)) is with_delays:
-            marks = [pytest.mark.broker]
-            params.append(
-                pytest.param(("rabbitmq", version), id=f"rabbitmq-{version}", marks=marks)
-            )
-            params.append(pytest.param(("emulator", version), id=f"emulator-{version}"))
-    return params
+    return [
+        param
+        for param in backend_params()
+        if _release(param.values[0][1]).delayed_retries is with_delays
+    ]
 
 
 @pytest.fixture
 async def target(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    kind, version = request.param
-    async with backend_of(kind, version) as backend:
+    async with backend_of(*request.param) as backend:
         yield backend
 
 
