@@ -147,6 +147,7 @@ _rr() {
         "dlq replay|--limit"|"dlq replay|-n") return 0 ;;
         "dlq replay|--where"|"dlq replay|-w") return 0 ;;
         "dlq replay|--rate") return 0 ;;
+        "dlq replay|--ramp") return 0 ;;
         "dlq replay|--topology"|"dlq replay|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq replay|--output"|"dlq replay|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "dlq replay|--url") return 0 ;;
@@ -156,6 +157,7 @@ _rr() {
         "dlq move|--limit"|"dlq move|-n") return 0 ;;
         "dlq move|--where"|"dlq move|-w") return 0 ;;
         "dlq move|--rate") return 0 ;;
+        "dlq move|--ramp") return 0 ;;
         "dlq move|--topology"|"dlq move|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "dlq move|--output"|"dlq move|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
         "dlq move|--url") return 0 ;;
@@ -170,6 +172,7 @@ _rr() {
         "publish|--property"|"publish|-P") return 0 ;;
         "publish|--count"|"publish|-n") return 0 ;;
         "publish|--rate") return 0 ;;
+        "publish|--ramp") return 0 ;;
         "publish|--topology"|"publish|-t") COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "publish|--url") return 0 ;;
         "publish|--output"|"publish|-o") COMPREPLY=($(compgen -W "table json tsv" -- "$cur")); return 0 ;;
@@ -209,9 +212,9 @@ _rr() {
         "dlq purge") COMPREPLY=($(compgen -W "--where -w --dry-run --yes -y --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq edit") COMPREPLY=($(compgen -W "--id --position --body --set-header --remove-header --to --keep --force --yes -y --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "dlq groups") COMPREPLY=($(compgen -W "--by --topology -t --no-topology --yes -y --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --dry-run --undecodable --force --yes -y --topology -t --no-topology --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
-        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --reset-retries --dry-run --create --force --yes -y --topology -t --no-topology --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
-        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq replay") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --ramp --dry-run --undecodable --force --yes -y --topology -t --no-topology --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "dlq move") COMPREPLY=($(compgen -W "--to --limit -n --where -w --rate --ramp --reset-retries --dry-run --create --force --yes -y --topology -t --no-topology --output -o --url --broker -b --vhost -h --help" -- "$cur")) ;;
+        "publish") COMPREPLY=($(compgen -W "--exchange -e --routing-key -k --body --body-file --file --header -H --property -P --count -n --rate --ramp --topology -t --no-topology --url --output -o --broker -b --vhost -h --help" -- "$cur")) ;;
         "console") COMPREPLY=($(compgen -W "--topology -t --no-topology --bind --port --token-file --read-only --keep-dir --audit-log --label --management-url --url --broker -b --vhost -h --help" -- "$cur")) ;;
     esac
 }

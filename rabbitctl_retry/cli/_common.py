@@ -208,6 +208,18 @@ def rate_option(help: str) -> Any:
     return typer.Option("--rate", metavar="MSG_PER_S", help=help)
 
 
+RampOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ramp",
+        metavar="SECONDS",
+        help="Climb to --rate over this many seconds of sending, from nothing: the first "
+        "message at once, the full rate after SECONDS (needs --rate; rr docs dlq).",
+    ),
+]
+"""``--ramp SECONDS``, declared once; ``dlq/rate.py`` ``parse_pace`` checks it with --rate."""
+
+
 YesOption = Annotated[
     bool, typer.Option("--yes", "-y", help="Do not ask; go ahead (needed without a terminal).")
 ]

@@ -18,7 +18,7 @@ from rabbitctl_retry.cli.dlq.report import bulk_exit_code, line_list
 from rabbitctl_retry.cli.finish import Outcome, finish
 from rabbitctl_retry.cli.render import cell
 from rabbitctl_retry.dlq.jsonl import Record, parse_record
-from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.rate import parse_pace
 from rabbitctl_retry.errors import (
     AccessRefused,
     BrokerUnreachable,
@@ -133,6 +133,7 @@ def publish_command(
     prop: PropertyOption = None,
     count: CountOption = 1,
     rate: RateOption = None,
+    ramp: common.RampOption = None,
     topology_file: Annotated[
         Path | None, common.topology_option("The topology file: its [broker] url.")
     ] = None,
@@ -155,7 +156,7 @@ def publish_command(
     with common.guard():
         target_exchange, key = _target(queue, exchange, routing_key)
         ops.check_target(target_exchange, key)
-        rate_per_s = parse_rate(rate) if rate is not None else None
+        pace = parse_pace(rate, ramp)
         topology = dlq.load_topology(topology_file, no_topology)
         broker_urls = common.resolve_urls(url, topology.broker.urls if topology else ())
         user = shell.login_user(broker_urls[0])
@@ -168,7 +169,7 @@ def publish_command(
             messages,
             exchange=target_exchange,
             routing_key=key,
-            rate_per_s=rate_per_s,
+            pace=pace,
             bar=partial(dlq.progress_bar, output),
             tracing=tracing_for(),
         )

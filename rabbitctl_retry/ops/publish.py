@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rabbitctl_retry.dlq.jsonl import Record, parse_record, record_problem, short_string_problem
+from rabbitctl_retry.dlq.rate import Pace
 from rabbitctl_retry.errors import (
     AccessRefused,
     DataError,
@@ -261,7 +262,7 @@ async def publish_messages(
     *,
     exchange: str,
     routing_key: str,
-    rate_per_s: float | None = None,
+    pace: Pace | None = None,
     progress: ProgressSink = NO_PROGRESS,
     tracing: Tracing | None = None,
 ) -> PublishReport:
@@ -271,7 +272,7 @@ async def publish_messages(
     progress.begin(len(messages), f"publishing to {exchange or routing_key}")
     channel = await connection.channel(confirms=True)
     closing = asyncio.Event()  # set once the channel or connection closed: waits end
-    sender = CopySender(channel, rate_per_s=rate_per_s, abort=closing)
+    sender = CopySender(channel, pace=pace, abort=closing)
     slots = asyncio.Semaphore(WINDOW)
     confirmed: list[Message] = []
     failures: list[Failure] = []
@@ -347,7 +348,7 @@ async def publish_run(
     *,
     exchange: str,
     routing_key: str,
-    rate_per_s: float | None,
+    pace: Pace | None,
     bar: Bar,
     tracing: Tracing | None = None,
 ) -> PublishReport:
@@ -360,7 +361,7 @@ async def publish_run(
                 messages,
                 exchange=exchange,
                 routing_key=routing_key,
-                rate_per_s=rate_per_s,
+                pace=pace,
                 progress=progress,
                 tracing=tracing,
             )

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from rabbitctl_retry.dlq.choice import Choice, Chooser, Discard, Fail, Send, Skip, Stop
 from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.origin import contents_of
+from rabbitctl_retry.dlq.rate import Pace
 from rabbitctl_retry.dlq.read_cost import GiveBack, give_back_for
 from rabbitctl_retry.dlq.reasons import REASONS, Reasons
 from rabbitctl_retry.dlq.replay import ReplayPlan
@@ -93,7 +94,8 @@ if TYPE_CHECKING:
 class TransferOptions:
     limit: int | None = None
     """Attempt at most this many messages (failed ones count; skipped ones do not)."""
-    rate_per_s: float | None = None
+    pace: Pace | None = None
+    """``--rate`` and ``--ramp`` (``dlq/rate.py``); None: full speed."""
     window: int = REPLAY_WINDOW
     """The consumer's prefetch; with a rate, at most about one second's worth."""
     idle_s: float = IDLE_S
@@ -118,9 +120,9 @@ class TransferOptions:
 
     @property
     def effective_window(self) -> int:
-        if self.rate_per_s is None:
+        if self.pace is None:
             return self.window
-        return max(1, min(self.window, math.ceil(self.rate_per_s)))
+        return max(1, min(self.window, math.ceil(self.pace.rate_per_s)))
 
 
 def choice_of(
@@ -201,9 +203,7 @@ class Transfer:
             self._progress.begin(total, f"{state.reasons.doing} {source}")
             if state.in_queue:
                 self._confirm = await connection.channel(confirms=True)
-                self._sender = CopySender(
-                    self._confirm, rate_per_s=self._options.rate_per_s, abort=self._abort
-                )
+                self._sender = CopySender(self._confirm, pace=self._options.pace, abort=self._abort)
                 await consume.qos(window)
                 self._consumer_tag = await consume.consume(source, self._on_delivery)
                 try:

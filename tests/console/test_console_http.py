@@ -229,16 +229,17 @@ async def test_a_group_retried_and_another_discarded_through_the_pages(
         )
         retried = next(g for g, (kind, _) in rows.items() if kind == VALUE_ERROR)
         base = f"{console.base}/queues/dead/groups/{retried}"
-        status, plan, _ = await post(
-            client, f"{base}/plan", {"action": "retry", "rate": "50", **csrf}
-        )
+        paced = {"action": "retry", "rate": "50", "ramp": "0.2", **csrf}
+        status, plan, _ = await post(client, f"{base}/plan", paced)
         assert status == 200, plan
-        assert f"{len(odd)} of {made.total} dead letters in dead would be retried" in plan
+        assert (
+            f"{len(odd)} of {made.total} dead letters in dead would be retried at most 50 per "
+            "second, reached over 0.2 s"
+        ) in plan
+        assert '<input type="hidden" name="ramp" value="0.2">' in plan
         assert f"<li>{len(odd)} to refunds</li>" in plan
         assert [d.properties.message_id for d in await read_all(backend, "dead")] == before
-        status, _, job_url = await post(
-            client, f"{base}/run", {"action": "retry", "rate": "50", **csrf}
-        )
+        status, _, job_url = await post(client, f"{base}/run", paced)
         assert "/jobs/" in job_url
         done = await wait_done(client, job_url)
         assert f"replayed {len(odd)} of" in done
@@ -269,6 +270,16 @@ async def test_a_group_retried_and_another_discarded_through_the_pages(
         assert status == 400, refused
         assert "rate &#x27;fast&#x27;: give the messages per second" in refused
         assert "--rate" not in refused
+        for form, error in (
+            ({"ramp": "60"}, "give the ramp a rate to climb to"),
+            ({"rate": "5", "ramp": "0"}, "ramp &#x27;0&#x27;: give the seconds"),
+        ):
+            status, refused, _ = await post(
+                client, f"{move}/plan", {"action": "retry", **form, **csrf}
+            )
+            assert status == 400, refused
+            assert error in refused
+            assert "--ramp" not in refused
         assert "back to the queues" in refused
     assert sorted(d.properties.message_id or "" for d in await read_all(backend, "refunds")) == (
         sorted(odd)

@@ -256,6 +256,27 @@ async def test_rate_spaces_the_copies(backend: Backend) -> None:
     assert await depth(backend, "refunds") == 21
 
 
+async def test_a_ramp_spaces_the_first_copies_further(backend: Backend) -> None:
+    """--rate 40 --ramp 4: 80 copies on the ramp, the 21st (number 20) at sqrt(2 x 20 x 4 / 40)
+    = 2 s after the first (0.5 s without the ramp); every copy arrives, in order."""
+    await declare(backend, "dead", "refunds")
+    ids = [f"m{n}" for n in range(21)]
+    await publish_all(
+        backend,
+        "dead",
+        [(b"x", Properties(message_id=i, headers={"rr-origin-queue": "refunds"})) for i in ids],
+    )
+    started = time.perf_counter()
+    result = await rr(
+        backend, "dlq", "move", "dead", "--to", "refunds", "--rate", "40", "--ramp", "4", "--yes"
+    )
+    elapsed = time.perf_counter() - started
+    assert result.exit_code == 0, result.output
+    assert elapsed >= 2.0  # the pace's schedule: a lower bound, whatever the machine's speed
+    assert [d.properties.message_id for d in await read_all(backend, "refunds")] == ids
+    assert await depth(backend, "dead") == 0
+
+
 async def test_it_stops_rather_than_loops(backend: Backend) -> None:
     # bounce: every copy expires at once and is dead-lettered straight back to the source
     await declare(backend, "dead")

@@ -294,6 +294,11 @@ def test_a_reason_never_says_pass_to_when_to_was_given() -> None:
         (["--rate", "0"], "rr: error: --rate '0': "),
         (["--rate", "fast"], "rr: error: --rate 'fast': "),
         (["--rate", "١٢"], "rr: error: --rate '١٢': "),
+        (["--ramp", "60"], "rr: error: --ramp '60' needs --rate, the rate it climbs to"),
+        (["--rate", "10", "--ramp", "0"], "rr: error: --ramp '0': give the seconds the rate"),
+        (["--rate", "10", "--ramp", "inf"], "rr: error: --ramp 'inf': "),
+        (["--rate", "10", "--ramp", "1e400"], "rr: error: --ramp '1e400': "),
+        (["--rate", "10", "--ramp", "86401"], "rr: error: --ramp '86401': "),
         (
             ["--where", "reason==rejected"],
             "rr: error: --where 'reason==rejected': unknown operator '=='",
@@ -332,7 +337,12 @@ def test_where_accepts_every_reason_rabbitmq_and_rr_give() -> None:
 async def test_a_careless_option_moves_nothing(backend: Backend) -> None:
     await declare(backend, "dead", "orders")
     await publish_all(backend, "dead", GOOD[:3])
-    for args in (["--rate", "inf"], ["--where", "reason==rejected"], ["--to", "dead"]):
+    for args in (
+        ["--rate", "inf"],
+        ["--ramp", "60"],
+        ["--where", "reason==rejected"],
+        ["--to", "dead"],
+    ):
         result = await rr(backend, "dlq", "replay", "dead", *args, "--yes")
         assert result.exit_code == 2, result.output
     assert await ids_in(backend, "dead") == GOOD_IDS[:3]

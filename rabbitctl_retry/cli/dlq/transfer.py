@@ -23,7 +23,7 @@ from rabbitctl_retry.dlq.move import MovePlan, choose_move
 from rabbitctl_retry.dlq.move import to_problem as move_to_problem
 from rabbitctl_retry.dlq.origin import WaitQueues
 from rabbitctl_retry.dlq.purge import PurgePlan, choose_purge
-from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.rate import Pace, parse_pace
 from rabbitctl_retry.dlq.read_cost import Cost
 from rabbitctl_retry.dlq.replay import ReplayPlan, choose, to_problem
 from rabbitctl_retry.dlq.report import (
@@ -103,6 +103,7 @@ def replay_command(
     limit: AttemptLimitOption = None,
     where: Annotated[list[str] | None, dlq.where_option("dead letters")] = None,
     rate: RateOption = None,
+    ramp: common.RampOption = None,
     dry_run: Annotated[
         bool, common.dry_run_option("Show where each would go; move nothing.")
     ] = False,
@@ -131,9 +132,9 @@ def replay_command(
     comes round again in the same run stops the run.
     """
     topology = dlq.load_topology(topology_file, no_topology)
-    sources, conditions, rate_per_s = _checked(
+    sources, conditions, pace = _checked(
         where,
-        rate,
+        (rate, ramp),
         sources=lambda: _sources(queue, topology),
         target_problem=lambda sources: to_problem(to, sources) if to is not None else None,
         asks=None if dry_run else (yes, "replay"),
@@ -163,7 +164,7 @@ def replay_command(
         TransferRun(
             jobs,
             TransferKind.REPLAY,
-            TransferOptions(limit=limit, rate_per_s=rate_per_s, tracing=tracing_for()),
+            TransferOptions(limit=limit, pace=pace, tracing=tracing_for()),
             dry_run=dry_run,
             target=None if undecodable else to,
             set_aside=[plan.source for plan in plans] if undecodable and to is None else [],
@@ -178,19 +179,19 @@ def replay_command(
 
 def _checked(
     where: list[str] | None,
-    rate: str | None,
+    rate_and_ramp: tuple[str | None, str | None],
     *,
     sources: Callable[[], list[str]],
     target_problem: Callable[[list[str]], str | None],
     asks: tuple[bool, str] | None,
-) -> tuple[list[str], tuple[Condition, ...], float | None]:
+) -> tuple[list[str], tuple[Condition, ...], Pace | None]:
     """A transfer's arguments checked before anything connects, in this order (the first
-    wrong one is the usage error): --where, --rate, the source queues' names, the target
-    (``target_problem`` of the sources), and — ``asks``: (--yes, the action) when the run
-    asks — whether a question can be answered. The sources, conditions and rate."""
+    wrong one is the usage error): --where, --rate and --ramp, the source queues' names, the
+    target (``target_problem`` of the sources), and — ``asks``: (--yes, the action) when the
+    run asks — whether a question can be answered. The sources, conditions and pace."""
     with common.guard():
         conditions = parse_all(where or [])
-        rate_per_s = parse_rate(rate) if rate is not None else None
+        pace = parse_pace(*rate_and_ramp)
         names = sources()
         check_queue_names(names)
         wrong = target_problem(names)
@@ -198,7 +199,7 @@ def _checked(
             raise UsageError(wrong)
         if asks is not None:
             dlq.require_answerable(*asks)
-    return names, conditions, rate_per_s
+    return names, conditions, pace
 
 
 def _note_read_costs(states: list[shell.QueueState], item: str, command: str) -> None:
@@ -397,6 +398,7 @@ def move_command(
     limit: AttemptLimitOption = None,
     where: Annotated[list[str] | None, dlq.where_option("messages")] = None,
     rate: RateOption = None,
+    ramp: common.RampOption = None,
     reset_retries: Annotated[
         bool,
         typer.Option(
@@ -429,9 +431,9 @@ def move_command(
     leaves its message in place (exit 3).
     """
     topology = dlq.load_topology(topology_file, no_topology)
-    _, conditions, rate_per_s = _checked(
+    _, conditions, pace = _checked(
         where,
-        rate,
+        (rate, ramp),
         sources=lambda: [queue],
         target_problem=lambda _: move_to_problem(queue, to),
         asks=None if dry_run else (yes, "move"),
@@ -462,7 +464,7 @@ def move_command(
         TransferRun(
             [(queue, partial(choose_move, plan))],
             TransferKind.MOVE,
-            TransferOptions(limit=limit, rate_per_s=rate_per_s, tracing=tracing_for()),
+            TransferOptions(limit=limit, pace=pace, tracing=tracing_for()),
             dry_run=dry_run,
             target=to,
             create=[to] if create else [],

@@ -20,7 +20,7 @@ from rabbitctl_retry.console.selection import Selection, SelectionPick
 from rabbitctl_retry.console.selection import parse as parse_selection
 from rabbitctl_retry.console.state import STATE, State
 from rabbitctl_retry.console.views import plans as plans_view
-from rabbitctl_retry.dlq.rate import parse_rate
+from rabbitctl_retry.dlq.rate import Pace, parse_pace
 from rabbitctl_retry.dlq.report import (
     TransferOutcome,
     TransferReport,
@@ -37,7 +37,8 @@ class GroupForm:
     action: str
     """``retry``, ``move`` or ``discard``."""
     rate_text: str
-    rate: float | None
+    ramp_text: str
+    pace: Pace | None
     to: str
     selection: Selection | None = None
     """Letters chosen by hand (console/selection.py); None: the whole group."""
@@ -57,6 +58,7 @@ async def _group_form(request: web.Request) -> GroupForm:
     if action not in ("retry", "move", "discard"):
         raise UsageError("choose retry, move or discard")
     rate_text = str(form.get("rate", "")).strip()
+    ramp_text = str(form.get("ramp", "")).strip()
     picks = [str(value) for value in form.getall("pick", [])]
     expect = str(form.get("expect", ""))
     return GroupForm(
@@ -64,7 +66,8 @@ async def _group_form(request: web.Request) -> GroupForm:
         group_id=request.match_info["group"],
         action=action,
         rate_text=rate_text,
-        rate=parse_rate(rate_text, field="rate") if rate_text else None,
+        ramp_text=ramp_text,
+        pace=parse_pace(rate_text or None, ramp_text or None, fields=True),
         to=str(form.get("to", "")).strip() if action == "move" else "",
         selection=parse_selection(picks) if picks else None,
         expect=int(expect) if expect.isdigit() else None,
@@ -96,6 +99,7 @@ async def plan_group(request: web.Request) -> web.Response:
         group_id=asked.group_id,
         action=asked.action,
         rate=asked.rate_text,
+        ramp=asked.ramp_text,
         to=asked.to,
         would=len(sent),
         read=report.examined,
@@ -117,7 +121,7 @@ async def run_group(request: web.Request) -> web.Response:
     _group_run(state, asked, TransferOptions())
 
     async def work(job: Job) -> TransferReport | None:
-        options = asked.options(rate_per_s=asked.rate, stop=job.stop, confirmed=job.confirm)
+        options = asked.options(pace=asked.pace, stop=job.stop, confirmed=job.confirm)
         report = await run_on_engine(
             state.config.connect, _group_run(state, asked, options), job, job.stop
         )

@@ -149,6 +149,7 @@ def group_forms(queue: str, group_id: str, csrf: str, picks: str = "") -> str:
 
     rate = (
         '<label>rate <input name="rate" size="5" placeholder="msg/s" inputmode="decimal"></label> '
+        '<label>ramp <input name="ramp" size="4" placeholder="s" inputmode="decimal"></label> '
     )
     return (
         start("retry")

@@ -25,6 +25,8 @@ class Plan:
     reasons: Sequence[str] = ()
     to: str = ""
     """A move's target."""
+    ramp: str = ""
+    """The seconds the rate climbs over (``--ramp``), as typed; "" for none."""
     picks: Sequence[str] = ()
     """A selection's form values (console/selection.py): the plan is of those letters."""
     selected: str = ""
@@ -46,6 +48,8 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
         else ""
     )
     rate = f" at most {e(plan.rate)} per second" if plan.rate else ""
+    if plan.rate and plan.ramp:
+        rate += f", reached over {e(plan.ramp)} s"
     action = f"/queues/{path_part(plan.queue)}/groups/{path_part(plan.group_id)}/run"
     among = " (of the group's letters, the ones selected among them)"
     export = (
@@ -69,6 +73,7 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
             f'<form method="post" action="{action}">{csrf_field(csrf)}'
             f'<input type="hidden" name="action" value="{e(plan.action)}">'
             f'<input type="hidden" name="rate" value="{e(plan.rate)}">'
+            f'<input type="hidden" name="ramp" value="{e(plan.ramp)}">'
             f'<input type="hidden" name="to" value="{e(plan.to)}">'
             f'<input type="hidden" name="expect" value="{plan.would}">'
             + "".join(f'<input type="hidden" name="pick" value="{e(v)}">' for v in plan.picks)

@@ -5,8 +5,8 @@ copies published ``mandatory`` on one confirm channel, and what became of each.
   or refused it. A user without write permission is refused on that first publish (403
   ACCESS_REFUSED closes the channel), so a run that stops there knows that no copy arrived
   anywhere (docs/how-to/after-an-outage.md, "When the broker refuses").
-* **At most ``rate_per_s``** copies a second (``--rate``): a copy waits for its slot, unless
-  ``abort`` is set meanwhile.
+* **At ``pace``** (``--rate``, ``--ramp``; ``dlq/rate.py``): a copy waits for its slot,
+  unless ``abort`` is set meanwhile.
 * **One classification** of a publish (``ops/copies/sent.py``, shared with ``rr run``'s copies):
   confirmed; refused (returned or nacked: it reached no queue); unencodable (never sent); or
   cut (the channel or connection failed under it: it may have arrived). A refusal of access
@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Hashable
 
-from rabbitctl_retry.dlq.rate import Pacer
+from rabbitctl_retry.dlq.rate import Pace
 from rabbitctl_retry.ops.copies.sent import SendResult, classified
 from rabbitctl_retry.transport.base import Channel, Properties
 from rabbitctl_retry.transport.message_ids import return_key
@@ -67,11 +67,11 @@ class CopySender:
         self,
         channel: Channel,
         *,
-        rate_per_s: float | None = None,
+        pace: Pace | None = None,
         abort: asyncio.Event | None = None,
     ) -> None:
         self._channel = channel
-        self._pacer = Pacer(rate_per_s) if rate_per_s else None
+        self._pacer = None if pace is None else pace.pacer()
         self._abort = abort or asyncio.Event()
         """Set by the caller to wake copies waiting for their ``--rate`` slot."""
         self._first_taken = False
