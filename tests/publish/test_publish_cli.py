@@ -166,6 +166,18 @@ async def test_rate_publishes_every_message(backend: Backend) -> None:
     assert await depth(backend, "paced") == 4
 
 
+async def test_a_ramp_publishes_every_message_and_wants_a_rate(backend: Backend) -> None:
+    await declare(backend, "ramped")
+    command = ["publish", "ramped", "--body", "p", "--count", "4"]
+    refused = await rr(backend, *command, "--ramp", "1")
+    assert refused.exit_code == 2, refused.output
+    assert "--ramp '1' needs --rate" in refused.stderr
+    assert await depth(backend, "ramped") == 0
+    result = await rr(backend, *command, "--rate", "50", "--ramp", "0.1")
+    assert result.exit_code == 0, result.output
+    assert await depth(backend, "ramped") == 4
+
+
 async def test_export_then_publish_round_trip(backend: Backend, tmp_path: Path) -> None:
     await declare(backend, "source", "copy")
     made = await rr(
