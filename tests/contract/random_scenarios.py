@@ -61,6 +61,13 @@ R4b a publish that reaches a quorum queue both directly and through a dead lette
 R5 at most one queue expires messages (the *timed* queue): only it has ``x-message-ttl``, and a
    publish carries an ``expiration`` only when it is routed to that queue alone. Expiries of
    two queues at one instant race.
+R5b a publish that may reach a timed quorum queue (directly or by dead letters) carries no
+   priority. Messages published in one phase start their TTL clocks a few milliseconds apart
+   on the server and at one instant on the emulator; a RabbitMQ 4.3 quorum queue expires at
+   the head of each priority, the due ones highest priority first, so two of different
+   priorities expiring together come out in either order on the server as its timer fires
+   before or after the second is due (seed 1285 on 4.3.6: two publishes of one phase, 2 of 3
+   runs one way). One priority keeps them in the order of their clocks.
 R6 no second TTL hop during a sleep: the timed queue's dead letters (and what they push out of
    full queues that dead-letter on overflow) never reach the timed queue again, so every
    message that starts a TTL clock does so during an operation, at a known time.
@@ -515,8 +522,23 @@ def ttl_values(s: Scenario) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
+def prioritized_into_timed_quorum(s: Scenario) -> Publish | None:
+    """R5b: a publish of ``s`` with a priority that may reach a timed quorum queue, directly
+    or by dead letters; None when there is none."""
+    timed = timed_queues(s)
+    quorum = {q.name for q in s.queues if q.name in timed and q.kind == "quorum"}
+    if not quorum:
+        return None
+    for op in s.ops:
+        if isinstance(op, Publish) and op.priority is not None:
+            routed = route(s, op.exchange, op.key)
+            if quorum & (routed | reaches(s, routed)):
+                return op
+    return None
+
+
 def static_problem(s: Scenario) -> str | None:
-    """Which topology rule ``s`` breaks (R4 overflow, R5, R6, R6b, R9), or None."""
+    """Which topology rule ``s`` breaks (R4 overflow, R5, R5b, R6, R6b, R9), or None."""
     names = s.queue_names
     if len(set(names)) != len(names):
         return "two queues of one name"
@@ -539,6 +561,9 @@ def static_problem(s: Scenario) -> str | None:
     for op in publishes_with_expiration(s):
         if len(route(s, op.exchange, op.key)) != 1:
             return f"R5: {op} reaches {len(route(s, op.exchange, op.key))} queues"
+    prioritized = prioritized_into_timed_quorum(s)
+    if prioritized is not None:
+        return f"R5b: {prioritized} may reach a timed quorum queue"
     if timed:
         (name,) = timed
         spec = s.queue(name)
@@ -962,7 +987,10 @@ def generate(seed: int, *, max_ops: int = 16, shape: str | None = None) -> Scena
         else:
             op = _operation(rnd, s, rules, next(numbers), expirations, timed)
             if isinstance(op, Publish) and rnd.random() < (0.6 if shape == "priorities" else 0.2):
-                op = replace(op, priority=rnd.choice(PRIORITIES))
+                prioritized = replace(op, priority=rnd.choice(PRIORITIES))
+                # R5b: drawn all the same, so that later draws stay as they were
+                if prioritized_into_timed_quorum(replace(s, ops=(*ops, prioritized))) is None:
+                    op = prioritized
         candidate = replace(s, ops=(*ops, op))
         if not isinstance(check(candidate), Checked):
             if planned and plan:
