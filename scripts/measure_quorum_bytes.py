@@ -9,6 +9,12 @@ dead-lettered to a sink so that a drop is seen, not waited for), printed beside 
     python scripts/measure_quorum_bytes.py                       # 4.3.6 on 127.0.0.1:5675
     python scripts/measure_quorum_bytes.py amqp://guest:guest@127.0.0.1:5674/ 4.0.5
     python scripts/measure_quorum_bytes.py amqp://guest:guest@127.0.0.1:5675/ 4.3.6 aiormq
+    python scripts/measure_quorum_bytes.py amqp://guest:guest@127.0.0.1:5675/ 4.3.6 "" \
+        http://guest:guest@127.0.0.1:15675/
+
+With a management URL (fourth) it measures instead what the management API states as the
+queue's ``message_bytes`` once the case's messages are in it (no limit searched: one run a
+case, read when two statistics samples in a row state the same).
 
 Cases: published by rr's client with each property (a client's ``x-death`` header, a
 ``BCC`` header the server takes out), and by aiormq; into a classic queue; dead-lettered
@@ -21,11 +27,16 @@ emulator models", holds the results.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import sys
+import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from urllib.parse import quote, urlsplit
 
 from rabbitctl_retry.emulator.message_size import property_bytes
 from rabbitctl_retry.fields import FieldValue
@@ -147,7 +158,13 @@ async def _get(ch: Channel, queue: str) -> Delivery:
     raise RuntimeError(f"nothing to get from {queue}")
 
 
-async def keeps(url: str, limit: int, setup: Setup, kind: str) -> bool:
+@asynccontextmanager
+async def limited_queue(
+    url: str, kind: str, limit: int
+) -> AsyncIterator[tuple[Connection, Channel, str, str]]:
+    """A fresh ``kind`` queue of ``x-max-length-bytes = limit`` dead-lettering what it drops to
+    a sink of its own: the connection, a confirm channel, the queue and the sink; both
+    deleted after."""
     conn = await native.connect(url)
     try:
         ch = await conn.channel(confirms=True)
@@ -162,12 +179,52 @@ async def keeps(url: str, limit: int, setup: Setup, kind: str) -> bool:
         }
         await ch.queue_declare(queue, arguments=args)
         try:
-            return await setup(conn, ch, queue, sink)
+            yield conn, ch, queue, sink
         finally:
             await ch.queue_delete(queue)
             await ch.queue_delete(sink)
     finally:
         await conn.close()
+
+
+async def keeps(url: str, limit: int, setup: Setup, kind: str) -> bool:
+    async with limited_queue(url, kind, limit) as (conn, ch, queue, sink):
+        return await setup(conn, ch, queue, sink)
+
+
+SAMPLE_S = 6.0
+"""Longer than the management API's statistics interval (5 s)."""
+
+
+async def stated(url: str, management_url: str, setup: Setup, kind: str, count: int) -> int | None:
+    """The ``message_bytes`` the management API states of a ``kind`` queue once ``setup`` put
+    its ``count`` messages in it (a limit no case reaches; None: the queue did not keep them),
+    read when two statistics samples in a row state the same (a sample may be half
+    updated)."""
+    async with limited_queue(url, kind, HIGH) as (conn, ch, queue, sink):
+        if not await setup(conn, ch, queue, sink):
+            return None
+        seen: list[object] = []
+        for _ in range(10):
+            await asyncio.sleep(SAMPLE_S)
+            row = await asyncio.to_thread(_queue_row, management_url, queue)
+            if row.get("messages") == count and row.get("message_bytes") is not None:
+                if seen[-1:] == [row["message_bytes"]]:
+                    return int(str(row["message_bytes"]))
+                seen.append(row["message_bytes"])
+        raise RuntimeError(f"the management API never stated {count} message(s): {row}")
+
+
+def _queue_row(management_url: str, queue: str) -> dict[str, object]:
+    """``GET /api/queues/%2F/QUEUE`` with the URL's user and password."""
+    parts = urlsplit(management_url)
+    base = f"{parts.scheme}://{parts.hostname}:{parts.port}"
+    request = urllib.request.Request(f"{base}/api/queues/%2F/{quote(queue, safe='')}")
+    login = f"{parts.username or 'guest'}:{parts.password or 'guest'}".encode()
+    request.add_header("Authorization", "Basic " + base64.b64encode(login).decode())
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        row: dict[str, object] = json.load(answer)
+    return row
 
 
 async def smallest(url: str, setup: Setup, kind: str) -> int | None:
@@ -260,13 +317,17 @@ def predicted(version: str, sent: tuple[Properties, ...], kind: str) -> int:
     return sum(row.quorum_message_bytes(len(BODY), property_bytes(p)) for p in sent)
 
 
-async def main(url: str, version: str, only: str = "") -> None:
-    """Measure every case whose name holds ``only``; print it with the prediction."""
+async def main(url: str, version: str, only: str = "", management_url: str = "") -> None:
+    """Measure every case whose name holds ``only`` (with ``management_url``: what the API
+    states); print it with the prediction."""
     misses = 0
     for name, (setup, sent, kind) in cases(url).items():
         if only not in name:
             continue
-        found = await smallest(url, setup, kind)
+        if management_url:
+            found = await stated(url, management_url, setup, kind, len(sent))
+        else:
+            found = await smallest(url, setup, kind)
         expected = predicted(version, sent, kind)
         misses += found != expected
         mark = "" if found == expected else "   <-- differs"
