@@ -36,8 +36,8 @@ class GroupForm:
     group_id: str
     action: str
     """``retry``, ``move`` or ``discard``."""
-    rate_text: str
-    ramp_text: str
+    typed: plans_view.PaceFields
+    """The rate and ramp fields as typed (the plan hands them on to the run)."""
     pace: Pace | None
     to: str
     selection: Selection | None = None
@@ -57,17 +57,17 @@ async def _group_form(request: web.Request) -> GroupForm:
     action = str(form.get("action", ""))
     if action not in ("retry", "move", "discard"):
         raise UsageError("choose retry, move or discard")
-    rate_text = str(form.get("rate", "")).strip()
-    ramp_text = str(form.get("ramp", "")).strip()
+    typed = plans_view.PaceFields(
+        rate=str(form.get("rate", "")).strip(), ramp=str(form.get("ramp", "")).strip()
+    )
     picks = [str(value) for value in form.getall("pick", [])]
     expect = str(form.get("expect", ""))
     return GroupForm(
         queue=queue,
         group_id=request.match_info["group"],
         action=action,
-        rate_text=rate_text,
-        ramp_text=ramp_text,
-        pace=parse_pace(rate_text or None, ramp_text or None, fields=True),
+        typed=typed,
+        pace=parse_pace(typed.rate or None, typed.ramp or None, fields=True),
         to=str(form.get("to", "")).strip() if action == "move" else "",
         selection=parse_selection(picks) if picks else None,
         expect=int(expect) if expect.isdigit() else None,
@@ -98,8 +98,7 @@ async def plan_group(request: web.Request) -> web.Response:
         queue=queue,
         group_id=asked.group_id,
         action=asked.action,
-        rate=asked.rate_text,
-        ramp=asked.ramp_text,
+        pace=asked.typed,
         to=asked.to,
         would=len(sent),
         read=report.examined,

@@ -11,12 +11,34 @@ from rabbitctl_retry.console.views.base import counted, csrf_field, e, letters_p
 
 
 @dataclass(frozen=True, slots=True)
+class PaceFields:
+    """The plan form's ``rate`` (messages a second) and ``ramp`` (seconds) as typed, "" for
+    none (``dlq/rate.py`` reads them): the plan says them and hands them on to the run."""
+
+    rate: str = ""
+    ramp: str = ""
+
+    def words(self) -> str:
+        """`` at most 50 per second, reached over 10 s``, or ""."""
+        if not self.rate:
+            return ""
+        reached = f", reached over {e(self.ramp)} s" if self.ramp else ""
+        return f" at most {e(self.rate)} per second{reached}"
+
+    def hidden_fields(self) -> str:
+        return (
+            f'<input type="hidden" name="rate" value="{e(self.rate)}">'
+            f'<input type="hidden" name="ramp" value="{e(self.ramp)}">'
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     queue: str
     group_id: str
     action: str
     """``retry``, ``move`` or ``discard``."""
-    rate: str
+    pace: PaceFields
     would: int
     read: int
     targets: Mapping[str, int]
@@ -25,8 +47,6 @@ class Plan:
     reasons: Sequence[str] = ()
     to: str = ""
     """A move's target."""
-    ramp: str = ""
-    """The seconds the rate climbs over (``--ramp``), as typed; "" for none."""
     picks: Sequence[str] = ()
     """A selection's form values (console/selection.py): the plan is of those letters."""
     selected: str = ""
@@ -47,9 +67,6 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
         if plan.failing
         else ""
     )
-    rate = f" at most {e(plan.rate)} per second" if plan.rate else ""
-    if plan.rate and plan.ramp:
-        rate += f", reached over {e(plan.ramp)} s"
     action = f"/queues/{path_part(plan.queue)}/groups/{path_part(plan.group_id)}/run"
     among = " (of the group's letters, the ones selected among them)"
     export = (
@@ -72,9 +89,8 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
         confirm = (
             f'<form method="post" action="{action}">{csrf_field(csrf)}'
             f'<input type="hidden" name="action" value="{e(plan.action)}">'
-            f'<input type="hidden" name="rate" value="{e(plan.rate)}">'
-            f'<input type="hidden" name="ramp" value="{e(plan.ramp)}">'
-            f'<input type="hidden" name="to" value="{e(plan.to)}">'
+            + plan.pace.hidden_fields()
+            + f'<input type="hidden" name="to" value="{e(plan.to)}">'
             f'<input type="hidden" name="expect" value="{plan.would}">'
             + "".join(f'<input type="hidden" name="pick" value="{e(v)}">' for v in plan.picks)
             + f'<button class="confirm{danger}">{e(label)}</button></form>'
@@ -86,7 +102,7 @@ def plan_page(plan: Plan, *, csrf: str) -> str:
     )
     body = (
         f'<p class="plan">{plan.would:,} of {counted(plan.read, "dead letter")} in '
-        f"{e(plan.queue)} would be {verb}{rate} ({which}).</p>"
+        f"{e(plan.queue)} would be {verb}{plan.pace.words()} ({which}).</p>"
         + (f"<ul>{rows}</ul>" if rows else "")
         + failing
         + export
