@@ -1,7 +1,8 @@
 """The emulator with a clock that moves while a test waits, for the tests that mix the
 server's timers (virtual on the emulator) with rr's handler timeouts (always real seconds,
 runtime/consumer.py): tests/runtime/test_consumer_timeout_43.py and
-test_consumer_timeout_channel.py run on a server release and on :class:`TickingEmulator`."""
+test_consumer_timeout_channel.py run on a server release and on :class:`TickingEmulator`
+(their fixtures take ``tests/backends.py``'s ``backend_params``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,7 @@ import contextlib
 import inspect
 import time
 
-import pytest
-
 from tests.backends import Check, EmulatorBackend
-from tests.shared_node import chosen_versions
 
 TICK_S = 0.05
 """The least :class:`TickingEmulator` moves its clock between two looks."""
@@ -54,15 +52,3 @@ class TickingEmulator(EmulatorBackend):
         stops it after a moment of real time."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.emulator.settle(), SETTLE_S)
-
-
-def servers_and_emulator(emulator_version: str) -> list[object]:
-    """The parameters of a fixture that runs on each chosen server release (marked
-    ``broker``) and on :class:`TickingEmulator` at ``emulator_version``."""
-    return [
-        *(
-            pytest.param(version, id=f"rabbitmq-{version}", marks=pytest.mark.broker)
-            for version in chosen_versions()
-        ),
-        pytest.param("emulator", id=f"emulator-{emulator_version}"),
-    ]

@@ -42,25 +42,26 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.server import Policy
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, backend_params, publish
 from tests.observe import depth, peek
 from tests.shared_node import require_broker
-from tests.ticking import TickingEmulator, servers_and_emulator
+from tests.ticking import TickingEmulator
 
 TOPOLOGY = '[queues.work]\ntype = "quorum"\nmax_attempts = {attempts}\ndead_letter = "work.dead"\n'
 CANCELLED = "consumer stopped; starting it again"
 
 
-@pytest.fixture(params=servers_and_emulator("4.3"))
+@pytest.fixture(params=backend_params(emulated=("4.3",)))
 async def rabbit43(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """The 4.3 server, in a fresh vhost (skips on the other servers; fails in CI when 4.3
     does not answer, as every broker test), or the emulator at 4.3."""
     backend: RabbitBackend | TickingEmulator
-    if request.param == "emulator":
-        backend = TickingEmulator()
-    elif request.param != "4.3":
+    kind, version = request.param
+    if kind == "emulator":
+        backend = TickingEmulator(version)
+    elif version != "4.3":
         pytest.skip(
-            f"RabbitMQ {request.param}: only 4.3's quorum queues time consumers out "
+            f"RabbitMQ {version}: only 4.3's quorum queues time consumers out "
             "themselves (uncounted return, basic.cancel); this test is about 4.3"
         )
     else:

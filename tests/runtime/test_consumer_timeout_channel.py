@@ -25,25 +25,26 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.server import Policy
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, publish
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, backend_params, publish
 from tests.observe import depth
 from tests.shared_node import require_broker
-from tests.ticking import TickingEmulator, servers_and_emulator
+from tests.ticking import TickingEmulator
 
 TOPOLOGY = '[queues.work]\ntype = "quorum"\nmax_attempts = 3\ndead_letter = "work.dead"\n'
 SERVER_DEADLINE_S = 150.0
 """How long the 4.0 server may take: it checks its channels once a minute."""
 
 
-@pytest.fixture(params=servers_and_emulator("4.0"))
+@pytest.fixture(params=backend_params(emulated=("4.0",)))
 async def rabbit40(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """The 4.0 server in a fresh vhost (skips on the others), or the emulator at 4.0."""
     backend: RabbitBackend | TickingEmulator
-    if request.param == "emulator":
-        backend = TickingEmulator("4.0")
-    elif request.param != "4.0":
+    kind, version = request.param
+    if kind == "emulator":
+        backend = TickingEmulator(version)
+    elif version != "4.0":
         pytest.skip(
-            f"RabbitMQ {request.param}: 3.10 ignores the queue's timeout, 4.3 cancels the "
+            f"RabbitMQ {version}: 3.10 ignores the queue's timeout, 4.3 cancels the "
             "consumer instead (test_consumer_timeout_43.py)"
         )
     else:

@@ -19,7 +19,6 @@ import pytest
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.errors import ConflictError, NotFound
-from rabbitctl_retry.releases import ServerRelease, release_of
 from rabbitctl_retry.retry.outcome import AnyOutcome
 from rabbitctl_retry.runtime.handlers import Subscriber
 from rabbitctl_retry.runtime.loader import HandlerSet
@@ -27,6 +26,7 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.load import load_text
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, backend_of, backend_params, publish
+from tests.contract.versions import expected
 from tests.observe import depth, peek
 
 TOPOLOGY = """
@@ -45,18 +45,13 @@ WAITS_MS = [300, 600, 700]
 IDS = [f"m{n}" for n in range(8)]
 
 
-def _release(line: str) -> ServerRelease:
-    """The row of release line ``line`` (``"4.3"``)."""
-    return release_of([int(part) for part in line.split(".")])
-
-
 def _servers(*, with_delays: bool) -> list[object]:
     """Each chosen server and the emulator set to it, those with delayed retries (4.3 and
     later) or those without."""
     return [
         param
         for param in backend_params()
-        if _release(param.values[0][1]).delayed_retries is with_delays
+        if bool(expected(param.values[0][1], "delayed-retries")) is with_delays
     ]
 
 
