@@ -204,7 +204,7 @@ def force_option(help: str) -> Any:
 
 def rate_option(help: str) -> Any:
     """``--rate MSG_PER_S``, declared once: each command says what it paces (``help``);
-    ``dlq/rate.py`` ``parse_rate`` checks it."""
+    ``dlq/rate.py`` ``parse_pace`` checks it."""
     return typer.Option("--rate", metavar="MSG_PER_S", help=help)
 
 

@@ -54,7 +54,7 @@ def parse_pace(rate: str | None, ramp: str | None, *, fields: bool = False) -> P
                 "(e.g. --rate 200 --ramp 60)"
             )
         return None
-    rate_per_s = parse_rate(rate, field="rate" if fields else None)
+    rate_per_s = _parse_rate(rate, fields=fields)
     return Pace(rate_per_s, None if ramp is None else _parse_ramp(ramp, fields=fields))
 
 
@@ -78,15 +78,12 @@ def _number(text: str) -> float:
         return math.nan
 
 
-def parse_rate(text: str, *, field: str | None = None) -> float:
-    """``--rate`` as messages per second; :class:`UsageError` unless it is a finite number of
-    at least :data:`MIN_RATE_PER_S`. ``field``: the form field it came from (the console),
-    which the error names in its words instead of the option."""
+def _parse_rate(text: str, *, fields: bool) -> float:
     rate_per_s = _number(text)
     if not math.isfinite(rate_per_s) or rate_per_s < MIN_RATE_PER_S:
-        if field is not None:
+        if fields:
             raise UsageError(
-                f"{field} {text!r}: give the messages per second as a number, at least "
+                f"rate {text!r}: give the messages per second as a number, at least "
                 f"{MIN_RATE_PER_S:g} (e.g. 200); leave it empty for full speed"
             )
         raise UsageError(
@@ -100,7 +97,7 @@ class Pacer:
     """Spaces events ``1 / rate`` seconds apart, the first ``rate * ramp_s / 2`` of them
     further while the rate climbs (module doc)."""
 
-    __slots__ = ("_booked", "_next_s", "_ramp_s", "_rate_per_s")
+    __slots__ = ("_booked", "_next_s", "_ramp_events", "_ramp_s", "_rate_per_s")
 
     def __init__(self, rate_per_s: float, *, ramp_s: float | None = None) -> None:
         if not (math.isfinite(rate_per_s) and rate_per_s > 0):
@@ -109,6 +106,8 @@ class Pacer:
             raise ValueError(f"ramp must be positive, not {ramp_s!r}")
         self._rate_per_s = rate_per_s
         self._ramp_s = ramp_s
+        self._ramp_events = 0.0 if ramp_s is None else rate_per_s * ramp_s / 2
+        """How many events the ramp holds before the full rate."""
         self._booked = 0
         self._next_s: float | None = None
 
@@ -121,7 +120,7 @@ class Pacer:
 
     def _gap_s(self, event: int) -> float:
         """Seconds between event ``event`` and the next, when nothing pauses the sending."""
-        if self._ramp_s is None or event >= self._rate_per_s * self._ramp_s / 2:
+        if event >= self._ramp_events:
             return 1.0 / self._rate_per_s
         return self.offset_s(event + 1) - self.offset_s(event)
 
@@ -132,7 +131,6 @@ class Pacer:
         rate_per_s = self._rate_per_s
         if self._ramp_s is None:
             return event / rate_per_s
-        on_ramp = rate_per_s * self._ramp_s / 2
-        if event <= on_ramp:
+        if event <= self._ramp_events:
             return math.sqrt(2 * event * self._ramp_s / rate_per_s)
-        return self._ramp_s + (event - on_ramp) / rate_per_s
+        return self._ramp_s + (event - self._ramp_events) / rate_per_s
