@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from rabbitctl_retry import Message, Outcome
 from rabbitctl_retry.retry.outcome import Ack, AnyOutcome, Drop
+from rabbitctl_retry.runtime.delays import PUBLISH_WINDOW
 from rabbitctl_retry.runtime.service import RunOptions
 from rabbitctl_retry.transport.base import Connection, Properties
 
@@ -33,11 +34,16 @@ or crash of the node that leads a quorum wait queue makes its dead-letter worker
 what it had not settled: up to this many delayed copies come back twice."""
 
 
-def duplicate_window(*, interruptions: int, broker_stops: int = 0) -> int:
-    """How many ids may get duplicated work (docs/reference/runtime.md, "Under faults"): the
-    deliveries in flight (rr's default prefetch) at each interruption, and for each stop or crash of
-    a node that leads a quorum wait queue, the copies its dead-letter worker moves again."""
-    return RunOptions().prefetch * interruptions + DEAD_LETTER_WORKER_PREFETCH * broker_stops
+def duplicate_window(
+    *, interruptions: int, broker_stops: int = 0, memory_delays: bool = False
+) -> int:
+    """How many ids may get duplicated work (docs/explanation/guarantees.md, "Duplicates are
+    possible"): the deliveries in flight (rr's default prefetch) at each interruption, with
+    ``delay = "memory"`` also the delayed copies whose publish was under way (their confirm is
+    lost with the connection, so rr publishes them again), and for each stop or crash of a node
+    that leads a quorum wait queue, the copies its dead-letter worker moves again."""
+    in_flight = RunOptions().prefetch + (PUBLISH_WINDOW if memory_delays else 0)
+    return in_flight * interruptions + DEAD_LETTER_WORKER_PREFETCH * broker_stops
 
 
 def mixed_outcome(message_id: str, attempt: int) -> AnyOutcome:

@@ -16,7 +16,7 @@ import pytest
 from rabbitctl_retry.console.audit import AuditLog
 from tests.backends import Backend
 from tests.console.conftest import Console, console_on
-from tests.console.test_console_browser import PHONE, browser
+from tests.console.test_console_browser import PHONE, browser, page_width
 from tests.console.test_console_letters import LETTERS, one_group_of_eight
 from tests.observe import peek as read_all
 
@@ -51,7 +51,7 @@ async def test_a_letter_found_in_its_group_and_retried_in_the_browser(
         page = await letters_page(browser, console, viewport)
         rows = page.locator("tr[data-position]")
         assert await rows.count() == LETTERS
-        width = await page.evaluate("document.documentElement.scrollWidth")
+        width = await page_width(page)
         assert width <= viewport["width"], f"the letters page is {width} px wide"
         if shots:
             name = "console-letters-phone.png" if phone else "console-letters.png"

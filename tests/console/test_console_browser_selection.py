@@ -21,7 +21,7 @@ from rabbitctl_retry.console.audit import AuditLog
 from rabbitctl_retry.transport.base import Delivery
 from tests.backends import Backend
 from tests.console.conftest import console_on
-from tests.console.test_console_browser import PHONE, browser
+from tests.console.test_console_browser import PHONE, browser, page_width
 from tests.console.test_console_browser_letters import DESKTOP, letters_page
 from tests.console.test_console_letters import one_group_of_eight
 from tests.console.test_console_numbers import management_of
@@ -48,7 +48,7 @@ async def test_letters_ticked_are_retried_in_the_browser(
     async with console_on(backend, tmp_path, audit=audit) as console:
         page = await letters_page(browser, console, viewport)
         letters = page.url
-        width = await page.evaluate("document.documentElement.scrollWidth")
+        width = await page_width(page)
         assert width <= viewport["width"], f"the letters page is {width} px wide"
         for look in range(2):
             await page.goto(letters)
@@ -69,7 +69,7 @@ async def test_letters_ticked_are_retried_in_the_browser(
                 assert f"id {chosen[0]}, id {chosen[1]}." in selected
                 line = await page.inner_text("p.selection-command code.line")
                 assert line.endswith(f"--where ids={chosen[0]},{chosen[1]}"), line
-                width = await page.evaluate("document.documentElement.scrollWidth")
+                width = await page_width(page)
                 assert width <= viewport["width"], f"the selection page is {width} px wide"
                 if shots and viewport is DESKTOP:
                     path = Path(shots) / "console-selection.png"
@@ -129,7 +129,7 @@ async def test_letters_held_by_another_reader_in_the_browser(
             read = made.total - HELD
             count = await page.inner_text("p.count")
             assert f"{read} dead letters read of {read} in dead" in count
-            width = await page.evaluate("document.documentElement.scrollWidth")
+            width = await page_width(page)
             assert width <= viewport["width"], f"the groups page is {width} px wide"
             await page.goto(f"{console.base}/")
             depth = await page.inner_text('tr[data-queue="dead"] td.depth')

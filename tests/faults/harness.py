@@ -344,11 +344,17 @@ def assert_no_loss_in(
 
 
 def assert_no_loss(
-    result: FaultResult, *, interruptions: int, crashes: int = 0, killed: bool = False
+    result: FaultResult,
+    *,
+    interruptions: int,
+    crashes: int = 0,
+    killed: bool = False,
+    memory_delays: bool = False,
 ) -> None:
-    """0 lost; duplicated work only on messages of the in-flight window (the prefetch) of
-    each interruption (a redelivered message may also take another path: a quorum queue
-    counts the redelivery as an attempt), and, for each crash or stop of the broker, of the
+    """0 lost; duplicated work only on messages of the in-flight window (the prefetch, and
+    with ``memory_delays`` the delayed copies being published) of each interruption (a
+    redelivered message may also take another path: a quorum queue counts the redelivery as
+    an attempt), and, for each crash or stop of the broker, of the
     dead letters its quorum wait queues were moving back at least once (a move the crash or
     stop cut is made again). ``killed``: the broker was killed (SIGKILL), so a classic queue
     may deliver again any message whose work was over before it."""
@@ -356,7 +362,9 @@ def assert_no_loss(
     assert verdict.lost == [], verdict.summary()
     if interruptions == 0:
         assert verdict.wrong_place == [], verdict.summary()
-    window = duplicate_window(interruptions=interruptions, broker_stops=crashes)
+    window = duplicate_window(
+        interruptions=interruptions, broker_stops=crashes, memory_delays=memory_delays
+    )
     duplicated = result.duplicated_ids
     if killed and result.queue_type == "classic":
         # a classic queue writes acks to disk lazily: after a crash of the broker it delivers

@@ -453,7 +453,9 @@ async def test_memory_delays_survive_forced_closes(
         outcome_of=delay_once(1.0),
         start_after=1000,
     )
-    assert_no_loss(result, interruptions=3)
+    # a close cuts the publishes of due copies under way (up to 256): their confirms are
+    # lost, so rr publishes them again (seen on a busy CI machine: 356 ids over 3 closes)
+    assert_no_loss(result, interruptions=3, memory_delays=True)
 
 
 async def test_rabbitmq_keeps_quorum_messages_across_a_crash_once_the_queue_settled(
