@@ -3,7 +3,7 @@
 # chroot of its own (docs/reference/testing.md, "Three servers"). One script for every release:
 #
 #   release  Debian suite   RabbitMQ, Erlang  node                AMQP  distribution  management
-#   4.0      trixie (13)    4.0.5, OTP 27     rabbit4@localhost   5674  25674         -
+#   4.0      trixie (13)    4.0.5, OTP 27     rabbit4@localhost   5674  25674         15674
 #   4.3      sid            4.3.6, OTP 29     rabbit43@localhost  5675  25675         15675
 #
 #   scripts/rabbitmq-chroot.sh RELEASE [up]         build if needed, start if needed, wait
@@ -44,7 +44,7 @@ case "$RELEASE" in
     NODE="rabbit4@localhost"
     PORT=5674
     DIST_PORT=25674
-    MANAGEMENT_PORT=""
+    MANAGEMENT_PORT=15674
     ;;
   4.3)
     SUITE=sid

@@ -291,10 +291,9 @@ class EmulatedManagementApi:
 
     async def vhost_default_queue_type(self) -> str | None:
         """The emulated vhost's default queue type when it was made with one; else what
-        RabbitMQ 4.3.6's API states for a vhost made without one, ``classic`` (measured), on
-        every 4.x line (4.0.5's API was not measured: the shared 4.0.5 has no management
-        plugin; its declares behave as 4.3.6's, docs/reference/testing.md), and none on 3.10, whose
-        declares compare a queue's type with none (measured: 3.10.8's API was not)."""
+        RabbitMQ 4.0.5's and 4.3.6's APIs state for a vhost made without one, ``classic``
+        (measured), and none on 3.10, whose declares compare a queue's type with none (3.10.8's
+        API states ``undefined``, which rr reads as none: measured)."""
         given = self._emulator.default_queue_type
         if given is not None:
             return given

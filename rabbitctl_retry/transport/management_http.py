@@ -253,9 +253,10 @@ class HttpManagementApi:
         )
 
     async def vhost_default_queue_type(self) -> str | None:
-        """``default_queue_type`` of ``GET /api/vhosts/VHOST`` (a text; 4.3.6 states
+        """``default_queue_type`` of ``GET /api/vhosts/VHOST`` (a text; 4.0.5 and 4.3.6 state
         ``classic`` for a vhost made without one, and the vhost's ``--default-queue-type``
-        otherwise: measured), None when absent or null."""
+        otherwise: measured), None when absent, null or ``undefined`` (3.10.8 states the
+        Erlang atom ``undefined`` for a vhost made without one: measured)."""
         path = "/api/vhosts/{}".format(urllib.parse.quote(self._vhost, safe=""))
         found = await self._get(path)
         if not isinstance(found, dict):
@@ -263,6 +264,8 @@ class HttpManagementApi:
         kind = found.get("default_queue_type")
         if kind is not None and not (isinstance(kind, str) and _FEATURE_NAME.fullmatch(kind)):
             raise self._unexpected(path, "a 'default_queue_type' that is not a word")
+        if kind == UNDEFINED_QUEUE_TYPE:
+            return None
         return kind or None
 
     async def publish_rate(self, exchange: str) -> float | None:
@@ -842,6 +845,8 @@ _NO_SUCH_PATH = (404, 406)
 """What the management API answers to a path it does not know (rr asks for JSON: 406)."""
 
 
+UNDEFINED_QUEUE_TYPE = "undefined"
+"""What RabbitMQ 3.x's API states as the default queue type of a vhost made without one."""
 _FEATURE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 """What a feature's name or phase may look like (an Erlang atom such as
 ``transient_nonexcl_queues``): nothing a message or a table could not show as it is."""

@@ -96,7 +96,7 @@ def test_a_classic_topology_stays_classic_where_the_default_is_quorum(
         codes = {f["code"] for f in json_of(doctor)["findings"]}
         assert "declare-matches" in codes
         if not management():
-            return  # the shared 3.10.8 and 4.0.5 have no management API
+            return  # the shared 3.10.8 has no management API
         assert first["vhost_default_queue_type"] == "quorum"
         assert json_of(status)["vhost_default_queue_type"] == "quorum"
         [default] = [

@@ -120,7 +120,7 @@ def test_queues_other_clients_declared_first_make_doctor_unsafe(
 def test_doctor_names_the_consumers_that_are_not_rr(amqp_url: str, tmp_path: Path) -> None:
     """pika and kombu consuming an rr classic queue with max_attempts: named, with what
     becomes of what they reject and requeue and the setting that keeps it; the management
-    API is needed to see who consumes (4.3.6 here; the shared 3.10.8 and 4.0.5 have none:
+    API is needed to see who consumes (4.0.5 and 4.3.6 here; the shared 3.10.8 has none:
     doctor says it did not check)."""
     topology = tmp_path / "topology.toml"
     topology.write_text('[queues.work]\nmax_attempts = 3\ndead_letter = "work.dead"\n')

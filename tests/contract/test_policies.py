@@ -2,9 +2,9 @@
 arguments"): the same scenarios on RabbitMQ 3.10.8, 4.0.5 and 4.3.6 and on the emulator at
 each version (emulator/policies.py), judged by what the queue does.
 
-Policies are set through the management port where the server has an API (RabbitMQ 4.3.6's,
-``transport/management_http.py``; the emulator's twin, ``emulator/management.py``), else with
-the node's ``rabbitmqctl`` (3.10.8 and 4.0.5: one ``eval`` of ``rabbit_policy:parse_set`` for
+Policies are set through the management port where the server has an API (RabbitMQ 4.0.5's
+and 4.3.6's, ``transport/management_http.py``; the emulator's twin, ``emulator/management.py``),
+else with the node's ``rabbitmqctl`` (3.10.8: one ``eval`` of ``rabbit_policy:parse_set`` for
 all the policies of a step, as ``rabbitmqctl set_policy`` calls it; its texts go as byte lists,
 since that ``eval`` drops quoted quotes).
 

@@ -535,8 +535,8 @@ TABLE["deprecated-features"] = Difference(
     "GET /api/deprecated-features, each server in its default configuration: RabbitMQ 3.10.8 "
     "has no such path (406 to a request for JSON: no table); 4.0.5 lists each feature's name "
     "and phase, never its state: the features its rabbitmqctl list_deprecated_features lists "
-    "(measured) and management_metrics_collection, which its management agent declares (the "
-    "shared 4.0.5 has no management API to ask); 4.3.6 lists each one's state (measured). "
+    "(measured) and management_metrics_collection, which its management agent declares "
+    "(measured on the shared 4.0.5's API); 4.3.6 lists each one's state (measured). "
     "3.10.8's answer is measured on a cluster node's API (tests/cluster/).",
 )
 
