@@ -57,7 +57,9 @@ class _Worker:
 
 @pytest.fixture
 def two_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Worker]]:
-    monkeypatch.setattr(workers, "SCRAPE_TIMEOUT_S", 0.5)
+    # short, since each scrape of a worker that does not answer waits it out; not so short that
+    # a worker that answers misses it on a busy machine (its page would be the last one)
+    monkeypatch.setattr(workers, "SCRAPE_TIMEOUT_S", 3.0)
     started = [_Worker(_page(3, 2, consuming=True)), _Worker(_page(4, 5, consuming=True))]
     for index, worker in enumerate(started, 1):
         write_port(tmp_path, index, worker.port)

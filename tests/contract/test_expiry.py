@@ -22,6 +22,7 @@ async def head_of_line(backend: Backend, long_ms: int, short_ms: int) -> None:
     await channel.queue_declare(
         "wait", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work"}
     )
+    published_at = backend.clock.now()
     for body, ttl in (("A", long_ms), ("B", short_ms)):
         await channel.publish(
             body.encode(), routing_key="wait", properties=Properties(expiration=str(ttl))
@@ -29,7 +30,10 @@ async def head_of_line(backend: Backend, long_ms: int, short_ms: int) -> None:
     # long after B's TTL, before A's: B waits behind A, nothing has reached 'work'
     halfway_s = long_ms / 2000
     await backend.elapse(halfway_s)
-    assert (await depth(channel, "work"), await depth(channel, "wait")) == (0, 2)
+    depths = (await depth(channel, "work"), await depth(channel, "wait"))
+    if (backend.clock.now() - published_at).total_seconds() < long_ms / 1000 - 0.25:
+        # only a claim while A's TTL has surely not run out: a busy machine may take longer
+        assert depths == (0, 2)
     await backend.elapse(long_ms / 1000 - halfway_s)
 
     async def both_arrived() -> bool:

@@ -36,7 +36,7 @@ from rabbitctl_retry.server import (
 from rabbitctl_retry.transport.base import Properties, identity_of
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
-from tests.backends import Backend, EmulatorBackend, RabbitBackend
+from tests.backends import Backend, EmulatorBackend, RabbitBackend, until_within
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.contract.test_default_queue_type import quorum_by_default
 from tests.contract.versions import expected
@@ -48,26 +48,14 @@ and send none: it states none)."""
 
 TWIN_URL = "http://guest:guest@emulator:15672/"
 
-STATISTICS_DEADLINE_S = 60.0
+STATISTICS_S = 60.0
 """How long a real server's management API may take to state what its statistics show: it
 samples every 5 s, a rate needs two samples, and a busy machine delays both (a scenario's
 10 s of ``backend.until`` is too close)."""
 
 
 async def until_stated(backend: Backend, check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Return once ``check()`` is true: on the emulator as ``backend.until`` does, on RabbitMQ
-    within :data:`STATISTICS_DEADLINE_S`, asking its API four times a second."""
-    if not isinstance(backend, RabbitBackend):
-        await backend.until(check, what)
-        return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + STATISTICS_DEADLINE_S
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(
-                f"RabbitMQ's management API did not state {what} in {STATISTICS_DEADLINE_S:g} s"
-            )
-        await asyncio.sleep(0.25)
+    await until_within(backend, check, what, real_s=STATISTICS_S)
 
 
 def management_api(backend: Backend) -> ManagementApi:

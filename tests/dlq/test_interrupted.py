@@ -57,7 +57,7 @@ async def test_a_forced_close_on_rabbitmq_then_a_rerun(amqp_url: str) -> None:
         # slowed down, then frozen (SIGSTOP) while the operator's close lands, so the close
         # falls in the middle of the run however slow rabbitmqctl is on a busy machine
         replay = subprocess.Popen(
-            [*command, "--rate", "1500"],
+            [*command, "--rate", "500"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -166,7 +166,7 @@ async def test_ctrl_c_stops_cleanly_with_nothing_in_two_places(amqp_url: str) ->
         await publish_all(backend, "dead", letters(COUNT))
         command = [sys.executable, "-m", "rabbitctl_retry", "dlq", "replay", "dead", "--yes"]
         replay = subprocess.Popen(
-            [*command, "--url", backend.url, "--rate", "1500"],
+            [*command, "--url", backend.url, "--rate", "500"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -141,8 +141,9 @@ async def test_sigterm_while_blocked_by_a_memory_alarm_keeps_the_shutdown_timeou
             await asyncio.to_thread(fault_node.set_memory_alarm, False)
     assert code == 0, output
     assert "the broker blocked the connection" in output
-    # the shutdown timeout, then at most the bounded close of the connection (5 s)
-    assert took_s < shutdown_timeout_s + 5 + 3, output
+    # the shutdown timeout, then at most the bounded close of the connection (5 s), and room
+    # for a busy machine: this catches a stop that waits without bound, not a slow one
+    assert took_s < shutdown_timeout_s + 5 + 15, output
     with rr_run(
         tmp_path, fault_vhost.proxy_url, "always_retry", sleep_s=0.0, shutdown_timeout_s=30
     ) as second:

@@ -314,7 +314,9 @@ async def test_sigterm_during_a_memory_alarm_saves_what_the_broker_did_not_take(
     finally:
         await asyncio.to_thread(any_fault_node.set_memory_alarm, False)
     assert code == 0, output
-    assert took_s < timeout_s + 5 + 5, output[-3000:]  # the timeout, the bounded close, start-up
+    # the timeout, the bounded close (5 s), and room for a busy machine: this catches a stop
+    # that waits for the broker without bound, not a slow one
+    assert took_s < timeout_s + 5 + 15, output[-3000:]
     assert said(output, "the broker blocked the connection"), output[-3000:]
     files = copies.read_saved()
     assert len(files) == 2, output[-3000:]

@@ -68,7 +68,7 @@ def _lines(path: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     ("sleep_s", "shutdown_timeout_s"),
-    [(1.0, 30.0), (30.0, 0.5)],
+    [(5.0, 30.0), (30.0, 0.5)],
     ids=["in-flight-finish", "in-flight-returned"],
 )
 async def test_sigterm_with_100_in_flight_loses_nothing(

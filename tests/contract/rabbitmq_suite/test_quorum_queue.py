@@ -23,7 +23,7 @@ from typing import Any
 from rabbitctl_retry.errors import RrError
 from rabbitctl_retry.fields import FieldTable, FieldValue
 from rabbitctl_retry.transport.base import Channel, Delivery, Properties, QueueInfo
-from tests.backends import Backend
+from tests.backends import Backend, until_within
 from tests.contract.rabbitmq_suite import EMULATOR_GAPS, NOT_PORTED
 from tests.contract.rabbitmq_suite.support import quorum_get_count
 from tests.contract.support import counted_return, death, delivery_count, drain, first_death, view
@@ -1115,7 +1115,9 @@ async def test_queue_ttl(backend: Backend) -> None:
             return True
         return False
 
-    await backend.until(deleted, "'queue_ttl' deleted")
+    # the server looks on a tick of its own (8 to 12 s for a policy's expiry: tests/contract/
+    # versions.py, "policy-quorum-expires"), later than the scenarios' 10 s on a busy machine
+    await until_within(backend, deleted, "'queue_ttl' deleted", real_s=60)
     assert gone == [
         "NotFound: declare queue 'queue_ttl': NOT_FOUND - no queue 'queue_ttl' in vhost "
         f"'{backend.vhost}' (404)"
@@ -1139,9 +1141,14 @@ async def test_message_ttl(backend: Backend) -> None:
     assert seen(recorder.deliveries) == [("msg1", False, ABSENT), ("msg11", False, ABSENT)]
     await consuming.cancel(tag)
     await until_declared(backend, channel, queue, (0, 0))
+    published_at = backend.clock.now()
     await publish(channel, queue, b"msg1")
     await publish(channel, queue, b"msg11")
-    assert await declared(channel, queue) == (2, 0)
+    counts = await declared(channel, queue)
+    if (backend.clock.now() - published_at).total_seconds() < 0.4:
+        # only a claim while the 500 ms have surely not passed: a busy machine may take
+        # longer than that for two confirmed publishes and a passive declare
+        assert counts == (2, 0)
     await backend.elapse(0.5)
     await until_declared(backend, channel, queue, (0, 0))
     assert len(recorder.deliveries) == 2
