@@ -159,8 +159,28 @@ EOF
   in_root chown -R rabbitmq:rabbitmq /var/lib/rabbitmq /var/log/rabbitmq /etc/rabbitmq
 }
 
+# The management API listens (a node started before the script enabled it does not).
+management_answers() {
+  [ -z "$MANAGEMENT_PORT" ] && return 0
+  python3 - "$MANAGEMENT_PORT" <<'PY'
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+except OSError:
+    sys.exit(1)
+PY
+}
+
 start() {
-  answers && return 0
+  if answers; then
+    management_answers && return 0
+    say "$NODE answers without its management API on $MANAGEMENT_PORT; restarting it"
+    ctl stop >>"$LOG" 2>&1 || true
+    for _ in $(seq 1 30); do
+      answers || break
+      sleep 1
+    done
+  fi
   mount_all
   configure
   say "starting $NODE on 127.0.0.1:$PORT"
