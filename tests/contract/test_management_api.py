@@ -6,8 +6,9 @@ the policies it sets (what they do: tests/contract/test_policies.py).
 
 Of the shared servers 4.0.5 and 4.3.6 have a management API (tests/broker/
 test_doctor_deprecated_on_servers.py): the scenario runs on them and on the twin set to every
-line; the real 3.10.8 is skipped. Node names differ by nature between the two (the
-twin's node is ``rabbit@emulator``): the scenario names each node by its place in
+line; the shared 3.10.8 is skipped, and tests/cluster/test_management_contract.py runs the
+scenarios on the 3.10.8 API of the cluster's first node. Node names differ by nature between
+the two (the twin's node is ``rabbit@emulator``): the scenario names each node by its place in
 ``/api/nodes``.
 """
 
