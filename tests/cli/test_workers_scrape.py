@@ -4,6 +4,7 @@ that goes down reads as a reset). Real HTTP servers stand for the workers' metri
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,10 +33,12 @@ class _Worker:
                 if not outer.answering.wait(timeout=30):
                     return
                 body = outer.page.encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                # a scrape that gave up closed its end: nobody reads the late answer
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 return
