@@ -270,12 +270,18 @@ class RabbitBackend:
         await asyncio.sleep(seconds)
 
     async def until(self, check: Check, what: str) -> None:
+        await self.within(check, what, self.deadline_s)
+
+    async def within(
+        self, check: Check, what: str, deadline_s: float, *, poll_s: float = 0.01
+    ) -> None:
+        """:meth:`until`, with a deadline and a pace of its own."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.deadline_s
+        deadline = loop.time() + deadline_s
         while not await _holds(check):
             if loop.time() > deadline:
-                raise AssertionError(f"RabbitMQ did not get to {what} in {self.deadline_s:g} s")
-            await asyncio.sleep(0.01)
+                raise AssertionError(f"RabbitMQ did not get to {what} in {deadline_s:g} s")
+            await asyncio.sleep(poll_s)
 
     def set_dead_letter_retry(self, seconds: float) -> None:
         # A node-wide setting, read by each worker when its queue starts; put back in close().
@@ -326,15 +332,10 @@ async def until_within(backend: Backend, check: Check, what: str, *, real_s: flo
     """``backend.until``, but a real server gets ``real_s`` (polled four times a second) in
     place of its deadline: for what RabbitMQ does on a timer of its own (statistics sampled
     every 5 s, a quorum queue's expiry tick), which a busy machine delays further."""
-    if not isinstance(backend, RabbitBackend):
+    if isinstance(backend, RabbitBackend):
+        await backend.within(check, what, real_s, poll_s=0.25)
+    else:
         await backend.until(check, what)
-        return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + real_s
-    while not await _holds(check):
-        if loop.time() > deadline:
-            raise AssertionError(f"RabbitMQ did not get to {what} in {real_s:g} s")
-        await asyncio.sleep(0.25)
 
 
 @contextmanager

@@ -264,9 +264,7 @@ class HttpManagementApi:
         kind = found.get("default_queue_type")
         if kind is not None and not (isinstance(kind, str) and _FEATURE_NAME.fullmatch(kind)):
             raise self._unexpected(path, "a 'default_queue_type' that is not a word")
-        if kind == UNDEFINED_QUEUE_TYPE:
-            return None
-        return kind or None
+        return None if kind == _UNDEFINED_QUEUE_TYPE else kind or None
 
     async def publish_rate(self, exchange: str) -> float | None:
         """``message_stats.publish_in_details.rate`` of ``GET /api/exchanges/VHOST/NAME``
@@ -845,7 +843,7 @@ _NO_SUCH_PATH = (404, 406)
 """What the management API answers to a path it does not know (rr asks for JSON: 406)."""
 
 
-UNDEFINED_QUEUE_TYPE = "undefined"
+_UNDEFINED_QUEUE_TYPE = "undefined"
 """What RabbitMQ 3.x's API states as the default queue type of a vhost made without one."""
 _FEATURE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 """What a feature's name or phase may look like (an Erlang atom such as

@@ -2,7 +2,9 @@
 ``rr status`` and ``rr doctor`` (docs/reference/topology.md, "What the server's default queue
 type does"): the local cluster's nodes state ``undefined`` for a vhost made without one (rr
 reads: none) and the type of one made with ``rabbitmqctl add_vhost --default-queue-type``
-(measured; 3.10.8's ``PUT /api/vhosts/NAME`` ignores a ``default_queue_type`` in its body)."""
+(measured; 3.10.8's ``PUT /api/vhosts/NAME`` ignores a ``default_queue_type`` in its body).
+What the API port reads of both is the contract scenario's
+(tests/cluster/test_management_contract.py); here, what the commands say of it."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
-from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.cluster.conftest import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -66,22 +67,6 @@ def _read(cluster: LocalCluster, vhost: str, tmp_path: Path) -> tuple[Any, list[
     status = _rr("status", "-t", str(topology), *given)
     doctor = _rr("doctor", "-t", str(topology), *given)
     return status["vhost_default_queue_type"], doctor["findings"]
-
-
-async def test_the_api_states_none_for_a_vhost_made_without_one(
-    cluster: LocalCluster, make_vhost: MakeVhost
-) -> None:
-    api = HttpManagementApi(cluster.management_url(1), vhost=make_vhost())
-
-    assert await api.vhost_default_queue_type() is None
-
-
-async def test_the_api_states_the_type_a_vhost_was_made_with(
-    cluster: LocalCluster, make_vhost: MakeVhost
-) -> None:
-    api = HttpManagementApi(cluster.management_url(1), vhost=make_vhost("quorum"))
-
-    assert await api.vhost_default_queue_type() == "quorum"
 
 
 def test_status_and_doctor_say_no_default_where_the_server_states_undefined(

@@ -15,7 +15,7 @@ the two (the twin's node is ``rabbit@emulator``): the scenario names each node b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version as installed_version
 from typing import Any
@@ -37,7 +37,7 @@ from rabbitctl_retry.server import (
 from rabbitctl_retry.transport.base import Properties, identity_of
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
-from tests.backends import Backend, EmulatorBackend, RabbitBackend, until_within
+from tests.backends import Backend, Check, EmulatorBackend, RabbitBackend, until_within
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS
 from tests.contract.test_default_queue_type import quorum_by_default
 from tests.contract.versions import expected
@@ -55,7 +55,7 @@ samples every 5 s, a rate needs two samples, and a busy machine delays both (a s
 10 s of ``backend.until`` is too close)."""
 
 
-async def until_stated(backend: Backend, check: Callable[[], Awaitable[bool]], what: str) -> None:
+async def until_stated(backend: Backend, check: Check, what: str) -> None:
     await until_within(backend, check, what, real_s=STATISTICS_S)
 
 
@@ -377,7 +377,7 @@ async def test_the_vhost_states_its_default_queue_type(backend: Backend) -> None
     """What ``rr declare``, ``rr status``, ``rr topology show --live`` and ``rr doctor`` say
     of the vhost (docs/reference/cli.md): its default queue type, ``classic`` for a vhost made
     without one (measured on 4.0.5 and 4.3.6; 3.10.8 states ``undefined``, read as none:
-    tests/cluster/test_vhost_default_queue_type.py), ``quorum`` for one made with
+    tests/cluster/test_management_contract.py), ``quorum`` for one made with
     ``--default-queue-type quorum``."""
     api = management_api(backend)
     made_without = None if backend.version == "3.10" else "classic"
