@@ -426,6 +426,16 @@ class VhostPool:
             self._job.result()
         return self._pop()
 
+    @contextmanager
+    def lent(self) -> Iterator[str]:
+        """:meth:`take_now`'s vhost for a block of code outside an event loop, given back
+        after."""
+        name = self.take_now()
+        try:
+            yield name
+        finally:
+            self.give_back(name)
+
     def take_typed(self, default_queue_type: str) -> str:
         """A fresh vhost whose default queue type is ``default_queue_type`` (``rabbitmqctl
         add_vhost --default-queue-type``, which 3.10.8, 4.0.5 and 4.3.6 take: measured), with

@@ -14,12 +14,67 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 T = TypeVar("T")
+
+NOWHERE = "amqp://guest:guest@127.0.0.1:1/"
+"""No broker answers there: rr run gives up on it with exit 69."""
+
+GATED = """
+import pathlib
+import time
+
+from rabbitctl_retry import Outcome, subscriber
+
+# a slow start: the import waits until the test opens the gate
+gate = pathlib.Path(__file__).with_name("gate")
+while not gate.exists():
+    time.sleep(0.05)
+
+
+@subscriber("metered")
+async def handle(msg):
+    return Outcome.ack()
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Loading:
+    """What an ``rr run`` of :data:`GATED` served while its handler module loaded."""
+
+    health: tuple[int, str]
+    """``/healthz``'s first answer: its status and text."""
+    metrics_status: int
+    metrics_page: str
+    returncode: int
+    """The process's exit, once the gate opened (69: no broker at :data:`NOWHERE`)."""
+    stderr: str
+
+
+def while_loading(folder: Path, *args: str) -> Loading:
+    """``rr run gated_svc.py --url NOWHERE --metrics-port PORT ARGS`` in ``folder``: its
+    ``/healthz`` and ``/metrics`` while the handler module's import waits at the gate, then the
+    gate opened and the process's end."""
+    (folder / "gated_svc.py").write_text(GATED, encoding="utf-8")
+    port = free_port()
+    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(folder / "gated_svc.py")]
+    command += ["--url", NOWHERE, "--metrics-port", str(port), *args]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        health = until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] != 0)
+        status, page = get(f"{base}/metrics")
+    finally:
+        (folder / "gate").touch()
+        _, stderr = process.communicate(timeout=300)
+    return Loading(health, status, page, process.returncode, stderr)
 
 
 def free_port() -> int:

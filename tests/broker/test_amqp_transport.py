@@ -43,6 +43,7 @@ from rabbitctl_retry.retry.headers import copy_headers
 from rabbitctl_retry.server import ServerVersion
 from rabbitctl_retry.transport import clients
 from rabbitctl_retry.transport.base import Channel, Connection, Delivery, Properties, QueueInfo
+from tests.backends import vhost_url
 from tests.hostile.raw_amqp import RawPublish, get_raw, send_raw
 from tests.ledger import wait_until
 from tests.shared_node import ctl_command, current
@@ -80,11 +81,6 @@ def _with_password(url: str, password: str) -> str:
     if parts.port is not None:
         netloc += f":{parts.port}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _with_vhost(url: str, vhost: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), parts.query, ""))
 
 
 def _rabbitmqctl(*args: str) -> str:
@@ -232,7 +228,7 @@ async def test_wrong_password_is_access_refused_and_never_shown(amqp_url: str) -
 
 async def test_missing_vhost_is_access_refused_naming_it(amqp_url: str, uid: str) -> None:
     with pytest.raises(AccessRefused) as caught:
-        await connect(_with_vhost(amqp_url, uid))
+        await connect(vhost_url(amqp_url, uid))
     message = str(caught.value)
     assert f"vhost {uid} not found" in message
     assert "NOT_ALLOWED" in message
@@ -244,7 +240,7 @@ async def test_vhost_comes_from_the_url_path(amqp_url: str, uid: str) -> None:
     _rabbitmqctl("add_vhost", uid)
     try:
         _rabbitmqctl("set_permissions", "-p", uid, user, ".*", ".*", ".*")
-        connection = await connect(_with_vhost(amqp_url, uid))
+        connection = await connect(vhost_url(amqp_url, uid))
         try:
             channel = await connection.channel()
             info = await channel.queue_declare("in-the-vhost", durable=True)
@@ -271,7 +267,7 @@ async def test_percent_encoded_slash_is_the_default_vhost(
     vhost = current().vhost
     name = scratch.queue("default-vhost")
     await (await conn.channel()).queue_declare(name, durable=True)
-    explicit = await connect(_with_vhost(amqp_url, vhost))  # .../%2F for "/"
+    explicit = await connect(vhost_url(amqp_url, vhost))  # .../%2F for "/"
     try:
         assert explicit.url.endswith("/" + quote(vhost, safe=""))
         info = await (await explicit.channel()).queue_declare(name, passive=True)

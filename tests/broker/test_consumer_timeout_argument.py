@@ -14,14 +14,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
 from rabbitctl_retry.topology.plan import REBUILD_DETAIL
-from tests.backends import vhost_pool
+from tests.backends import vhost_pool, vhost_url
 from tests.shared_node import current
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -33,12 +32,8 @@ WITH = 'arguments = {{ "x-consumer-timeout" = {ms} }}\n'
 @pytest.fixture
 def vhost(amqp_url: str) -> Iterator[str]:
     """A fresh, empty vhost of the test's own, deleted afterwards."""
-    pool = vhost_pool(current())
-    name = pool.take_now()
-    try:
+    with vhost_pool(current()).lent() as name:
         yield name
-    finally:
-        pool.give_back(name)
 
 
 def declare(tmp_path: Path, url: str, text: str) -> Result:
@@ -67,8 +62,7 @@ def test_a_quorum_queue_takes_it_and_only_4_3_compares_it(
     amqp_url: str, vhost: str, tmp_path: Path
 ) -> None:
     broker = current()
-    parts = urlsplit(amqp_url)
-    url = urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
+    url = vhost_url(amqp_url, vhost)
 
     created = declare(tmp_path, url, QUORUM.format(arguments=WITH.format(ms=2000)))
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
 
 import aiormq
@@ -28,7 +28,7 @@ from rabbitctl_retry.ops.declare import apply, observe
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.plan import plan
 from rabbitctl_retry.transport import amqp
-from tests.backends import RabbitBackend, delayed_plugin_enabled, vhost_pool
+from tests.backends import RabbitBackend, delayed_plugin_enabled, vhost_pool, vhost_url
 from tests.contract.versions import expected
 from tests.shared_node import ctl_command, current
 
@@ -92,17 +92,8 @@ def list_exchanges(vhost: str) -> set[str]:
 @pytest.fixture
 def vhost(amqp_url: str) -> Iterator[str]:
     """A fresh, empty vhost (full permissions for the URL's user), deleted afterwards."""
-    pool = vhost_pool(current())
-    name = pool.take_now()
-    try:
+    with vhost_pool(current()).lent() as name:
         yield name
-    finally:
-        pool.give_back(name)
-
-
-def vhost_url(amqp_url: str, vhost: str) -> str:
-    parts = urlsplit(amqp_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
 
 
 def declare(url: str, *args: str) -> Any:

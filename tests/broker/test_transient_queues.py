@@ -17,13 +17,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from rabbitctl_retry.cli import app
-from tests.backends import vhost_pool
+from tests.backends import vhost_pool, vhost_url
 from tests.broker.test_doctor_deprecated_on_servers import MANAGEMENT_URLS, states_given
 from tests.hostile.fake_management import SECRET, Answer, FakeManagement
 from tests.shared_node import current
@@ -56,12 +55,8 @@ DENIED = (
 @pytest.fixture
 def vhost(amqp_url: str) -> Iterator[str]:
     """A fresh, empty vhost of the test's own, deleted afterwards."""
-    pool = vhost_pool(current())
-    name = pool.take_now()
-    try:
+    with vhost_pool(current()).lent() as name:
         yield name
-    finally:
-        pool.give_back(name)
 
 
 @pytest.fixture
@@ -71,11 +66,6 @@ def api(amqp_url: str) -> Iterator[FakeManagement]:
     with FakeManagement() as fake:
         fake.speak_for(current().release)
         yield fake
-
-
-def vhost_url(amqp_url: str, vhost: str) -> str:
-    parts = urlsplit(amqp_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
 
 
 def declare(tmp_path: Path, url: str, *args: str) -> Result:

@@ -4,7 +4,6 @@ counts exactly what rr did, and ``/healthz`` says whether rr consumes; scraped f
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pytest
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import RabbitBackend
 from tests.dlq.support import publish_all
-from tests.metrics_page import answers, free_port, get, sample, served_run, until
+from tests.metrics_page import NOWHERE, free_port, get, sample, served_run, until, while_loading
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber
@@ -82,45 +81,15 @@ async def _count_and_check(backend: RabbitBackend, tmp_path: Path) -> None:
         assert get(f"{base}/nowhere")[0] == 404
 
 
-GATED = """
-import pathlib
-import time
-
-from rabbitctl_retry import Outcome, subscriber
-
-# a slow start: the import waits until the test opens the gate
-gate = pathlib.Path(__file__).with_name("gate")
-while not gate.exists():
-    time.sleep(0.05)
-
-
-@subscriber("metered")
-async def handle(msg):
-    return Outcome.ack()
-"""
-
-
 def test_metrics_answer_while_rr_still_loads_the_handlers(tmp_path: Path) -> None:
     """The metrics server is the first thing rr run starts: /healthz says ``starting`` (503)
     and /metrics answers while the handler module still imports (issue #29: nothing
     answered for 12 s on a busy machine)."""
-    (tmp_path / "gated_svc.py").write_text(GATED, encoding="utf-8")
-    port = free_port()
-    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "gated_svc.py")]
-    command += ["--url", "amqp://guest:guest@127.0.0.1:1/", "--metrics-port", str(port)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        health = until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] != 0)
-        status, page = get(f"{base}/metrics")
-    finally:
-        (tmp_path / "gate").touch()
-        _, stderr = process.communicate(timeout=300)
-    assert health == (503, "starting\n")
-    assert (status, sample(page, "rr_consuming")) == (200, 0)
-    assert process.returncode == 69, stderr  # then it loaded them and found no broker on :1
+    loading = while_loading(tmp_path)
+    assert loading.health == (503, "starting\n")
+    assert (loading.metrics_status, sample(loading.metrics_page, "rr_consuming")) == (200, 0)
+    # then it loaded them and found no broker on :1
+    assert loading.returncode == 69, loading.stderr
 
 
 def test_healthz_is_503_until_rr_consumes() -> None:
@@ -150,7 +119,7 @@ def test_a_busy_port_is_one_error_line(tmp_path: Path) -> None:
         (tmp_path / "busy_svc.py").write_text(SERVICE, encoding="utf-8")
         command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "busy_svc.py")]
         done = subprocess.run(
-            [*command, "--url", "amqp://guest:guest@127.0.0.1:1/", "--metrics-port", str(port)],
+            [*command, "--url", NOWHERE, "--metrics-port", str(port)],
             capture_output=True,
             text=True,
             check=False,
@@ -211,7 +180,7 @@ def test_metrics_bind_chooses_the_address(tmp_path: Path) -> None:
     (tmp_path / "bind_svc.py").write_text(SERVICE, encoding="utf-8")
     port = free_port()
     command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "bind_svc.py")]
-    command += ["--url", "amqp://guest:guest@127.0.0.1:1/", "--metrics-port", str(port)]
+    command += ["--url", NOWHERE, "--metrics-port", str(port)]
     with socket.socket() as taken:  # the port is taken on another address than 127.0.0.1
         taken.bind(("127.0.0.2", port))
         taken.listen()

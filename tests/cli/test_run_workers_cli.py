@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run_metrics import GATED
-from tests.metrics_page import answers, free_port, get, until
-
-NOWHERE = "amqp://guest:guest@127.0.0.1:1/"
+from tests.metrics_page import GATED, NOWHERE, answers, free_port, until, while_loading
 
 
 @pytest.mark.parametrize(
@@ -65,25 +62,12 @@ def test_a_worker_failing_at_start_ends_the_supervisor_with_its_code(
 
 
 def test_healthz_says_starting_and_which_worker_while_they_load(tmp_path: Path) -> None:
-    (tmp_path / "gated_svc.py").write_text(GATED, encoding="utf-8")
-    port = free_port()
-    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "gated_svc.py")]
-    command += ["--url", NOWHERE, "--metrics-port", str(port), "--workers", "2"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ}
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        health = until(lambda: answers(process, f"{base}/healthz"), lambda a: a[0] != 0)
-        status, page = get(f"{base}/metrics")
-    finally:
-        (tmp_path / "gate").touch()
-        _, stderr = process.communicate(timeout=300)
+    loading = while_loading(tmp_path, "--workers", "2")
     # worker 1 waits at the gate; worker 2 starts only once worker 1 consumes
-    assert health == (503, "starting\nworker 1: starting\nworker 2: starting\n")
-    assert status == 200
-    assert "rr_consuming 0.0" in page
-    assert process.returncode == 69, stderr  # worker 1 loaded, found no broker on :1
+    assert loading.health == (503, "starting\nworker 1: starting\nworker 2: starting\n")
+    assert loading.metrics_status == 200
+    assert "rr_consuming 0.0" in loading.metrics_page
+    assert loading.returncode == 69, loading.stderr  # worker 1 loaded, found no broker on :1
 
 
 def test_workers_stop_by_themselves_when_the_supervisor_is_killed(tmp_path: Path) -> None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,8 +72,10 @@ class LocalCluster:
     nodes: tuple[str, ...]
     """``rrcN@localhost`` for nodes 1, 2, 3."""
 
-    def url(self, n: int) -> str:
-        return self.urls[self._index(n)]
+    def url(self, n: int, vhost: str | None = None) -> str:
+        """Node ``n``'s AMQP URL; of ``vhost`` when given one (its name quoted)."""
+        url = self.urls[self._index(n)]
+        return url if vhost is None else url.rstrip("/") + "/" + quote(vhost, safe="")
 
     def management_url(self, n: int) -> str:
         """Node ``n``'s management API: ``http://guest:guest@127.0.0.1:1568N/``."""
@@ -120,6 +124,33 @@ class LocalCluster:
         for n in range(1, SIZE + 1):
             if not _answers(self.url(n)):
                 self.start_app(n)
+
+    @contextmanager
+    def own_vhost(self, prefix: str, *add_args: str) -> Iterator[str]:
+        """A vhost for one test (``PREFIX-`` and 8 hex digits; ``add_vhost`` on node 1 with
+        ``add_args``, guest allowed everything in it); deleted after, the nodes a test stopped
+        started first."""
+        name = f"{prefix}-{secrets.token_hex(4)}"
+        self.ctl(1, "add_vhost", name, *add_args)
+        try:
+            self.ctl(1, "set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+            yield name
+        finally:
+            self.ensure_running()
+            with suppress(ClusterError):
+                self.ctl(1, "delete_vhost", name)
+
+    @contextmanager
+    def own_queues(self, prefix: str, *suffixes: str) -> Iterator[str]:
+        """A name for one test's queues in vhost ``/`` (``PREFIX-`` and 8 hex digits); after
+        the test, the nodes it stopped started again and its queues ``NAME.SUFFIX`` deleted
+        (whatever happened, the next test finds three nodes and none of them)."""
+        name = f"{prefix}-{secrets.token_hex(4)}"
+        try:
+            yield name
+        finally:
+            self.ensure_running()
+            self.delete_queues(f"{name}.{suffix}" for suffix in suffixes)
 
     def queue_names(self, prefix: str) -> list[str]:
         """The names of vhost ``/``'s queues that start with ``prefix`` (node 1's management

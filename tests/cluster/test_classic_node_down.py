@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -44,12 +43,8 @@ delay = "dlx-ttl"
 
 @pytest.fixture
 def prefix(cluster: LocalCluster) -> Iterator[str]:
-    name = f"rr-classic-down-{secrets.token_hex(4)}"
-    yield name
-    cluster.ensure_running()  # whatever happened, the next test finds three nodes
-    cluster.delete_queues(
-        f"{name}.{suffix}" for suffix in ("refunds", "refunds.retry", "refunds.dead")
-    )
+    with cluster.own_queues("rr-classic-down", "refunds", "refunds.retry", "refunds.dead") as name:
+        yield name
 
 
 def service_on_nodes_1_and_2(

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
-import os
-import secrets
 import signal
 import subprocess
-import sys
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -26,13 +22,13 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from rabbitctl_retry.topology.migration import Step, holding_name
-from tests.cluster.conftest import ClusterError, LocalCluster
+from tests.cluster.conftest import LocalCluster
 from tests.faults.harness import Collector, direct
+from tests.faults.process import rr_process
 from tests.ledger import message_ids, publish_ids, take_ids
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).parents[2]
 BEFORE = """
 [exchanges.events]
 type = "direct"
@@ -52,10 +48,7 @@ WAIT_QUEUE = "jobs.retry.30s"
 @pytest.fixture
 def vhost(cluster: LocalCluster) -> Iterator[str]:
     """A vhost of the test's own whose ``ha-all`` policy mirrors ``jobs`` on every node."""
-    name = f"rr-migrate-{secrets.token_hex(4)}"
-    cluster.ctl(1, "add_vhost", name)
-    try:
-        cluster.ctl(1, "set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+    with cluster.own_vhost("rr-migrate") as name:
         cluster.ctl(
             1,
             "set_policy",
@@ -68,26 +61,6 @@ def vhost(cluster: LocalCluster) -> Iterator[str]:
             '{"ha-mode":"all","ha-sync-mode":"automatic"}',
         )
         yield name
-    finally:
-        cluster.ensure_running()
-        with contextlib.suppress(ClusterError):
-            cluster.ctl(1, "delete_vhost", name)
-
-
-def rr(tmp_path: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO), environment.get("PYTHONPATH")])
-    )
-    environment.pop("RR_URL", None)
-    with log.open("wb") as output:
-        return subprocess.Popen(
-            [sys.executable, "-m", "rabbitctl_retry", *args],
-            env=environment,
-            cwd=tmp_path,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
 
 
 def queue_info(cluster: LocalCluster, vhost: str, name: str) -> dict[str, Any] | None:
@@ -127,11 +100,11 @@ def began(log: Path, step: Step) -> bool:
 async def test_a_mirrored_classic_queue_becomes_a_quorum_queue_on_three_nodes(
     cluster: LocalCluster, vhost: str, tmp_path: Path
 ) -> None:
-    url = cluster.url(2).rstrip("/") + "/" + quote(vhost, safe="")
+    url = cluster.url(2, vhost)
     (tmp_path / "before.toml").write_text(BEFORE)
     (tmp_path / "after.toml").write_text(AFTER)
     declare_log = tmp_path / "declare.log"
-    declared = rr(tmp_path, declare_log, "declare", "before.toml", "--url", url)
+    declared = rr_process(tmp_path, "declare", "before.toml", "--url", url, log=declare_log)
     assert await asyncio.to_thread(declared.wait, 120) == 0, declare_log.read_text()
     for _ in range(600):  # the management API shows the policy once its stats are in
         info = queue_info(cluster, vhost, "jobs")
@@ -150,7 +123,7 @@ async def test_a_mirrored_classic_queue_becomes_a_quorum_queue_on_three_nodes(
 
     # 1. killed in the middle of the drain
     log = tmp_path / "migrate-1.log"
-    process = rr(tmp_path, log, *migrate)
+    process = rr_process(tmp_path, *migrate, log=log)
     try:
 
         async def draining() -> bool:
@@ -167,7 +140,7 @@ async def test_a_mirrored_classic_queue_becomes_a_quorum_queue_on_three_nodes(
 
     # 2. node 3 stops while rr (on node 2) refills the rebuilt queue; the same command again
     log = tmp_path / "migrate-2.log"
-    process = rr(tmp_path, log, *migrate)
+    process = rr_process(tmp_path, *migrate, log=log)
     try:
 
         async def refilling() -> bool:
@@ -185,7 +158,7 @@ async def test_a_mirrored_classic_queue_becomes_a_quorum_queue_on_three_nodes(
     outputs = []
     for attempt in range(3, 6):
         log = tmp_path / f"migrate-{attempt}.log"
-        process = rr(tmp_path, log, *migrate)
+        process = rr_process(tmp_path, *migrate, log=log)
         code = await asyncio.to_thread(process.wait, 600)
         outputs.append(log.read_text(errors="replace"))
         if code == 0:

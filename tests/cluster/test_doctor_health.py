@@ -7,9 +7,7 @@ raised and no node stopped (those are the twin's: tests/cli/test_doctor_health_t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +19,9 @@ from rabbitctl_retry.cli import app
 from rabbitctl_retry.emulator import Emulator
 from rabbitctl_retry.transport.management import ManagementApi
 from rabbitctl_retry.transport.management_http import HttpManagementApi
+from tests.broker.test_doctor_health_on_servers import health
 from tests.cli.test_management_twin import UNREACHABLE, settings
-from tests.cluster.conftest import ClusterError, LocalCluster
+from tests.cluster.conftest import LocalCluster
 from tests.contract.test_management_api import nodes_view
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -40,38 +39,11 @@ type = "quorum"
 replicas = 3
 """
 
-HEALTH = {
-    "node-alarm",
-    "node-not-running",
-    "alarms-not-checked",
-    "no-consumer",
-    "wait-queue-consumer",
-    "dead-letter-queue-messages",
-    "dead-letter-queue-growing",
-    "queue-not-declared",
-    "quorum-members-offline",
-    "quorum-queue-unavailable",
-    "quorum-members-not-checked",
-}
-
 
 @pytest.fixture
 def vhost(cluster: LocalCluster) -> Iterator[str]:
-    name = f"rr-health-{secrets.token_hex(4)}"
-    cluster.ctl(1, "add_vhost", name)
-    try:
-        cluster.ctl(1, "set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+    with cluster.own_vhost("rr-health") as name:
         yield name
-    finally:
-        with contextlib.suppress(ClusterError):
-            cluster.ctl(1, "delete_vhost", name)
-
-
-def health(result: Any) -> list[tuple[str, str, str | None]]:
-    document = json.loads(result.stdout)
-    return [
-        (f["code"], f["level"], f["queue"]) for f in document["findings"] if f["code"] in HEALTH
-    ]
 
 
 def test_the_cluster_and_its_twin_give_the_same_findings(
@@ -79,7 +51,7 @@ def test_the_cluster_and_its_twin_give_the_same_findings(
 ) -> None:
     topology = tmp_path / "topology.toml"
     topology.write_text(TOPOLOGY, encoding="utf-8")
-    url = cluster.url(1).rstrip("/") + "/" + vhost
+    url = cluster.url(1, vhost)
     declared = runner.invoke(app, ["declare", str(topology), "--url", url])
     assert declared.exit_code == 0, declared.output
     asked = ["doctor", "--topology", str(topology), "-o", "json", "--management-url"]
@@ -98,8 +70,8 @@ def test_the_cluster_and_its_twin_give_the_same_findings(
         ("no-consumer", "warning", "orders"),
         ("no-consumer", "warning", "payments"),
     ]
-    assert health(real) == wanted
-    assert health(twin) == wanted
+    assert health(json.loads(real.stdout)) == wanted
+    assert health(json.loads(twin.stdout)) == wanted
 
 
 def test_the_nodes_and_the_members_as_the_twin_states_them(
@@ -107,7 +79,7 @@ def test_the_nodes_and_the_members_as_the_twin_states_them(
 ) -> None:
     topology = tmp_path / "topology.toml"
     topology.write_text(TOPOLOGY, encoding="utf-8")
-    url = cluster.url(1).rstrip("/") + "/" + vhost
+    url = cluster.url(1, vhost)
     declared = runner.invoke(app, ["declare", str(topology), "--url", url])
     assert declared.exit_code == 0, declared.output
     emulator = Emulator(server_version="3.10.8")

@@ -6,9 +6,7 @@ works on 3.10 (docs/reference/cli.md, "rr doctor")."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rabbitctl_retry.cli import app
-from tests.cluster.conftest import ClusterError, LocalCluster
+from tests.cluster.conftest import LocalCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -34,10 +32,7 @@ replicas = 3
 @pytest.fixture
 def vhost(cluster: LocalCluster) -> Iterator[str]:
     """A vhost of the test's own, with an ha-mode policy for ``orders``; deleted after."""
-    name = f"rr-mirroring-{secrets.token_hex(4)}"
-    cluster.ctl(1, "add_vhost", name)
-    try:
-        cluster.ctl(1, "set_permissions", "-p", name, "guest", ".*", ".*", ".*")
+    with cluster.own_vhost("rr-mirroring") as name:
         cluster.ctl(
             1,
             "set_policy",
@@ -50,9 +45,6 @@ def vhost(cluster: LocalCluster) -> Iterator[str]:
             '{"ha-mode":"exactly","ha-params":2,"ha-sync-mode":"automatic"}',
         )
         yield name
-    finally:
-        with contextlib.suppress(ClusterError):
-            cluster.ctl(1, "delete_vhost", name)
 
 
 def test_doctor_names_the_mirrored_classic_queue(
@@ -60,7 +52,7 @@ def test_doctor_names_the_mirrored_classic_queue(
 ) -> None:
     topology = tmp_path / "topology.toml"
     topology.write_text(TOPOLOGY, encoding="utf-8")
-    url = cluster.url(2).rstrip("/") + "/" + vhost
+    url = cluster.url(2, vhost)
     declared = runner.invoke(app, ["declare", str(topology), "--url", url])
     assert declared.exit_code == 0, declared.output
 
@@ -112,7 +104,7 @@ def test_rrs_policy_shadows_the_ha_policy(
     cluster.ctl(1, "set_policy", "-p", vhost, "ha-two", "^orders", '{"ha-mode":"all"}')
     topology = tmp_path / "topology.toml"
     topology.write_text(POLICY_MODE, encoding="utf-8")
-    url = cluster.url(1).rstrip("/") + "/" + vhost
+    url = cluster.url(1, vhost)
     api = ["--url", url, "--management-url", cluster.management_url(1)]
     declared = runner.invoke(app, ["declare", str(topology), *api])
     assert declared.exit_code == 0, declared.output
@@ -136,7 +128,7 @@ def test_rrs_policy_shadows_the_ha_policy(
 def test_doctor_without_the_api_says_mirroring_was_not_checked(
     cluster: LocalCluster, vhost: str
 ) -> None:
-    url = cluster.url(1).rstrip("/") + "/" + vhost
+    url = cluster.url(1, vhost)
     result = runner.invoke(app, ["doctor", "--url", url, "-o", "json"])
 
     assert result.exit_code == 0, result.output

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from collections import Counter
 from collections.abc import Iterator
 
@@ -57,12 +56,8 @@ replicas = 3
 
 @pytest.fixture
 def prefix(cluster: LocalCluster) -> Iterator[str]:
-    name = f"rr-failover-{secrets.token_hex(4)}"
-    yield name
-    cluster.ensure_running()  # whatever happened, the next test finds three nodes
-    cluster.delete_queues(
-        f"{name}.{suffix}" for suffix in ("payouts", "payouts.retry", "payouts.dead")
-    )
+    with cluster.own_queues("rr-failover", "payouts", "payouts.retry", "payouts.dead") as name:
+        yield name
 
 
 def leader_of(cluster: LocalCluster, queue: str) -> str:

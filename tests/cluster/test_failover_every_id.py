@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import secrets
 import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -275,10 +274,8 @@ def holds_nothing(overview: Mapping[str, int] | None) -> bool:
 
 @pytest.fixture
 def prefix(cluster: LocalCluster) -> Iterator[str]:
-    name = f"rr-every-id-{secrets.token_hex(4)}"
-    yield name
-    cluster.ensure_running()  # whatever happened, the next test finds three nodes
-    cluster.delete_queues(f"{name}.{suffix}" for suffix in ("payouts", "payouts.dead"))
+    with cluster.own_queues("rr-every-id", "payouts", "payouts.dead") as name:
+        yield name
 
 
 async def test_every_id_ends_acked_or_dead_lettered_when_the_connected_node_stops(

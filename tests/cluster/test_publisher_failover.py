@@ -6,7 +6,6 @@ least once), never missing."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections import Counter
 from collections.abc import Iterator
 
@@ -33,10 +32,8 @@ replicas = 3
 
 @pytest.fixture
 def prefix(cluster: LocalCluster) -> Iterator[str]:
-    name = f"rr-publisher-{secrets.token_hex(4)}"
-    yield name
-    cluster.ensure_running()  # whatever happened, the next test finds three nodes
-    cluster.delete_queues([f"{name}.orders"])
+    with cluster.own_queues("rr-publisher", "orders") as name:
+        yield name
 
 
 async def test_publisher_moves_to_another_node_and_loses_nothing(

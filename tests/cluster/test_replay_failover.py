@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -51,10 +50,8 @@ replicas = 3
 
 @pytest.fixture
 def prefix(cluster: LocalCluster) -> Iterator[str]:
-    name = f"rr-replay-failover-{secrets.token_hex(4)}"
-    yield name
-    cluster.ensure_running()  # whatever happened, the next test finds three nodes
-    cluster.delete_queues(f"{name}.{suffix}" for suffix in ("payouts", "payouts.dead"))
+    with cluster.own_queues("rr-replay-failover", "payouts", "payouts.dead") as name:
+        yield name
 
 
 async def publish_dead_letters(connection: Connection, queue: str, origin: str) -> None:

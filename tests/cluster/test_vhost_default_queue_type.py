@@ -9,11 +9,10 @@ What the API port reads of both is the contract scenario's
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner
@@ -34,19 +33,13 @@ MakeVhost = Callable[..., str]
 def make_vhost(cluster: LocalCluster) -> Iterator[MakeVhost]:
     """Makes vhosts of the cluster (``rabbitmqctl add_vhost``, with ``--default-queue-type``
     when given one) for guest; deletes them after."""
-    made: list[str] = []
+    with ExitStack() as made:
 
-    def make(default_queue_type: str | None = None) -> str:
-        name = f"rr-dqt-{uuid.uuid4().hex[:8]}"
-        given = ("--default-queue-type", default_queue_type) if default_queue_type else ()
-        cluster.ctl(1, "add_vhost", name, *given)
-        made.append(name)
-        cluster.ctl(1, "set_permissions", "-p", name, "guest", ".*", ".*", ".*")
-        return name
+        def make(default_queue_type: str | None = None) -> str:
+            given = ("--default-queue-type", default_queue_type) if default_queue_type else ()
+            return made.enter_context(cluster.own_vhost("rr-dqt", *given))
 
-    yield make
-    for name in made:
-        cluster.ctl(1, "delete_vhost", name)
+        yield make
 
 
 def _rr(*args: str) -> dict[str, Any]:
@@ -61,7 +54,7 @@ def _read(cluster: LocalCluster, vhost: str, tmp_path: Path) -> tuple[Any, list[
     ``rr declare`` made the topology in it."""
     topology = tmp_path / "topology.toml"
     topology.write_text(TOPOLOGY)
-    url = cluster.url(1).rstrip("/") + "/" + quote(vhost, safe="")
+    url = cluster.url(1, vhost)
     given = ["--url", url, "--management-url", cluster.management_url(1)]
     _rr("declare", str(topology), *given)
     status = _rr("status", "-t", str(topology), *given)

@@ -44,7 +44,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 from uuid import uuid4
 
 import aiormq
@@ -52,7 +51,7 @@ import pytest
 import tomli_w
 
 from rabbitctl_retry.testing import DEFAULT_SERVER_VERSION
-from tests.backends import vhost_pool
+from tests.backends import vhost_pool, vhost_url
 from tests.docs.examples import (
     Block,
     Command,
@@ -327,12 +326,8 @@ def fresh_vhost(version: str) -> Iterator[str]:
     batch)."""
     broker = require_broker(version)
     pool = vhost_pool(broker)  # made ahead and deleted in batches: fewer rabbitmqctl runs
-    name = pool.take_now()
-    try:
-        parts = urlsplit(broker.url)
-        yield urlunsplit((parts.scheme, parts.netloc, "/" + quote(name, safe=""), "", ""))
-    finally:
-        pool.give_back(name)
+    with pool.lent() as name:
+        yield vhost_url(broker.url, name)
 
 
 def amqp(url: str, work: Callable[[Any], Awaitable[Any]]) -> Any:

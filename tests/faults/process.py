@@ -37,6 +37,27 @@ class RrRun:
         return self.log.read_text(errors="replace")
 
 
+def rr_process(
+    tmp_path: Path, *args: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``python -m rabbitctl_retry ARGS`` in ``tmp_path``, this checkout's package first on its
+    path, ``$RR_URL`` unset unless ``env`` sets it; its output in the file ``log``."""
+    environment = dict(os.environ)
+    environment.pop("RR_URL", None)
+    environment.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")])),
+        **(env or {}),
+    )
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "rabbitctl_retry", *args],
+            env=environment,
+            cwd=tmp_path,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+
+
 @contextmanager
 def rr_run(
     tmp_path: Path,
@@ -51,26 +72,23 @@ def rr_run(
     handler calls counted in ``tmp_path/calls.txt``; killed at the end if still running."""
     (tmp_path / "topology.toml").write_text(topology)
     (tmp_path / "fault_handlers.py").write_text(textwrap.dedent(handlers))
-    environment = dict(os.environ)
-    environment.update(
-        RR_FAULT_CALLS=str(tmp_path / "calls.txt"),
-        RR_URL=url,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")])),
-        **(env or {}),
-    )
-    command = [sys.executable, "-m", "rabbitctl_retry", "run", str(tmp_path / "fault_handlers.py")]
-    command += ["--topology", str(tmp_path / "topology.toml"), *args]
     log = tmp_path / f"rr-run-{len(list(tmp_path.glob('rr-run-*.log')))}.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command, env=environment, cwd=tmp_path, stdout=output, stderr=subprocess.STDOUT
-        )
-        try:
-            yield RrRun(process, log)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(10)
+    process = rr_process(
+        tmp_path,
+        "run",
+        str(tmp_path / "fault_handlers.py"),
+        "--topology",
+        str(tmp_path / "topology.toml"),
+        *args,
+        log=log,
+        env={"RR_FAULT_CALLS": str(tmp_path / "calls.txt"), "RR_URL": url, **(env or {})},
+    )
+    try:
+        yield RrRun(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
 
 
 def calls_of(calls: Path) -> list[tuple[str, int, str]]:

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,12 +30,12 @@ from rabbitctl_retry.topology.migration import Step, holding_name
 from rabbitctl_retry.transport.base import Properties
 from tests.faults.conftest import FaultVhost
 from tests.faults.harness import Collector, direct
+from tests.faults.process import rr_process
 from tests.faults.proxy import FaultProxy
 from tests.ledger import message_ids, publish_ids, take_ids
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).parents[2]
 
 BEFORE = """
 [exchanges.events]
@@ -57,22 +54,6 @@ READY = 10_000
 WAITING = 1_000
 RATE_PER_S = 50
 WAITS = ("jobs.retry.3s", "jobs.retry.6s")
-
-
-def rr(tmp_path: Path, *args: str, log: Path) -> subprocess.Popen[bytes]:
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO), environment.get("PYTHONPATH")])
-    )
-    environment.pop("RR_URL", None)
-    with log.open("wb") as output:
-        return subprocess.Popen(
-            [sys.executable, "-m", "rabbitctl_retry", *args],
-            env=environment,
-            cwd=tmp_path,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
 
 
 @dataclass
@@ -115,7 +96,9 @@ async def test_migration_killed_at_every_step_loses_nothing(
     url = any_fault_vhost.url
     (tmp_path / "before.toml").write_text(BEFORE)
     (tmp_path / "after.toml").write_text(AFTER)
-    declared = rr(tmp_path, "declare", "before.toml", "--url", url, log=tmp_path / "declare.log")
+    declared = rr_process(
+        tmp_path, "declare", "before.toml", "--url", url, log=tmp_path / "declare.log"
+    )
     assert await asyncio.to_thread(declared.wait, 120) == 0, (tmp_path / "declare.log").read_text()
     ready, waiting = message_ids("ready", READY), message_ids("waiting", WAITING)
     connect = direct(url)
@@ -137,7 +120,7 @@ async def test_migration_killed_at_every_step_loses_nothing(
         runs += 1
         log = tmp_path / f"migrate-{runs}.log"
         target = any_fault_vhost.proxy_url if cut else url
-        process = rr(
+        process = rr_process(
             tmp_path,
             "migrate",
             "after.toml",

@@ -1,5 +1,7 @@
 """The ``backend`` fixture: each hostile-input test that needs a broker runs on RabbitMQ (a
-fresh vhost) and on the emulator.
+fresh vhost) and on the emulator. ``api``: a fake management API (tests/hostile/fake_management.py)
+that answers what the test tells it; ``elsewhere``: a second one, where a redirect points, which
+must never be asked anything.
 
 And one rule for every test here: no hostile input ends in exit 70 ("internal error", a bug
 in rr). Every ``rr`` run a test makes — in process (``CliRunner.invoke``) or as a process
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from tests.hostile.fake_management import FakeManagement
 from tests.runtime.conftest import backend
 
 INTERNAL_ERROR = 70
@@ -58,3 +61,15 @@ def _no_internal_error(
     if "internal_errors_allowed" not in request.fixturenames:
         crashed = [command for command, code in ended if code == INTERNAL_ERROR]
         assert crashed == [], f"rr exited 70 (a bug in rr) for: {crashed[:5]}"
+
+
+@pytest.fixture
+def api() -> Iterator[FakeManagement]:
+    with FakeManagement() as fake:
+        yield fake
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[FakeManagement]:
+    with FakeManagement() as fake:
+        yield fake

@@ -11,7 +11,6 @@ is an info finding; a table that denies what the topology uses is unsafe (exit 1
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -45,19 +44,6 @@ ASSUMED = "findings on deprecated features are assumed from the version"
 WHAT = "not checked: which deprecated features this server permits or denies"
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def api() -> Iterator[FakeManagement]:
-    with FakeManagement() as fake:
-        yield fake
-
-
-@pytest.fixture
-def elsewhere() -> Iterator[FakeManagement]:
-    """Where a redirect points: it must never be asked anything."""
-    with FakeManagement() as fake:
-        yield fake
 
 
 def settings() -> CliSettings:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -28,6 +28,7 @@ from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportEr
 from rabbitctl_retry.server import NodeResources, Placement, QueueActivity, QueueHealth, QueueState
 from rabbitctl_retry.transport.management_http import HttpManagementApi
 from tests.backends import vhost_pool
+from tests.backends import vhost_url as url_of
 from tests.hostile.fake_management import (
     FAKE_NODE,
     SECRET,
@@ -42,19 +43,6 @@ from tests.target_line import after_target
 
 DEEP = b"[" * 200_000 + b"]" * 200_000
 """The issue's 200,000-deep JSON document."""
-
-
-@pytest.fixture
-def api() -> Iterator[FakeManagement]:
-    with FakeManagement() as fake:
-        yield fake
-
-
-@pytest.fixture
-def elsewhere() -> Iterator[FakeManagement]:
-    """A second fake API: where a redirect points. It must never be asked anything."""
-    with FakeManagement() as fake:
-        yield fake
 
 
 def _client(fake: FakeManagement, **kwargs: Any) -> HttpManagementApi:
@@ -329,13 +317,8 @@ TOPOLOGY = "[queues.rr-mgmt]\n\n[queues.rr-mgmt-2]\n"
 @pytest.fixture
 def vhost_url(amqp_url: str) -> Iterator[str]:
     """The test broker's URL with a fresh, empty vhost of the test's own as its path."""
-    pool = vhost_pool(current())
-    name = pool.take_now()
-    parts = urlsplit(amqp_url)
-    try:
-        yield urlunsplit((parts.scheme, parts.netloc, "/" + quote(name, safe=""), "", ""))
-    finally:
-        pool.give_back(name)
+    with vhost_pool(current()).lent() as name:
+        yield url_of(amqp_url, name)
 
 
 def _queues(url: str) -> list[str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import own_vhost
-from tests.metrics_page import answers, free_port, get, sample, until
+from tests.metrics_page import GATED, answers, free_port, get, sample, until
 
 SERVICE = """
 from rabbitctl_retry import Outcome, subscriber
@@ -43,23 +43,6 @@ async def handle(msg):
 TOPOLOGY = """
 [queues.metered]
 max_attempts = 2
-"""
-
-GATED = """
-import pathlib
-import time
-
-from rabbitctl_retry import Outcome, subscriber
-
-# rr run's metrics server answers while this import waits for the test's gate
-gate = pathlib.Path(__file__).with_name("gate")
-while not gate.exists():
-    time.sleep(0.05)
-
-
-@subscriber("metered")
-async def handle(msg):
-    return Outcome.ack()
 """
 
 CLOSE_BOUND_S = 60.0

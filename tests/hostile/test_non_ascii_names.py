@@ -17,11 +17,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
 from tests.backends import vhost_pool
+from tests.backends import vhost_url as url_of
 from tests.shared_node import current
 
 TOPOLOGY = """
@@ -78,13 +78,8 @@ def test_topology_show_json_names_them_whole(topology: Path) -> None:
 @pytest.fixture
 def vhost_url(amqp_url: str) -> Iterator[str]:
     """The URL of a fresh, empty vhost on the broker under test."""
-    pool = vhost_pool(current())
-    vhost = pool.take_now()
-    parts = urlsplit(amqp_url)
-    try:
-        yield urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
-    finally:
-        pool.give_back(vhost)
+    with vhost_pool(current()).lent() as vhost:
+        yield url_of(amqp_url, vhost)
 
 
 def test_declare_dry_run_then_declare_then_inspect_non_ascii_names(

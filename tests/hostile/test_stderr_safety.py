@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -29,7 +29,7 @@ from rabbitctl_retry.cli.logs import JsonFormatter, TextFormatter, json_line
 from rabbitctl_retry.errors import censor_url, escape_unprintable
 from rabbitctl_retry.transport.amqp import connect
 from rabbitctl_retry.transport.base import Properties
-from tests.backends import RabbitBackend
+from tests.backends import RabbitBackend, vhost_url
 from tests.hostile.output import UNSAFE
 from tests.target_line import after_target
 
@@ -149,8 +149,7 @@ def test_broker_reply_text_naming_a_hostile_vhost_is_one_escaped_line(
     broker: str, tmp_path: Path, command: str
 ) -> None:
     vhost = "rr\x1b[31m\u202ev\u2066\x85\nrr: error: forged"
-    parts = urlsplit(broker)
-    url = urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
+    url = vhost_url(broker, vhost)
     (tmp_path / "t.toml").write_text("[queues.rr-hostile-q]\n", encoding="utf-8")
     (tmp_path / "handler_rr_vhost.py").write_text(HANDLER, encoding="utf-8")
     args = {

@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -37,7 +36,7 @@ from rabbitctl_retry.errors import ConfigError
 from rabbitctl_retry.topology.expand import Desired, expand
 from rabbitctl_retry.topology.load import BINDING_KEYS, EXCHANGE_KEYS, QUEUE_KEYS, load_file
 from rabbitctl_retry.transport.values import wire_arguments
-from tests.backends import vhost_pool
+from tests.backends import vhost_pool, vhost_url
 from tests.hostile.broker_state import assert_holds_exactly
 from tests.shared_node import current
 
@@ -483,8 +482,7 @@ def _check_declare(amqp_url: str, path: Path) -> None:
         desired = None
     pool = vhost_pool(current())  # a fresh vhost per example
     vhost = pool.take_now()
-    parts = urlsplit(amqp_url)
-    url = urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
+    url = vhost_url(amqp_url, vhost)
     try:
         result = runner.invoke(app, ["declare", str(path), "--url", url])
         event(f"exit {result.exit_code}")

@@ -9,7 +9,6 @@ import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from typer.testing import CliRunner
@@ -21,6 +20,7 @@ from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.load import MAX_FILE_BYTES
 from rabbitctl_retry.transport import amqp
 from tests.backends import vhost_pool
+from tests.backends import vhost_url as url_of
 from tests.hostile.broker_state import assert_holds_exactly
 from tests.shared_node import current
 
@@ -60,13 +60,8 @@ def validate(path: Path) -> object:
 @pytest.fixture
 def vhost_url(amqp_url: str) -> Iterator[tuple[str, str]]:
     """A fresh, empty vhost on the broker under test and the URL that reaches it."""
-    pool = vhost_pool(current())
-    vhost = pool.take_now()
-    parts = urlsplit(amqp_url)
-    try:
-        yield vhost, urlunsplit((parts.scheme, parts.netloc, "/" + quote(vhost, safe=""), "", ""))
-    finally:
-        pool.give_back(vhost)
+    with vhost_pool(current()).lent() as vhost:
+        yield vhost, url_of(amqp_url, vhost)
 
 
 DEAD_URL = "amqp://guest:guest@127.0.0.1:1/"

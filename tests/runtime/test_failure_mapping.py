@@ -23,20 +23,10 @@ from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, publish
 from tests.observe import depth
 from tests.runtime.test_outcomes import _wait_for_messages
+from tests.topologies import GUIDE
 
 H = "x-ruststream-retry-count"
 
-GUIDE = """
-[queues.refunds]
-max_attempts = 5
-dead_letter = "refunds.dead"
-delay = "dlx-ttl"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 5
-dead_letter = "payouts.dead"
-"""
 
 BODY = json.dumps({"id": 1, "card": "4111"}).encode()
 

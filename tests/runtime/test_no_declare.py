@@ -15,20 +15,9 @@ from rabbitctl_retry.runtime.service import RunOptions, Service
 from rabbitctl_retry.topology.expand import expand
 from rabbitctl_retry.topology.load import load_text
 from tests.backends import Backend
+from tests.topologies import GUIDE
 
-TOPOLOGY = load_text(
-    """
-[queues.refunds]
-max_attempts = 5
-dead_letter = "refunds.dead"
-delay = "dlx-ttl"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 5
-dead_letter = "payouts.dead"
-"""
-)
+TOPOLOGY = load_text(GUIDE)
 
 
 async def noop(msg: Message) -> None:

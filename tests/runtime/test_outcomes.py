@@ -27,6 +27,7 @@ from rabbitctl_retry.topology.model import Topology
 from rabbitctl_retry.transport.base import Properties
 from tests.backends import Backend, EmulatorBackend, publish
 from tests.observe import depth, peek
+from tests.topologies import GUIDE
 
 H = "x-ruststream-retry-count"
 
@@ -75,18 +76,6 @@ async def running(
     async with service.running():
         yield service
 
-
-GUIDE = """
-[queues.refunds]
-max_attempts = 5
-dead_letter = "refunds.dead"
-delay = "dlx-ttl"
-
-[queues.payouts]
-type = "quorum"
-max_attempts = 5
-dead_letter = "payouts.dead"
-"""
 
 ORIGINAL = Properties(
     message_id="m-1",
