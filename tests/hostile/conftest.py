@@ -1,5 +1,6 @@
 """The ``backend`` fixture: each hostile-input test that needs a broker runs on RabbitMQ (a
-fresh vhost) and on the emulator. ``api``: a fake management API (tests/hostile/fake_management.py)
+fresh vhost) and on the emulator. ``vhost_url``: the URL of a fresh, empty vhost on the server
+under test, given back after. ``api``: a fake management API (tests/hostile/fake_management.py)
 that answers what the test tells it; ``elsewhere``: a second one, where a redirect points, which
 must never be asked anything.
 
@@ -18,8 +19,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from tests.backends import vhost_pool
+from tests.backends import vhost_url as url_of
 from tests.hostile.fake_management import FakeManagement
 from tests.runtime.conftest import backend
+from tests.shared_node import current
 
 INTERNAL_ERROR = 70
 
@@ -73,3 +77,9 @@ def api() -> Iterator[FakeManagement]:
 def elsewhere() -> Iterator[FakeManagement]:
     with FakeManagement() as fake:
         yield fake
+
+
+@pytest.fixture
+def vhost_url(amqp_url: str) -> Iterator[str]:
+    with vhost_pool(current()).lent() as vhost:
+        yield url_of(amqp_url, vhost)

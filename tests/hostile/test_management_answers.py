@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,6 @@ import pytest
 from rabbitctl_retry.errors import AccessRefused, BrokerUnreachable, TransportError, exit_code_for
 from rabbitctl_retry.server import NodeResources, Placement, QueueActivity, QueueHealth, QueueState
 from rabbitctl_retry.transport.management_http import HttpManagementApi
-from tests.backends import vhost_pool
-from tests.backends import vhost_url as url_of
 from tests.hostile.fake_management import (
     FAKE_NODE,
     SECRET,
@@ -312,13 +309,6 @@ async def test_the_credentials_go_as_basic_auth_decoded(api: FakeManagement) -> 
 # --- rr declare through the fake API, against the real broker -----------------------------------
 
 TOPOLOGY = "[queues.rr-mgmt]\n\n[queues.rr-mgmt-2]\n"
-
-
-@pytest.fixture
-def vhost_url(amqp_url: str) -> Iterator[str]:
-    """The test broker's URL with a fresh, empty vhost of the test's own as its path."""
-    with vhost_pool(current()).lent() as name:
-        yield url_of(amqp_url, name)
 
 
 def _queues(url: str) -> list[str]:

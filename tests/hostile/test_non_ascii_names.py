@@ -15,14 +15,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tests.backends import vhost_pool
-from tests.backends import vhost_url as url_of
-from tests.shared_node import current
 
 TOPOLOGY = """
 [queues."bi.def.é"]
@@ -73,13 +68,6 @@ def test_topology_show_json_names_them_whole(topology: Path) -> None:
     done = rr("topology", "show", str(topology), "-o", "json", cwd=topology.parent)
     assert done.returncode == 0, done.stderr
     assert set(NAMES) <= {queue["name"] for queue in json.loads(done.stdout)["queues"]}
-
-
-@pytest.fixture
-def vhost_url(amqp_url: str) -> Iterator[str]:
-    """The URL of a fresh, empty vhost on the broker under test."""
-    with vhost_pool(current()).lent() as vhost:
-        yield url_of(amqp_url, vhost)
 
 
 def test_declare_dry_run_then_declare_then_inspect_non_ascii_names(

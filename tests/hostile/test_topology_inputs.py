@@ -19,8 +19,7 @@ from rabbitctl_retry.ops.preflight import preflight
 from rabbitctl_retry.topology.expand import BindingEntity, Desired, QueueEntity
 from rabbitctl_retry.topology.load import MAX_FILE_BYTES
 from rabbitctl_retry.transport import amqp
-from tests.backends import vhost_pool
-from tests.backends import vhost_url as url_of
+from tests.backends import vhost_pool, vhost_url
 from tests.hostile.broker_state import assert_holds_exactly
 from tests.shared_node import current
 
@@ -58,10 +57,10 @@ def validate(path: Path) -> object:
 
 
 @pytest.fixture
-def vhost_url(amqp_url: str) -> Iterator[tuple[str, str]]:
+def vhost_and_url(amqp_url: str) -> Iterator[tuple[str, str]]:
     """A fresh, empty vhost on the broker under test and the URL that reaches it."""
     with vhost_pool(current()).lent() as vhost:
-        yield vhost, url_of(amqp_url, vhost)
+        yield vhost, vhost_url(amqp_url, vhost)
 
 
 DEAD_URL = "amqp://guest:guest@127.0.0.1:1/"
@@ -88,9 +87,11 @@ def assert_refused_everywhere(tmp_path: Path, text: str, *fragments: str) -> str
     return lines[0]
 
 
-def assert_declares_nothing(tmp_path: Path, vhost_url: tuple[str, str], texts: list[str]) -> None:
+def assert_declares_nothing(
+    tmp_path: Path, vhost_and_url: tuple[str, str], texts: list[str]
+) -> None:
     """``rr declare`` of each file exits 78 on the real broker, and the vhost stays empty."""
-    vhost, url = vhost_url
+    vhost, url = vhost_and_url
     for number, text in enumerate(texts):
         path = tmp_path / f"refused-{number}.toml"
         path.write_text(text, encoding="utf-8")
@@ -195,9 +196,9 @@ def test_names_outside_the_wire_rule_are_refused(
 
 @pytest.mark.broker
 def test_declaring_refused_names_leaves_the_broker_untouched(
-    tmp_path: Path, vhost_url: tuple[str, str]
+    tmp_path: Path, vhost_and_url: tuple[str, str]
 ) -> None:
-    assert_declares_nothing(tmp_path, vhost_url, [GOOD_FIRST + text for text, _ in NAME_CASES])
+    assert_declares_nothing(tmp_path, vhost_and_url, [GOOD_FIRST + text for text, _ in NAME_CASES])
 
 
 async def _client_refusals(url: str, names: list[str]) -> list[str]:
@@ -217,11 +218,11 @@ async def _client_refusals(url: str, names: list[str]) -> list[str]:
 
 
 @pytest.mark.broker
-def test_why_ascii_names_keep_to_the_name_grammar(vhost_url: tuple[str, str]) -> None:
+def test_why_ascii_names_keep_to_the_name_grammar(vhost_and_url: tuple[str, str]) -> None:
     # RabbitMQ 3.10.8 accepts these names; the AMQP client rr declares with refuses them
     # before sending (exit 65 half way through a declare, before this fix). If the transport
     # ever sends them, this fails, and the name rule of docs/reference/topology.md can be widened.
-    vhost, url = vhost_url
+    vhost, url = vhost_and_url
     names = ["a!b", "a*", "a\x1bb", "a\x7f"]
     refusals = asyncio.run(_client_refusals(url, names))
     assert [r.endswith("cannot encode: Invalid value for queue") for r in refusals] == [True] * len(
@@ -300,9 +301,11 @@ def test_integers_outside_the_wire_range_are_refused(
 
 @pytest.mark.broker
 def test_declaring_refused_integers_leaves_the_broker_untouched(
-    tmp_path: Path, vhost_url: tuple[str, str]
+    tmp_path: Path, vhost_and_url: tuple[str, str]
 ) -> None:
-    assert_declares_nothing(tmp_path, vhost_url, [GOOD_FIRST + text for text, _ in INTEGER_CASES])
+    assert_declares_nothing(
+        tmp_path, vhost_and_url, [GOOD_FIRST + text for text, _ in INTEGER_CASES]
+    )
 
 
 # --------------------------------------------------------------------------- 3. value types
@@ -372,9 +375,9 @@ def test_values_without_an_amqp_type_are_refused(
 
 @pytest.mark.broker
 def test_declaring_refused_values_leaves_the_broker_untouched(
-    tmp_path: Path, vhost_url: tuple[str, str]
+    tmp_path: Path, vhost_and_url: tuple[str, str]
 ) -> None:
-    assert_declares_nothing(tmp_path, vhost_url, [GOOD_FIRST + text for text, _ in VALUE_CASES])
+    assert_declares_nothing(tmp_path, vhost_and_url, [GOOD_FIRST + text for text, _ in VALUE_CASES])
 
 
 # --------------------------------------------------------------------------- 4. parser depth
@@ -551,16 +554,16 @@ def test_what_the_broker_would_refuse_mid_declare_is_refused_at_load(
 
 @pytest.mark.broker
 def test_declaring_what_the_broker_would_refuse_leaves_it_untouched(
-    tmp_path: Path, vhost_url: tuple[str, str]
+    tmp_path: Path, vhost_and_url: tuple[str, str]
 ) -> None:
     assert_declares_nothing(
-        tmp_path, vhost_url, [GOOD_FIRST + text for text, _ in MID_DECLARE_CASES]
+        tmp_path, vhost_and_url, [GOOD_FIRST + text for text, _ in MID_DECLARE_CASES]
     )
 
 
 @pytest.mark.broker
 def test_a_file_at_every_limit_validates_and_declares_whole(
-    tmp_path: Path, vhost_url: tuple[str, str]
+    tmp_path: Path, vhost_and_url: tuple[str, str]
 ) -> None:
     deep = "[" * 25 + "1" + "]" * 25
     text = (
@@ -582,7 +585,7 @@ def test_a_file_at_every_limit_validates_and_declares_whole(
     )
     path = write(tmp_path, text)
     assert validate(path).exit_code == 0
-    vhost, url = vhost_url
+    vhost, url = vhost_and_url
     result = runner.invoke(app, ["declare", str(path), "--url", url])
     assert result.exit_code == 0, result.output
     assert_holds_exactly(
